@@ -1,0 +1,74 @@
+//! The errors a model call can end in.
+
+use std::time::Duration;
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The API answered with an HTTP error; `message` is the API's own.
+    #[error("the model API answered {status} ({kind}): {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// The API's error type (`invalid_request_error`, `overloaded_error`, …).
+        kind: String,
+        /// The API's error message.
+        message: String,
+        /// The `retry-after` the server asked for, if any.
+        retry_after: Option<Duration>,
+    },
+    /// The stream carried an `error` event.
+    #[error("the model API reported an error mid-stream ({kind}): {message}")]
+    StreamError {
+        /// The API's error type.
+        kind: String,
+        /// The API's error message.
+        message: String,
+    },
+    /// The server could not be reached or the connection broke.
+    #[error("could not reach the model API at {url}: {reason}")]
+    Connect {
+        /// The base URL (never with credentials).
+        url: String,
+        /// What the transport said.
+        reason: String,
+    },
+    /// The stream was malformed or ended early.
+    #[error("the model API's response stream was malformed: {0}")]
+    Protocol(String),
+    /// No bytes arrived for too long.
+    #[error("the model API sent nothing for {0:?}")]
+    Idle(Duration),
+    /// The provider was set up wrongly (no key, bad URL, …).
+    #[error("{0}")]
+    Config(String),
+    /// A transient failure that kept happening until the retry policy gave up.
+    #[error("gave up after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        /// How many requests were sent.
+        attempts: u32,
+        /// The last failure.
+        last: Box<ModelError>,
+    },
+}
+
+impl ModelError {
+    /// Whether sending the same request again may succeed: 429, 529, 5xx, a broken or
+    /// stalled connection, a malformed stream and an `error` event mid-stream.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Api { status, .. } => *status == 429 || *status >= 500,
+            Self::StreamError { kind, .. } => kind != "invalid_request_error",
+            Self::Connect { .. } | Self::Protocol(_) | Self::Idle(_) => true,
+            Self::Config(_) | Self::RetriesExhausted { .. } => false,
+        }
+    }
+
+    /// The wait the server asked for, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Api { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Talks to models.
+//!
+//! Wire types that mirror the Anthropic Messages API ([`types`]), the [`Model`] trait every
+//! provider implements, the Anthropic provider with streaming and retries, and the events a
+//! model reports while it streams. Nothing here knows about tools, agents or terminals.
+
+pub mod anthropic;
+pub mod error;
+pub mod retry;
+pub mod sse;
+pub mod types;
+
+pub use anthropic::{AnthropicConfig, AnthropicModel};
+pub use error::ModelError;
+pub use retry::RetryPolicy;
+pub use types::*;
+
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// The default model id.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-5-5";
+
+/// Resolves the aliases `opus`, `sonnet` and `haiku` to full model ids; other names pass through.
+pub fn resolve_model_alias(name: &str) -> &str {
+    match name {
+        "opus" => "claude-opus-5-5",
+        "sonnet" => "claude-sonnet-5-5",
+        "haiku" => "claude-haiku-5-5",
+        other => other,
+    }
+}
+
+/// What a model reports while a response streams in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A piece of answer text.
+    TextDelta(String),
+    /// A piece of visible reasoning.
+    ThinkingDelta(String),
+    /// The model started a tool call (its input is still streaming).
+    ToolUseStart {
+        /// The tool_use id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// A transient failure; the request will be sent again after `wait`.
+    Retrying {
+        /// Which retry this is (1 for the first).
+        attempt: u32,
+        /// How long cadre waits before it.
+        wait: Duration,
+        /// What went wrong, in one line.
+        reason: String,
+    },
+}
+
+/// Receives [`ModelEvent`]s while a response streams.
+pub type EventSink<'a> = &'a (dyn Fn(ModelEvent) + Send + Sync);
+
+/// A model provider: takes a request, returns the whole response.
+///
+/// Implementations stream when they can and report progress through `events`; the future
+/// may be dropped at any time to cancel the call.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// A short name for logs ("anthropic", "replay", …).
+    fn provider(&self) -> &str;
+
+    /// Sends one request and returns the complete response.
+    async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError>;
+}
+
+/// An event sink that drops everything.
+pub fn ignore_events(_: ModelEvent) {}

@@ -1,0 +1,1 @@
+//! Retry policy: exponential backoff with jitter that honours `retry-after`.

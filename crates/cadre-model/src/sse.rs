@@ -1,0 +1,1 @@
+//! Assembles a streamed Messages API response from its server-sent events.

@@ -1,0 +1,671 @@
+//! Wire types that mirror the Anthropic Messages API.
+//!
+//! Every struct keeps fields it does not know in an `extra` map and every unknown content
+//! block type is kept as raw JSON, so whatever the API sends comes back to it unchanged.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person, or tool results sent on their behalf.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content blocks (a bare string on the wire is read as one text block).
+    #[serde(deserialize_with = "content_from_string_or_blocks")]
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    /// A user message holding one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// A message from `role` with the given blocks.
+    pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
+        Self { role, content }
+    }
+
+    /// The text blocks of this message joined together.
+    pub fn text(&self) -> String {
+        join_text(&self.content)
+    }
+}
+
+/// The text blocks of `blocks` concatenated.
+pub fn join_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn content_from_string_or_blocks<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<ContentBlock>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Blocks(Vec<ContentBlock>),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::Text(text) => vec![ContentBlock::text(text)],
+        Either::Blocks(blocks) => blocks,
+    })
+}
+
+/// A cache breakpoint marker (`{"type": "ephemeral"}`, optionally with a `ttl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheControl {
+    /// Always `ephemeral` today.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `5m` or `1h`; the API's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+}
+
+impl CacheControl {
+    /// The default five-minute ephemeral breakpoint.
+    pub fn ephemeral() -> Self {
+        Self {
+            kind: "ephemeral".into(),
+            ttl: None,
+        }
+    }
+}
+
+/// A `text` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextBlock {
+    /// The text.
+    pub text: String,
+    /// A cache breakpoint on this block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this version does not model (citations, …), kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `tool_use` block: the model asks for a tool to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolUseBlock {
+    /// The id the matching `tool_result` must carry.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The tool's input, a JSON object when the model behaves.
+    pub input: Value,
+    /// A cache breakpoint on this block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this version does not model, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `tool_result` block: the answer to one `tool_use`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultBlock {
+    /// The id of the `tool_use` this answers.
+    pub tool_use_id: String,
+    /// The result: text blocks (a bare string on the wire is read as one).
+    #[serde(
+        default,
+        deserialize_with = "content_from_string_or_blocks",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub content: Vec<ContentBlock>,
+    /// Whether the tool failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// A cache breakpoint on this block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this version does not model, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `thinking` block, kept verbatim with its signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThinkingBlock {
+    /// The model's visible reasoning.
+    pub thinking: String,
+    /// The signature the API checks when the block is sent back.
+    #[serde(default)]
+    pub signature: String,
+    /// Fields this version does not model, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `redacted_thinking` block, kept verbatim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedactedThinkingBlock {
+    /// Encrypted reasoning.
+    pub data: String,
+    /// Fields this version does not model, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An `image` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageBlock {
+    /// The image source (`base64` or `url`), kept as the API spells it.
+    pub source: Value,
+    /// A cache breakpoint on this block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this version does not model, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One content block of a message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentBlock {
+    /// `text`.
+    Text(TextBlock),
+    /// `tool_use`.
+    ToolUse(ToolUseBlock),
+    /// `tool_result`.
+    ToolResult(ToolResultBlock),
+    /// `thinking`.
+    Thinking(ThinkingBlock),
+    /// `redacted_thinking`.
+    RedactedThinking(RedactedThinkingBlock),
+    /// `image`.
+    Image(ImageBlock),
+    /// Any block type this version does not know, kept as raw JSON (with its `type`).
+    Unknown(Value),
+}
+
+impl ContentBlock {
+    /// A plain text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(TextBlock {
+            text: text.into(),
+            cache_control: None,
+            extra: Map::new(),
+        })
+    }
+
+    /// A tool_use block.
+    pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Self::ToolUse(ToolUseBlock {
+            id: id.into(),
+            name: name.into(),
+            input,
+            cache_control: None,
+            extra: Map::new(),
+        })
+    }
+
+    /// A tool_result block holding one text block.
+    pub fn tool_result(id: impl Into<String>, text: impl Into<String>, is_error: bool) -> Self {
+        Self::ToolResult(ToolResultBlock {
+            tool_use_id: id.into(),
+            content: vec![Self::text(text)],
+            is_error,
+            cache_control: None,
+            extra: Map::new(),
+        })
+    }
+
+    /// The wire `type` of this block.
+    pub fn type_name(&self) -> &str {
+        match self {
+            Self::Text(_) => "text",
+            Self::ToolUse(_) => "tool_use",
+            Self::ToolResult(_) => "tool_result",
+            Self::Thinking(_) => "thinking",
+            Self::RedactedThinking(_) => "redacted_thinking",
+            Self::Image(_) => "image",
+            Self::Unknown(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
+        }
+    }
+
+    /// Sets a cache breakpoint on this block if its type can carry one; says whether it did.
+    pub fn set_cache_control(&mut self, cc: Option<CacheControl>) -> bool {
+        match self {
+            Self::Text(b) => b.cache_control = cc,
+            Self::ToolUse(b) => b.cache_control = cc,
+            Self::ToolResult(b) => b.cache_control = cc,
+            Self::Image(b) => b.cache_control = cc,
+            _ => return false,
+        }
+        true
+    }
+}
+
+fn tagged<T: Serialize>(tag: &str, body: &T) -> Result<Value, serde_json::Error> {
+    let mut v = serde_json::to_value(body)?;
+    if let Value::Object(map) = &mut v {
+        // `type` first keeps the JSON readable in transcripts.
+        let mut out = Map::with_capacity(map.len() + 1);
+        out.insert("type".into(), Value::String(tag.into()));
+        out.extend(std::mem::take(map));
+        return Ok(Value::Object(out));
+    }
+    Ok(v)
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error as _;
+        let v = match self {
+            Self::Text(b) => tagged("text", b),
+            Self::ToolUse(b) => tagged("tool_use", b),
+            Self::ToolResult(b) => tagged("tool_result", b),
+            Self::Thinking(b) => tagged("thinking", b),
+            Self::RedactedThinking(b) => tagged("redacted_thinking", b),
+            Self::Image(b) => tagged("image", b),
+            Self::Unknown(v) => Ok(v.clone()),
+        }
+        .map_err(S::Error::custom)?;
+        v.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = Value::deserialize(d)?;
+        let Some(obj) = v.as_object_mut() else {
+            return Err(D::Error::custom("a content block must be a JSON object"));
+        };
+        let Some(kind) = obj.get("type").and_then(Value::as_str).map(str::to_owned) else {
+            return Err(D::Error::custom("a content block needs a string `type`"));
+        };
+        fn body<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+            mut obj: Map<String, Value>,
+            kind: &str,
+        ) -> Result<T, E> {
+            obj.remove("type");
+            serde_json::from_value(Value::Object(obj))
+                .map_err(|e| E::custom(format!("bad `{kind}` block: {e}")))
+        }
+        let obj = std::mem::take(obj);
+        Ok(match kind.as_str() {
+            "text" => Self::Text(body(obj, &kind)?),
+            "tool_use" => Self::ToolUse(body(obj, &kind)?),
+            "tool_result" => Self::ToolResult(body(obj, &kind)?),
+            "thinking" => Self::Thinking(body(obj, &kind)?),
+            "redacted_thinking" => Self::RedactedThinking(body(obj, &kind)?),
+            "image" => Self::Image(body(obj, &kind)?),
+            _ => Self::Unknown(Value::Object(obj)),
+        })
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// It finished its turn.
+    EndTurn,
+    /// It wants tools run.
+    ToolUse,
+    /// It hit `max_tokens`; the answer is truncated.
+    MaxTokens,
+    /// It produced one of the stop sequences.
+    StopSequence,
+    /// A long server-side turn paused; send the response back to continue.
+    PauseTurn,
+    /// It declined to answer.
+    Refusal,
+    /// The context window is full.
+    ModelContextWindowExceeded,
+    /// A reason this version does not know.
+    Other(String),
+}
+
+impl StopReason {
+    /// The wire spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::ToolUse => "tool_use",
+            Self::MaxTokens => "max_tokens",
+            Self::StopSequence => "stop_sequence",
+            Self::PauseTurn => "pause_turn",
+            Self::Refusal => "refusal",
+            Self::ModelContextWindowExceeded => "model_context_window_exceeded",
+            Self::Other(s) => s,
+        }
+    }
+
+    /// Parses the wire spelling; unknown values become `Other`.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "end_turn" => Self::EndTurn,
+            "tool_use" => Self::ToolUse,
+            "max_tokens" => Self::MaxTokens,
+            "stop_sequence" => Self::StopSequence,
+            "pause_turn" => Self::PauseTurn,
+            "refusal" => Self::Refusal,
+            "model_context_window_exceeded" => Self::ModelContextWindowExceeded,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for StopReason {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StopReason {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self::parse(&String::deserialize(d)?))
+    }
+}
+
+/// Token counts for one response (or a sum of many).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens not read from or written to the cache.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens written to the cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+}
+
+impl Usage {
+    /// Every input token, cached or not.
+    pub fn total_input(&self) -> u64 {
+        self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+    }
+
+    /// Input plus output: what a token budget counts.
+    pub fn total(&self) -> u64 {
+        self.total_input() + self.output_tokens
+    }
+
+    /// Adds another usage to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+    }
+}
+
+/// A tool the model may call, as the API describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What it does and when to use it.
+    pub description: String,
+    /// JSON Schema of its input (an object schema).
+    pub input_schema: Value,
+    /// A cache breakpoint after this tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+}
+
+/// A block of the system prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SystemBlock {
+    /// Always `text`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text.
+    pub text: String,
+    /// A cache breakpoint after this block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+}
+
+impl SystemBlock {
+    /// A system text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            kind: "text".into(),
+            text: text.into(),
+            cache_control: None,
+        }
+    }
+}
+
+/// A request to the Messages API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Model id.
+    pub model: String,
+    /// Output token cap.
+    pub max_tokens: u32,
+    /// The system prompt, as blocks so it can carry a cache breakpoint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system: Vec<SystemBlock>,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tools offered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDefinition>,
+    /// Request-level automatic cache breakpoint: caches up to the newest cacheable block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Stream the response as server-sent events.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Extended thinking configuration, passed through as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Value>,
+    /// Custom stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_sequences: Vec<String>,
+    /// Request metadata, passed through as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+impl Request {
+    /// A request with the given model, cap, system prompt, messages and tools; nothing else set.
+    pub fn new(model: impl Into<String>, max_tokens: u32, messages: Vec<Message>) -> Self {
+        Self {
+            model: model.into(),
+            max_tokens,
+            system: Vec::new(),
+            messages,
+            tools: Vec::new(),
+            cache_control: None,
+            stream: false,
+            temperature: None,
+            thinking: None,
+            stop_sequences: Vec::new(),
+            metadata: None,
+        }
+    }
+
+    /// Places cache breakpoints as the design asks: one explicit breakpoint at the end of
+    /// the stable prefix (the last system block, else the last tool) and the request-level
+    /// automatic breakpoint for the newest block. Any breakpoints already on messages are
+    /// cleared first, so a request never carries more than the API's four.
+    pub fn apply_prompt_caching(&mut self) {
+        for t in &mut self.tools {
+            t.cache_control = None;
+        }
+        for s in &mut self.system {
+            s.cache_control = None;
+        }
+        for m in &mut self.messages {
+            for b in &mut m.content {
+                b.set_cache_control(None);
+            }
+        }
+        if let Some(last) = self.system.last_mut() {
+            last.cache_control = Some(CacheControl::ephemeral());
+        } else if let Some(last) = self.tools.last_mut() {
+            last.cache_control = Some(CacheControl::ephemeral());
+        }
+        self.cache_control = Some(CacheControl::ephemeral());
+    }
+
+    /// How many cache breakpoints this request carries, the request-level one included.
+    pub fn cache_breakpoints(&self) -> usize {
+        let tools = self.tools.iter().filter(|t| t.cache_control.is_some()).count();
+        let system = self.system.iter().filter(|s| s.cache_control.is_some()).count();
+        let blocks = self
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| match b {
+                ContentBlock::Text(b) => b.cache_control.is_some(),
+                ContentBlock::ToolUse(b) => b.cache_control.is_some(),
+                ContentBlock::ToolResult(b) => b.cache_control.is_some(),
+                ContentBlock::Image(b) => b.cache_control.is_some(),
+                _ => false,
+            })
+            .count();
+        tools + system + blocks + usize::from(self.cache_control.is_some())
+    }
+}
+
+/// A complete response from the Messages API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The message id.
+    pub id: String,
+    /// The model that answered.
+    pub model: String,
+    /// Always `assistant`.
+    pub role: Role,
+    /// The content blocks, in order.
+    pub content: Vec<ContentBlock>,
+    /// Why it stopped; `None` only if the stream never said.
+    pub stop_reason: Option<StopReason>,
+    /// The stop sequence that matched, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sequence: Option<String>,
+    /// Tokens used.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+impl Response {
+    /// The text blocks joined together.
+    pub fn text(&self) -> String {
+        join_text(&self.content)
+    }
+
+    /// The tool_use blocks, in order.
+    pub fn tool_uses(&self) -> impl Iterator<Item = &ToolUseBlock> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolUse(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    /// This response as the assistant message to append to the history.
+    pub fn to_message(&self) -> Message {
+        Message::new(Role::Assistant, self.content.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_blocks_and_fields_round_trip() {
+        let wire = json!([
+            {"type": "text", "text": "hi", "citations": [{"x": 1}]},
+            {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}},
+            {"type": "thinking", "thinking": "hmm", "signature": "sig=="},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}
+        ]);
+        let blocks: Vec<ContentBlock> = serde_json::from_value(wire.clone()).unwrap();
+        assert!(matches!(blocks[1], ContentBlock::Unknown(_)));
+        assert_eq!(serde_json::to_value(&blocks).unwrap(), wire);
+    }
+
+    #[test]
+    fn string_content_reads_as_text() {
+        let m: Message = serde_json::from_value(json!({"role": "user", "content": "hello"})).unwrap();
+        assert_eq!(m.text(), "hello");
+        let r: ContentBlock = serde_json::from_value(
+            json!({"type": "tool_result", "tool_use_id": "a", "content": "out", "is_error": true}),
+        )
+        .unwrap();
+        assert_eq!(r, ContentBlock::tool_result("a", "out", true));
+    }
+
+    #[test]
+    fn stop_reasons_parse_and_print() {
+        for s in [
+            "end_turn",
+            "tool_use",
+            "max_tokens",
+            "stop_sequence",
+            "pause_turn",
+            "refusal",
+            "model_context_window_exceeded",
+            "something_new",
+        ] {
+            assert_eq!(StopReason::parse(s).as_str(), s);
+        }
+        assert_eq!(StopReason::parse("weird"), StopReason::Other("weird".into()));
+    }
+
+    #[test]
+    fn caching_uses_two_breakpoints_at_most() {
+        let mut req = Request::new("m", 10, vec![Message::user_text("a")]);
+        req.system = vec![SystemBlock::text("sys")];
+        req.tools = vec![ToolDefinition {
+            name: "t".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+            cache_control: Some(CacheControl::ephemeral()),
+        }];
+        if let ContentBlock::Text(t) = &mut req.messages[0].content[0] {
+            t.cache_control = Some(CacheControl::ephemeral());
+        }
+        req.apply_prompt_caching();
+        assert_eq!(req.cache_breakpoints(), 2);
+        assert!(req.system[0].cache_control.is_some());
+        let wire = serde_json::to_value(&req).unwrap();
+        assert_eq!(wire["cache_control"], json!({"type": "ephemeral"}));
+        assert!(wire["tools"][0].get("cache_control").is_none());
+    }
+}

@@ -1,0 +1,69 @@
+//! Acts on the workspace.
+//!
+//! The [`Tool`] trait every tool implements, the [`Workspace`] every file tool is confined
+//! to, the six built-in tools (`bash`, `read_file`, `write_file`, `edit_file`, `list_files`,
+//! `grep`), output capping, and the shared state that keeps concurrent writers honest.
+//! Nothing here knows about models or agents.
+
+pub mod builtin;
+pub mod context;
+pub mod error;
+pub mod output;
+pub mod workspace;
+
+pub use builtin::{builtin_tools, canonical_tool_name, BUILTIN_TOOL_NAMES};
+pub use context::{FileTracker, PathLocks, ToolContext, ToolLimits};
+pub use error::ToolError;
+pub use output::cap_output;
+pub use workspace::Workspace;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// What a tool hands back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text the model sees.
+    pub content: String,
+    /// Whether this reports a failure (sent as `is_error: true`).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed result the model should read and act on.
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// Something an agent can do.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model sees.
+    fn name(&self) -> &str;
+    /// What it does and when to use it, for the model.
+    fn description(&self) -> String;
+    /// JSON Schema of its input (an object schema).
+    fn input_schema(&self) -> Value;
+    /// Whether it never changes anything, so it may run beside other calls.
+    fn is_read_only(&self) -> bool;
+    /// Runs it. Errors become `is_error` results for the model; they never crash the agent.
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// Decodes a tool's input, turning serde's complaint into a message the model can act on.
+pub fn parse_input<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
+    serde_json::from_value(input)
+        .map_err(|e| ToolError::InvalidInput(format!("{tool}: {e}")))
+}
