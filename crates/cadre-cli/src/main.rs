@@ -1,1 +1,50 @@
-fn main() {}
+//! The `cadre` command.
+
+mod args;
+mod display;
+mod exit;
+mod run;
+
+use args::{Cli, Command};
+use clap::Parser;
+use std::process::ExitCode;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cadre: could not start the async runtime: {e}");
+            return exit::Code::Config.into();
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run::run(args, cli.directory, cli.quiet).await,
+        }
+    });
+    match result {
+        Ok(code) => code.into(),
+        Err(err) => {
+            eprintln!("cadre: {err:#}");
+            exit::classify(&err).into()
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

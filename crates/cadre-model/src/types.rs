@@ -542,8 +542,16 @@ impl Request {
 
     /// How many cache breakpoints this request carries, the request-level one included.
     pub fn cache_breakpoints(&self) -> usize {
-        let tools = self.tools.iter().filter(|t| t.cache_control.is_some()).count();
-        let system = self.system.iter().filter(|s| s.cache_control.is_some()).count();
+        let tools = self
+            .tools
+            .iter()
+            .filter(|t| t.cache_control.is_some())
+            .count();
+        let system = self
+            .system
+            .iter()
+            .filter(|s| s.cache_control.is_some())
+            .count();
         let blocks = self
             .messages
             .iter()
@@ -622,7 +630,8 @@ mod tests {
 
     #[test]
     fn string_content_reads_as_text() {
-        let m: Message = serde_json::from_value(json!({"role": "user", "content": "hello"})).unwrap();
+        let m: Message =
+            serde_json::from_value(json!({"role": "user", "content": "hello"})).unwrap();
         assert_eq!(m.text(), "hello");
         let r: ContentBlock = serde_json::from_value(
             json!({"type": "tool_result", "tool_use_id": "a", "content": "out", "is_error": true}),
@@ -645,7 +654,10 @@ mod tests {
         ] {
             assert_eq!(StopReason::parse(s).as_str(), s);
         }
-        assert_eq!(StopReason::parse("weird"), StopReason::Other("weird".into()));
+        assert_eq!(
+            StopReason::parse("weird"),
+            StopReason::Other("weird".into())
+        );
     }
 
     #[test]

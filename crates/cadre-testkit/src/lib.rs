@@ -1,1 +1,27 @@
-//! placeholder
+//! Shared test kit for cadre's integration tests.
+//!
+//! [`MockServer`] is a local stand-in for the Anthropic Messages API (`POST /v1/messages`)
+//! that answers with scripted [`Reply`]s, streamed as real SSE when the request asks for it.
+//! It records every request ([`Captured`]), checks each against the API's request rules
+//! ([`protocol::check_request`]) and can inject faults: HTTP errors, in-stream errors,
+//! truncated, dropped or stalled streams, delays, and a barrier that holds requests until
+//! enough run concurrently.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use cadre_testkit::{Match, MockServer, Reply};
+//! let server = MockServer::start().await;
+//! server.route(Match::Any, vec![Reply::text("hello")]);
+//! // point the client at server.uri(), run it, then:
+//! server.assert_clean();
+//! # }
+//! ```
+
+pub mod protocol;
+pub mod reply;
+pub mod server;
+pub mod sse;
+
+pub use protocol::check_request;
+pub use reply::{Block, Reply, Usage};
+pub use server::{Captured, Match, MockServer};

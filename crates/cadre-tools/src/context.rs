@@ -45,21 +45,77 @@ impl PathLocks {
     }
 }
 
+/// What an agent saw of a file: its mtime and, when known, a hash of its bytes.
+///
+/// The hash catches writes that land within one mtime tick, which an mtime alone would miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    /// When the file was last modified as the agent saw it.
+    pub mtime: SystemTime,
+    /// Hash of the file's bytes (length included), if the agent had them.
+    pub content_hash: Option<u64>,
+}
+
+impl FileStamp {
+    /// The stamp of a file whose bytes are `bytes` and mtime `mtime`.
+    pub fn of(mtime: SystemTime, bytes: &[u8]) -> Self {
+        Self {
+            mtime,
+            content_hash: Some(content_hash(bytes)),
+        }
+    }
+
+    /// Whether `current` shows the same content this stamp saw.
+    ///
+    /// Compares content hashes when both are known (so a `touch` is not a change), else mtimes.
+    pub fn matches(&self, current: &FileStamp) -> bool {
+        match (self.content_hash, current.content_hash) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.mtime == current.mtime,
+        }
+    }
+}
+
+/// A cheap hash of `bytes`; only ever compared within one process.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    // Hashing the slice writes its length first, so files differing only in length differ.
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// What one agent has read, so `edit_file` can refuse to edit a file that changed since.
 #[derive(Debug, Default)]
 pub struct FileTracker {
-    seen: DashMap<PathBuf, SystemTime>,
+    seen: DashMap<PathBuf, FileStamp>,
 }
 
 impl FileTracker {
-    /// Records that the agent has seen `path` as last modified at `mtime`.
+    /// Records that the agent has seen `path` as last modified at `mtime` (content unknown).
     pub fn record(&self, path: &Path, mtime: SystemTime) {
-        self.seen.insert(path.to_path_buf(), mtime);
+        self.seen.insert(
+            path.to_path_buf(),
+            FileStamp {
+                mtime,
+                content_hash: None,
+            },
+        );
     }
 
     /// When the agent last saw `path` modified, if it has read it.
     pub fn last_seen(&self, path: &Path) -> Option<SystemTime> {
-        self.seen.get(path).map(|t| *t)
+        self.seen.get(path).map(|s| s.mtime)
+    }
+
+    /// Records everything the agent saw of `path`.
+    pub fn record_stamp(&self, path: &Path, stamp: FileStamp) {
+        self.seen.insert(path.to_path_buf(), stamp);
+    }
+
+    /// What the agent last saw of `path`, if it has read or written it.
+    pub fn stamp(&self, path: &Path) -> Option<FileStamp> {
+        self.seen.get(path).map(|s| *s)
     }
 }
 

@@ -12,7 +12,7 @@ pub mod output;
 pub mod workspace;
 
 pub use builtin::{builtin_tools, canonical_tool_name, BUILTIN_TOOL_NAMES};
-pub use context::{FileTracker, PathLocks, ToolContext, ToolLimits};
+pub use context::{FileStamp, FileTracker, PathLocks, ToolContext, ToolLimits};
 pub use error::ToolError;
 pub use output::cap_output;
 pub use workspace::Workspace;
@@ -58,12 +58,19 @@ pub trait Tool: Send + Sync {
     fn input_schema(&self) -> Value;
     /// Whether it never changes anything, so it may run beside other calls.
     fn is_read_only(&self) -> bool;
+    /// Whether it may run at the same time as other calls of the same turn (default: when
+    /// read-only). A tool that only delegates, like `Task`, says yes although it is not.
+    fn runs_concurrently(&self) -> bool {
+        self.is_read_only()
+    }
     /// Runs it. Errors become `is_error` results for the model; they never crash the agent.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 
 /// Decodes a tool's input, turning serde's complaint into a message the model can act on.
-pub fn parse_input<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
-    serde_json::from_value(input)
-        .map_err(|e| ToolError::InvalidInput(format!("{tool}: {e}")))
+pub fn parse_input<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    input: Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|e| ToolError::InvalidInput(format!("{tool}: {e}")))
 }

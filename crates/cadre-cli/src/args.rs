@@ -1,0 +1,75 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// cadre — a multi-agent orchestrator for coding work.
+#[derive(Debug, Parser)]
+#[command(name = "cadre", version, about, long_about = None)]
+pub struct Cli {
+    /// Run as if started in DIR.
+    #[arg(short = 'C', long = "directory", value_name = "DIR", global = true)]
+    pub directory: Option<PathBuf>,
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Print only the answer: no live display, no usage table.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the primary agent on a task in the current folder.
+    Run(RunArgs),
+}
+
+/// How the result is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The answer as it streams, a live line for the running tool, a usage table at the end.
+    Text,
+    /// One JSON object with the answer, stop reason, turns and usage.
+    Json,
+    /// One JSON event per line as the run goes, then the result object.
+    StreamJson,
+}
+
+/// Options of `cadre run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task, in plain words.
+    #[arg(value_name = "TASK")]
+    pub task: String,
+    /// Model id or alias (opus, sonnet, haiku).
+    #[arg(long, env = "CADRE_MODEL", default_value = cadre_model::DEFAULT_MODEL)]
+    pub model: String,
+    /// Most model requests the agent may make.
+    #[arg(long, default_value_t = 50)]
+    pub max_turns: u32,
+    /// Stop the run once this many tokens (input + output, cached included) are used.
+    #[arg(long, value_name = "TOKENS")]
+    pub budget_tokens: Option<u64>,
+    /// Output token cap for each model response.
+    #[arg(long, default_value_t = 8192)]
+    pub max_tokens: u32,
+    /// How many times a transient API failure (429, 529, 5xx, broken stream) is retried.
+    #[arg(long, default_value_t = 4)]
+    pub max_retries: u32,
+    /// Timeout of a `bash` call when the model gives none, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub bash_timeout: u64,
+    /// How the result is printed.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// Base URL of the Messages API.
+    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com", hide_env_values = true)]
+    pub base_url: String,
+    /// The `anthropic-version` header to send.
+    #[arg(long, default_value = "2026-10-21")]
+    pub api_version: String,
+}

@@ -1,0 +1,122 @@
+//! Structured events every agent emits while it runs.
+
+use crate::outcome::StopKind;
+use cadre_model::Usage;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Something that happened in one agent, named by its path (`main`, `main/explore#2`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// An agent started.
+    Started {
+        /// Its path.
+        agent: String,
+        /// Its agent type.
+        agent_type: String,
+        /// What it was asked to do, in a few words.
+        description: String,
+        /// The model it talks to.
+        model: String,
+    },
+    /// An agent sent request number `turn` to its model.
+    Turn {
+        /// Its path.
+        agent: String,
+        /// 1 for the first request.
+        turn: u32,
+    },
+    /// A piece of answer text streamed in.
+    Text {
+        /// Its path.
+        agent: String,
+        /// The new text.
+        delta: String,
+    },
+    /// A model request failed transiently and will be retried.
+    Retrying {
+        /// Its path.
+        agent: String,
+        /// Which retry.
+        attempt: u32,
+        /// Milliseconds until it.
+        wait_ms: u64,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A tool call started.
+    ToolCall {
+        /// Its path.
+        agent: String,
+        /// The tool_use id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// Its input.
+        input: serde_json::Value,
+    },
+    /// A tool call finished.
+    ToolResult {
+        /// Its path.
+        agent: String,
+        /// The tool_use id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// Whether it failed.
+        is_error: bool,
+        /// The first line of its output.
+        summary: String,
+    },
+    /// Tokens used by one model response.
+    Usage {
+        /// Its path.
+        agent: String,
+        /// This response's usage.
+        usage: Usage,
+    },
+    /// An agent stopped.
+    Finished {
+        /// Its path.
+        agent: String,
+        /// Why.
+        stop: StopKind,
+        /// Model requests made.
+        turns: u32,
+        /// Tokens used by this agent alone.
+        usage: Usage,
+        /// How long it ran, in milliseconds.
+        elapsed_ms: u64,
+    },
+}
+
+impl Event {
+    /// The path of the agent this event is about.
+    pub fn agent(&self) -> &str {
+        match self {
+            Self::Started { agent, .. }
+            | Self::Turn { agent, .. }
+            | Self::Text { agent, .. }
+            | Self::Retrying { agent, .. }
+            | Self::ToolCall { agent, .. }
+            | Self::ToolResult { agent, .. }
+            | Self::Usage { agent, .. }
+            | Self::Finished { agent, .. } => agent,
+        }
+    }
+}
+
+/// Where events go: a shared callback, cheap to clone into every agent.
+pub type EventHandler = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// A handler that drops every event.
+pub fn no_events() -> EventHandler {
+    Arc::new(|_| {})
+}
+
+/// Milliseconds in `d`, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

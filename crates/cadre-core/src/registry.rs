@@ -1,0 +1,151 @@
+//! The registry of agent types: the shipped ones, then each agents folder (nearer wins).
+
+use crate::spec::{AgentSpec, Problem};
+use cadre_tools::canonical_tool_name;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The name of the delegation tool.
+pub const TASK_TOOL: &str = "Task";
+/// The name of the skill-loading tool.
+pub const SKILL_TOOL: &str = "Skill";
+
+/// The agent types shipped with cadre, compiled in so `cadre` works in any folder.
+const SHIPPED: [(&str, &str); 4] = [
+    ("agents/main.yaml", include_str!("../../../agents/main.yaml")),
+    ("agents/explore.yaml", include_str!("../../../agents/explore.yaml")),
+    ("agents/plan.yaml", include_str!("../../../agents/plan.yaml")),
+    ("agents/code.yaml", include_str!("../../../agents/code.yaml")),
+];
+
+/// Maps a tool name as written in an agent file (cadre's or a Claude Code alias) to the
+/// name cadre uses, or `None` if there is no such tool.
+pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
+    match name {
+        TASK_TOOL | "task" | "Agent" => Some(TASK_TOOL),
+        SKILL_TOOL | "skill" => Some(SKILL_TOOL),
+        other => canonical_tool_name(other),
+    }
+}
+
+/// Every agent type known to a run, and the problems met loading them.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    specs: BTreeMap<String, AgentSpec>,
+    problems: Vec<Problem>,
+}
+
+impl Registry {
+    /// Only the shipped agent types.
+    pub fn shipped() -> Self {
+        let mut reg = Self::default();
+        for (name, text) in SHIPPED {
+            reg.add_text(Path::new(name), text, &mut BTreeMap::new());
+        }
+        reg
+    }
+
+    /// The shipped types, then every `*.yaml`/`*.yml` file of each folder in `dirs`, in
+    /// order: a later folder's type replaces an earlier one of the same name. Missing
+    /// folders are skipped; bad files are recorded as problems and skipped.
+    pub fn load(dirs: &[PathBuf]) -> Self {
+        let mut reg = Self::shipped();
+        for dir in dirs {
+            reg.load_dir(dir);
+        }
+        reg
+    }
+
+    /// The folders searched for a project at `root`, farthest first: the user's
+    /// `~/.config/cadre/agents`, then the project's `agents/` and `.cadre/agents/`.
+    pub fn standard_dirs(root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if let Some(home) = home {
+            dirs.push(home.join(".config/cadre/agents"));
+        }
+        dirs.push(root.join("agents"));
+        dirs.push(root.join(".cadre/agents"));
+        dirs
+    }
+
+    fn load_dir(&mut self, dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        // Names seen in this folder: a duplicate inside one folder is a mistake, not an override.
+        let mut here = BTreeMap::new();
+        for file in files {
+            match std::fs::read_to_string(&file) {
+                Ok(text) => self.add_text(&file, &text, &mut here),
+                Err(e) => self.problems.push(Problem::at(&file, (0, 0), format!("cannot read: {e}"))),
+            }
+        }
+    }
+
+    fn add_text(&mut self, file: &Path, text: &str, here: &mut BTreeMap<String, PathBuf>) {
+        let spec = match AgentSpec::parse_yaml(file, text) {
+            Ok(spec) => spec,
+            Err(p) => return self.problems.push(p),
+        };
+        let problems = spec.validate(file, text, &|t| resolve_tool_name(t).is_some());
+        let fatal = !problems.is_empty();
+        self.problems.extend(problems);
+        if let Some(first) = here.get(&spec.name) {
+            let pos = crate::spec::locate(text, "name", Some(&spec.name));
+            self.problems.push(Problem::at(
+                file,
+                pos,
+                format!("duplicate agent name {:?}: {} already defines it", spec.name, first.display()),
+            ));
+            return;
+        }
+        if !fatal {
+            here.insert(spec.name.clone(), file.to_path_buf());
+            self.specs.insert(spec.name.clone(), spec);
+        }
+    }
+
+    /// The type called `name`.
+    pub fn get(&self, name: &str) -> Option<&AgentSpec> {
+        self.specs.get(name)
+    }
+
+    /// Every type, by name.
+    pub fn all(&self) -> impl Iterator<Item = &AgentSpec> {
+        self.specs.values()
+    }
+
+    /// The types `Task` may spawn.
+    pub fn subagents(&self) -> impl Iterator<Item = &AgentSpec> {
+        self.specs.values().filter(|s| s.mode.is_subagent())
+    }
+
+    /// What went wrong while loading, in file order.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// Adds or replaces a type directly (for library callers and tests).
+    pub fn insert(&mut self, spec: AgentSpec) {
+        self.specs.insert(spec.name.clone(), spec);
+    }
+}
+
+/// The cadre tool names an agent type gets, given every tool the run offers: `tools`
+/// (with `"*"` meaning all, aliases resolved) minus `disallowed_tools`, in `available` order.
+pub fn tools_for(spec: &AgentSpec, available: &[&str]) -> Vec<String> {
+    let resolve = |names: &[String]| -> Vec<&str> {
+        names.iter().filter_map(|n| if n == "*" { Some("*") } else { resolve_tool_name(n) }).collect()
+    };
+    let allowed = resolve(&spec.tools);
+    let denied = resolve(&spec.disallowed_tools);
+    available
+        .iter()
+        .filter(|t| allowed.contains(&"*") || allowed.contains(t))
+        .filter(|t| !denied.contains(t) && !denied.contains(&"*"))
+        .map(|t| (*t).to_owned())
+        .collect()
+}

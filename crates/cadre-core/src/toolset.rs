@@ -1,0 +1,119 @@
+//! The tools one agent may use, and how one call is dispatched safely.
+
+use cadre_model::ToolDefinition;
+use cadre_tools::{cap_output, Tool, ToolContext, ToolError, ToolOutput};
+use futures::FutureExt;
+use serde_json::Value;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+/// An ordered set of tools, looked up by name.
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl ToolSet {
+    /// A set holding `tools` (a later tool with the same name replaces an earlier one).
+    pub fn new(tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        let mut set = Self::default();
+        for t in tools {
+            set.insert(t);
+        }
+        set
+    }
+
+    /// Adds a tool, replacing one of the same name.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Tool names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The definitions sent to the model.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools
+            .iter()
+            .map(|t| ToolDefinition {
+                name: t.name().to_owned(),
+                description: t.description(),
+                input_schema: t.input_schema(),
+                cache_control: None,
+            })
+            .collect()
+    }
+
+    /// Whether a call to `name` may run beside the other calls of its turn.
+    pub fn runs_concurrently(&self, name: &str) -> bool {
+        // Unknown tools only produce an error result, so they are safe to run anywhere.
+        self.get(name).is_none_or(|t| t.runs_concurrently())
+    }
+
+    /// Runs one call. Whatever goes wrong — unknown tool, bad input, a failing or even
+    /// panicking tool — comes back as an `is_error` output the model can read.
+    pub async fn call(&self, name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
+        let Some(tool) = self.get(name) else {
+            return ToolOutput::error(format!(
+                "unknown tool `{name}`; the tools available are: {}",
+                self.names().join(", ")
+            ));
+        };
+        if !input.is_object() {
+            return ToolOutput::error(format!(
+                "invalid input for `{name}`: expected a JSON object matching its schema, got {}",
+                short_json(&input)
+            ));
+        }
+        let run = AssertUnwindSafe(tool.call(input, ctx)).catch_unwind();
+        let out = match run.await {
+            Ok(Ok(out)) => out,
+            Ok(Err(ToolError::InvalidInput(msg))) => {
+                ToolOutput::error(format!("{msg}\nexpected input schema: {}", tool.input_schema()))
+            }
+            Ok(Err(e)) => ToolOutput::error(format!("{name} failed: {e}")),
+            Err(panic) => ToolOutput::error(format!(
+                "{name} crashed: {}; nothing else was affected",
+                panic_message(&panic)
+            )),
+        };
+        ToolOutput {
+            content: cap_output(&out.content, ctx.limits.max_output_bytes),
+            is_error: out.is_error,
+        }
+    }
+}
+
+fn short_json(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}

@@ -1,0 +1,491 @@
+//! Drives the mock server with a plain HTTP client to prove it speaks the Messages API.
+
+// Test code: helpers outside #[test] fns may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use cadre_testkit::{Block, Match, MockServer, Reply};
+use serde_json::{json, Value};
+
+fn request_body(first_user: &str, stream: bool) -> Value {
+    json!({
+        "model": "claude-test",
+        "max_tokens": 1024,
+        "stream": stream,
+        "system": "you are a test",
+        "tools": [{"name": "read_file", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": first_user}],
+    })
+}
+
+async fn post(server: &MockServer, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}/v1/messages", server.uri()))
+        .header("x-api-key", "test-key")
+        .header("anthropic-version", "2023-06-01")
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// (event name, data) pairs of an SSE body.
+fn parse_sse(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter(|chunk| !chunk.trim().is_empty())
+        .map(|chunk| {
+            let mut name = String::new();
+            let mut data = Value::Null;
+            for line in chunk.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = n.to_owned();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(d).unwrap();
+                }
+            }
+            (name, data)
+        })
+        .collect()
+}
+
+fn names(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+#[tokio::test]
+async fn streamed_text_reply() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::text("Hello, streaming world!").usage(100, 7, 3, 40)],
+    );
+    let resp = post(&server, &request_body("hi", true)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let events = parse_sse(&resp.text().await.unwrap());
+    let names = names(&events);
+    assert_eq!(names[..3], ["message_start", "ping", "content_block_start"]);
+    assert_eq!(
+        names[names.len() - 3..],
+        ["content_block_stop", "message_delta", "message_stop"]
+    );
+    let start = &events[0].1["message"];
+    assert_eq!(start["model"], "claude-test");
+    assert_eq!(start["usage"]["input_tokens"], 100);
+    assert_eq!(start["usage"]["cache_read_input_tokens"], 40);
+    assert_eq!(
+        events[2].1["content_block"],
+        json!({"type": "text", "text": ""})
+    );
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_delta")
+        .map(|(_, d)| d["delta"]["text"].as_str().unwrap())
+        .collect();
+    assert!(deltas.len() >= 2);
+    assert_eq!(deltas.concat(), "Hello, streaming world!");
+    let delta = &events[events.len() - 2].1;
+    assert_eq!(delta["delta"]["stop_reason"], "end_turn");
+    assert_eq!(delta["usage"]["output_tokens"], 7);
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].header("X-Api-Key"), Some("test-key"));
+    assert_eq!(reqs[0].first_user_text(), "hi");
+    assert_eq!(reqs[0].system_text(), "you are a test");
+    assert_eq!(reqs[0].tool_names(), ["read_file"]);
+    server.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_blocks_rebuild() {
+    let server = MockServer::start().await;
+    let input = json!({"path": "src/main.rs", "note": "héllo"});
+    server.route(
+        Match::Any,
+        vec![Reply::blocks(vec![
+            Block::Thinking {
+                thinking: "let me think about it".into(),
+                signature: "sig123".into(),
+            },
+            Block::Raw(json!({"type": "mystery", "x": 1})),
+            Block::ToolUse {
+                id: "tu_1".into(),
+                name: "read_file".into(),
+                input: input.clone(),
+            },
+        ])],
+    );
+    let events = parse_sse(
+        &post(&server, &request_body("go", true))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    let mut thinking = String::new();
+    let mut signature = String::new();
+    let mut json_text = String::new();
+    let mut json_pieces = 0;
+    for (name, data) in &events {
+        if name != "content_block_delta" {
+            continue;
+        }
+        let d = &data["delta"];
+        match d["type"].as_str().unwrap() {
+            "thinking_delta" => thinking.push_str(d["thinking"].as_str().unwrap()),
+            "signature_delta" => signature.push_str(d["signature"].as_str().unwrap()),
+            "input_json_delta" => {
+                json_text.push_str(d["partial_json"].as_str().unwrap());
+                json_pieces += 1;
+            }
+            other => panic!("unexpected delta {other}"),
+        }
+    }
+    assert_eq!(thinking, "let me think about it");
+    assert_eq!(signature, "sig123");
+    assert!(json_pieces >= 3);
+    assert_eq!(serde_json::from_str::<Value>(&json_text).unwrap(), input);
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| &d["content_block"])
+        .collect();
+    assert_eq!(starts[1], &json!({"type": "mystery", "x": 1}));
+    assert_eq!(starts[2]["input"], json!({}));
+    let stop = events.iter().find(|(n, _)| n == "message_delta").unwrap();
+    assert_eq!(stop.1["delta"]["stop_reason"], "tool_use");
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn non_streamed_reply() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::tool_use("tu_9", "read_file", json!({"path": "a"})).with_text_before("looking")],
+    );
+    let resp = post(&server, &request_body("hi", false)).await;
+    assert_eq!(resp.status(), 200);
+    let msg: Value = resp.json().await.unwrap();
+    assert_eq!(msg["type"], "message");
+    assert_eq!(msg["role"], "assistant");
+    assert_eq!(msg["model"], "claude-test");
+    assert_eq!(msg["stop_reason"], "tool_use");
+    assert_eq!(
+        msg["content"][0],
+        json!({"type": "text", "text": "looking"})
+    );
+    assert_eq!(
+        msg["content"][1],
+        json!({"type": "tool_use", "id": "tu_9", "name": "read_file", "input": {"path": "a"}})
+    );
+    assert_eq!(msg["usage"]["input_tokens"], 10);
+    assert_eq!(msg["usage"]["output_tokens"], 5);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn routes_by_first_user_message() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("alpha".into()),
+        vec![Reply::text("A1"), Reply::text("A2")],
+    );
+    server.route(
+        Match::FirstUserContains("beta".into()),
+        vec![Reply::text("B1")],
+    );
+    let text = |v: Value| v["content"][0]["text"].as_str().unwrap().to_owned();
+    let beta = post(&server, &request_body("task beta", false)).await;
+    assert_eq!(text(beta.json().await.unwrap()), "B1");
+    let a1 = post(&server, &request_body("task alpha", false)).await;
+    assert_eq!(text(a1.json().await.unwrap()), "A1");
+    let a2 = post(&server, &request_body("task alpha", false)).await;
+    assert_eq!(text(a2.json().await.unwrap()), "A2");
+    assert_eq!(server.pending_replies(), 0);
+
+    // Out of replies: answered 500 and flagged.
+    let none = post(&server, &request_body("task beta", false)).await;
+    assert_eq!(none.status(), 500);
+    let err: Value = none.json().await.unwrap();
+    assert_eq!(err["error"]["type"], "api_error");
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no scripted reply for request 3"));
+    let v = server.violations();
+    assert_eq!(v.len(), 1);
+    assert!(
+        v[0].starts_with("request 3:") && v[0].contains("task beta"),
+        "{v:?}"
+    );
+}
+
+#[tokio::test]
+async fn error_status_with_retry_after() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::error_status(429, "rate_limit_error", "slow down").retry_after(7)],
+    );
+    let resp = post(&server, &request_body("hi", true)).await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(resp.headers()["retry-after"].to_str().unwrap(), "7");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
+    );
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn stream_error_and_raw_sse() {
+    let server = MockServer::start().await;
+    let raw = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
+    server.route(
+        Match::Any,
+        vec![
+            Reply::stream_error("overloaded_error", "busy"),
+            Reply::raw_sse(raw),
+            Reply::stream_error("overloaded_error", "busy"),
+        ],
+    );
+    let events = parse_sse(
+        &post(&server, &request_body("hi", true))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(names(&events), ["message_start", "ping", "error"]);
+    assert_eq!(events[2].1["error"]["type"], "overloaded_error");
+    let resp = post(&server, &request_body("hi", true)).await;
+    assert_eq!(resp.text().await.unwrap(), raw);
+    // Not streaming: the HTTP status the API uses for that error.
+    let resp = post(&server, &request_body("hi", false)).await;
+    assert_eq!(resp.status(), 529);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn truncated_stream_ends_cleanly_early() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::text("some long answer").truncated(4),
+            Reply::text("some long answer").truncated(4),
+        ],
+    );
+    let resp = post(&server, &request_body("hi", true)).await;
+    assert_eq!(resp.status(), 200);
+    let events = parse_sse(&resp.text().await.unwrap());
+    assert_eq!(
+        names(&events),
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta"
+        ]
+    );
+    // Not streaming: the JSON body is cut in half.
+    let resp = post(&server, &request_body("hi", false)).await;
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    assert!(text.starts_with('{') && text.len() > 20, "{text}");
+    assert!(serde_json::from_str::<Value>(&text).is_err());
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn dropped_stream_is_a_body_error() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("answer").drop_connection(2)]);
+    let mut resp = post(&server, &request_body("hi", true)).await;
+    assert_eq!(resp.status(), 200);
+    let mut got = Vec::new();
+    let err = loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => got.extend_from_slice(&chunk),
+            Ok(None) => panic!("body ended cleanly"),
+            Err(e) => break e,
+        }
+    };
+    assert!(err.is_body() || err.is_decode(), "{err:?}");
+    assert_eq!(
+        names(&parse_sse(&String::from_utf8_lossy(&got))),
+        ["message_start", "ping"]
+    );
+
+    // Zero events: the headers still arrive, then the body breaks.
+    server.route(Match::Any, vec![Reply::text("answer").drop_connection(0)]);
+    let resp = post(&server, &request_body("hi", true)).await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.is_err());
+}
+
+#[tokio::test]
+async fn stalled_stream_holds_until_client_gives_up() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("answer").stall(2)]);
+    let mut resp = post(&server, &request_body("hi", true)).await;
+    let first = resp.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).starts_with("event: message_start"));
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let waited = tokio::time::timeout(Duration::from_millis(400), async {
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            got.extend_from_slice(&chunk);
+        }
+    })
+    .await;
+    assert!(waited.is_err(), "stream ended instead of stalling");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    // Only the ping came after message_start.
+    assert_eq!(parse_sse(&String::from_utf8_lossy(&got)).len(), 1);
+    assert_eq!(server.in_flight(), 1);
+    drop(resp);
+    // The server notices the client leaving and stops counting the request.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.in_flight() != 0 {
+        assert!(Instant::now() < deadline, "stalled request never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn barrier_opens_with_three_concurrent_requests() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::text("one"), Reply::text("two"), Reply::text("three")],
+    );
+    server.hold_until_in_flight(3, Duration::from_secs(10));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                // Staggered so the first ones really are held.
+                tokio::time::sleep(Duration::from_millis(100 * i)).await;
+                post(&server, &request_body("hi", false)).await.status()
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(server.max_in_flight(), 3);
+    server.assert_clean();
+
+    // Once open it stays open: a lone request now goes straight through.
+    server.route(Match::Any, vec![Reply::text("four")]);
+    assert_eq!(
+        post(&server, &request_body("hi", false)).await.status(),
+        200
+    );
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn barrier_times_out_with_one_request() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("never sent")]);
+    server.hold_until_in_flight(2, Duration::from_millis(300));
+    let started = Instant::now();
+    let resp = post(&server, &request_body("hi", false)).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(resp.status(), 500);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"type": "error", "error": {"type": "api_error",
+            "message": "barrier timed out: only 1 of 2 requests in flight"}})
+    );
+    assert_eq!(
+        server.violations(),
+        ["request 0: barrier timed out: only 1 of 2 requests in flight"]
+    );
+    // The reply was not used up.
+    assert_eq!(server.pending_replies(), 1);
+}
+
+#[tokio::test]
+async fn protocol_violation_answered_400() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("unused")]);
+    let body = json!({
+        "model": "claude-test",
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]},
+            {"role": "user", "content": "I forgot the tool result"}
+        ]
+    });
+    // No anthropic-version header either.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/messages", server.uri()))
+        .header("x-api-key", "k")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["type"], "invalid_request_error");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(message.contains("anthropic-version"), "{message}");
+    assert!(message.contains("t1"), "{message}");
+    let v = server.violations();
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert!(v.iter().all(|s| s.starts_with("request 0: ")));
+    assert_eq!(server.pending_replies(), 1);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn unknown_path_is_flagged() {
+    let server = MockServer::start().await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/complete", server.uri()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(server.violations().len(), 1);
+}
+
+/// The server has its own thread, so a test blocking its current_thread runtime (as when
+/// waiting on a child process) still gets answers.
+#[tokio::test]
+async fn serves_while_the_test_thread_blocks() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("blocking ok")]);
+    let body = request_body("hi", false).to_string();
+    let addr = server.uri().trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("blocking ok"));
+    server.assert_clean();
+}

@@ -1,0 +1,285 @@
+//! `bash`: runs a shell command in the workspace, killing everything it started when done.
+
+use crate::output::OutputBuffer;
+use crate::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use async_trait::async_trait;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+
+/// How long output is still read after the command exits, for background children holding the
+/// pipe; then the whole process group is killed.
+const EXIT_GRACE: Duration = Duration::from_millis(250);
+/// How long to read leftovers once the group has been killed (only processes that left the
+/// group can still hold the pipe then).
+const KILLED_DRAIN: Duration = Duration::from_millis(200);
+
+/// Runs `bash -c COMMAND` in the workspace root.
+///
+/// Runs for read-only agents too: the Landlock sandbox that confines them applies later.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BashTool;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    command: String,
+    timeout_ms: Option<u64>,
+    description: Option<String>,
+}
+
+#[async_trait]
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "bash"
+    }
+
+    fn description(&self) -> String {
+        "Run a shell command with `bash -c` in the workspace root and return its output \
+         (stdout and stderr interleaved, as a terminal would show them).\n\
+         - Each call is a fresh shell: `cd`, variables and functions do not carry over, so \
+         chain steps with `&&` (e.g. `cd sub && make`). Stdin is closed: commands cannot \
+         prompt, so pass flags like `-y` or `--no-pager`.\n\
+         - `timeout_ms` (default 120000, capped by the run's maximum, normally 600000): on \
+         timeout the command and everything it started are killed and you get the output so \
+         far.\n\
+         - When the command exits, background processes it started (`cmd &`) are killed; do not \
+         use it to start long-lived servers.\n\
+         - Long output keeps its head and tail with the middle cut; redirect to a file and \
+         grep/read it if you need all of it. A non-zero exit is reported as `[exit code N]`.\n\
+         - Prefer read_file, list_files, grep, edit_file and write_file for reading, finding \
+         and changing files: they are faster, safer and tracked.\n\
+         - `description`: a few words saying what the command is for (shown to humans)."
+            .to_string()
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "description": "The shell command to run."
+                },
+                "timeout_ms": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Timeout in milliseconds (default 120000)."
+                },
+                "description": {
+                    "type": "string",
+                    "description": "What the command does, in 5-10 words."
+                }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: Input = parse_input(self.name(), input)?;
+        if input.command.trim().is_empty() {
+            return Err(ToolError::InvalidInput(
+                "bash: command is empty".to_string(),
+            ));
+        }
+        let timeout = match input.timeout_ms {
+            Some(0) => {
+                return Err(ToolError::InvalidInput(
+                    "bash: timeout_ms must be at least 1".to_string(),
+                ))
+            }
+            Some(ms) => Duration::from_millis(ms),
+            None => ctx.limits.bash_timeout,
+        }
+        .min(ctx.limits.bash_max_timeout);
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        tracing::debug!(command = %input.command, description = ?input.description, "bash");
+        run(&input.command, timeout, ctx).await
+    }
+}
+
+/// Kills a process group when told to, or when dropped (the call's future may be dropped).
+struct GroupKiller {
+    pgid: Option<Pid>,
+}
+
+impl GroupKiller {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // ESRCH (group already empty) is the normal case after a clean exit.
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+enum End {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let io = |source| ToolError::Io {
+        path: "bash".to_string(),
+        source,
+    };
+    let (writer, mut reader) = pipe::pipe().map_err(io)?;
+    // The child must get a blocking fd; a non-blocking stdout makes programs fail with EAGAIN.
+    let writer = writer.into_blocking_fd().map_err(io)?;
+    let mut child = spawn_shell(command, ctx.workspace.root(), &writer).map_err(io)?;
+    // Our copy of the write end must go, or the pipe never reports end-of-file.
+    drop(writer);
+    let mut group = GroupKiller {
+        pgid: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    };
+
+    let mut out = OutputBuffer::new(ctx.limits.max_output_bytes);
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut open = true;
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let end = loop {
+        tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => break End::Cancelled,
+            _ = &mut deadline => break End::TimedOut,
+            status = child.wait() => break End::Exited(status.map_err(io)?),
+            read = reader.read(&mut chunk), if open => match read {
+                Ok(0) | Err(_) => open = false,
+                Ok(n) => out.push(&chunk[..n]),
+            },
+        }
+    };
+
+    match end {
+        End::Exited(status) => {
+            if open {
+                drain(&mut reader, &mut chunk, &mut out, EXIT_GRACE).await;
+            }
+            group.kill();
+            drain(&mut reader, &mut chunk, &mut out, KILLED_DRAIN).await;
+            Ok(finish(out, status))
+        }
+        End::TimedOut => {
+            group.kill();
+            reap(&mut child).await;
+            drain(&mut reader, &mut chunk, &mut out, KILLED_DRAIN).await;
+            let mut text = out.finish();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[timed out after {timeout:?}; the command and every process it started were \
+                 killed. The output so far is above. If it needs longer, pass a larger \
+                 timeout_ms (at most {} ms)]",
+                ctx.limits.bash_max_timeout.as_millis()
+            ));
+            Ok(ToolOutput::error(text))
+        }
+        End::Cancelled => {
+            group.kill();
+            reap(&mut child).await;
+            Err(ToolError::Cancelled)
+        }
+    }
+}
+
+/// Starts `bash -c command` (or `sh -c` where bash is missing) in its own process group.
+fn spawn_shell(command: &str, root: &Path, out: &OwnedFd) -> std::io::Result<Child> {
+    match spawn_with("bash", command, root, out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => spawn_with("sh", command, root, out),
+        other => other,
+    }
+}
+
+fn spawn_with(shell: &str, command: &str, root: &Path, out: &OwnedFd) -> std::io::Result<Child> {
+    Command::new(shell)
+        .arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        // One pipe for both streams keeps them interleaved in the order they were written.
+        .stdout(Stdio::from(out.try_clone()?))
+        .stderr(Stdio::from(out.try_clone()?))
+        // Its own group, so killing the group reaches every descendant that stayed in it.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+}
+
+/// Reads whatever is left in the pipe until end-of-file or `limit` elapses.
+async fn drain(
+    reader: &mut pipe::Receiver,
+    chunk: &mut [u8],
+    out: &mut OutputBuffer,
+    limit: Duration,
+) {
+    let stop = tokio::time::sleep(limit);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            read = reader.read(chunk) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.push(&chunk[..n]),
+            },
+        }
+    }
+}
+
+/// Waits for the killed child so it leaves no zombie; SIGKILL makes this prompt.
+async fn reap(child: &mut Child) {
+    if let Err(e) = child.wait().await {
+        tracing::warn!("could not reap bash child: {e}");
+    }
+}
+
+fn finish(out: OutputBuffer, status: ExitStatus) -> ToolOutput {
+    let mut text = if out.is_empty() {
+        String::new()
+    } else {
+        out.finish()
+    };
+    let note = match (status.code(), status.signal()) {
+        (Some(0), _) => None,
+        (Some(code), _) => Some(format!("[exit code {code}]")),
+        (None, Some(signal)) => Some(format!("[killed by signal {signal}]")),
+        (None, None) => Some("[exited abnormally]".to_string()),
+    };
+    match note {
+        None if text.is_empty() => ToolOutput::ok("(no output)"),
+        None => ToolOutput::ok(text),
+        Some(note) => {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&note);
+            ToolOutput::error(text)
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! File reading and writing shared by `read_file`, `write_file` and `edit_file`.
+
+use crate::context::FileStamp;
+use crate::ToolError;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How far into a file to look for a NUL byte when deciding it is binary.
+const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+
+/// Makes temp file names unique within this process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Runs blocking file work off the async threads.
+pub(crate) async fn blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Refused(format!("internal error: file task failed: {e}")))?
+}
+
+/// Wraps an I/O error with the workspace-relative path the model knows.
+pub(crate) fn io_error(shown: &str, source: std::io::Error) -> ToolError {
+    ToolError::Io {
+        path: shown.to_string(),
+        source,
+    }
+}
+
+/// A text file's content and the stamp of exactly what was read.
+pub(crate) struct TextFile {
+    /// The whole file, valid UTF-8.
+    pub text: String,
+    /// mtime and content hash of what was read.
+    pub stamp: FileStamp,
+}
+
+/// Reads `abs` as UTF-8 text, refusing folders, files over `max_bytes`, binary and non-UTF-8.
+pub(crate) fn read_text(abs: &Path, shown: &str, max_bytes: u64) -> Result<TextFile, ToolError> {
+    let meta = std::fs::metadata(abs).map_err(|e| io_error(shown, e))?;
+    if meta.is_dir() {
+        return Err(ToolError::Refused(format!(
+            "{shown} is a folder, not a file; use list_files to see what it holds"
+        )));
+    }
+    if meta.len() > max_bytes {
+        return Err(ToolError::Refused(format!(
+            "{shown} is {} bytes, over the {max_bytes}-byte limit for reading a whole file; \
+             use grep to find the part you need, or bash (e.g. `sed -n '100,200p'`) to read a slice",
+            meta.len()
+        )));
+    }
+    let file = std::fs::File::open(abs).map_err(|e| io_error(shown, e))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // Read one byte past the limit so a file that grew since the stat is still caught.
+    (&file)
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(shown, e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(ToolError::Refused(format!(
+            "{shown} is over the {max_bytes}-byte limit for reading a whole file; \
+             use grep or bash to read part of it"
+        )));
+    }
+    let mtime = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(|e| io_error(shown, e))?;
+    let sniff = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
+    if sniff.contains(&0) {
+        return Err(ToolError::Refused(format!(
+            "{shown} looks like a binary file (it has NUL bytes); read_file only reads text. \
+             Use bash (e.g. `file`, `xxd | head`) to inspect it"
+        )));
+    }
+    let stamp = FileStamp::of(mtime, &bytes);
+    let text = String::from_utf8(bytes).map_err(|e| {
+        ToolError::Refused(format!(
+            "{shown} is not valid UTF-8 (first bad byte at offset {}); read_file and edit_file \
+             only handle UTF-8 text. Use bash (e.g. `iconv`, `xxd`) to inspect or convert it",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    Ok(TextFile { text, stamp })
+}
+
+/// Writes `bytes` to `abs` via a temp file in the same folder and a rename, so readers never
+/// see half a file; keeps the old file's permissions. Returns whether the file existed.
+pub(crate) fn write_atomic(abs: &Path, shown: &str, bytes: &[u8]) -> Result<bool, ToolError> {
+    let parent = abs
+        .parent()
+        .ok_or_else(|| ToolError::Refused(format!("{shown} has no parent folder")))?;
+    std::fs::create_dir_all(parent).map_err(|e| io_error(shown, e))?;
+    let old = match std::fs::metadata(abs) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(ToolError::Refused(format!(
+                "{shown} is a folder; give a file path"
+            )))
+        }
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(shown, e)),
+    };
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = parent.join(format!(
+        ".{name}.cadre-tmp-{}-{}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = write_then_rename(&temp, abs, bytes, old.as_ref());
+    if result.is_err() {
+        // Best effort: the temp file is ours and useless now.
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.map_err(|e| io_error(shown, e))?;
+    Ok(old.is_some())
+}
+
+fn write_then_rename(
+    temp: &Path,
+    target: &Path,
+    bytes: &[u8],
+    old: Option<&std::fs::Metadata>,
+) -> std::io::Result<()> {
+    let mut file = std::fs::File::create_new(temp)?;
+    file.write_all(bytes)?;
+    if let Some(old) = old {
+        file.set_permissions(old.permissions())?;
+    }
+    drop(file);
+    std::fs::rename(temp, target)
+}
+
+/// The stamp of `abs` right after this process wrote `bytes` to it.
+pub(crate) fn stamp_written(abs: &Path, shown: &str, bytes: &[u8]) -> Result<FileStamp, ToolError> {
+    let mtime = std::fs::metadata(abs)
+        .and_then(|m| m.modified())
+        .map_err(|e| io_error(shown, e))?;
+    Ok(FileStamp::of(mtime, bytes))
+}
+
+/// Number of lines in `text`, counting a last line without a newline.
+pub(crate) fn line_count(text: &str) -> usize {
+    text.lines().count()
+}

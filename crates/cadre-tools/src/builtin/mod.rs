@@ -1,0 +1,101 @@
+//! The six built-in tools and the names they answer to.
+
+mod bash;
+mod edit_file;
+mod file_io;
+mod grep;
+mod list_files;
+mod read_file;
+mod walk;
+mod write_file;
+
+pub use bash::BashTool;
+pub use edit_file::EditFileTool;
+pub use grep::GrepTool;
+pub use list_files::ListFilesTool;
+pub use read_file::ReadFileTool;
+pub use write_file::WriteFileTool;
+
+use crate::Tool;
+use std::sync::Arc;
+
+/// The names of the built-in tools, as the model sees them.
+pub const BUILTIN_TOOL_NAMES: [&str; 6] = [
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+];
+
+/// One instance of every built-in tool, in [`BUILTIN_TOOL_NAMES`] order.
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(BashTool),
+        Arc::new(ReadFileTool),
+        Arc::new(WriteFileTool),
+        Arc::new(EditFileTool),
+        Arc::new(ListFilesTool),
+        Arc::new(GrepTool),
+    ]
+}
+
+/// The cadre name for a built-in tool name or a Claude Code alias (`Read` → `read_file`).
+pub fn canonical_tool_name(name: &str) -> Option<&'static str> {
+    let canonical = match name {
+        "Bash" => "bash",
+        "Read" => "read_file",
+        "Write" => "write_file",
+        "Edit" | "MultiEdit" => "edit_file",
+        "Glob" | "LS" => "list_files",
+        "Grep" => "grep",
+        other => return BUILTIN_TOOL_NAMES.iter().copied().find(|n| *n == other),
+    };
+    Some(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_tools() {
+        let names: Vec<String> = builtin_tools()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        assert_eq!(names, BUILTIN_TOOL_NAMES);
+    }
+
+    #[test]
+    fn aliases_map() {
+        assert_eq!(canonical_tool_name("Bash"), Some("bash"));
+        assert_eq!(canonical_tool_name("MultiEdit"), Some("edit_file"));
+        assert_eq!(canonical_tool_name("LS"), Some("list_files"));
+        assert_eq!(canonical_tool_name("Glob"), Some("list_files"));
+        assert_eq!(canonical_tool_name("grep"), Some("grep"));
+        assert_eq!(canonical_tool_name("read_file"), Some("read_file"));
+        assert_eq!(canonical_tool_name("WebFetch"), None);
+        assert_eq!(canonical_tool_name("BASH"), None);
+    }
+
+    #[test]
+    fn schemas_are_strict_objects() {
+        for tool in builtin_tools() {
+            let schema = tool.input_schema();
+            assert_eq!(schema["type"], "object", "{}", tool.name());
+            assert_eq!(schema["additionalProperties"], false, "{}", tool.name());
+            let required = schema["required"].as_array().unwrap();
+            for field in required {
+                let field = field.as_str().unwrap();
+                assert!(
+                    schema["properties"].get(field).is_some(),
+                    "{} requires undeclared {field}",
+                    tool.name()
+                );
+            }
+            assert!(tool.description().len() > 200, "{}", tool.name());
+        }
+    }
+}
