@@ -67,7 +67,12 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
     /// Base URL of the Messages API.
-    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "ANTHROPIC_BASE_URL",
+        default_value = "https://api.anthropic.com",
+        hide_env_values = true
+    )]
     pub base_url: String,
     /// The `anthropic-version` header to send.
     #[arg(long, default_value = "2026-10-21")]

@@ -65,11 +65,24 @@ impl Display {
             Event::ToolCall { name, input, .. } => {
                 self.status(&format!("{name} {}", describe_input(input)));
             }
-            Event::ToolResult { name, is_error: true, summary, .. } => {
+            Event::ToolResult {
+                name,
+                is_error: true,
+                summary,
+                ..
+            } => {
                 self.status(&format!("{name} failed: {summary}"));
             }
-            Event::Retrying { attempt, wait_ms, reason, .. } => {
-                self.status(&format!("retry {attempt} in {:.1}s: {reason}", *wait_ms as f64 / 1000.0));
+            Event::Retrying {
+                attempt,
+                wait_ms,
+                reason,
+                ..
+            } => {
+                self.status(&format!(
+                    "retry {attempt} in {:.1}s: {reason}",
+                    *wait_ms as f64 / 1000.0
+                ));
             }
             Event::Turn { turn, .. } if *turn > 1 => self.status("thinking"),
             _ => {}
@@ -164,7 +177,9 @@ pub fn human_tokens(n: u64) -> String {
 fn usage_table(outcome: &AgentOutcome, elapsed: Duration) -> String {
     let u = &outcome.usage;
     let input = u.total_input();
-    let cached = (u.cache_read_input_tokens * 100).checked_div(input).unwrap_or(0);
+    let cached = (u.cache_read_input_tokens * 100)
+        .checked_div(input)
+        .unwrap_or(0);
     let secs = elapsed.as_secs();
     format!(
         "\n{:<10} {:>5} {:>5} {:>15} {:>7} {:>6}  {}\n{:<10} {:>5} {:>5} {:>15} {:>7} {:>6}  {}",

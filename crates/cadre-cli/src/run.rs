@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-const NO_KEY: &str = "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
+const NO_KEY: &str =
+    "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
 then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
 `ANTHROPIC_API_KEY=sk-ant-... cadre run \"TASK\"`). To use a compatible server instead, \
 also set ANTHROPIC_BASE_URL.";
@@ -89,11 +90,9 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
 /// The folder to work in: `-C DIR` or the current one; a missing folder is a plain error.
 fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
     match directory {
-        Some(dir) if !dir.is_dir() => Err(ConfigError(format!(
-            "cannot use -C {}: no such folder",
-            dir.display()
-        ))
-        .into()),
+        Some(dir) if !dir.is_dir() => {
+            Err(ConfigError(format!("cannot use -C {}: no such folder", dir.display())).into())
+        }
         Some(dir) => Ok(dir),
         None => std::env::current_dir()
             .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")).into()),
@@ -116,7 +115,8 @@ fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
 /// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C exits at once.
 fn spawn_signal_watch(cancel: CancellationToken) {
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let terminated = async {
             match term.as_mut() {
                 Some(t) => {

@@ -1,5 +1,8 @@
 //! The real `cadre` binary against the shared mock Messages API server on 127.0.0.1.
 
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use assert_cmd::Command;
 use cadre_testkit::{Match, MockServer, Reply};
 use serde_json::{json, Value};
@@ -24,7 +27,9 @@ async fn cadre(dir: &Path, base_url: &str, key: Option<&str>, args: &[&str]) -> 
     if let Some(key) = key {
         cmd.env("ANTHROPIC_API_KEY", key);
     }
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
     Output {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -44,11 +49,25 @@ async fn run_prints_the_answer_the_tools_and_usage() {
             Reply::text("This is the Demo project.").usage(1200, 80, 0, 900),
         ],
     );
-    let out = cadre(dir.path(), &server.uri(), Some("sk-test-secret"), &["run", "What is this?"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("sk-test-secret"),
+        &["run", "What is this?"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("This is the Demo project."), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("This is the Demo project."),
+        "{}",
+        out.stdout
+    );
     assert!(out.stderr.contains("read_file README.md"), "{}", out.stderr);
-    assert!(out.stderr.contains("outcome") && out.stderr.contains("done"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("outcome") && out.stderr.contains("done"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stdout.contains("sk-test-secret") && !out.stderr.contains("sk-test-secret"));
     let first = &server.requests()[0];
     assert_eq!(first.header("x-api-key"), Some("sk-test-secret"));
@@ -62,7 +81,13 @@ async fn json_output_is_one_result_object() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     server.route(Match::Any, vec![Reply::text("42").usage(10, 3, 0, 0)]);
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "--model", "haiku", "--output-format", "json", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--model", "haiku", "--output-format", "json", "q"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["answer"], "42");
@@ -78,13 +103,38 @@ async fn stream_json_prints_one_event_per_line() {
     let server = MockServer::start().await;
     server.route(
         Match::Any,
-        vec![Reply::tool_use("toolu_1", "list_files", json!({})), Reply::text("done")],
+        vec![
+            Reply::tool_use("toolu_1", "list_files", json!({})),
+            Reply::text("done"),
+        ],
     );
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "--output-format", "stream-json", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--output-format", "stream-json", "q"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let events: Vec<Value> = out.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
-    for want in ["started", "turn", "tool_call", "tool_result", "usage", "text", "finished", "result"] {
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    for want in [
+        "started",
+        "turn",
+        "tool_call",
+        "tool_result",
+        "usage",
+        "text",
+        "finished",
+        "result",
+    ] {
         assert!(kinds.contains(&want), "no {want} in {kinds:?}");
     }
     assert_eq!(kinds.last(), Some(&"result"));
@@ -118,11 +168,20 @@ async fn an_api_400_prints_its_message_and_exits_3() {
     let server = MockServer::start().await;
     server.route(
         Match::Any,
-        vec![Reply::error_status(400, "invalid_request_error", "messages: text content blocks must be non-empty")],
+        vec![Reply::error_status(
+            400,
+            "invalid_request_error",
+            "messages: text content blocks must be non-empty",
+        )],
     );
     let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "q"]).await;
     assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(out.stderr.contains("messages: text content blocks must be non-empty"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("messages: text content blocks must be non-empty"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -137,12 +196,21 @@ async fn stopping_early_exits_1() {
             Reply::tool_use("t2", "list_files", json!({})),
         ],
     );
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "--max-turns", "2", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--max-turns", "2", "q"],
+    )
+    .await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("turn limit"), "{}", out.stderr);
 
     let server = MockServer::start().await;
-    server.route(Match::Any, vec![Reply::text("I can't help with that.").stop_reason("refusal")]);
+    server.route(
+        Match::Any,
+        vec![Reply::text("I can't help with that.").stop_reason("refusal")],
+    );
     let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "q"]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("refusal"), "{}", out.stderr);
@@ -159,7 +227,20 @@ async fn the_budget_stops_the_run() {
             Reply::text("too late"),
         ],
     );
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "--budget-tokens", "1000", "--output-format", "json", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "run",
+            "--budget-tokens",
+            "1000",
+            "--output-format",
+            "json",
+            "q",
+        ],
+    )
+    .await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["stop"], "budget");
@@ -173,20 +254,48 @@ async fn configuration_problems_get_one_plain_sentence() {
 
     let out = cadre(dir.path(), &server.uri(), None, &["run", "q"]).await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("ANTHROPIC_API_KEY is not set"), "{}", out.stderr);
-    assert!(out.stderr.contains("export ANTHROPIC_API_KEY"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("ANTHROPIC_API_KEY is not set"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("export ANTHROPIC_API_KEY"),
+        "{}",
+        out.stderr
+    );
 
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["-C", "/no/such/folder", "run", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["-C", "/no/such/folder", "run", "q"],
+    )
+    .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("no such folder"), "{}", out.stderr);
     assert!(server.requests().is_empty());
 
     // A port that nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("http://127.0.0.1:{port}");
-    let out = cadre(dir.path(), &url, Some("k"), &["run", "--max-retries", "0", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &url,
+        Some("k"),
+        &["run", "--max-retries", "0", "q"],
+    )
+    .await;
     assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(out.stderr.contains("could not reach the model API"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("could not reach the model API"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains(&url), "{}", out.stderr);
 }
 
@@ -195,7 +304,14 @@ async fn help_explains_the_options() {
     let dir = tempfile::tempdir().unwrap();
     let out = cadre(dir.path(), "http://127.0.0.1:9", None, &["run", "--help"]).await;
     assert_eq!(out.code, 0);
-    for flag in ["--model", "--max-turns", "--budget-tokens", "--output-format", "CADRE_MODEL", "ANTHROPIC_BASE_URL"] {
+    for flag in [
+        "--model",
+        "--max-turns",
+        "--budget-tokens",
+        "--output-format",
+        "CADRE_MODEL",
+        "ANTHROPIC_BASE_URL",
+    ] {
         assert!(out.stdout.contains(flag), "--help lacks {flag}");
     }
 }

@@ -57,14 +57,20 @@ impl Agent {
                 break stop;
             }
             turns += 1;
-            self.emit(Event::Turn { agent: self.config.path.clone(), turn: turns });
+            self.emit(Event::Turn {
+                agent: self.config.path.clone(),
+                turn: turns,
+            });
             let response = match self.send(&history).await {
                 Ok(r) => r,
                 Err(stop) => break stop,
             };
             usage.add(&response.usage);
             self.budget.charge(&response.usage);
-            self.emit(Event::Usage { agent: self.config.path.clone(), usage: response.usage });
+            self.emit(Event::Usage {
+                agent: self.config.path.clone(),
+                usage: response.usage,
+            });
             history.push(sanitized(&response));
             match response.stop_reason.clone().unwrap_or(StopReason::EndTurn) {
                 StopReason::ToolUse => {
@@ -89,7 +95,14 @@ impl Agent {
             usage,
             elapsed_ms: millis(started.elapsed()),
         });
-        AgentOutcome { text, stop, turns, tool_calls, usage, history }
+        AgentOutcome {
+            text,
+            stop,
+            turns,
+            tool_calls,
+            usage,
+            history,
+        }
     }
 
     /// Whether the loop must stop before sending another request, and why.
@@ -107,14 +120,22 @@ impl Agent {
 
     /// Sends the history to the model, streaming text out as events; cancel wins.
     async fn send(&self, history: &[Message]) -> Result<Response, StopKind> {
-        let mut request = Request::new(&self.config.model, self.config.max_tokens, history.to_vec());
+        let mut request =
+            Request::new(&self.config.model, self.config.max_tokens, history.to_vec());
         request.system = vec![SystemBlock::text(&self.config.system)];
         request.tools = self.tools.definitions();
         request.apply_prompt_caching();
         let path = &self.config.path;
         let on_event = |e: ModelEvent| match e {
-            ModelEvent::TextDelta(delta) => self.emit(Event::Text { agent: path.clone(), delta }),
-            ModelEvent::Retrying { attempt, wait, reason } => self.emit(Event::Retrying {
+            ModelEvent::TextDelta(delta) => self.emit(Event::Text {
+                agent: path.clone(),
+                delta,
+            }),
+            ModelEvent::Retrying {
+                attempt,
+                wait,
+                reason,
+            } => self.emit(Event::Retrying {
                 agent: path.clone(),
                 attempt,
                 wait_ms: millis(wait),
@@ -171,7 +192,14 @@ impl Agent {
             id: call.id.clone(),
             name: call.name,
             is_error: out.is_error,
-            summary: out.content.lines().next().unwrap_or_default().chars().take(120).collect(),
+            summary: out
+                .content
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(120)
+                .collect(),
         });
         ContentBlock::tool_result(call.id, out.content, out.is_error)
     }
@@ -182,7 +210,9 @@ impl Agent {
 }
 
 fn invalid_json_input(input: &Value) -> Option<&str> {
-    input.get(cadre_model::INVALID_TOOL_INPUT_KEY).and_then(Value::as_str)
+    input
+        .get(cadre_model::INVALID_TOOL_INPUT_KEY)
+        .and_then(Value::as_str)
 }
 
 /// The response as an assistant message, with any unparsable tool input replaced by `{}`

@@ -12,10 +12,22 @@ pub const SKILL_TOOL: &str = "Skill";
 
 /// The agent types shipped with cadre, compiled in so `cadre` works in any folder.
 const SHIPPED: [(&str, &str); 4] = [
-    ("agents/main.yaml", include_str!("../../../agents/main.yaml")),
-    ("agents/explore.yaml", include_str!("../../../agents/explore.yaml")),
-    ("agents/plan.yaml", include_str!("../../../agents/plan.yaml")),
-    ("agents/code.yaml", include_str!("../../../agents/code.yaml")),
+    (
+        "agents/main.yaml",
+        include_str!("../../../agents/main.yaml"),
+    ),
+    (
+        "agents/explore.yaml",
+        include_str!("../../../agents/explore.yaml"),
+    ),
+    (
+        "agents/plan.yaml",
+        include_str!("../../../agents/plan.yaml"),
+    ),
+    (
+        "agents/code.yaml",
+        include_str!("../../../agents/code.yaml"),
+    ),
 ];
 
 /// Maps a tool name as written in an agent file (cadre's or a Claude Code alias) to the
@@ -69,7 +81,9 @@ impl Registry {
     }
 
     fn load_dir(&mut self, dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
@@ -80,7 +94,10 @@ impl Registry {
         for file in files {
             match std::fs::read_to_string(&file) {
                 Ok(text) => self.add_text(&file, &text, &mut here),
-                Err(e) => self.problems.push(Problem::at(&file, (0, 0), format!("cannot read: {e}"))),
+                Err(e) => {
+                    self.problems
+                        .push(Problem::at(&file, (0, 0), format!("cannot read: {e}")))
+                }
             }
         }
     }
@@ -98,7 +115,11 @@ impl Registry {
             self.problems.push(Problem::at(
                 file,
                 pos,
-                format!("duplicate agent name {:?}: {} already defines it", spec.name, first.display()),
+                format!(
+                    "duplicate agent name {:?}: {} already defines it",
+                    spec.name,
+                    first.display()
+                ),
             ));
             return;
         }
@@ -138,7 +159,16 @@ impl Registry {
 /// (with `"*"` meaning all, aliases resolved) minus `disallowed_tools`, in `available` order.
 pub fn tools_for(spec: &AgentSpec, available: &[&str]) -> Vec<String> {
     let resolve = |names: &[String]| -> Vec<&str> {
-        names.iter().filter_map(|n| if n == "*" { Some("*") } else { resolve_tool_name(n) }).collect()
+        names
+            .iter()
+            .filter_map(|n| {
+                if n == "*" {
+                    Some("*")
+                } else {
+                    resolve_tool_name(n)
+                }
+            })
+            .collect()
     };
     let allowed = resolve(&spec.tools);
     let denied = resolve(&spec.disallowed_tools);

@@ -97,14 +97,27 @@ pub struct Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = if self.warning { "warning" } else { "error" };
-        write!(f, "{}:{}:{}: {kind}: {}", self.file.display(), self.line, self.column, self.message)
+        write!(
+            f,
+            "{}:{}:{}: {kind}: {}",
+            self.file.display(),
+            self.line,
+            self.column,
+            self.message
+        )
     }
 }
 
 impl Problem {
     /// An error at `line:column` of `file`.
     pub fn at(file: &Path, (line, column): (usize, usize), message: impl Into<String>) -> Self {
-        Self { file: file.to_path_buf(), line, column, message: message.into(), warning: false }
+        Self {
+            file: file.to_path_buf(),
+            line,
+            column,
+            message: message.into(),
+            warning: false,
+        }
     }
 }
 
@@ -113,7 +126,9 @@ impl Problem {
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
         && !name.contains("--")
@@ -125,7 +140,9 @@ pub fn valid_model(model: &str) -> bool {
     matches!(model, "inherit" | "opus" | "sonnet" | "haiku")
         || (!model.is_empty()
             && !model.contains(char::is_whitespace)
-            && model.chars().any(|c| c.is_ascii_digit() || "-./:".contains(c)))
+            && model
+                .chars()
+                .any(|c| c.is_ascii_digit() || "-./:".contains(c)))
 }
 
 /// Where `needle` first appears in `text` at or after the line that starts with `key:`,
@@ -134,7 +151,11 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines
         .iter()
-        .position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.starts_with(':')))
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|r| r.starts_with(':'))
+        })
         .unwrap_or(0);
     if let Some(needle) = needle.filter(|n| !n.is_empty()) {
         for (i, line) in lines.iter().enumerate().skip(start) {
@@ -143,7 +164,9 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
             }
         }
     }
-    let col = lines.get(start).map_or(0, |l| l.len() - l.trim_start().len());
+    let col = lines
+        .get(start)
+        .map_or(0, |l| l.len() - l.trim_start().len());
     (start + 1, col + 1)
 }
 
@@ -160,22 +183,39 @@ impl AgentSpec {
 
     /// Checks the fields a parser cannot: name, description, prompt, model and tools.
     /// `known_tool` says whether a tool name exists.
-    pub fn validate(&self, file: &Path, text: &str, known_tool: &dyn Fn(&str) -> bool) -> Vec<Problem> {
+    pub fn validate(
+        &self,
+        file: &Path,
+        text: &str,
+        known_tool: &dyn Fn(&str) -> bool,
+    ) -> Vec<Problem> {
         let mut problems = Vec::new();
         let mut err = |key: &str, needle: Option<&str>, msg: String| {
             problems.push(Problem::at(file, locate(text, key, needle), msg));
         };
         if !valid_name(&self.name) {
-            err("name", Some(&self.name), format!(
-                "bad name {:?}: expected 1–64 characters of a-z, 0-9 and single hyphens inside",
-                self.name
-            ));
+            err(
+                "name",
+                Some(&self.name),
+                format!(
+                    "bad name {:?}: expected 1–64 characters of a-z, 0-9 and single hyphens inside",
+                    self.name
+                ),
+            );
         }
         if self.description.trim().is_empty() {
-            err("description", None, "missing description: say what this agent is for, so a parent can choose it".into());
+            err(
+                "description",
+                None,
+                "missing description: say what this agent is for, so a parent can choose it".into(),
+            );
         }
         if self.prompt.trim().is_empty() {
-            err("prompt", None, "missing prompt: the agent's system prompt is required".into());
+            err(
+                "prompt",
+                None,
+                "missing prompt: the agent's system prompt is required".into(),
+            );
         }
         if !valid_model(&self.model) {
             err("model", Some(&self.model), format!(
@@ -186,7 +226,10 @@ impl AgentSpec {
         if self.max_turns == 0 {
             err("max_turns", None, "max_turns must be at least 1".into());
         }
-        for (key, list) in [("tools", &self.tools), ("disallowed_tools", &self.disallowed_tools)] {
+        for (key, list) in [
+            ("tools", &self.tools),
+            ("disallowed_tools", &self.disallowed_tools),
+        ] {
             for tool in list {
                 if tool != "*" && !known_tool(tool) {
                     err(key, Some(tool), format!("unknown tool {tool:?} in {key}"));

@@ -87,9 +87,10 @@ impl ToolSet {
         let run = AssertUnwindSafe(tool.call(input, ctx)).catch_unwind();
         let out = match run.await {
             Ok(Ok(out)) => out,
-            Ok(Err(ToolError::InvalidInput(msg))) => {
-                ToolOutput::error(format!("{msg}\nexpected input schema: {}", tool.input_schema()))
-            }
+            Ok(Err(ToolError::InvalidInput(msg))) => ToolOutput::error(format!(
+                "{msg}\nexpected input schema: {}",
+                tool.input_schema()
+            )),
             Ok(Err(e)) => ToolOutput::error(format!("{name} failed: {e}")),
             Err(panic) => ToolOutput::error(format!(
                 "{name} crashed: {}; nothing else was affected",

@@ -1,4 +1,7 @@
 //! The agent loop end to end: the real Anthropic client and real tools against the shared
+
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! mock Messages API server on 127.0.0.1.
 
 use cadre_core::{Agent, AgentConfig, AgentOutcome, Budget, Event, StopKind, ToolSet};
@@ -14,7 +17,12 @@ struct Run {
     events: Vec<Event>,
 }
 
-fn agent(server: &MockServer, dir: &std::path::Path, max_turns: u32, budget: Option<u64>) -> (Agent, Arc<Mutex<Vec<Event>>>) {
+fn agent(
+    server: &MockServer,
+    dir: &std::path::Path,
+    max_turns: u32,
+    budget: Option<u64>,
+) -> (Agent, Arc<Mutex<Vec<Event>>>) {
     let mut config = AnthropicConfig::new("test-key");
     config.base_url = server.uri();
     config.retry = RetryPolicy {
@@ -43,7 +51,12 @@ fn agent(server: &MockServer, dir: &std::path::Path, max_turns: u32, budget: Opt
     (agent, seen)
 }
 
-async fn run_with(server: &MockServer, dir: &std::path::Path, max_turns: u32, budget: Option<u64>) -> Run {
+async fn run_with(
+    server: &MockServer,
+    dir: &std::path::Path,
+    max_turns: u32,
+    budget: Option<u64>,
+) -> Run {
     let (agent, seen) = agent(server, dir, max_turns, budget);
     let outcome = agent.run(vec![Message::user_text("do the task")]).await;
     let events = seen.lock().unwrap().clone();
@@ -78,10 +91,21 @@ async fn tool_round_trip_reads_a_file_and_answers() {
     let results = tool_results(&server, 1);
     assert_eq!(results.len(), 1);
     assert_eq!(results[0]["tool_use_id"], "toolu_1");
-    assert!(results[0]["content"].to_string().contains("the secret is 42"));
+    assert!(results[0]["content"]
+        .to_string()
+        .contains("the secret is 42"));
     assert!(results[0].get("is_error").is_none_or(|v| v == false));
-    assert!(run.events.iter().any(|e| matches!(e, Event::ToolCall { name, .. } if name == "read_file")));
-    assert!(matches!(run.events.last(), Some(Event::Finished { stop: StopKind::Done, .. })));
+    assert!(run
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::ToolCall { name, .. } if name == "read_file")));
+    assert!(matches!(
+        run.events.last(),
+        Some(Event::Finished {
+            stop: StopKind::Done,
+            ..
+        })
+    ));
     server.assert_clean();
 }
 
@@ -106,7 +130,10 @@ async fn two_tool_calls_in_one_turn_are_answered_in_one_message_in_order() {
     assert_eq!(run.outcome.stop, StopKind::Done);
     assert_eq!(server.requests().len(), 2);
     let results = tool_results(&server, 1);
-    let ids: Vec<&str> = results.iter().map(|r| r["tool_use_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = results
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["toolu_a", "toolu_b"]);
     assert!(results[0]["content"].to_string().contains("alpha"));
     assert!(results[1]["content"].to_string().contains("b.txt"));
@@ -124,13 +151,22 @@ async fn every_stop_reason_is_handled() {
         ("stop_sequence", StopKind::Done),
         ("max_tokens", StopKind::MaxTokens),
         ("refusal", StopKind::Refusal),
-        ("model_context_window_exceeded", StopKind::ContextWindowExceeded),
-        ("brand_new_reason", StopKind::Other("brand_new_reason".into())),
+        (
+            "model_context_window_exceeded",
+            StopKind::ContextWindowExceeded,
+        ),
+        (
+            "brand_new_reason",
+            StopKind::Other("brand_new_reason".into()),
+        ),
     ];
     for (reason, want) in cases {
         let dir = tempfile::tempdir().unwrap();
         let server = MockServer::start().await;
-        server.route(Match::Any, vec![Reply::text("partial answer").stop_reason(reason)]);
+        server.route(
+            Match::Any,
+            vec![Reply::text("partial answer").stop_reason(reason)],
+        );
         let run = run_with(&server, dir.path(), 10, None).await;
         assert_eq!(run.outcome.stop, want, "stop reason {reason}");
         assert_eq!(run.outcome.text, "partial answer", "stop reason {reason}");
@@ -145,7 +181,10 @@ async fn pause_turn_is_sent_back_and_continued() {
     let server = MockServer::start().await;
     server.route(
         Match::Any,
-        vec![Reply::text("working on it").stop_reason("pause_turn"), Reply::text("finished")],
+        vec![
+            Reply::text("working on it").stop_reason("pause_turn"),
+            Reply::text("finished"),
+        ],
     );
     let run = run_with(&server, dir.path(), 10, None).await;
     assert_eq!(run.outcome.stop, StopKind::Done);
@@ -177,7 +216,9 @@ async fn the_token_budget_stops_the_loop() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     let replies = (0..5)
-        .map(|i| Reply::tool_use(&format!("toolu_{i}"), "list_files", json!({})).usage(400, 100, 0, 0))
+        .map(|i| {
+            Reply::tool_use(&format!("toolu_{i}"), "list_files", json!({})).usage(400, 100, 0, 0)
+        })
         .collect();
     server.route(Match::Any, replies);
     // 500 tokens a turn: the budget of 1200 is crossed by the third response.
@@ -196,10 +237,17 @@ async fn thinking_blocks_go_back_verbatim() {
         Match::Any,
         vec![
             Reply::blocks(vec![
-                Block::Thinking { thinking: "Let me list the files.".into(), signature: "c2lnbmF0dXJl==".into() },
+                Block::Thinking {
+                    thinking: "Let me list the files.".into(),
+                    signature: "c2lnbmF0dXJl==".into(),
+                },
                 Block::RedactedThinking("b3BhcXVl".into()),
                 Block::Raw(json!({"type": "future_block", "payload": {"x": 1}})),
-                Block::ToolUse { id: "toolu_1".into(), name: "list_files".into(), input: json!({}) },
+                Block::ToolUse {
+                    id: "toolu_1".into(),
+                    name: "list_files".into(),
+                    input: json!({}),
+                },
             ]),
             Reply::text("done"),
         ],
@@ -209,9 +257,18 @@ async fn thinking_blocks_go_back_verbatim() {
     let requests = server.requests();
     let assistant = &requests[1].messages()[1];
     let content = assistant["content"].as_array().unwrap();
-    assert_eq!(content[0], json!({"type": "thinking", "thinking": "Let me list the files.", "signature": "c2lnbmF0dXJl=="}));
-    assert_eq!(content[1], json!({"type": "redacted_thinking", "data": "b3BhcXVl"}));
-    assert_eq!(content[2], json!({"type": "future_block", "payload": {"x": 1}}));
+    assert_eq!(
+        content[0],
+        json!({"type": "thinking", "thinking": "Let me list the files.", "signature": "c2lnbmF0dXJl=="})
+    );
+    assert_eq!(
+        content[1],
+        json!({"type": "redacted_thinking", "data": "b3BhcXVl"})
+    );
+    assert_eq!(
+        content[2],
+        json!({"type": "future_block", "payload": {"x": 1}})
+    );
     server.assert_clean();
 }
 
@@ -221,7 +278,11 @@ async fn bad_tool_calls_become_error_results_that_say_why() {
     std::fs::write(dir.path().join("inside.txt"), "ok\n").unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "no\n").unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        dir.path().join("link.txt"),
+    )
+    .unwrap();
     let abs = outside.path().join("secret.txt").display().to_string();
     let server = MockServer::start().await;
     server.route(
@@ -234,7 +295,11 @@ async fn bad_tool_calls_become_error_results_that_say_why() {
                 ("t_dotdot", "read_file", json!({"path": "../secret.txt"})),
                 ("t_abs", "read_file", json!({"path": abs})),
                 ("t_link", "read_file", json!({"path": "link.txt"})),
-                ("t_write_out", "write_file", json!({"path": "../escape.txt", "content": "x"})),
+                (
+                    "t_write_out",
+                    "write_file",
+                    json!({"path": "../escape.txt", "content": "x"}),
+                ),
             ]),
             Reply::text("understood"),
         ],
@@ -247,7 +312,11 @@ async fn bad_tool_calls_become_error_results_that_say_why() {
         assert_eq!(r["is_error"], true, "{r}");
     }
     let text = |i: usize| results[i]["content"].to_string();
-    assert!(text(0).contains("unknown tool") && text(0).contains("read_file"), "{}", text(0));
+    assert!(
+        text(0).contains("unknown tool") && text(0).contains("read_file"),
+        "{}",
+        text(0)
+    );
     assert!(text(1).contains("path"), "{}", text(1));
     assert!(text(2).contains("invalid"), "{}", text(2));
     for i in 3..7 {
@@ -263,7 +332,11 @@ async fn a_failing_api_stops_with_its_message() {
     let server = MockServer::start().await;
     server.route(
         Match::Any,
-        vec![Reply::error_status(400, "invalid_request_error", "max_tokens: must be positive")],
+        vec![Reply::error_status(
+            400,
+            "invalid_request_error",
+            "max_tokens: must be positive",
+        )],
     );
     let run = run_with(&server, dir.path(), 10, None).await;
     match &run.outcome.stop {
@@ -280,7 +353,11 @@ async fn cancelling_stops_a_running_command() {
     server.route(
         Match::Any,
         vec![
-            Reply::tool_use("toolu_1", "bash", json!({"command": "echo $$ > pid; sleep 60"})),
+            Reply::tool_use(
+                "toolu_1",
+                "bash",
+                json!({"command": "echo $$ > pid; sleep 60"}),
+            ),
             Reply::text("never reached"),
         ],
     );
@@ -300,6 +377,13 @@ async fn cancelling_stops_a_running_command() {
     let outcome = agent.run(vec![Message::user_text("go")]).await;
     watcher.await.unwrap();
     assert_eq!(outcome.stop, StopKind::Cancelled);
-    let pid: i32 = std::fs::read_to_string(dir.path().join("pid")).unwrap().trim().parse().unwrap();
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the command survived");
+    let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the command survived"
+    );
 }

@@ -300,6 +300,9 @@ impl Reply {
     }
 
     /// Sends only the first `after_events` SSE events, then ends the body cleanly.
+    ///
+    /// For this and the other faults, a non-streamed message reply sends the first half of
+    /// its JSON instead of n events.
     pub fn truncated(mut self, after_events: usize) -> Reply {
         self.fault = Some(Fault::Truncate(after_events));
         self
