@@ -5,8 +5,8 @@ use crate::events::{millis, Event, EventHandler};
 use crate::outcome::{AgentOutcome, StopKind};
 use crate::toolset::ToolSet;
 use cadre_model::{
-    ContentBlock, Message, Model, ModelError, ModelEvent, Request, Response, Role, StopReason,
-    SystemBlock, ToolUseBlock, Usage,
+    ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,
+    StopReason, SystemBlock, ToolUseBlock, Usage,
 };
 use cadre_tools::ToolContext;
 use futures::future::join_all;
@@ -125,6 +125,10 @@ impl Agent {
         request.system = vec![SystemBlock::text(&self.config.system)];
         request.tools = self.tools.definitions();
         request.apply_prompt_caching();
+        request.origin = Some(RequestOrigin {
+            path: self.config.path.clone(),
+            agent_type: self.config.agent_type.clone(),
+        });
         let path = &self.config.path;
         let on_event = |e: ModelEvent| match e {
             ModelEvent::TextDelta(delta) => self.emit(Event::Text {

@@ -496,6 +496,18 @@ pub struct Request {
     /// Request metadata, passed through as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// Which agent sends it; never sent on the wire, used by record/replay and logs.
+    #[serde(skip)]
+    pub origin: Option<RequestOrigin>,
+}
+
+/// The agent a request comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestOrigin {
+    /// Its path in the tree of agents (`main/explore#2`).
+    pub path: String,
+    /// Its agent type (`explore`).
+    pub agent_type: String,
 }
 
 impl Request {
@@ -513,6 +525,7 @@ impl Request {
             thinking: None,
             stop_sequences: Vec::new(),
             metadata: None,
+            origin: None,
         }
     }
 
