@@ -26,6 +26,34 @@ pub struct Cli {
 pub enum Command {
     /// Run the primary agent on a task in the current folder.
     Run(RunArgs),
+    /// List, show or check agent types.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+}
+
+/// `cadre agents …`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// List every agent type with its mode, tools and description.
+    List(AgentsDirArg),
+    /// Show one agent type in full, with the file it came from.
+    Show {
+        /// The agent type's name.
+        name: String,
+        /// Extra folder of agent files.
+        #[command(flatten)]
+        dirs: AgentsDirArg,
+    },
+    /// Check every agent file and list every problem (file:line:column); exit 1 if any.
+    Check(AgentsDirArg),
+}
+
+/// Where agent files are loaded from, besides the standard folders.
+#[derive(Debug, Args, Clone)]
+pub struct AgentsDirArg {
+    /// Also load agent files from DIR (nearest of all: its types win).
+    #[arg(long = "agents-dir", value_name = "DIR")]
+    pub agents_dir: Vec<std::path::PathBuf>,
 }
 
 /// How the result is printed.
@@ -45,12 +73,27 @@ pub struct RunArgs {
     /// The task, in plain words.
     #[arg(value_name = "TASK")]
     pub task: String,
+    /// The primary agent's type.
+    #[arg(long, default_value = "main")]
+    pub agent: String,
+    /// Most model requests in flight at once across every agent of the run.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub max_parallel: usize,
+    /// How deep delegation may go (1: only the primary agent delegates).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub max_depth: u32,
+    /// Write no transcripts under .cadre/runs/.
+    #[arg(long)]
+    pub no_transcripts: bool,
+    /// Extra folders of agent files.
+    #[command(flatten)]
+    pub dirs: AgentsDirArg,
     /// Model id or alias (opus, sonnet, haiku).
     #[arg(long, env = "CADRE_MODEL", default_value = cadre_model::DEFAULT_MODEL)]
     pub model: String,
-    /// Most model requests the agent may make.
-    #[arg(long, default_value_t = 50)]
-    pub max_turns: u32,
+    /// Most model requests the primary agent may make (default: its type's max_turns).
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
     /// Stop the run once this many tokens (input + output, cached included) are used.
     #[arg(long, value_name = "TOKENS")]
     pub budget_tokens: Option<u64>,

@@ -1,40 +1,45 @@
-//! What a person sees: streamed answer text, a live line for the running tool, and the
-//! closing usage table; or JSON for programs.
+//! What a person sees: the primary agent's streamed answer, a live line per running
+//! subagent, and the closing usage table; or JSON for programs.
 
 use crate::args::OutputFormat;
-use cadre_core::{AgentOutcome, Event};
+use cadre_core::{describe_call, AgentOutcome, Event, RosterEntry, RunSummary, StopKind, Totals};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-/// Renders events as they arrive.
+/// Renders events as they arrive and the roster on each tick.
 pub struct Display {
     format: OutputFormat,
     quiet: bool,
-    spinner: Option<ProgressBar>,
+    /// The primary agent's path: its text is the answer, streamed to stdout.
+    primary: String,
+    /// The redrawn live block, when stderr is a terminal.
+    live: Option<ProgressBar>,
     /// Whether the last thing printed to stdout ended a line.
     at_line_start: bool,
+    header: String,
 }
 
 impl Display {
     /// A display for `format`; `quiet` keeps only the answer.
-    pub fn new(format: OutputFormat, quiet: bool) -> Self {
-        let live = format == OutputFormat::Text && !quiet && std::io::stderr().is_terminal();
-        let spinner = live.then(|| {
+    pub fn new(format: OutputFormat, quiet: bool, primary: &str, header: String) -> Self {
+        let redraw = format == OutputFormat::Text && !quiet && std::io::stderr().is_terminal();
+        let live = redraw.then(|| {
             let pb = ProgressBar::new_spinner();
             pb.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                ProgressStyle::with_template("{spinner} {msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
-            pb.enable_steady_tick(Duration::from_millis(100));
-            pb.set_message("thinking");
+            pb.enable_steady_tick(Duration::from_millis(120));
             pb
         });
         Self {
             format,
             quiet,
-            spinner,
+            primary: primary.to_owned(),
+            live,
             at_line_start: true,
+            header,
         }
     }
 
@@ -42,104 +47,131 @@ impl Display {
     pub fn event(&mut self, event: &Event) {
         match self.format {
             OutputFormat::Json => {}
-            OutputFormat::StreamJson => print_json_line(&serde_json::to_value(event)),
+            OutputFormat::StreamJson => {
+                if let Ok(line) = serde_json::to_string(event) {
+                    println!("{line}");
+                }
+            }
             OutputFormat::Text if self.quiet => {}
             OutputFormat::Text => self.text_event(event),
         }
     }
 
     fn text_event(&mut self, event: &Event) {
-        match event {
-            Event::Text { delta, .. } => {
+        if let Event::Text { agent, delta } = event {
+            if *agent == self.primary {
                 self.at_line_start = delta.ends_with('\n');
                 let write = || {
                     let mut out = std::io::stdout().lock();
                     let _ = out.write_all(delta.as_bytes());
                     let _ = out.flush();
                 };
-                match &self.spinner {
+                match &self.live {
                     Some(pb) => pb.suspend(write),
                     None => write(),
                 }
             }
-            Event::ToolCall { name, input, .. } => {
-                self.status(&format!("{name} {}", describe_input(input)));
-            }
-            Event::ToolResult {
-                name,
-                is_error: true,
-                summary,
-                ..
-            } => {
-                self.status(&format!("{name} failed: {summary}"));
-            }
-            Event::Retrying {
-                attempt,
-                wait_ms,
-                reason,
-                ..
-            } => {
-                self.status(&format!(
-                    "retry {attempt} in {:.1}s: {reason}",
-                    *wait_ms as f64 / 1000.0
-                ));
-            }
-            Event::Turn { turn, .. } if *turn > 1 => self.status("thinking"),
-            _ => {}
+            return;
         }
+        // With a live block the roster says it all; without one, each step is a log line.
+        if self.live.is_some() {
+            return;
+        }
+        let line = match event {
+            Event::Started { agent, description, .. } if *agent != self.primary => {
+                format!("{agent} started: {description}")
+            }
+            Event::ToolCall { agent, name, input, .. } => {
+                format!("{agent} {}", describe_call(name, input))
+            }
+            Event::ToolResult { agent, name, is_error: true, summary, .. } => {
+                format!("{agent} {name} failed: {summary}")
+            }
+            Event::Retrying { agent, attempt, wait_ms, reason } => format!(
+                "{agent} retry {attempt} in {:.1}s: {reason}",
+                *wait_ms as f64 / 1000.0
+            ),
+            Event::Finished { agent, stop, turns, usage, elapsed_ms } if *agent != self.primary => {
+                format!(
+                    "{agent} {} · {turns} turns · {} tok · {}",
+                    stop.label(),
+                    human_tokens(usage.total()),
+                    clock(*elapsed_ms)
+                )
+            }
+            _ => return,
+        };
+        if !self.at_line_start {
+            println!();
+            self.at_line_start = true;
+        }
+        eprintln!("· {line}");
     }
 
-    /// Updates the live line, or logs a plain line when stderr is not a terminal.
-    fn status(&mut self, line: &str) {
-        match &self.spinner {
-            Some(pb) => pb.set_message(line.to_owned()),
-            None => {
-                if !self.at_line_start {
-                    println!();
-                    self.at_line_start = true;
-                }
-                eprintln!("· {line}");
+    /// Redraws the live block from the roster (no-op unless stderr is a terminal).
+    pub fn tick(&mut self, roster: &[RosterEntry], done: usize, tokens: u64, elapsed: Duration) {
+        let Some(pb) = &self.live else { return };
+        let subagents: Vec<&RosterEntry> = roster.iter().filter(|e| e.path != self.primary).collect();
+        let mut text = format!(
+            "{} · {} running · {done} done{:>10} tok · {}",
+            self.header,
+            subagents.len(),
+            human_tokens(tokens),
+            clock(u64::try_from(elapsed.as_millis()).unwrap_or(0)),
+        );
+        if let Some(main) = roster.iter().find(|e| e.path == self.primary) {
+            if subagents.is_empty() {
+                let doing = main.current_tool.as_deref().unwrap_or("thinking");
+                text.push_str(&format!("\n  turn {}  {doing}", main.turn));
             }
         }
+        for e in subagents.iter().take(20) {
+            let name = e.path.rsplit('/').next().unwrap_or(&e.path);
+            text.push_str(&format!(
+                "\n  {name:<12} {:<32} turn {:<3} {:<30} {:>7} tok",
+                truncate(&e.description, 32),
+                e.turn,
+                truncate(e.current_tool.as_deref().unwrap_or("thinking"), 30),
+                human_tokens(e.tokens),
+            ));
+        }
+        if subagents.len() > 20 {
+            text.push_str(&format!("\n  … and {} more", subagents.len() - 20));
+        }
+        pb.set_message(text);
     }
 
     /// Prints the end of the run: the answer where it was not streamed, and usage.
-    pub fn finish(&mut self, outcome: &AgentOutcome, model: &str, elapsed: Duration) {
-        if let Some(pb) = self.spinner.take() {
+    pub fn finish(&mut self, outcome: &AgentOutcome, summary: &RunSummary, model: &str) {
+        if let Some(pb) = self.live.take() {
             pb.finish_and_clear();
         }
         match self.format {
-            OutputFormat::Json => print_json_line(&Ok(result_json(outcome, model, elapsed))),
+            OutputFormat::Json => println!("{}", result_json(outcome, summary, model)),
             OutputFormat::StreamJson => {
-                let mut v = result_json(outcome, model, elapsed);
+                let mut v = result_json(outcome, summary, model);
                 v["event"] = "result".into();
-                print_json_line(&Ok(v));
+                println!("{v}");
             }
+            OutputFormat::Text if self.quiet => println!("{}", outcome.text.trim_end()),
             OutputFormat::Text => {
-                if self.quiet {
-                    println!("{}", outcome.text.trim_end());
-                } else {
-                    if !self.at_line_start {
-                        println!();
-                    }
-                    if !outcome.stop.is_done() {
-                        eprintln!("cadre: {}", outcome.stop);
-                    }
-                    eprintln!("{}", usage_table(outcome, elapsed));
+                if !self.at_line_start {
+                    println!();
+                }
+                if !outcome.stop.is_done() {
+                    eprintln!("cadre: {}", outcome.stop);
+                }
+                eprintln!("\n{}", usage_table(summary));
+                if let Some(id) = &summary.run_id {
+                    eprintln!("transcripts: .cadre/runs/{id}/");
                 }
             }
         }
-    }
-}
-
-fn print_json_line(v: &Result<serde_json::Value, serde_json::Error>) {
-    if let Ok(v) = v {
-        println!("{v}");
     }
 }
 
 /// The one-object result printed by `--output-format json`.
-pub fn result_json(outcome: &AgentOutcome, model: &str, elapsed: Duration) -> serde_json::Value {
+fn result_json(outcome: &AgentOutcome, summary: &RunSummary, model: &str) -> serde_json::Value {
     serde_json::json!({
         "answer": outcome.text,
         "stop": outcome.stop.label(),
@@ -148,21 +180,12 @@ pub fn result_json(outcome: &AgentOutcome, model: &str, elapsed: Duration) -> se
         "turns": outcome.turns,
         "tool_calls": outcome.tool_calls,
         "usage": outcome.usage,
-        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        "run_id": summary.run_id,
+        "elapsed_ms": summary.elapsed_ms,
+        "agents": summary.usage.agents,
+        "by_type": summary.usage.by_type,
+        "total": summary.usage.total,
     })
-}
-
-/// A one-line description of a tool input for the live line.
-fn describe_input(input: &serde_json::Value) -> String {
-    let pick = ["command", "path", "pattern", "description"]
-        .iter()
-        .find_map(|k| input.get(*k).and_then(|v| v.as_str()));
-    let s = pick.map(str::to_owned).unwrap_or_else(|| input.to_string());
-    let line = s.lines().next().unwrap_or_default();
-    match line.char_indices().nth(60) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line.to_owned(),
-    }
 }
 
 /// Token counts in a short human form: 950, 12.4k, 3.1M.
@@ -174,28 +197,54 @@ pub fn human_tokens(n: u64) -> String {
     }
 }
 
-fn usage_table(outcome: &AgentOutcome, elapsed: Duration) -> String {
-    let u = &outcome.usage;
-    let input = u.total_input();
-    let cached = (u.cache_read_input_tokens * 100)
-        .checked_div(input)
-        .unwrap_or(0);
-    let secs = elapsed.as_secs();
-    format!(
-        "\n{:<10} {:>5} {:>5} {:>15} {:>7} {:>6}  {}\n{:<10} {:>5} {:>5} {:>15} {:>7} {:>6}  {}",
-        "agent",
-        "turns",
-        "tools",
-        "input (cached)",
-        "output",
-        "time",
-        "outcome",
-        "main",
-        outcome.turns,
-        outcome.tool_calls,
-        format!("{} ({cached}%)", human_tokens(input)),
-        human_tokens(u.output_tokens),
-        format!("{}:{:02}", secs / 60, secs % 60),
-        outcome.stop.label(),
-    )
+fn clock(ms: u64) -> String {
+    let secs = ms / 1000;
+    format!("{}:{:02}", secs / 60, secs % 60)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i.saturating_sub(1)]),
+        None => s.to_owned(),
+    }
+}
+
+fn input_column(t: &Totals) -> String {
+    let input = t.usage.total_input();
+    let cached = (t.usage.cache_read_input_tokens * 100).checked_div(input).unwrap_or(0);
+    format!("{} ({cached}%)", human_tokens(input))
+}
+
+/// The closing table: one row per agent, one per type when there are several, the total.
+pub fn usage_table(summary: &RunSummary) -> String {
+    let row = |name: &str, kind: &str, t: &Totals, time: &str, outcome: &str| {
+        format!(
+            "{name:<16} {kind:<9} {:>5} {:>5} {:>15} {:>7} {time:>6}  {outcome}",
+            t.turns,
+            t.tool_calls,
+            input_column(t),
+            human_tokens(t.usage.output_tokens),
+        )
+    };
+    let mut lines = vec![format!(
+        "{:<16} {:<9} {:>5} {:>5} {:>15} {:>7} {:>6}  outcome",
+        "agent", "type", "turns", "tools", "input (cached)", "output", "time"
+    )];
+    let report = &summary.usage;
+    for a in &report.agents {
+        let name = a.path.rsplit('/').next().unwrap_or(&a.path);
+        let t = Totals { agents: 1, turns: a.turns, tool_calls: a.tool_calls, usage: a.usage };
+        let outcome = match &a.stop {
+            StopKind::Done => "done".to_owned(),
+            other => other.label().to_owned(),
+        };
+        lines.push(row(name, &a.agent_type, &t, &clock(a.elapsed_ms), &outcome));
+    }
+    if report.by_type.len() > 1 {
+        for (kind, t) in &report.by_type {
+            lines.push(row(&format!("{kind} ×{}", t.agents), "(type)", t, "", ""));
+        }
+    }
+    lines.push(row("total", "", &report.total, &clock(summary.elapsed_ms), ""));
+    lines.join("\n")
 }

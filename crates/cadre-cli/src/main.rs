@@ -1,5 +1,6 @@
 //! The `cadre` command.
 
+mod agents;
 mod args;
 mod display;
 mod exit;
@@ -26,6 +27,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args, cli.directory, cli.quiet).await,
+            Command::Agents(cmd) => run::workspace_root(cli.directory)
+                .and_then(|root| agents::agents(cmd, &root)),
         }
     });
     match result {

@@ -1,20 +1,20 @@
-//! `cadre run`: the primary agent on one task.
+//! `cadre run`: the primary agent on one task, with every subagent it delegates to.
 
+use crate::agents::load_registry;
 use crate::args::RunArgs;
 use crate::display::Display;
 use crate::exit::{Code, ConfigError};
 use anyhow::Result;
-use cadre_core::{prompt, Agent, AgentConfig, Budget, Event, EventHandler, ToolSet};
-use cadre_model::{resolve_model_alias, AnthropicConfig, AnthropicModel, Message, Model};
-use cadre_tools::{builtin_tools, ToolContext, ToolLimits, Workspace};
+use cadre_core::{Event, EventHandler, Limits, Orchestrator, RunConfig, StopKind};
+use cadre_model::{resolve_model_alias, AnthropicConfig, AnthropicModel, Model};
+use cadre_tools::{ToolLimits, Workspace};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-const NO_KEY: &str =
-    "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
+const NO_KEY: &str = "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
 then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
 `ANTHROPIC_API_KEY=sk-ant-... cadre run \"TASK\"`). To use a compatible server instead, \
 also set ANTHROPIC_BASE_URL.";
@@ -24,62 +24,77 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     let root = workspace_root(directory)?;
     let workspace = Workspace::new(&root)
         .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
+    let registry = load_registry(&root, &args.dirs.agents_dir);
+    if !quiet {
+        for p in registry.problems() {
+            eprintln!("cadre: skipped a bad agent file: {p}");
+        }
+    }
+    let spec = registry.get(&args.agent).ok_or_else(|| {
+        let known: Vec<&str> = registry.all().filter(|s| s.mode.is_primary()).map(|s| s.name.as_str()).collect();
+        ConfigError(format!(
+            "there is no agent type {:?}; primary types: {} (see `cadre agents list`)",
+            args.agent,
+            known.join(", ")
+        ))
+    })?;
+    if !spec.mode.is_primary() {
+        return Err(ConfigError(format!(
+            "agent type {:?} is a subagent type and cannot run as the primary agent; use --agent main or a type with mode: primary or all",
+            args.agent
+        ))
+        .into());
+    }
     let model = build_model(&args)?;
     let model_id = resolve_model_alias(&args.model).to_owned();
-
-    let cancel = CancellationToken::new();
-    spawn_signal_watch(cancel.clone());
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let events: EventHandler = Arc::new(move |e| {
         let _ = tx.send(e);
     });
-    let mut display = Display::new(args.output_format, quiet);
-
-    let mut ctx = ToolContext::new(Arc::new(workspace));
-    ctx.cancel = cancel.clone();
-    ctx.limits = ToolLimits {
+    let mut config = RunConfig::new(Arc::new(workspace), model, model_id.clone());
+    config.limits = Limits {
+        max_parallel: args.max_parallel.max(1),
+        max_depth: args.max_depth,
+        ..Limits::default()
+    };
+    config.budget_tokens = args.budget_tokens;
+    config.max_tokens = args.max_tokens;
+    config.max_turns = args.max_turns;
+    config.tool_limits = ToolLimits {
         bash_timeout: Duration::from_secs(args.bash_timeout),
         ..ToolLimits::default()
     };
-    let agent = Agent {
-        config: AgentConfig {
-            path: "main".into(),
-            agent_type: "main".into(),
-            model: model_id.clone(),
-            system: prompt::main_system_prompt(&root.display().to_string()),
-            max_tokens: args.max_tokens,
-            max_turns: args.max_turns,
-        },
-        model,
-        tools: ToolSet::new(builtin_tools()),
-        ctx,
-        budget: Budget::new(args.budget_tokens),
-        events: events.clone(),
-    };
-    events(Event::Started {
-        agent: "main".into(),
-        agent_type: "main".into(),
-        description: args.task.chars().take(60).collect(),
-        model: model_id.clone(),
-    });
+    config.runs_dir = (!args.no_transcripts).then(|| root.join(".cadre").join("runs"));
+    let orchestrator = Orchestrator::new(registry, config, events);
+    spawn_signal_watch(orchestrator.cancel_token());
 
+    let header = format!("cadre · {} · {model_id}", args.agent);
+    let mut display = Display::new(args.output_format, quiet, &args.agent, header);
     let started = Instant::now();
-    let outcome = {
-        let run = agent.run(vec![Message::user_text(&args.task)]);
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    let result = {
+        let run = orchestrator.run(&args.agent, &args.task);
         tokio::pin!(run);
         loop {
             tokio::select! {
-                outcome = &mut run => break outcome,
+                result = &mut run => break result,
                 Some(event) = rx.recv() => display.event(&event),
+                _ = ticker.tick() => display.tick(
+                    &orchestrator.roster(),
+                    orchestrator.usage().agents.len(),
+                    orchestrator.tokens_used(),
+                    started.elapsed(),
+                ),
             }
         }
     };
     while let Ok(event) = rx.try_recv() {
         display.event(&event);
     }
-    display.finish(&outcome, &model_id, started.elapsed());
-    if let cadre_core::StopKind::ModelError(e) = &outcome.stop {
+    let (outcome, summary) = result.map_err(|e| ConfigError(e.to_string()))?;
+    display.finish(&outcome, &summary, &model_id);
+    if let StopKind::ModelError(e) = &outcome.stop {
         if quiet || args.output_format != crate::args::OutputFormat::Text {
             eprintln!("cadre: {e}");
         }
@@ -88,11 +103,13 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
 }
 
 /// The folder to work in: `-C DIR` or the current one; a missing folder is a plain error.
-fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
+pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
     match directory {
-        Some(dir) if !dir.is_dir() => {
-            Err(ConfigError(format!("cannot use -C {}: no such folder", dir.display())).into())
-        }
+        Some(dir) if !dir.is_dir() => Err(ConfigError(format!(
+            "cannot use -C {}: no such folder",
+            dir.display()
+        ))
+        .into()),
         Some(dir) => Ok(dir),
         None => std::env::current_dir()
             .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")).into()),

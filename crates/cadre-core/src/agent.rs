@@ -4,6 +4,7 @@ use crate::budget::Budget;
 use crate::events::{millis, Event, EventHandler};
 use crate::outcome::{AgentOutcome, StopKind};
 use crate::toolset::ToolSet;
+use crate::transcript::Transcript;
 use cadre_model::{
     ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,
     StopReason, SystemBlock, ToolUseBlock, Usage,
@@ -13,6 +14,7 @@ use futures::future::join_all;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
+use tokio::sync::Semaphore;
 
 /// Who an agent is and how far it may go.
 #[derive(Debug, Clone)]
@@ -45,6 +47,10 @@ pub struct Agent {
     pub budget: Budget,
     /// Where its events go.
     pub events: EventHandler,
+    /// Bounds model requests in flight across the whole run, if set.
+    pub limiter: Option<Arc<Semaphore>>,
+    /// Where its history is written as it grows, if anywhere.
+    pub transcript: Option<Arc<Transcript>>,
 }
 
 impl Agent {
@@ -52,6 +58,7 @@ impl Agent {
     pub async fn run(&self, mut history: Vec<Message>) -> AgentOutcome {
         let started = Instant::now();
         let (mut turns, mut tool_calls, mut usage) = (0u32, 0u32, Usage::default());
+        history.iter().for_each(|m| self.log(m));
         let stop = loop {
             if let Some(stop) = self.should_stop(turns) {
                 break stop;
@@ -72,11 +79,13 @@ impl Agent {
                 usage: response.usage,
             });
             history.push(sanitized(&response));
+            self.log(&history[history.len() - 1]);
             match response.stop_reason.clone().unwrap_or(StopReason::EndTurn) {
                 StopReason::ToolUse => {
                     let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
                     tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
                     history.push(Message::new(Role::User, self.run_tools(calls).await));
+                    self.log(&history[history.len() - 1]);
                 }
                 // The server paused a long turn: sending the history back as is resumes it.
                 StopReason::PauseTurn => {}
@@ -147,10 +156,18 @@ impl Agent {
             }),
             _ => {}
         };
+        let call = async {
+            // Waiting for a slot is part of the request: cancel interrupts it too.
+            let _permit = match &self.limiter {
+                Some(limiter) => limiter.acquire().await.ok(),
+                None => None,
+            };
+            self.model.send(request, &on_event).await
+        };
         tokio::select! {
             biased;
             () = self.ctx.cancel.cancelled() => Err(StopKind::Cancelled),
-            r = self.model.send(request, &on_event) => r.map_err(|e: ModelError| StopKind::ModelError(e.to_string())),
+            r = call => r.map_err(|e: ModelError| StopKind::ModelError(e.to_string())),
         }
     }
 
@@ -206,6 +223,12 @@ impl Agent {
                 .collect(),
         });
         ContentBlock::tool_result(call.id, out.content, out.is_error)
+    }
+
+    fn log(&self, message: &Message) {
+        if let Some(t) = &self.transcript {
+            t.message(message);
+        }
     }
 
     fn emit(&self, event: Event) {

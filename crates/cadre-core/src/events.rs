@@ -120,3 +120,21 @@ pub fn no_events() -> EventHandler {
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// A one-line description of a tool call for live displays: `read_file src/main.rs`.
+pub fn describe_call(name: &str, input: &serde_json::Value) -> String {
+    let pick = ["description", "command", "path", "pattern", "name"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(|v| v.as_str()));
+    let detail = pick.map(str::to_owned).unwrap_or_default();
+    let line = detail.lines().next().unwrap_or_default();
+    let line = match line.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_owned(),
+    };
+    if line.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name} {line}")
+    }
+}

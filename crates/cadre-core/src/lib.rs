@@ -1,23 +1,45 @@
 //! Thinks in loops.
 //!
 //! The agent loop ([`Agent::run`]): send the history and tools to a model, run the tools it
-//! asks for, append the results, repeat until it stops. Around it: the tool set an agent may
-//! use ([`ToolSet`]), the token [`Budget`] shared by a run, the structured [`Event`]s every
-//! agent emits, and how a run ended ([`AgentOutcome`]). Nothing here knows about terminals.
+//! asks for, append the results, repeat until it stops. Around it: agent types loaded from
+//! YAML ([`AgentSpec`], [`Registry`]), the [`Orchestrator`] that builds every agent of a run
+//! and gives each the `Task` tool ([`task`]) to delegate to fresh subagents, the token
+//! [`Budget`] shared by the tree, the structured [`Event`]s every agent emits, transcripts on
+//! disk, and usage rolled up per agent and per type. Nothing here knows about terminals.
+//!
+//! A library caller needs a few lines:
+//!
+//! ```no_run
+//! # async fn demo(model: std::sync::Arc<dyn cadre_model::Model>) -> Result<(), Box<dyn std::error::Error>> {
+//! use cadre_core::{no_events, Orchestrator, Registry, RunConfig};
+//! use cadre_tools::Workspace;
+//! let workspace = std::sync::Arc::new(Workspace::new(".")?);
+//! let config = RunConfig::new(workspace, model, "claude-sonnet-5-5");
+//! let orchestrator = Orchestrator::new(Registry::shipped(), config, no_events());
+//! let (outcome, summary) = orchestrator.run("main", "Map this project's modules").await?;
+//! println!("{}\n{} tokens", outcome.text, summary.usage.total.usage.total());
+//! # Ok(()) }
+//! ```
 
 pub mod agent;
 pub mod budget;
 pub mod events;
+pub mod orchestrator;
 pub mod outcome;
 pub mod prompt;
 pub mod registry;
 pub mod spec;
+pub mod task;
 pub mod toolset;
+pub mod transcript;
+pub mod usage;
 
 pub use agent::{Agent, AgentConfig};
 pub use budget::Budget;
-pub use events::{no_events, Event, EventHandler};
+pub use events::{describe_call, no_events, Event, EventHandler};
+pub use orchestrator::{Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary};
 pub use outcome::{AgentOutcome, StopKind};
 pub use registry::{tools_for, Registry};
 pub use spec::{AgentSpec, Mode, Problem};
 pub use toolset::ToolSet;
+pub use usage::{AgentRecord, Totals, UsageReport};

@@ -47,6 +47,8 @@ fn agent(
         ctx: ToolContext::new(Arc::new(Workspace::new(dir).unwrap())),
         budget: Budget::new(budget),
         events: Arc::new(move |e| sink.lock().unwrap().push(e)),
+        limiter: None,
+        transcript: None,
     };
     (agent, seen)
 }

@@ -367,7 +367,7 @@ impl Model for AnthropicModel {
 }
 
 /// `url` without user name or password, and without a trailing slash.
-fn strip_credentials(url: &Url) -> String {
+pub(crate) fn strip_credentials(url: &Url) -> String {
     let mut url = url.clone();
     // Both only fail for URLs that cannot carry credentials anyway.
     let _ = url.set_username("");
@@ -376,7 +376,7 @@ fn strip_credentials(url: &Url) -> String {
 }
 
 /// The wait the server asked for: `retry-after-ms` if present, else `retry-after` seconds.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let number = |name: &str| {
         headers
             .get(name)?
@@ -416,7 +416,7 @@ fn parse_error_body(status: StatusCode, body: &str) -> (String, String) {
 }
 
 /// A plain-words reason for a transport failure.
-fn transport_reason(e: &reqwest::Error) -> String {
+pub(crate) fn transport_reason(e: &reqwest::Error) -> String {
     use std::io::ErrorKind;
     if e.is_timeout() {
         return "the request timed out".into();
@@ -449,7 +449,7 @@ fn transport_reason(e: &reqwest::Error) -> String {
 }
 
 /// The deepest cause's message: reqwest's own wording adds the URL and little else.
-fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut last = e;
     while let Some(next) = last.source() {
         last = next;

@@ -42,6 +42,13 @@ pub enum ModelError {
     /// The provider was set up wrongly (no key, bad URL, …).
     #[error("{0}")]
     Config(String),
+    /// Replaying a cassette failed: no recorded response matches, or the request differs
+    /// from the recorded one; the message names the agent and shows a diff.
+    #[error("replay: {0}")]
+    Replay(String),
+    /// Writing a cassette failed while recording.
+    #[error("recording: {0}")]
+    Record(String),
     /// A transient failure that kept happening until the retry policy gave up.
     #[error("gave up after {attempts} attempts: {last}")]
     RetriesExhausted {
@@ -60,7 +67,10 @@ impl ModelError {
             Self::Api { status, .. } => *status == 429 || *status >= 500,
             Self::StreamError { kind, .. } => kind != "invalid_request_error",
             Self::Connect { .. } | Self::Protocol(_) | Self::Idle(_) => true,
-            Self::Config(_) | Self::RetriesExhausted { .. } => false,
+            Self::Config(_)
+            | Self::Replay(_)
+            | Self::Record(_)
+            | Self::RetriesExhausted { .. } => false,
         }
     }
 

@@ -1,0 +1,64 @@
+//! `cadre agents list|show|check`.
+
+use crate::args::{AgentsCommand, AgentsDirArg};
+use crate::exit::{Code, ConfigError};
+use anyhow::Result;
+use cadre_core::Registry;
+use std::path::{Path, PathBuf};
+
+/// The registry for a project at `root`: shipped types, then the user's, the project's and
+/// any `--agents-dir` folders, nearer winning.
+pub fn load_registry(root: &Path, extra: &[PathBuf]) -> Registry {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut dirs = Registry::standard_dirs(root, home.as_deref());
+    dirs.extend(extra.iter().cloned());
+    Registry::load(&dirs)
+}
+
+/// Runs one `cadre agents` command.
+pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
+    match cmd {
+        AgentsCommand::List(AgentsDirArg { agents_dir }) => {
+            let reg = load_registry(root, &agents_dir);
+            println!("{:<14} {:<9} {:<9} {:<40} description", "name", "mode", "access", "tools");
+            for s in reg.all() {
+                let mode = format!("{:?}", s.mode).to_lowercase();
+                let access = if s.read_only { "read-only" } else { "writes" };
+                let desc = s.description.lines().next().unwrap_or_default();
+                println!("{:<14} {mode:<9} {access:<9} {:<40} {desc}", s.name, s.tools.join(","));
+            }
+            if !reg.problems().is_empty() {
+                eprintln!(
+                    "\n{} problem(s) in agent files; run `cadre agents check` to see them",
+                    reg.problems().len()
+                );
+            }
+            Ok(Code::Done)
+        }
+        AgentsCommand::Show { name, dirs } => {
+            let reg = load_registry(root, &dirs.agents_dir);
+            let spec = reg.get(&name).ok_or_else(|| {
+                let known: Vec<&str> = reg.all().map(|s| s.name.as_str()).collect();
+                ConfigError(format!("there is no agent type {name:?}; the types are: {}", known.join(", ")))
+            })?;
+            let source = spec.source.as_ref().map_or("(shipped with cadre)".into(), |p| p.display().to_string());
+            println!("# from {source}");
+            print!("{}", serde_yaml::to_string(spec).unwrap_or_default());
+            Ok(Code::Done)
+        }
+        AgentsCommand::Check(AgentsDirArg { agents_dir }) => {
+            let reg = load_registry(root, &agents_dir);
+            for p in reg.problems() {
+                println!("{p}");
+            }
+            let errors = reg.problems().iter().filter(|p| !p.warning).count();
+            if errors == 0 {
+                println!("{} agent types OK", reg.all().count());
+                Ok(Code::Done)
+            } else {
+                println!("{errors} error(s)");
+                Ok(Code::StoppedEarly)
+            }
+        }
+    }
+}

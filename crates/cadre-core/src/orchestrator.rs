@@ -1,0 +1,459 @@
+//! The orchestrator: owns the registry, the model, the live roster, the limits and the
+//! shared budget, and builds and runs every agent of a run — the primary one and each
+//! subagent a `Task` call asks for.
+
+use crate::agent::{Agent, AgentConfig};
+use crate::budget::Budget;
+use crate::events::{millis, Event, EventHandler};
+use crate::outcome::{AgentOutcome, StopKind};
+use crate::prompt;
+use crate::registry::{tools_for, Registry, TASK_TOOL};
+use crate::spec::AgentSpec;
+use crate::task::TaskTool;
+use crate::toolset::ToolSet;
+use crate::transcript::{RunDir, Transcript};
+use crate::usage::{AgentRecord, UsageReport};
+use cadre_model::{resolve_model_alias, Message, Model};
+use cadre_tools::{builtin_tools, PathLocks, Tool, ToolContext, ToolLimits, Workspace};
+use dashmap::DashMap;
+use serde::Serialize;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Limits that hold across the whole tree of agents.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most model requests in flight at once, across every agent.
+    pub max_parallel: usize,
+    /// How deep delegation may go: the primary agent is depth 0, its subagents depth 1.
+    pub max_depth: u32,
+    /// Most `Task` calls one agent may have running at once; the excess is refused.
+    pub max_fanout: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_parallel: 16, max_depth: 2, max_fanout: 64 }
+    }
+}
+
+/// Everything an orchestrator needs besides its registry.
+pub struct RunConfig {
+    /// The folder every agent works in.
+    pub workspace: Arc<Workspace>,
+    /// The model client every agent talks through.
+    pub model: Arc<dyn Model>,
+    /// The model id for the primary agent and for types that say `inherit`.
+    pub model_id: String,
+    /// Tree-wide limits.
+    pub limits: Limits,
+    /// Token budget for the whole tree; `None` is unlimited.
+    pub budget_tokens: Option<u64>,
+    /// Output cap per model response.
+    pub max_tokens: u32,
+    /// Overrides the primary agent's `max_turns`.
+    pub max_turns: Option<u32>,
+    /// Tool caps (bash timeout, output size, …).
+    pub tool_limits: ToolLimits,
+    /// Where run folders go (normally `<workspace>/.cadre/runs`); `None` writes nothing.
+    pub runs_dir: Option<PathBuf>,
+}
+
+impl RunConfig {
+    /// A configuration with default limits and no transcripts.
+    pub fn new(workspace: Arc<Workspace>, model: Arc<dyn Model>, model_id: impl Into<String>) -> Self {
+        Self {
+            workspace,
+            model,
+            model_id: model_id.into(),
+            limits: Limits::default(),
+            budget_tokens: None,
+            max_tokens: 8192,
+            max_turns: None,
+            tool_limits: ToolLimits::default(),
+            runs_dir: None,
+        }
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No such agent type.
+    #[error("unknown agent type {name:?}; the types are: {known}")]
+    UnknownAgent {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// The type exists but may not run as the primary agent.
+    #[error("agent type {0:?} is a subagent type (mode: subagent) and cannot run as the primary agent")]
+    NotPrimary(String),
+    /// The run folder could not be created.
+    #[error("cannot create the run folder: {0}")]
+    RunDir(#[from] std::io::Error),
+}
+
+/// One agent that is running now, as the live display shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RosterEntry {
+    /// Its path.
+    pub path: String,
+    /// Its agent type.
+    pub agent_type: String,
+    /// What it was asked to do.
+    pub description: String,
+    /// Model requests made so far.
+    pub turn: u32,
+    /// The tool it is running, if any.
+    pub current_tool: Option<String>,
+    /// Tokens used so far.
+    pub tokens: u64,
+    /// When it started.
+    #[serde(skip)]
+    pub started: Instant,
+}
+
+/// Who is calling `Task`: the parent's path, depth and model.
+#[derive(Debug, Clone)]
+pub struct Parent {
+    /// The parent's path.
+    pub path: String,
+    /// The parent's depth (0 for the primary agent).
+    pub depth: u32,
+    /// The parent's model id, for subagent types that say `inherit`.
+    pub model: String,
+    /// `Task` calls of this parent running now.
+    running: Arc<AtomicU32>,
+}
+
+/// The summary written to `summary.json` and returned to callers.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// The run id (the run folder's name), if transcripts were written.
+    pub run_id: Option<String>,
+    /// The task given to the primary agent.
+    pub task: String,
+    /// The primary agent's final text.
+    pub answer: String,
+    /// Why the primary agent stopped.
+    pub stop: StopKind,
+    /// Wall time of the whole run, in milliseconds.
+    pub elapsed_ms: u64,
+    /// Usage per agent, per type and in total.
+    pub usage: UsageReport,
+}
+
+/// Builds and runs agents; one per run.
+pub struct Orchestrator {
+    registry: Registry,
+    config: RunConfig,
+    events: EventHandler,
+    budget: Budget,
+    limiter: Arc<Semaphore>,
+    cancel: CancellationToken,
+    locks: Arc<PathLocks>,
+    builtins: Vec<Arc<dyn Tool>>,
+    roster: DashMap<String, RosterEntry>,
+    records: Mutex<Vec<AgentRecord>>,
+    counters: DashMap<String, u32>,
+    run_dir: Mutex<Option<RunDir>>,
+}
+
+impl Orchestrator {
+    /// An orchestrator for one run; `events` receives every agent's events.
+    pub fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
+        Arc::new(Self {
+            budget: Budget::new(config.budget_tokens),
+            limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
+            registry,
+            config,
+            events,
+            cancel: CancellationToken::new(),
+            locks: Arc::default(),
+            builtins: builtin_tools(),
+            roster: DashMap::new(),
+            records: Mutex::new(Vec::new()),
+            counters: DashMap::new(),
+            run_dir: Mutex::new(None),
+        })
+    }
+
+    /// The agent types of this run.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Cancelling this token stops every agent of the run.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// The agents running now, in the order they started.
+    pub fn roster(&self) -> Vec<RosterEntry> {
+        let mut entries: Vec<RosterEntry> = self.roster.iter().map(|e| e.value().clone()).collect();
+        entries.sort_by_key(|e| e.started);
+        entries
+    }
+
+    /// Usage of every agent that has finished.
+    pub fn usage(&self) -> UsageReport {
+        UsageReport::new(self.records.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// Tokens used by the whole tree so far.
+    pub fn tokens_used(&self) -> u64 {
+        self.budget.used()
+    }
+
+    /// Runs the primary agent of type `agent_type` on `task` until it stops; writes the
+    /// run folder when configured to.
+    pub async fn run(self: &Arc<Self>, agent_type: &str, task: &str) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let spec = self.registry.get(agent_type).ok_or_else(|| RunError::UnknownAgent {
+            name: agent_type.to_owned(),
+            known: self.registry.all().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+        })?;
+        if !spec.mode.is_primary() {
+            return Err(RunError::NotPrimary(agent_type.to_owned()));
+        }
+        if let Some(runs) = &self.config.runs_dir {
+            *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunDir::create(runs)?);
+        }
+        let started = Instant::now();
+        let mut spec = spec.clone();
+        if let Some(max_turns) = self.config.max_turns {
+            spec.max_turns = max_turns;
+        }
+        let model = self.model_for(&spec, &self.config.model_id);
+        let description: String = task.chars().take(60).collect();
+        let outcome = self
+            .run_agent(&spec, spec.name.clone(), &description, 0, model, task, self.cancel.child_token())
+            .await;
+        let summary = RunSummary {
+            run_id: self.run_dir().map(|d| d.id().to_owned()),
+            task: task.to_owned(),
+            answer: outcome.text.clone(),
+            stop: outcome.stop.clone(),
+            elapsed_ms: millis(started.elapsed()),
+            usage: self.usage(),
+        };
+        if let Some(dir) = self.run_dir() {
+            if let Err(e) = dir.write_summary(&summary) {
+                tracing::warn!("could not write the run summary: {e}");
+            }
+        }
+        Ok((outcome, summary))
+    }
+
+    /// The run folder, once `run` has created it.
+    pub fn run_dir(&self) -> Option<RunDir> {
+        self.run_dir.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Runs one subagent for a `Task` call and returns its final text, or why it failed.
+    pub(crate) async fn run_subagent(
+        self: &Arc<Self>,
+        parent: &Parent,
+        subagent_type: &str,
+        description: &str,
+        prompt: &str,
+        cancel: CancellationToken,
+    ) -> Result<String, String> {
+        let Some(spec) = self.registry.get(subagent_type).filter(|s| s.mode.is_subagent()) else {
+            let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "unknown subagent_type {subagent_type:?}; the subagent types are: {}",
+                known.join(", ")
+            ));
+        };
+        let depth = parent.depth + 1;
+        if depth > self.config.limits.max_depth {
+            return Err(format!(
+                "delegation is limited to {} levels; {} cannot start another subagent — do this work yourself",
+                self.config.limits.max_depth, parent.path
+            ));
+        }
+        let running = parent.running.fetch_add(1, Ordering::SeqCst);
+        let _release = Release(&parent.running);
+        if running as usize >= self.config.limits.max_fanout {
+            return Err(format!(
+                "refused: {} already has {} subagents running (the limit is {}); wait for their results and delegate the rest afterwards",
+                parent.path, running, self.config.limits.max_fanout
+            ));
+        }
+        let n = {
+            let mut c = self.counters.entry(spec.name.clone()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        let path = format!("{}/{}#{n}", parent.path, spec.name);
+        let model = self.model_for(spec, &parent.model);
+        let outcome = self.run_agent(spec, path.clone(), description, depth, model, prompt, cancel).await;
+        match outcome.stop {
+            StopKind::Done if outcome.text.trim().is_empty() => {
+                Ok(format!("({path} finished without a final message)"))
+            }
+            StopKind::Done => Ok(outcome.text),
+            stop => {
+                let last = outcome.text.trim();
+                let last = if last.is_empty() { "(none)" } else { last };
+                Err(format!("subagent {path} did not finish: {stop}. Its last message: {last}"))
+            }
+        }
+    }
+
+    /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
+    fn model_for(&self, spec: &AgentSpec, parent_model: &str) -> String {
+        match spec.model.as_str() {
+            "inherit" => parent_model.to_owned(),
+            other => resolve_model_alias(other).to_owned(),
+        }
+    }
+
+    /// Builds the agent for `spec` at `path`, runs it on `prompt`, and records the result.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_agent(
+        self: &Arc<Self>,
+        spec: &AgentSpec,
+        path: String,
+        description: &str,
+        depth: u32,
+        model: String,
+        prompt: &str,
+        cancel: CancellationToken,
+    ) -> AgentOutcome {
+        let started = Instant::now();
+        let parent = Parent { path: path.clone(), depth, model: model.clone(), running: Arc::default() };
+        let agent = self.build_agent(spec, &parent, cancel);
+        self.roster.insert(
+            path.clone(),
+            RosterEntry {
+                path: path.clone(),
+                agent_type: spec.name.clone(),
+                description: description.to_owned(),
+                turn: 0,
+                current_tool: None,
+                tokens: 0,
+                started,
+            },
+        );
+        let transcript = self.open_transcript(&agent, spec);
+        let agent = Agent { transcript: transcript.clone(), ..agent };
+        self.observe(Event::Started {
+            agent: path.clone(),
+            agent_type: spec.name.clone(),
+            description: description.to_owned(),
+            model: model.clone(),
+        });
+        let outcome = agent.run(vec![Message::user_text(prompt)]).await;
+        if let Some(t) = &transcript {
+            t.record("outcome", json!({"stop": outcome.stop, "text": outcome.text, "turns": outcome.turns, "tool_calls": outcome.tool_calls, "usage": outcome.usage}));
+        }
+        self.roster.remove(&path);
+        self.records.lock().unwrap_or_else(|e| e.into_inner()).push(AgentRecord {
+            path,
+            agent_type: spec.name.clone(),
+            description: description.to_owned(),
+            model,
+            turns: outcome.turns,
+            tool_calls: outcome.tool_calls,
+            usage: outcome.usage,
+            elapsed_ms: millis(started.elapsed()),
+            stop: outcome.stop.clone(),
+        });
+        outcome
+    }
+
+    fn open_transcript(&self, agent: &Agent, spec: &AgentSpec) -> Option<Arc<Transcript>> {
+        let dir = self.run_dir()?;
+        match dir.transcript(&agent.config.path) {
+            Ok(t) => {
+                t.record(
+                    "agent",
+                    json!({
+                        "path": agent.config.path,
+                        "agent_type": spec.name,
+                        "model": agent.config.model,
+                        "system": agent.config.system,
+                        "tools": agent.tools.names(),
+                    }),
+                );
+                Some(Arc::new(t))
+            }
+            Err(e) => {
+                tracing::warn!("could not create a transcript for {}: {e}", agent.config.path);
+                None
+            }
+        }
+    }
+
+    /// The agent for `spec`: its prompt, its filtered tools (with `Task` while depth
+    /// allows), its own file tracker, and the run's shared budget, locks and limiter.
+    fn build_agent(self: &Arc<Self>, spec: &AgentSpec, me: &Parent, cancel: CancellationToken) -> Agent {
+        let mut available: Vec<&str> = self.builtins.iter().map(|t| t.name()).collect();
+        if me.depth < self.config.limits.max_depth {
+            available.push(TASK_TOOL);
+        }
+        let names = tools_for(spec, &available);
+        let mut tools = ToolSet::new(self.builtins.iter().filter(|t| names.iter().any(|n| n == t.name())).cloned());
+        if names.iter().any(|n| n == TASK_TOOL) {
+            tools.insert(Arc::new(TaskTool::new(self.clone(), me.clone())));
+        }
+        let mut ctx = ToolContext::new(self.config.workspace.clone());
+        ctx.cancel = cancel;
+        ctx.limits = self.config.tool_limits.clone();
+        ctx.read_only = spec.read_only;
+        ctx.locks = self.locks.clone();
+        let this = self.clone();
+        Agent {
+            config: AgentConfig {
+                path: me.path.clone(),
+                agent_type: spec.name.clone(),
+                model: me.model.clone(),
+                system: prompt::system_prompt(spec, me.depth > 0),
+                max_tokens: self.config.max_tokens,
+                max_turns: spec.max_turns,
+            },
+            model: self.config.model.clone(),
+            tools,
+            ctx,
+            budget: self.budget.clone(),
+            events: Arc::new(move |e| this.observe(e)),
+            limiter: Some(self.limiter.clone()),
+            transcript: None,
+        }
+    }
+
+    /// Keeps the roster current, then passes the event on.
+    fn observe(&self, event: Event) {
+        if let Some(mut entry) = self.roster.get_mut(event.agent()) {
+            match &event {
+                Event::Turn { turn, .. } => {
+                    entry.turn = *turn;
+                    entry.current_tool = None;
+                }
+                Event::ToolCall { name, input, .. } => {
+                    entry.current_tool = Some(crate::events::describe_call(name, input));
+                }
+                Event::Usage { usage, .. } => entry.tokens += usage.total(),
+                _ => {}
+            }
+        }
+        (self.events)(event);
+    }
+}
+
+/// Decrements a running-call counter when dropped, however the call ends.
+struct Release<'a>(&'a AtomicU32);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

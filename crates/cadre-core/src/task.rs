@@ -1,0 +1,99 @@
+//! The `Task` tool: how an agent hands a piece of work to a fresh subagent.
+//!
+//! To the agent loop this is one more tool. It holds a handle back to the
+//! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
+
+use crate::orchestrator::{Orchestrator, Parent};
+use async_trait::async_trait;
+use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// `Task`, bound to the agent that may call it.
+pub struct TaskTool {
+    orchestrator: Arc<Orchestrator>,
+    parent: Parent,
+    description: String,
+    schema: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskInput {
+    description: String,
+    prompt: String,
+    subagent_type: String,
+}
+
+impl TaskTool {
+    /// A `Task` tool for `parent`, offering every subagent type of the orchestrator's registry.
+    pub fn new(orchestrator: Arc<Orchestrator>, parent: Parent) -> Self {
+        let types: Vec<(String, String)> = orchestrator
+            .registry()
+            .subagents()
+            .map(|s| (s.name.clone(), s.description.trim().to_owned()))
+            .collect();
+        let mut description = String::from(
+            "Launch a subagent to do one piece of work on its own. A subagent starts with a fresh \
+             conversation: it sees only the prompt you write, uses the tools of its type, and \
+             returns only its final message to you — you never see its intermediate steps. \
+             All Task calls you make in one turn run at the same time, so to parallelise \
+             independent work, make several Task calls in one message.\n\n\
+             Write each prompt so it stands alone: the goal, what you already know (files, \
+             names, constraints), and exactly what the subagent should report back.\n\n\
+             Available subagent types:\n",
+        );
+        for (name, desc) in &types {
+            description.push_str(&format!("- {name}: {desc}\n"));
+        }
+        let names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "A short (3-5 word) description of the task, shown to the person watching."},
+                "prompt": {"type": "string", "description": "The complete, self-contained instructions for the subagent."},
+                "subagent_type": {"type": "string", "enum": names, "description": "Which type of subagent to launch."}
+            },
+            "required": ["description", "prompt", "subagent_type"],
+            "additionalProperties": false
+        });
+        Self { orchestrator, parent, description, schema }
+    }
+}
+
+#[async_trait]
+impl Tool for TaskTool {
+    fn name(&self) -> &str {
+        crate::registry::TASK_TOOL
+    }
+
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn is_read_only(&self) -> bool {
+        // Its subagents may write; the orchestrator serialises their writes per file.
+        false
+    }
+
+    fn runs_concurrently(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: TaskInput = parse_input("Task", input)?;
+        let result = self
+            .orchestrator
+            .run_subagent(&self.parent, &input.subagent_type, &input.description, &input.prompt, ctx.cancel.child_token())
+            .await;
+        Ok(match result {
+            Ok(text) => ToolOutput::ok(text),
+            Err(why) => ToolOutput::error(why),
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! Token use and outcomes rolled up per agent, per agent type, and for the whole run.
+
+use crate::outcome::StopKind;
+use cadre_model::Usage;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What one agent did, recorded when it finished.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentRecord {
+    /// Its path (`main/explore#2`).
+    pub path: String,
+    /// Its agent type.
+    pub agent_type: String,
+    /// What it was asked to do, in a few words.
+    pub description: String,
+    /// The model it talked to.
+    pub model: String,
+    /// Model requests made.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Tokens it used itself (not its subagents').
+    pub usage: Usage,
+    /// How long it ran, in milliseconds.
+    pub elapsed_ms: u64,
+    /// Why it stopped.
+    pub stop: StopKind,
+}
+
+/// Sums of several agents' records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Totals {
+    /// How many agents.
+    pub agents: u32,
+    /// Model requests made.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+impl Totals {
+    fn add(&mut self, r: &AgentRecord) {
+        self.agents += 1;
+        self.turns += r.turns;
+        self.tool_calls += r.tool_calls;
+        self.usage.add(&r.usage);
+    }
+}
+
+/// Usage of a whole run: every agent, each type, and the total.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct UsageReport {
+    /// One record per agent, in the order they started.
+    pub agents: Vec<AgentRecord>,
+    /// Totals per agent type.
+    pub by_type: BTreeMap<String, Totals>,
+    /// Totals over every agent.
+    pub total: Totals,
+}
+
+impl UsageReport {
+    /// Rolls up `agents`.
+    pub fn new(agents: Vec<AgentRecord>) -> Self {
+        let mut by_type: BTreeMap<String, Totals> = BTreeMap::new();
+        let mut total = Totals::default();
+        for r in &agents {
+            by_type.entry(r.agent_type.clone()).or_default().add(r);
+            total.add(r);
+        }
+        Self { agents, by_type, total }
+    }
+}
