@@ -20,12 +20,19 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
     match cmd {
         AgentsCommand::List(AgentsDirArg { agents_dir }) => {
             let reg = load_registry(root, &agents_dir);
-            println!("{:<14} {:<9} {:<9} {:<40} description", "name", "mode", "access", "tools");
+            println!(
+                "{:<14} {:<9} {:<9} {:<44} description",
+                "name", "mode", "access", "tools"
+            );
             for s in reg.all() {
                 let mode = format!("{:?}", s.mode).to_lowercase();
                 let access = if s.read_only { "read-only" } else { "writes" };
-                let desc = s.description.lines().next().unwrap_or_default();
-                println!("{:<14} {mode:<9} {access:<9} {:<40} {desc}", s.name, s.tools.join(","));
+                let desc = first_sentence(&s.description);
+                println!(
+                    "{:<14} {mode:<9} {access:<9} {:<44} {desc}",
+                    s.name,
+                    s.tools.join(",")
+                );
             }
             if !reg.problems().is_empty() {
                 eprintln!(
@@ -39,9 +46,15 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
             let reg = load_registry(root, &dirs.agents_dir);
             let spec = reg.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = reg.all().map(|s| s.name.as_str()).collect();
-                ConfigError(format!("there is no agent type {name:?}; the types are: {}", known.join(", ")))
+                ConfigError(format!(
+                    "there is no agent type {name:?}; the types are: {}",
+                    known.join(", ")
+                ))
             })?;
-            let source = spec.source.as_ref().map_or("(shipped with cadre)".into(), |p| p.display().to_string());
+            let source = spec
+                .source
+                .as_ref()
+                .map_or("(shipped with cadre)".into(), |p| p.display().to_string());
             println!("# from {source}");
             print!("{}", serde_yaml::to_string(spec).unwrap_or_default());
             Ok(Code::Done)
@@ -60,5 +73,14 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                 Ok(Code::StoppedEarly)
             }
         }
+    }
+}
+
+/// The first sentence of a description, for one-line listings.
+fn first_sentence(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or_default();
+    match line.find(". ") {
+        Some(i) => &line[..=i],
+        None => line,
     }
 }

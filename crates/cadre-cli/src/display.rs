@@ -78,20 +78,41 @@ impl Display {
             return;
         }
         let line = match event {
-            Event::Started { agent, description, .. } if *agent != self.primary => {
+            Event::Started {
+                agent, description, ..
+            } if *agent != self.primary => {
                 format!("{agent} started: {description}")
             }
-            Event::ToolCall { agent, name, input, .. } => {
+            Event::ToolCall {
+                agent, name, input, ..
+            } => {
                 format!("{agent} {}", describe_call(name, input))
             }
-            Event::ToolResult { agent, name, is_error: true, summary, .. } => {
+            Event::ToolResult {
+                agent,
+                name,
+                is_error: true,
+                summary,
+                ..
+            } => {
                 format!("{agent} {name} failed: {summary}")
             }
-            Event::Retrying { agent, attempt, wait_ms, reason } => format!(
+            Event::Retrying {
+                agent,
+                attempt,
+                wait_ms,
+                reason,
+            } => format!(
                 "{agent} retry {attempt} in {:.1}s: {reason}",
                 *wait_ms as f64 / 1000.0
             ),
-            Event::Finished { agent, stop, turns, usage, elapsed_ms } if *agent != self.primary => {
+            Event::Finished {
+                agent,
+                stop,
+                turns,
+                usage,
+                elapsed_ms,
+            } if *agent != self.primary => {
                 format!(
                     "{agent} {} · {turns} turns · {} tok · {}",
                     stop.label(),
@@ -111,7 +132,8 @@ impl Display {
     /// Redraws the live block from the roster (no-op unless stderr is a terminal).
     pub fn tick(&mut self, roster: &[RosterEntry], done: usize, tokens: u64, elapsed: Duration) {
         let Some(pb) = &self.live else { return };
-        let subagents: Vec<&RosterEntry> = roster.iter().filter(|e| e.path != self.primary).collect();
+        let subagents: Vec<&RosterEntry> =
+            roster.iter().filter(|e| e.path != self.primary).collect();
         let mut text = format!(
             "{} · {} running · {done} done{:>10} tok · {}",
             self.header,
@@ -211,7 +233,9 @@ fn truncate(s: &str, n: usize) -> String {
 
 fn input_column(t: &Totals) -> String {
     let input = t.usage.total_input();
-    let cached = (t.usage.cache_read_input_tokens * 100).checked_div(input).unwrap_or(0);
+    let cached = (t.usage.cache_read_input_tokens * 100)
+        .checked_div(input)
+        .unwrap_or(0);
     format!("{} ({cached}%)", human_tokens(input))
 }
 
@@ -233,7 +257,12 @@ pub fn usage_table(summary: &RunSummary) -> String {
     let report = &summary.usage;
     for a in &report.agents {
         let name = a.path.rsplit('/').next().unwrap_or(&a.path);
-        let t = Totals { agents: 1, turns: a.turns, tool_calls: a.tool_calls, usage: a.usage };
+        let t = Totals {
+            agents: 1,
+            turns: a.turns,
+            tool_calls: a.tool_calls,
+            usage: a.usage,
+        };
         let outcome = match &a.stop {
             StopKind::Done => "done".to_owned(),
             other => other.label().to_owned(),
@@ -245,6 +274,12 @@ pub fn usage_table(summary: &RunSummary) -> String {
             lines.push(row(&format!("{kind} ×{}", t.agents), "(type)", t, "", ""));
         }
     }
-    lines.push(row("total", "", &report.total, &clock(summary.elapsed_ms), ""));
+    lines.push(row(
+        "total",
+        "",
+        &report.total,
+        &clock(summary.elapsed_ms),
+        "",
+    ));
     lines.join("\n")
 }

@@ -27,8 +27,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args, cli.directory, cli.quiet).await,
-            Command::Agents(cmd) => run::workspace_root(cli.directory)
-                .and_then(|root| agents::agents(cmd, &root)),
+            Command::Agents(cmd) => {
+                run::workspace_root(cli.directory).and_then(|root| agents::agents(cmd, &root))
+            }
         }
     });
     match result {

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-const NO_KEY: &str = "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
+const NO_KEY: &str =
+    "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
 then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
 `ANTHROPIC_API_KEY=sk-ant-... cadre run \"TASK\"`). To use a compatible server instead, \
 also set ANTHROPIC_BASE_URL.";
@@ -31,7 +32,11 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
         }
     }
     let spec = registry.get(&args.agent).ok_or_else(|| {
-        let known: Vec<&str> = registry.all().filter(|s| s.mode.is_primary()).map(|s| s.name.as_str()).collect();
+        let known: Vec<&str> = registry
+            .all()
+            .filter(|s| s.mode.is_primary())
+            .map(|s| s.name.as_str())
+            .collect();
         ConfigError(format!(
             "there is no agent type {:?}; primary types: {} (see `cadre agents list`)",
             args.agent,
@@ -105,11 +110,9 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
 /// The folder to work in: `-C DIR` or the current one; a missing folder is a plain error.
 pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
     match directory {
-        Some(dir) if !dir.is_dir() => Err(ConfigError(format!(
-            "cannot use -C {}: no such folder",
-            dir.display()
-        ))
-        .into()),
+        Some(dir) if !dir.is_dir() => {
+            Err(ConfigError(format!("cannot use -C {}: no such folder", dir.display())).into())
+        }
         Some(dir) => Ok(dir),
         None => std::env::current_dir()
             .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")).into()),

@@ -315,3 +315,170 @@ async fn help_explains_the_options() {
         assert!(out.stdout.contains(flag), "--help lacks {flag}");
     }
 }
+
+#[tokio::test]
+async fn agents_check_reports_every_bad_definition_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(agents.join(name), text).unwrap();
+    write(
+        "broken.yaml",
+        "name: broken\ndescription: [unclosed\nprompt: hi\n",
+    );
+    write(
+        "tools.yaml",
+        "name: tooly\ndescription: d\ntools: [read_file, teleport]\nprompt: p\n",
+    );
+    write(
+        "badname.yaml",
+        "name: Bad_Name\ndescription: d\nprompt: p\n",
+    );
+    write("nodesc.yaml", "name: nodesc\nprompt: p\n");
+    write("noprompt.yaml", "name: noprompt\ndescription: d\n");
+    write(
+        "model.yaml",
+        "name: modelly\ndescription: d\nmodel: sonet\nprompt: p\n",
+    );
+    write("dup1.yaml", "name: twin\ndescription: d\nprompt: p\n");
+    write("dup2.yaml", "name: twin\ndescription: d\nprompt: p\n");
+    write(
+        "typo.yaml",
+        "name: typo\ndescription: d\nprompt: p\nmax_turn: 3\n",
+    );
+    write(
+        "good.yaml",
+        "name: good\ndescription: A fine agent.\ntools: [Read, Grep]\nprompt: Be good.\n",
+    );
+    let out = cadre(dir.path(), "http://127.0.0.1:9", None, &["agents", "check"]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let report = out.stdout;
+    let has = |file: &str, pos: &str, words: &str| {
+        let line = report
+            .lines()
+            .find(|l| l.contains(file) && l.contains(words));
+        let line =
+            line.unwrap_or_else(|| panic!("no {file} problem mentioning {words:?} in:\n{report}"));
+        assert!(
+            line.contains(&format!("{file}:{pos}")),
+            "{file} should be at {pos}: {line}"
+        );
+    };
+    has("broken.yaml", "2:", "");
+    has("tools.yaml", "3:20", "teleport");
+    has("badname.yaml", "1:7", "bad name");
+    has("nodesc.yaml", "", "missing description");
+    has("noprompt.yaml", "", "missing prompt");
+    has("model.yaml", "3:8", "unknown model");
+    has("dup2.yaml", "1:7", "duplicate agent name");
+    has("typo.yaml", "4:", "max_turn");
+    assert!(!report.contains("good.yaml"), "{report}");
+
+    let list = cadre(dir.path(), "http://127.0.0.1:9", None, &["agents", "list"]).await;
+    assert_eq!(list.code, 0);
+    for name in ["main", "explore", "plan", "code", "good"] {
+        assert!(
+            list.stdout.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{}",
+            list.stdout
+        );
+    }
+    let show = cadre(
+        dir.path(),
+        "http://127.0.0.1:9",
+        None,
+        &["agents", "show", "explore"],
+    )
+    .await;
+    assert_eq!(show.code, 0);
+    assert!(show.stdout.contains("read_only: true"), "{}", show.stdout);
+    let missing = cadre(
+        dir.path(),
+        "http://127.0.0.1:9",
+        None,
+        &["agents", "show", "nobody"],
+    )
+    .await;
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("explore"), "{}", missing.stderr);
+}
+
+#[tokio::test]
+async fn a_run_with_subagents_logs_each_one_and_tables_usage_per_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "pub fn alpha() {}\n").unwrap();
+    let server = MockServer::start().await;
+    let task = |id: &str, kind: &str, prompt: &str| {
+        (
+            id.to_owned(),
+            json!({"description": format!("look {id}"), "prompt": prompt, "subagent_type": kind}),
+        )
+    };
+    let calls = [
+        task("t1", "explore", "Find alpha"),
+        task("t2", "plan", "Plan beta"),
+    ];
+    server.route(
+        Match::FirstUserContains("Survey".into()),
+        vec![
+            Reply::tool_uses(
+                calls
+                    .iter()
+                    .map(|(i, v)| (i.as_str(), "Task", v.clone()))
+                    .collect(),
+            ),
+            Reply::text("Survey complete."),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find alpha".into()),
+        vec![
+            Reply::tool_use("g1", "grep", json!({"pattern": "alpha"})),
+            Reply::text("alpha is in lib.rs:1").usage(2000, 50, 0, 1500),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Plan beta".into()),
+        vec![Reply::text("1. add beta")],
+    );
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--max-parallel", "1", "Survey the code"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Survey complete."));
+    assert!(
+        !out.stdout.contains("alpha is in lib.rs"),
+        "a subagent's text leaked to stdout"
+    );
+    for want in [
+        "main/explore#1 started: look t1",
+        "main/explore#1 grep alpha",
+        "main/plan#1 done",
+        "explore#1",
+        "plan#1",
+        "total",
+        "transcripts: .cadre/runs/",
+    ] {
+        assert!(
+            out.stderr.contains(want),
+            "stderr lacks {want:?}:\n{}",
+            out.stderr
+        );
+    }
+    assert_eq!(server.max_in_flight(), 1);
+    server.assert_clean();
+
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--agent", "explore", "x"],
+    )
+    .await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("subagent type"), "{}", out.stderr);
+}

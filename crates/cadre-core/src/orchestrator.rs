@@ -38,7 +38,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_parallel: 16, max_depth: 2, max_fanout: 64 }
+        Self {
+            max_parallel: 16,
+            max_depth: 2,
+            max_fanout: 64,
+        }
     }
 }
 
@@ -66,7 +70,11 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// A configuration with default limits and no transcripts.
-    pub fn new(workspace: Arc<Workspace>, model: Arc<dyn Model>, model_id: impl Into<String>) -> Self {
+    pub fn new(
+        workspace: Arc<Workspace>,
+        model: Arc<dyn Model>,
+        model_id: impl Into<String>,
+    ) -> Self {
         Self {
             workspace,
             model,
@@ -93,7 +101,9 @@ pub enum RunError {
         known: String,
     },
     /// The type exists but may not run as the primary agent.
-    #[error("agent type {0:?} is a subagent type (mode: subagent) and cannot run as the primary agent")]
+    #[error(
+        "agent type {0:?} is a subagent type (mode: subagent) and cannot run as the primary agent"
+    )]
     NotPrimary(String),
     /// The run folder could not be created.
     #[error("cannot create the run folder: {0}")]
@@ -204,7 +214,12 @@ impl Orchestrator {
 
     /// Usage of every agent that has finished.
     pub fn usage(&self) -> UsageReport {
-        UsageReport::new(self.records.lock().unwrap_or_else(|e| e.into_inner()).clone())
+        UsageReport::new(
+            self.records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
     }
 
     /// Tokens used by the whole tree so far.
@@ -214,11 +229,23 @@ impl Orchestrator {
 
     /// Runs the primary agent of type `agent_type` on `task` until it stops; writes the
     /// run folder when configured to.
-    pub async fn run(self: &Arc<Self>, agent_type: &str, task: &str) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let spec = self.registry.get(agent_type).ok_or_else(|| RunError::UnknownAgent {
-            name: agent_type.to_owned(),
-            known: self.registry.all().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
-        })?;
+    pub async fn run(
+        self: &Arc<Self>,
+        agent_type: &str,
+        task: &str,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let spec = self
+            .registry
+            .get(agent_type)
+            .ok_or_else(|| RunError::UnknownAgent {
+                name: agent_type.to_owned(),
+                known: self
+                    .registry
+                    .all()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
         if !spec.mode.is_primary() {
             return Err(RunError::NotPrimary(agent_type.to_owned()));
         }
@@ -233,7 +260,15 @@ impl Orchestrator {
         let model = self.model_for(&spec, &self.config.model_id);
         let description: String = task.chars().take(60).collect();
         let outcome = self
-            .run_agent(&spec, spec.name.clone(), &description, 0, model, task, self.cancel.child_token())
+            .run_agent(
+                &spec,
+                spec.name.clone(),
+                &description,
+                0,
+                model,
+                task,
+                self.cancel.child_token(),
+            )
             .await;
         let summary = RunSummary {
             run_id: self.run_dir().map(|d| d.id().to_owned()),
@@ -253,7 +288,10 @@ impl Orchestrator {
 
     /// The run folder, once `run` has created it.
     pub fn run_dir(&self) -> Option<RunDir> {
-        self.run_dir.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.run_dir
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Runs one subagent for a `Task` call and returns its final text, or why it failed.
@@ -265,7 +303,11 @@ impl Orchestrator {
         prompt: &str,
         cancel: CancellationToken,
     ) -> Result<String, String> {
-        let Some(spec) = self.registry.get(subagent_type).filter(|s| s.mode.is_subagent()) else {
+        let Some(spec) = self
+            .registry
+            .get(subagent_type)
+            .filter(|s| s.mode.is_subagent())
+        else {
             let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
             return Err(format!(
                 "unknown subagent_type {subagent_type:?}; the subagent types are: {}",
@@ -294,7 +336,17 @@ impl Orchestrator {
         };
         let path = format!("{}/{}#{n}", parent.path, spec.name);
         let model = self.model_for(spec, &parent.model);
-        let outcome = self.run_agent(spec, path.clone(), description, depth, model, prompt, cancel).await;
+        let outcome = self
+            .run_agent(
+                spec,
+                path.clone(),
+                description,
+                depth,
+                model,
+                prompt,
+                cancel,
+            )
+            .await;
         match outcome.stop {
             StopKind::Done if outcome.text.trim().is_empty() => {
                 Ok(format!("({path} finished without a final message)"))
@@ -303,7 +355,9 @@ impl Orchestrator {
             stop => {
                 let last = outcome.text.trim();
                 let last = if last.is_empty() { "(none)" } else { last };
-                Err(format!("subagent {path} did not finish: {stop}. Its last message: {last}"))
+                Err(format!(
+                    "subagent {path} did not finish: {stop}. Its last message: {last}"
+                ))
             }
         }
     }
@@ -329,7 +383,12 @@ impl Orchestrator {
         cancel: CancellationToken,
     ) -> AgentOutcome {
         let started = Instant::now();
-        let parent = Parent { path: path.clone(), depth, model: model.clone(), running: Arc::default() };
+        let parent = Parent {
+            path: path.clone(),
+            depth,
+            model: model.clone(),
+            running: Arc::default(),
+        };
         let agent = self.build_agent(spec, &parent, cancel);
         self.roster.insert(
             path.clone(),
@@ -344,7 +403,10 @@ impl Orchestrator {
             },
         );
         let transcript = self.open_transcript(&agent, spec);
-        let agent = Agent { transcript: transcript.clone(), ..agent };
+        let agent = Agent {
+            transcript: transcript.clone(),
+            ..agent
+        };
         self.observe(Event::Started {
             agent: path.clone(),
             agent_type: spec.name.clone(),
@@ -356,17 +418,20 @@ impl Orchestrator {
             t.record("outcome", json!({"stop": outcome.stop, "text": outcome.text, "turns": outcome.turns, "tool_calls": outcome.tool_calls, "usage": outcome.usage}));
         }
         self.roster.remove(&path);
-        self.records.lock().unwrap_or_else(|e| e.into_inner()).push(AgentRecord {
-            path,
-            agent_type: spec.name.clone(),
-            description: description.to_owned(),
-            model,
-            turns: outcome.turns,
-            tool_calls: outcome.tool_calls,
-            usage: outcome.usage,
-            elapsed_ms: millis(started.elapsed()),
-            stop: outcome.stop.clone(),
-        });
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(AgentRecord {
+                path,
+                agent_type: spec.name.clone(),
+                description: description.to_owned(),
+                model,
+                turns: outcome.turns,
+                tool_calls: outcome.tool_calls,
+                usage: outcome.usage,
+                elapsed_ms: millis(started.elapsed()),
+                stop: outcome.stop.clone(),
+            });
         outcome
     }
 
@@ -387,7 +452,10 @@ impl Orchestrator {
                 Some(Arc::new(t))
             }
             Err(e) => {
-                tracing::warn!("could not create a transcript for {}: {e}", agent.config.path);
+                tracing::warn!(
+                    "could not create a transcript for {}: {e}",
+                    agent.config.path
+                );
                 None
             }
         }
@@ -395,13 +463,23 @@ impl Orchestrator {
 
     /// The agent for `spec`: its prompt, its filtered tools (with `Task` while depth
     /// allows), its own file tracker, and the run's shared budget, locks and limiter.
-    fn build_agent(self: &Arc<Self>, spec: &AgentSpec, me: &Parent, cancel: CancellationToken) -> Agent {
+    fn build_agent(
+        self: &Arc<Self>,
+        spec: &AgentSpec,
+        me: &Parent,
+        cancel: CancellationToken,
+    ) -> Agent {
         let mut available: Vec<&str> = self.builtins.iter().map(|t| t.name()).collect();
         if me.depth < self.config.limits.max_depth {
             available.push(TASK_TOOL);
         }
         let names = tools_for(spec, &available);
-        let mut tools = ToolSet::new(self.builtins.iter().filter(|t| names.iter().any(|n| n == t.name())).cloned());
+        let mut tools = ToolSet::new(
+            self.builtins
+                .iter()
+                .filter(|t| names.iter().any(|n| n == t.name()))
+                .cloned(),
+        );
         if names.iter().any(|n| n == TASK_TOOL) {
             tools.insert(Arc::new(TaskTool::new(self.clone(), me.clone())));
         }

@@ -175,7 +175,13 @@ impl AgentSpec {
     pub fn parse_yaml(file: &Path, text: &str) -> Result<Self, Problem> {
         let mut spec: AgentSpec = serde_yaml::from_str(text).map_err(|e| {
             let pos = e.location().map_or((0, 0), |l| (l.line(), l.column()));
-            Problem::at(file, pos, format!("{e}"))
+            // The position is already in front of the message; drop serde_yaml's copy.
+            let msg = e.to_string();
+            let msg = match msg.rfind(" at line ") {
+                Some(i) => msg[..i].to_owned(),
+                None => msg,
+            };
+            Problem::at(file, pos, msg)
         })?;
         spec.source = Some(file.to_path_buf());
         Ok(spec)

@@ -58,7 +58,12 @@ impl TaskTool {
             "required": ["description", "prompt", "subagent_type"],
             "additionalProperties": false
         });
-        Self { orchestrator, parent, description, schema }
+        Self {
+            orchestrator,
+            parent,
+            description,
+            schema,
+        }
     }
 }
 
@@ -89,7 +94,13 @@ impl Tool for TaskTool {
         let input: TaskInput = parse_input("Task", input)?;
         let result = self
             .orchestrator
-            .run_subagent(&self.parent, &input.subagent_type, &input.description, &input.prompt, ctx.cancel.child_token())
+            .run_subagent(
+                &self.parent,
+                &input.subagent_type,
+                &input.description,
+                &input.prompt,
+                ctx.cancel.child_token(),
+            )
             .await;
         Ok(match result {
             Ok(text) => ToolOutput::ok(text),

@@ -48,7 +48,9 @@ impl RunDir {
     pub fn transcript(&self, agent_path: &str) -> std::io::Result<Transcript> {
         let name = agent_path.replace('/', ".").replace('#', "-");
         let file = File::create(self.dir.join(format!("{name}.jsonl")))?;
-        Ok(Transcript { out: Mutex::new(BufWriter::new(file)) })
+        Ok(Transcript {
+            out: Mutex::new(BufWriter::new(file)),
+        })
     }
 
     /// Writes `summary.json`.
@@ -121,7 +123,10 @@ mod tests {
         t.message(&Message::user_text("hi"));
         t.record("outcome", json!({"stop": "done"}));
         let text = std::fs::read_to_string(run.path().join("main.explore-2.jsonl")).unwrap();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines[0]["message"]["content"][0]["text"], "hi");
         assert_eq!(lines[1]["type"], "outcome");
     }

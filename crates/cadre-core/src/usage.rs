@@ -70,6 +70,10 @@ impl UsageReport {
             by_type.entry(r.agent_type.clone()).or_default().add(r);
             total.add(r);
         }
-        Self { agents, by_type, total }
+        Self {
+            agents,
+            by_type,
+            total,
+        }
     }
 }

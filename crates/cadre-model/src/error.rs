@@ -67,10 +67,9 @@ impl ModelError {
             Self::Api { status, .. } => *status == 429 || *status >= 500,
             Self::StreamError { kind, .. } => kind != "invalid_request_error",
             Self::Connect { .. } | Self::Protocol(_) | Self::Idle(_) => true,
-            Self::Config(_)
-            | Self::Replay(_)
-            | Self::Record(_)
-            | Self::RetriesExhausted { .. } => false,
+            Self::Config(_) | Self::Replay(_) | Self::Record(_) | Self::RetriesExhausted { .. } => {
+                false
+            }
         }
     }
 

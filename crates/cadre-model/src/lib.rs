@@ -5,13 +5,21 @@
 //! model reports while it streams. Nothing here knows about tools, agents or terminals.
 
 pub mod anthropic;
+pub mod cassette;
 pub mod error;
+pub mod openai;
+pub mod record;
+pub mod replay;
 pub mod retry;
 pub mod sse;
 pub mod types;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
+pub use cassette::{request_key, Cassette, CassetteHeader, Exchange, RecordedRequest};
 pub use error::ModelError;
+pub use openai::{OpenAiConfig, OpenAiModel};
+pub use record::RecordingModel;
+pub use replay::ReplayModel;
 pub use retry::RetryPolicy;
 pub use types::*;
 

@@ -184,6 +184,10 @@ struct Barrier {
     timeout: Duration,
     open: bool,
     tx: watch::Sender<bool>,
+    /// Only requests that match are held and counted (all requests when `None`).
+    only: Option<Match>,
+    /// Matching requests waiting at the barrier now (used when `only` is set).
+    waiting: usize,
 }
 
 #[derive(Default)]
@@ -231,18 +235,27 @@ impl Shared {
         }
     }
 
-    /// Waits at the barrier, if one is set and still closed; `Err((in_flight, n))` on timeout.
-    async fn barrier_wait(&self) -> Result<(), (usize, usize)> {
+    /// Waits at the barrier, if one is set, still closed, and holds this request;
+    /// `Err((count, n))` on timeout.
+    async fn barrier_wait(&self, body: &Value) -> Result<(), (usize, usize)> {
         let (mut rx, timeout, n) = {
             let mut guard = self.lock();
             let inner = &mut *guard;
+            let in_flight = inner.in_flight;
             let Some(b) = inner.barrier.as_mut() else {
                 return Ok(());
             };
-            if b.open {
+            if b.open || b.only.as_ref().is_some_and(|m| !m.matches(body)) {
                 return Ok(());
             }
-            if inner.in_flight >= b.n {
+            let count = match b.only {
+                Some(_) => {
+                    b.waiting += 1;
+                    b.waiting
+                }
+                None => in_flight,
+            };
+            if count >= b.n {
                 b.open = true;
                 b.tx.send_replace(true);
                 return Ok(());
@@ -256,11 +269,23 @@ impl Shared {
         {
             return Ok(());
         }
-        let inner = self.lock();
-        if inner.barrier.as_ref().is_none_or(|b| b.open) {
-            return Ok(());
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let in_flight = inner.in_flight;
+        match inner.barrier.as_mut() {
+            Some(b) if !b.open => {
+                let count = match b.only {
+                    Some(_) => {
+                        let c = b.waiting;
+                        b.waiting = b.waiting.saturating_sub(1);
+                        c
+                    }
+                    None => in_flight,
+                };
+                Err((count, n))
+            }
+            _ => Ok(()),
         }
-        Err((inner.in_flight, n))
     }
 }
 
@@ -404,12 +429,25 @@ impl MockServer {
     /// From now on, holds each request until `n` are in flight at once (or `timeout` passes,
     /// which answers 500 and records a violation). Once open, the barrier stays open.
     pub fn hold_until_in_flight(&self, n: usize, timeout: Duration) {
+        self.set_barrier(n, timeout, None);
+    }
+
+    /// Like [`hold_until_in_flight`](Self::hold_until_in_flight), but holds and counts only
+    /// requests that match `only`: the barrier opens once `n` of them wait at once, so a test
+    /// proves that `n` conversations overlap while other traffic passes freely.
+    pub fn hold_until_waiting(&self, only: Match, n: usize, timeout: Duration) {
+        self.set_barrier(n, timeout, Some(only));
+    }
+
+    fn set_barrier(&self, n: usize, timeout: Duration, only: Option<Match>) {
         let (tx, _) = watch::channel(false);
         self.shared().lock().barrier = Some(Barrier {
             n,
             timeout,
             open: false,
             tx,
+            only,
+            waiting: 0,
         });
     }
 
@@ -529,7 +567,7 @@ async fn handle_messages(
         return error_response(500, "api_error", &message);
     };
 
-    if let Err((k, n)) = shared.barrier_wait().await {
+    if let Err((k, n)) = shared.barrier_wait(&body).await {
         shared.put_back(route, reply);
         let message = format!("barrier timed out: only {k} of {n} requests in flight");
         shared.violate(format!("request {index}: {message}"));
@@ -592,7 +630,7 @@ enum End {
 struct StreamState {
     events: VecDeque<String>,
     end: End,
-    _guard: InFlight,
+    guard: Option<InFlight>,
 }
 
 /// A real streamed `text/event-stream` body, so faults hit mid-body.
@@ -606,10 +644,15 @@ fn stream_response(events: Vec<String>, fault: Option<Fault>, guard: InFlight) -
     let state = StreamState {
         events: events.into_iter().take(keep).collect(),
         end,
-        _guard: guard,
+        guard: Some(guard),
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         if let Some(event) = st.events.pop_front() {
+            if st.events.is_empty() && matches!(st.end, End::Clean) {
+                // Leave the in-flight count before the last bytes go out: a client that has
+                // read the whole reply must never see its next request overlap this one.
+                st.guard = None;
+            }
             return Some((Ok::<Bytes, io::Error>(Bytes::from(event)), st));
         }
         match std::mem::replace(&mut st.end, End::Clean) {

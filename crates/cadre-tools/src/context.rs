@@ -1,6 +1,6 @@
 //! What every tool call gets: the workspace, limits, cancellation and shared file state.
 
-use crate::Workspace;
+use crate::{SandboxMode, Workspace};
 use dashmap::DashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -134,10 +134,15 @@ pub struct ToolContext {
     pub locks: Arc<PathLocks>,
     /// What this agent has read (one tracker per agent).
     pub files: Arc<FileTracker>,
+    /// Whether `bash` runs in the Landlock sandbox (default) or unsandboxed (opt-out).
+    pub sandbox: SandboxMode,
+    /// Whether sandboxed `bash` may bind and connect TCP sockets (default true).
+    pub allow_network: bool,
 }
 
 impl ToolContext {
-    /// A context for `workspace` with default limits, fresh state and a new cancel token.
+    /// A context for `workspace` with default limits, fresh state, a new cancel token, the
+    /// Landlock sandbox on and network allowed.
     pub fn new(workspace: Arc<Workspace>) -> Self {
         Self {
             workspace,
@@ -146,6 +151,8 @@ impl ToolContext {
             read_only: false,
             locks: Arc::default(),
             files: Arc::default(),
+            sandbox: SandboxMode::default(),
+            allow_network: true,
         }
     }
 }

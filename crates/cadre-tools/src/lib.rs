@@ -2,19 +2,25 @@
 //!
 //! The [`Tool`] trait every tool implements, the [`Workspace`] every file tool is confined
 //! to, the six built-in tools (`bash`, `read_file`, `write_file`, `edit_file`, `list_files`,
-//! `grep`), output capping, and the shared state that keeps concurrent writers honest.
+//! `grep`), output capping, the Landlock sandbox `bash` runs in, and the shared state that
+//! keeps concurrent writers honest.
 //! Nothing here knows about models or agents.
 
 pub mod builtin;
 pub mod context;
 pub mod error;
 pub mod output;
+pub mod sandbox;
 pub mod workspace;
 
 pub use builtin::{builtin_tools, canonical_tool_name, BUILTIN_TOOL_NAMES};
 pub use context::{FileStamp, FileTracker, PathLocks, ToolContext, ToolLimits};
 pub use error::ToolError;
 pub use output::cap_output;
+pub use sandbox::{
+    landlock_status, Enforcement, Sandbox, SandboxError, SandboxMode, SandboxPolicy, SandboxStatus,
+    ScratchDir,
+};
 pub use workspace::Workspace;
 
 use async_trait::async_trait;

@@ -1,7 +1,8 @@
 //! `bash`: runs a shell command in the workspace, killing everything it started when done.
 
 use crate::output::OutputBuffer;
-use crate::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use crate::sandbox::{landlock_status, Sandbox, SandboxError, SandboxPolicy, SandboxStatus};
+use crate::{parse_input, SandboxMode, ScratchDir, Tool, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -11,6 +12,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -23,9 +25,10 @@ const EXIT_GRACE: Duration = Duration::from_millis(250);
 /// group can still hold the pipe then).
 const KILLED_DRAIN: Duration = Duration::from_millis(200);
 
-/// Runs `bash -c COMMAND` in the workspace root.
+/// Runs `bash -c COMMAND` in the workspace root, inside the Landlock sandbox.
 ///
-/// Runs for read-only agents too: the Landlock sandbox that confines them applies later.
+/// Read-only agents may write only to a private `$TMPDIR`; they get no `bash` at all where
+/// the kernel cannot enforce that, unless the context opts out of the sandbox.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BashTool;
 
@@ -58,6 +61,14 @@ impl Tool for BashTool {
          grep/read it if you need all of it. A non-zero exit is reported as `[exit code N]`.\n\
          - Prefer read_file, list_files, grep, edit_file and write_file for reading, finding \
          and changing files: they are faster, safer and tracked.\n\
+         - Sandbox (Linux Landlock): $TMPDIR is a private scratch folder you can always write \
+         to; it is deleted after the call. Agents that may edit can write only inside the \
+         workspace and $TMPDIR. Read-only agents cannot write, create, delete, rename or \
+         chmod anything outside $TMPDIR (git commits, builds writing into the workspace, `>` \
+         redirections and `sed -i` all fail with \"Permission denied\" or \"Operation not \
+         permitted\"), so do not retry such writes; write scratch output under $TMPDIR \
+         instead. Network access may be disabled (connections fail with \"Permission \
+         denied\").\n\
          - `description`: a few words saying what the command is for (shown to humans)."
             .to_string()
     }
@@ -109,8 +120,73 @@ impl Tool for BashTool {
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        tracing::debug!(command = %input.command, description = ?input.description, "bash");
-        run(&input.command, timeout, ctx).await
+        let sandbox = sandbox_for(ctx, &landlock_status())?;
+        tracing::debug!(
+            command = %input.command,
+            description = ?input.description,
+            ?sandbox,
+            "bash"
+        );
+        run(&input.command, timeout, ctx, sandbox).await
+    }
+}
+
+/// Said once per process when a writing agent's `bash` runs unsandboxed for lack of Landlock.
+static WARNED_UNSANDBOXED: AtomicBool = AtomicBool::new(false);
+/// Said once per process when read-only agents' `bash` can change file modes and owners.
+static WARNED_NO_METADATA_FILTER: AtomicBool = AtomicBool::new(false);
+
+/// The sandbox this call runs in, `None` for none, or why `bash` is refused.
+fn sandbox_for(ctx: &ToolContext, status: &SandboxStatus) -> Result<Option<Sandbox>, ToolError> {
+    if ctx.sandbox == SandboxMode::Unsandboxed {
+        return Ok(None);
+    }
+    let policy = if ctx.read_only {
+        if !status.fs_write_restriction {
+            return Err(ToolError::Refused(read_only_refusal(status)));
+        }
+        if !status.metadata_restriction && !WARNED_NO_METADATA_FILTER.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                "read-only agents' bash can still change file modes, owners and extended \
+                 attributes: {}",
+                status.summary
+            );
+        }
+        SandboxPolicy::ReadOnly
+    } else {
+        if status.abi == 0 {
+            if !WARNED_UNSANDBOXED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "bash runs WITHOUT a sandbox: {}. Writing agents may change files outside \
+                     the workspace.",
+                    status.summary
+                );
+            }
+            return Ok(None);
+        }
+        SandboxPolicy::WorkspaceWrite
+    };
+    Ok(Some(Sandbox {
+        policy,
+        allow_network: ctx.allow_network,
+    }))
+}
+
+fn read_only_refusal(status: &SandboxStatus) -> String {
+    const HINT: &str = "pass --allow-unsandboxed-bash to run it without a sandbox";
+    if status.abi == 0 {
+        format!(
+            "bash is disabled for read-only agents because this kernel has no Landlock \
+             support; {HINT} ({})",
+            status.summary
+        )
+    } else {
+        format!(
+            "bash is disabled for read-only agents because this kernel's Landlock (ABI {}) \
+             is too old to stop every write (ABI 3, Linux 6.2, is needed); {HINT}",
+            status.abi
+        )
     }
 }
 
@@ -140,15 +216,27 @@ enum End {
     Cancelled,
 }
 
-async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+async fn run(
+    command: &str,
+    timeout: Duration,
+    ctx: &ToolContext,
+    sandbox: Option<Sandbox>,
+) -> Result<ToolOutput, ToolError> {
     let io = |source| ToolError::Io {
         path: "bash".to_string(),
         source,
     };
+    // Declared before the group killer so that, dropped after it, it is removed only once
+    // every process that could write into it has been killed.
+    let scratch = match sandbox {
+        Some(_) => Some(ScratchDir::new().map_err(io)?),
+        None => None,
+    };
     let (writer, mut reader) = pipe::pipe().map_err(io)?;
     // The child must get a blocking fd; a non-blocking stdout makes programs fail with EAGAIN.
     let writer = writer.into_blocking_fd().map_err(io)?;
-    let mut child = spawn_shell(command, ctx.workspace.root(), &writer).map_err(io)?;
+    let confinement = sandbox.zip(scratch.as_ref());
+    let mut child = spawn_shell(command, ctx.workspace.root(), &writer, confinement).await?;
     // Our copy of the write end must go, or the pipe never reports end-of-file.
     drop(writer);
     let mut group = GroupKiller {
@@ -209,17 +297,59 @@ async fn run(command: &str, timeout: Duration, ctx: &ToolContext) -> Result<Tool
     }
 }
 
-/// Starts `bash -c command` (or `sh -c` where bash is missing) in its own process group.
-fn spawn_shell(command: &str, root: &Path, out: &OwnedFd) -> std::io::Result<Child> {
-    match spawn_with("bash", command, root, out) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => spawn_with("sh", command, root, out),
+/// Starts `bash -c command` (or `sh -c` where bash is missing) in its own process group,
+/// confined when a sandbox is given.
+async fn spawn_shell(
+    command: &str,
+    root: &Path,
+    out: &OwnedFd,
+    sandbox: Option<(Sandbox, &ScratchDir)>,
+) -> Result<Child, ToolError> {
+    match spawn_with("bash", command, root, out, sandbox).await {
+        Err(SandboxError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            spawn_with("sh", command, root, out, sandbox).await
+        }
         other => other,
+    }
+    .map_err(|e| match e {
+        SandboxError::Spawn(source) => ToolError::Io {
+            path: "bash".to_string(),
+            source,
+        },
+        other => ToolError::Refused(format!(
+            "bash could not be sandboxed, so it was not run: {other}"
+        )),
+    })
+}
+
+async fn spawn_with(
+    shell: &str,
+    command: &str,
+    root: &Path,
+    out: &OwnedFd,
+    sandbox: Option<(Sandbox, &ScratchDir)>,
+) -> Result<Child, SandboxError> {
+    let command = shell_command(shell, command, root, out).map_err(SandboxError::Spawn)?;
+    match sandbox {
+        None => {
+            let mut command = command;
+            command.spawn().map_err(SandboxError::Spawn)
+        }
+        Some((sandbox, scratch)) => {
+            let (child, _enforcement) = sandbox.spawn(command, root, scratch).await?;
+            Ok(child)
+        }
     }
 }
 
-fn spawn_with(shell: &str, command: &str, root: &Path, out: &OwnedFd) -> std::io::Result<Child> {
-    Command::new(shell)
-        .arg("-c")
+fn shell_command(
+    shell: &str,
+    command: &str,
+    root: &Path,
+    out: &OwnedFd,
+) -> std::io::Result<Command> {
+    let mut cmd = Command::new(shell);
+    cmd.arg("-c")
         .arg(command)
         .current_dir(root)
         .stdin(Stdio::null())
@@ -228,8 +358,8 @@ fn spawn_with(shell: &str, command: &str, root: &Path, out: &OwnedFd) -> std::io
         .stderr(Stdio::from(out.try_clone()?))
         // Its own group, so killing the group reaches every descendant that stayed in it.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    Ok(cmd)
 }
 
 /// Reads whatever is left in the pipe until end-of-file or `limit` elapses.

@@ -1,0 +1,1224 @@
+//! An OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, llama.cpp, …).
+//!
+//! Each Messages-API [`Request`] is translated to one `POST {base_url}/chat/completions`
+//! and the answer (streamed as `data:` chunks until `data: [DONE]`, or one JSON body) is
+//! translated back into a [`Response`]. Errors and retries behave exactly as in the
+//! Anthropic provider. The API key, when there is one, lives only in a sensitive
+//! `Authorization` default header of the HTTP client: it is never logged, printed, or put
+//! into an error.
+//!
+//! What does not translate is dropped: `thinking`, `redacted_thinking` and unknown blocks,
+//! cache breakpoints, images given by URL, the `thinking` and `metadata` request fields.
+//! Text a user message holds next to tool results is sent as a user message after the
+//! `tool` messages, since those must follow the assistant message directly.
+
+use crate::anthropic::{innermost, retry_after, strip_credentials, transport_reason};
+use crate::{
+    ContentBlock, EventSink, ImageBlock, Message, Model, ModelError, ModelEvent, Request, Response,
+    RetryPolicy, Role, StopReason, ToolResultBlock, Usage,
+};
+use async_trait::async_trait;
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{StatusCode, Url};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The public OpenAI API (Ollama users give `http://localhost:11434/v1`).
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// How to reach an OpenAI-compatible Chat Completions API.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Where the API lives, `/v1` included (`{base_url}/chat/completions` is called).
+    pub base_url: String,
+    /// Kept private so it can only be handed to the HTTP client; local servers need none.
+    api_key: Option<String>,
+    /// How transient failures are retried.
+    pub retry: RetryPolicy,
+    /// Whether to ask for a streamed response.
+    pub stream: bool,
+    /// How long a stream may stay silent before the attempt fails with [`ModelError::Idle`].
+    pub idle_timeout: Duration,
+    /// How long opening a connection may take.
+    pub connect_timeout: Duration,
+    /// The whole-request limit for non-streaming calls (`None`: no limit).
+    pub request_timeout: Option<Duration>,
+    /// Send the output cap as `max_completion_tokens` (newer OpenAI models) instead of `max_tokens`.
+    pub max_completion_tokens: bool,
+    /// Ask a stream for its usage (`stream_options: {include_usage: true}`).
+    pub stream_usage: bool,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OpenAiConfig {
+    /// A config for the public OpenAI API without a key, with every default.
+    pub fn new() -> Self {
+        Self {
+            base_url: OPENAI_DEFAULT_BASE_URL.into(),
+            api_key: None,
+            retry: RetryPolicy::default(),
+            stream: true,
+            idle_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Some(Duration::from_secs(600)),
+            max_completion_tokens: false,
+            stream_usage: true,
+        }
+    }
+
+    /// A config from `OPENAI_API_KEY` and `OPENAI_BASE_URL`, each used only when set.
+    pub fn from_env() -> Self {
+        let mut config = Self::new();
+        if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+            config = config.with_api_key(key);
+        }
+        if let Ok(url) = std::env::var("OPENAI_BASE_URL") {
+            if !url.trim().is_empty() {
+                config.base_url = url.trim().to_owned();
+            }
+        }
+        config
+    }
+
+    /// Sets the API key, sent as `Authorization: Bearer …`; a blank key means none.
+    pub fn with_api_key(mut self, api_key: impl Into<String>) -> Self {
+        let key: String = api_key.into();
+        self.api_key = (!key.trim().is_empty()).then(|| key.trim().to_owned());
+        self
+    }
+
+    /// Removes the API key (for local servers).
+    pub fn without_api_key(mut self) -> Self {
+        self.api_key = None;
+        self
+    }
+
+    /// Whether a key is set.
+    pub fn has_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
+    /// Sets the base URL (`/v1` included).
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Turns streaming on or off.
+    pub fn with_stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Sets the idle timeout for streams.
+    pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> Self {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+
+    /// Sets the connect timeout.
+    pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Sets the whole-request timeout for non-streaming calls.
+    pub fn with_request_timeout(mut self, request_timeout: Option<Duration>) -> Self {
+        self.request_timeout = request_timeout;
+        self
+    }
+
+    /// Sends the output cap as `max_completion_tokens` when `true`, `max_tokens` when `false`.
+    pub fn with_max_completion_tokens(mut self, yes: bool) -> Self {
+        self.max_completion_tokens = yes;
+        self
+    }
+
+    /// Asks streams for usage (`stream_options`) when `true`; some old servers reject it.
+    pub fn with_stream_usage(mut self, yes: bool) -> Self {
+        self.stream_usage = yes;
+        self
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = if self.api_key.is_some() {
+            "Some(<redacted>)"
+        } else {
+            "None"
+        };
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &format_args!("{key}"))
+            .field("retry", &self.retry)
+            .field("stream", &self.stream)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_completion_tokens", &self.max_completion_tokens)
+            .field("stream_usage", &self.stream_usage)
+            .finish()
+    }
+}
+
+/// A [`Model`] backed by an OpenAI-compatible Chat Completions API.
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    endpoint: Url,
+    /// The base URL without credentials, for errors and logs.
+    shown_url: String,
+    config: OpenAiConfig,
+    /// Numbers the `call_<n>` ids given to tool calls a server sent without one.
+    call_ids: AtomicU64,
+}
+
+impl fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("url", &self.shown_url)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiModel {
+    /// Builds the provider and its HTTP client; fails on a bad URL or an unsendable key.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        let base = config.base_url.trim().trim_end_matches('/');
+        let parsed = Url::parse(base).map_err(|e| {
+            ModelError::Config(format!(
+                "The OpenAI-compatible base URL {base:?} is not a valid URL ({e})."
+            ))
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.cannot_be_a_base() {
+            return Err(ModelError::Config(format!(
+                "The OpenAI-compatible base URL {:?} must start with http:// or https://.",
+                strip_credentials(&parsed)
+            )));
+        }
+        let endpoint = Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
+            ModelError::Config(format!(
+                "The OpenAI-compatible base URL {base:?} is not usable ({e})."
+            ))
+        })?;
+        let shown_url = strip_credentials(&parsed);
+
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &config.api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ModelError::Config(
+                    "The OpenAI API key contains characters that cannot be sent in an HTTP header."
+                        .into(),
+                )
+            })?;
+            // Sensitive values are redacted from reqwest's and http's Debug output.
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .default_headers(headers)
+            // A redirect could carry the key to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                ModelError::Config(format!(
+                    "Could not set up the HTTP client: {}",
+                    innermost(&e)
+                ))
+            })?;
+        Ok(Self {
+            client,
+            endpoint,
+            shown_url,
+            config,
+            call_ids: AtomicU64::new(1),
+        })
+    }
+
+    /// The settings this provider was built with.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// One request/response exchange, without retries.
+    async fn attempt(
+        &self,
+        body: Bytes,
+        model: &str,
+        events: EventSink<'_>,
+    ) -> Result<Response, ModelError> {
+        let idle = self.config.idle_timeout;
+        let mut req = self
+            .client
+            .post(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        let resp = if self.config.stream {
+            // Waiting for the headers counts as silence too.
+            tokio::time::timeout(idle, req.send())
+                .await
+                .map_err(|_| ModelError::Idle(idle))?
+        } else {
+            if let Some(limit) = self.config.request_timeout {
+                req = req.timeout(limit);
+            }
+            req.send().await
+        }
+        .map_err(|e| self.transport_error(&e))?;
+
+        if !resp.status().is_success() {
+            return Err(self.api_error(resp).await);
+        }
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        // A proxy may answer a streaming request with one JSON body; take it either way.
+        if self.config.stream && is_sse {
+            self.read_stream(resp, model, events).await
+        } else {
+            let bytes = resp.bytes().await.map_err(|e| self.transport_error(&e))?;
+            decode_completion(&bytes, model, &self.call_ids)
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        resp: reqwest::Response,
+        model: &str,
+        events: EventSink<'_>,
+    ) -> Result<Response, ModelError> {
+        let idle = self.config.idle_timeout;
+        let mut stream = resp.bytes_stream().eventsource();
+        let mut assembler = ChunkAssembler::new(model);
+        loop {
+            let next = tokio::time::timeout(idle, stream.next())
+                .await
+                .map_err(|_| ModelError::Idle(idle))?;
+            match next {
+                None => break,
+                Some(Ok(event)) => {
+                    assembler.push(&event.data, &self.call_ids, events)?;
+                    // Stop at `[DONE]` so a server that keeps the connection open cannot
+                    // stall a finished call.
+                    if assembler.done {
+                        break;
+                    }
+                }
+                Some(Err(EventStreamError::Transport(e))) => return Err(self.transport_error(&e)),
+                Some(Err(e)) => {
+                    return Err(ModelError::Protocol(format!(
+                        "the event stream could not be parsed: {e}"
+                    )))
+                }
+            }
+        }
+        assembler.finish(&self.call_ids, events)
+    }
+
+    async fn api_error(&self, resp: reqwest::Response) -> ModelError {
+        let status = resp.status();
+        let retry_after = retry_after(resp.headers());
+        // A body that never finishes must not hold up the error (or its retry).
+        let body = match tokio::time::timeout(self.config.idle_timeout, resp.text()).await {
+            Ok(Ok(text)) => text,
+            _ => String::new(),
+        };
+        let (kind, message) = parse_error_body(status, &body);
+        ModelError::Api {
+            status: status.as_u16(),
+            kind: self.redact(&kind),
+            message: self.redact(&message),
+            retry_after,
+        }
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> ModelError {
+        ModelError::Connect {
+            url: self.shown_url.clone(),
+            reason: self.redact(&transport_reason(e)),
+        }
+    }
+
+    /// Removes the key from text that came from elsewhere (a proxy could echo headers back).
+    fn redact(&self, text: &str) -> String {
+        match &self.config.api_key {
+            // A key of a few characters is a placeholder (a local server's), and replacing
+            // it would mangle ordinary words; real keys are long.
+            Some(key) if key.len() >= 8 && text.contains(key.as_str()) => {
+                text.replace(key.as_str(), "<redacted>")
+            }
+            _ => text.to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
+    async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError> {
+        let body = chat_body(&request, &self.config);
+        let body = Bytes::from(serde_json::to_vec(&body).map_err(|e| {
+            ModelError::Config(format!("The request could not be encoded as JSON: {e}"))
+        })?);
+        tracing::debug!(
+            url = %self.shown_url,
+            model = %request.model,
+            stream = self.config.stream,
+            "sending a Chat Completions request"
+        );
+        // The model is called before any tool of this turn runs, so a retried request can
+        // never make a tool run twice.
+        let model = request.model.as_str();
+        self.config
+            .retry
+            .run(events, |_| self.attempt(body.clone(), model, events))
+            .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Request translation.
+
+/// The Chat Completions body for `request`.
+fn chat_body(request: &Request, config: &OpenAiConfig) -> Value {
+    let mut messages = Vec::new();
+    let system = join_nonempty(request.system.iter().map(|b| b.text.as_str()));
+    if !system.is_empty() {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for message in &request.messages {
+        match message.role {
+            Role::User => push_user(&mut messages, message),
+            Role::Assistant => push_assistant(&mut messages, message),
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    let cap = if config.max_completion_tokens {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body.insert(cap.into(), Value::from(request.max_tokens));
+    if let Some(t) = request.temperature {
+        // Through its shortest decimal form, so 0.7 is sent as 0.7, not 0.699999988….
+        let t = t.to_string().parse::<f64>().unwrap_or(f64::from(t));
+        body.insert("temperature".into(), Value::from(t));
+    }
+    if !request.stop_sequences.is_empty() {
+        body.insert("stop".into(), json!(request.stop_sequences));
+    }
+    body.insert("stream".into(), Value::Bool(config.stream));
+    if config.stream && config.stream_usage {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    Value::Object(body)
+}
+
+/// The non-empty texts joined by blank lines.
+fn join_nonempty<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    texts
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// A user message: one `tool` message per tool result, in order, then the rest as a user message.
+fn push_user(out: &mut Vec<Value>, message: &Message) {
+    let mut parts = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::ToolResult(r) => out.push(json!({
+                "role": "tool",
+                "tool_call_id": r.tool_use_id,
+                "content": tool_result_text(r),
+            })),
+            ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t.text})),
+            ContentBlock::Image(i) => {
+                if let Some(url) = image_data_url(i) {
+                    parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                }
+            }
+            _ => {}
+        }
+    }
+    if parts.is_empty() {
+        return;
+    }
+    let only_text = parts.iter().all(|p| p["type"] == "text");
+    let content = if only_text {
+        Value::String(join_nonempty(
+            parts.iter().filter_map(|p| p["text"].as_str()),
+        ))
+    } else {
+        Value::Array(parts)
+    };
+    out.push(json!({"role": "user", "content": content}));
+}
+
+/// An assistant message: its text as `content`, its tool uses as `tool_calls`.
+fn push_assistant(out: &mut Vec<Value>, message: &Message) {
+    let text = join_nonempty(message.content.iter().filter_map(|b| match b {
+        ContentBlock::Text(t) => Some(t.text.as_str()),
+        _ => None,
+    }));
+    let calls: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse(t) => Some(json!({
+                "id": t.id,
+                "type": "function",
+                "function": {"name": t.name, "arguments": t.input.to_string()},
+            })),
+            _ => None,
+        })
+        .collect();
+    if text.is_empty() && calls.is_empty() {
+        // Only thinking or unknown blocks: nothing these servers understand.
+        return;
+    }
+    let mut m = Map::new();
+    m.insert("role".into(), Value::String("assistant".into()));
+    let content = if text.is_empty() {
+        Value::Null
+    } else {
+        Value::String(text)
+    };
+    m.insert("content".into(), content);
+    if !calls.is_empty() {
+        m.insert("tool_calls".into(), Value::Array(calls));
+    }
+    out.push(Value::Object(m));
+}
+
+fn tool_result_text(r: &ToolResultBlock) -> String {
+    join_nonempty(r.content.iter().filter_map(|b| match b {
+        ContentBlock::Text(t) => Some(t.text.as_str()),
+        _ => None,
+    }))
+}
+
+/// A `data:` URL for a base64 image; `None` for any other source.
+fn image_data_url(image: &ImageBlock) -> Option<String> {
+    let source = &image.source;
+    if source.get("type").and_then(Value::as_str) != Some("base64") {
+        return None;
+    }
+    let media = source.get("media_type").and_then(Value::as_str)?;
+    let data = source.get("data").and_then(Value::as_str)?;
+    Some(format!("data:{media};base64,{data}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Response translation.
+
+/// A tool call being assembled.
+#[derive(Debug, Default)]
+struct PendingCall {
+    id: String,
+    name: String,
+    arguments: String,
+    announced: bool,
+}
+
+impl PendingCall {
+    /// Takes one `tool_calls` entry (a whole call or a stream fragment).
+    fn merge(&mut self, fragment: &Value) {
+        if self.id.is_empty() {
+            if let Some(id) = fragment.get("id").and_then(Value::as_str) {
+                self.id = id.to_owned();
+            }
+        }
+        let Some(function) = fragment.get("function") else {
+            return;
+        };
+        if self.name.is_empty() {
+            if let Some(name) = function.get("name").and_then(Value::as_str) {
+                self.name = name.to_owned();
+            }
+        }
+        match function.get("arguments") {
+            Some(Value::String(part)) => self.arguments.push_str(part),
+            // Some servers send the arguments as an object rather than a JSON string.
+            Some(v @ (Value::Object(_) | Value::Array(_))) => {
+                self.arguments.push_str(&v.to_string())
+            }
+            _ => {}
+        }
+    }
+
+    /// Reports the call once its name is known, giving it an id if the server sent none.
+    fn announce(&mut self, ids: &AtomicU64, sink: EventSink<'_>) {
+        if self.announced || self.name.is_empty() {
+            return;
+        }
+        self.ensure_id(ids);
+        self.announced = true;
+        sink(ModelEvent::ToolUseStart {
+            id: self.id.clone(),
+            name: self.name.clone(),
+        });
+    }
+
+    fn ensure_id(&mut self, ids: &AtomicU64) {
+        if self.id.is_empty() {
+            self.id = format!("call_{}", ids.fetch_add(1, Ordering::Relaxed));
+        }
+    }
+
+    fn into_block(mut self, ids: &AtomicU64) -> ContentBlock {
+        self.ensure_id(ids);
+        let raw = self.arguments;
+        let input = if raw.trim().is_empty() {
+            Ok(Value::Object(Map::new()))
+        } else {
+            serde_json::from_str::<Value>(&raw)
+        };
+        // Bad JSON from the model is the model's mistake, not the stream's: keep the raw
+        // text so the agent can answer with an `is_error` result instead of retrying.
+        let input = input.unwrap_or_else(|e| {
+            tracing::warn!(tool = %self.name, id = %self.id, "tool arguments are not valid JSON: {e}");
+            let mut bad = Map::new();
+            bad.insert(
+                crate::INVALID_TOOL_INPUT_KEY.into(),
+                Value::String(format!("{e}; the text was: {raw}")),
+            );
+            Value::Object(bad)
+        });
+        ContentBlock::tool_use(self.id, self.name, input)
+    }
+}
+
+/// Everything a completion says, streamed or not.
+#[derive(Debug, Default)]
+struct Completion {
+    id: String,
+    model: String,
+    text: String,
+    calls: BTreeMap<u64, PendingCall>,
+    finish_reason: Option<String>,
+    refused: bool,
+    usage: Usage,
+}
+
+impl Completion {
+    fn into_response(self, ids: &AtomicU64) -> Response {
+        let has_calls = !self.calls.is_empty();
+        let mut content = Vec::with_capacity(self.calls.len() + 1);
+        if !self.text.is_empty() {
+            content.push(ContentBlock::text(self.text));
+        }
+        content.extend(self.calls.into_values().map(|c| c.into_block(ids)));
+        Response {
+            id: self.id,
+            model: self.model,
+            role: Role::Assistant,
+            content,
+            stop_reason: map_finish_reason(self.finish_reason.as_deref(), has_calls, self.refused),
+            stop_sequence: None,
+            usage: self.usage,
+        }
+    }
+}
+
+/// The stop reason for a `finish_reason`.
+///
+/// Some local servers say `stop` (or nothing) when they ask for tools; a turn with tool
+/// calls is a `ToolUse` turn unless it was cut short.
+fn map_finish_reason(reason: Option<&str>, has_calls: bool, refused: bool) -> Option<StopReason> {
+    Some(match reason {
+        None if has_calls => StopReason::ToolUse,
+        None if refused => StopReason::Refusal,
+        None => return None,
+        Some("stop") if has_calls => StopReason::ToolUse,
+        Some("stop") if refused => StopReason::Refusal,
+        Some("stop") => StopReason::EndTurn,
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::Refusal,
+        Some(other) => StopReason::Other(other.to_owned()),
+    })
+}
+
+/// Token counts from a Chat Completions `usage` object; cached tokens are moved out of
+/// `input_tokens` so that [`Usage::total_input`] equals `prompt_tokens`.
+fn parse_usage(v: &Value) -> Usage {
+    let n = |ptr: &str| v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0);
+    let prompt = n("/prompt_tokens");
+    let cached = n("/prompt_tokens_details/cached_tokens").min(prompt);
+    Usage {
+        input_tokens: prompt - cached,
+        output_tokens: n("/completion_tokens"),
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: cached,
+    }
+}
+
+/// A `{"error": …}` object as a [`ModelError::StreamError`].
+fn stream_error(err: &Value) -> ModelError {
+    let (kind, message) = error_fields(err);
+    ModelError::StreamError {
+        kind: kind.unwrap_or_else(|| "api_error".into()),
+        message: message.unwrap_or_else(|| "the server reported an error without a message".into()),
+    }
+}
+
+/// The type (or code) and message of an `error` value (an object or a bare string).
+fn error_fields(err: &Value) -> (Option<String>, Option<String>) {
+    if let Some(s) = err.as_str() {
+        return (None, Some(s.to_owned()));
+    }
+    let text = |name: &str| match err.get(name) {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    (text("type").or_else(|| text("code")), text("message"))
+}
+
+/// Assembles a streamed completion from its `data:` chunks.
+#[derive(Debug)]
+struct ChunkAssembler {
+    completion: Completion,
+    done: bool,
+}
+
+impl ChunkAssembler {
+    fn new(model: &str) -> Self {
+        Self {
+            completion: Completion {
+                model: model.to_owned(),
+                ..Completion::default()
+            },
+            done: false,
+        }
+    }
+
+    /// Takes the data of one event, reporting progress to `sink`.
+    fn push(&mut self, data: &str, ids: &AtomicU64, sink: EventSink<'_>) -> Result<(), ModelError> {
+        let data = data.trim();
+        if data.is_empty() || self.done {
+            return Ok(());
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| ModelError::Protocol(format!("a stream chunk is not valid JSON: {e}")))?;
+        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
+            return Err(stream_error(err));
+        }
+        let c = &mut self.completion;
+        if let Some(id) = chunk.get("id").and_then(Value::as_str) {
+            if !id.is_empty() {
+                c.id = id.to_owned();
+            }
+        }
+        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
+            if !model.is_empty() {
+                c.model = model.to_owned();
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            c.usage = parse_usage(usage);
+        }
+        let choices = chunk.get("choices").and_then(Value::as_array);
+        for choice in choices.into_iter().flatten() {
+            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.get("delta") {
+                Self::delta(c, delta, ids, sink);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                c.finish_reason = Some(reason.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn delta(c: &mut Completion, delta: &Value, ids: &AtomicU64, sink: EventSink<'_>) {
+        let text = |name: &str| {
+            delta
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        if let Some(t) = text("content") {
+            c.text.push_str(t);
+            sink(ModelEvent::TextDelta(t.to_owned()));
+        }
+        if let Some(t) = text("refusal") {
+            c.refused = true;
+            c.text.push_str(t);
+            sink(ModelEvent::TextDelta(t.to_owned()));
+        }
+        // Visible reasoning is shown but not kept: these servers take nothing back.
+        if let Some(t) = text("reasoning_content").or_else(|| text("reasoning")) {
+            sink(ModelEvent::ThinkingDelta(t.to_owned()));
+        }
+        let fragments = delta.get("tool_calls").and_then(Value::as_array);
+        for (pos, fragment) in fragments.into_iter().flatten().enumerate() {
+            let index = fragment
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(pos as u64);
+            let call = c.calls.entry(index).or_default();
+            call.merge(fragment);
+            call.announce(ids, sink);
+        }
+    }
+
+    /// The assembled response; fails if the stream ended before a finish_reason or `[DONE]`.
+    fn finish(mut self, ids: &AtomicU64, sink: EventSink<'_>) -> Result<Response, ModelError> {
+        if !self.done && self.completion.finish_reason.is_none() {
+            return Err(ModelError::Protocol(
+                "the stream ended before a finish_reason or [DONE]".into(),
+            ));
+        }
+        for call in self.completion.calls.values_mut() {
+            call.announce(ids, sink);
+        }
+        Ok(self.completion.into_response(ids))
+    }
+}
+
+/// Decodes a whole (non-streamed) completion.
+fn decode_completion(body: &[u8], model: &str, ids: &AtomicU64) -> Result<Response, ModelError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ModelError::Protocol(format!(
+            "the response body is not a valid Chat Completions response: {e}"
+        ))
+    })?;
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(stream_error(err));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| {
+            ModelError::Protocol("the Chat Completions response has no choices".into())
+        })?;
+    let message = choice.get("message").ok_or_else(|| {
+        ModelError::Protocol("the Chat Completions response has no message".into())
+    })?;
+    let str_of = |v: &Value, name: &str| {
+        v.get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let mut c = Completion {
+        id: str_of(&v, "id").unwrap_or_default(),
+        model: str_of(&v, "model").unwrap_or_else(|| model.to_owned()),
+        finish_reason: str_of(choice, "finish_reason"),
+        usage: v.get("usage").map(parse_usage).unwrap_or_default(),
+        ..Completion::default()
+    };
+    match message.get("content") {
+        Some(Value::String(s)) => c.text.push_str(s),
+        // Some servers answer with content parts.
+        Some(Value::Array(parts)) => {
+            for part in parts {
+                if let Some(t) = part.get("text").and_then(Value::as_str) {
+                    c.text.push_str(t);
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(refusal) = str_of(message, "refusal") {
+        c.refused = true;
+        c.text.push_str(&refusal);
+    }
+    let calls = message.get("tool_calls").and_then(Value::as_array);
+    for (pos, call) in calls.into_iter().flatten().enumerate() {
+        let mut pending = PendingCall::default();
+        pending.merge(call);
+        pending.ensure_id(ids);
+        c.calls.insert(pos as u64, pending);
+    }
+    Ok(c.into_response(ids))
+}
+
+/// The server's error type (or code) and message, or the status text and the start of a
+/// non-JSON body.
+fn parse_error_body(status: StatusCode, body: &str) -> (String, String) {
+    let status_text = status
+        .canonical_reason()
+        .unwrap_or("unknown status")
+        .to_owned();
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        // `{"error": {...}}`, `{"error": "text"}`, or vLLM's flat `{"message", "type"}`.
+        let (kind, message) = match v.get("error") {
+            Some(err) if !err.is_null() => error_fields(err),
+            _ => error_fields(&v),
+        };
+        if let Some(message) = message {
+            return (kind.unwrap_or_else(|| status_text.clone()), message);
+        }
+    }
+    let start: String = body.trim().chars().take(200).collect();
+    let message = if start.is_empty() {
+        status_text.clone()
+    } else {
+        start
+    };
+    (status_text, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CacheControl, SystemBlock, ToolDefinition};
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    const KEY: &str = "sk-openai-test-SECRET-456";
+
+    fn assemble(chunks: &[Value], done: bool) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
+        let seen = Mutex::new(Vec::new());
+        let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
+        let ids = AtomicU64::new(1);
+        let mut a = ChunkAssembler::new("m");
+        for c in chunks {
+            a.push(&c.to_string(), &ids, &sink).unwrap();
+        }
+        if done {
+            a.push("[DONE]", &ids, &sink).unwrap();
+        }
+        let out = a.finish(&ids, &sink);
+        (out, seen.into_inner().unwrap())
+    }
+
+    fn delta(d: Value) -> Value {
+        json!({"id": "chatcmpl-1", "model": "llama3", "choices": [{"index": 0, "delta": d, "finish_reason": null}]})
+    }
+
+    fn finish(reason: &str) -> Value {
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    }
+
+    #[test]
+    fn defaults_and_debug_redaction() {
+        let c = OpenAiConfig::new();
+        assert_eq!(c.base_url, "https://api.openai.com/v1");
+        assert!(c.stream && c.stream_usage && !c.max_completion_tokens);
+        assert!(!c.has_api_key());
+        assert!(format!("{c:?}").contains("api_key: None"));
+        let c = c
+            .with_api_key(KEY)
+            .with_base_url("http://localhost:11434/v1");
+        let shown = format!("{c:?}");
+        assert!(!shown.contains(KEY), "{shown}");
+        assert!(shown.contains("api_key: Some(<redacted>)"), "{shown}");
+        let m = OpenAiModel::new(c).unwrap();
+        let shown = format!("{m:?} {:#?}", m.client);
+        assert!(!shown.contains(KEY), "{shown}");
+        assert_eq!(
+            m.endpoint.as_str(),
+            "http://localhost:11434/v1/chat/completions"
+        );
+        assert!(!OpenAiConfig::new().with_api_key("  ").has_api_key());
+    }
+
+    #[test]
+    fn bad_setup_is_a_config_error() {
+        let err = OpenAiModel::new(OpenAiConfig::new().with_base_url("nope")).unwrap_err();
+        assert!(matches!(err, ModelError::Config(_)));
+        let err =
+            OpenAiModel::new(OpenAiConfig::new().with_api_key("bad\nkey-12345678")).unwrap_err();
+        assert!(!err.to_string().contains("key-12345678"));
+    }
+
+    #[test]
+    fn translates_a_conversation() {
+        let mut req = Request::new(
+            "gpt-x",
+            100,
+            vec![
+                Message::user_text("hi"),
+                Message::new(
+                    Role::Assistant,
+                    vec![
+                        ContentBlock::Thinking(crate::ThinkingBlock {
+                            thinking: "hmm".into(),
+                            signature: "s".into(),
+                            extra: Map::new(),
+                        }),
+                        ContentBlock::text("Looking."),
+                        ContentBlock::tool_use("a", "bash", json!({"command": "ls"})),
+                        ContentBlock::tool_use("b", "grep", json!({})),
+                    ],
+                ),
+                Message::new(
+                    Role::User,
+                    vec![
+                        ContentBlock::tool_result("a", "out", false),
+                        ContentBlock::tool_result("b", "bad", true),
+                        ContentBlock::text("continue"),
+                        ContentBlock::Image(ImageBlock {
+                            source: json!({"type": "base64", "media_type": "image/png", "data": "QUJD"}),
+                            cache_control: None,
+                            extra: Map::new(),
+                        }),
+                        ContentBlock::Image(ImageBlock {
+                            source: json!({"type": "url", "url": "https://x/y.png"}),
+                            cache_control: None,
+                            extra: Map::new(),
+                        }),
+                    ],
+                ),
+                Message::new(
+                    Role::Assistant,
+                    vec![ContentBlock::Unknown(json!({"type": "x"}))],
+                ),
+            ],
+        );
+        req.system = vec![SystemBlock::text("one"), SystemBlock::text("two")];
+        req.tools = vec![ToolDefinition {
+            name: "bash".into(),
+            description: "runs".into(),
+            input_schema: json!({"type": "object"}),
+            cache_control: Some(CacheControl::ephemeral()),
+        }];
+        req.temperature = Some(0.5);
+        req.stop_sequences = vec!["END".into()];
+        req.apply_prompt_caching();
+        let body = chat_body(&req, &OpenAiConfig::new().with_max_completion_tokens(true));
+        assert_eq!(
+            body,
+            json!({
+                "model": "gpt-x",
+                "messages": [
+                    {"role": "system", "content": "one\n\ntwo"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "Looking.", "tool_calls": [
+                        {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}},
+                        {"id": "b", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "a", "content": "out"},
+                    {"role": "tool", "tool_call_id": "b", "content": "bad"},
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "continue"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}
+                    ]}
+                ],
+                "tools": [{"type": "function", "function": {"name": "bash", "description": "runs", "parameters": {"type": "object"}}}],
+                "max_completion_tokens": 100,
+                "temperature": 0.5,
+                "stop": ["END"],
+                "stream": true,
+                "stream_options": {"include_usage": true}
+            })
+        );
+        let body = chat_body(&req, &OpenAiConfig::new().with_stream(false));
+        assert_eq!(body["max_tokens"], 100);
+        assert_eq!(body["stream"], false);
+        assert!(body.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn streamed_tool_calls_and_usage() {
+        let (out, events) = assemble(
+            &[
+                delta(json!({"role": "assistant", "content": ""})),
+                delta(json!({"reasoning_content": "think"})),
+                delta(json!({"content": "Hi"})),
+                delta(
+                    json!({"tool_calls": [{"index": 0, "id": "", "type": "function", "function": {"name": "bash", "arguments": ""}}]}),
+                ),
+                delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"com"}}]})),
+                delta(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": "mand\": 1}"}}]}),
+                ),
+                delta(
+                    json!({"tool_calls": [{"index": 1, "id": "x", "function": {"name": "grep", "arguments": "{bad"}}]}),
+                ),
+                finish("stop"),
+                json!({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 7,
+                       "prompt_tokens_details": {"cached_tokens": 60}}}),
+            ],
+            true,
+        );
+        let r = out.unwrap();
+        assert_eq!(r.stop_reason, Some(StopReason::ToolUse));
+        assert_eq!(r.text(), "Hi");
+        assert_eq!(r.model, "llama3");
+        let uses: Vec<_> = r.tool_uses().collect();
+        assert_eq!(uses[0].id, "call_1");
+        assert_eq!(uses[0].input, json!({"command": 1}));
+        let why = uses[1].input[crate::INVALID_TOOL_INPUT_KEY]
+            .as_str()
+            .unwrap();
+        assert!(why.contains("the text was: {bad"), "{why}");
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 40,
+                output_tokens: 7,
+                cache_creation_input_tokens: 0,
+                cache_read_input_tokens: 60
+            }
+        );
+        assert_eq!(r.usage.total_input(), 100);
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::ThinkingDelta("think".into()),
+                ModelEvent::TextDelta("Hi".into()),
+                ModelEvent::ToolUseStart {
+                    id: "call_1".into(),
+                    name: "bash".into()
+                },
+                ModelEvent::ToolUseStart {
+                    id: "x".into(),
+                    name: "grep".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn stream_endings() {
+        let (out, _) = assemble(&[delta(json!({"content": "cut"}))], false);
+        assert!(matches!(out, Err(ModelError::Protocol(_))));
+        // A finish_reason without [DONE] is a complete answer.
+        let (out, _) = assemble(&[delta(json!({"content": "a"})), finish("length")], false);
+        assert_eq!(out.unwrap().stop_reason, Some(StopReason::MaxTokens));
+        // [DONE] without a finish_reason: nothing to say.
+        let (out, _) = assemble(&[delta(json!({"content": "a"}))], true);
+        assert_eq!(out.unwrap().stop_reason, None);
+        let ids = AtomicU64::new(1);
+        let mut a = ChunkAssembler::new("m");
+        let err = a
+            .push(
+                r#"{"error": {"message": "boom", "type": "server_error"}}"#,
+                &ids,
+                &crate::ignore_events,
+            )
+            .unwrap_err();
+        assert!(matches!(err, ModelError::StreamError { .. }) && err.is_transient());
+        let err = a.push("{nope", &ids, &crate::ignore_events).unwrap_err();
+        assert!(matches!(err, ModelError::Protocol(_)));
+    }
+
+    #[test]
+    fn finish_reasons() {
+        for (reason, calls, expected) in [
+            ("stop", false, StopReason::EndTurn),
+            ("stop", true, StopReason::ToolUse),
+            ("tool_calls", true, StopReason::ToolUse),
+            ("function_call", true, StopReason::ToolUse),
+            ("length", false, StopReason::MaxTokens),
+            ("content_filter", false, StopReason::Refusal),
+            ("eos", false, StopReason::Other("eos".into())),
+        ] {
+            assert_eq!(
+                map_finish_reason(Some(reason), calls, false),
+                Some(expected)
+            );
+        }
+        assert_eq!(map_finish_reason(None, false, false), None);
+    }
+
+    #[test]
+    fn non_streamed_completion() {
+        let body = json!({
+            "id": "chatcmpl-9", "model": "gpt-x",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": null,
+                "tool_calls": [
+                    {"id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+                    {"id": "", "type": "function", "function": {"name": "ls", "arguments": {"x": 1}}}
+                ]}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}
+        });
+        let ids = AtomicU64::new(7);
+        let r = decode_completion(body.to_string().as_bytes(), "m", &ids).unwrap();
+        assert_eq!(r.id, "chatcmpl-9");
+        assert_eq!(r.stop_reason, Some(StopReason::ToolUse));
+        let uses: Vec<_> = r.tool_uses().collect();
+        assert_eq!(uses[0].input, json!({"path": "a"}));
+        assert_eq!(uses[1].id, "call_7");
+        assert_eq!(uses[1].input, json!({"x": 1}));
+        assert_eq!(r.usage.input_tokens, 5);
+        assert_eq!(r.usage.output_tokens, 6);
+        let err = decode_completion(b"{\"choices\": []}", "m", &ids).unwrap_err();
+        assert!(matches!(err, ModelError::Protocol(_)));
+    }
+
+    #[test]
+    fn error_bodies() {
+        let (kind, msg) = parse_error_body(
+            StatusCode::BAD_REQUEST,
+            r#"{"error": {"message": "bad model", "type": "invalid_request_error", "code": null}}"#,
+        );
+        assert_eq!(
+            (kind.as_str(), msg.as_str()),
+            ("invalid_request_error", "bad model")
+        );
+        let (kind, msg) = parse_error_body(
+            StatusCode::NOT_FOUND,
+            r#"{"error": {"message": "model not found", "code": 404}}"#,
+        );
+        assert_eq!((kind.as_str(), msg.as_str()), ("404", "model not found"));
+        let (kind, msg) = parse_error_body(StatusCode::BAD_REQUEST, r#"{"error": "plain"}"#);
+        assert_eq!((kind.as_str(), msg.as_str()), ("Bad Request", "plain"));
+        let (kind, msg) = parse_error_body(
+            StatusCode::BAD_REQUEST,
+            r#"{"object": "error", "message": "vllm says", "type": "BadRequestError", "code": 400}"#,
+        );
+        assert_eq!(
+            (kind.as_str(), msg.as_str()),
+            ("BadRequestError", "vllm says")
+        );
+        let (kind, msg) = parse_error_body(StatusCode::BAD_GATEWAY, "");
+        assert_eq!(
+            (kind.as_str(), msg.as_str()),
+            ("Bad Gateway", "Bad Gateway")
+        );
+    }
+}

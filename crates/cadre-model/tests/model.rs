@@ -1,0 +1,1575 @@
+//! The crate's one integration test binary.
+//!
+//! The top level drives the real `AnthropicModel` against the `cadre-testkit` mock Messages
+//! API; [`openai`] drives `OpenAiModel` against a small Chat Completions mock defined there;
+//! [`record_replay`] records conversations through `RecordingModel` and replays them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use cadre_model::{
+    AnthropicConfig, AnthropicModel, ContentBlock, Message, Model, ModelError, ModelEvent, Request,
+    Response, RetryPolicy, Role, StopReason, Usage,
+};
+use cadre_testkit::{Block, Match, MockServer, Reply};
+use serde_json::{json, Value};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "sk-ant-integration-SECRET-0042";
+
+fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 3,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(20),
+    }
+}
+
+fn config(uri: &str) -> AnthropicConfig {
+    AnthropicConfig::new(KEY)
+        .with_base_url(uri)
+        .with_retry(fast_retry())
+}
+
+fn model(server: &MockServer) -> AnthropicModel {
+    AnthropicModel::new(config(&server.uri())).unwrap()
+}
+
+fn request(text: &str) -> Request {
+    Request::new("claude-sonnet-5-5", 1024, vec![Message::user_text(text)])
+}
+
+/// Sends one request, returning the result and every event reported.
+async fn send(
+    model: &AnthropicModel,
+    req: Request,
+) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
+    let seen = Mutex::new(Vec::new());
+    let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
+    let out = model.send(req, &sink).await;
+    (out, seen.into_inner().unwrap())
+}
+
+fn retries(events: &[ModelEvent]) -> Vec<(u32, Duration, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::Retrying {
+                attempt,
+                wait,
+                reason,
+            } => Some((*attempt, *wait, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn assert_no_key(err: &ModelError) {
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(KEY), "the API key leaked: {shown}");
+}
+
+#[tokio::test]
+async fn streamed_text() {
+    let server = MockServer::start().await;
+    let text = "Hello from the mock server, streamed in several pieces.";
+    server.route(Match::Any, vec![Reply::text(text)]);
+    let (out, events) = send(&model(&server), request("hi")).await;
+    let resp = out.unwrap();
+    assert_eq!(resp.text(), text);
+    assert_eq!(resp.role, Role::Assistant);
+    assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
+    assert!(resp.id.starts_with("msg_"));
+    assert_eq!(resp.model, "claude-sonnet-5-5");
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(deltas.len() > 1, "expected several deltas, got {deltas:?}");
+    assert_eq!(deltas.concat(), text);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(reqs[0].is_stream());
+    assert_eq!(reqs[0].first_user_text(), "hi");
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn tool_use_json_split_across_chunks() {
+    let server = MockServer::start().await;
+    let input = json!({
+        "command": "grep -rn \"fn main\" src/ | head -n 20",
+        "timeout_ms": 120000,
+        "env": {"LANG": "C.UTF-8", "list": [1, 2.5, null, true, "ünïcödé"]}
+    });
+    server.route(
+        Match::Any,
+        vec![Reply::tool_uses(vec![
+            ("toolu_01", "bash", input.clone()),
+            ("toolu_02", "list_files", json!({})),
+        ])
+        .with_text_before("Let me look around.")],
+    );
+    let (out, events) = send(&model(&server), request("find main")).await;
+    let resp = out.unwrap();
+    assert_eq!(resp.stop_reason, Some(StopReason::ToolUse));
+    assert_eq!(resp.text(), "Let me look around.");
+    let uses: Vec<_> = resp.tool_uses().collect();
+    assert_eq!(uses.len(), 2);
+    assert_eq!(
+        (uses[0].id.as_str(), uses[0].name.as_str()),
+        ("toolu_01", "bash")
+    );
+    assert_eq!(uses[0].input, input);
+    assert_eq!(uses[1].input, json!({}));
+    let starts: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, ModelEvent::ToolUseStart { .. }))
+        .collect();
+    assert_eq!(
+        starts,
+        vec![
+            &ModelEvent::ToolUseStart {
+                id: "toolu_01".into(),
+                name: "bash".into()
+            },
+            &ModelEvent::ToolUseStart {
+                id: "toolu_02".into(),
+                name: "list_files".into()
+            }
+        ]
+    );
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn thinking_signature_and_unknown_blocks_round_trip() {
+    let server = MockServer::start().await;
+    let blocks = vec![
+        Block::Thinking {
+            thinking: "The user wants a search; I will use the server tool first.".into(),
+            signature: "EqQBCkYIARgCIkB+sig/with+slashes==".into(),
+        },
+        Block::RedactedThinking("EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw==".into()),
+        Block::Raw(json!({
+            "type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+            "input": {"query": "rust sse"}
+        })),
+        Block::Raw(json!({
+            "type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "url": "https://example.com",
+                         "title": "Example", "encrypted_content": "abc"}],
+            "some_future_field": {"nested": [1, 2]}
+        })),
+        Block::Text("Here is what I found.".into()),
+    ];
+    let expected: Vec<Value> = blocks.iter().map(Block::to_json).collect();
+    server.route(
+        Match::FirstUserContains("search".into()),
+        vec![Reply::blocks(blocks)],
+    );
+    server.route(Match::Any, vec![Reply::text("ok")]);
+    let m = model(&server);
+
+    let (out, events) = send(&m, request("search for rust sse")).await;
+    let resp = out.unwrap();
+    assert!(matches!(resp.content[0], ContentBlock::Thinking(_)));
+    assert!(matches!(resp.content[2], ContentBlock::Unknown(_)));
+    assert!(matches!(resp.content[3], ContentBlock::Unknown(_)));
+    assert_eq!(
+        serde_json::to_value(&resp.content).unwrap(),
+        Value::Array(expected.clone())
+    );
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, ModelEvent::ThinkingDelta(_))));
+
+    // Sending the blocks back must reproduce them byte for byte (the signature is checked).
+    let mut next = request("search for rust sse");
+    next.messages.push(resp.to_message());
+    next.messages.push(Message::user_text("thanks"));
+    let (out, _) = send(&m, next).await;
+    assert_eq!(out.unwrap().text(), "ok");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].messages()[1]["content"], Value::Array(expected));
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn usage_reports_cache_reads_and_writes() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::text("cached").usage(3, 17, 1200, 0),
+            Reply::text("cached again").usage(4, 9, 0, 1200),
+        ],
+    );
+    let m = model(&server);
+    let mut req = request("hello");
+    req.system = vec![cadre_model::SystemBlock::text("You are terse.")];
+    req.apply_prompt_caching();
+    let first = send(&m, req.clone()).await.0.unwrap();
+    assert_eq!(
+        first.usage,
+        Usage {
+            input_tokens: 3,
+            output_tokens: 17,
+            cache_creation_input_tokens: 1200,
+            cache_read_input_tokens: 0,
+        }
+    );
+    let second = send(&m, req).await.0.unwrap();
+    assert_eq!(second.usage.cache_read_input_tokens, 1200);
+    assert_eq!(second.usage.cache_creation_input_tokens, 0);
+    assert_eq!(second.usage.output_tokens, 9);
+    assert_eq!(second.usage.total_input(), 1204);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].body["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(
+        reqs[0].body["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn non_streaming_call() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("toolu_9", "read_file", json!({"path": "src/lib.rs"}))
+                .with_text_before("Reading.")
+                .usage(11, 22, 33, 44),
+        ],
+    );
+    let m = AnthropicModel::new(config(&server.uri()).with_stream(false)).unwrap();
+    let (out, events) = send(&m, request("read it")).await;
+    let resp = out.unwrap();
+    assert_eq!(resp.text(), "Reading.");
+    assert_eq!(resp.stop_reason, Some(StopReason::ToolUse));
+    let uses: Vec<_> = resp.tool_uses().collect();
+    assert_eq!(uses[0].input, json!({"path": "src/lib.rs"}));
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 11,
+            output_tokens: 22,
+            cache_creation_input_tokens: 33,
+            cache_read_input_tokens: 44,
+        }
+    );
+    assert!(events.is_empty());
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(!reqs[0].is_stream());
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn rate_limit_honours_retry_after() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::error_status(
+                429,
+                "rate_limit_error",
+                "Number of requests has exceeded your rate limit",
+            )
+            .retry_after(1),
+            Reply::text("after the wait"),
+        ],
+    );
+    let start = Instant::now();
+    let (out, events) = send(&model(&server), request("hi")).await;
+    assert_eq!(out.unwrap().text(), "after the wait");
+    // A lower bound is deterministic; the upper bound is not asserted.
+    assert!(start.elapsed() >= Duration::from_secs(1));
+    assert_eq!(server.requests().len(), 2);
+    let r = retries(&events);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].0, 1);
+    assert_eq!(r[0].1, Duration::from_secs(1));
+    assert!(r[0].2.contains("429"), "{}", r[0].2);
+    server.assert_clean();
+}
+
+async fn recovers_after(first: Reply) -> Vec<ModelEvent> {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![first, Reply::text("recovered")]);
+    let (out, events) = send(&model(&server), request("hi")).await;
+    assert_eq!(out.unwrap().text(), "recovered");
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(retries(&events).len(), 1);
+    server.assert_clean();
+    events
+}
+
+#[tokio::test]
+async fn overloaded_529_then_success() {
+    recovers_after(Reply::error_status(529, "overloaded_error", "Overloaded")).await;
+}
+
+#[tokio::test]
+async fn server_error_500_then_success() {
+    recovers_after(Reply::error_status(
+        500,
+        "api_error",
+        "Internal server error",
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn stream_error_then_success() {
+    let events = recovers_after(Reply::stream_error("overloaded_error", "Overloaded")).await;
+    assert!(retries(&events)[0].2.contains("overloaded_error"));
+}
+
+#[tokio::test]
+async fn truncated_stream_then_success() {
+    let events = recovers_after(Reply::text("this will be cut short").truncated(4)).await;
+    assert!(retries(&events)[0].2.contains("message_stop"));
+}
+
+#[tokio::test]
+async fn dropped_connection_then_success() {
+    let events = recovers_after(Reply::text("this connection dies").drop_connection(4)).await;
+    assert!(retries(&events)[0].2.contains("could not reach"));
+}
+
+#[tokio::test]
+async fn truncated_every_time_gives_up() {
+    let server = MockServer::start().await;
+    let cut = Reply::text("never finishes").truncated(3);
+    server.route(Match::Any, vec![cut.clone(), cut.clone(), cut.clone(), cut]);
+    let (out, events) = send(&model(&server), request("hi")).await;
+    let err = out.unwrap_err();
+    match &err {
+        ModelError::RetriesExhausted { attempts, last } => {
+            assert_eq!(*attempts, 4);
+            assert!(matches!(**last, ModelError::Protocol(_)), "{last:?}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(retries(&events).len(), 3);
+    assert_no_key(&err);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn invalid_request_fails_at_once() {
+    let server = MockServer::start().await;
+    let msg = "max_tokens: 999999 > 64000, which is the maximum allowed";
+    server.route(
+        Match::Any,
+        vec![Reply::error_status(400, "invalid_request_error", msg)],
+    );
+    let (out, events) = send(&model(&server), request("hi")).await;
+    let err = out.unwrap_err();
+    match &err {
+        ModelError::Api {
+            status,
+            kind,
+            message,
+            ..
+        } => {
+            assert_eq!(*status, 400);
+            assert_eq!(kind, "invalid_request_error");
+            assert_eq!(message, msg);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err.to_string().contains(msg));
+    assert!(retries(&events).is_empty());
+    assert_eq!(server.requests().len(), 1);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn unauthorized_is_not_retried_and_echoed_keys_are_redacted() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::error_status(
+                401,
+                "authentication_error",
+                &format!("invalid x-api-key: {KEY}"),
+            ),
+            Reply::text("must not be reached"),
+        ],
+    );
+    let (out, events) = send(&model(&server), request("hi")).await;
+    let err = out.unwrap_err();
+    assert!(
+        matches!(err, ModelError::Api { status: 401, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("<redacted>"), "{err}");
+    assert_no_key(&err);
+    assert!(retries(&events).is_empty());
+    assert_eq!(server.requests().len(), 1);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn stalled_stream_hits_idle_timeout_then_retries() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::text("stuck").stall(4), Reply::text("moving again")],
+    );
+    let m =
+        AnthropicModel::new(config(&server.uri()).with_idle_timeout(Duration::from_millis(300)))
+            .unwrap();
+    let (out, events) = send(&m, request("hi")).await;
+    assert_eq!(out.unwrap().text(), "moving again");
+    assert_eq!(server.requests().len(), 2);
+    let r = retries(&events);
+    assert_eq!(r.len(), 1);
+    assert!(r[0].2.contains("sent nothing"), "{}", r[0].2);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn unreachable_server_is_a_connect_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let uri = format!("http://127.0.0.1:{port}");
+
+    let m = AnthropicModel::new(config(&uri).with_retry(RetryPolicy::none())).unwrap();
+    let (out, _) = send(&m, request("hi")).await;
+    let err = out.unwrap_err();
+    match &err {
+        ModelError::Connect { url, reason } => {
+            assert_eq!(url, &uri);
+            assert_eq!(reason, "connection refused");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_no_key(&err);
+
+    let m = AnthropicModel::new(config(&uri)).unwrap();
+    let (out, events) = send(&m, request("hi")).await;
+    let err = out.unwrap_err();
+    match &err {
+        ModelError::RetriesExhausted { attempts, last } => {
+            assert_eq!(*attempts, 4);
+            assert!(matches!(**last, ModelError::Connect { .. }));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(retries(&events).len(), 3);
+    assert_no_key(&err);
+}
+
+#[tokio::test]
+async fn sends_key_and_version_headers() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("one"), Reply::text("two")]);
+    send(&model(&server), request("hi")).await.0.unwrap();
+    let custom = AnthropicModel::new(config(&server.uri()).with_version("2099-01-01")).unwrap();
+    send(&custom, request("hi")).await.0.unwrap();
+    let reqs = server.requests();
+    assert_eq!(reqs[0].header("x-api-key"), Some(KEY));
+    assert_eq!(reqs[0].header("anthropic-version"), Some("2026-10-21"));
+    assert_eq!(reqs[0].header("content-type"), Some("application/json"));
+    assert_eq!(reqs[1].header("anthropic-version"), Some("2099-01-01"));
+    assert_eq!(reqs[0].body["model"], "claude-sonnet-5-5");
+    assert_eq!(reqs[0].body["max_tokens"], 1024);
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn trailing_slash_in_base_url() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("ok")]);
+    let m = AnthropicModel::new(config(&format!("{}/", server.uri()))).unwrap();
+    assert_eq!(send(&m, request("hi")).await.0.unwrap().text(), "ok");
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn key_never_shown() {
+    let c = config("http://127.0.0.1:9");
+    let shown = format!("{c:?}");
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(shown.contains("api_key: \"<redacted>\""), "{shown}");
+    let m = AnthropicModel::new(c).unwrap();
+    assert!(!format!("{m:?}").contains(KEY));
+
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::error_status(400, "invalid_request_error", "bad"),
+            Reply::stream_error("invalid_request_error", "bad stream"),
+            Reply::text("x").drop_connection(2),
+            Reply::raw_sse("event: message_start\ndata: {not json\n\n"),
+        ],
+    );
+    let m = AnthropicModel::new(config(&server.uri()).with_retry(RetryPolicy::none())).unwrap();
+    for _ in 0..4 {
+        let err = send(&m, request("hi")).await.0.unwrap_err();
+        assert_no_key(&err);
+    }
+    assert_eq!(server.pending_replies(), 0);
+    server.assert_clean();
+}
+
+/// `OpenAiModel` against a local Chat Completions mock.
+mod openai {
+    use axum::body::{Body, Bytes};
+    use axum::extract::State;
+    use axum::http::{header, HeaderMap, StatusCode};
+    use axum::routing::post;
+    use axum::Router;
+    use cadre_model::{
+        CacheControl, ContentBlock, Message, Model, ModelError, ModelEvent, OpenAiConfig,
+        OpenAiModel, Request, Response, RetryPolicy, Role, StopReason, SystemBlock, ToolDefinition,
+        Usage, INVALID_TOOL_INPUT_KEY,
+    };
+    use serde_json::{json, Value};
+    use std::collections::VecDeque;
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    const KEY: &str = "sk-openai-integration-SECRET-0077";
+
+    /// One scripted answer of the mock.
+    enum Scripted {
+        /// An SSE stream: each item is sent as `data: {item}\n\n`, in 7-byte pieces.
+        Sse(Vec<String>),
+        /// One JSON body.
+        Json(Value),
+        /// An HTTP error with a JSON body and an optional `retry-after` (seconds).
+        Error(u16, Value, Option<u64>),
+    }
+
+    #[derive(Default)]
+    struct Shared {
+        script: Mutex<VecDeque<Scripted>>,
+        captured: Mutex<Vec<(HeaderMap, Value)>>,
+    }
+
+    /// A Chat Completions server on 127.0.0.1 that answers from a script.
+    struct ChatMock {
+        uri: String,
+        shared: Arc<Shared>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Drop for ChatMock {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    impl ChatMock {
+        async fn start(script: Vec<Scripted>) -> Self {
+            let shared = Arc::new(Shared::default());
+            *shared.script.lock().unwrap() = script.into();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let app = Router::new()
+                .route("/v1/chat/completions", post(handle))
+                .with_state(shared.clone());
+            let task = tokio::spawn(async move {
+                axum::serve(listener, app).await.unwrap();
+            });
+            Self {
+                uri: format!("http://{addr}/v1"),
+                shared,
+                task,
+            }
+        }
+
+        fn requests(&self) -> Vec<Value> {
+            let captured = self.shared.captured.lock().unwrap();
+            captured.iter().map(|(_, body)| body.clone()).collect()
+        }
+
+        fn header(&self, i: usize, name: &str) -> Option<String> {
+            let captured = self.shared.captured.lock().unwrap();
+            captured[i]
+                .0
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        }
+
+        fn assert_script_used(&self) {
+            assert!(self.shared.script.lock().unwrap().is_empty());
+        }
+    }
+
+    async fn handle(
+        State(shared): State<Arc<Shared>>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> axum::response::Response {
+        let json = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        shared.captured.lock().unwrap().push((headers, json));
+        let next = shared.script.lock().unwrap().pop_front();
+        let builder = axum::response::Response::builder();
+        match next {
+            Some(Scripted::Sse(events)) => {
+                let text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+                let pieces: Vec<Result<Bytes, Infallible>> = text
+                    .as_bytes()
+                    .chunks(7)
+                    .map(|c| Ok(Bytes::copy_from_slice(c)))
+                    .collect();
+                builder
+                    .header(header::CONTENT_TYPE, "text/event-stream")
+                    .body(Body::from_stream(futures::stream::iter(pieces)))
+                    .unwrap()
+            }
+            Some(Scripted::Json(v)) => builder
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(v.to_string()))
+                .unwrap(),
+            Some(Scripted::Error(status, v, retry_after)) => {
+                let mut b = builder
+                    .status(StatusCode::from_u16(status).unwrap())
+                    .header(header::CONTENT_TYPE, "application/json");
+                if let Some(secs) = retry_after {
+                    b = b.header("retry-after", secs.to_string());
+                }
+                b.body(Body::from(v.to_string())).unwrap()
+            }
+            None => builder
+                .status(StatusCode::INTERNAL_SERVER_ERROR)
+                .body(Body::from(
+                    json!({"error": {"message": "the mock has no reply left", "type": "mock"}})
+                        .to_string(),
+                ))
+                .unwrap(),
+        }
+    }
+
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        json!({
+            "id": "chatcmpl-7", "object": "chat.completion.chunk", "created": 1,
+            "model": "gpt-test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        })
+        .to_string()
+    }
+
+    fn usage_chunk(prompt: u64, completion: u64, cached: u64) -> String {
+        json!({
+            "id": "chatcmpl-7", "object": "chat.completion.chunk", "created": 1,
+            "model": "gpt-test", "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion,
+                      "prompt_tokens_details": {"cached_tokens": cached}}
+        })
+        .to_string()
+    }
+
+    fn done() -> String {
+        "[DONE]".into()
+    }
+
+    /// A streamed text answer in 5-character pieces.
+    fn text_reply(text: &str, finish: &str) -> Scripted {
+        let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(5) {
+            let piece: String = piece.iter().collect();
+            events.push(chunk(json!({"content": piece}), None));
+        }
+        events.push(chunk(json!({}), Some(finish)));
+        events.push(usage_chunk(20, 5, 0));
+        events.push(done());
+        Scripted::Sse(events)
+    }
+
+    fn fast_retry() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(20),
+        }
+    }
+
+    fn model(mock: &ChatMock) -> OpenAiModel {
+        OpenAiModel::new(
+            OpenAiConfig::new()
+                .with_base_url(&mock.uri)
+                .with_retry(fast_retry()),
+        )
+        .unwrap()
+    }
+
+    fn request(text: &str) -> Request {
+        Request::new("gpt-test", 512, vec![Message::user_text(text)])
+    }
+
+    async fn send(
+        model: &OpenAiModel,
+        req: Request,
+    ) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
+        let seen = Mutex::new(Vec::new());
+        let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
+        let out = model.send(req, &sink).await;
+        (out, seen.into_inner().unwrap())
+    }
+
+    fn retries(events: &[ModelEvent]) -> usize {
+        events
+            .iter()
+            .filter(|e| matches!(e, ModelEvent::Retrying { .. }))
+            .count()
+    }
+
+    fn assert_no_key(err: &ModelError) {
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(KEY), "the API key leaked: {shown}");
+    }
+
+    #[tokio::test]
+    async fn streamed_text_and_usage() {
+        let text = "Hello from a Chat Completions stream, in many small pieces.";
+        let mut events = match text_reply(text, "stop") {
+            Scripted::Sse(e) => e,
+            _ => unreachable!(),
+        };
+        // The usage chunk of this reply reports cached prompt tokens.
+        let n = events.len();
+        events[n - 2] = usage_chunk(1000, 42, 800);
+        let mock = ChatMock::start(vec![Scripted::Sse(events)]).await;
+        let (out, seen) = send(&model(&mock), request("hi")).await;
+        let resp = out.unwrap();
+        assert_eq!(resp.text(), text);
+        assert_eq!(resp.id, "chatcmpl-7");
+        assert_eq!(resp.model, "gpt-test");
+        assert_eq!(resp.role, Role::Assistant);
+        assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
+        assert_eq!(
+            resp.usage,
+            Usage {
+                input_tokens: 200,
+                output_tokens: 42,
+                cache_creation_input_tokens: 0,
+                cache_read_input_tokens: 800,
+            }
+        );
+        assert_eq!(resp.usage.total_input(), 1000);
+        let deltas: Vec<&str> = seen
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(deltas.len() > 5, "{deltas:?}");
+        assert_eq!(deltas.concat(), text);
+        let reqs = mock.requests();
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0]["stream"], true);
+        assert_eq!(reqs[0]["stream_options"], json!({"include_usage": true}));
+        assert_eq!(mock.header(0, "authorization"), None);
+        assert_eq!(
+            mock.header(0, "content-type").as_deref(),
+            Some("application/json")
+        );
+        mock.assert_script_used();
+    }
+
+    #[tokio::test]
+    async fn streamed_tool_calls_split_across_chunks() {
+        let first = json!({
+            "command": "grep -rn \"fn main\" src/ | head -n 20",
+            "timeout_ms": 120000,
+            "env": {"LANG": "C.UTF-8", "list": [1, 2.5, null, true, "ünïcödé"]}
+        });
+        let second = json!({"path": "src/lib.rs"});
+        let mut events = vec![
+            chunk(json!({"role": "assistant", "content": null}), None),
+            chunk(json!({"content": "Let me "}), None),
+            chunk(json!({"content": "look."}), None),
+            // id and name only in the first fragment of each call.
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_abc", "type": "function",
+                                       "function": {"name": "bash", "arguments": ""}}]}),
+                None,
+            ),
+        ];
+        // Three-character pieces split keys, strings, escapes and numbers mid-token.
+        let chars: Vec<char> = first.to_string().chars().collect();
+        for piece in chars.chunks(3) {
+            let piece: String = piece.iter().collect();
+            events.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                None,
+            ));
+        }
+        // The second call comes with an empty id, as some local servers send it.
+        events.push(chunk(
+            json!({"tool_calls": [{"index": 1, "id": "", "type": "function",
+                                   "function": {"name": "read_file", "arguments": "{\"pa"}}]}),
+            None,
+        ));
+        events.push(chunk(
+            json!({"tool_calls": [{"index": 1, "function": {"arguments": "th\": \"src/lib.rs\"}"}}]}),
+            None,
+        ));
+        events.push(chunk(json!({}), Some("tool_calls")));
+        events.push(usage_chunk(50, 30, 0));
+        events.push(done());
+        let mock = ChatMock::start(vec![Scripted::Sse(events)]).await;
+        let (out, seen) = send(&model(&mock), request("find main")).await;
+        let resp = out.unwrap();
+        assert_eq!(resp.stop_reason, Some(StopReason::ToolUse));
+        assert_eq!(resp.text(), "Let me look.");
+        let uses: Vec<_> = resp.tool_uses().collect();
+        assert_eq!(uses.len(), 2);
+        assert_eq!(
+            (uses[0].id.as_str(), uses[0].name.as_str()),
+            ("call_abc", "bash")
+        );
+        assert_eq!(uses[0].input, first);
+        assert!(uses[1].id.starts_with("call_"), "{}", uses[1].id);
+        assert_ne!(uses[1].id, uses[0].id);
+        assert_eq!(uses[1].name, "read_file");
+        assert_eq!(uses[1].input, second);
+        let starts: Vec<_> = seen
+            .iter()
+            .filter(|e| matches!(e, ModelEvent::ToolUseStart { .. }))
+            .cloned()
+            .collect();
+        assert_eq!(
+            starts,
+            vec![
+                ModelEvent::ToolUseStart {
+                    id: "call_abc".into(),
+                    name: "bash".into()
+                },
+                ModelEvent::ToolUseStart {
+                    id: uses[1].id.clone(),
+                    name: "read_file".into()
+                },
+            ]
+        );
+        assert_eq!(resp.usage.input_tokens, 50);
+        assert_eq!(resp.usage.output_tokens, 30);
+        mock.assert_script_used();
+    }
+
+    #[tokio::test]
+    async fn invalid_tool_arguments_are_kept_for_an_error_result() {
+        let events = vec![
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                       "function": {"name": "edit_file", "arguments": "{\"path\": "}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("tool_calls")),
+            done(),
+        ];
+        let mock = ChatMock::start(vec![Scripted::Sse(events)]).await;
+        let resp = send(&model(&mock), request("edit")).await.0.unwrap();
+        let t = resp.tool_uses().next().unwrap();
+        let why = t.input[INVALID_TOOL_INPUT_KEY].as_str().unwrap();
+        assert!(why.contains("the text was: {\"path\": "), "{why}");
+    }
+
+    #[tokio::test]
+    async fn each_finish_reason() {
+        let cases = [
+            ("stop", StopReason::EndTurn),
+            ("tool_calls", StopReason::ToolUse),
+            ("length", StopReason::MaxTokens),
+            ("content_filter", StopReason::Refusal),
+            ("function_call", StopReason::ToolUse),
+            ("something_new", StopReason::Other("something_new".into())),
+        ];
+        let mock =
+            ChatMock::start(cases.iter().map(|(r, _)| text_reply("answer", r)).collect()).await;
+        let m = model(&mock);
+        for (reason, expected) in cases {
+            let resp = send(&m, request("hi")).await.0.unwrap();
+            assert_eq!(resp.stop_reason, Some(expected), "{reason}");
+            assert_eq!(resp.text(), "answer");
+        }
+        mock.assert_script_used();
+    }
+
+    #[tokio::test]
+    async fn reasoning_is_shown_not_kept() {
+        let events = vec![
+            chunk(json!({"reasoning_content": "Thinking it over."}), None),
+            chunk(json!({"reasoning": " Still."}), None),
+            chunk(json!({"content": "Done."}), None),
+            chunk(json!({}), Some("stop")),
+            done(),
+        ];
+        let mock = ChatMock::start(vec![Scripted::Sse(events)]).await;
+        let (out, seen) = send(&model(&mock), request("hi")).await;
+        let resp = out.unwrap();
+        assert_eq!(resp.content, vec![ContentBlock::text("Done.")]);
+        assert_eq!(
+            seen[..2],
+            [
+                ModelEvent::ThinkingDelta("Thinking it over.".into()),
+                ModelEvent::ThinkingDelta(" Still.".into())
+            ]
+        );
+        // No usage chunk: the counts stay zero.
+        assert_eq!(resp.usage, Usage::default());
+    }
+
+    #[tokio::test]
+    async fn rate_limit_honours_retry_after_then_succeeds() {
+        let mock = ChatMock::start(vec![
+            Scripted::Error(
+                429,
+                json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}}),
+                Some(1),
+            ),
+            text_reply("after the wait", "stop"),
+        ])
+        .await;
+        let start = Instant::now();
+        let (out, seen) = send(&model(&mock), request("hi")).await;
+        assert_eq!(out.unwrap().text(), "after the wait");
+        assert!(start.elapsed() >= Duration::from_secs(1));
+        assert_eq!(mock.requests().len(), 2);
+        let waits: Vec<_> = seen
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Retrying { wait, reason, .. } => Some((*wait, reason.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(waits.len(), 1);
+        assert_eq!(waits[0].0, Duration::from_secs(1));
+        assert!(waits[0].1.contains("429"), "{}", waits[0].1);
+        assert!(waits[0].1.contains("Rate limit reached"), "{}", waits[0].1);
+        mock.assert_script_used();
+    }
+
+    #[tokio::test]
+    async fn server_error_and_cut_stream_are_retried() {
+        let cut = vec![chunk(json!({"content": "cut sh"}), None)];
+        let mock = ChatMock::start(vec![
+            Scripted::Error(503, json!({"error": {"message": "busy"}}), None),
+            Scripted::Sse(cut),
+            text_reply("recovered", "stop"),
+        ])
+        .await;
+        let (out, seen) = send(&model(&mock), request("hi")).await;
+        assert_eq!(out.unwrap().text(), "recovered");
+        assert_eq!(retries(&seen), 2);
+        let reasons: Vec<String> = seen
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Retrying { reason, .. } => Some(reason.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(reasons[1].contains("finish_reason"), "{}", reasons[1]);
+        mock.assert_script_used();
+    }
+
+    #[tokio::test]
+    async fn bad_request_fails_at_once_with_the_servers_message() {
+        let msg = "The model `gpt-nope` does not exist or you do not have access to it.";
+        let mock = ChatMock::start(vec![
+            Scripted::Error(
+                400,
+                json!({"error": {"message": msg, "type": "invalid_request_error", "code": "model_not_found"}}),
+                None,
+            ),
+            text_reply("must not be reached", "stop"),
+        ])
+        .await;
+        let (out, seen) = send(&model(&mock), request("hi")).await;
+        let err = out.unwrap_err();
+        match &err {
+            ModelError::Api {
+                status,
+                kind,
+                message,
+                ..
+            } => {
+                assert_eq!(*status, 400);
+                assert_eq!(kind, "invalid_request_error");
+                assert_eq!(message, msg);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains(msg));
+        assert_eq!(retries(&seen), 0);
+        assert_eq!(mock.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn translated_request_field_by_field() {
+        let mock = ChatMock::start(vec![text_reply("ok", "stop")]).await;
+        let m = OpenAiModel::new(
+            OpenAiConfig::new()
+                .with_base_url(format!("{}/", mock.uri))
+                .with_api_key(KEY)
+                .with_retry(fast_retry()),
+        )
+        .unwrap();
+        let mut req = Request::new(
+            "qwen3:8b",
+            2048,
+            vec![
+                Message::user_text("List the files, then read the readme."),
+                Message::new(
+                    Role::Assistant,
+                    vec![
+                        ContentBlock::Thinking(
+                            serde_json::from_value(json!({"thinking": "plan", "signature": "sig"}))
+                                .unwrap(),
+                        ),
+                        ContentBlock::text("I will look."),
+                        ContentBlock::tool_use("call_1", "list_files", json!({"path": "."})),
+                        ContentBlock::tool_use("call_2", "read_file", json!({"path": "README.md"})),
+                    ],
+                ),
+                Message::new(
+                    Role::User,
+                    vec![
+                        ContentBlock::tool_result("call_1", "README.md\nsrc/", false),
+                        ContentBlock::tool_result("call_2", "no such file", true),
+                        ContentBlock::text("Keep going."),
+                    ],
+                ),
+            ],
+        );
+        req.system = vec![
+            SystemBlock::text("You are a careful engineer."),
+            SystemBlock::text("Answer briefly."),
+        ];
+        req.tools = vec![
+            ToolDefinition {
+                name: "list_files".into(),
+                description: "Lists files.".into(),
+                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                cache_control: None,
+            },
+            ToolDefinition {
+                name: "read_file".into(),
+                description: "Reads a file.".into(),
+                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                cache_control: Some(CacheControl::ephemeral()),
+            },
+        ];
+        req.temperature = Some(0.2);
+        req.stop_sequences = vec!["</done>".into()];
+        req.apply_prompt_caching();
+        send(&m, req).await.0.unwrap();
+
+        assert_eq!(
+            mock.header(0, "authorization"),
+            Some(format!("Bearer {KEY}"))
+        );
+        let body = &mock.requests()[0];
+        assert_eq!(body["model"], "qwen3:8b");
+        assert_eq!(body["max_tokens"], 2048);
+        assert_eq!(body["temperature"], 0.2);
+        assert_eq!(body["stop"], json!(["</done>"]));
+        assert_eq!(body["stream"], true);
+        assert!(body.get("cache_control").is_none());
+        let msgs = body["messages"].as_array().unwrap();
+        assert_eq!(msgs.len(), 6);
+        assert_eq!(msgs[0]["role"], "system");
+        assert_eq!(
+            msgs[0]["content"],
+            "You are a careful engineer.\n\nAnswer briefly."
+        );
+        assert_eq!(msgs[1]["role"], "user");
+        assert_eq!(msgs[1]["content"], "List the files, then read the readme.");
+        assert_eq!(msgs[2]["role"], "assistant");
+        assert_eq!(msgs[2]["content"], "I will look.");
+        let calls = msgs[2]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0]["id"], "call_1");
+        assert_eq!(calls[0]["type"], "function");
+        assert_eq!(calls[0]["function"]["name"], "list_files");
+        let args: Value =
+            serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"path": "."}));
+        assert_eq!(calls[1]["id"], "call_2");
+        assert_eq!(calls[1]["function"]["name"], "read_file");
+        assert_eq!(msgs[3]["role"], "tool");
+        assert_eq!(msgs[3]["tool_call_id"], "call_1");
+        assert_eq!(msgs[3]["content"], "README.md\nsrc/");
+        assert_eq!(msgs[4]["role"], "tool");
+        assert_eq!(msgs[4]["tool_call_id"], "call_2");
+        assert_eq!(msgs[4]["content"], "no such file");
+        assert_eq!(msgs[5]["role"], "user");
+        assert_eq!(msgs[5]["content"], "Keep going.");
+        let tools = body["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0]["type"], "function");
+        assert_eq!(tools[0]["function"]["name"], "list_files");
+        assert_eq!(tools[0]["function"]["description"], "Lists files.");
+        assert_eq!(
+            tools[1]["function"]["parameters"],
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+        );
+        assert!(tools[1].get("cache_control").is_none());
+        assert!(!body.to_string().contains("cache_control"));
+        assert!(!body.to_string().contains("signature"));
+    }
+
+    #[tokio::test]
+    async fn non_streaming_completion() {
+        let mock = ChatMock::start(vec![Scripted::Json(json!({
+            "id": "chatcmpl-9", "object": "chat.completion", "created": 1, "model": "gpt-test",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Reading.",
+                "tool_calls": [{"id": "call_9", "type": "function",
+                                "function": {"name": "read_file", "arguments": "{\"path\":\"src/lib.rs\"}"}}]
+            }}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}
+        }))])
+        .await;
+        let m = OpenAiModel::new(
+            OpenAiConfig::new()
+                .with_base_url(&mock.uri)
+                .with_stream(false)
+                .with_max_completion_tokens(true),
+        )
+        .unwrap();
+        let (out, seen) = send(&m, request("read it")).await;
+        let resp = out.unwrap();
+        assert_eq!(resp.text(), "Reading.");
+        assert_eq!(resp.stop_reason, Some(StopReason::ToolUse));
+        let uses: Vec<_> = resp.tool_uses().collect();
+        assert_eq!(uses[0].id, "call_9");
+        assert_eq!(uses[0].input, json!({"path": "src/lib.rs"}));
+        assert_eq!(resp.usage.input_tokens, 11);
+        assert_eq!(resp.usage.output_tokens, 22);
+        assert!(seen.is_empty());
+        let body = &mock.requests()[0];
+        assert_eq!(body["stream"], false);
+        assert_eq!(body["max_completion_tokens"], 512);
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("stream_options").is_none());
+    }
+
+    #[tokio::test]
+    async fn echoed_key_is_redacted_and_unauthorized_not_retried() {
+        let mock = ChatMock::start(vec![
+            Scripted::Error(
+                401,
+                json!({"error": {"message": format!("Incorrect API key provided: {KEY}"), "type": "invalid_request_error", "code": "invalid_api_key"}}),
+                None,
+            ),
+            text_reply("must not be reached", "stop"),
+        ])
+        .await;
+        let config = OpenAiConfig::new()
+            .with_base_url(&mock.uri)
+            .with_api_key(KEY)
+            .with_retry(fast_retry());
+        assert!(!format!("{config:?}").contains(KEY));
+        let m = OpenAiModel::new(config).unwrap();
+        assert!(!format!("{m:?}").contains(KEY));
+        let (out, seen) = send(&m, request("hi")).await;
+        let err = out.unwrap_err();
+        assert!(
+            matches!(err, ModelError::Api { status: 401, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("<redacted>"), "{err}");
+        assert_no_key(&err);
+        assert_eq!(retries(&seen), 0);
+        assert_eq!(mock.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn unreachable_server_is_a_connect_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let uri = format!("http://127.0.0.1:{port}/v1");
+        let m = OpenAiModel::new(
+            OpenAiConfig::new()
+                .with_base_url(&uri)
+                .with_api_key(KEY)
+                .with_retry(RetryPolicy::none()),
+        )
+        .unwrap();
+        let err = send(&m, request("hi")).await.0.unwrap_err();
+        match &err {
+            ModelError::Connect { url, reason } => {
+                assert_eq!(url, &uri);
+                assert_eq!(reason, "connection refused");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.is_transient());
+        assert_no_key(&err);
+    }
+}
+
+/// `RecordingModel` and `ReplayModel` around a scripted in-test model.
+mod record_replay {
+    use async_trait::async_trait;
+    use cadre_model::{
+        ContentBlock, EventSink, Message, Model, ModelError, ModelEvent, RecordingModel,
+        ReplayModel, Request, RequestOrigin, Response, Role, StopReason, SystemBlock,
+        ToolDefinition, Usage,
+    };
+    use serde_json::{json, Value};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// Answers from the request alone: a user prompt gets a `read_file` call (plus some
+    /// text), a tool result gets a final answer. Counts calls; fails on the prompt "fail".
+    #[derive(Default)]
+    struct Scripted {
+        calls: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Model for Scripted {
+        fn provider(&self) -> &str {
+            "scripted"
+        }
+
+        async fn send(
+            &self,
+            request: Request,
+            events: EventSink<'_>,
+        ) -> Result<Response, ModelError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let agent = request.origin.clone().unwrap_or_default().agent_type;
+            let last = request.messages.last().unwrap();
+            // Let concurrent agents interleave.
+            tokio::task::yield_now().await;
+            let result = last.content.iter().find_map(|b| match b {
+                ContentBlock::ToolResult(r) => Some(cadre_model::join_text(&r.content)),
+                _ => None,
+            });
+            let (content, stop) = match result {
+                Some(result) => (
+                    vec![ContentBlock::text(format!("{agent} is done: {result}"))],
+                    StopReason::EndTurn,
+                ),
+                None if last.text() == "fail" => {
+                    return Err(ModelError::Api {
+                        status: 400,
+                        kind: "invalid_request_error".into(),
+                        message: "scripted failure".into(),
+                        retry_after: None,
+                    })
+                }
+                None if last.text().starts_with("dup") => (
+                    vec![ContentBlock::text(format!("answer #{n}"))],
+                    StopReason::EndTurn,
+                ),
+                None => (
+                    vec![
+                        ContentBlock::text(format!("{agent} reads.")),
+                        ContentBlock::tool_use(
+                            format!("toolu_{agent}_{}", request.messages.len()),
+                            "read_file",
+                            json!({"path": last.text(), "limit": 2.5}),
+                        ),
+                    ],
+                    StopReason::ToolUse,
+                ),
+            };
+            for block in &content {
+                match block {
+                    ContentBlock::Text(t) => events(ModelEvent::TextDelta(t.text.clone())),
+                    ContentBlock::ToolUse(t) => events(ModelEvent::ToolUseStart {
+                        id: t.id.clone(),
+                        name: t.name.clone(),
+                    }),
+                    _ => {}
+                }
+            }
+            Ok(Response {
+                id: format!("msg_{n}"),
+                model: request.model.clone(),
+                role: Role::Assistant,
+                content,
+                stop_reason: Some(stop),
+                stop_sequence: None,
+                usage: Usage {
+                    input_tokens: 10 * n as u64,
+                    output_tokens: n as u64,
+                    ..Usage::default()
+                },
+            })
+        }
+    }
+
+    /// How one agent of the test conversation is set up.
+    #[derive(Clone)]
+    struct Agent {
+        path: &'static str,
+        agent_type: &'static str,
+        prompt: &'static str,
+        system: String,
+        caching: bool,
+        description: &'static str,
+    }
+
+    fn agent(path: &'static str, agent_type: &'static str, prompt: &'static str) -> Agent {
+        Agent {
+            path,
+            agent_type,
+            prompt,
+            system: format!("You are the {agent_type} agent.\nBe brief."),
+            caching: false,
+            description: "Reads a file.",
+        }
+    }
+
+    fn request(a: &Agent, messages: Vec<Message>) -> Request {
+        let mut r = Request::new("claude-sonnet-5-5", 1024, messages);
+        r.system = vec![SystemBlock::text(&a.system)];
+        r.tools = vec![ToolDefinition {
+            name: "read_file".into(),
+            description: a.description.into(),
+            input_schema: json!({"type": "object"}),
+            cache_control: None,
+        }];
+        if a.caching {
+            r.apply_prompt_caching();
+        }
+        r.origin = Some(RequestOrigin {
+            path: a.path.into(),
+            agent_type: a.agent_type.into(),
+        });
+        r
+    }
+
+    /// Runs an agent loop: prompt, tool calls answered, until the model ends its turn.
+    async fn run(
+        model: &dyn Model,
+        a: &Agent,
+    ) -> Result<(Vec<Response>, Vec<ModelEvent>), ModelError> {
+        let seen = Mutex::new(Vec::new());
+        let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
+        let mut history = vec![Message::user_text(a.prompt)];
+        let mut out = Vec::new();
+        loop {
+            let resp = model.send(request(a, history.clone()), &sink).await?;
+            history.push(resp.to_message());
+            let results: Vec<ContentBlock> = resp
+                .tool_uses()
+                .map(|t| {
+                    ContentBlock::tool_result(
+                        &t.id,
+                        format!("contents of {}", t.input["path"]),
+                        false,
+                    )
+                })
+                .collect();
+            let stop = resp.stop_reason.clone();
+            out.push(resp);
+            if stop != Some(StopReason::ToolUse) {
+                break;
+            }
+            history.push(Message::new(Role::User, results));
+        }
+        Ok((out, seen.into_inner().unwrap()))
+    }
+
+    fn main_agent() -> Agent {
+        agent("main", "main", "src/lib.rs")
+    }
+
+    fn explore_agent() -> Agent {
+        agent("main/explore#1", "explore", "Cargo.toml")
+    }
+
+    type Runs = Vec<(Vec<Response>, Vec<ModelEvent>)>;
+
+    /// Records the two-agent conversation (concurrently) to a fresh cassette.
+    async fn record(dir: &tempfile::TempDir) -> (std::path::PathBuf, Runs) {
+        let path = dir.path().join("run.cassette.jsonl");
+        let inner = Arc::new(Scripted::default());
+        let rec = RecordingModel::create(&path, inner.clone()).unwrap();
+        let (main, explore) = (main_agent(), explore_agent());
+        let (m, e) = tokio::join!(run(&rec, &main), run(&rec, &explore));
+        assert_eq!(rec.recorded(), 4);
+        assert_eq!(inner.calls.load(Ordering::SeqCst), 4);
+        (path, vec![m.unwrap(), e.unwrap()])
+    }
+
+    #[tokio::test]
+    async fn replays_identically_in_any_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, live) = record(&dir).await;
+
+        // The file: a header, then one whole exchange per line.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 5);
+        assert_eq!(lines[0]["cadre_cassette"], 1);
+        assert!(lines[0]["created_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("cadre "));
+        for line in &lines[1..] {
+            assert_eq!(line["key"].as_str().unwrap().len(), 64);
+            assert!(["main", "main/explore#1"].contains(&line["agent"].as_str().unwrap()));
+            assert_eq!(line["request"]["tool_names"], json!(["read_file"]));
+            assert_eq!(line["request"]["tools"][0]["description"], "Reads a file.");
+            assert!(line["request"]["system"][0]["text"].is_string());
+            assert!(line["response"]["content"].is_array());
+        }
+
+        // Reversed, one after the other.
+        let replay = ReplayModel::open(&path).unwrap();
+        assert_eq!(replay.len(), 4);
+        let e = run(&replay, &explore_agent()).await.unwrap();
+        let m = run(&replay, &main_agent()).await.unwrap();
+        assert_eq!(vec![m, e], live);
+        assert_eq!(replay.remaining(), 0);
+        assert_eq!(replay.provider(), "replay");
+
+        // Concurrently, with prompt caching on (cache_control must not matter).
+        let replay = ReplayModel::open(&path).unwrap();
+        let (mut main, mut explore) = (main_agent(), explore_agent());
+        main.caching = true;
+        explore.caching = true;
+        let (e, m) = tokio::join!(run(&replay, &explore), run(&replay, &main));
+        assert_eq!(vec![m.unwrap(), e.unwrap()], live);
+        assert_eq!(replay.remaining(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_changed_system_prompt_fails_with_a_diff() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = record(&dir).await;
+        let replay = ReplayModel::open(&path).unwrap();
+        let mut explore = explore_agent();
+        explore.system = "You are the explore agent.\nBe thorough.".into();
+        let err = run(&replay, &explore).await.unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ModelError::Replay(_)), "{err:?}");
+        assert!(!err.is_transient());
+        assert!(msg.contains("main/explore#1"), "{msg}");
+        assert!(msg.contains("system prompt"), "{msg}");
+        assert!(msg.contains("\n-Be brief.\n"), "{msg}");
+        assert!(msg.contains("\n+Be thorough.\n"), "{msg}");
+        // A failed check serves nothing.
+        assert_eq!(replay.remaining(), 4);
+
+        let mut main = main_agent();
+        main.description = "Reads a text file.";
+        let err = run(&replay, &main).await.unwrap_err().to_string();
+        assert!(err.contains("agent main (type \"main\")"), "{err}");
+        assert!(err.contains("definition of tool \"read_file\""), "{err}");
+        assert!(
+            err.contains("+  \"description\": \"Reads a text file.\""),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_request_fails_naming_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = record(&dir).await;
+        let replay = ReplayModel::open(&path).unwrap();
+        let err = run(&replay, &agent("main/explore#2", "explore", "build.rs"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ModelError::Replay(_)));
+        let msg = err.to_string();
+        assert!(msg.contains("main/explore#2"), "{msg}");
+        assert!(msg.contains("type \"explore\""), "{msg}");
+        assert!(msg.contains("(1 message)"), "{msg}");
+        assert!(msg.contains("from agent main/explore#1"), "{msg}");
+        assert!(msg.contains("\n-    Cargo.toml\n"), "{msg}");
+        assert!(msg.contains("\n+    build.rs\n"), "{msg}");
+
+        let err = run(&replay, &agent("main/plan#1", "plan", "x"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("main/plan#1"), "{err}");
+        assert!(
+            err.contains("no request from an agent of type \"plan\""),
+            "{err}"
+        );
+        assert!(err.contains("explore, main"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_truncated_last_line_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, live) = record(&dir).await;
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Simulate a crash in the middle of writing the last exchange.
+        std::fs::write(&path, &text[..text.len() - 30]).unwrap();
+        let replay = ReplayModel::open(&path).unwrap();
+        assert_eq!(replay.truncated_tail(), Some(5));
+        assert_eq!(replay.len(), 3);
+        // Which agent's exchange was last depends on the recording's interleaving; one of
+        // the two agents still replays in full, the other fails at its lost exchange.
+        let m = run(&replay, &main_agent()).await;
+        let e = run(&replay, &explore_agent()).await;
+        let ok = [m.is_ok(), e.is_ok()];
+        assert_eq!(ok.iter().filter(|x| **x).count(), 1, "{m:?} {e:?}");
+        if let Ok(m) = m {
+            assert_eq!(m, live[0]);
+        }
+        if let Ok(e) = e {
+            assert_eq!(e, live[1]);
+        }
+
+        // A broken line that is not the last one is an error naming the line.
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[2] = "{\"key\": ";
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let err = ReplayModel::open(&path).unwrap_err().to_string();
+        assert!(err.contains("unreadable line 3"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn duplicates_are_served_in_order_and_failures_not_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dup.jsonl");
+        let rec = RecordingModel::create(&path, Arc::new(Scripted::default())).unwrap();
+        let one = agent("main/explore#1", "explore", "dup");
+        let two = agent("main/explore#2", "explore", "dup");
+        let first = run(&rec, &one).await.unwrap().0;
+        let second = run(&rec, &two).await.unwrap().0;
+        assert_eq!(first[0].text(), "answer #1");
+        assert_eq!(second[0].text(), "answer #2");
+        let err = run(&rec, &agent("main", "main", "fail")).await.unwrap_err();
+        assert!(matches!(err, ModelError::Api { status: 400, .. }));
+        assert_eq!(rec.recorded(), 2);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+
+        let replay = ReplayModel::open(&path).unwrap();
+        // The second agent asks first; it still gets the first recorded answer.
+        assert_eq!(run(&replay, &two).await.unwrap().0, first);
+        assert_eq!(run(&replay, &one).await.unwrap().0, second);
+        let err = run(&replay, &one).await.unwrap_err().to_string();
+        assert!(err.contains("already served"), "{err}");
+        assert!(err.contains("main/explore#1"), "{err}");
+        let err = run(&replay, &agent("main", "main", "fail"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ModelError::Replay(_)), "{err:?}");
+    }
+}
