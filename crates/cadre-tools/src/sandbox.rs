@@ -178,7 +178,10 @@ impl Drop for ScratchDir {
         // back and try again.
         make_owner_writable(&self.path);
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            tracing::warn!("could not remove sandbox scratch folder {:?}: {e}", self.path);
+            tracing::warn!(
+                "could not remove sandbox scratch folder {:?}: {e}",
+                self.path
+            );
         }
     }
 }
@@ -355,21 +358,20 @@ fn unavailable(why: &str) -> SandboxStatus {
 }
 
 fn status_from(status: &RestrictionStatus, metadata: bool) -> SandboxStatus {
-    let abi = match status.landlock {
-        LandlockStatus::Available {
-            kernel_abi: Some(raw),
-            ..
-        } => u32::try_from(raw).unwrap_or(0),
-        LandlockStatus::Available { effective_abi, .. } => abi_number(effective_abi),
-        LandlockStatus::NotEnabled => {
-            return unavailable(
+    let abi =
+        match status.landlock {
+            LandlockStatus::Available {
+                kernel_abi: Some(raw),
+                ..
+            } => u32::try_from(raw).unwrap_or(0),
+            LandlockStatus::Available { effective_abi, .. } => abi_number(effective_abi),
+            LandlockStatus::NotEnabled => return unavailable(
                 "built into the kernel but not enabled; add landlock to the lsm= boot parameter",
-            )
-        }
-        LandlockStatus::NotImplemented => {
-            return unavailable("not built into this kernel; Linux 5.13+ is needed")
-        }
-    };
+            ),
+            LandlockStatus::NotImplemented => {
+                return unavailable("not built into this kernel; Linux 5.13+ is needed")
+            }
+        };
     let mut status = SandboxStatus {
         abi,
         fs_write_restriction: abi >= MIN_READ_ONLY_ABI,

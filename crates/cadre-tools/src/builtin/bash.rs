@@ -413,3 +413,82 @@ fn finish(out: OutputBuffer, status: ExitStatus) -> ToolOutput {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Workspace;
+    use std::sync::Arc;
+
+    fn status(abi: u32) -> SandboxStatus {
+        SandboxStatus {
+            abi,
+            fs_write_restriction: abi >= 3,
+            tcp_restriction: abi >= 4,
+            ipc_scoping: abi >= 6,
+            metadata_restriction: true,
+            summary: format!("fake ABI {abi}"),
+        }
+    }
+
+    fn ctx(read_only: bool, sandbox: SandboxMode) -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = ToolContext::new(Arc::new(Workspace::new(dir.path()).unwrap()));
+        ctx.read_only = read_only;
+        ctx.sandbox = sandbox;
+        (dir, ctx)
+    }
+
+    #[test]
+    fn read_only_refused_without_landlock() {
+        let (_d, ctx) = ctx(true, SandboxMode::Landlock);
+        let Err(ToolError::Refused(msg)) = sandbox_for(&ctx, &status(0)) else {
+            panic!("not refused");
+        };
+        assert!(
+            msg.starts_with(
+                "bash is disabled for read-only agents because this kernel has no Landlock \
+                 support; pass --allow-unsandboxed-bash to run it without a sandbox"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn read_only_refused_when_truncation_cannot_be_stopped() {
+        let (_d, ctx) = ctx(true, SandboxMode::Landlock);
+        for abi in [1, 2] {
+            let Err(ToolError::Refused(msg)) = sandbox_for(&ctx, &status(abi)) else {
+                panic!("ABI {abi} not refused");
+            };
+            assert!(msg.contains(&format!("(ABI {abi})")), "{msg}");
+            assert!(msg.contains("--allow-unsandboxed-bash"), "{msg}");
+        }
+        let sandbox = sandbox_for(&ctx, &status(3)).unwrap().unwrap();
+        assert_eq!(sandbox.policy, SandboxPolicy::ReadOnly);
+    }
+
+    #[test]
+    fn opting_out_runs_unsandboxed() {
+        for read_only in [true, false] {
+            let (_d, ctx) = ctx(read_only, SandboxMode::Unsandboxed);
+            assert_eq!(sandbox_for(&ctx, &status(0)).unwrap(), None);
+            assert_eq!(sandbox_for(&ctx, &status(7)).unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn writers_fall_back_to_no_sandbox_only_without_landlock() {
+        let (_d, mut ctx) = ctx(false, SandboxMode::Landlock);
+        assert_eq!(sandbox_for(&ctx, &status(0)).unwrap(), None);
+        assert!(WARNED_UNSANDBOXED.load(Ordering::Relaxed));
+        ctx.allow_network = false;
+        assert_eq!(
+            sandbox_for(&ctx, &status(1)).unwrap(),
+            Some(Sandbox {
+                policy: SandboxPolicy::WorkspaceWrite,
+                allow_network: false,
+            })
+        );
+    }
+}
