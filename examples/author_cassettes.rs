@@ -1,0 +1,161 @@
+//! Writes the shipped cassettes again from hand-written model replies (see `scripted.rs`).
+//!
+//! `cargo run -p cadre-examples --example author_cassettes`. Run it after changing a shipped
+//! agent prompt or a tool description: replay refuses a cassette whose prompts differ.
+
+use cadre_examples::scripted::{ScriptedModel, Turn};
+use cadre_examples::{cassette, delegation, docs_qa, sample_project, weather};
+use cadre_model::{Model, RecordingModel};
+use serde_json::json;
+use std::sync::Arc;
+
+fn recorder(name: &str, script: ScriptedModel) -> anyhow::Result<Arc<dyn Model>> {
+    let path = cassette(name);
+    let _ = std::fs::remove_file(&path);
+    Ok(Arc::new(RecordingModel::create(&path, Arc::new(script))?))
+}
+
+fn task(id: &str, kind: &str, description: &str, prompt: &str) -> (String, String, serde_json::Value) {
+    (id.into(), "Task".into(), json!({"description": description, "prompt": prompt, "subagent_type": kind}))
+}
+
+fn calls(list: &[(String, String, serde_json::Value)]) -> Vec<(&str, &str, serde_json::Value)> {
+    list.iter().map(|(i, n, v)| (i.as_str(), n.as_str(), v.clone())).collect()
+}
+
+const EXPLORE_CLI: &str = "Find how `todo add` parses its arguments in this Python project: the parser, the add subcommand, and where the new item is built. Report file paths and line numbers.";
+const EXPLORE_STORAGE: &str = "Find how todo stores its items: the file format, where the file lives, and how it is written. Report file paths and line numbers.";
+const PLAN_PRIORITY: &str = "Plan how to add a `--priority` option (low, normal, high; default normal) to `todo add`, stored with each item. Study src/todo/cli.py and src/todo/storage.py and return numbered steps.";
+
+async fn author_weather() -> anyhow::Result<()> {
+    let script = ScriptedModel::default().on(
+        "weather",
+        "Paris",
+        vec![
+            Turn::tools("", vec![("toolu_w1", "get_weather", json!({"city": "Paris"}))]),
+            Turn::text("It is 9 °C and overcast in Paris, with a 70% chance of rain and a westerly wind. Wear a warm jumper under a waterproof jacket, long trousers and closed shoes — and take an umbrella."),
+        ],
+    );
+    let outcome = weather::what_to_wear(recorder("weather", script)?, "Paris").await?;
+    println!("weather: {} ({} turns)", outcome.stop, outcome.turns);
+    Ok(())
+}
+
+async fn author_docs_qa() -> anyhow::Result<()> {
+    let script = ScriptedModel::default().on(
+        "docs",
+        "Where does todo store",
+        vec![
+            Turn::tools("", vec![("toolu_d1", "grep", json!({"pattern": "TODO_FILE|stored", "case_insensitive": true}))]),
+            Turn::tools(
+                "The storage page looks right; I will also check the code.",
+                vec![
+                    ("toolu_d2", "read_file", json!({"path": "storage.md"})),
+                    ("toolu_d3", "read_file", json!({"path": "../src/todo/storage.py"})),
+                ],
+            ),
+            Turn::text("Items are stored in one JSON file, `~/.todo.json` by default. Yes, you can change the location: set the `TODO_FILE` environment variable to another path. Each save writes a temporary file and renames it over the old one, so a crash never leaves a half-written file. (Source: storage.md; the source code is outside the docs folder, so I could not read it.)"),
+        ],
+    );
+    let outcome = docs_qa::ask(
+        recorder("docs_qa", script)?,
+        &sample_project().join("docs"),
+        "Where does todo store its items, and can I change the location?",
+    )
+    .await?;
+    println!("docs_qa: {} ({} turns)", outcome.stop, outcome.turns);
+    Ok(())
+}
+
+async fn author_delegation() -> anyhow::Result<()> {
+    let research = [
+        task("toolu_m1", "explore", "Map the add command", EXPLORE_CLI),
+        task("toolu_m2", "explore", "Map the storage", EXPLORE_STORAGE),
+        task("toolu_m3", "plan", "Plan the priority option", PLAN_PRIORITY),
+    ];
+    let code = [task(
+        "toolu_m4",
+        "code",
+        "Implement --priority",
+        "In src/todo/cli.py, add to the `add` subparser an option `--priority` with choices low, normal, high and default normal, and store it in the new item's dict as \"priority\" (in main(), where items.append builds the item). Change nothing else. Report what you changed.",
+    )];
+    let script = ScriptedModel::default()
+        .on(
+            "main",
+            "--priority",
+            vec![
+                Turn::tools("I'll map the CLI and the storage and draft a plan at the same time.", calls(&research)),
+                Turn::tools("The plan is clear and small; handing it to a coder.", calls(&code)),
+                Turn::text("Done: `todo add` now takes `--priority low|normal|high` (default normal), and each new item stores it as `priority` in ~/.todo.json. Items saved before keep working: they simply have no priority field. Changed: src/todo/cli.py (the add subparser and the item built in main())."),
+            ],
+        )
+        .on(
+            "explore",
+            "parses its arguments",
+            vec![
+                Turn::tools("", vec![("toolu_e1", "grep", json!({"pattern": "add_parser|add_argument|items.append", "glob": "*.py"}))]),
+                Turn::tools("", vec![("toolu_e2", "read_file", json!({"path": "src/todo/cli.py"}))]),
+                Turn::text("Answer: arguments are parsed with argparse in src/todo/cli.py.\nEvidence:\n- build_parser() creates the `add` subparser (src/todo/cli.py:12) with one positional `text` (src/todo/cli.py:13).\n- main() builds the item dict {id, text, done} in `items.append(...)` (src/todo/cli.py:25) and saves it.\nGaps: none."),
+            ],
+        )
+        .on(
+            "explore",
+            "stores its items",
+            vec![
+                Turn::tools("", vec![("toolu_s1", "read_file", json!({"path": "src/todo/storage.py"}))]),
+                Turn::text("Answer: items are a JSON list in one file.\nEvidence:\n- path() is ~/.todo.json or $TODO_FILE (src/todo/storage.py:8-9).\n- load() returns [] when the file is missing (src/todo/storage.py:12-16).\n- save() writes a .tmp file and renames it over the old one (src/todo/storage.py:19-23).\nGaps: there is no schema version; extra keys in an item are kept as they are."),
+            ],
+        )
+        .on(
+            "plan",
+            "--priority",
+            vec![
+                Turn::tools("", vec![("toolu_p1", "list_files", json!({"pattern": "**/*.py"}))]),
+                Turn::text("Goal: `todo add --priority low|normal|high` stores a priority with each item.\nSteps:\n1. src/todo/cli.py, build_parser(): add `--priority` to the add subparser with choices low/normal/high and default normal. Verify: `python3 -m todo add x --priority high`.\n2. src/todo/cli.py, main(): include `\"priority\": args.priority` in the dict passed to items.append. Verify: the saved JSON has the key.\n3. tests/test_todo.py: add a test that adds with --priority high and checks storage.load()[0][\"priority\"].\nRisks: items saved before have no priority; readers must use .get(\"priority\", \"normal\")."),
+            ],
+        )
+        .on(
+            "code",
+            "--priority",
+            vec![
+                Turn::tools("", vec![("toolu_c1", "read_file", json!({"path": "src/todo/cli.py"}))]),
+                Turn::tools(
+                    "",
+                    vec![(
+                        "toolu_c2",
+                        "edit_file",
+                        json!({
+                            "path": "src/todo/cli.py",
+                            "old_string": "    add.add_argument(\"text\", help=\"what to do\")\n",
+                            "new_string": "    add.add_argument(\"text\", help=\"what to do\")\n    add.add_argument(\n        \"--priority\", choices=[\"low\", \"normal\", \"high\"], default=\"normal\", help=\"how urgent it is\"\n    )\n"
+                        }),
+                    )],
+                ),
+                Turn::tools(
+                    "",
+                    vec![(
+                        "toolu_c3",
+                        "edit_file",
+                        json!({
+                            "path": "src/todo/cli.py",
+                            "old_string": "items.append({\"id\": storage.next_id(items), \"text\": args.text, \"done\": False})",
+                            "new_string": "items.append(\n            {\"id\": storage.next_id(items), \"text\": args.text, \"priority\": args.priority, \"done\": False}\n        )"
+                        }),
+                    )],
+                ),
+                Turn::text("Changed:\n- src/todo/cli.py: the add subparser has `--priority` (low, normal, high; default normal).\n- src/todo/cli.py: main() stores `priority` in each new item.\nVerified: both edits applied cleanly; I did not run the tests (no test command was given).\nNotes: older items have no priority key."),
+            ],
+        );
+    let project = delegation::fresh_copy(&sample_project())?;
+    let (outcome, summary) = delegation::run(recorder("delegation", script)?, project.path(), delegation::TASK, false).await?;
+    println!("delegation: {} ({} agents)", outcome.stop, summary.usage.agents.len());
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    author_weather().await?;
+    author_docs_qa().await?;
+    author_delegation().await?;
+    Ok(())
+}
