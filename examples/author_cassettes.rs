@@ -15,12 +15,23 @@ fn recorder(name: &str, script: ScriptedModel) -> anyhow::Result<Arc<dyn Model>>
     Ok(Arc::new(RecordingModel::create(&path, Arc::new(script))?))
 }
 
-fn task(id: &str, kind: &str, description: &str, prompt: &str) -> (String, String, serde_json::Value) {
-    (id.into(), "Task".into(), json!({"description": description, "prompt": prompt, "subagent_type": kind}))
+fn task(
+    id: &str,
+    kind: &str,
+    description: &str,
+    prompt: &str,
+) -> (String, String, serde_json::Value) {
+    (
+        id.into(),
+        "Task".into(),
+        json!({"description": description, "prompt": prompt, "subagent_type": kind}),
+    )
 }
 
 fn calls(list: &[(String, String, serde_json::Value)]) -> Vec<(&str, &str, serde_json::Value)> {
-    list.iter().map(|(i, n, v)| (i.as_str(), n.as_str(), v.clone())).collect()
+    list.iter()
+        .map(|(i, n, v)| (i.as_str(), n.as_str(), v.clone()))
+        .collect()
 }
 
 const EXPLORE_CLI: &str = "Find how `todo add` parses its arguments in this Python project: the parser, the add subcommand, and where the new item is built. Report file paths and line numbers.";
@@ -71,7 +82,12 @@ async fn author_delegation() -> anyhow::Result<()> {
     let research = [
         task("toolu_m1", "explore", "Map the add command", EXPLORE_CLI),
         task("toolu_m2", "explore", "Map the storage", EXPLORE_STORAGE),
-        task("toolu_m3", "plan", "Plan the priority option", PLAN_PRIORITY),
+        task(
+            "toolu_m3",
+            "plan",
+            "Plan the priority option",
+            PLAN_PRIORITY,
+        ),
     ];
     let code = [task(
         "toolu_m4",
@@ -147,8 +163,18 @@ async fn author_delegation() -> anyhow::Result<()> {
             ],
         );
     let project = delegation::fresh_copy(&sample_project())?;
-    let (outcome, summary) = delegation::run(recorder("delegation", script)?, project.path(), delegation::TASK, false).await?;
-    println!("delegation: {} ({} agents)", outcome.stop, summary.usage.agents.len());
+    let (outcome, summary) = delegation::run(
+        recorder("delegation", script)?,
+        project.path(),
+        delegation::TASK,
+        false,
+    )
+    .await?;
+    println!(
+        "delegation: {} ({} agents)",
+        outcome.stop,
+        summary.usage.agents.len()
+    );
     Ok(())
 }
 

@@ -14,9 +14,17 @@ async fn main() -> anyhow::Result<()> {
     for a in &summary.usage.agents {
         println!(
             "{:<22} {:<8} {:>2} turns {:>3} tools {:>7} tokens  {}",
-            a.path, a.agent_type, a.turns, a.tool_calls, a.usage.total(), a.stop.label()
+            a.path,
+            a.agent_type,
+            a.turns,
+            a.tool_calls,
+            a.usage.total(),
+            a.stop.label()
         );
     }
-    println!("changed cli.py:\n{}", std::fs::read_to_string(project.path().join("src/todo/cli.py"))?);
+    println!(
+        "changed cli.py:\n{}",
+        std::fs::read_to_string(project.path().join("src/todo/cli.py"))?
+    );
     Ok(())
 }

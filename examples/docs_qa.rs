@@ -14,6 +14,9 @@ async fn main() -> anyhow::Result<()> {
     let model = model::from_env_or_cassette(&cassette("docs_qa"))?;
     let outcome = docs_qa::ask(model, &sample_project().join("docs"), &question).await?;
     println!("{}", outcome.text);
-    eprintln!("({}, {} turns, {} tool calls)", outcome.stop, outcome.turns, outcome.tool_calls);
+    eprintln!(
+        "({}, {} turns, {} tool calls)",
+        outcome.stop, outcome.turns, outcome.tool_calls
+    );
     Ok(())
 }

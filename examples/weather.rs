@@ -11,6 +11,9 @@ async fn main() -> anyhow::Result<()> {
     let model = model::from_env_or_cassette(&cassette("weather"))?;
     let outcome = weather::what_to_wear(model, &city).await?;
     println!("{}", outcome.text);
-    eprintln!("({}, {} turns, {} tool calls)", outcome.stop, outcome.turns, outcome.tool_calls);
+    eprintln!(
+        "({}, {} turns, {} tool calls)",
+        outcome.stop, outcome.turns, outcome.tool_calls
+    );
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! Delegation: the primary agent sends explore and plan subagents at once, then a code
 //! subagent, through the orchestrator — cadre as a library in a few lines.
 
-use cadre_core::{AgentOutcome, Event, EventHandler, Orchestrator, Registry, RunConfig, RunSummary};
+use cadre_core::{
+    AgentOutcome, Event, EventHandler, Orchestrator, Registry, RunConfig, RunSummary,
+};
 use cadre_model::Model;
 use cadre_tools::Workspace;
 use std::path::Path;
@@ -13,15 +15,26 @@ pub const TASK: &str = "Add a `--priority` option (low, normal, high; default no
 implement it.";
 
 /// Runs the primary agent `main` on `task` in `project`, printing subagent events.
-pub async fn run(model: Arc<dyn Model>, project: &Path, task: &str, verbose: bool) -> anyhow::Result<(AgentOutcome, RunSummary)> {
+pub async fn run(
+    model: Arc<dyn Model>,
+    project: &Path,
+    task: &str,
+    verbose: bool,
+) -> anyhow::Result<(AgentOutcome, RunSummary)> {
     let events: EventHandler = Arc::new(move |e| {
         if !verbose {
             return;
         }
         match e {
-            Event::Started { agent, description, .. } => eprintln!("· {agent} started: {description}"),
-            Event::ToolCall { agent, name, input, .. } => eprintln!("· {agent} {}", cadre_core::describe_call(&name, &input)),
-            Event::Finished { agent, stop, turns, .. } => eprintln!("· {agent} {} after {turns} turns", stop.label()),
+            Event::Started {
+                agent, description, ..
+            } => eprintln!("· {agent} started: {description}"),
+            Event::ToolCall {
+                agent, name, input, ..
+            } => eprintln!("· {agent} {}", cadre_core::describe_call(&name, &input)),
+            Event::Finished {
+                agent, stop, turns, ..
+            } => eprintln!("· {agent} {} after {turns} turns", stop.label()),
             _ => {}
         }
     });

@@ -12,7 +12,11 @@ folder. Search with grep and list_files, read the relevant pages, then answer in
 sentences and name the page(s) you used. If the docs do not say, answer that they do not.";
 
 /// Asks `question` of the documentation in `docs`; the agent cannot read anything else.
-pub async fn ask(model: Arc<dyn Model>, docs: &Path, question: &str) -> anyhow::Result<AgentOutcome> {
+pub async fn ask(
+    model: Arc<dyn Model>,
+    docs: &Path,
+    question: &str,
+) -> anyhow::Result<AgentOutcome> {
     // Only reading tools, and a workspace that is the docs folder itself: `..` and absolute
     // paths out of it come back as `is_error` results.
     let tools = builtin_tools()

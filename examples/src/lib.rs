@@ -19,7 +19,9 @@ pub fn examples_dir() -> PathBuf {
 
 /// The cassette of the example called `name`.
 pub fn cassette(name: &str) -> PathBuf {
-    examples_dir().join("cassettes").join(format!("{name}.jsonl"))
+    examples_dir()
+        .join("cassettes")
+        .join(format!("{name}.jsonl"))
 }
 
 /// The sample project the examples work on.

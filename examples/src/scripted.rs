@@ -22,7 +22,10 @@ pub struct Turn {
 impl Turn {
     /// A final answer.
     pub fn text(text: &str) -> Self {
-        Self { content: vec![ContentBlock::text(text)], stop: StopReason::EndTurn }
+        Self {
+            content: vec![ContentBlock::text(text)],
+            stop: StopReason::EndTurn,
+        }
     }
 
     /// Tool calls, optionally after a sentence of text.
@@ -31,8 +34,15 @@ impl Turn {
         if !say.is_empty() {
             content.push(ContentBlock::text(say));
         }
-        content.extend(calls.into_iter().map(|(id, name, input)| ContentBlock::tool_use(id, name, input)));
-        Self { content, stop: StopReason::ToolUse }
+        content.extend(
+            calls
+                .into_iter()
+                .map(|(id, name, input)| ContentBlock::tool_use(id, name, input)),
+        );
+        Self {
+            content,
+            stop: StopReason::ToolUse,
+        }
     }
 }
 
@@ -57,19 +67,39 @@ impl Model for ScriptedModel {
     }
 
     async fn send(&self, request: Request, _events: EventSink<'_>) -> Result<Response, ModelError> {
-        let agent_type = request.origin.as_ref().map(|o| o.agent_type.clone()).unwrap_or_default();
-        let first = request.messages.first().map(|m| m.text()).unwrap_or_default();
-        let turn = request.messages.iter().filter(|m| m.role == Role::Assistant).count();
+        let agent_type = request
+            .origin
+            .as_ref()
+            .map(|o| o.agent_type.clone())
+            .unwrap_or_default();
+        let first = request
+            .messages
+            .first()
+            .map(|m| m.text())
+            .unwrap_or_default();
+        let turn = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
         let script = self
             .scripts
             .iter()
             .find(|(t, phrase, _)| *t == agent_type && first.contains(phrase.as_str()))
-            .ok_or_else(|| ModelError::Replay(format!("no script for a {agent_type} agent asked {first:?}")))?;
+            .ok_or_else(|| {
+                ModelError::Replay(format!(
+                    "no script for a {agent_type} agent asked {first:?}"
+                ))
+            })?;
         let reply = script.2.get(turn).ok_or_else(|| {
-            ModelError::Replay(format!("the script for {agent_type} ({:?}) has no turn {turn}", script.1))
+            ModelError::Replay(format!(
+                "the script for {agent_type} ({:?}) has no turn {turn}",
+                script.1
+            ))
         })?;
         // Plausible token counts, so usage tables in replays look like real ones.
-        let input = serde_json::to_string(&request.messages).map_or(0, |s| s.len() as u64 / 4) + 900;
+        let input =
+            serde_json::to_string(&request.messages).map_or(0, |s| s.len() as u64 / 4) + 900;
         let output = serde_json::to_string(&reply.content).map_or(0, |s| s.len() as u64 / 4);
         Ok(Response {
             id: format!("msg_scripted_{agent_type}_{turn}"),

@@ -45,7 +45,12 @@ impl Tool for GetWeather {
             "paris" => "Paris: 9 °C, overcast, wind 20 km/h from the west, 70% chance of rain",
             "lisbon" => "Lisbon: 18 °C, sunny, light breeze, 5% chance of rain",
             "oslo" => "Oslo: -4 °C, light snow, wind 15 km/h, 60% chance of snow",
-            _ => return Ok(ToolOutput::error(format!("no weather data for {:?}; known cities: Paris, Lisbon, Oslo", input.city))),
+            _ => {
+                return Ok(ToolOutput::error(format!(
+                    "no weather data for {:?}; known cities: Paris, Lisbon, Oslo",
+                    input.city
+                )))
+            }
         };
         Ok(ToolOutput::ok(report))
     }
@@ -76,5 +81,9 @@ pub async fn what_to_wear(model: Arc<dyn Model>, city: &str) -> anyhow::Result<A
         limiter: None,
         transcript: None,
     };
-    Ok(agent.run(vec![Message::user_text(format!("What should I wear in {city} today?"))]).await)
+    Ok(agent
+        .run(vec![Message::user_text(format!(
+            "What should I wear in {city} today?"
+        ))])
+        .await)
 }

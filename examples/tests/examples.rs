@@ -14,7 +14,9 @@ fn replay(name: &str) -> Arc<dyn Model> {
 
 #[tokio::test]
 async fn weather_replays_offline() {
-    let outcome = weather::what_to_wear(replay("weather"), "Paris").await.unwrap();
+    let outcome = weather::what_to_wear(replay("weather"), "Paris")
+        .await
+        .unwrap();
     assert_eq!(outcome.stop, StopKind::Done);
     assert!(outcome.text.contains("umbrella"));
     assert_eq!(outcome.tool_calls, 1);
@@ -23,7 +25,13 @@ async fn weather_replays_offline() {
 #[tokio::test]
 async fn docs_qa_replays_offline_and_stays_in_the_docs_folder() {
     let docs = sample_project().join("docs");
-    let outcome = docs_qa::ask(replay("docs_qa"), &docs, "Where does todo store its items, and can I change the location?").await.unwrap();
+    let outcome = docs_qa::ask(
+        replay("docs_qa"),
+        &docs,
+        "Where does todo store its items, and can I change the location?",
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.stop, StopKind::Done);
     assert!(outcome.text.contains("TODO_FILE"));
     // The read outside docs/ was refused with an is_error result, as recorded.
@@ -34,14 +42,29 @@ async fn docs_qa_replays_offline_and_stays_in_the_docs_folder() {
 #[tokio::test]
 async fn delegation_replays_offline_and_edits_a_fresh_copy() {
     let project = delegation::fresh_copy(&sample_project()).unwrap();
-    let (outcome, summary) = delegation::run(replay("delegation"), project.path(), delegation::TASK, false).await.unwrap();
+    let (outcome, summary) = delegation::run(
+        replay("delegation"),
+        project.path(),
+        delegation::TASK,
+        false,
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
-    let types: Vec<&str> = summary.usage.agents.iter().map(|a| a.agent_type.as_str()).collect();
+    let types: Vec<&str> = summary
+        .usage
+        .agents
+        .iter()
+        .map(|a| a.agent_type.as_str())
+        .collect();
     for t in ["explore", "plan", "code", "main"] {
         assert!(types.contains(&t), "{types:?}");
     }
     let cli = std::fs::read_to_string(project.path().join("src/todo/cli.py")).unwrap();
-    assert!(cli.contains("\"--priority\"") && cli.contains("\"priority\": args.priority"), "{cli}");
+    assert!(
+        cli.contains("\"--priority\"") && cli.contains("\"priority\": args.priority"),
+        "{cli}"
+    );
     // The shipped sample project itself is untouched.
     let original = std::fs::read_to_string(sample_project().join("src/todo/cli.py")).unwrap();
     assert!(!original.contains("--priority"));

@@ -65,8 +65,15 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                 println!("{p}");
             }
             let errors = reg.problems().iter().filter(|p| !p.warning).count();
+            let warnings = reg.problems().len() - errors;
             if errors == 0 {
-                println!("{} agent types OK", reg.all().count());
+                // Warnings (a dropped Claude Code tool, say) are worth reading, not failing on.
+                let note = if warnings > 0 {
+                    format!(", {warnings} warning(s)")
+                } else {
+                    String::new()
+                };
+                println!("{} agent types OK{note}", reg.all().count());
                 Ok(Code::Done)
             } else {
                 println!("{errors} error(s)");

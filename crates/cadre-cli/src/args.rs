@@ -29,6 +29,34 @@ pub enum Command {
     /// List, show or check agent types.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// List, show or check skills.
+    #[command(subcommand)]
+    Skills(SkillsCommand),
+}
+
+/// `cadre skills …`.
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// List every skill with its description and folder.
+    List(SkillsDirArg),
+    /// Show one skill in full: its front matter, its instructions and its files.
+    Show {
+        /// The skill's name.
+        name: String,
+        /// Extra folders of skills.
+        #[command(flatten)]
+        dirs: SkillsDirArg,
+    },
+    /// Check every skill and list every problem (file:line:column); exit 1 on any error.
+    Check(SkillsDirArg),
+}
+
+/// Where skills are loaded from, besides the standard folders.
+#[derive(Debug, Args, Clone)]
+pub struct SkillsDirArg {
+    /// Also load skills from DIR, a folder of skill folders (nearest of all: its skills win).
+    #[arg(long = "skills-dir", value_name = "DIR")]
+    pub skills_dir: Vec<PathBuf>,
 }
 
 /// `cadre agents …`.
@@ -88,6 +116,9 @@ pub struct RunArgs {
     /// Extra folders of agent files.
     #[command(flatten)]
     pub dirs: AgentsDirArg,
+    /// Extra folders of skills.
+    #[command(flatten)]
+    pub skills: SkillsDirArg,
     /// Model id or alias (opus, sonnet, haiku).
     #[arg(long, env = "CADRE_MODEL", default_value = cadre_model::DEFAULT_MODEL)]
     pub model: String,

@@ -5,6 +5,7 @@ mod args;
 mod display;
 mod exit;
 mod run;
+mod skills;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -29,6 +30,9 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args, cli.directory, cli.quiet).await,
             Command::Agents(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| agents::agents(cmd, &root))
+            }
+            Command::Skills(cmd) => {
+                run::workspace_root(cli.directory).and_then(|root| skills::skills(cmd, &root))
             }
         }
     });

@@ -4,6 +4,7 @@ use crate::agents::load_registry;
 use crate::args::RunArgs;
 use crate::display::Display;
 use crate::exit::{Code, ConfigError};
+use crate::skills::load_skills;
 use anyhow::Result;
 use cadre_core::{Event, EventHandler, Limits, Orchestrator, RunConfig, StopKind};
 use cadre_model::{resolve_model_alias, AnthropicConfig, AnthropicModel, Model};
@@ -26,9 +27,14 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     let workspace = Workspace::new(&root)
         .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
     let registry = load_registry(&root, &args.dirs.agents_dir);
+    let skills = load_skills(&root, &args.skills.skills_dir);
     if !quiet {
-        for p in registry.problems() {
-            eprintln!("cadre: skipped a bad agent file: {p}");
+        for p in registry.problems().iter().chain(skills.problems()) {
+            if p.warning {
+                eprintln!("cadre: {p}");
+            } else {
+                eprintln!("cadre: skipped: {p}");
+            }
         }
     }
     let spec = registry.get(&args.agent).ok_or_else(|| {
@@ -71,6 +77,7 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
         ..ToolLimits::default()
     };
     config.runs_dir = (!args.no_transcripts).then(|| root.join(".cadre").join("runs"));
+    config.skills = Arc::new(skills);
     let orchestrator = Orchestrator::new(registry, config, events);
     spawn_signal_watch(orchestrator.cancel_token());
 

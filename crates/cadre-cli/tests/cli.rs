@@ -482,3 +482,223 @@ async fn a_run_with_subagents_logs_each_one_and_tables_usage_per_agent() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("subagent type"), "{}", out.stderr);
 }
+
+/// Runs `cadre` offline in `dir` with HOME pointed at `dir`, so the user's own skills and
+/// agents cannot leak into the result.
+async fn cadre_offline(dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::cargo_bin("cadre").unwrap();
+    cmd.current_dir(dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("RUST_LOG")
+        .env("HOME", dir)
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120));
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn skills_check_reports_each_bad_skill_with_its_position_and_good_ones_still_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let skills = dir.path().join("skills");
+    write_file(
+        &skills.join("good/SKILL.md"),
+        "---\nname: good\ndescription: >\n  Use when testing\n  the CLI.\nlicense: MIT\n---\n# Good\n\nGOOD BODY\n",
+    );
+    write_file(&skills.join("good/references/notes.md"), "notes\n");
+    write_file(
+        &skills.join("broken/SKILL.md"),
+        "---\nname: broken\ndescription: [oops\n---\nx\n",
+    );
+    write_file(
+        &skills.join("noname/SKILL.md"),
+        "---\ndescription: d\n---\nx\n",
+    );
+    write_file(
+        &skills.join("long/SKILL.md"),
+        &format!(
+            "---\nname: long\ndescription: {}\n---\nx\n",
+            "y".repeat(1100)
+        ),
+    );
+    write_file(
+        &skills.join("mismatch/SKILL.md"),
+        "---\nname: other-name\ndescription: d\n---\nx\n",
+    );
+    let out = cadre_offline(dir.path(), &["skills", "check"]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    for want in [
+        "skills/broken/SKILL.md:4:1: error: broken YAML",
+        "skills/noname/SKILL.md:1:1: error: missing name",
+        "skills/long/SKILL.md:3:1: error: description too long: 1100 characters, at most 1024",
+        "skills/mismatch/SKILL.md:2:7: error: name \"other-name\" differs from its folder \"mismatch\"",
+        "4 error(s)",
+    ] {
+        assert!(out.stdout.contains(want), "no {want:?} in:\n{}", out.stdout);
+    }
+    assert!(!out.stdout.contains("good/SKILL.md"), "{}", out.stdout);
+
+    let list = cadre_offline(dir.path(), &["skills", "list"]).await;
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let line = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("good "))
+        .unwrap_or_else(|| panic!("{}", list.stdout));
+    assert!(line.contains("skills/good") && line.contains("Use when testing the CLI."));
+    assert_eq!(list.stdout.lines().count(), 2, "{}", list.stdout);
+    assert!(
+        list.stderr.contains("cadre skills check"),
+        "{}",
+        list.stderr
+    );
+
+    let show = cadre_offline(dir.path(), &["skills", "show", "good"]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    for want in [
+        "name: good",
+        "license: MIT",
+        "GOOD BODY",
+        "references/notes.md (6 bytes)",
+    ] {
+        assert!(
+            show.stdout.contains(want),
+            "no {want:?} in:\n{}",
+            show.stdout
+        );
+    }
+    let missing = cadre_offline(dir.path(), &["skills", "show", "nobody"]).await;
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("good"), "{}", missing.stderr);
+
+    // An extra folder adds its skills; with only good skills, check passes.
+    let extra = tempfile::tempdir().unwrap();
+    write_file(
+        &extra.path().join("more/SKILL.md"),
+        "---\nname: more\ndescription: Use for more.\n---\nMore.\n",
+    );
+    std::fs::remove_dir_all(skills.join("broken")).unwrap();
+    std::fs::remove_dir_all(skills.join("noname")).unwrap();
+    std::fs::remove_dir_all(skills.join("long")).unwrap();
+    std::fs::remove_dir_all(skills.join("mismatch")).unwrap();
+    let extra_dir = extra.path().display().to_string();
+    let ok = cadre_offline(dir.path(), &["skills", "check", "--skills-dir", &extra_dir]).await;
+    assert_eq!(ok.code, 0, "{}", ok.stdout);
+    assert!(ok.stdout.contains("2 skills OK"), "{}", ok.stdout);
+}
+
+#[tokio::test]
+async fn the_shipped_skills_pass_the_check() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = repo.canonicalize().unwrap().display().to_string();
+    let out = cadre_offline(home.path(), &["-C", &repo, "skills", "check"]).await;
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(out.stdout.contains("3 skills OK"), "{}", out.stdout);
+    let list = cadre_offline(home.path(), &["-C", &repo, "skills", "list"]).await;
+    for name in ["code-review", "commit-message", "writing-tests"] {
+        assert!(
+            list.stdout.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{}",
+            list.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn agents_check_shows_a_claude_code_files_dropped_tools_as_warnings_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        &dir.path().join(".claude/agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews diffs.\ntools: Read, WebFetch, mcp__github__get_pr\nmodel: sonnet\ncolor: purple\n---\nReview.\n",
+    );
+    let out = cadre_offline(dir.path(), &["agents", "check"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    for want in [
+        ".claude/agents/reviewer.md:4:14: warning: tool \"WebFetch\" dropped: cadre does not provide it",
+        ".claude/agents/reviewer.md:4:24: warning: tool \"mcp__github__get_pr\" dropped",
+        "5 agent types OK, 2 warning(s)",
+    ] {
+        assert!(out.stdout.contains(want), "no {want:?} in:\n{}", out.stdout);
+    }
+    let list = cadre_offline(dir.path(), &["agents", "list"]).await;
+    let line = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("reviewer"))
+        .unwrap_or_else(|| panic!("{}", list.stdout));
+    assert!(
+        line.contains("subagent") && line.contains("read_file"),
+        "{line}"
+    );
+
+    // An unknown tool is an error, and check fails.
+    write_file(
+        &dir.path().join(".claude/agents/wizard.md"),
+        "---\nname: wizard\ndescription: Casts.\ntools: Read, Teleport\n---\nCast.\n",
+    );
+    let out = cadre_offline(dir.path(), &["agents", "check"]).await;
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(".claude/agents/wizard.md:4:14: error: unknown tool \"Teleport\" in tools"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test]
+async fn run_lists_skills_from_skills_dir_in_the_prompt_and_offers_skill() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        &dir.path().join("my-skills/demo/SKILL.md"),
+        "---\nname: demo\ndescription: Use when demonstrating skills.\n---\nDEMO BODY\n",
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("s1", "Skill", json!({"name": "demo"})),
+            Reply::text("demonstrated"),
+        ],
+    );
+    let mut cmd = Command::cargo_bin("cadre").unwrap();
+    cmd.current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .args(["run", "--skills-dir", "my-skills", "Show a skill"])
+        .timeout(std::time::Duration::from_secs(120));
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    assert!(requests[0].tool_names().contains(&"Skill".to_string()));
+    let system = requests[0].system_text();
+    assert!(
+        system.contains("- demo: Use when demonstrating skills."),
+        "{system}"
+    );
+    assert!(!system.contains("DEMO BODY"));
+    assert_eq!(requests[1].system_text(), system);
+    assert!(requests[1].last_user_text().contains("DEMO BODY"));
+    server.assert_clean();
+}

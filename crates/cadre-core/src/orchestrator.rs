@@ -7,7 +7,9 @@ use crate::budget::Budget;
 use crate::events::{millis, Event, EventHandler};
 use crate::outcome::{AgentOutcome, StopKind};
 use crate::prompt;
-use crate::registry::{tools_for, Registry, TASK_TOOL};
+use crate::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
+use crate::skill_tool::SkillTool;
+use crate::skills::SkillSet;
 use crate::spec::AgentSpec;
 use crate::task::TaskTool;
 use crate::toolset::ToolSet;
@@ -66,6 +68,8 @@ pub struct RunConfig {
     pub tool_limits: ToolLimits,
     /// Where run folders go (normally `<workspace>/.cadre/runs`); `None` writes nothing.
     pub runs_dir: Option<PathBuf>,
+    /// The skills agents may load with the `Skill` tool.
+    pub skills: Arc<SkillSet>,
 }
 
 impl RunConfig {
@@ -85,6 +89,7 @@ impl RunConfig {
             max_turns: None,
             tool_limits: ToolLimits::default(),
             runs_dir: None,
+            skills: Arc::default(),
         }
     }
 }
@@ -462,7 +467,8 @@ impl Orchestrator {
     }
 
     /// The agent for `spec`: its prompt, its filtered tools (with `Task` while depth
-    /// allows), its own file tracker, and the run's shared budget, locks and limiter.
+    /// allows, and `Skill` when some skill is visible to it), its own file tracker, and the
+    /// run's shared budget, locks and limiter.
     fn build_agent(
         self: &Arc<Self>,
         spec: &AgentSpec,
@@ -472,6 +478,10 @@ impl Orchestrator {
         let mut available: Vec<&str> = self.builtins.iter().map(|t| t.name()).collect();
         if me.depth < self.config.limits.max_depth {
             available.push(TASK_TOOL);
+        }
+        let visible = self.config.skills.visible(&spec.skills);
+        if !visible.is_empty() {
+            available.push(SKILL_TOOL);
         }
         let names = tools_for(spec, &available);
         let mut tools = ToolSet::new(
@@ -483,6 +493,17 @@ impl Orchestrator {
         if names.iter().any(|n| n == TASK_TOOL) {
             tools.insert(Arc::new(TaskTool::new(self.clone(), me.clone())));
         }
+        // Skills are listed only to an agent that can load them.
+        let listed = if names.iter().any(|n| n == SKILL_TOOL) {
+            let visible_names = visible.iter().map(|s| s.name.clone()).collect();
+            tools.insert(Arc::new(SkillTool::new(
+                self.config.skills.clone(),
+                visible_names,
+            )));
+            visible
+        } else {
+            Vec::new()
+        };
         let mut ctx = ToolContext::new(self.config.workspace.clone());
         ctx.cancel = cancel;
         ctx.limits = self.config.tool_limits.clone();
@@ -494,7 +515,7 @@ impl Orchestrator {
                 path: me.path.clone(),
                 agent_type: spec.name.clone(),
                 model: me.model.clone(),
-                system: prompt::system_prompt(spec, me.depth > 0),
+                system: prompt::system_prompt_with_skills(spec, me.depth > 0, &listed),
                 max_tokens: self.config.max_tokens,
                 max_turns: spec.max_turns,
             },

@@ -1,6 +1,17 @@
 //! System prompts: an agent type's own prompt plus what every agent of its kind must know.
 
+use crate::skills::Skill;
 use crate::spec::AgentSpec;
+
+/// Most characters of skill lines in one system prompt; the rest are counted, not listed,
+/// so a large skills folder cannot crowd out the agent's own prompt.
+pub const SKILLS_BUDGET_CHARS: usize = 8_000;
+
+/// Opens the skills section: what skills are and how to load one.
+pub const SKILLS_NOTE: &str = "## Available skills\n\nSkills are folders of instructions for \
+particular kinds of work. When a task matches a skill's description, call the Skill tool with \
+its name before you start: it returns the instructions and the files of the skill's folder. \
+Load only the skills you need.\n";
 
 /// Appended to every subagent's prompt: the one fact it must not forget.
 pub const SUBAGENT_NOTE: &str = "You are a subagent. Only your final message reaches the agent \
@@ -14,6 +25,13 @@ directory: give paths relative to it. Tools cannot reach files outside it.";
 
 /// The system prompt of an agent of type `spec`.
 pub fn system_prompt(spec: &AgentSpec, is_subagent: bool) -> String {
+    system_prompt_with_skills(spec, is_subagent, &[])
+}
+
+/// The system prompt of an agent of type `spec` that may load `skills` with the Skill tool:
+/// each is listed by name and description only; the bodies come as tool results, so the
+/// prompt (the cached prefix) never changes during a run.
+pub fn system_prompt_with_skills(spec: &AgentSpec, is_subagent: bool, skills: &[&Skill]) -> String {
     let mut prompt = spec.prompt.trim_end().to_owned();
     prompt.push_str("\n\n");
     prompt.push_str(ENVIRONMENT_NOTE);
@@ -24,5 +42,98 @@ pub fn system_prompt(spec: &AgentSpec, is_subagent: bool) -> String {
         prompt.push_str("\n\n");
         prompt.push_str(SUBAGENT_NOTE);
     }
+    if let Some(section) = skills_section(skills, SKILLS_BUDGET_CHARS) {
+        prompt.push_str("\n\n");
+        prompt.push_str(&section);
+    }
     prompt
+}
+
+/// The "Available skills" section: one `- name: description` line per skill, in the order
+/// given, while they fit in `budget` characters; then how many were left out. `None` when
+/// there are no skills.
+pub fn skills_section(skills: &[&Skill], budget: usize) -> Option<String> {
+    if skills.is_empty() {
+        return None;
+    }
+    let mut section = String::from(SKILLS_NOTE);
+    section.push('\n');
+    let mut used = 0;
+    let mut listed = 0;
+    for skill in skills {
+        // A folded or multi-line description becomes one line.
+        let description = skill
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let line = format!("- {}: {description}\n", skill.name);
+        let len = line.chars().count();
+        if used + len > budget {
+            break;
+        }
+        used += len;
+        listed += 1;
+        section.push_str(&line);
+    }
+    let left = skills.len() - listed;
+    if left > 0 {
+        section.push_str(&format!(
+            "- ({left} more skill{} not listed to keep this prompt short; call Skill with a name you know, or with any name to get the full list.)\n",
+            if left == 1 { " is" } else { "s are" }
+        ));
+    }
+    Some(section.trim_end().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Registry;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn skill(name: &str, description: &str) -> Skill {
+        Skill {
+            name: name.into(),
+            description: description.into(),
+            license: None,
+            compatibility: None,
+            metadata: BTreeMap::new(),
+            allowed_tools: vec![],
+            dir: PathBuf::from(name),
+            file: PathBuf::from(name).join("SKILL.md"),
+        }
+    }
+
+    #[test]
+    fn lists_names_and_descriptions_only() {
+        let spec = Registry::shipped().get("code").cloned().unwrap();
+        let a = skill("alpha", "Use for alpha\nwork.");
+        let plain = system_prompt(&spec, true);
+        let with = system_prompt_with_skills(&spec, true, &[&a]);
+        assert!(with.starts_with(&plain));
+        assert!(with.ends_with("## Available skills\n\nSkills are folders of instructions for particular kinds of work. When a task matches a skill's description, call the Skill tool with its name before you start: it returns the instructions and the files of the skill's folder. Load only the skills you need.\n\n- alpha: Use for alpha work."), "{with}");
+        assert!(skills_section(&[], 100).is_none());
+    }
+
+    #[test]
+    fn the_budget_cuts_the_list_and_says_so() {
+        let skills: Vec<Skill> = (0..500)
+            .map(|i| skill(&format!("skill-{i:03}"), &"d".repeat(100)))
+            .collect();
+        let refs: Vec<&Skill> = skills.iter().collect();
+        let section = skills_section(&refs, SKILLS_BUDGET_CHARS).unwrap();
+        let listed = section
+            .lines()
+            .filter(|l| l.starts_with("- skill-"))
+            .count();
+        assert!(listed > 50 && listed < 500, "{listed}");
+        assert!(section.len() < SKILLS_BUDGET_CHARS + SKILLS_NOTE.len() + 200);
+        assert!(
+            section.ends_with(&format!("({} more skills are not listed to keep this prompt short; call Skill with a name you know, or with any name to get the full list.)", 500 - listed)),
+            "{}",
+            &section[section.len() - 200..]
+        );
+    }
 }

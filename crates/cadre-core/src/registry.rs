@@ -1,4 +1,6 @@
 //! The registry of agent types: the shipped ones, then each agents folder (nearer wins).
+//! A folder may hold cadre's YAML files (`*.yaml`, `*.yml`) and Claude Code agent files
+//! (`*.md`, see [`crate::claude_agents`]).
 
 use crate::spec::{AgentSpec, Problem};
 use cadre_tools::canonical_tool_name;
@@ -57,24 +59,28 @@ impl Registry {
         reg
     }
 
-    /// The shipped types, then every `*.yaml`/`*.yml` file of each folder in `dirs`, in
+    /// The shipped types, then every `*.yaml`/`*.yml`/`*.md` file of each folder in `dirs`, in
     /// order: a later folder's type replaces an earlier one of the same name. Missing
     /// folders are skipped; bad files are recorded as problems and skipped.
     pub fn load(dirs: &[PathBuf]) -> Self {
         let mut reg = Self::shipped();
-        for dir in dirs {
+        for dir in distinct_dirs(dirs) {
             reg.load_dir(dir);
         }
         reg
     }
 
-    /// The folders searched for a project at `root`, farthest first: the user's
-    /// `~/.config/cadre/agents`, then the project's `agents/` and `.cadre/agents/`.
+    /// The folders searched for a project at `root`, farthest first: the user's Claude Code
+    /// agents (`~/.claude/agents`) and `~/.config/cadre/agents`, then the project's
+    /// `.claude/agents/`, `agents/` and `.cadre/agents/`. At each level cadre's own folders
+    /// are nearer than Claude Code's, and the project's are nearer than the user's.
     pub fn standard_dirs(root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         let mut dirs = Vec::new();
         if let Some(home) = home {
+            dirs.push(home.join(".claude/agents"));
             dirs.push(home.join(".config/cadre/agents"));
         }
+        dirs.push(root.join(".claude/agents"));
         dirs.push(root.join("agents"));
         dirs.push(root.join(".cadre/agents"));
         dirs
@@ -86,7 +92,10 @@ impl Registry {
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|x| x == "yaml" || x == "yml" || x == "md")
+            })
             .collect();
         files.sort();
         // Names seen in this folder: a duplicate inside one folder is a mistake, not an override.
@@ -103,13 +112,23 @@ impl Registry {
     }
 
     fn add_text(&mut self, file: &Path, text: &str, here: &mut BTreeMap<String, PathBuf>) {
-        let spec = match AgentSpec::parse_yaml(file, text) {
-            Ok(spec) => spec,
-            Err(p) => return self.problems.push(p),
+        let (spec, problems) = if file.extension().is_some_and(|x| x == "md") {
+            crate::claude_agents::parse(file, text)
+        } else {
+            match AgentSpec::parse_yaml(file, text) {
+                Ok(spec) => {
+                    let problems = spec.validate(file, text, &|t| resolve_tool_name(t).is_some());
+                    (Some(spec), problems)
+                }
+                Err(p) => (None, vec![p]),
+            }
         };
-        let problems = spec.validate(file, text, &|t| resolve_tool_name(t).is_some());
-        let fatal = !problems.is_empty();
+        // Warnings (a dropped Claude Code tool, say) are reported but do not reject the file.
+        let fatal = problems.iter().any(|p| !p.warning);
         self.problems.extend(problems);
+        let Some(spec) = spec else {
+            return;
+        };
         if let Some(first) = here.get(&spec.name) {
             let pos = crate::spec::locate(text, "name", Some(&spec.name));
             self.problems.push(Problem::at(
@@ -153,6 +172,20 @@ impl Registry {
     pub fn insert(&mut self, spec: AgentSpec) {
         self.specs.insert(spec.name.clone(), spec);
     }
+}
+
+/// `dirs` with each folder kept only at its last (nearest) place, so a folder reached twice
+/// (cadre run in the home folder: `~/.claude/agents` is `<root>/.claude/agents`) loads once.
+pub(crate) fn distinct_dirs(dirs: &[PathBuf]) -> Vec<&PathBuf> {
+    let keys: Vec<PathBuf> = dirs
+        .iter()
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
+        .collect();
+    dirs.iter()
+        .enumerate()
+        .filter(|(i, _)| !keys[i + 1..].contains(&keys[*i]))
+        .map(|(_, d)| d)
+        .collect()
 }
 
 /// The cadre tool names an agent type gets, given every tool the run offers: `tools`

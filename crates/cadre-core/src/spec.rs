@@ -119,6 +119,18 @@ impl Problem {
             warning: false,
         }
     }
+
+    /// A warning at `line:column` of `file`: reported, but loading goes on.
+    pub fn warning_at(
+        file: &Path,
+        (line, column): (usize, usize),
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            warning: true,
+            ..Self::at(file, (line, column), message)
+        }
+    }
 }
 
 /// Whether `name` is a valid agent or skill name: 1–64 chars of `[a-z0-9-]`, no leading,

@@ -5,7 +5,8 @@
 //! It records every request ([`Captured`]), checks each against the API's request rules
 //! ([`protocol::check_request`]) and can inject faults: HTTP errors, in-stream errors,
 //! truncated, dropped or stalled streams, delays, and a barrier that holds requests until
-//! enough run concurrently.
+//! enough run concurrently. The same replies are served in the OpenAI Chat Completions
+//! dialect on `POST /v1/chat/completions` ([`openai`]).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -17,6 +18,7 @@
 //! # }
 //! ```
 
+pub mod openai;
 pub mod protocol;
 pub mod reply;
 pub mod server;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::openai;
 use crate::sse;
 
 /// One content block of a scripted assistant message.
@@ -330,6 +331,53 @@ impl Reply {
 
     pub(crate) fn fault(&self) -> Option<Fault> {
         self.fault
+    }
+
+    /// What to send to a Chat Completions request asking for `model`, streamed or not.
+    pub(crate) fn render_openai(&self, id: &str, model: &str, stream: bool) -> Rendered {
+        let usage = openai::usage_json(
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+            self.usage.cache_read_input_tokens,
+        );
+        match &self.body {
+            Body::Message {
+                blocks,
+                stop_reason,
+            } if stream => Rendered::Sse(openai::stream_message(
+                id,
+                model,
+                blocks,
+                stop_reason,
+                usage,
+            )),
+            Body::Message {
+                blocks,
+                stop_reason,
+            } => Rendered::Json {
+                status: 200,
+                body: openai::message(id, model, blocks, stop_reason, usage),
+            },
+            Body::Error {
+                status,
+                kind,
+                message,
+            } => Rendered::Json {
+                status: *status,
+                body: openai::error_body(kind, message),
+            },
+            Body::StreamError { kind, message } if stream => Rendered::Sse(vec![
+                openai::chunk(
+                    &json!({"id": id, "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}),
+                ),
+                openai::chunk(&openai::error_body(kind, message)),
+            ]),
+            Body::StreamError { kind, message } => Rendered::Json {
+                status: status_for_error_kind(kind),
+                body: openai::error_body(kind, message),
+            },
+            Body::RawSse(body) => Rendered::Sse(split_events(body)),
+        }
     }
 
     /// What to send for a request asking for `model`, streamed or not.

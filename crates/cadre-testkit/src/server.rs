@@ -125,6 +125,11 @@ fn is_user(m: &&Value) -> bool {
     m.get("role").and_then(Value::as_str) == Some("user")
 }
 
+/// A user message, or (in Chat Completions) a `tool` message carrying a tool result.
+fn is_user_or_tool(m: &&Value) -> bool {
+    matches!(m.get("role").and_then(Value::as_str), Some("user" | "tool"))
+}
+
 fn first_user_text(body: &Value) -> String {
     messages(body)
         .iter()
@@ -136,7 +141,7 @@ fn first_user_text(body: &Value) -> String {
 fn last_user_text(body: &Value) -> String {
     messages(body)
         .iter()
-        .rfind(is_user)
+        .rfind(is_user_or_tool)
         .map(|m| content_text(m.get("content")))
         .unwrap_or_default()
 }
@@ -159,7 +164,16 @@ fn content_text(content: Option<&Value>) -> String {
 }
 
 fn system_text(body: &Value) -> String {
-    content_text(body.get("system"))
+    match body.get("system") {
+        Some(system) => content_text(Some(system)),
+        // Chat Completions: the system prompt is a message.
+        None => messages(body)
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("system"))
+            .map(|m| content_text(m.get("content")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }
 
 fn tool_names(body: &Value) -> Vec<String> {
@@ -168,7 +182,12 @@ fn tool_names(body: &Value) -> Vec<String> {
         .map(|tools| {
             tools
                 .iter()
-                .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
+                .filter_map(|t| {
+                    t.get("name")
+                        .or_else(|| t.pointer("/function/name"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -352,6 +371,7 @@ impl MockServer {
         let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/messages", post(handle_messages))
+            .route("/v1/chat/completions", post(handle_chat))
             .fallback(handle_other)
             // Long conversations exceed axum's 2 MB default.
             .layer(DefaultBodyLimit::disable())
@@ -517,10 +537,45 @@ async fn handle_other(State(shared): State<Arc<Shared>>, request: Request) -> Re
     error_response(404, "not_found_error", &message)
 }
 
+/// Which API a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// Anthropic Messages.
+    Messages,
+    /// OpenAI Chat Completions.
+    Chat,
+}
+
+impl Dialect {
+    fn error(self, status: u16, kind: &str, message: &str) -> Response {
+        match self {
+            Dialect::Messages => error_response(status, kind, message),
+            Dialect::Chat => json_response(status, &crate::openai::error_body(kind, message)),
+        }
+    }
+}
+
 async fn handle_messages(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     body: Bytes,
+) -> Response {
+    handle(shared, headers, body, Dialect::Messages).await
+}
+
+async fn handle_chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(shared, headers, body, Dialect::Chat).await
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+    dialect: Dialect,
 ) -> Response {
     let guard = InFlight::enter(&shared);
     let headers: Vec<(String, String)> = headers
@@ -547,6 +602,7 @@ async fn handle_messages(
 
     let problems = match parse_error {
         Some(e) => vec![format!("body is not valid JSON: {e}")],
+        None if dialect == Dialect::Chat => crate::openai::check_chat_request(&body, &headers),
         None => check_request(&body, &headers),
     };
     if !problems.is_empty() {
@@ -556,7 +612,7 @@ async fn handle_messages(
                 inner.violations.push(format!("request {index}: {p}"));
             }
         }
-        return error_response(400, "invalid_request_error", &problems.join("; "));
+        return dialect.error(400, "invalid_request_error", &problems.join("; "));
     }
 
     let Some((route, reply)) = shared.take_reply(&body) else {
@@ -564,14 +620,14 @@ async fn handle_messages(
         let message =
             format!("mock: no scripted reply for request {index} (first user message: {first:?})");
         shared.violate(format!("request {index}: {message}"));
-        return error_response(500, "api_error", &message);
+        return dialect.error(500, "api_error", &message);
     };
 
     if let Err((k, n)) = shared.barrier_wait(&body).await {
         shared.put_back(route, reply);
         let message = format!("barrier timed out: only {k} of {n} requests in flight");
         shared.violate(format!("request {index}: {message}"));
-        return error_response(500, "api_error", &message);
+        return dialect.error(500, "api_error", &message);
     }
 
     if let Some(d) = reply.delay_time() {
@@ -587,7 +643,11 @@ async fn handle_messages(
         .and_then(Value::as_str)
         .unwrap_or("claude-mock");
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
-    let mut resp = match reply.render(&id, model, stream) {
+    let rendered = match dialect {
+        Dialect::Messages => reply.render(&id, model, stream),
+        Dialect::Chat => reply.render_openai(&id, model, stream),
+    };
+    let mut resp = match rendered {
         Rendered::Json { status, body } if status == 200 && reply.fault().is_some() => {
             // No events to count in a JSON body: whatever the count, send its first half.
             let text = body.to_string();

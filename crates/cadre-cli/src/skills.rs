@@ -1,0 +1,135 @@
+//! `cadre skills list|show|check`.
+
+use crate::args::{SkillsCommand, SkillsDirArg};
+use crate::exit::{Code, ConfigError};
+use anyhow::Result;
+use cadre_core::{Skill, SkillSet};
+use serde_yaml::{Mapping, Value};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The skills for a project at `root`: the user's, the project's and any `--skills-dir`
+/// folders, nearer winning. Only front matter is read.
+pub fn load_skills(root: &Path, extra: &[PathBuf]) -> SkillSet {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut dirs = SkillSet::standard_dirs(root, home.as_deref());
+    dirs.extend(extra.iter().cloned());
+    SkillSet::load(&dirs)
+}
+
+/// Runs one `cadre skills` command.
+pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
+    match cmd {
+        SkillsCommand::List(SkillsDirArg { skills_dir }) => {
+            let set = load_skills(root, &skills_dir);
+            let mut out = format!("{:<24} {:<32} description\n", "name", "folder");
+            for s in set.all() {
+                let folder = s.dir.strip_prefix(root).unwrap_or(&s.dir);
+                let desc = one_line(&s.description);
+                let _ = writeln!(out, "{:<24} {:<32} {desc}", s.name, folder.display());
+            }
+            emit(&out);
+            if !set.problems().is_empty() {
+                eprintln!(
+                    "\n{} problem(s) in skills; run `cadre skills check` to see them",
+                    set.problems().len()
+                );
+            }
+            Ok(Code::Done)
+        }
+        SkillsCommand::Show { name, dirs } => {
+            let set = load_skills(root, &dirs.skills_dir);
+            let skill = set.get(&name).ok_or_else(|| {
+                let known: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
+                ConfigError(format!(
+                    "there is no skill {name:?}; the skills are: {}",
+                    if known.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            })?;
+            let body = skill.read_body().map_err(|e| ConfigError(e.to_string()))?;
+            let mut out = format!("# from {}\n---\n", skill.file.display());
+            out.push_str(&serde_yaml::to_string(&front_matter(skill)).unwrap_or_default());
+            let _ = writeln!(out, "---\n{body}");
+            let files = skill.files();
+            let _ = writeln!(out, "\n# files in {}", skill.dir.display());
+            if files.is_empty() {
+                out.push_str("(none besides SKILL.md)\n");
+            }
+            for f in files {
+                let _ = writeln!(out, "{} ({} bytes)", f.path.display(), f.bytes);
+            }
+            emit(&out);
+            Ok(Code::Done)
+        }
+        SkillsCommand::Check(SkillsDirArg { skills_dir }) => {
+            let set = load_skills(root, &skills_dir);
+            for p in set.problems() {
+                println!("{p}");
+            }
+            let errors = set.problems().iter().filter(|p| !p.warning).count();
+            let warnings = set.problems().len() - errors;
+            if errors == 0 {
+                let note = if warnings > 0 {
+                    format!(", {warnings} warning(s)")
+                } else {
+                    String::new()
+                };
+                println!("{} skills OK{note}", set.len());
+                Ok(Code::Done)
+            } else {
+                println!("{errors} error(s)");
+                Ok(Code::StoppedEarly)
+            }
+        }
+    }
+}
+
+/// Prints `text` to stdout; a reader that went away early (`| head`) is not an error.
+fn emit(text: &str) {
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// The skill's front matter as the file spells it, in the format's order.
+fn front_matter(skill: &Skill) -> Mapping {
+    let mut map = Mapping::new();
+    let mut put = |key: &str, value: Value| {
+        map.insert(Value::String(key.to_owned()), value);
+    };
+    put("name", Value::String(skill.name.clone()));
+    put("description", Value::String(skill.description.clone()));
+    if let Some(license) = &skill.license {
+        put("license", Value::String(license.clone()));
+    }
+    if let Some(compatibility) = &skill.compatibility {
+        put("compatibility", Value::String(compatibility.clone()));
+    }
+    if !skill.metadata.is_empty() {
+        let metadata = skill
+            .metadata
+            .iter()
+            .map(|(k, v)| (Value::String(k.clone()), Value::String(v.clone())))
+            .collect();
+        put("metadata", Value::Mapping(metadata));
+    }
+    if !skill.allowed_tools.is_empty() {
+        put(
+            "allowed-tools",
+            Value::String(skill.allowed_tools.join(" ")),
+        );
+    }
+    map
+}
+
+/// A description on one line, cut to a width that keeps the listing readable.
+fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(100) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
+}
