@@ -178,8 +178,77 @@ async fn author_delegation() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The task of the README's offline quick start.
+pub const QUICKSTART_TASK: &str = cadre_examples::QUICKSTART_TASK;
+
+const PLAN_DUE: &str = "Plan how to add due dates to todo items: `todo add TEXT --due YYYY-MM-DD`, shown by `todo list`, with overdue items marked. Study src/todo/cli.py, src/todo/storage.py and the tests, and return numbered steps.";
+
+/// The quick start runs through `cadre run --replay`, so it is authored with exactly what
+/// the CLI loads for `-C examples/sample-project` (shipped and project agents and skills,
+/// no user folders, default limits).
+async fn author_quickstart() -> anyhow::Result<()> {
+    use cadre_core::{no_events, Orchestrator, Registry, RunConfig, SkillSet};
+    let research = [
+        task("toolu_q1", "explore", "Map the storage", EXPLORE_STORAGE),
+        task("toolu_q2", "explore", "Map the add command", EXPLORE_CLI),
+        task("toolu_q3", "plan", "Plan due dates", PLAN_DUE),
+    ];
+    let script = ScriptedModel::default()
+        .on(
+            "main",
+            "due dates",
+            vec![
+                Turn::tools("I'll look at the storage and the CLI and draft a plan, all at once.", calls(&research)),
+                Turn::text("**How todo stores items.** All items live in one JSON file, `~/.todo.json` (or `$TODO_FILE`): a list of `{id, text, done}` objects (src/todo/storage.py). Every save writes a `.tmp` file and renames it over the old one, so a crash never leaves half a file. New ids are one more than the largest (storage.next_id).\n\n**Plan for due dates.**\n1. src/todo/cli.py: add `--due YYYY-MM-DD` to `todo add` (validate with `datetime.date.fromisoformat`) and store it as `due` in the new item.\n2. src/todo/cli.py: in `todo list`, print the due date and mark items whose date has passed as overdue.\n3. tests/test_todo.py: tests for a valid date, an invalid one (exit 2) and an overdue item.\nOlder items simply have no `due` key; read it with `.get(\"due\")`."),
+            ],
+        )
+        .on(
+            "explore",
+            "stores its items",
+            vec![
+                Turn::tools("", vec![("toolu_s1", "read_file", json!({"path": "src/todo/storage.py"}))]),
+                Turn::text("Answer: items are a JSON list in one file.\nEvidence:\n- path() is ~/.todo.json or $TODO_FILE (src/todo/storage.py:8-9).\n- load() returns [] when the file is missing (src/todo/storage.py:12-16).\n- save() writes a .tmp file and renames it over the old one (src/todo/storage.py:19-23).\nGaps: there is no schema version; extra keys in an item are kept as they are."),
+            ],
+        )
+        .on(
+            "explore",
+            "parses its arguments",
+            vec![
+                Turn::tools("", vec![("toolu_e1", "grep", json!({"pattern": "add_parser|add_argument|items.append", "glob": "*.py"}))]),
+                Turn::text("Answer: arguments are parsed with argparse in src/todo/cli.py.\nEvidence:\n- build_parser() creates the `add` subparser (src/todo/cli.py:12) with one positional `text` (src/todo/cli.py:13).\n- main() builds the item dict {id, text, done} in `items.append(...)` (src/todo/cli.py:25).\nGaps: none."),
+            ],
+        )
+        .on(
+            "plan",
+            "due dates",
+            vec![
+                Turn::tools("", vec![("toolu_p1", "read_file", json!({"path": "tests/test_todo.py"}))]),
+                Turn::text("Goal: items can carry a due date, and `todo list` shows it.\nSteps:\n1. src/todo/cli.py, build_parser(): `add.add_argument(\"--due\", type=datetime.date.fromisoformat)`; argparse then rejects bad dates with exit 2. Verify: `python3 -m todo add x --due 2026-13-01` fails.\n2. src/todo/cli.py, main(): store `args.due.isoformat()` as `due` when given.\n3. src/todo/cli.py, list: print the date after the text and `(overdue)` when it is before today.\n4. tests/test_todo.py: add tests for 1–3 next to test_add_then_list.\nRisks: comparing dates needs today's date; inject it for tests."),
+            ],
+        );
+    let root = cadre_examples::sample_project();
+    let registry = Registry::load(&Registry::standard_dirs(&root, None));
+    let skills = SkillSet::load(&SkillSet::standard_dirs(&root, None));
+    let workspace = Arc::new(cadre_tools::Workspace::new(&root)?);
+    let mut config = RunConfig::new(
+        workspace,
+        recorder("quickstart", script)?,
+        cadre_model::DEFAULT_MODEL,
+    );
+    config.skills = Arc::new(skills);
+    let orchestrator = Orchestrator::new(registry, config, no_events());
+    let (outcome, summary) = orchestrator.run("main", QUICKSTART_TASK).await?;
+    println!(
+        "quickstart: {} ({} agents)",
+        outcome.stop,
+        summary.usage.agents.len()
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    author_quickstart().await?;
     author_weather().await?;
     author_docs_qa().await?;
     author_delegation().await?;

@@ -12,6 +12,10 @@ pub mod weather;
 
 use std::path::PathBuf;
 
+/// The task of the README's offline quick start (`cadre run --replay examples/cassettes/quickstart.jsonl`).
+pub const QUICKSTART_TASK: &str =
+    "Explain how todo stores its items, and plan how to add due dates.";
+
 /// The folder of this crate (`examples/`), wherever the repository is.
 pub fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

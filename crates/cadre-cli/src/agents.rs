@@ -9,7 +9,14 @@ use std::path::{Path, PathBuf};
 /// The registry for a project at `root`: shipped types, then the user's, the project's and
 /// any `--agents-dir` folders, nearer winning.
 pub fn load_registry(root: &Path, extra: &[PathBuf]) -> Registry {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    load_registry_from(root, extra, true)
+}
+
+/// Like [`load_registry`]; without the user's own folders when `include_user` is false.
+pub fn load_registry_from(root: &Path, extra: &[PathBuf], include_user: bool) -> Registry {
+    let home = include_user
+        .then(|| std::env::var_os("HOME").map(PathBuf::from))
+        .flatten();
     let mut dirs = Registry::standard_dirs(root, home.as_deref());
     dirs.extend(extra.iter().cloned());
     Registry::load(&dirs)

@@ -26,6 +26,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the primary agent on a task in the current folder.
     Run(RunArgs),
+    /// Show what this machine enforces: the kernel's Landlock ABI and the sandbox rules.
+    Doctor,
     /// List, show or check agent types.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -84,6 +86,15 @@ pub struct AgentsDirArg {
     pub agents_dir: Vec<std::path::PathBuf>,
 }
 
+/// Which model API to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Provider {
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// An OpenAI-compatible Chat Completions server.
+    Openai,
+}
+
 /// How the result is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -140,14 +151,27 @@ pub struct RunArgs {
     /// How the result is printed.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
-    /// Base URL of the Messages API.
-    #[arg(
-        long,
-        env = "ANTHROPIC_BASE_URL",
-        default_value = "https://api.anthropic.com",
-        hide_env_values = true
-    )]
-    pub base_url: String,
+    /// Which API to talk to: `anthropic` (Messages API) or `openai` (any OpenAI-compatible
+    /// Chat Completions server: Ollama, vLLM, llama.cpp, OpenRouter, …).
+    #[arg(long, env = "CADRE_PROVIDER", value_enum, default_value_t = Provider::Anthropic)]
+    pub provider: Provider,
+    /// Base URL of the API [default: $ANTHROPIC_BASE_URL or https://api.anthropic.com;
+    /// with --provider openai: $OPENAI_BASE_URL or https://api.openai.com/v1].
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Record every model request and response of the run (all agents) to FILE, a cassette
+    /// that --replay serves later.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Serve model replies from a cassette written by --record: no network, no key. Tools
+    /// still run for real. Agent and skill folders in your home are not loaded, so a
+    /// cassette replays the same on every machine.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Let read-only agents run `bash` without the Landlock sandbox (for kernels without
+    /// Landlock); writing agents then run it unsandboxed too.
+    #[arg(long)]
+    pub allow_unsandboxed_bash: bool,
     /// The `anthropic-version` header to send.
     #[arg(long, default_value = "2026-10-21")]
     pub api_version: String,

@@ -17,6 +17,8 @@ pub struct Display {
     live: Option<ProgressBar>,
     /// Whether the last thing printed to stdout ended a line.
     at_line_start: bool,
+    /// Whether the primary agent started a new turn since its last text.
+    new_turn: bool,
     header: String,
 }
 
@@ -39,6 +41,7 @@ impl Display {
             primary: primary.to_owned(),
             live,
             at_line_start: true,
+            new_turn: false,
             header,
         }
     }
@@ -58,11 +61,21 @@ impl Display {
     }
 
     fn text_event(&mut self, event: &Event) {
+        if let Event::Turn { agent, turn } = event {
+            self.new_turn |= *agent == self.primary && *turn > 1;
+        }
         if let Event::Text { agent, delta } = event {
             if *agent == self.primary {
+                // Text of a later turn starts a new paragraph.
+                let gap = match (std::mem::take(&mut self.new_turn), self.at_line_start) {
+                    (true, false) => "\n\n",
+                    (true, true) => "\n",
+                    _ => "",
+                };
                 self.at_line_start = delta.ends_with('\n');
                 let write = || {
                     let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(gap.as_bytes());
                     let _ = out.write_all(delta.as_bytes());
                     let _ = out.flush();
                 };
@@ -72,6 +85,19 @@ impl Display {
                 }
             }
             return;
+        }
+        // A subagent that failed says why in full: its parent may only pass on a summary.
+        if let Event::Finished { agent, stop, .. } = event {
+            if *agent != self.primary
+                && matches!(stop, StopKind::ModelError(_) | StopKind::Other(_))
+            {
+                let line = format!("{agent} failed: {stop}");
+                match &self.live {
+                    Some(pb) => pb.suspend(|| eprintln!("· {line}")),
+                    None => eprintln!("· {line}"),
+                }
+                return;
+            }
         }
         // With a live block the roster says it all; without one, each step is a log line.
         if self.live.is_some() {

@@ -1,14 +1,17 @@
 //! `cadre run`: the primary agent on one task, with every subagent it delegates to.
 
-use crate::agents::load_registry;
-use crate::args::RunArgs;
+use crate::agents::load_registry_from;
+use crate::args::{Provider, RunArgs};
 use crate::display::Display;
 use crate::exit::{Code, ConfigError};
-use crate::skills::load_skills;
+use crate::skills::load_skills_from;
 use anyhow::Result;
 use cadre_core::{Event, EventHandler, Limits, Orchestrator, RunConfig, StopKind};
-use cadre_model::{resolve_model_alias, AnthropicConfig, AnthropicModel, Model};
-use cadre_tools::{ToolLimits, Workspace};
+use cadre_model::{
+    resolve_model_alias, AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel,
+    RecordingModel, ReplayModel,
+};
+use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,8 +29,10 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     let root = workspace_root(directory)?;
     let workspace = Workspace::new(&root)
         .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
-    let registry = load_registry(&root, &args.dirs.agents_dir);
-    let skills = load_skills(&root, &args.skills.skills_dir);
+    // A replay must see the same prompts as the recording did, on any machine.
+    let include_user = args.replay.is_none();
+    let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+    let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
     if !quiet {
         for p in registry.problems().iter().chain(skills.problems()) {
             if p.warning {
@@ -78,6 +83,9 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     };
     config.runs_dir = (!args.no_transcripts).then(|| root.join(".cadre").join("runs"));
     config.skills = Arc::new(skills);
+    if args.allow_unsandboxed_bash {
+        config.sandbox = SandboxMode::Unsandboxed;
+    }
     let orchestrator = Orchestrator::new(registry, config, events);
     spawn_signal_watch(orchestrator.cancel_token());
 
@@ -126,17 +134,55 @@ pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
     }
 }
 
+/// The model client: a replay, or a live provider (wrapped in a recorder with --record).
 fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
-    let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
-    if key.trim().is_empty() {
-        return Err(ConfigError(NO_KEY.into()).into());
+    if let Some(cassette) = &args.replay {
+        let replay = ReplayModel::open(cassette)
+            .map_err(|e| ConfigError(format!("cannot replay {}: {e}", cassette.display())))?;
+        if let Some(line) = replay.truncated_tail() {
+            eprintln!("cadre: the cassette's last line ({line}) was cut short and is ignored");
+        }
+        return Ok(Arc::new(replay));
     }
-    let mut config = AnthropicConfig::new(key.trim());
-    config.base_url = args.base_url.clone();
-    config.version = args.api_version.clone();
-    config.retry.max_retries = args.max_retries;
-    let model = AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?;
-    Ok(Arc::new(model))
+    let live: Arc<dyn Model> = match args.provider {
+        Provider::Anthropic => {
+            let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
+            if key.trim().is_empty() {
+                return Err(ConfigError(NO_KEY.into()).into());
+            }
+            let mut config = AnthropicConfig::new(key.trim());
+            config.base_url = args
+                .base_url
+                .clone()
+                .or_else(|| {
+                    std::env::var("ANTHROPIC_BASE_URL")
+                        .ok()
+                        .filter(|u| !u.is_empty())
+                })
+                .unwrap_or(config.base_url);
+            config.version = args.api_version.clone();
+            config.retry.max_retries = args.max_retries;
+            Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
+        }
+        Provider::Openai => {
+            // Local servers (Ollama, llama.cpp) need no key; hosted ones read OPENAI_API_KEY.
+            let mut config = OpenAiConfig::from_env();
+            if let Some(url) = &args.base_url {
+                config.base_url = url.clone();
+            }
+            config.retry.max_retries = args.max_retries;
+            Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
+        }
+    };
+    match &args.record {
+        Some(cassette) => {
+            let recorder = RecordingModel::create(cassette, live).map_err(|e| {
+                ConfigError(format!("cannot record to {}: {e}", cassette.display()))
+            })?;
+            Ok(Arc::new(recorder))
+        }
+        None => Ok(live),
+    }
 }
 
 /// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C exits at once.

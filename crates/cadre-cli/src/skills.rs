@@ -12,7 +12,14 @@ use std::path::{Path, PathBuf};
 /// The skills for a project at `root`: the user's, the project's and any `--skills-dir`
 /// folders, nearer winning. Only front matter is read.
 pub fn load_skills(root: &Path, extra: &[PathBuf]) -> SkillSet {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    load_skills_from(root, extra, true)
+}
+
+/// Like [`load_skills`]; without the user's own folders when `include_user` is false.
+pub fn load_skills_from(root: &Path, extra: &[PathBuf], include_user: bool) -> SkillSet {
+    let home = include_user
+        .then(|| std::env::var_os("HOME").map(PathBuf::from))
+        .flatten();
     let mut dirs = SkillSet::standard_dirs(root, home.as_deref());
     dirs.extend(extra.iter().cloned());
     SkillSet::load(&dirs)

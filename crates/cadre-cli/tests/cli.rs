@@ -702,3 +702,301 @@ async fn run_lists_skills_from_skills_dir_in_the_prompt_and_offers_skill() {
     assert!(requests[1].last_user_text().contains("DEMO BODY"));
     server.assert_clean();
 }
+
+/// Runs `cadre` like [`cadre`] with extra environment variables.
+async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::cargo_bin("cadre").unwrap();
+    cmd.current_dir(dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120));
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A parent that sends two explorers and a planner at once, each doing one tool call.
+fn fleet_routes(server: &MockServer) {
+    let task = |id: &str, kind: &str, prompt: &str| {
+        (
+            id.to_owned(),
+            json!({"description": format!("job {id}"), "prompt": prompt, "subagent_type": kind}),
+        )
+    };
+    let calls = [
+        task("t1", "explore", "Find alpha"),
+        task("t2", "explore", "Find beta"),
+        task("t3", "plan", "Plan gamma"),
+    ];
+    server.route(
+        Match::FirstUserContains("Survey".into()),
+        vec![
+            Reply::tool_uses(
+                calls
+                    .iter()
+                    .map(|(i, v)| (i.as_str(), "Task", v.clone()))
+                    .collect(),
+            ),
+            Reply::text("Survey complete: alpha, beta, gamma."),
+        ],
+    );
+    for (phrase, tool, input, answer) in [
+        (
+            "Find alpha",
+            "grep",
+            json!({"pattern": "alpha"}),
+            "alpha is in lib.rs:1",
+        ),
+        (
+            "Find beta",
+            "read_file",
+            json!({"path": "lib.rs"}),
+            "beta is missing",
+        ),
+        ("Plan gamma", "list_files", json!({}), "1. add gamma"),
+    ] {
+        server.route(
+            Match::FirstUserContains(phrase.into()),
+            vec![
+                Reply::tool_use(&format!("x-{tool}"), tool, input),
+                Reply::text(answer),
+            ],
+        );
+    }
+}
+
+fn tool_calls_of(stream_json: &str) -> Vec<(String, String, String)> {
+    let mut calls: Vec<(String, String, String)> = stream_json
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "tool_call")
+        .map(|e| {
+            (
+                e["agent"].as_str().unwrap().to_owned(),
+                e["name"].as_str().unwrap().to_owned(),
+                e["input"].to_string(),
+            )
+        })
+        .collect();
+    calls.sort();
+    calls
+}
+
+fn answer_of(stream_json: &str) -> String {
+    let last: Value = serde_json::from_str(stream_json.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "result");
+    last["answer"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_openai_provider_runs_a_whole_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "pub fn alpha() {}\n").unwrap();
+    let server = MockServer::start().await;
+    fleet_routes(&server);
+    let url = format!("{}/v1", server.uri());
+    let out = cadre_env(
+        dir.path(),
+        &[("OPENAI_BASE_URL", &url)],
+        &[
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "qwen3:8b",
+            "--output-format",
+            "stream-json",
+            "Survey the code",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        answer_of(&out.stdout),
+        "Survey complete: alpha, beta, gamma."
+    );
+    assert_eq!(tool_calls_of(&out.stdout).len(), 6);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 8);
+    for r in &requests {
+        assert_eq!(r.body["model"], "qwen3:8b");
+        assert!(
+            r.header("authorization").is_none(),
+            "no key was given, none may be sent"
+        );
+        assert_eq!(r.messages()[0]["role"], "system");
+    }
+    // The parent's second request carries the three results as `tool` messages, in order.
+    let parent = requests
+        .iter()
+        .rfind(|r| r.first_user_text() == "Survey the code")
+        .unwrap();
+    let tools: Vec<&Value> = parent
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    let ids: Vec<&str> = tools
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t1", "t2", "t3"]);
+    assert_eq!(tools[2]["content"], "1. add gamma");
+    server.assert_clean();
+}
+
+#[tokio::test]
+async fn a_recorded_run_replays_the_same_in_any_order_and_refuses_a_changed_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "pub fn alpha() {}\n").unwrap();
+    // Outside the workspace: a cassette the agents' grep could find would change what they see.
+    let tapes = tempfile::tempdir().unwrap();
+    let cassette = tapes.path().join("run.jsonl");
+    let cassette = cassette.to_str().unwrap();
+
+    let server = MockServer::start().await;
+    fleet_routes(&server);
+    let recorded = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_API_KEY", "sk-test-recording"),
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+        ],
+        &[
+            "run",
+            "--record",
+            cassette,
+            "--output-format",
+            "stream-json",
+            "Survey the code",
+        ],
+    )
+    .await;
+    assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+    let cassette_text = std::fs::read_to_string(cassette).unwrap();
+    assert!(
+        !cassette_text.contains("sk-test-recording"),
+        "the key leaked into the cassette"
+    );
+    assert_eq!(cassette_text.lines().count(), 1 + 8);
+
+    // No server, no key: replay under both limits gives the same answer and tool calls.
+    for parallel in ["1", "16"] {
+        let replayed = cadre_env(
+            dir.path(),
+            &[],
+            &[
+                "run",
+                "--replay",
+                cassette,
+                "--max-parallel",
+                parallel,
+                "--output-format",
+                "stream-json",
+                "Survey the code",
+            ],
+        )
+        .await;
+        assert_eq!(
+            replayed.code, 0,
+            "--max-parallel {parallel}: {}",
+            replayed.stderr
+        );
+        assert_eq!(answer_of(&replayed.stdout), answer_of(&recorded.stdout));
+        assert_eq!(
+            tool_calls_of(&replayed.stdout),
+            tool_calls_of(&recorded.stdout)
+        );
+    }
+    assert_eq!(server.requests().len(), 8, "replay reached the server");
+
+    // An explorer with another prompt no longer matches its recording.
+    let agents = dir.path().join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agents/explore.yaml")).unwrap();
+    assert!(shipped.contains("You are an explorer"));
+    let changed = shipped.replace("You are an explorer", "You are a DIFFERENT explorer");
+    std::fs::write(agents.join("explore.yaml"), changed).unwrap();
+    let changed = cadre_env(
+        dir.path(),
+        &[],
+        &["run", "--replay", cassette, "Survey the code"],
+    )
+    .await;
+    assert_eq!(changed.code, 3, "{}", changed.stderr);
+    assert!(
+        changed.stderr.contains("main/explore#"),
+        "{}",
+        changed.stderr
+    );
+    assert!(
+        changed.stderr.contains("DIFFERENT explorer"),
+        "the diff is not shown: {}",
+        changed.stderr
+    );
+}
+
+#[tokio::test]
+async fn the_readme_quick_start_runs_offline() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let command = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run") && l.contains("--replay"))
+        .expect("the README's main-job command");
+    // Run the same arguments through the built binary.
+    let args: Vec<String> = shell_words(command.split(" -- ").nth(1).unwrap());
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.insert(
+        args.iter().position(|a| *a == "run").unwrap() + 1,
+        "--no-transcripts",
+    );
+    let out = cadre_env(&repo, &[], &args).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("How todo stores items"),
+        "{}",
+        out.stdout
+    );
+    for agent in ["main/explore#1", "main/explore#2", "main/plan#1", "total"] {
+        assert!(
+            out.stderr.contains(agent),
+            "{agent} missing from:\n{}",
+            out.stderr
+        );
+    }
+}
+
+/// Splits a command line on spaces, honouring double quotes (enough for the README).
+fn shell_words(s: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in s.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}

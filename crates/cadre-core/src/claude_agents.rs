@@ -165,6 +165,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         tools,
         disallowed_tools,
         read_only: false,
+        network: true,
         max_turns,
         skills,
         prompt,

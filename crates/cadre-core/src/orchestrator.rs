@@ -16,7 +16,9 @@ use crate::toolset::ToolSet;
 use crate::transcript::{RunDir, Transcript};
 use crate::usage::{AgentRecord, UsageReport};
 use cadre_model::{resolve_model_alias, Message, Model};
-use cadre_tools::{builtin_tools, PathLocks, Tool, ToolContext, ToolLimits, Workspace};
+use cadre_tools::{
+    builtin_tools, PathLocks, SandboxMode, Tool, ToolContext, ToolLimits, Workspace,
+};
 use dashmap::DashMap;
 use serde::Serialize;
 use serde_json::json;
@@ -70,6 +72,8 @@ pub struct RunConfig {
     pub runs_dir: Option<PathBuf>,
     /// The skills agents may load with the `Skill` tool.
     pub skills: Arc<SkillSet>,
+    /// Whether `bash` runs under the Landlock sandbox (the default) or without one.
+    pub sandbox: SandboxMode,
 }
 
 impl RunConfig {
@@ -90,6 +94,7 @@ impl RunConfig {
             tool_limits: ToolLimits::default(),
             runs_dir: None,
             skills: Arc::default(),
+            sandbox: SandboxMode::default(),
         }
     }
 }
@@ -508,6 +513,8 @@ impl Orchestrator {
         ctx.cancel = cancel;
         ctx.limits = self.config.tool_limits.clone();
         ctx.read_only = spec.read_only;
+        ctx.sandbox = self.config.sandbox;
+        ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
         let this = self.clone();
         Agent {

@@ -53,6 +53,10 @@ pub struct AgentSpec {
     /// Whether it must not change anything (its `bash` runs sandboxed).
     #[serde(default)]
     pub read_only: bool,
+    /// Whether its `bash` commands may open TCP connections (denied by the sandbox when
+    /// false, on kernels whose Landlock supports it).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub network: bool,
     /// Most model requests it may make.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
@@ -65,6 +69,14 @@ pub struct AgentSpec {
     /// Where it was loaded from (not part of the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn inherit() -> String {
