@@ -925,7 +925,10 @@ async fn a_recorded_run_replays_the_same_in_any_order_and_refuses_a_changed_prom
     // An explorer with another prompt no longer matches its recording.
     let agents = dir.path().join("agents");
     std::fs::create_dir(&agents).unwrap();
-    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agents/explore.yaml")).unwrap();
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agents/explore.yaml"),
+    )
+    .unwrap();
     assert!(shipped.contains("You are an explorer"));
     let changed = shipped.replace("You are an explorer", "You are a DIFFERENT explorer");
     std::fs::write(agents.join("explore.yaml"), changed).unwrap();
@@ -999,4 +1002,105 @@ fn shell_words(s: &str) -> Vec<String> {
         words.push(cur);
     }
     words
+}
+
+#[tokio::test]
+async fn sigterm_stops_every_agent_kills_their_commands_and_leaves_valid_transcripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let calls: Vec<(String, Value)> = (1..=3)
+        .map(|i| (format!("t{i}"), json!({"description": format!("job {i}"), "prompt": format!("Job {i}."), "subagent_type": "code"})))
+        .collect();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_uses(
+                calls
+                    .iter()
+                    .map(|(i, v)| (i.as_str(), "Task", v.clone()))
+                    .collect(),
+            ),
+            Reply::text("never"),
+        ],
+    );
+    for i in 1..=3 {
+        server.route(
+            Match::FirstUserContains(format!("Job {i}.")),
+            vec![
+                Reply::tool_use(
+                    &format!("b{i}"),
+                    "bash",
+                    json!({"command": format!("echo $$ > pid{i}; sleep 60")}),
+                ),
+                Reply::text("never"),
+            ],
+        );
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .env("ANTHROPIC_API_KEY", "sk-test-signal")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .args(["run", "PARENT"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (up to a minute) until all three commands are running.
+    let pid_of = |i: u32| -> Option<i32> {
+        std::fs::read_to_string(dir.path().join(format!("pid{i}")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    for _ in 0..6000 {
+        if (1..=3).all(|i| pid_of(i).is_some()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let pids: Vec<i32> = (1..=3)
+        .map(|i| pid_of(i).expect("the commands never started"))
+        .collect();
+    let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "command {pid} survived"
+        );
+    }
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let mut transcripts = 0;
+    for file in std::fs::read_dir(&runs[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+    {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if file.extension().is_some_and(|x| x == "jsonl") {
+            transcripts += 1;
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let last = lines.last().unwrap();
+            assert_eq!(last["type"], "outcome", "{}", file.display());
+            assert_eq!(last["stop"]["kind"], "cancelled", "{}", file.display());
+        }
+    }
+    assert_eq!(transcripts, 4);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(runs[0].join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["stop"]["kind"], "cancelled");
 }
