@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the primary agent on a task in the current folder.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show what this machine enforces: the kernel's Landlock ABI and the sandbox rules.
     Doctor,
     /// List, show or check agent types.

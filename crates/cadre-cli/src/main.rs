@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(args, cli.directory, cli.quiet).await,
+            Command::Run(args) => run::run(*args, cli.directory, cli.quiet).await,
             Command::Doctor => Ok(doctor::doctor()),
             Command::Agents(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| agents::agents(cmd, &root))
