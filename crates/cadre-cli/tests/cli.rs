@@ -1036,7 +1036,7 @@ async fn sigterm_stops_every_agent_kills_their_commands_and_leaves_valid_transcr
             ],
         );
     }
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
         .current_dir(dir.path())
         .env_remove("RUST_LOG")
         .env("ANTHROPIC_API_KEY", "sk-test-signal")
