@@ -19,6 +19,8 @@ pub struct Display {
     at_line_start: bool,
     /// Whether the primary agent started a new turn since its last text.
     new_turn: bool,
+    /// Answer text not yet printed because its line has not ended (live mode only).
+    pending: String,
     header: String,
 }
 
@@ -42,6 +44,7 @@ impl Display {
             live,
             at_line_start: true,
             new_turn: false,
+            pending: String::new(),
             header,
         }
     }
@@ -73,15 +76,18 @@ impl Display {
                     _ => "",
                 };
                 self.at_line_start = delta.ends_with('\n');
-                let write = || {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(gap.as_bytes());
-                    let _ = out.write_all(delta.as_bytes());
-                    let _ = out.flush();
-                };
                 match &self.live {
-                    Some(pb) => pb.suspend(write),
-                    None => write(),
+                    // The live block redraws below the cursor: hand it whole lines only,
+                    // keeping a partial line until it ends (or the run does).
+                    Some(pb) => {
+                        self.pending.push_str(gap);
+                        self.pending.push_str(delta);
+                        if let Some(end) = self.pending.rfind('\n') {
+                            let lines: String = self.pending.drain(..=end).collect();
+                            pb.suspend(|| write_stdout(&lines));
+                        }
+                    }
+                    None => write_stdout(&format!("{gap}{delta}")),
                 }
             }
             return;
@@ -194,6 +200,9 @@ impl Display {
         if let Some(pb) = self.live.take() {
             pb.finish_and_clear();
         }
+        if !self.pending.is_empty() {
+            write_stdout(&std::mem::take(&mut self.pending));
+        }
         match self.format {
             OutputFormat::Json => println!("{}", result_json(outcome, summary, model)),
             OutputFormat::StreamJson => {
@@ -216,6 +225,12 @@ impl Display {
             }
         }
     }
+}
+
+fn write_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 /// The one-object result printed by `--output-format json`.
