@@ -14,9 +14,7 @@ pub fn load_registry(root: &Path, extra: &[PathBuf]) -> Registry {
 
 /// Like [`load_registry`]; without the user's own folders when `include_user` is false.
 pub fn load_registry_from(root: &Path, extra: &[PathBuf], include_user: bool) -> Registry {
-    let home = include_user
-        .then(|| std::env::var_os("HOME").map(PathBuf::from))
-        .flatten();
+    let home = crate::run::user_home(include_user);
     let mut dirs = Registry::standard_dirs(root, home.as_deref());
     dirs.extend(extra.iter().cloned());
     Registry::load(&dirs)

@@ -122,6 +122,14 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     Ok(Code::for_stop(&outcome.stop))
 }
 
+/// The user's home folder, whose agent and skill folders are loaded unless `include_user`
+/// is false (a replay must not depend on them).
+pub fn user_home(include_user: bool) -> Option<PathBuf> {
+    include_user
+        .then(|| std::env::var_os("HOME").map(PathBuf::from))
+        .flatten()
+}
+
 /// The folder to work in: `-C DIR` or the current one; a missing folder is a plain error.
 pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
     match directory {

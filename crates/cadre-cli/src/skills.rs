@@ -17,9 +17,7 @@ pub fn load_skills(root: &Path, extra: &[PathBuf]) -> SkillSet {
 
 /// Like [`load_skills`]; without the user's own folders when `include_user` is false.
 pub fn load_skills_from(root: &Path, extra: &[PathBuf], include_user: bool) -> SkillSet {
-    let home = include_user
-        .then(|| std::env::var_os("HOME").map(PathBuf::from))
-        .flatten();
+    let home = crate::run::user_home(include_user);
     let mut dirs = SkillSet::standard_dirs(root, home.as_deref());
     dirs.extend(extra.iter().cloned());
     SkillSet::load(&dirs)

@@ -16,25 +16,9 @@ struct Output {
 
 /// Runs `cadre` with `args` in `dir`, pointed at `base_url`, with a test key (or none).
 async fn cadre(dir: &Path, base_url: &str, key: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.current_dir(dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("CADRE_MODEL")
-        .env_remove("RUST_LOG")
-        .env("ANTHROPIC_BASE_URL", base_url)
-        .args(args)
-        .timeout(std::time::Duration::from_secs(120));
-    if let Some(key) = key {
-        cmd.env("ANTHROPIC_API_KEY", key);
-    }
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut env = vec![("ANTHROPIC_BASE_URL", base_url)];
+    env.extend(key.map(|k| ("ANTHROPIC_API_KEY", k)));
+    cadre_env(dir, &env, args).await
 }
 
 #[tokio::test]
