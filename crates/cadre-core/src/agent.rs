@@ -83,6 +83,10 @@ impl Agent {
             match response.stop_reason.clone().unwrap_or(StopReason::EndTurn) {
                 StopReason::ToolUse => {
                     let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
+                    if calls.is_empty() {
+                        // Nothing to answer: an empty user message would be invalid.
+                        break StopKind::Done;
+                    }
                     tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
                     history.push(Message::new(Role::User, self.run_tools(calls).await));
                     self.log(&history[history.len() - 1]);
