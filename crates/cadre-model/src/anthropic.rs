@@ -295,7 +295,8 @@ impl AnthropicModel {
     }
 
     async fn read_json(&self, resp: reqwest::Response) -> Result<Response, ModelError> {
-        let bytes = resp.bytes().await.map_err(|e| self.transport_error(&e))?;
+        let idle = self.config.stream.then_some(self.config.idle_timeout);
+        let bytes = read_body(resp, idle, |e| self.transport_error(e)).await?;
         serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::Protocol(format!(
                 "the response body is not a valid Messages API response: {e}"
@@ -366,6 +367,33 @@ impl Model for AnthropicModel {
     }
 }
 
+/// The whole body of a response.
+///
+/// A streaming request carries no whole-request timeout, so when `idle` is given (the
+/// request asked for a stream but the server answered with one plain body) a body that goes
+/// silent for that long fails with [`ModelError::Idle`] instead of hanging the call.
+pub(crate) async fn read_body(
+    mut resp: reqwest::Response,
+    idle: Option<Duration>,
+    transport: impl Fn(&reqwest::Error) -> ModelError,
+) -> Result<Vec<u8>, ModelError> {
+    let Some(idle) = idle else {
+        let bytes = resp.bytes().await.map_err(|e| transport(&e))?;
+        return Ok(bytes.to_vec());
+    };
+    let mut body = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(idle, resp.chunk())
+            .await
+            .map_err(|_| ModelError::Idle(idle))?
+            .map_err(|e| transport(&e))?;
+        match chunk {
+            Some(chunk) => body.extend_from_slice(&chunk),
+            None => return Ok(body),
+        }
+    }
+}
+
 /// `url` without user name or password, and without a trailing slash.
 pub(crate) fn strip_credentials(url: &Url) -> String {
     let mut url = url.clone();
@@ -397,7 +425,11 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 fn parse_error_body(status: StatusCode, body: &str) -> (String, String) {
     if let Ok(v) = serde_json::from_str::<Value>(body) {
         let err = v.get("error");
-        let field = |name: &str| err.and_then(|e| e.get(name)).and_then(Value::as_str);
+        let field = |name: &str| {
+            err.and_then(|e| e.get(name))
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+        };
         if let (Some(kind), Some(message)) = (field("type"), field("message")) {
             return (kind.to_owned(), message.to_owned());
         }

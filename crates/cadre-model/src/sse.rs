@@ -347,6 +347,7 @@ fn stream_error(v: &Value) -> ModelError {
     let text = |name: &str, default: &str| {
         err.and_then(|e| e.get(name))
             .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
             .unwrap_or(default)
             .to_owned()
     };

@@ -61,16 +61,35 @@ pub fn join_text(blocks: &[ContentBlock]) -> String {
 fn content_from_string_or_blocks<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<ContentBlock>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Text(String),
-        Blocks(Vec<ContentBlock>),
+    // Not an untagged enum: its error ("did not match any variant") would hide which block
+    // is wrong and why.
+    match Value::deserialize(d)? {
+        Value::String(text) => Ok(vec![ContentBlock::text(text)]),
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| {
+                ContentBlock::deserialize(item)
+                    .map_err(|e| D::Error::custom(format!("content block {i}: {e}")))
+            })
+            .collect(),
+        other => Err(D::Error::custom(format!(
+            "content must be a string or an array of content blocks, not {}",
+            json_kind(&other)
+        ))),
     }
-    Ok(match Either::deserialize(d)? {
-        Either::Text(text) => vec![ContentBlock::text(text)],
-        Either::Blocks(blocks) => blocks,
-    })
+}
+
+/// What kind of JSON value `v` is, for error messages.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// A cache breakpoint marker (`{"type": "ephemeral"}`, optionally with a `ttl`).

@@ -74,9 +74,33 @@ pub trait Tool: Send + Sync {
 }
 
 /// Decodes a tool's input, turning serde's complaint into a message the model can act on.
+///
+/// The input must be a JSON object: serde would otherwise take an array as the fields in
+/// order (`["ls"]` as `{"command": "ls"}`) and answer anything else with "expected struct
+/// Input", which tells the model nothing.
 pub fn parse_input<T: serde::de::DeserializeOwned>(
     tool: &str,
     input: Value,
 ) -> Result<T, ToolError> {
-    serde_json::from_value(input).map_err(|e| ToolError::InvalidInput(format!("{tool}: {e}")))
+    let kind = match &input {
+        Value::Object(_) => {
+            // The path names the field that was wrong (`path: invalid type: …`).
+            return serde_path_to_error::deserialize(input).map_err(|e| {
+                let at = e.path().to_string();
+                let inner = e.into_inner();
+                match at.as_str() {
+                    "." | "" => ToolError::InvalidInput(format!("{tool}: {inner}")),
+                    _ => ToolError::InvalidInput(format!("{tool}: field `{at}`: {inner}")),
+                }
+            });
+        }
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+    };
+    Err(ToolError::InvalidInput(format!(
+        "{tool}: the input must be a JSON object of named fields, not {kind}"
+    )))
 }
