@@ -169,7 +169,7 @@ fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
                 })
                 .unwrap_or(config.base_url);
             config.version = args.api_version.clone();
-            config.retry.max_retries = args.max_retries;
+            config.http.retry.max_retries = args.max_retries;
             Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
         }
         Provider::Openai => {
@@ -178,7 +178,7 @@ fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
             if let Some(url) = &args.base_url {
                 config.base_url = url.clone();
             }
-            config.retry.max_retries = args.max_retries;
+            config.http.retry.max_retries = args.max_retries;
             Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
         }
     };

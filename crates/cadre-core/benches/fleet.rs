@@ -249,7 +249,7 @@ fn main() {
             http_replies(n, k, l, &server);
             let mut config = AnthropicConfig::new("bench-key-000000");
             config.base_url = server.uri();
-            config.retry = RetryPolicy::none();
+            config.http.retry = RetryPolicy::none();
             let model: Arc<dyn Model> = Arc::new(AnthropicModel::new(config).unwrap());
             let f = run_once(model, dir.path(), n).await;
             assert!(server.violations().is_empty(), "{:?}", server.violations());

@@ -25,7 +25,7 @@ fn agent(
 ) -> (Agent, Arc<Mutex<Vec<Event>>>) {
     let mut config = AnthropicConfig::new("test-key");
     config.base_url = server.uri();
-    config.retry = RetryPolicy {
+    config.http.retry = RetryPolicy {
         max_retries: 2,
         base_delay: Duration::from_millis(5),
         max_delay: Duration::from_millis(20),
@@ -425,7 +425,7 @@ mod fleet {
     ) -> (Arc<Orchestrator>, Arc<Mutex<Vec<Event>>>) {
         let mut config = AnthropicConfig::new("test-key");
         config.base_url = server.uri();
-        config.retry = RetryPolicy {
+        config.http.retry = RetryPolicy {
             max_retries: 0,
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(20),
@@ -943,7 +943,7 @@ mod skills_and_claude_code {
     ) -> Arc<Orchestrator> {
         let mut config = AnthropicConfig::new("test-key");
         config.base_url = server.uri();
-        config.retry = RetryPolicy {
+        config.http.retry = RetryPolicy {
             max_retries: 0,
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(20),
@@ -1448,7 +1448,7 @@ mod faults {
     fn orchestrator(server: &MockServer, dir: &std::path::Path) -> Arc<Orchestrator> {
         let mut config = AnthropicConfig::new("test-key");
         config.base_url = server.uri();
-        config.retry = RetryPolicy::none();
+        config.http.retry = RetryPolicy::none();
         let model = Arc::new(AnthropicModel::new(config).unwrap());
         let mut run = RunConfig::new(
             Arc::new(Workspace::new(dir).unwrap()),

@@ -12,6 +12,7 @@ pub mod record;
 pub mod replay;
 pub mod retry;
 pub mod sse;
+pub mod transport;
 pub mod types;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
@@ -21,6 +22,7 @@ pub use openai::{OpenAiConfig, OpenAiModel};
 pub use record::RecordingModel;
 pub use replay::ReplayModel;
 pub use retry::RetryPolicy;
+pub use transport::HttpOptions;
 pub use types::*;
 
 use async_trait::async_trait;

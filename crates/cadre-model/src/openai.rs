@@ -12,22 +12,21 @@
 //! Text a user message holds next to tool results is sent as a user message after the
 //! `tool` messages, since those must follow the assistant message directly.
 
-use crate::anthropic::{innermost, read_body, retry_after, strip_credentials, transport_reason};
+use crate::transport::{
+    http_setters, plain_error, status_text, Decoder, Endpoint, HttpOptions, Transport,
+};
 use crate::{
     ContentBlock, EventSink, ImageBlock, Message, Model, ModelError, ModelEvent, Request, Response,
-    RetryPolicy, Role, StopReason, ToolResultBlock, Usage,
+    Role, StopReason, ToolResultBlock, Usage,
 };
 use async_trait::async_trait;
-use bytes::Bytes;
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use reqwest::{StatusCode, Url};
+use eventsource_stream::Event;
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::StatusCode;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 /// The public OpenAI API (Ollama users give `http://localhost:11434/v1`).
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -39,16 +38,8 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// Kept private so it can only be handed to the HTTP client; local servers need none.
     api_key: Option<String>,
-    /// How transient failures are retried.
-    pub retry: RetryPolicy,
-    /// Whether to ask for a streamed response.
-    pub stream: bool,
-    /// How long a stream may stay silent before the attempt fails with [`ModelError::Idle`].
-    pub idle_timeout: Duration,
-    /// How long opening a connection may take.
-    pub connect_timeout: Duration,
-    /// The whole-request limit for non-streaming calls (`None`: no limit).
-    pub request_timeout: Option<Duration>,
+    /// Retries, streaming and timeouts.
+    pub http: HttpOptions,
     /// Send the output cap as `max_completion_tokens` (newer OpenAI models) instead of `max_tokens`.
     pub max_completion_tokens: bool,
     /// Ask a stream for its usage (`stream_options: {include_usage: true}`).
@@ -67,11 +58,7 @@ impl OpenAiConfig {
         Self {
             base_url: OPENAI_DEFAULT_BASE_URL.into(),
             api_key: None,
-            retry: RetryPolicy::default(),
-            stream: true,
-            idle_timeout: Duration::from_secs(120),
-            connect_timeout: Duration::from_secs(10),
-            request_timeout: Some(Duration::from_secs(600)),
+            http: HttpOptions::default(),
             max_completion_tokens: false,
             stream_usage: true,
         }
@@ -115,35 +102,7 @@ impl OpenAiConfig {
         self
     }
 
-    /// Sets the retry policy.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Turns streaming on or off.
-    pub fn with_stream(mut self, stream: bool) -> Self {
-        self.stream = stream;
-        self
-    }
-
-    /// Sets the idle timeout for streams.
-    pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> Self {
-        self.idle_timeout = idle_timeout;
-        self
-    }
-
-    /// Sets the connect timeout.
-    pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
-        self.connect_timeout = connect_timeout;
-        self
-    }
-
-    /// Sets the whole-request timeout for non-streaming calls.
-    pub fn with_request_timeout(mut self, request_timeout: Option<Duration>) -> Self {
-        self.request_timeout = request_timeout;
-        self
-    }
+    http_setters!();
 
     /// Sends the output cap as `max_completion_tokens` when `true`, `max_tokens` when `false`.
     pub fn with_max_completion_tokens(mut self, yes: bool) -> Self {
@@ -168,11 +127,7 @@ impl fmt::Debug for OpenAiConfig {
         f.debug_struct("OpenAiConfig")
             .field("base_url", &self.base_url)
             .field("api_key", &format_args!("{key}"))
-            .field("retry", &self.retry)
-            .field("stream", &self.stream)
-            .field("idle_timeout", &self.idle_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
+            .field("http", &self.http)
             .field("max_completion_tokens", &self.max_completion_tokens)
             .field("stream_usage", &self.stream_usage)
             .finish()
@@ -181,10 +136,7 @@ impl fmt::Debug for OpenAiConfig {
 
 /// A [`Model`] backed by an OpenAI-compatible Chat Completions API.
 pub struct OpenAiModel {
-    client: reqwest::Client,
-    endpoint: Url,
-    /// The base URL without credentials, for errors and logs.
-    shown_url: String,
+    transport: Transport,
     config: OpenAiConfig,
     /// Numbers the `call_<n>` ids given to tool calls a server sent without one.
     call_ids: AtomicU64,
@@ -193,7 +145,7 @@ pub struct OpenAiModel {
 impl fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiModel")
-            .field("url", &self.shown_url)
+            .field("url", &self.transport.shown_url())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -202,25 +154,7 @@ impl fmt::Debug for OpenAiModel {
 impl OpenAiModel {
     /// Builds the provider and its HTTP client; fails on a bad URL or an unsendable key.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
-        let base = config.base_url.trim().trim_end_matches('/');
-        let parsed = Url::parse(base).map_err(|e| {
-            ModelError::Config(format!(
-                "The OpenAI-compatible base URL {base:?} is not a valid URL ({e})."
-            ))
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.cannot_be_a_base() {
-            return Err(ModelError::Config(format!(
-                "The OpenAI-compatible base URL {:?} must start with http:// or https://.",
-                strip_credentials(&parsed)
-            )));
-        }
-        let endpoint = Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
-            ModelError::Config(format!(
-                "The OpenAI-compatible base URL {base:?} is not usable ({e})."
-            ))
-        })?;
-        let shown_url = strip_credentials(&parsed);
-
+        let endpoint = Endpoint::new("OpenAI-compatible", &config.base_url, "/chat/completions")?;
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
             let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
@@ -233,24 +167,10 @@ impl OpenAiModel {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .default_headers(headers)
-            // A redirect could carry the key to another host.
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                ModelError::Config(format!(
-                    "Could not set up the HTTP client: {}",
-                    innermost(&e)
-                ))
-            })?;
+        let secret = config.api_key.clone();
+        let transport = Transport::new(endpoint, headers, config.http, secret, parse_error_body)?;
         Ok(Self {
-            client,
-            endpoint,
-            shown_url,
+            transport,
             config,
             call_ids: AtomicU64::new(1),
         })
@@ -259,120 +179,6 @@ impl OpenAiModel {
     /// The settings this provider was built with.
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
-    }
-
-    /// One request/response exchange, without retries.
-    async fn attempt(
-        &self,
-        body: Bytes,
-        model: &str,
-        events: EventSink<'_>,
-    ) -> Result<Response, ModelError> {
-        let idle = self.config.idle_timeout;
-        let mut req = self
-            .client
-            .post(self.endpoint.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body);
-        let resp = if self.config.stream {
-            // Waiting for the headers counts as silence too.
-            tokio::time::timeout(idle, req.send())
-                .await
-                .map_err(|_| ModelError::Idle(idle))?
-        } else {
-            if let Some(limit) = self.config.request_timeout {
-                req = req.timeout(limit);
-            }
-            req.send().await
-        }
-        .map_err(|e| self.transport_error(&e))?;
-
-        if !resp.status().is_success() {
-            return Err(self.api_error(resp).await);
-        }
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        // A proxy may answer a streaming request with one JSON body; take it either way.
-        if self.config.stream && is_sse {
-            self.read_stream(resp, model, events).await
-        } else {
-            let idle = self.config.stream.then_some(idle);
-            let bytes = read_body(resp, idle, |e| self.transport_error(e)).await?;
-            decode_completion(&bytes, model, &self.call_ids)
-        }
-    }
-
-    async fn read_stream(
-        &self,
-        resp: reqwest::Response,
-        model: &str,
-        events: EventSink<'_>,
-    ) -> Result<Response, ModelError> {
-        let idle = self.config.idle_timeout;
-        let mut stream = resp.bytes_stream().eventsource();
-        let mut assembler = ChunkAssembler::new(model);
-        loop {
-            let next = tokio::time::timeout(idle, stream.next())
-                .await
-                .map_err(|_| ModelError::Idle(idle))?;
-            match next {
-                None => break,
-                Some(Ok(event)) => {
-                    assembler.push(&event.data, &self.call_ids, events)?;
-                    // Stop at `[DONE]` so a server that keeps the connection open cannot
-                    // stall a finished call.
-                    if assembler.done {
-                        break;
-                    }
-                }
-                Some(Err(EventStreamError::Transport(e))) => return Err(self.transport_error(&e)),
-                Some(Err(e)) => {
-                    return Err(ModelError::Protocol(format!(
-                        "the event stream could not be parsed: {e}"
-                    )))
-                }
-            }
-        }
-        assembler.finish(&self.call_ids, events)
-    }
-
-    async fn api_error(&self, resp: reqwest::Response) -> ModelError {
-        let status = resp.status();
-        let retry_after = retry_after(resp.headers());
-        // A body that never finishes must not hold up the error (or its retry).
-        let body = match tokio::time::timeout(self.config.idle_timeout, resp.text()).await {
-            Ok(Ok(text)) => text,
-            _ => String::new(),
-        };
-        let (kind, message) = parse_error_body(status, &body);
-        ModelError::Api {
-            status: status.as_u16(),
-            kind: self.redact(&kind),
-            message: self.redact(&message),
-            retry_after,
-        }
-    }
-
-    fn transport_error(&self, e: &reqwest::Error) -> ModelError {
-        ModelError::Connect {
-            url: self.shown_url.clone(),
-            reason: self.redact(&transport_reason(e)),
-        }
-    }
-
-    /// Removes the key from text that came from elsewhere (a proxy could echo headers back).
-    fn redact(&self, text: &str) -> String {
-        match &self.config.api_key {
-            // A key of a few characters is a placeholder (a local server's), and replacing
-            // it would mangle ordinary words; real keys are long.
-            Some(key) if key.len() >= 8 && text.contains(key.as_str()) => {
-                text.replace(key.as_str(), "<redacted>")
-            }
-            _ => text.to_owned(),
-        }
     }
 }
 
@@ -384,22 +190,37 @@ impl Model for OpenAiModel {
 
     async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError> {
         let body = chat_body(&request, &self.config);
-        let body = Bytes::from(serde_json::to_vec(&body).map_err(|e| {
-            ModelError::Config(format!("The request could not be encoded as JSON: {e}"))
-        })?);
-        tracing::debug!(
-            url = %self.shown_url,
-            model = %request.model,
-            stream = self.config.stream,
-            "sending a Chat Completions request"
-        );
-        // The model is called before any tool of this turn runs, so a retried request can
-        // never make a tool run twice.
         let model = request.model.as_str();
-        self.config
-            .retry
-            .run(events, |_| self.attempt(body.clone(), model, events))
+        let decoder = || Chat {
+            assembler: ChunkAssembler::new(model),
+            ids: &self.call_ids,
+            events,
+        };
+        self.transport
+            .send("Chat Completions", model, &body, events, decoder)
             .await
+    }
+}
+
+/// Reads one Chat Completions answer, streamed or whole.
+struct Chat<'a> {
+    assembler: ChunkAssembler,
+    ids: &'a AtomicU64,
+    events: EventSink<'a>,
+}
+
+impl Decoder for Chat<'_> {
+    fn event(&mut self, event: &Event) -> Result<bool, ModelError> {
+        self.assembler.push(&event.data, self.ids, self.events)?;
+        Ok(self.assembler.done)
+    }
+
+    fn finish(self) -> Result<Response, ModelError> {
+        self.assembler.finish(self.ids, self.events)
+    }
+
+    fn body(self, body: &[u8]) -> Result<Response, ModelError> {
+        decode_completion(body, &self.assembler.completion.model, self.ids)
     }
 }
 
@@ -448,8 +269,8 @@ fn chat_body(request: &Request, config: &OpenAiConfig) -> Value {
     if !request.stop_sequences.is_empty() {
         body.insert("stop".into(), json!(request.stop_sequences));
     }
-    body.insert("stream".into(), Value::Bool(config.stream));
-    if config.stream && config.stream_usage {
+    body.insert("stream".into(), Value::Bool(config.http.stream));
+    if config.http.stream && config.stream_usage {
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     Value::Object(body)
@@ -887,10 +708,6 @@ fn decode_completion(body: &[u8], model: &str, ids: &AtomicU64) -> Result<Respon
 /// The server's error type (or code) and message, or the status text and the start of a
 /// non-JSON body.
 fn parse_error_body(status: StatusCode, body: &str) -> (String, String) {
-    let status_text = status
-        .canonical_reason()
-        .unwrap_or("unknown status")
-        .to_owned();
     if let Ok(v) = serde_json::from_str::<Value>(body) {
         // `{"error": {...}}`, `{"error": "text"}`, or vLLM's flat `{"message", "type"}`.
         let (kind, message) = match v.get("error") {
@@ -898,16 +715,10 @@ fn parse_error_body(status: StatusCode, body: &str) -> (String, String) {
             _ => error_fields(&v),
         };
         if let Some(message) = message {
-            return (kind.unwrap_or_else(|| status_text.clone()), message);
+            return (kind.unwrap_or_else(|| status_text(status)), message);
         }
     }
-    let start: String = body.trim().chars().take(200).collect();
-    let message = if start.is_empty() {
-        status_text.clone()
-    } else {
-        start
-    };
-    (status_text, message)
+    plain_error(status, body)
 }
 
 #[cfg(test)]
@@ -946,7 +757,7 @@ mod tests {
     fn defaults_and_debug_redaction() {
         let c = OpenAiConfig::new();
         assert_eq!(c.base_url, "https://api.openai.com/v1");
-        assert!(c.stream && c.stream_usage && !c.max_completion_tokens);
+        assert!(c.http.stream && c.stream_usage && !c.max_completion_tokens);
         assert!(!c.has_api_key());
         assert!(format!("{c:?}").contains("api_key: None"));
         let c = c
@@ -956,10 +767,10 @@ mod tests {
         assert!(!shown.contains(KEY), "{shown}");
         assert!(shown.contains("api_key: Some(<redacted>)"), "{shown}");
         let m = OpenAiModel::new(c).unwrap();
-        let shown = format!("{m:?} {:#?}", m.client);
+        let shown = format!("{m:?} {:#?}", m.transport.client);
         assert!(!shown.contains(KEY), "{shown}");
         assert_eq!(
-            m.endpoint.as_str(),
+            m.transport.endpoint.url.as_str(),
             "http://localhost:11434/v1/chat/completions"
         );
         assert!(!OpenAiConfig::new().with_api_key("  ").has_api_key());
@@ -1230,6 +1041,9 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
+    use bytes::Bytes;
+    use eventsource_stream::{EventStreamError, Eventsource};
+    use futures::StreamExt;
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestCaseError, TestRunner};
     use std::convert::Infallible;
@@ -1659,7 +1473,7 @@ mod fuzz {
         }
     }
 
-    /// Assembles chunks of SSE bytes as `OpenAiModel::read_stream` does.
+    /// Assembles chunks of SSE bytes as `Transport::read_events` does with a `Chat` decoder.
     fn assemble(chunks: Vec<Vec<u8>>) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
         let seen = Mutex::new(Vec::new());
         let sink = |e: ModelEvent| seen.lock().unwrap().push(e);

@@ -2,7 +2,9 @@
 //!
 //! The top level drives the real `AnthropicModel` against the `cadre-testkit` mock Messages
 //! API; [`openai`] drives `OpenAiModel` against a small Chat Completions mock defined there;
-//! [`record_replay`] records conversations through `RecordingModel` and replays them.
+//! [`record_replay`] records conversations through `RecordingModel` and replays them. The
+//! helpers at the top (sending, event filters, error checks, a local axum server) serve both
+//! providers' tests, so each test states only what differs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,10 +14,14 @@ use cadre_model::{
 };
 use cadre_testkit::{Block, Match, MockServer, Reply};
 use serde_json::{json, Value};
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-ant-integration-SECRET-0042";
+
+// ---------------------------------------------------------------------------------------
+// Shared by the Anthropic, OpenAI and fuzz tests.
 
 fn fast_retry() -> RetryPolicy {
     RetryPolicy {
@@ -24,6 +30,144 @@ fn fast_retry() -> RetryPolicy {
         max_delay: Duration::from_millis(20),
     }
 }
+
+/// Sends one request, returning the result and every event reported.
+async fn send(model: &dyn Model, req: Request) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
+    let seen = Mutex::new(Vec::new());
+    let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
+    let out = model.send(req, &sink).await;
+    (out, seen.into_inner().unwrap())
+}
+
+/// The `Retrying` events: attempt, wait and reason.
+fn retries(events: &[ModelEvent]) -> Vec<(u32, Duration, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::Retrying {
+                attempt,
+                wait,
+                reason,
+            } => Some((*attempt, *wait, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A tool input whose JSON, cut into small pieces, splits keys, escapes and numbers.
+fn awkward_tool_input() -> Value {
+    json!({
+        "command": "grep -rn \"fn main\" src/ | head -n 20",
+        "timeout_ms": 120000,
+        "env": {"LANG": "C.UTF-8", "list": [1, 2.5, null, true, "ünïcödé"]}
+    })
+}
+
+/// One retry, after the 1 s the server's 429 asked for (`start`: when the call began).
+fn assert_waited_retry_after(start: Instant, events: &[ModelEvent]) -> String {
+    // A lower bound is deterministic; the upper bound is not asserted.
+    assert!(start.elapsed() >= Duration::from_secs(1));
+    let r = retries(events);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].0, 1);
+    assert_eq!(r[0].1, Duration::from_secs(1));
+    assert!(r[0].2.contains("429"), "{}", r[0].2);
+    r[0].2.clone()
+}
+
+/// The text deltas, in order.
+fn text_deltas(events: &[ModelEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `ToolUseStart` events, in order.
+fn tool_starts(events: &[ModelEvent]) -> Vec<ModelEvent> {
+    events
+        .iter()
+        .filter(|e| matches!(e, ModelEvent::ToolUseStart { .. }))
+        .cloned()
+        .collect()
+}
+
+fn assert_key_hidden(err: &ModelError, key: &str) {
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(key), "the API key leaked: {shown}");
+}
+
+/// `err` is the API's own error, passed through and shown.
+fn assert_api_error(err: &ModelError, status: u16, kind: &str, message: &str) {
+    match err {
+        ModelError::Api {
+            status: s,
+            kind: k,
+            message: m,
+            ..
+        } => assert_eq!((*s, k.as_str(), m.as_str()), (status, kind, message)),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err.to_string().contains(message), "{err}");
+}
+
+/// A 401 whose message echoed `key`: shown redacted and not retried.
+fn assert_unauthorized_redacted(err: &ModelError, events: &[ModelEvent], key: &str) {
+    assert!(
+        matches!(err, ModelError::Api { status: 401, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("<redacted>"), "{err}");
+    assert_key_hidden(err, key);
+    assert!(retries(events).is_empty());
+}
+
+/// `http://127.0.0.1:<port>` where nothing listens.
+fn refused_uri() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+fn assert_refused(err: &ModelError, uri: &str) {
+    match err {
+        ModelError::Connect { url, reason } => {
+            assert_eq!(url, uri);
+            assert_eq!(reason, "connection refused");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// An axum app served on 127.0.0.1 until dropped.
+struct LocalServer {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LocalServer {
+    async fn start(app: axum::Router) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self { addr, task }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// AnthropicModel against the cadre-testkit mock.
 
 fn config(uri: &str) -> AnthropicConfig {
     AnthropicConfig::new(KEY)
@@ -39,34 +183,8 @@ fn request(text: &str) -> Request {
     Request::new("claude-sonnet-5-5", 1024, vec![Message::user_text(text)])
 }
 
-/// Sends one request, returning the result and every event reported.
-async fn send(
-    model: &AnthropicModel,
-    req: Request,
-) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
-    let seen = Mutex::new(Vec::new());
-    let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
-    let out = model.send(req, &sink).await;
-    (out, seen.into_inner().unwrap())
-}
-
-fn retries(events: &[ModelEvent]) -> Vec<(u32, Duration, String)> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::Retrying {
-                attempt,
-                wait,
-                reason,
-            } => Some((*attempt, *wait, reason.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
 fn assert_no_key(err: &ModelError) {
-    let shown = format!("{err} {err:?}");
-    assert!(!shown.contains(KEY), "the API key leaked: {shown}");
+    assert_key_hidden(err, KEY);
 }
 
 #[tokio::test]
@@ -81,13 +199,7 @@ async fn streamed_text() {
     assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
     assert!(resp.id.starts_with("msg_"));
     assert_eq!(resp.model, "claude-sonnet-5-5");
-    let deltas: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect();
+    let deltas = text_deltas(&events);
     assert!(deltas.len() > 1, "expected several deltas, got {deltas:?}");
     assert_eq!(deltas.concat(), text);
     let reqs = server.requests();
@@ -100,11 +212,7 @@ async fn streamed_text() {
 #[tokio::test]
 async fn tool_use_json_split_across_chunks() {
     let server = MockServer::start().await;
-    let input = json!({
-        "command": "grep -rn \"fn main\" src/ | head -n 20",
-        "timeout_ms": 120000,
-        "env": {"LANG": "C.UTF-8", "list": [1, 2.5, null, true, "ünïcödé"]}
-    });
+    let input = awkward_tool_input();
     server.route(
         Match::Any,
         vec![Reply::tool_uses(vec![
@@ -125,18 +233,14 @@ async fn tool_use_json_split_across_chunks() {
     );
     assert_eq!(uses[0].input, input);
     assert_eq!(uses[1].input, json!({}));
-    let starts: Vec<_> = events
-        .iter()
-        .filter(|e| matches!(e, ModelEvent::ToolUseStart { .. }))
-        .collect();
     assert_eq!(
-        starts,
+        tool_starts(&events),
         vec![
-            &ModelEvent::ToolUseStart {
+            ModelEvent::ToolUseStart {
                 id: "toolu_01".into(),
                 name: "bash".into()
             },
-            &ModelEvent::ToolUseStart {
+            ModelEvent::ToolUseStart {
                 id: "toolu_02".into(),
                 name: "list_files".into()
             }
@@ -289,14 +393,8 @@ async fn rate_limit_honours_retry_after() {
     let start = Instant::now();
     let (out, events) = send(&model(&server), request("hi")).await;
     assert_eq!(out.unwrap().text(), "after the wait");
-    // A lower bound is deterministic; the upper bound is not asserted.
-    assert!(start.elapsed() >= Duration::from_secs(1));
+    assert_waited_retry_after(start, &events);
     assert_eq!(server.requests().len(), 2);
-    let r = retries(&events);
-    assert_eq!(r.len(), 1);
-    assert_eq!(r[0].0, 1);
-    assert_eq!(r[0].1, Duration::from_secs(1));
-    assert!(r[0].2.contains("429"), "{}", r[0].2);
     server.assert_clean();
 }
 
@@ -373,21 +471,7 @@ async fn invalid_request_fails_at_once() {
         vec![Reply::error_status(400, "invalid_request_error", msg)],
     );
     let (out, events) = send(&model(&server), request("hi")).await;
-    let err = out.unwrap_err();
-    match &err {
-        ModelError::Api {
-            status,
-            kind,
-            message,
-            ..
-        } => {
-            assert_eq!(*status, 400);
-            assert_eq!(kind, "invalid_request_error");
-            assert_eq!(message, msg);
-        }
-        other => panic!("unexpected {other:?}"),
-    }
-    assert!(err.to_string().contains(msg));
+    assert_api_error(&out.unwrap_err(), 400, "invalid_request_error", msg);
     assert!(retries(&events).is_empty());
     assert_eq!(server.requests().len(), 1);
     server.assert_clean();
@@ -408,14 +492,7 @@ async fn unauthorized_is_not_retried_and_echoed_keys_are_redacted() {
         ],
     );
     let (out, events) = send(&model(&server), request("hi")).await;
-    let err = out.unwrap_err();
-    assert!(
-        matches!(err, ModelError::Api { status: 401, .. }),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("<redacted>"), "{err}");
-    assert_no_key(&err);
-    assert!(retries(&events).is_empty());
+    assert_unauthorized_redacted(&out.unwrap_err(), &events, KEY);
     assert_eq!(server.requests().len(), 1);
     server.assert_clean();
 }
@@ -441,21 +518,11 @@ async fn stalled_stream_hits_idle_timeout_then_retries() {
 
 #[tokio::test]
 async fn unreachable_server_is_a_connect_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    drop(listener);
-    let uri = format!("http://127.0.0.1:{port}");
-
+    let uri = refused_uri();
     let m = AnthropicModel::new(config(&uri).with_retry(RetryPolicy::none())).unwrap();
     let (out, _) = send(&m, request("hi")).await;
     let err = out.unwrap_err();
-    match &err {
-        ModelError::Connect { url, reason } => {
-            assert_eq!(url, &uri);
-            assert_eq!(reason, "connection refused");
-        }
-        other => panic!("unexpected {other:?}"),
-    }
+    assert_refused(&err, &uri);
     assert_no_key(&err);
 
     let m = AnthropicModel::new(config(&uri)).unwrap();
@@ -528,21 +595,25 @@ async fn key_never_shown() {
 
 /// `OpenAiModel` against a local Chat Completions mock.
 mod openai {
+    use super::{
+        assert_api_error, assert_key_hidden, assert_refused, assert_unauthorized_redacted,
+        assert_waited_retry_after, awkward_tool_input, fast_retry, refused_uri, retries, send,
+        text_deltas, tool_starts, LocalServer,
+    };
     use axum::body::{Body, Bytes};
     use axum::extract::State;
     use axum::http::{header, HeaderMap, StatusCode};
     use axum::routing::post;
     use axum::Router;
     use cadre_model::{
-        CacheControl, ContentBlock, Message, Model, ModelError, ModelEvent, OpenAiConfig,
-        OpenAiModel, Request, Response, RetryPolicy, Role, StopReason, SystemBlock, ToolDefinition,
-        Usage, INVALID_TOOL_INPUT_KEY,
+        CacheControl, ContentBlock, Message, ModelEvent, OpenAiConfig, OpenAiModel, Request,
+        RetryPolicy, Role, StopReason, SystemBlock, ToolDefinition, Usage, INVALID_TOOL_INPUT_KEY,
     };
     use serde_json::{json, Value};
     use std::collections::VecDeque;
     use std::convert::Infallible;
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     const KEY: &str = "sk-openai-integration-SECRET-0077";
 
@@ -566,31 +637,21 @@ mod openai {
     struct ChatMock {
         uri: String,
         shared: Arc<Shared>,
-        task: tokio::task::JoinHandle<()>,
-    }
-
-    impl Drop for ChatMock {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
+        _server: LocalServer,
     }
 
     impl ChatMock {
         async fn start(script: Vec<Scripted>) -> Self {
             let shared = Arc::new(Shared::default());
             *shared.script.lock().unwrap() = script.into();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
             let app = Router::new()
                 .route("/v1/chat/completions", post(handle))
                 .with_state(shared.clone());
-            let task = tokio::spawn(async move {
-                axum::serve(listener, app).await.unwrap();
-            });
+            let server = LocalServer::start(app).await;
             Self {
-                uri: format!("http://{addr}/v1"),
+                uri: format!("http://{}/v1", server.addr),
                 shared,
-                task,
+                _server: server,
             }
         }
 
@@ -695,47 +756,18 @@ mod openai {
         Scripted::Sse(events)
     }
 
-    fn fast_retry() -> RetryPolicy {
-        RetryPolicy {
-            max_retries: 3,
-            base_delay: Duration::from_millis(10),
-            max_delay: Duration::from_millis(20),
-        }
+    fn config(uri: &str) -> OpenAiConfig {
+        OpenAiConfig::new()
+            .with_base_url(uri)
+            .with_retry(fast_retry())
     }
 
     fn model(mock: &ChatMock) -> OpenAiModel {
-        OpenAiModel::new(
-            OpenAiConfig::new()
-                .with_base_url(&mock.uri)
-                .with_retry(fast_retry()),
-        )
-        .unwrap()
+        OpenAiModel::new(config(&mock.uri)).unwrap()
     }
 
     fn request(text: &str) -> Request {
         Request::new("gpt-test", 512, vec![Message::user_text(text)])
-    }
-
-    async fn send(
-        model: &OpenAiModel,
-        req: Request,
-    ) -> (Result<Response, ModelError>, Vec<ModelEvent>) {
-        let seen = Mutex::new(Vec::new());
-        let sink = |e: ModelEvent| seen.lock().unwrap().push(e);
-        let out = model.send(req, &sink).await;
-        (out, seen.into_inner().unwrap())
-    }
-
-    fn retries(events: &[ModelEvent]) -> usize {
-        events
-            .iter()
-            .filter(|e| matches!(e, ModelEvent::Retrying { .. }))
-            .count()
-    }
-
-    fn assert_no_key(err: &ModelError) {
-        let shown = format!("{err} {err:?}");
-        assert!(!shown.contains(KEY), "the API key leaked: {shown}");
     }
 
     #[tokio::test]
@@ -766,13 +798,7 @@ mod openai {
             }
         );
         assert_eq!(resp.usage.total_input(), 1000);
-        let deltas: Vec<&str> = seen
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::TextDelta(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
+        let deltas = text_deltas(&seen);
         assert!(deltas.len() > 5, "{deltas:?}");
         assert_eq!(deltas.concat(), text);
         let reqs = mock.requests();
@@ -789,11 +815,7 @@ mod openai {
 
     #[tokio::test]
     async fn streamed_tool_calls_split_across_chunks() {
-        let first = json!({
-            "command": "grep -rn \"fn main\" src/ | head -n 20",
-            "timeout_ms": 120000,
-            "env": {"LANG": "C.UTF-8", "list": [1, 2.5, null, true, "ünïcödé"]}
-        });
+        let first = awkward_tool_input();
         let second = json!({"path": "src/lib.rs"});
         let mut events = vec![
             chunk(json!({"role": "assistant", "content": null}), None),
@@ -844,13 +866,8 @@ mod openai {
         assert_ne!(uses[1].id, uses[0].id);
         assert_eq!(uses[1].name, "read_file");
         assert_eq!(uses[1].input, second);
-        let starts: Vec<_> = seen
-            .iter()
-            .filter(|e| matches!(e, ModelEvent::ToolUseStart { .. }))
-            .cloned()
-            .collect();
         assert_eq!(
-            starts,
+            tool_starts(&seen),
             vec![
                 ModelEvent::ToolUseStart {
                     id: "call_abc".into(),
@@ -944,19 +961,9 @@ mod openai {
         let start = Instant::now();
         let (out, seen) = send(&model(&mock), request("hi")).await;
         assert_eq!(out.unwrap().text(), "after the wait");
-        assert!(start.elapsed() >= Duration::from_secs(1));
+        let reason = assert_waited_retry_after(start, &seen);
+        assert!(reason.contains("Rate limit reached"), "{reason}");
         assert_eq!(mock.requests().len(), 2);
-        let waits: Vec<_> = seen
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::Retrying { wait, reason, .. } => Some((*wait, reason.clone())),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(waits.len(), 1);
-        assert_eq!(waits[0].0, Duration::from_secs(1));
-        assert!(waits[0].1.contains("429"), "{}", waits[0].1);
-        assert!(waits[0].1.contains("Rate limit reached"), "{}", waits[0].1);
         mock.assert_script_used();
     }
 
@@ -971,15 +978,9 @@ mod openai {
         .await;
         let (out, seen) = send(&model(&mock), request("hi")).await;
         assert_eq!(out.unwrap().text(), "recovered");
-        assert_eq!(retries(&seen), 2);
-        let reasons: Vec<String> = seen
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::Retrying { reason, .. } => Some(reason.clone()),
-                _ => None,
-            })
-            .collect();
-        assert!(reasons[1].contains("finish_reason"), "{}", reasons[1]);
+        let r = retries(&seen);
+        assert_eq!(r.len(), 2);
+        assert!(r[1].2.contains("finish_reason"), "{}", r[1].2);
         mock.assert_script_used();
     }
 
@@ -996,35 +997,15 @@ mod openai {
         ])
         .await;
         let (out, seen) = send(&model(&mock), request("hi")).await;
-        let err = out.unwrap_err();
-        match &err {
-            ModelError::Api {
-                status,
-                kind,
-                message,
-                ..
-            } => {
-                assert_eq!(*status, 400);
-                assert_eq!(kind, "invalid_request_error");
-                assert_eq!(message, msg);
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        assert!(err.to_string().contains(msg));
-        assert_eq!(retries(&seen), 0);
+        assert_api_error(&out.unwrap_err(), 400, "invalid_request_error", msg);
+        assert!(retries(&seen).is_empty());
         assert_eq!(mock.requests().len(), 1);
     }
 
     #[tokio::test]
     async fn translated_request_field_by_field() {
         let mock = ChatMock::start(vec![text_reply("ok", "stop")]).await;
-        let m = OpenAiModel::new(
-            OpenAiConfig::new()
-                .with_base_url(format!("{}/", mock.uri))
-                .with_api_key(KEY)
-                .with_retry(fast_retry()),
-        )
-        .unwrap();
+        let m = OpenAiModel::new(config(&format!("{}/", mock.uri)).with_api_key(KEY)).unwrap();
         let mut req = Request::new(
             "qwen3:8b",
             2048,
@@ -1176,48 +1157,24 @@ mod openai {
             text_reply("must not be reached", "stop"),
         ])
         .await;
-        let config = OpenAiConfig::new()
-            .with_base_url(&mock.uri)
-            .with_api_key(KEY)
-            .with_retry(fast_retry());
+        let config = config(&mock.uri).with_api_key(KEY);
         assert!(!format!("{config:?}").contains(KEY));
         let m = OpenAiModel::new(config).unwrap();
         assert!(!format!("{m:?}").contains(KEY));
         let (out, seen) = send(&m, request("hi")).await;
-        let err = out.unwrap_err();
-        assert!(
-            matches!(err, ModelError::Api { status: 401, .. }),
-            "{err:?}"
-        );
-        assert!(err.to_string().contains("<redacted>"), "{err}");
-        assert_no_key(&err);
-        assert_eq!(retries(&seen), 0);
+        assert_unauthorized_redacted(&out.unwrap_err(), &seen, KEY);
         assert_eq!(mock.requests().len(), 1);
     }
 
     #[tokio::test]
     async fn unreachable_server_is_a_connect_error() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        let uri = format!("http://127.0.0.1:{port}/v1");
-        let m = OpenAiModel::new(
-            OpenAiConfig::new()
-                .with_base_url(&uri)
-                .with_api_key(KEY)
-                .with_retry(RetryPolicy::none()),
-        )
-        .unwrap();
+        let uri = format!("{}/v1", refused_uri());
+        let config = config(&uri).with_api_key(KEY);
+        let m = OpenAiModel::new(config.with_retry(RetryPolicy::none())).unwrap();
         let err = send(&m, request("hi")).await.0.unwrap_err();
-        match &err {
-            ModelError::Connect { url, reason } => {
-                assert_eq!(url, &uri);
-                assert_eq!(reason, "connection refused");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
+        assert_refused(&err, &uri);
         assert!(err.is_transient());
-        assert_no_key(&err);
+        assert_key_hidden(&err, KEY);
     }
 }
 
@@ -1581,6 +1538,7 @@ mod record_replay {
 /// prints how many ran; [`http_bodies`] runs an eighth of that (each case is two HTTP round
 /// trips). A longer run: `PROPTEST_CASES=5000 cargo test --release -p cadre-model fuzz`.
 mod fuzz {
+    use super::LocalServer;
     use axum::body::{Body, Bytes};
     use axum::extract::State;
     use axum::http::{header, StatusCode};
@@ -2807,13 +2765,7 @@ mod fuzz {
     struct BytesMock {
         uri: String,
         served: Arc<Mutex<Option<Served>>>,
-        task: tokio::task::JoinHandle<()>,
-    }
-
-    impl Drop for BytesMock {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
+        _server: LocalServer,
     }
 
     async fn serve(State(served): State<Arc<Mutex<Option<Served>>>>) -> axum::response::Response {
@@ -2838,20 +2790,35 @@ mod fuzz {
     impl BytesMock {
         async fn start() -> Self {
             let served = Arc::new(Mutex::new(None));
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
             let app = Router::new()
                 .route("/v1/messages", post(serve))
                 .route("/v1/chat/completions", post(serve))
                 .with_state(served.clone());
-            let task = tokio::spawn(async move {
-                axum::serve(listener, app).await.unwrap();
-            });
+            let server = LocalServer::start(app).await;
             Self {
-                uri: format!("http://{addr}"),
+                uri: format!("http://{}", server.addr),
                 served,
-                task,
+                _server: server,
             }
+        }
+
+        /// Both providers pointed at this mock, without retries.
+        fn models(&self, idle: Duration) -> (AnthropicModel, OpenAiModel) {
+            let anthropic = AnthropicModel::new(
+                AnthropicConfig::new("sk-ant-fuzz-00000000")
+                    .with_base_url(&self.uri)
+                    .with_retry(RetryPolicy::none())
+                    .with_idle_timeout(idle),
+            )
+            .unwrap();
+            let openai = OpenAiModel::new(
+                OpenAiConfig::new()
+                    .with_base_url(format!("{}/v1", self.uri))
+                    .with_retry(RetryPolicy::none())
+                    .with_idle_timeout(idle),
+            )
+            .unwrap();
+            (anthropic, openai)
         }
     }
 
@@ -2934,20 +2901,7 @@ mod fuzz {
             stall: true,
         });
         let idle = Duration::from_millis(100);
-        let anthropic = AnthropicModel::new(
-            AnthropicConfig::new("sk-ant-fuzz-00000000")
-                .with_base_url(&mock.uri)
-                .with_retry(RetryPolicy::none())
-                .with_idle_timeout(idle),
-        )
-        .unwrap();
-        let openai = OpenAiModel::new(
-            OpenAiConfig::new()
-                .with_base_url(format!("{}/v1", mock.uri))
-                .with_retry(RetryPolicy::none())
-                .with_idle_timeout(idle),
-        )
-        .unwrap();
+        let (anthropic, openai) = mock.models(idle);
         let request = Request::new("m", 8, vec![Message::user_text("hi")]);
         let limit = Duration::from_secs(5);
         let out = tokio::time::timeout(
@@ -2972,20 +2926,7 @@ mod fuzz {
             .unwrap();
         let mock = rt.block_on(BytesMock::start());
         let idle = Duration::from_millis(200);
-        let anthropic = AnthropicModel::new(
-            AnthropicConfig::new("sk-ant-fuzz-00000000")
-                .with_base_url(&mock.uri)
-                .with_retry(RetryPolicy::none())
-                .with_idle_timeout(idle),
-        )
-        .unwrap();
-        let openai = OpenAiModel::new(
-            OpenAiConfig::new()
-                .with_base_url(format!("{}/v1", mock.uri))
-                .with_retry(RetryPolicy::none())
-                .with_idle_timeout(idle),
-        )
-        .unwrap();
+        let (anthropic, openai) = mock.models(idle);
         let request = Request::new("fuzz-model", 64, vec![Message::user_text("hi")]);
         check(
             "http_bodies",
