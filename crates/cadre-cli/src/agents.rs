@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 /// The registry for a project at `root`: shipped types, then the user's, the project's and
 /// any `--agents-dir` folders, nearer winning.
-pub fn load_registry(root: &Path, extra: &[PathBuf]) -> Registry {
-    load_registry_from(root, extra, true)
+pub fn load_registry(root: &Path, extra: &[PathBuf]) -> Result<Registry> {
+    crate::run::require_dirs(extra, "--agents-dir")?;
+    Ok(load_registry_from(root, extra, true))
 }
 
 /// Like [`load_registry`]; without the user's own folders when `include_user` is false.
@@ -24,16 +25,19 @@ pub fn load_registry_from(root: &Path, extra: &[PathBuf], include_user: bool) ->
 pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
     match cmd {
         AgentsCommand::List(AgentsDirArg { agents_dir }) => {
-            let reg = load_registry(root, &agents_dir);
-            println!(
+            let reg = load_registry(root, &agents_dir)?;
+            outln!(
                 "{:<14} {:<9} {:<9} {:<44} description",
-                "name", "mode", "access", "tools"
+                "name",
+                "mode",
+                "access",
+                "tools"
             );
             for s in reg.all() {
                 let mode = format!("{:?}", s.mode).to_lowercase();
                 let access = if s.read_only { "read-only" } else { "writes" };
                 let desc = first_sentence(&s.description);
-                println!(
+                outln!(
                     "{:<14} {mode:<9} {access:<9} {:<44} {desc}",
                     s.name,
                     s.tools.join(",")
@@ -48,7 +52,7 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
             Ok(Code::Done)
         }
         AgentsCommand::Show { name, dirs } => {
-            let reg = load_registry(root, &dirs.agents_dir);
+            let reg = load_registry(root, &dirs.agents_dir)?;
             let spec = reg.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = reg.all().map(|s| s.name.as_str()).collect();
                 ConfigError(format!(
@@ -60,14 +64,14 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                 .source
                 .as_ref()
                 .map_or("(shipped with cadre)".into(), |p| p.display().to_string());
-            println!("# from {source}");
-            print!("{}", serde_yaml::to_string(spec).unwrap_or_default());
+            outln!("# from {source}");
+            out!("{}", serde_yaml::to_string(spec).unwrap_or_default());
             Ok(Code::Done)
         }
         AgentsCommand::Check(AgentsDirArg { agents_dir }) => {
-            let reg = load_registry(root, &agents_dir);
+            let reg = load_registry(root, &agents_dir)?;
             for p in reg.problems() {
-                println!("{p}");
+                outln!("{p}");
             }
             let errors = reg.problems().iter().filter(|p| !p.warning).count();
             let warnings = reg.problems().len() - errors;
@@ -78,10 +82,10 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                 } else {
                     String::new()
                 };
-                println!("{} agent types OK{note}", reg.all().count());
+                outln!("{} agent types OK{note}", reg.all().count());
                 Ok(Code::Done)
             } else {
-                println!("{errors} error(s)");
+                outln!("{errors} error(s)");
                 Ok(Code::StoppedEarly)
             }
         }

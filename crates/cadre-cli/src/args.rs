@@ -7,7 +7,9 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "cadre", version, about, long_about = None)]
 pub struct Cli {
-    /// Run as if started in DIR.
+    /// The workspace folder: the agents work there and their tools cannot leave it
+    /// (default: the current folder). Paths given to other options (--replay, --record,
+    /// --agents-dir, --skills-dir) stay relative to where you run cadre.
     #[arg(short = 'C', long = "directory", value_name = "DIR", global = true)]
     pub directory: Option<PathBuf>,
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
@@ -130,9 +132,10 @@ pub struct RunArgs {
     /// Extra folders of skills.
     #[command(flatten)]
     pub skills: SkillsDirArg,
-    /// Model id or alias (opus, sonnet, haiku).
-    #[arg(long, env = "CADRE_MODEL", default_value = cadre_model::DEFAULT_MODEL)]
-    pub model: String,
+    /// Model id or alias (opus, sonnet, haiku) [default: claude-sonnet-5-5; with
+    /// --provider openai there is no default: give the server's model name].
+    #[arg(long, env = "CADRE_MODEL")]
+    pub model: Option<String>,
     /// Most model requests the primary agent may make (default: its type's max_turns).
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,

@@ -21,6 +21,8 @@ pub struct Display {
     new_turn: bool,
     /// Answer text not yet printed because its line has not ended (live mode only).
     pending: String,
+    /// Whether the primary agent's current attempt has printed text (a retry repeats it).
+    printed_this_turn: bool,
     header: String,
 }
 
@@ -45,6 +47,7 @@ impl Display {
             at_line_start: true,
             new_turn: false,
             pending: String::new(),
+            printed_this_turn: false,
             header,
         }
     }
@@ -55,7 +58,7 @@ impl Display {
             OutputFormat::Json => {}
             OutputFormat::StreamJson => {
                 if let Ok(line) = serde_json::to_string(event) {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
             OutputFormat::Text if self.quiet => {}
@@ -66,9 +69,27 @@ impl Display {
     fn text_event(&mut self, event: &Event) {
         if let Event::Turn { agent, turn } = event {
             self.new_turn |= *agent == self.primary && *turn > 1;
+            if *agent == self.primary {
+                self.printed_this_turn = false;
+            }
+        }
+        if let Event::Retrying { agent, .. } = event {
+            // The failed attempt's text is already out; say that what follows replaces it.
+            if *agent == self.primary && std::mem::take(&mut self.printed_this_turn) {
+                let note = "\n[the connection broke; the answer starts again]\n";
+                match &self.live {
+                    Some(pb) => {
+                        let text = std::mem::take(&mut self.pending) + note;
+                        pb.suspend(|| write_stdout(&text));
+                    }
+                    None => write_stdout(note),
+                }
+                self.at_line_start = true;
+            }
         }
         if let Event::Text { agent, delta } = event {
             if *agent == self.primary {
+                self.printed_this_turn = true;
                 // Text of a later turn starts a new paragraph.
                 let gap = match (std::mem::take(&mut self.new_turn), self.at_line_start) {
                     (true, false) => "\n\n",
@@ -155,7 +176,7 @@ impl Display {
             _ => return,
         };
         if !self.at_line_start {
-            println!();
+            outln!();
             self.at_line_start = true;
         }
         eprintln!("· {line}");
@@ -204,16 +225,16 @@ impl Display {
             write_stdout(&std::mem::take(&mut self.pending));
         }
         match self.format {
-            OutputFormat::Json => println!("{}", result_json(outcome, summary, model)),
+            OutputFormat::Json => outln!("{}", result_json(outcome, summary, model)),
             OutputFormat::StreamJson => {
                 let mut v = result_json(outcome, summary, model);
                 v["event"] = "result".into();
-                println!("{v}");
+                outln!("{v}");
             }
-            OutputFormat::Text if self.quiet => println!("{}", outcome.text.trim_end()),
+            OutputFormat::Text if self.quiet => outln!("{}", outcome.text.trim_end()),
             OutputFormat::Text => {
                 if !self.at_line_start {
-                    println!();
+                    outln!();
                 }
                 if !outcome.stop.is_done() {
                     eprintln!("cadre: {}", outcome.stop);
@@ -265,11 +286,13 @@ fn clock(ms: u64) -> String {
     format!("{}:{:02}", secs / 60, secs % 60)
 }
 
+/// `s` cut to at most `n` characters, the cut marked with `…`.
 fn truncate(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => format!("{}…", &s[..i.saturating_sub(1)]),
-        None => s.to_owned(),
+    if s.chars().count() <= n {
+        return s.to_owned();
     }
+    let kept: String = s.chars().take(n.saturating_sub(1)).collect();
+    format!("{kept}…")
 }
 
 fn input_column(t: &Totals) -> String {
@@ -323,4 +346,19 @@ pub fn usage_table(summary: &RunSummary) -> String {
         "",
     ));
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_counts_characters_not_bytes() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("abcdef", 4), "abc…");
+        let cjk = "調査対象のファイルを全部読んで要約する作業です";
+        let cut = truncate(cjk, 5);
+        assert_eq!(cut.chars().count(), 5);
+        assert!(cut.ends_with('…'));
+    }
 }

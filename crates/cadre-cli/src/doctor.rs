@@ -8,8 +8,8 @@ pub fn doctor() -> Code {
     let s = landlock_status();
     let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    println!("kernel            {}", kernel.trim());
-    println!(
+    outln!("kernel            {}", kernel.trim());
+    outln!(
         "landlock ABI      {}",
         if s.abi == 0 {
             "none (Landlock missing or disabled)".into()
@@ -17,25 +17,23 @@ pub fn doctor() -> Code {
             s.abi.to_string()
         }
     );
-    println!("file writes       {}  (read-only agents: only their private $TMPDIR; others: the workspace too)", yes(s.fs_write_restriction));
-    println!(
+    outln!("file writes       {}  (read-only agents: only their private $TMPDIR; others: the workspace too)", yes(s.fs_write_restriction));
+    outln!(
         "network (TCP)     {}  (for agent types with network: false)",
         yes(s.tcp_restriction)
     );
-    println!(
+    outln!(
         "signals, sockets  {}  (abstract Unix sockets and signals scoped to the command)",
         yes(s.ipc_scoping)
     );
-    println!(
+    outln!(
         "chmod/chown/xattr {}  (read-only agents, seccomp)",
         yes(s.metadata_restriction)
     );
-    println!(
-        "never enforced    reads; timestamps of existing files; UDP; Unix sockets with a path"
-    );
-    println!("\n{}", s.summary);
+    outln!("never enforced    reads; timestamps of existing files; UDP; Unix sockets with a path");
+    outln!("\n{}", s.summary);
     if !s.fs_write_restriction {
-        println!("\nbash is refused for read-only agents here; `cadre run --allow-unsandboxed-bash` runs it without a sandbox.");
+        outln!("\nbash is refused for read-only agents here; `cadre run --allow-unsandboxed-bash` runs it without a sandbox.");
     }
     Code::Done
 }

@@ -1,5 +1,25 @@
 //! The `cadre` command.
 
+/// `println!` that ignores a closed pipe (`cadre … | head` must not crash).
+macro_rules! outln {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `print!` that ignores a closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod agents;
 mod args;
 mod display;
@@ -50,7 +70,8 @@ fn main() -> ExitCode {
 fn init_logging(verbose: u8, quiet: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "error",
-        (false, 0) => "warn",
+        // Retries are already shown by the display; the log repeats them only with -v.
+        (false, 0) => "warn,cadre_model::retry=error",
         (false, 1) => "info",
         _ => "debug",
     };
@@ -58,6 +79,7 @@ fn init_logging(verbose: u8, quiet: bool) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
 }

@@ -22,13 +22,16 @@ const NO_KEY: &str =
     "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
 then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
 `ANTHROPIC_API_KEY=sk-ant-... cadre run \"TASK\"`). To use a compatible server instead, \
-also set ANTHROPIC_BASE_URL.";
+also set ANTHROPIC_BASE_URL. Without a key: `--provider openai --model NAME` talks to a local \
+server such as Ollama, and `--replay FILE` replays a recorded run offline.";
 
 /// Runs the primary agent and prints what it does; returns the exit code.
 pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let root = workspace_root(directory)?;
     let workspace = Workspace::new(&root)
         .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
+    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+    require_dirs(&args.skills.skills_dir, "--skills-dir")?;
     // A replay must see the same prompts as the recording did, on any machine.
     let include_user = args.replay.is_none();
     let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
@@ -61,8 +64,8 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
         ))
         .into());
     }
+    let model_id = model_id(&args)?;
     let model = build_model(&args)?;
-    let model_id = resolve_model_alias(&args.model).to_owned();
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let events: EventHandler = Arc::new(move |e| {
@@ -122,6 +125,16 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     Ok(Code::for_stop(&outcome.stop))
 }
 
+/// Fails unless every folder given with `flag` exists: a typo must not pass silently.
+pub fn require_dirs(dirs: &[PathBuf], flag: &str) -> Result<()> {
+    match dirs.iter().find(|d| !d.is_dir()) {
+        Some(d) => {
+            Err(ConfigError(format!("cannot use {flag} {}: no such folder", d.display())).into())
+        }
+        None => Ok(()),
+    }
+}
+
 /// The user's home folder, whose agent and skill folders are loaded unless `include_user`
 /// is false (a replay must not depend on them).
 pub fn user_home(include_user: bool) -> Option<PathBuf> {
@@ -133,12 +146,29 @@ pub fn user_home(include_user: bool) -> Option<PathBuf> {
 /// The folder to work in: `-C DIR` or the current one; a missing folder is a plain error.
 pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
     match directory {
+        Some(dir) if dir.exists() && !dir.is_dir() => Err(ConfigError(format!(
+            "cannot use -C {}: it is a file, not a folder",
+            dir.display()
+        ))
+        .into()),
         Some(dir) if !dir.is_dir() => {
             Err(ConfigError(format!("cannot use -C {}: no such folder", dir.display())).into())
         }
         Some(dir) => Ok(dir),
         None => std::env::current_dir()
             .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")).into()),
+    }
+}
+
+/// The model id: --model (aliases resolved), else the provider's default.
+fn model_id(args: &RunArgs) -> Result<String> {
+    match (&args.model, args.provider) {
+        (Some(m), _) => Ok(resolve_model_alias(m).to_owned()),
+        (None, Provider::Anthropic) => Ok(cadre_model::DEFAULT_MODEL.to_owned()),
+        (None, Provider::Openai) => Err(ConfigError(
+            "--provider openai needs the server's model name: pass --model (for example --model qwen3:8b for Ollama, --model gpt-5 for OpenAI) or set CADRE_MODEL".into(),
+        )
+        .into()),
     }
 }
 
@@ -177,6 +207,12 @@ fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
             let mut config = OpenAiConfig::from_env();
             if let Some(url) = &args.base_url {
                 config.base_url = url.clone();
+            }
+            if !config.has_api_key() && config.base_url.contains("api.openai.com") {
+                return Err(ConfigError(
+                    "OPENAI_API_KEY is not set. Set it for api.openai.com, or point OPENAI_BASE_URL (or --base-url) at a local server such as http://localhost:11434/v1 (Ollama), which needs no key.".into(),
+                )
+                .into());
             }
             config.http.retry.max_retries = args.max_retries;
             Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)

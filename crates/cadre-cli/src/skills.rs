@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 /// The skills for a project at `root`: the user's, the project's and any `--skills-dir`
 /// folders, nearer winning. Only front matter is read.
-pub fn load_skills(root: &Path, extra: &[PathBuf]) -> SkillSet {
-    load_skills_from(root, extra, true)
+pub fn load_skills(root: &Path, extra: &[PathBuf]) -> Result<SkillSet> {
+    crate::run::require_dirs(extra, "--skills-dir")?;
+    Ok(load_skills_from(root, extra, true))
 }
 
 /// Like [`load_skills`]; without the user's own folders when `include_user` is false.
@@ -27,7 +28,15 @@ pub fn load_skills_from(root: &Path, extra: &[PathBuf], include_user: bool) -> S
 pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
         SkillsCommand::List(SkillsDirArg { skills_dir }) => {
-            let set = load_skills(root, &skills_dir);
+            let set = load_skills(root, &skills_dir)?;
+            if set.is_empty() && set.problems().is_empty() {
+                let home = crate::run::user_home(true);
+                let mut searched = SkillSet::standard_dirs(root, home.as_deref());
+                searched.extend(skills_dir.iter().cloned());
+                let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+                eprintln!("no skills found; searched: {}", list.join(", "));
+                return Ok(Code::Done);
+            }
             let mut out = format!("{:<24} {:<32} description\n", "name", "folder");
             for s in set.all() {
                 let folder = s.dir.strip_prefix(root).unwrap_or(&s.dir);
@@ -44,7 +53,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             Ok(Code::Done)
         }
         SkillsCommand::Show { name, dirs } => {
-            let set = load_skills(root, &dirs.skills_dir);
+            let set = load_skills(root, &dirs.skills_dir)?;
             let skill = set.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
                 ConfigError(format!(
@@ -72,9 +81,9 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             Ok(Code::Done)
         }
         SkillsCommand::Check(SkillsDirArg { skills_dir }) => {
-            let set = load_skills(root, &skills_dir);
+            let set = load_skills(root, &skills_dir)?;
             for p in set.problems() {
-                println!("{p}");
+                outln!("{p}");
             }
             let errors = set.problems().iter().filter(|p| !p.warning).count();
             let warnings = set.problems().len() - errors;
@@ -84,10 +93,10 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
                 } else {
                     String::new()
                 };
-                println!("{} skills OK{note}", set.len());
+                outln!("{} skills OK{note}", set.len());
                 Ok(Code::Done)
             } else {
-                println!("{errors} error(s)");
+                outln!("{errors} error(s)");
                 Ok(Code::StoppedEarly)
             }
         }

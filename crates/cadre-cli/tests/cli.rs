@@ -348,7 +348,7 @@ async fn agents_check_reports_every_bad_definition_with_its_position() {
             "{file} should be at {pos}: {line}"
         );
     };
-    has("broken.yaml", "2:", "");
+    has("broken.yaml", "3:7", "flow sequence");
     has("tools.yaml", "3:20", "teleport");
     has("badname.yaml", "1:7", "bad name");
     has("nodesc.yaml", "", "missing description");
@@ -470,21 +470,7 @@ async fn a_run_with_subagents_logs_each_one_and_tables_usage_per_agent() {
 /// Runs `cadre` offline in `dir` with HOME pointed at `dir`, so the user's own skills and
 /// agents cannot leak into the result.
 async fn cadre_offline(dir: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.current_dir(dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("RUST_LOG")
-        .env("HOME", dir)
-        .args(args)
-        .timeout(std::time::Duration::from_secs(120));
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    cadre_env(dir, &[("HOME", dir.to_str().unwrap())], args).await
 }
 
 fn write_file(path: &Path, text: &str) {
@@ -689,8 +675,11 @@ async fn run_lists_skills_from_skills_dir_in_the_prompt_and_offers_skill() {
 
 /// Runs `cadre` like [`cadre`] with extra environment variables.
 async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    // An empty home: the developer's own agent and skill folders must not leak into tests.
+    let home = tempfile::tempdir().unwrap();
     let mut cmd = Command::cargo_bin("cadre").unwrap();
     cmd.current_dir(dir)
+        .env("HOME", home.path())
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("OPENAI_API_KEY")
@@ -704,6 +693,7 @@ async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
+    drop(home);
     Output {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1087,4 +1077,139 @@ async fn sigterm_stops_every_agent_kills_their_commands_and_leaves_valid_transcr
         serde_json::from_str(&std::fs::read_to_string(runs[0].join("summary.json")).unwrap())
             .unwrap();
     assert_eq!(summary["stop"]["kind"], "cancelled");
+}
+
+#[tokio::test]
+async fn a_retried_stream_marks_the_repeated_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    // The first attempt streams some text, then the stream breaks; the retry succeeds.
+    server.route(
+        Match::Any,
+        vec![
+            Reply::text("Hello partial answer").truncated(5),
+            Reply::text("Hello world."),
+        ],
+    );
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--no-transcripts", "q"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(server.requests().len(), 2);
+    let marker = out
+        .stdout
+        .find("the answer starts again")
+        .expect("no retry marker");
+    assert!(
+        out.stdout[marker..].contains("Hello world."),
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test]
+async fn a_closed_pipe_does_not_crash_cadre() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("t1", "list_files", json!({})),
+            Reply::text("done"),
+        ],
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .args([
+            "run",
+            "--no-transcripts",
+            "--output-format",
+            "stream-json",
+            "q",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -1`: read one line, then close the pipe.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(first.contains("\"event\""), "{first}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[tokio::test]
+async fn more_configuration_mistakes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = cadre(
+        dir.path(),
+        "http://127.0.0.1:9",
+        Some("k"),
+        &["-C", file.to_str().unwrap(), "run", "q"],
+    )
+    .await;
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("is a file, not a folder"),
+        "{}",
+        out.stderr
+    );
+
+    let out = cadre(
+        dir.path(),
+        "http://127.0.0.1:9",
+        Some("k"),
+        &["run", "--agents-dir", "no-such-dir", "q"],
+    )
+    .await;
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("--agents-dir no-such-dir: no such folder"),
+        "{}",
+        out.stderr
+    );
+    let out = cadre(
+        dir.path(),
+        "http://127.0.0.1:9",
+        None,
+        &["skills", "list", "--skills-dir", "nope"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+
+    let out = cadre_env(dir.path(), &[], &["run", "--provider", "openai", "q"]).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--model"), "{}", out.stderr);
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &["run", "--provider", "openai", "--model", "gpt-5", "q"],
+    )
+    .await;
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("OPENAI_API_KEY is not set"),
+        "{}",
+        out.stderr
+    );
+
+    let out = cadre_env(dir.path(), &[], &["run", "q"]).await;
+    assert!(out.stderr.contains("--replay FILE"), "{}", out.stderr);
 }

@@ -78,8 +78,13 @@ impl Agent {
                 agent: self.config.path.clone(),
                 usage: response.usage,
             });
-            history.push(sanitized(&response));
-            self.log(&history[history.len() - 1]);
+            let message = sanitized(&response);
+            self.log(&message);
+            match history.last_mut() {
+                // Continuing a paused turn: the new blocks belong to the same assistant turn.
+                Some(last) if last.role == Role::Assistant => last.content.extend(message.content),
+                _ => history.push(message),
+            }
             match response.stop_reason.clone().unwrap_or(StopReason::EndTurn) {
                 StopReason::ToolUse => {
                     let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();

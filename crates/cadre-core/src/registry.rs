@@ -115,13 +115,11 @@ impl Registry {
         let (spec, problems) = if file.extension().is_some_and(|x| x == "md") {
             crate::claude_agents::parse(file, text)
         } else {
-            match AgentSpec::parse_yaml(file, text) {
-                Ok(spec) => {
-                    let problems = spec.validate(file, text, &|t| resolve_tool_name(t).is_some());
-                    (Some(spec), problems)
-                }
-                Err(p) => (None, vec![p]),
+            let (spec, mut problems) = AgentSpec::parse_yaml(file, text);
+            if let Some(spec) = &spec {
+                problems.extend(spec.validate(file, text, &|t| resolve_tool_name(t).is_some()));
             }
+            (spec, problems)
         };
         // Warnings (a dropped Claude Code tool, say) are reported but do not reject the file.
         let fatal = problems.iter().any(|p| !p.warning);

@@ -194,11 +194,27 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
     (start + 1, col + 1)
 }
 
+/// The keys an agent file may use.
+pub const KNOWN_KEYS: [&str; 11] = [
+    "name",
+    "description",
+    "mode",
+    "model",
+    "tools",
+    "disallowed_tools",
+    "read_only",
+    "network",
+    "max_turns",
+    "skills",
+    "prompt",
+];
+
 impl AgentSpec {
-    /// Parses one YAML agent file; a syntax or shape error is a problem with its position.
-    pub fn parse_yaml(file: &Path, text: &str) -> Result<Self, Problem> {
-        let mut spec: AgentSpec = serde_yaml::from_str(text).map_err(|e| {
-            let pos = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+    /// Parses one YAML agent file. Every unknown key, and a syntax or shape error, is a
+    /// problem with its position; the spec comes back when the known keys parse.
+    pub fn parse_yaml(file: &Path, text: &str) -> (Option<Self>, Vec<Problem>) {
+        let yaml_problem = |e: serde_yaml::Error, fallback: (usize, usize)| {
+            let pos = e.location().map_or(fallback, |l| (l.line(), l.column()));
             // The position is already in front of the message; drop serde_yaml's copy.
             let msg = e.to_string();
             let msg = match msg.rfind(" at line ") {
@@ -206,9 +222,58 @@ impl AgentSpec {
                 None => msg,
             };
             Problem::at(file, pos, msg)
-        })?;
-        spec.source = Some(file.to_path_buf());
-        Ok(spec)
+        };
+        // Unknown keys are reported one by one, then dropped, so one stray key does not
+        // hide every other problem of the file.
+        let mut problems = Vec::new();
+        let value: serde_yaml::Value = match serde_yaml::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return (None, vec![yaml_problem(e, (0, 0))]),
+        };
+        let serde_yaml::Value::Mapping(mut map) = value else {
+            let msg = "expected a mapping of keys (name: …, description: …, prompt: …)";
+            return (None, vec![Problem::at(file, (1, 1), msg)]);
+        };
+        map.retain(|key, _| {
+            let name = key.as_str().unwrap_or_default();
+            let known = KNOWN_KEYS.contains(&name);
+            if !known {
+                problems.push(Problem::at(
+                    file,
+                    locate(text, name, None),
+                    format!(
+                        "unknown key `{name}`; expected one of {}",
+                        KNOWN_KEYS.join(", ")
+                    ),
+                ));
+            }
+            known
+        });
+        let parsed = if problems.is_empty() {
+            serde_yaml::from_str::<AgentSpec>(text).map_err(|e| yaml_problem(e, (0, 0)))
+        } else {
+            serde_path_to_error::deserialize::<_, AgentSpec>(serde_yaml::Value::Mapping(map))
+                .map_err(|e| {
+                    // A value knows no positions: find the field the error names.
+                    let key = e.path().to_string();
+                    let inner = e.into_inner();
+                    let mut p = yaml_problem(inner, locate(text, &key, None));
+                    if key != "." {
+                        p.message = format!("{key}: {}", p.message);
+                    }
+                    p
+                })
+        };
+        match parsed {
+            Ok(mut spec) => {
+                spec.source = Some(file.to_path_buf());
+                (Some(spec), problems)
+            }
+            Err(p) => {
+                problems.push(p);
+                (None, problems)
+            }
+        }
     }
 
     /// Checks the fields a parser cannot: name, description, prompt, model and tools.

@@ -97,8 +97,14 @@ impl ToolSet {
                 panic_message(&panic)
             )),
         };
+        // The API refuses empty text blocks.
+        let content = if out.content.trim().is_empty() {
+            "(no output)".to_owned()
+        } else {
+            cap_output(&out.content, ctx.limits.max_output_bytes)
+        };
         ToolOutput {
-            content: cap_output(&out.content, ctx.limits.max_output_bytes),
+            content,
             is_error: out.is_error,
         }
     }

@@ -62,8 +62,10 @@ pub struct UsageReport {
 }
 
 impl UsageReport {
-    /// Rolls up `agents`.
-    pub fn new(agents: Vec<AgentRecord>) -> Self {
+    /// Rolls up `agents`, listed in tree order (`main`, then `main/explore#1`,
+    /// `main/explore#2`, … with numbers compared as numbers).
+    pub fn new(mut agents: Vec<AgentRecord>) -> Self {
+        agents.sort_by_cached_key(|a| tree_key(&a.path));
         let mut by_type: BTreeMap<String, Totals> = BTreeMap::new();
         let mut total = Totals::default();
         for r in &agents {
@@ -75,5 +77,42 @@ impl UsageReport {
             by_type,
             total,
         }
+    }
+}
+
+/// Sort key of an agent path: each segment as (type, number).
+fn tree_key(path: &str) -> Vec<(String, u64)> {
+    path.split('/')
+        .map(|seg| match seg.rsplit_once('#') {
+            Some((name, n)) => (name.to_owned(), n.parse().unwrap_or(0)),
+            None => (seg.to_owned(), 0),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_order_compares_numbers_as_numbers() {
+        let mut paths = vec![
+            "main/explore#10",
+            "main/explore#2",
+            "main",
+            "main/code#1/explore#1",
+            "main/code#1",
+        ];
+        paths.sort_by_cached_key(|p| tree_key(p));
+        assert_eq!(
+            paths,
+            [
+                "main",
+                "main/code#1",
+                "main/code#1/explore#1",
+                "main/explore#2",
+                "main/explore#10"
+            ]
+        );
     }
 }
