@@ -378,6 +378,9 @@ fn strip_credentials(url: &Url) -> String {
 }
 
 /// The wait the server asked for: `retry-after-ms` if present, else `retry-after` seconds.
+///
+/// A negative, NaN or unparsable value is ignored; one too large for a [`Duration`] (or for
+/// the retry policy) is capped at [`MAX_RETRY_AFTER`](crate::retry::MAX_RETRY_AFTER).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let number = |name: &str| {
         headers
@@ -387,12 +390,16 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|n| n.is_finite() && *n >= 0.0)
+            // `inf` is kept: it is a (very) long wait, capped below like any other.
+            .filter(|n| *n >= 0.0)
     };
-    if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    number("retry-after").map(Duration::from_secs_f64)
+    let secs = match number("retry-after-ms") {
+        Some(ms) => ms / 1000.0,
+        None => number("retry-after")?,
+    };
+    let cap = crate::retry::MAX_RETRY_AFTER;
+    // Fails only for values beyond `Duration::MAX` (NaN and negatives are filtered above).
+    Some(Duration::try_from_secs_f64(secs).map_or(cap, |wait| wait.min(cap)))
 }
 
 /// A plain-words reason for a transport failure.
@@ -478,6 +485,41 @@ mod tests {
             HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
         );
         assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn retry_after_extreme_values_do_not_panic() {
+        let cap = crate::retry::MAX_RETRY_AFTER;
+        let parse = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static(value));
+            retry_after(&h)
+        };
+        for name in ["retry-after", "retry-after-ms"] {
+            for huge in [
+                "1e30",
+                "inf",
+                "+Infinity",
+                "1.8e308",
+                "99999999999999999999",
+            ] {
+                assert_eq!(parse(name, huge), Some(cap), "{name}: {huge}");
+            }
+            for ignored in ["-5", "-inf", "NaN", "-0.5", "soon"] {
+                assert_eq!(parse(name, ignored), None, "{name}: {ignored}");
+            }
+            assert_eq!(parse(name, "0"), Some(Duration::ZERO), "{name}");
+        }
+        assert_eq!(parse("retry-after", "3600"), Some(cap));
+        assert_eq!(
+            parse("retry-after", "0.25"),
+            Some(Duration::from_millis(250))
+        );
+        // A useless retry-after-ms falls back to retry-after.
+        let mut h = HeaderMap::new();
+        h.insert("retry-after-ms", HeaderValue::from_static("-1"));
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
     }
 
     #[test]

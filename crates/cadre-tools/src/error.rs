@@ -9,11 +9,14 @@ pub enum ToolError {
     #[error("invalid input: {0}")]
     InvalidInput(String),
     /// A path resolved outside the workspace.
-    #[error("{path} is outside the workspace {root}; only paths inside it may be used")]
+    ///
+    /// The message names only the path the model gave, never the root: the root is this
+    /// machine's absolute path, which must not reach the model or recorded cassettes.
+    #[error("{path} is outside the workspace; only paths inside it may be used")]
     OutsideWorkspace {
         /// The path as the model gave it.
         path: String,
-        /// The workspace root.
+        /// The workspace root (for logs; not part of the message).
         root: PathBuf,
     },
     /// Reading or writing a file failed.
@@ -33,4 +36,21 @@ pub enum ToolError {
     /// The run was cancelled.
     #[error("cancelled")]
     Cancelled,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_workspace_message_hides_the_root() {
+        let e = ToolError::OutsideWorkspace {
+            path: "../secret.txt".to_string(),
+            root: PathBuf::from("/home/someone/project"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "../secret.txt is outside the workspace; only paths inside it may be used"
+        );
+    }
 }

@@ -327,6 +327,152 @@ async fn write_file_creates_folders_and_overwrites() {
     assert_eq!(std::fs::read_dir(env.path("a/b")).unwrap().count(), 1);
 }
 
+#[tokio::test]
+async fn write_file_creates_new_files_without_a_read() {
+    let env = Env::new();
+    let out = env
+        .ok("write_file", json!({"path": "new.txt", "content": "hi\n"}))
+        .await;
+    assert_eq!(out, "wrote 1 lines (3 bytes) to new.txt (new file)");
+    assert_eq!(env.read("new.txt"), "hi\n");
+    // Writing it counts as having seen it: an edit right after needs no read.
+    env.ok(
+        "edit_file",
+        json!({"path": "new.txt", "old_string": "hi", "new_string": "hello"}),
+    )
+    .await;
+    assert_eq!(env.read("new.txt"), "hello\n");
+}
+
+#[tokio::test]
+async fn write_file_refuses_to_overwrite_an_unread_file() {
+    let env = Env::new();
+    env.write("f.txt", "theirs\n");
+    let unread = env
+        .call("write_file", json!({"path": "f.txt", "content": "mine\n"}))
+        .await;
+    assert!(
+        matches!(&unread, Err(ToolError::Refused(m)) if m == "read f.txt with read_file before overwriting it"),
+        "{unread:?}"
+    );
+    assert_eq!(env.read("f.txt"), "theirs\n");
+}
+
+#[tokio::test]
+async fn write_file_overwrites_a_file_it_has_read() {
+    let env = Env::new();
+    env.write("f.txt", "old\n");
+    env.ok("read_file", json!({"path": "f.txt"})).await;
+    let out = env
+        .ok("write_file", json!({"path": "f.txt", "content": "new\n"}))
+        .await;
+    assert_eq!(
+        out,
+        "wrote 1 lines (4 bytes) to f.txt (overwrote the existing file)"
+    );
+    assert_eq!(env.read("f.txt"), "new\n");
+    // Its own write keeps its view fresh: a second overwrite needs no re-read.
+    env.ok("write_file", json!({"path": "f.txt", "content": "newer\n"}))
+        .await;
+    assert_eq!(env.read("f.txt"), "newer\n");
+}
+
+#[tokio::test]
+async fn write_file_refuses_to_clobber_a_change_made_since_the_read() {
+    let env = Env::new();
+    env.write("f.txt", "v1\n");
+    env.ok("read_file", json!({"path": "f.txt"})).await;
+    let seen_mtime = std::fs::metadata(env.path("f.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    // Another agent (own tracker, same locks) reads and rewrites it...
+    let mut other = env.ctx.clone();
+    other.files = Arc::new(FileTracker::default());
+    call_with(&other, "read_file", json!({"path": "f.txt"}))
+        .await
+        .unwrap();
+    let theirs = call_with(
+        &other,
+        "write_file",
+        json!({"path": "f.txt", "content": "v2\n"}),
+    )
+    .await
+    .unwrap();
+    assert!(!theirs.is_error, "{}", theirs.content);
+    // ...within the same mtime tick, so only the content tells.
+    std::fs::File::options()
+        .write(true)
+        .open(env.path("f.txt"))
+        .unwrap()
+        .set_modified(seen_mtime)
+        .unwrap();
+    let stale = env
+        .call("write_file", json!({"path": "f.txt", "content": "mine\n"}))
+        .await;
+    assert!(
+        matches!(&stale, Err(ToolError::Refused(m)) if m.starts_with("f.txt changed since you last read it") && m.contains("before overwriting it")),
+        "{stale:?}"
+    );
+    assert_eq!(env.read("f.txt"), "v2\n");
+    // A change made by a command is caught too; after a fresh read the write goes through.
+    env.ok("read_file", json!({"path": "f.txt"})).await;
+    env.ok("bash", json!({"command": "echo v3 > f.txt"})).await;
+    let stale = env
+        .call("write_file", json!({"path": "f.txt", "content": "mine\n"}))
+        .await;
+    assert!(matches!(stale, Err(ToolError::Refused(_))), "{stale:?}");
+    env.ok("read_file", json!({"path": "f.txt"})).await;
+    env.ok("write_file", json!({"path": "f.txt", "content": "mine\n"}))
+        .await;
+    assert_eq!(env.read("f.txt"), "mine\n");
+}
+
+// ---------------------------------------------------------------- special files
+
+/// Runs a file tool with a deadline, so a tool that blocks on a FIFO fails instead of hanging.
+async fn call_soon(env: &Env, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+    tokio::time::timeout(Duration::from_secs(5), env.call(tool, input.clone()))
+        .await
+        .unwrap_or_else(|_| panic!("{tool} {input} hung"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_tools_refuse_named_pipes_and_sockets() {
+    use nix::sys::stat::Mode;
+    let env = Env::new();
+    nix::unistd::mkfifo(&env.path("pipe"), Mode::S_IRUSR | Mode::S_IWUSR).unwrap();
+    std::os::unix::fs::symlink(env.path("pipe"), env.path("link-to-pipe")).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(env.path("sock")).unwrap();
+    let refused = |r: &Result<ToolOutput, ToolError>, what: &str| matches!(r, Err(ToolError::Refused(m)) if m.starts_with(what) && m.contains("not a regular file"));
+    for (path, what) in [
+        ("pipe", "pipe is a named pipe"),
+        ("link-to-pipe", "pipe is a named pipe"),
+        ("sock", "sock is a socket"),
+    ] {
+        let read = call_soon(&env, "read_file", json!({"path": path})).await;
+        assert!(refused(&read, what), "read_file {path}: {read:?}");
+        let write = call_soon(&env, "write_file", json!({"path": path, "content": "x"})).await;
+        assert!(refused(&write, what), "write_file {path}: {write:?}");
+    }
+    // A file the agent read and that was then swapped for a pipe: edit_file must not hang.
+    env.write("f.txt", "text\n");
+    env.ok("read_file", json!({"path": "f.txt"})).await;
+    std::fs::remove_file(env.path("f.txt")).unwrap();
+    nix::unistd::mkfifo(&env.path("f.txt"), Mode::S_IRUSR | Mode::S_IWUSR).unwrap();
+    let edit = call_soon(
+        &env,
+        "edit_file",
+        json!({"path": "f.txt", "old_string": "text", "new_string": "more"}),
+    )
+    .await;
+    assert!(refused(&edit, "f.txt is a named pipe"), "{edit:?}");
+    let write = call_soon(&env, "write_file", json!({"path": "f.txt", "content": "x"})).await;
+    assert!(refused(&write, "f.txt is a named pipe"), "{write:?}");
+    let meta = std::fs::symlink_metadata(env.path("f.txt")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));
+}
+
 // ---------------------------------------------------------------- edit_file
 
 #[tokio::test]
@@ -416,9 +562,12 @@ async fn edit_file_requires_a_fresh_read() {
         .unwrap()
         .modified()
         .unwrap();
-    // Another agent (own tracker, same locks) rewrites the file...
+    // Another agent (own tracker, same locks) reads and rewrites the file...
     let mut other = env.ctx.clone();
     other.files = Arc::new(FileTracker::default());
+    call_with(&other, "read_file", json!({"path": "f.txt"}))
+        .await
+        .unwrap();
     call_with(
         &other,
         "write_file",
@@ -658,6 +807,20 @@ async fn paths_cannot_escape_the_workspace() {
     for dir in ["link", "../"] {
         let result = env.call("list_files", json!({"path": dir})).await;
         assert!(matches!(result, Err(ToolError::OutsideWorkspace { .. })));
+    }
+    // The message names the path as given, never this machine's workspace root.
+    let root = env.root().to_str().unwrap().to_string();
+    for name in ["read_file", "list_files", "grep"] {
+        let input = match name {
+            "grep" => json!({"pattern": "x", "path": "../secret.txt"}),
+            _ => json!({"path": "../secret.txt"}),
+        };
+        let shown = env.call(name, input).await.unwrap_err().to_string();
+        assert_eq!(
+            shown,
+            "../secret.txt is outside the workspace; only paths inside it may be used"
+        );
+        assert!(!shown.contains(&root), "{shown}");
     }
     assert_eq!(
         std::fs::read_to_string(&abs_secret).unwrap(),

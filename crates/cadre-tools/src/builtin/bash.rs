@@ -8,6 +8,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -29,6 +30,13 @@ const KILLED_DRAIN: Duration = Duration::from_millis(200);
 ///
 /// Read-only agents may write only to a private `$TMPDIR`; they get no `bash` at all where
 /// the kernel cannot enforce that, unless the context opts out of the sandbox.
+///
+/// The shell gets cadre's environment minus anything that may hold a credential, so a
+/// command like `env` or `echo $ANTHROPIC_API_KEY` cannot put a key into the model's context,
+/// transcripts or cassettes. Removed are `ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`,
+/// `OPENAI_API_KEY` and every variable whose name (compared case-insensitively) ends with
+/// `_API_KEY` or `_TOKEN` or contains `SECRET`. Pass such a value to a command explicitly if
+/// it really needs one.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BashTool;
 
@@ -129,6 +137,31 @@ impl Tool for BashTool {
         );
         run(&input.command, timeout, ctx, sandbox).await
     }
+}
+
+/// Variables never passed to the shell, besides those [`is_secret_env`] catches by pattern.
+const SECRET_ENV_NAMES: [&str; 3] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+];
+
+/// Whether an environment variable named `name` may hold a credential and so must not reach
+/// the shell: the names in [`SECRET_ENV_NAMES`], and any ending with `_API_KEY` or `_TOKEN`
+/// or containing `SECRET`, ignoring case.
+fn is_secret_env(name: &OsStr) -> bool {
+    let name = name.to_string_lossy().to_ascii_uppercase();
+    SECRET_ENV_NAMES.contains(&name.as_str())
+        || name.ends_with("_API_KEY")
+        || name.ends_with("_TOKEN")
+        || name.contains("SECRET")
+}
+
+/// The environment the shell gets: `vars` without the ones that may hold credentials.
+fn child_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> impl Iterator<Item = (OsString, OsString)> {
+    vars.into_iter().filter(|(name, _)| !is_secret_env(name))
 }
 
 /// Said once per process when a writing agent's `bash` runs unsandboxed for lack of Landlock.
@@ -329,7 +362,8 @@ async fn spawn_with(
     out: &OwnedFd,
     sandbox: Option<(Sandbox, &ScratchDir)>,
 ) -> Result<Child, SandboxError> {
-    let command = shell_command(shell, command, root, out).map_err(SandboxError::Spawn)?;
+    let command = shell_command(shell, command, root, out, std::env::vars_os())
+        .map_err(SandboxError::Spawn)?;
     match sandbox {
         None => {
             let mut command = command;
@@ -342,16 +376,22 @@ async fn spawn_with(
     }
 }
 
+/// `shell -c command` in `root`, writing to `out`, with `env` (cadre's environment, in
+/// production) minus the variables that may hold credentials.
 fn shell_command(
     shell: &str,
     command: &str,
     root: &Path,
     out: &OwnedFd,
+    env: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> std::io::Result<Command> {
     let mut cmd = Command::new(shell);
     cmd.arg("-c")
         .arg(command)
         .current_dir(root)
+        // Nothing is inherited: the shell gets exactly the filtered copy.
+        .env_clear()
+        .envs(child_env(env))
         .stdin(Stdio::null())
         // One pipe for both streams keeps them interleaved in the order they were written.
         .stdout(Stdio::from(out.try_clone()?))
@@ -490,5 +530,83 @@ mod tests {
                 allow_network: false,
             })
         );
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (OsString::from(n), OsString::from(v)))
+            .collect()
+    }
+
+    const SECRETS: [(&str, &str); 9] = [
+        ("ANTHROPIC_API_KEY", "leaked-value-1"),
+        ("ANTHROPIC_AUTH_TOKEN", "leaked-value-2"),
+        ("OPENAI_API_KEY", "leaked-value-3"),
+        ("MISTRAL_API_KEY", "leaked-value-4"),
+        ("GITHUB_TOKEN", "leaked-value-5"),
+        ("cargo_registry_token", "leaked-value-6"),
+        ("AWS_SECRET_ACCESS_KEY", "leaked-value-7"),
+        ("MY_SECRET", "leaked-value-8"),
+        ("ClientSecretValue", "leaked-value-9"),
+    ];
+    const KEPT: [(&str, &str); 6] = [
+        ("PATH", "/usr/bin:/bin"),
+        ("HOME", "/home/u"),
+        ("LANG", "C.UTF-8"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+        ("API_KEY_FILE", "/etc/k"),
+        ("KEEP_ME", "yes"),
+    ];
+
+    #[test]
+    fn credentials_are_filtered_from_the_child_env() {
+        for (name, _) in SECRETS {
+            assert!(is_secret_env(OsStr::new(name)), "{name} should be removed");
+        }
+        for (name, _) in KEPT {
+            assert!(!is_secret_env(OsStr::new(name)), "{name} should be kept");
+        }
+        let all: Vec<_> = vars(&SECRETS).into_iter().chain(vars(&KEPT)).collect();
+        let kept: Vec<_> = child_env(all).collect();
+        assert_eq!(kept, vars(&KEPT));
+    }
+
+    #[tokio::test]
+    async fn shell_command_passes_only_the_filtered_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, mut reader) = pipe::pipe().unwrap();
+        let writer = writer.into_blocking_fd().unwrap();
+        let env: Vec<_> = vars(&SECRETS).into_iter().chain(vars(&KEPT)).collect();
+        let mut cmd = shell_command("sh", "env; echo done", dir.path(), &writer, env).unwrap();
+        // Exactly the kept variables are set, and nothing of the test process is inherited.
+        let set: Vec<_> = cmd
+            .as_std()
+            .get_envs()
+            .map(|(n, v)| (n.to_owned(), v.map(OsStr::to_owned)))
+            .collect();
+        let expected: Vec<_> = vars(&KEPT).into_iter().map(|(n, v)| (n, Some(v))).collect();
+        let mut sorted = set.clone();
+        sorted.sort();
+        let mut expected_sorted = expected;
+        expected_sorted.sort();
+        assert_eq!(sorted, expected_sorted);
+        let mut child = cmd.spawn().unwrap();
+        // The command and our writer hold the pipe's write end open; the reader needs EOF.
+        drop(cmd);
+        drop(writer);
+        let mut out = String::new();
+        reader.read_to_string(&mut out).await.unwrap();
+        assert!(child.wait().await.unwrap().success());
+        assert!(
+            out.contains("KEEP_ME=yes") && out.ends_with("done\n"),
+            "{out}"
+        );
+        for (name, value) in SECRETS {
+            assert!(
+                !out.contains(name) && !out.contains(value),
+                "{name} leaked: {out}"
+            );
+        }
     }
 }

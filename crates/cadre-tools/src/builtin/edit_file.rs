@@ -1,6 +1,8 @@
 //! `edit_file`: replaces an exact string in a file the agent has read, refusing stale edits.
 
-use super::file_io::{blocking, io_error, read_text, stamp_written, write_atomic};
+use super::file_io::{
+    blocking, decode_text, io_error, read_unchanged, require_seen, stamp_written, write_atomic,
+};
 use crate::context::FileStamp;
 use crate::{cap_output, parse_input, Tool, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
@@ -108,11 +110,7 @@ impl Tool for EditFileTool {
                 "{shown} does not exist; use write_file to create it"
             )));
         }
-        let Some(seen) = ctx.files.stamp(&abs) else {
-            return Err(ToolError::Refused(format!(
-                "read {shown} with read_file before editing it"
-            )));
-        };
+        let seen = require_seen(ctx.files.stamp(&abs), &shown, "editing")?;
         let max_read = ctx.limits.max_read_bytes;
         let (abs2, shown2) = (abs.clone(), shown.clone());
         let edited = blocking(move || apply(&abs2, &shown2, max_read, &seen, &input)).await?;
@@ -150,14 +148,8 @@ fn apply(
     seen: &FileStamp,
     input: &Input,
 ) -> Result<Edited, ToolError> {
-    let file = read_text(abs, shown, max_read)?;
-    if !seen.matches(&file.stamp) {
-        return Err(ToolError::Refused(format!(
-            "{shown} changed since you last read it (another agent or a command edited it); \
-             read it again before editing"
-        )));
-    }
-    let before = file.text;
+    let current = read_unchanged(abs, shown, max_read, seen, "editing")?;
+    let before = decode_text(current, shown)?.text;
     let (mut old, mut new) = (input.old_string.clone(), input.new_string.clone());
     let mut count = before.matches(old.as_str()).count();
     // Models write `\n`; a CRLF file needs `\r\n`, so retry with the file's own line endings.
