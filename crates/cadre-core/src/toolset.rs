@@ -7,6 +7,9 @@ use serde_json::Value;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+/// How long a cancelled tool may take to stop by itself before it is dropped.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// An ordered set of tools, looked up by name.
 #[derive(Clone, Default)]
 pub struct ToolSet {
@@ -84,8 +87,19 @@ impl ToolSet {
                 short_json(&input)
             ));
         }
-        let run = AssertUnwindSafe(tool.call(input, ctx)).catch_unwind();
-        let out = match run.await {
+        let mut run = std::pin::pin!(AssertUnwindSafe(tool.call(input, ctx)).catch_unwind());
+        let finished = tokio::select! {
+            r = &mut run => r,
+            // Tools that watch the token stop and clean up by themselves; one that ignores
+            // it gets a moment, then is dropped so the agent can still stop.
+            () = ctx.cancel.cancelled() => {
+                match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
+                    Ok(r) => r,
+                    Err(_) => Ok(Err(ToolError::Cancelled)),
+                }
+            }
+        };
+        let out = match finished {
             Ok(Ok(out)) => out,
             Ok(Err(ToolError::InvalidInput(msg))) => ToolOutput::error(format!(
                 "{msg}\nexpected input schema: {}",

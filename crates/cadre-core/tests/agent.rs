@@ -1416,6 +1416,56 @@ mod faults {
         server.assert_clean();
     }
 
+    struct IgnoresCancel(Arc<tokio::sync::Notify>);
+
+    #[async_trait]
+    impl Tool for IgnoresCancel {
+        fn name(&self) -> &str {
+            "stubborn"
+        }
+        fn description(&self) -> String {
+            "Never returns.".into()
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object", "properties": {}})
+        }
+        fn is_read_only(&self) -> bool {
+            true
+        }
+        async fn call(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            self.0.notify_one();
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tool_that_ignores_cancellation_cannot_keep_the_agent_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        server.route(
+            Match::Any,
+            vec![
+                Reply::tool_use("t1", "stubborn", json!({})),
+                Reply::text("never"),
+            ],
+        );
+        let (mut agent, _) = agent(&server, dir.path(), 5, None);
+        let started = Arc::new(tokio::sync::Notify::new());
+        agent.tools.insert(Arc::new(IgnoresCancel(started.clone())));
+        let cancel = agent.ctx.cancel.clone();
+        tokio::spawn(async move {
+            started.notified().await;
+            cancel.cancel();
+        });
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(60),
+            agent.run(vec![Message::user_text("go")]),
+        )
+        .await
+        .expect("the agent never stopped");
+        assert_eq!(outcome.stop, StopKind::Cancelled);
+    }
+
     #[tokio::test]
     async fn endless_and_enormous_output_is_capped_and_the_command_killed() {
         let dir = tempfile::tempdir().unwrap();
