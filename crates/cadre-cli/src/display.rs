@@ -67,6 +67,17 @@ impl Display {
     }
 
     fn text_event(&mut self, event: &Event) {
+        // The primary agent moved on (to its tools or next turn): show its unfinished line.
+        if matches!(event, Event::ToolCall { .. } | Event::Turn { .. })
+            && event.agent() == self.primary
+            && !self.pending.is_empty()
+        {
+            let line = std::mem::take(&mut self.pending) + "\n";
+            if let Some(pb) = &self.live {
+                pb.suspend(|| write_stdout(&line));
+            }
+            self.at_line_start = true;
+        }
         if let Event::Turn { agent, turn } = event {
             self.new_turn |= *agent == self.primary && *turn > 1;
             if *agent == self.primary {
