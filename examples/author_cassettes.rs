@@ -38,6 +38,28 @@ const EXPLORE_CLI: &str = "Find how `todo add` parses its arguments in this Pyth
 const EXPLORE_STORAGE: &str = "Find how todo stores its items: the file format, where the file lives, and how it is written. Report file paths and line numbers.";
 const PLAN_PRIORITY: &str = "Plan how to add a `--priority` option (low, normal, high; default normal) to `todo add`, stored with each item. Study src/todo/cli.py and src/todo/storage.py and return numbered steps.";
 
+/// The two explorers both multi-agent cassettes send (the CLI and the storage).
+fn explorers(script: ScriptedModel) -> ScriptedModel {
+    script
+        .on(
+            "explore",
+            "parses its arguments",
+            vec![
+                Turn::tools("", vec![("toolu_e1", "grep", json!({"pattern": "add_parser|add_argument|items.append", "glob": "*.py"}))]),
+                Turn::tools("", vec![("toolu_e2", "read_file", json!({"path": "src/todo/cli.py"}))]),
+                Turn::text("Answer: arguments are parsed with argparse in src/todo/cli.py.\nEvidence:\n- build_parser() creates the `add` subparser (src/todo/cli.py:12) with one positional `text` (src/todo/cli.py:13).\n- main() builds the item dict {id, text, done} in `items.append(...)` (src/todo/cli.py:25) and saves it.\nGaps: none."),
+            ],
+        )
+        .on(
+            "explore",
+            "stores its items",
+            vec![
+                Turn::tools("", vec![("toolu_s1", "read_file", json!({"path": "src/todo/storage.py"}))]),
+                Turn::text("Answer: items are a JSON list in one file.\nEvidence:\n- path() is ~/.todo.json or $TODO_FILE (src/todo/storage.py:8-9).\n- load() returns [] when the file is missing (src/todo/storage.py:12-16).\n- save() writes a .tmp file and renames it over the old one (src/todo/storage.py:19-23).\nGaps: there is no schema version; extra keys in an item are kept as they are."),
+            ],
+        )
+}
+
 async fn author_weather() -> anyhow::Result<()> {
     let script = ScriptedModel::default().on(
         "weather",
@@ -95,7 +117,7 @@ async fn author_delegation() -> anyhow::Result<()> {
         "Implement --priority",
         "In src/todo/cli.py, add to the `add` subparser an option `--priority` with choices low, normal, high and default normal, and store it in the new item's dict as \"priority\" (in main(), where items.append builds the item). Change nothing else. Report what you changed.",
     )];
-    let script = ScriptedModel::default()
+    let script = explorers(ScriptedModel::default())
         .on(
             "main",
             "--priority",
@@ -103,23 +125,6 @@ async fn author_delegation() -> anyhow::Result<()> {
                 Turn::tools("I'll map the CLI and the storage and draft a plan at the same time.", calls(&research)),
                 Turn::tools("The plan is clear and small; handing it to a coder.", calls(&code)),
                 Turn::text("Done: `todo add` now takes `--priority low|normal|high` (default normal), and each new item stores it as `priority` in ~/.todo.json. Items saved before keep working: they simply have no priority field. Changed: src/todo/cli.py (the add subparser and the item built in main())."),
-            ],
-        )
-        .on(
-            "explore",
-            "parses its arguments",
-            vec![
-                Turn::tools("", vec![("toolu_e1", "grep", json!({"pattern": "add_parser|add_argument|items.append", "glob": "*.py"}))]),
-                Turn::tools("", vec![("toolu_e2", "read_file", json!({"path": "src/todo/cli.py"}))]),
-                Turn::text("Answer: arguments are parsed with argparse in src/todo/cli.py.\nEvidence:\n- build_parser() creates the `add` subparser (src/todo/cli.py:12) with one positional `text` (src/todo/cli.py:13).\n- main() builds the item dict {id, text, done} in `items.append(...)` (src/todo/cli.py:25) and saves it.\nGaps: none."),
-            ],
-        )
-        .on(
-            "explore",
-            "stores its items",
-            vec![
-                Turn::tools("", vec![("toolu_s1", "read_file", json!({"path": "src/todo/storage.py"}))]),
-                Turn::text("Answer: items are a JSON list in one file.\nEvidence:\n- path() is ~/.todo.json or $TODO_FILE (src/todo/storage.py:8-9).\n- load() returns [] when the file is missing (src/todo/storage.py:12-16).\n- save() writes a .tmp file and renames it over the old one (src/todo/storage.py:19-23).\nGaps: there is no schema version; extra keys in an item are kept as they are."),
             ],
         )
         .on(
@@ -193,29 +198,13 @@ async fn author_quickstart() -> anyhow::Result<()> {
         task("toolu_q2", "explore", "Map the add command", EXPLORE_CLI),
         task("toolu_q3", "plan", "Plan due dates", PLAN_DUE),
     ];
-    let script = ScriptedModel::default()
+    let script = explorers(ScriptedModel::default())
         .on(
             "main",
             "due dates",
             vec![
                 Turn::tools("I'll look at the storage and the CLI and draft a plan, all at once.", calls(&research)),
                 Turn::text("**How todo stores items.** All items live in one JSON file, `~/.todo.json` (or `$TODO_FILE`): a list of `{id, text, done}` objects (src/todo/storage.py). Every save writes a `.tmp` file and renames it over the old one, so a crash never leaves half a file. New ids are one more than the largest (storage.next_id).\n\n**Plan for due dates.**\n1. src/todo/cli.py: add `--due YYYY-MM-DD` to `todo add` (validate with `datetime.date.fromisoformat`) and store it as `due` in the new item.\n2. src/todo/cli.py: in `todo list`, print the due date and mark items whose date has passed as overdue.\n3. tests/test_todo.py: tests for a valid date, an invalid one (exit 2) and an overdue item.\nOlder items simply have no `due` key; read it with `.get(\"due\")`."),
-            ],
-        )
-        .on(
-            "explore",
-            "stores its items",
-            vec![
-                Turn::tools("", vec![("toolu_s1", "read_file", json!({"path": "src/todo/storage.py"}))]),
-                Turn::text("Answer: items are a JSON list in one file.\nEvidence:\n- path() is ~/.todo.json or $TODO_FILE (src/todo/storage.py:8-9).\n- load() returns [] when the file is missing (src/todo/storage.py:12-16).\n- save() writes a .tmp file and renames it over the old one (src/todo/storage.py:19-23).\nGaps: there is no schema version; extra keys in an item are kept as they are."),
-            ],
-        )
-        .on(
-            "explore",
-            "parses its arguments",
-            vec![
-                Turn::tools("", vec![("toolu_e1", "grep", json!({"pattern": "add_parser|add_argument|items.append", "glob": "*.py"}))]),
-                Turn::text("Answer: arguments are parsed with argparse in src/todo/cli.py.\nEvidence:\n- build_parser() creates the `add` subparser (src/todo/cli.py:12) with one positional `text` (src/todo/cli.py:13).\n- main() builds the item dict {id, text, done} in `items.append(...)` (src/todo/cli.py:25).\nGaps: none."),
             ],
         )
         .on(
