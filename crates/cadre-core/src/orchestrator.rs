@@ -153,6 +153,17 @@ pub struct Parent {
     running: Arc<AtomicU32>,
 }
 
+impl Parent {
+    fn new(path: String, depth: u32, model: String) -> Self {
+        Self {
+            path,
+            depth,
+            model,
+            running: Arc::default(),
+        }
+    }
+}
+
 /// The summary written to `summary.json` and returned to callers.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
@@ -269,16 +280,9 @@ impl Orchestrator {
         }
         let model = self.model_for(&spec, &self.config.model_id);
         let description: String = task.chars().take(60).collect();
+        let me = Parent::new(spec.name.clone(), 0, model);
         let outcome = self
-            .run_agent(
-                &spec,
-                spec.name.clone(),
-                &description,
-                0,
-                model,
-                task,
-                self.cancel.child_token(),
-            )
+            .run_agent(&spec, me, &description, task, self.cancel.child_token())
             .await;
         let summary = RunSummary {
             run_id: self.run_dir().map(|d| d.id().to_owned()),
@@ -346,17 +350,8 @@ impl Orchestrator {
         };
         let path = format!("{}/{}#{n}", parent.path, spec.name);
         let model = self.model_for(spec, &parent.model);
-        let outcome = self
-            .run_agent(
-                spec,
-                path.clone(),
-                description,
-                depth,
-                model,
-                prompt,
-                cancel,
-            )
-            .await;
+        let me = Parent::new(path.clone(), depth, model);
+        let outcome = self.run_agent(spec, me, description, prompt, cancel).await;
         match outcome.stop {
             StopKind::Done if outcome.text.trim().is_empty() => {
                 Ok(format!("({path} finished without a final message)"))
@@ -380,26 +375,18 @@ impl Orchestrator {
         }
     }
 
-    /// Builds the agent for `spec` at `path`, runs it on `prompt`, and records the result.
-    #[allow(clippy::too_many_arguments)]
+    /// Builds the agent `me` of type `spec`, runs it on `prompt`, and records the result.
     async fn run_agent(
         self: &Arc<Self>,
         spec: &AgentSpec,
-        path: String,
+        me: Parent,
         description: &str,
-        depth: u32,
-        model: String,
         prompt: &str,
         cancel: CancellationToken,
     ) -> AgentOutcome {
         let started = Instant::now();
-        let parent = Parent {
-            path: path.clone(),
-            depth,
-            model: model.clone(),
-            running: Arc::default(),
-        };
-        let agent = self.build_agent(spec, &parent, cancel);
+        let agent = self.build_agent(spec, &me, cancel);
+        let Parent { path, model, .. } = me;
         self.roster.insert(
             path.clone(),
             RosterEntry {
