@@ -53,6 +53,14 @@ pub enum SkillsCommand {
     },
     /// Check every skill and list every problem (file:line:column); exit 1 on any error.
     Check(SkillsDirArg),
+    /// Copy the skills shipped with cadre (code-review, writing-tests, commit-message) into
+    /// ~/.config/cadre/skills so every project sees them. Existing files are kept unless
+    /// --force.
+    Install {
+        /// Overwrite files that already exist there.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Where skills are loaded from, besides the standard folders.

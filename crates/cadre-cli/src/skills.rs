@@ -24,6 +24,64 @@ pub fn load_skills_from(root: &Path, extra: &[PathBuf], include_user: bool) -> S
     SkillSet::load(&dirs)
 }
 
+/// The skills shipped with cadre, compiled in: (path under the skills folder, contents,
+/// executable).
+const SHIPPED: [(&str, &str, bool); 6] = [
+    (
+        "code-review/SKILL.md",
+        include_str!("../../../skills/code-review/SKILL.md"),
+        false,
+    ),
+    (
+        "code-review/references/checklist.md",
+        include_str!("../../../skills/code-review/references/checklist.md"),
+        false,
+    ),
+    (
+        "code-review/scripts/changed-files.sh",
+        include_str!("../../../skills/code-review/scripts/changed-files.sh"),
+        true,
+    ),
+    (
+        "commit-message/SKILL.md",
+        include_str!("../../../skills/commit-message/SKILL.md"),
+        false,
+    ),
+    (
+        "writing-tests/SKILL.md",
+        include_str!("../../../skills/writing-tests/SKILL.md"),
+        false,
+    ),
+    (
+        "writing-tests/references/determinism.md",
+        include_str!("../../../skills/writing-tests/references/determinism.md"),
+        false,
+    ),
+];
+
+/// Writes the shipped skills under `dest`; keeps existing files unless `force`. Returns
+/// (written, kept) paths.
+fn install(dest: &Path, force: bool) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let (mut written, mut kept) = (Vec::new(), Vec::new());
+    for (rel, text, executable) in SHIPPED {
+        let path = dest.join(rel);
+        if path.exists() && !force {
+            kept.push(path);
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text)?;
+        if executable {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
+        written.push(path);
+    }
+    Ok((written, kept))
+}
+
 /// Runs one `cadre skills` command.
 pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
@@ -78,6 +136,23 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
                 let _ = writeln!(out, "{} ({} bytes)", f.path.display(), f.bytes);
             }
             emit(&out);
+            Ok(Code::Done)
+        }
+        SkillsCommand::Install { force } => {
+            let home = crate::run::user_home(true).ok_or_else(|| {
+                ConfigError(
+                    "HOME is not set, so there is no ~/.config/cadre/skills to install into".into(),
+                )
+            })?;
+            let dest = home.join(".config/cadre/skills");
+            let (written, kept) = install(&dest, force)
+                .map_err(|e| ConfigError(format!("cannot install into {}: {e}", dest.display())))?;
+            for p in &written {
+                outln!("installed {}", p.display());
+            }
+            for p in &kept {
+                outln!("kept {} (exists; --force overwrites it)", p.display());
+            }
             Ok(Code::Done)
         }
         SkillsCommand::Check(SkillsDirArg { skills_dir }) => {

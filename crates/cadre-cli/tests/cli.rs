@@ -6,7 +6,7 @@
 use assert_cmd::Command;
 use cadre_testkit::{Match, MockServer, Reply};
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 struct Output {
     code: i32,
@@ -1212,4 +1212,87 @@ async fn more_configuration_mistakes_are_named() {
 
     let out = cadre_env(dir.path(), &[], &["run", "q"]).await;
     assert!(out.stderr.contains("--replay FILE"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn skills_install_puts_the_shipped_skills_where_every_project_sees_them() {
+    let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_str = home.path().to_str().unwrap();
+    let before = cadre_env(project.path(), &[("HOME", home_str)], &["skills", "list"]).await;
+    assert!(
+        before.stderr.contains("no skills found"),
+        "{}",
+        before.stderr
+    );
+
+    let out = cadre_env(
+        project.path(),
+        &[("HOME", home_str)],
+        &["skills", "install"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let script = home
+        .path()
+        .join(".config/cadre/skills/code-review/scripts/changed-files.sh");
+    assert!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&script).unwrap().permissions())
+            & 0o111
+            != 0
+    );
+    let list = cadre_env(project.path(), &[("HOME", home_str)], &["skills", "list"]).await;
+    for name in ["code-review", "commit-message", "writing-tests"] {
+        assert!(
+            list.stdout.contains(name),
+            "{name} missing:\n{}",
+            list.stdout
+        );
+    }
+    let check = cadre_env(project.path(), &[("HOME", home_str)], &["skills", "check"]).await;
+    assert_eq!(check.code, 0, "{}", check.stdout);
+    // Every file of the repository's skills/ is installed, byte for byte.
+    fn files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push((
+                        p.strip_prefix(root).unwrap().to_path_buf(),
+                        std::fs::read(&p).unwrap(),
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+    let shipped = files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../skills"));
+    assert_eq!(files(&home.path().join(".config/cadre/skills")), shipped);
+
+    // A second install keeps the user's edits unless told otherwise.
+    let skill = home
+        .path()
+        .join(".config/cadre/skills/commit-message/SKILL.md");
+    let edited = std::fs::read_to_string(&skill).unwrap() + "\nMy own rule.\n";
+    std::fs::write(&skill, &edited).unwrap();
+    let again = cadre_env(
+        project.path(),
+        &[("HOME", home_str)],
+        &["skills", "install"],
+    )
+    .await;
+    assert!(again.stdout.contains("kept"), "{}", again.stdout);
+    assert_eq!(std::fs::read_to_string(&skill).unwrap(), edited);
+    cadre_env(
+        project.path(),
+        &[("HOME", home_str)],
+        &["skills", "install", "--force"],
+    )
+    .await;
+    assert_ne!(std::fs::read_to_string(&skill).unwrap(), edited);
 }
