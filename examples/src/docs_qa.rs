@@ -30,6 +30,7 @@ pub async fn ask(
             system: SYSTEM.into(),
             max_tokens: 1024,
             max_turns: 6,
+            context_tokens: 200_000,
         },
         model,
         tools: ToolSet::new(tools),

@@ -150,6 +150,10 @@ pub struct RunArgs {
     /// Stop the run once this many tokens (input + output, cached included) are used.
     #[arg(long, value_name = "TOKENS")]
     pub budget_tokens: Option<u64>,
+    /// The model's context window in tokens: once a request comes within 80% of it, old
+    /// tool results are cleared (the newest two turns' are kept) so the next one fits.
+    #[arg(long, default_value_t = 200_000, value_name = "TOKENS")]
+    pub context_tokens: u64,
     /// Output token cap for each model response.
     #[arg(long, default_value_t = 8192)]
     pub max_tokens: u32,

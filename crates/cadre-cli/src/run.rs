@@ -79,6 +79,7 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     };
     config.budget_tokens = args.budget_tokens;
     config.max_tokens = args.max_tokens;
+    config.context_tokens = args.context_tokens;
     config.max_turns = args.max_turns;
     config.tool_limits = ToolLimits {
         bash_timeout: Duration::from_secs(args.bash_timeout),

@@ -1,6 +1,7 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
 use crate::budget::Budget;
+use crate::context;
 use crate::events::{millis, Event, EventHandler};
 use crate::outcome::{AgentOutcome, StopKind};
 use crate::toolset::ToolSet;
@@ -31,6 +32,8 @@ pub struct AgentConfig {
     pub max_tokens: u32,
     /// Most model requests it may make.
     pub max_turns: u32,
+    /// The model's context window in tokens; old tool results are cleared near it.
+    pub context_tokens: u64,
 }
 
 /// One agent: a model, a tool set and the limits it runs under.
@@ -95,6 +98,7 @@ impl Agent {
                     tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
                     history.push(Message::new(Role::User, self.run_tools(calls).await));
                     self.log(&history[history.len() - 1]);
+                    self.keep_within_context(&mut history, &response.usage);
                 }
                 // The server paused a long turn: sending the history back as is resumes it.
                 StopReason::PauseTurn => {}
@@ -232,6 +236,19 @@ impl Agent {
                 .collect(),
         });
         ContentBlock::tool_result(call.id, out.content, out.is_error)
+    }
+
+    /// Clears old tool results once the last request came near the context window, so the
+    /// next one still fits.
+    fn keep_within_context(&self, history: &mut [Message], last: &Usage) {
+        let used = last.total_input() + last.output_tokens;
+        if (used as f64) < self.config.context_tokens as f64 * context::CLEAR_AT {
+            return;
+        }
+        let cleared = context::clear_old_tool_results(history, context::KEEP_RECENT);
+        if cleared > 0 {
+            tracing::info!(agent = %self.config.path, used, cleared, "cleared old tool results to stay within the context window");
+        }
     }
 
     fn log(&self, message: &Message) {

@@ -26,6 +26,7 @@
 pub mod agent;
 pub mod budget;
 pub mod claude_agents;
+pub mod context;
 pub mod events;
 pub mod frontmatter;
 pub mod orchestrator;

@@ -64,6 +64,8 @@ pub struct RunConfig {
     pub budget_tokens: Option<u64>,
     /// Output cap per model response.
     pub max_tokens: u32,
+    /// The models' context window in tokens (old tool results are cleared near it).
+    pub context_tokens: u64,
     /// Overrides the primary agent's `max_turns`.
     pub max_turns: Option<u32>,
     /// Tool caps (bash timeout, output size, …).
@@ -90,6 +92,7 @@ impl RunConfig {
             limits: Limits::default(),
             budget_tokens: None,
             max_tokens: 8192,
+            context_tokens: 200_000,
             max_turns: None,
             tool_limits: ToolLimits::default(),
             runs_dir: None,
@@ -512,6 +515,7 @@ impl Orchestrator {
                 system: prompt::system_prompt_with_skills(spec, me.depth > 0, &listed),
                 max_tokens: self.config.max_tokens,
                 max_turns: spec.max_turns,
+                context_tokens: self.config.context_tokens,
             },
             model: self.config.model.clone(),
             tools,

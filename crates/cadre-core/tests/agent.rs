@@ -41,6 +41,7 @@ fn agent(
             system: "You are a test agent.".into(),
             max_tokens: 1024,
             max_turns,
+            context_tokens: 200_000,
         },
         model: Arc::new(model),
         tools: ToolSet::new(builtin_tools()),
@@ -205,6 +206,76 @@ async fn pause_turn_is_sent_back_and_continued_as_one_assistant_turn() {
     // A command with no output still answers with a non-empty text block.
     assert_eq!(third[2]["content"][0]["content"][0]["text"], "(no output)");
     server.assert_clean();
+}
+
+#[tokio::test]
+async fn old_tool_results_are_cleared_near_the_context_window() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.txt"), "a large file\n").unwrap();
+    let server = MockServer::start().await;
+    // Every response reports 900 tokens of a 1,000-token window: past the 80% mark.
+    let mut replies: Vec<Reply> = (0..4)
+        .map(|i| {
+            Reply::tool_use(
+                &format!("toolu_{i}"),
+                "read_file",
+                json!({"path": "big.txt"}),
+            )
+            .usage(880, 20, 0, 0)
+        })
+        .collect();
+    replies.push(Reply::text("done"));
+    server.route(Match::Any, replies);
+    let (mut tight, _) = agent(&server, dir.path(), 10, None);
+    tight.config.context_tokens = 1000;
+    let outcome = tight
+        .run(vec![Message::user_text("read it four times")])
+        .await;
+    assert_eq!(outcome.stop, StopKind::Done);
+    let last = server.requests().pop().unwrap();
+    let results: Vec<String> = last
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user" && m["content"][0]["type"] == "tool_result")
+        .map(|m| {
+            m["content"][0]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert!(
+        results[0].contains("output cleared") && results[1].contains("output cleared"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].contains("a large file") && results[3].contains("a large file"),
+        "{results:?}"
+    );
+    server.assert_clean();
+
+    // Far from the window, nothing is cleared.
+    let server = MockServer::start().await;
+    let mut replies: Vec<Reply> = (0..4)
+        .map(|i| {
+            Reply::tool_use(
+                &format!("toolu_{i}"),
+                "read_file",
+                json!({"path": "big.txt"}),
+            )
+        })
+        .collect();
+    replies.push(Reply::text("done"));
+    server.route(Match::Any, replies);
+    let (roomy, _) = agent(&server, dir.path(), 10, None);
+    roomy
+        .run(vec![Message::user_text("read it four times")])
+        .await;
+    let last = server.requests().pop().unwrap();
+    assert!(!serde_json::to_string(&last.body)
+        .unwrap()
+        .contains("output cleared"));
 }
 
 #[tokio::test]
