@@ -392,25 +392,10 @@ async fn a_run_with_subagents_logs_each_one_and_tables_usage_per_agent() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("lib.rs"), "pub fn alpha() {}\n").unwrap();
     let server = MockServer::start().await;
-    let task = |id: &str, kind: &str, prompt: &str| {
-        (
-            id.to_owned(),
-            json!({"description": format!("look {id}"), "prompt": prompt, "subagent_type": kind}),
-        )
-    };
-    let calls = [
-        task("t1", "explore", "Find alpha"),
-        task("t2", "plan", "Plan beta"),
-    ];
     server.route(
         Match::FirstUserContains("Survey".into()),
         vec![
-            Reply::tool_uses(
-                calls
-                    .iter()
-                    .map(|(i, v)| (i.as_str(), "Task", v.clone()))
-                    .collect(),
-            ),
+            Reply::tasks([("t1", "explore", "Find alpha"), ("t2", "plan", "Plan beta")]),
             Reply::text("Survey complete."),
         ],
     );
@@ -439,7 +424,7 @@ async fn a_run_with_subagents_logs_each_one_and_tables_usage_per_agent() {
         "a subagent's text leaked to stdout"
     );
     for want in [
-        "main/explore#1 started: look t1",
+        "main/explore#1 started: job t1",
         "main/explore#1 grep alpha",
         "main/plan#1 done",
         "explore#1",
@@ -703,26 +688,14 @@ async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
 
 /// A parent that sends two explorers and a planner at once, each doing one tool call.
 fn fleet_routes(server: &MockServer) {
-    let task = |id: &str, kind: &str, prompt: &str| {
-        (
-            id.to_owned(),
-            json!({"description": format!("job {id}"), "prompt": prompt, "subagent_type": kind}),
-        )
-    };
-    let calls = [
-        task("t1", "explore", "Find alpha"),
-        task("t2", "explore", "Find beta"),
-        task("t3", "plan", "Plan gamma"),
-    ];
     server.route(
         Match::FirstUserContains("Survey".into()),
         vec![
-            Reply::tool_uses(
-                calls
-                    .iter()
-                    .map(|(i, v)| (i.as_str(), "Task", v.clone()))
-                    .collect(),
-            ),
+            Reply::tasks([
+                ("t1", "explore", "Find alpha"),
+                ("t2", "explore", "Find beta"),
+                ("t3", "plan", "Plan gamma"),
+            ]),
             Reply::text("Survey complete: alpha, beta, gamma."),
         ],
     );
@@ -982,20 +955,10 @@ fn shell_words(s: &str) -> Vec<String> {
 async fn sigterm_stops_every_agent_kills_their_commands_and_leaves_valid_transcripts() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
-    let calls: Vec<(String, Value)> = (1..=3)
-        .map(|i| (format!("t{i}"), json!({"description": format!("job {i}"), "prompt": format!("Job {i}."), "subagent_type": "code"})))
-        .collect();
+    let calls = (1..=3).map(|i| (format!("t{i}"), "code".to_owned(), format!("Job {i}.")));
     server.route(
         Match::FirstUserContains("PARENT".into()),
-        vec![
-            Reply::tool_uses(
-                calls
-                    .iter()
-                    .map(|(i, v)| (i.as_str(), "Task", v.clone()))
-                    .collect(),
-            ),
-            Reply::text("never"),
-        ],
+        vec![Reply::tasks(calls), Reply::text("never")],
     );
     for i in 1..=3 {
         server.route(

@@ -479,23 +479,6 @@ mod fleet {
 
     const SUBAGENT: &str = "You are a subagent";
 
-    fn task(id: &str, kind: &str, prompt: &str) -> (String, String, Value) {
-        (
-            id.to_owned(),
-            "Task".to_owned(),
-            json!({"description": format!("do {id}"), "prompt": prompt, "subagent_type": kind}),
-        )
-    }
-
-    fn tasks(calls: &[(String, String, Value)]) -> Reply {
-        Reply::tool_uses(
-            calls
-                .iter()
-                .map(|(i, n, v)| (i.as_str(), n.as_str(), v.clone()))
-                .collect(),
-        )
-    }
-
     fn orchestrator(
         server: &MockServer,
         dir: &std::path::Path,
@@ -548,14 +531,14 @@ mod fleet {
         let dir = tempfile::tempdir().unwrap();
         let server = MockServer::start().await;
         let calls = [
-            task("t1", "explore", "Find alpha"),
-            task("t2", "explore", "Find beta"),
-            task("t3", "plan", "Plan gamma"),
-            task("t4", "explore", "Find delta"),
+            ("t1", "explore", "Find alpha"),
+            ("t2", "explore", "Find beta"),
+            ("t3", "plan", "Plan gamma"),
+            ("t4", "explore", "Find delta"),
         ];
         server.route(
             Match::FirstUserContains("PARENT TASK".into()),
-            vec![tasks(&calls), Reply::text("all four reported")],
+            vec![Reply::tasks(calls), Reply::text("all four reported")],
         );
         server.route(
             Match::FirstUserContains("Find alpha".into()),
@@ -703,10 +686,7 @@ mod fleet {
             server.route(
                 Match::FirstUserContains("PARENT".into()),
                 vec![
-                    tasks(&[
-                        task("t1", "delegator", "Go deeper"),
-                        task("t2", "wizard", "Cast"),
-                    ]),
+                    Reply::tasks([("t1", "delegator", "Go deeper"), ("t2", "wizard", "Cast")]),
                     Reply::text("done"),
                 ],
             );
@@ -752,11 +732,11 @@ mod fleet {
         let dir = tempfile::tempdir().unwrap();
         let server = MockServer::start().await;
         let calls: Vec<_> = (1..=4)
-            .map(|i| task(&format!("t{i}"), "explore", &format!("Job {i}")))
+            .map(|i| (format!("t{i}"), "explore".to_owned(), format!("Job {i}")))
             .collect();
         server.route(
             Match::FirstUserContains("PARENT".into()),
-            vec![tasks(&calls), Reply::text("done")],
+            vec![Reply::tasks(calls), Reply::text("done")],
         );
         for i in 1..=4 {
             server.route(
@@ -785,11 +765,14 @@ mod fleet {
         let dir = tempfile::tempdir().unwrap();
         let server = MockServer::start().await;
         let calls: Vec<_> = (1..=2)
-            .map(|i| task(&format!("t{i}"), "explore", &format!("Job {i}")))
+            .map(|i| (format!("t{i}"), "explore".to_owned(), format!("Job {i}")))
             .collect();
         server.route(
             Match::FirstUserContains("PARENT".into()),
-            vec![tasks(&calls).usage(100, 10, 0, 0), Reply::text("done")],
+            vec![
+                Reply::tasks(calls).usage(100, 10, 0, 0),
+                Reply::text("done"),
+            ],
         );
         for i in 1..=2 {
             let replies = (0..10)
@@ -828,11 +811,11 @@ mod fleet {
         let dir = tempfile::tempdir().unwrap();
         let server = MockServer::start().await;
         let calls: Vec<_> = (1..=3)
-            .map(|i| task(&format!("t{i}"), "code", &format!("Job {i}")))
+            .map(|i| (format!("t{i}"), "code".to_owned(), format!("Job {i}")))
             .collect();
         server.route(
             Match::FirstUserContains("PARENT".into()),
-            vec![tasks(&calls), Reply::text("never")],
+            vec![Reply::tasks(calls), Reply::text("never")],
         );
         for i in 1..=3 {
             server.route(
@@ -894,11 +877,11 @@ mod fleet {
         std::fs::write(dir.path().join("shared.txt"), "start\n").unwrap();
         let server = MockServer::start().await;
         let calls: Vec<_> = (1..=2)
-            .map(|i| task(&format!("t{i}"), "code", &format!("Writer {i}")))
+            .map(|i| (format!("t{i}"), "code".to_owned(), format!("Writer {i}")))
             .collect();
         server.route(
             Match::FirstUserContains("PARENT".into()),
-            vec![tasks(&calls), Reply::text("done")],
+            vec![Reply::tasks(calls), Reply::text("done")],
         );
         for i in 1..=2 {
             // Each writer reads, inserts its line after "start", then reads and tries again.
@@ -1037,23 +1020,6 @@ mod skills_and_claude_code {
         run.limits = Limits::default();
         run.skills = Arc::new(skills);
         Orchestrator::new(registry, run, Arc::new(|_| {}))
-    }
-
-    fn task(id: &str, kind: &str, prompt: &str) -> (String, String, Value) {
-        (
-            id.to_owned(),
-            "Task".to_owned(),
-            json!({"description": format!("do {id}"), "prompt": prompt, "subagent_type": kind}),
-        )
-    }
-
-    fn tasks(calls: &[(String, String, Value)]) -> Reply {
-        Reply::tool_uses(
-            calls
-                .iter()
-                .map(|(i, n, v)| (i.as_str(), n.as_str(), v.clone()))
-                .collect(),
-        )
     }
 
     /// The tool results sent in `request`'s last message.
@@ -1235,7 +1201,7 @@ mod skills_and_claude_code {
         server.route(
             Match::FirstUserContains("PARENT".into()),
             vec![
-                tasks(&[task("t1", "reviewer", "Review the diff")]),
+                Reply::tasks([("t1", "reviewer", "Review the diff")]),
                 Reply::text("reviewed"),
             ],
         );
@@ -1283,10 +1249,10 @@ mod skills_and_claude_code {
         server.route(
             Match::FirstUserContains("PARENT".into()),
             vec![
-                tasks(&[
-                    task("t1", "code", "Fix the lint warnings"),
-                    task("t2", "explore", "Look around"),
-                    task("t3", "no-skills", "Work plainly"),
+                Reply::tasks([
+                    ("t1", "code", "Fix the lint warnings"),
+                    ("t2", "explore", "Look around"),
+                    ("t3", "no-skills", "Work plainly"),
                 ]),
                 Reply::text("all done"),
             ],
@@ -1596,20 +1562,10 @@ mod faults {
     async fn five_hundred_task_calls_in_one_turn_meet_the_fan_out_cap() {
         let dir = tempfile::tempdir().unwrap();
         let server = MockServer::start().await;
-        let calls: Vec<(String, Value)> = (0..500)
-            .map(|i| (format!("t{i}"), json!({"description": "job", "prompt": format!("Job {i}."), "subagent_type": "explore"})))
-            .collect();
+        let calls = (0..500).map(|i| (format!("t{i}"), "explore".to_owned(), format!("Job {i}.")));
         server.route(
             Match::FirstUserContains("PARENT".into()),
-            vec![
-                Reply::tool_uses(
-                    calls
-                        .iter()
-                        .map(|(id, v)| (id.as_str(), "Task", v.clone()))
-                        .collect(),
-                ),
-                Reply::text("done"),
-            ],
+            vec![Reply::tasks(calls), Reply::text("done")],
         );
         // Each admitted subagent waits until all 64 are running, so the refusals happen while
         // the cap is full, whatever the machine's speed.

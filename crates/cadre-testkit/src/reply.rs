@@ -210,6 +210,24 @@ impl Reply {
         Reply::tool_uses(vec![(id, name, input)])
     }
 
+    /// `Task` calls in one turn, each `(id, subagent_type, prompt)`, described as `job {id}`.
+    pub fn tasks<S: AsRef<str>>(calls: impl IntoIterator<Item = (S, S, S)>) -> Reply {
+        let calls: Vec<(String, Value)> = calls
+            .into_iter()
+            .map(|(id, kind, prompt)| {
+                let (id, kind, prompt) = (id.as_ref(), kind.as_ref(), prompt.as_ref());
+                let input = json!({"description": format!("job {id}"), "prompt": prompt, "subagent_type": kind});
+                (id.to_owned(), input)
+            })
+            .collect();
+        Reply::tool_uses(
+            calls
+                .iter()
+                .map(|(id, input)| (id.as_str(), "Task", input.clone()))
+                .collect(),
+        )
+    }
+
     /// Several `tool_use` blocks (id, name, input) in one turn, stop reason `tool_use`.
     pub fn tool_uses(calls: Vec<(&str, &str, Value)>) -> Reply {
         Reply::blocks(
