@@ -17,20 +17,31 @@ struct Run {
     events: Vec<Event>,
 }
 
+/// The real Anthropic client pointed at the mock, with `retries` quick retries.
+fn mock_model(server: &MockServer, retries: u32) -> Arc<AnthropicModel> {
+    let mut config = AnthropicConfig::new("test-key");
+    config.base_url = server.uri();
+    config.http.retry = RetryPolicy {
+        max_retries: retries,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    Arc::new(AnthropicModel::new(config).unwrap())
+}
+
+/// A run in `dir` through the mock (no retries, default limits, no transcripts).
+fn run_config(server: &MockServer, dir: &std::path::Path) -> cadre_core::RunConfig {
+    let workspace = Arc::new(Workspace::new(dir).unwrap());
+    cadre_core::RunConfig::new(workspace, mock_model(server, 0), "claude-sonnet-5-5")
+}
+
 fn agent(
     server: &MockServer,
     dir: &std::path::Path,
     max_turns: u32,
     budget: Option<u64>,
 ) -> (Agent, Arc<Mutex<Vec<Event>>>) {
-    let mut config = AnthropicConfig::new("test-key");
-    config.base_url = server.uri();
-    config.http.retry = RetryPolicy {
-        max_retries: 2,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_millis(20),
-    };
-    let model = AnthropicModel::new(config).unwrap();
+    let model = mock_model(server, 2);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let agent = Agent {
@@ -43,7 +54,7 @@ fn agent(
             max_turns,
             context_tokens: 200_000,
         },
-        model: Arc::new(model),
+        model,
         tools: ToolSet::new(builtin_tools()),
         ctx: ToolContext::new(Arc::new(Workspace::new(dir).unwrap())),
         budget: Budget::new(budget),
@@ -475,7 +486,7 @@ async fn cancelling_stops_a_running_command() {
 
 mod fleet {
     use super::*;
-    use cadre_core::{AgentSpec, Limits, Mode, Orchestrator, Registry, RunConfig, RunSummary};
+    use cadre_core::{AgentSpec, Limits, Mode, Orchestrator, Registry, RunSummary};
 
     const SUBAGENT: &str = "You are a subagent";
 
@@ -486,19 +497,7 @@ mod fleet {
         limits: Limits,
         budget: Option<u64>,
     ) -> (Arc<Orchestrator>, Arc<Mutex<Vec<Event>>>) {
-        let mut config = AnthropicConfig::new("test-key");
-        config.base_url = server.uri();
-        config.http.retry = RetryPolicy {
-            max_retries: 0,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
-        };
-        let model = Arc::new(AnthropicModel::new(config).unwrap());
-        let mut run = RunConfig::new(
-            Arc::new(Workspace::new(dir).unwrap()),
-            model,
-            "claude-sonnet-5-5",
-        );
+        let mut run = run_config(server, dir);
         run.limits = limits;
         run.budget_tokens = budget;
         run.runs_dir = Some(dir.join(".cadre/runs"));
@@ -988,7 +987,7 @@ mod fleet {
 
 mod skills_and_claude_code {
     use super::*;
-    use cadre_core::{AgentSpec, Limits, Mode, Orchestrator, Registry, RunConfig, SkillSet};
+    use cadre_core::{AgentSpec, Mode, Orchestrator, Registry, SkillSet};
     use std::path::{Path, PathBuf};
 
     const SUBAGENT: &str = "You are a subagent";
@@ -1004,20 +1003,7 @@ mod skills_and_claude_code {
         registry: Registry,
         skills: SkillSet,
     ) -> Arc<Orchestrator> {
-        let mut config = AnthropicConfig::new("test-key");
-        config.base_url = server.uri();
-        config.http.retry = RetryPolicy {
-            max_retries: 0,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
-        };
-        let model = Arc::new(AnthropicModel::new(config).unwrap());
-        let mut run = RunConfig::new(
-            Arc::new(Workspace::new(dir).unwrap()),
-            model,
-            "claude-sonnet-5-5",
-        );
-        run.limits = Limits::default();
+        let mut run = run_config(server, dir);
         run.skills = Arc::new(skills);
         Orchestrator::new(registry, run, Arc::new(|_| {}))
     }
@@ -1401,7 +1387,7 @@ mod skills_and_claude_code {
 mod faults {
     use super::*;
     use async_trait::async_trait;
-    use cadre_core::{Limits, Orchestrator, Registry, RunConfig};
+    use cadre_core::{Limits, Orchestrator, Registry};
     use cadre_tools::{Tool, ToolError, ToolOutput};
 
     struct Panics;
@@ -1542,15 +1528,7 @@ mod faults {
     }
 
     fn orchestrator(server: &MockServer, dir: &std::path::Path) -> Arc<Orchestrator> {
-        let mut config = AnthropicConfig::new("test-key");
-        config.base_url = server.uri();
-        config.http.retry = RetryPolicy::none();
-        let model = Arc::new(AnthropicModel::new(config).unwrap());
-        let mut run = RunConfig::new(
-            Arc::new(Workspace::new(dir).unwrap()),
-            model,
-            "claude-sonnet-5-5",
-        );
+        let mut run = run_config(server, dir);
         run.limits = Limits {
             max_parallel: 64,
             ..Limits::default()
