@@ -3,9 +3,9 @@
 //! The agent loop ([`Agent::run`]): send the history and tools to a model, run the tools it
 //! asks for, append the results, repeat until it stops. Around it: agent types loaded from
 //! YAML ([`AgentSpec`], [`Registry`]), the [`Orchestrator`] that builds every agent of a run
-//! and gives each the `Task` tool ([`task`]) to delegate to fresh subagents, skills loaded
-//! on demand with the `Skill` tool ([`SkillSet`], [`skill_tool`]), Claude Code agent files
-//! ([`claude_agents`]), the token
+//! and gives each the `Task` tool ([`run::task`]) to delegate to fresh subagents, skills loaded
+//! on demand with the `Skill` tool ([`SkillSet`], [`run::skill_tool`]), Claude Code agent files
+//! ([`definitions::claude_agents`]), the token
 //! [`Budget`] shared by the tree, the structured [`Event`]s every agent emits, transcripts on
 //! disk, and usage rolled up per agent and per type. Nothing here knows about terminals.
 //!
@@ -23,32 +23,18 @@
 //! # Ok(()) }
 //! ```
 
-pub mod agent;
-pub mod budget;
-pub mod claude_agents;
-pub mod context;
-pub mod events;
-pub mod frontmatter;
-pub mod orchestrator;
-pub mod outcome;
-pub mod prompt;
-pub mod registry;
-pub mod skill_tool;
-pub mod skills;
-pub mod spec;
-pub mod task;
-pub mod toolset;
-pub mod transcript;
-pub mod usage;
+pub mod definitions;
+pub mod record;
+pub mod run;
 
-pub use agent::{Agent, AgentConfig};
-pub use budget::Budget;
-pub use events::{describe_call, no_events, Event, EventHandler};
-pub use orchestrator::{Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary};
-pub use outcome::{AgentOutcome, StopKind};
-pub use registry::{tools_for, Registry};
-pub use skill_tool::SkillTool;
-pub use skills::{Skill, SkillError, SkillFile, SkillSet};
-pub use spec::{AgentSpec, Mode, Problem};
-pub use toolset::ToolSet;
-pub use usage::{AgentRecord, Totals, UsageReport};
+pub use definitions::registry::{tools_for, Registry};
+pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
+pub use definitions::spec::{AgentSpec, Mode, Problem};
+pub use record::events::{describe_call, no_events, Event, EventHandler};
+pub use record::usage::{AgentRecord, Totals, UsageReport};
+pub use run::agent::{Agent, AgentConfig};
+pub use run::budget::Budget;
+pub use run::orchestrator::{Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary};
+pub use run::outcome::{AgentOutcome, StopKind};
+pub use run::skill_tool::SkillTool;
+pub use run::toolset::ToolSet;

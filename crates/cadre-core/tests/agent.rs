@@ -1685,8 +1685,9 @@ mod faults {
 // Randomised input: the loaders never panic and always say what is wrong.
 
 mod fuzz {
-    use cadre_core::spec::AgentSpec;
-    use cadre_core::{claude_agents, frontmatter, skills::Skill, Registry, SkillSet};
+    use cadre_core::definitions::spec::AgentSpec;
+    use cadre_core::definitions::{claude_agents, frontmatter, skills::Skill};
+    use cadre_core::{Registry, SkillSet};
     use proptest::prelude::*;
     use std::path::Path;
 
@@ -1720,7 +1721,7 @@ mod fuzz {
     }
 
     fn known(t: &str) -> bool {
-        cadre_core::registry::resolve_tool_name(t).is_some()
+        cadre_core::definitions::registry::resolve_tool_name(t).is_some()
     }
 
     proptest! {

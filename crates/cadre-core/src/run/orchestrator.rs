@@ -2,19 +2,19 @@
 //! shared budget, and builds and runs every agent of a run — the primary one and each
 //! subagent a `Task` call asks for.
 
-use crate::agent::{Agent, AgentConfig};
-use crate::budget::Budget;
-use crate::events::{millis, Event, EventHandler};
-use crate::outcome::{AgentOutcome, StopKind};
-use crate::prompt;
-use crate::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
-use crate::skill_tool::SkillTool;
-use crate::skills::SkillSet;
-use crate::spec::AgentSpec;
-use crate::task::TaskTool;
-use crate::toolset::ToolSet;
-use crate::transcript::{RunDir, Transcript};
-use crate::usage::{AgentRecord, UsageReport};
+use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
+use crate::definitions::skills::SkillSet;
+use crate::definitions::spec::AgentSpec;
+use crate::record::events::{millis, Event, EventHandler};
+use crate::record::transcript::{RunDir, Transcript};
+use crate::record::usage::{AgentRecord, UsageReport};
+use crate::run::agent::{Agent, AgentConfig};
+use crate::run::budget::Budget;
+use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::prompt;
+use crate::run::skill_tool::SkillTool;
+use crate::run::task::TaskTool;
+use crate::run::toolset::ToolSet;
 use cadre_model::{resolve_model_alias, Message, Model};
 use cadre_tools::{
     builtin_tools, PathLocks, SandboxMode, Tool, ToolContext, ToolLimits, Workspace,
@@ -536,7 +536,7 @@ impl Orchestrator {
                     entry.current_tool = None;
                 }
                 Event::ToolCall { name, input, .. } => {
-                    entry.current_tool = Some(crate::events::describe_call(name, input));
+                    entry.current_tool = Some(crate::record::events::describe_call(name, input));
                 }
                 Event::Usage { usage, .. } => entry.tokens += usage.total(),
                 _ => {}

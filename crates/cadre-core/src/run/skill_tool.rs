@@ -7,8 +7,8 @@
 //! text of `references/` is included (up to [`MAX_INLINE_BYTES`]) and the rest is named by
 //! absolute path for `bash`.
 
-use crate::registry::SKILL_TOOL;
-use crate::skills::{Skill, SkillFile, SkillSet};
+use crate::definitions::registry::SKILL_TOOL;
+use crate::definitions::skills::{Skill, SkillFile, SkillSet};
 use async_trait::async_trait;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput, Workspace};
 use serde::Deserialize;

@@ -5,8 +5,8 @@
 //! Loading reads only each file's front matter; a body is read when an agent asks for it
 //! (progressive disclosure), so many skills cost little at start-up and in the prompt.
 
-use crate::frontmatter::{self, read_front_matter, FrontMatterError};
-use crate::spec::{valid_name, Problem};
+use crate::definitions::frontmatter::{self, read_front_matter, FrontMatterError};
+use crate::definitions::spec::{valid_name, Problem};
 use serde::Serialize;
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
@@ -434,7 +434,7 @@ impl SkillSet {
     /// read. Missing folders are skipped; bad skills are recorded as problems and skipped.
     pub fn load(dirs: &[PathBuf]) -> Self {
         let mut set = Self::default();
-        for dir in crate::registry::distinct_dirs(dirs) {
+        for dir in crate::definitions::registry::distinct_dirs(dirs) {
             set.load_dir(dir);
         }
         set

@@ -1,7 +1,7 @@
 //! System prompts: an agent type's own prompt plus what every agent of its kind must know.
 
-use crate::skills::Skill;
-use crate::spec::AgentSpec;
+use crate::definitions::skills::Skill;
+use crate::definitions::spec::AgentSpec;
 
 /// Most characters of skill lines in one system prompt; the rest are counted, not listed,
 /// so a large skills folder cannot crowd out the agent's own prompt.

@@ -1,11 +1,11 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
-use crate::budget::Budget;
-use crate::context;
-use crate::events::{millis, Event, EventHandler};
-use crate::outcome::{AgentOutcome, StopKind};
-use crate::toolset::ToolSet;
-use crate::transcript::Transcript;
+use crate::record::events::{millis, Event, EventHandler};
+use crate::record::transcript::Transcript;
+use crate::run::budget::Budget;
+use crate::run::context;
+use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::toolset::ToolSet;
 use cadre_model::{
     ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,
     StopReason, SystemBlock, ToolUseBlock, Usage,

@@ -1,8 +1,8 @@
 //! The registry of agent types: the shipped ones, then each agents folder (nearer wins).
 //! A folder may hold cadre's YAML files (`*.yaml`, `*.yml`) and Claude Code agent files
-//! (`*.md`, see [`crate::claude_agents`]).
+//! (`*.md`, see [`crate::definitions::claude_agents`]).
 
-use crate::spec::{AgentSpec, Problem};
+use crate::definitions::spec::{AgentSpec, Problem};
 use cadre_tools::canonical_tool_name;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,19 +16,19 @@ pub const SKILL_TOOL: &str = "Skill";
 const SHIPPED: [(&str, &str); 4] = [
     (
         "agents/main.yaml",
-        include_str!("../../../agents/main.yaml"),
+        include_str!("../../../../agents/main.yaml"),
     ),
     (
         "agents/explore.yaml",
-        include_str!("../../../agents/explore.yaml"),
+        include_str!("../../../../agents/explore.yaml"),
     ),
     (
         "agents/plan.yaml",
-        include_str!("../../../agents/plan.yaml"),
+        include_str!("../../../../agents/plan.yaml"),
     ),
     (
         "agents/code.yaml",
-        include_str!("../../../agents/code.yaml"),
+        include_str!("../../../../agents/code.yaml"),
     ),
 ];
 
@@ -113,7 +113,7 @@ impl Registry {
 
     fn add_text(&mut self, file: &Path, text: &str, here: &mut BTreeMap<String, PathBuf>) {
         let (spec, problems) = if file.extension().is_some_and(|x| x == "md") {
-            crate::claude_agents::parse(file, text)
+            crate::definitions::claude_agents::parse(file, text)
         } else {
             let (spec, mut problems) = AgentSpec::parse_yaml(file, text);
             if let Some(spec) = &spec {
@@ -128,7 +128,7 @@ impl Registry {
             return;
         };
         if let Some(first) = here.get(&spec.name) {
-            let pos = crate::spec::locate(text, "name", Some(&spec.name));
+            let pos = crate::definitions::spec::locate(text, "name", Some(&spec.name));
             self.problems.push(Problem::at(
                 file,
                 pos,

@@ -3,7 +3,7 @@
 //! To the agent loop this is one more tool. It holds a handle back to the
 //! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
 
-use crate::orchestrator::{Orchestrator, Parent};
+use crate::run::orchestrator::{Orchestrator, Parent};
 use async_trait::async_trait;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
 use serde::Deserialize;
@@ -70,7 +70,7 @@ impl TaskTool {
 #[async_trait]
 impl Tool for TaskTool {
     fn name(&self) -> &str {
-        crate::registry::TASK_TOOL
+        crate::definitions::registry::TASK_TOOL
     }
 
     fn description(&self) -> String {

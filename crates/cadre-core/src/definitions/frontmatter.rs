@@ -101,7 +101,7 @@ pub fn locate(yaml: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
     if !has_key {
         return (1, 1);
     }
-    let (line, column) = crate::spec::locate(yaml, key, needle);
+    let (line, column) = crate::definitions::spec::locate(yaml, key, needle);
     (line + 1, column)
 }
 

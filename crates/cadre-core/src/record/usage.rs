@@ -1,6 +1,6 @@
 //! Token use and outcomes rolled up per agent, per agent type, and for the whole run.
 
-use crate::outcome::StopKind;
+use crate::run::outcome::StopKind;
 use cadre_model::Usage;
 use serde::Serialize;
 use std::collections::BTreeMap;

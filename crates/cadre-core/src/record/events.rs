@@ -1,6 +1,6 @@
 //! Structured events every agent emits while it runs.
 
-use crate::outcome::StopKind;
+use crate::run::outcome::StopKind;
 use cadre_model::Usage;
 use serde::Serialize;
 use std::sync::Arc;

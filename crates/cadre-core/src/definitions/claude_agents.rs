@@ -5,10 +5,10 @@
 //! cadre's (`Read` → `read_file`, …); tools cadre lacks are dropped with a warning so the
 //! rest of the file still works; a name that is no tool at all is an error.
 
-use crate::frontmatter::{self, split, FrontMatterError};
-use crate::registry::resolve_tool_name;
-use crate::skills::Fields;
-use crate::spec::{valid_model, valid_name, AgentSpec, Mode, Problem};
+use crate::definitions::frontmatter::{self, split, FrontMatterError};
+use crate::definitions::registry::resolve_tool_name;
+use crate::definitions::skills::Fields;
+use crate::definitions::spec::{valid_model, valid_name, AgentSpec, Mode, Problem};
 use serde_yaml::{Mapping, Value};
 use std::path::Path;
 

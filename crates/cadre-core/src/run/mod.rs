@@ -1,0 +1,12 @@
+//! Running agents: the loop, the orchestrator that builds every agent of a run, the `Task`
+//! and `Skill` tools, the tool set, the shared budget and the context kept in check.
+
+pub mod agent;
+pub mod budget;
+pub mod context;
+pub mod orchestrator;
+pub mod outcome;
+pub mod prompt;
+pub mod skill_tool;
+pub mod task;
+pub mod toolset;
