@@ -36,6 +36,32 @@ pub enum Command {
     /// List, show or check skills.
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// Start the configured MCP servers and list or check their tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `cadre mcp …`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured MCP server and list its tools as agents see them
+    /// (mcp__<server>__<tool>); exit 1 if a server fails to start.
+    List(McpArgs),
+    /// Start every configured MCP server and report each one that fails, with its stderr;
+    /// exit 1 on any failure or configuration problem.
+    Check(McpArgs),
+}
+
+/// Where MCP servers are configured, besides `.mcp.json` and `~/.config/cadre/mcp.json`.
+#[derive(Debug, Args, Clone)]
+pub struct McpArgs {
+    /// Also read MCP servers from FILE (Claude Code's `.mcp.json` format; repeatable; a
+    /// later file's server replaces an earlier one of the same name).
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
+    /// Timeout of one MCP tool call, in seconds (a server's own `timeout` wins).
+    #[arg(long = "mcp-timeout", default_value_t = 120, value_name = "SECS")]
+    pub mcp_timeout: u64,
 }
 
 /// `cadre skills …`.
@@ -140,6 +166,9 @@ pub struct RunArgs {
     /// Extra folders of skills.
     #[command(flatten)]
     pub skills: SkillsDirArg,
+    /// MCP server configuration.
+    #[command(flatten)]
+    pub mcp: McpArgs,
     /// Model id or alias (opus, sonnet, haiku) [default: claude-sonnet-5-5; with
     /// --provider openai there is no default: give the server's model name].
     #[arg(long, env = "CADRE_MODEL")]

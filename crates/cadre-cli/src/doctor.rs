@@ -31,6 +31,7 @@ pub fn doctor() -> Code {
         yes(s.metadata_restriction)
     );
     outln!("never enforced    reads; timestamps of existing files; UDP; Unix sockets with a path");
+    outln!("MCP tools         outside the sandbox: they run in the server's process, so read-only agent types get them only when their type names them (tools: [mcp__<server>] or mcp_servers)");
     outln!("\n{}", s.summary);
     if !s.fs_write_restriction {
         outln!("\nbash is refused for read-only agents here; `cadre run --allow-unsandboxed-bash` runs it without a sandbox.");

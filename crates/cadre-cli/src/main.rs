@@ -25,6 +25,7 @@ mod args;
 mod display;
 mod doctor;
 mod exit;
+mod mcp;
 mod run;
 mod skills;
 
@@ -56,6 +57,10 @@ fn main() -> ExitCode {
             Command::Skills(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| skills::skills(cmd, &root))
             }
+            Command::Mcp(cmd) => match run::workspace_root(cli.directory) {
+                Ok(root) => mcp::mcp(cmd, &root).await,
+                Err(e) => Err(e),
+            },
         }
     });
     match result {

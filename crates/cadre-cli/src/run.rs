@@ -36,7 +36,11 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     let include_user = args.replay.is_none();
     let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
     let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
+    let mcp = crate::mcp::load_servers(&root, &args.mcp, include_user)?;
     if !quiet {
+        for p in &mcp.config().problems {
+            eprintln!("cadre: skipped: {p}");
+        }
         for p in registry.problems().iter().chain(skills.problems()) {
             if p.warning {
                 eprintln!("cadre: {p}");
@@ -87,6 +91,7 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     };
     config.runs_dir = (!args.no_transcripts).then(|| root.join(".cadre").join("runs"));
     config.skills = Arc::new(skills);
+    config.mcp = Arc::new(mcp);
     if args.allow_unsandboxed_bash {
         config.sandbox = SandboxMode::Unsandboxed;
     }

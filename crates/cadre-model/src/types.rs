@@ -231,6 +231,19 @@ impl ContentBlock {
         })
     }
 
+    /// A base64 image block (`media_type` such as `image/png`).
+    pub fn image(media_type: impl Into<String>, data: impl Into<String>) -> Self {
+        Self::Image(ImageBlock {
+            source: serde_json::json!({
+                "type": "base64",
+                "media_type": media_type.into(),
+                "data": data.into(),
+            }),
+            cache_control: None,
+            extra: Map::new(),
+        })
+    }
+
     /// A tool_use block.
     pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         Self::ToolUse(ToolUseBlock {

@@ -33,6 +33,17 @@ pub struct ToolOutput {
     pub content: String,
     /// Whether this reports a failure (sent as `is_error: true`).
     pub is_error: bool,
+    /// Images sent after the text (an MCP server's screenshot, say).
+    pub images: Vec<ToolImage>,
+}
+
+/// An image in a tool's result, sent to the model as an image block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    /// Its MIME type, such as `image/png`.
+    pub media_type: String,
+    /// Its bytes, base64-encoded.
+    pub data: String,
 }
 
 impl ToolOutput {
@@ -41,6 +52,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -49,6 +61,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 }

@@ -169,6 +169,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         max_turns,
         skills,
         prompt,
+        mcp_servers: Vec::new(),
         source: Some(file.to_path_buf()),
     };
     (Some(spec), problems)

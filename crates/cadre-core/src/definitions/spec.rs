@@ -66,9 +66,22 @@ pub struct AgentSpec {
     /// Its system prompt.
     #[serde(default)]
     pub prompt: String,
+    /// MCP servers it uses, besides filtering them with `tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerRef>,
     /// Where it was loaded from (not part of the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// An MCP server an agent type uses: one configured for the run, by name, or its own inline definition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum McpServerRef {
+    /// A server from the run's MCP configuration (`.mcp.json` and the like).
+    Name(String),
+    /// Servers defined here, by name, in the `.mcp.json` format (`{"command", "args", "env"}` or `{"type": "http", "url", "headers"}`); they start with each subagent of this type and stop when it ends.
+    Inline(std::collections::BTreeMap<String, serde_json::Value>),
 }
 
 fn yes() -> bool {
@@ -195,7 +208,7 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 11] = [
+pub const KNOWN_KEYS: [&str; 12] = [
     "name",
     "description",
     "mode",
@@ -207,6 +220,7 @@ pub const KNOWN_KEYS: [&str; 11] = [
     "max_turns",
     "skills",
     "prompt",
+    "mcp_servers",
 ];
 
 impl AgentSpec {

@@ -235,7 +235,15 @@ impl Agent {
                 .take(120)
                 .collect(),
         });
-        ContentBlock::tool_result(call.id, out.content, out.is_error)
+        let mut block = ContentBlock::tool_result(call.id, out.content, out.is_error);
+        if let ContentBlock::ToolResult(result) = &mut block {
+            result.content.extend(
+                out.images
+                    .into_iter()
+                    .map(|i| ContentBlock::image(i.media_type, i.data)),
+            );
+        }
+        block
     }
 
     /// Clears old tool results once the last request came near the context window, so the

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod budget;
 pub mod context;
+pub(crate) mod mcp_tools;
 pub mod orchestrator;
 pub mod outcome;
 pub mod prompt;

@@ -10,11 +10,13 @@ use crate::record::transcript::{RunDir, Transcript};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
 use crate::run::budget::Budget;
+use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::prompt;
 use crate::run::skill_tool::SkillTool;
 use crate::run::task::TaskTool;
 use crate::run::toolset::ToolSet;
+use cadre_mcp::McpServers;
 use cadre_model::{resolve_model_alias, Message, Model};
 use cadre_tools::{
     builtin_tools, PathLocks, SandboxMode, Tool, ToolContext, ToolLimits, Workspace,
@@ -76,6 +78,8 @@ pub struct RunConfig {
     pub skills: Arc<SkillSet>,
     /// Whether `bash` runs under the Landlock sandbox (the default) or without one.
     pub sandbox: SandboxMode,
+    /// The run's MCP servers, started when an agent allowed them is first built.
+    pub mcp: Arc<McpServers>,
 }
 
 impl RunConfig {
@@ -98,6 +102,7 @@ impl RunConfig {
             runs_dir: None,
             skills: Arc::default(),
             sandbox: SandboxMode::default(),
+            mcp: Arc::default(),
         }
     }
 }
@@ -287,6 +292,7 @@ impl Orchestrator {
         let outcome = self
             .run_agent(&spec, me, &description, task, self.cancel.child_token())
             .await;
+        self.config.mcp.shutdown().await;
         let summary = RunSummary {
             run_id: self.run_dir().map(|d| d.id().to_owned()),
             task: task.to_owned(),
@@ -388,7 +394,7 @@ impl Orchestrator {
         cancel: CancellationToken,
     ) -> AgentOutcome {
         let started = Instant::now();
-        let agent = self.build_agent(spec, &me, cancel);
+        let (agent, own_servers) = self.build_agent(spec, &me, cancel).await;
         let Parent { path, model, .. } = me;
         self.roster.insert(
             path.clone(),
@@ -414,6 +420,9 @@ impl Orchestrator {
             model: model.clone(),
         });
         let outcome = agent.run(vec![Message::user_text(prompt)]).await;
+        for server in own_servers {
+            server.shutdown().await;
+        }
         if let Some(t) = &transcript {
             t.record("outcome", json!({"stop": outcome.stop, "text": outcome.text, "turns": outcome.turns, "tool_calls": outcome.tool_calls, "usage": outcome.usage}));
         }
@@ -462,14 +471,15 @@ impl Orchestrator {
     }
 
     /// The agent for `spec`: its prompt, its filtered tools (with `Task` while depth
-    /// allows, and `Skill` when some skill is visible to it), its own file tracker, and the
-    /// run's shared budget, locks and limiter.
-    fn build_agent(
+    /// allows, `Skill` when some skill is visible to it, and the MCP tools its type may
+    /// use), its own file tracker, and the run's shared budget, locks and limiter. Also
+    /// returns the MCP servers started for it alone, to stop when it ends.
+    async fn build_agent(
         self: &Arc<Self>,
         spec: &AgentSpec,
         me: &Parent,
         cancel: CancellationToken,
-    ) -> Agent {
+    ) -> (Agent, Vec<Arc<cadre_mcp::Server>>) {
         let mut available: Vec<&str> = self.builtins.iter().map(|t| t.name()).collect();
         if me.depth < self.config.limits.max_depth {
             available.push(TASK_TOOL);
@@ -499,6 +509,13 @@ impl Orchestrator {
         } else {
             Vec::new()
         };
+        let mcp = mcp_tools_for(spec, &self.config.mcp, &me.path).await;
+        for tool in mcp.tools {
+            // A built-in of the same name is never shadowed by a server's tool.
+            if tools.get(tool.name()).is_none() {
+                tools.insert(tool);
+            }
+        }
         let mut ctx = ToolContext::new(self.config.workspace.clone());
         ctx.cancel = cancel;
         ctx.limits = self.config.tool_limits.clone();
@@ -507,7 +524,7 @@ impl Orchestrator {
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
         let this = self.clone();
-        Agent {
+        let agent = Agent {
             config: AgentConfig {
                 path: me.path.clone(),
                 agent_type: spec.name.clone(),
@@ -524,7 +541,8 @@ impl Orchestrator {
             events: Arc::new(move |e| this.observe(e)),
             limiter: Some(self.limiter.clone()),
             transcript: None,
-        }
+        };
+        (agent, mcp.own)
     }
 
     /// Keeps the roster current, then passes the event on.

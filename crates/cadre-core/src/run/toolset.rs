@@ -120,6 +120,7 @@ impl ToolSet {
         ToolOutput {
             content,
             is_error: out.is_error,
+            images: out.images,
         }
     }
 }

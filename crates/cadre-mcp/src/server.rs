@@ -1,0 +1,341 @@
+//! One running MCP server: started over stdio or streamable HTTP, its tools listed once, and
+//! each call bounded by a timeout so a crashed or hung server becomes an error, not a stall.
+
+use crate::config::ServerConfig;
+use crate::result::to_output;
+use cadre_tools::ToolOutput;
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+/// The variables a stdio server inherits from cadre's environment; everything else it gets
+/// comes from its configuration, so no API key reaches it unless the user passes it.
+pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR"];
+/// How much of a server's stderr is kept to explain a failure.
+const STDERR_TAIL_BYTES: usize = 4096;
+
+/// Why a server could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    /// No server of that name is configured.
+    #[error("no MCP server named {name:?} is configured; the servers are: {known}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// It did not start or did not complete the MCP handshake.
+    #[error(
+        "MCP server {server:?} did not start: {message}{}",
+        stderr_note(stderr)
+    )]
+    Start {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        message: String,
+        /// The end of what it wrote to stderr.
+        stderr: String,
+    },
+}
+
+fn stderr_note(stderr: &str) -> String {
+    let stderr = stderr.trim();
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("\nits stderr ends with:\n{stderr}")
+    }
+}
+
+/// Timeouts for starting servers and for each tool call.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Start-up and handshake.
+    pub start: Duration,
+    /// One tool call, unless the server's configuration sets its own.
+    pub call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            start: Duration::from_secs(30),
+            call: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A tool a server offers, as it described it.
+#[derive(Debug, Clone)]
+pub struct RemoteTool {
+    /// Its name on the server.
+    pub name: String,
+    /// Its description (or title), possibly empty.
+    pub description: String,
+    /// Its input JSON Schema.
+    pub input_schema: Value,
+    /// Whether the server says it changes nothing (`readOnlyHint`).
+    pub read_only: bool,
+}
+
+/// A started MCP server.
+pub struct Server {
+    name: String,
+    peer: Peer<RoleClient>,
+    service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    tools: Vec<RemoteTool>,
+    stderr: Arc<Mutex<String>>,
+    call_timeout: Duration,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("name", &self.name).finish()
+    }
+}
+
+impl Server {
+    /// Starts the server `name` from `config` (variables already expanded), with `cwd` as a
+    /// stdio server's working folder unless it names its own, and lists its tools.
+    pub async fn start(
+        name: &str,
+        config: &ServerConfig,
+        cwd: &Path,
+        timeouts: Timeouts,
+    ) -> Result<Self, McpError> {
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let fail = |message: String, stderr: &Arc<Mutex<String>>| McpError::Start {
+            server: name.to_owned(),
+            message,
+            stderr: stderr.lock().map(|s| s.clone()).unwrap_or_default(),
+        };
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
+        );
+        let connect = async {
+            match config {
+                ServerConfig::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd: own_cwd,
+                    ..
+                } => {
+                    let mut cmd = tokio::process::Command::new(command);
+                    cmd.args(args)
+                        .env_clear()
+                        .current_dir(own_cwd.as_deref().unwrap_or(cwd));
+                    for key in BASE_ENV {
+                        if let Some(v) = std::env::var_os(key) {
+                            cmd.env(key, v);
+                        }
+                    }
+                    cmd.envs(env);
+                    // Its own process group, killed whole: `npx` and shell wrappers start
+                    // children that would otherwise outlive the run.
+                    let mut wrap = CommandWrap::from(cmd);
+                    wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                    let (transport, child_stderr) = TokioChildProcess::builder(wrap)
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+                    if let Some(err) = child_stderr {
+                        tokio::spawn(keep_tail(name.to_owned(), err, stderr.clone()));
+                    }
+                    info.clone().serve(transport).await.map_err(|e| {
+                        format!("it exited or closed its output before the MCP handshake ({e})")
+                    })
+                }
+                ServerConfig::Http { url, headers, .. } => {
+                    let mut custom = std::collections::HashMap::new();
+                    for (k, v) in headers {
+                        let key = reqwest_013::header::HeaderName::from_bytes(k.as_bytes())
+                            .map_err(|e| format!("bad header name {k:?}: {e}"))?;
+                        let value = reqwest_013::header::HeaderValue::from_str(v)
+                            .map_err(|e| format!("bad value for header {k:?}: {e}"))?;
+                        custom.insert(key, value);
+                    }
+                    let client = http_client().map_err(|e| format!("cannot set up HTTP: {e}"))?;
+                    let transport = StreamableHttpClientTransport::with_client(
+                        client,
+                        StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                            .custom_headers(custom),
+                    );
+                    info.clone()
+                        .serve(transport)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            }
+        };
+        let service = match tokio::time::timeout(timeouts.start, connect).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(message)) => {
+                settle_stderr().await;
+                return Err(fail(message, &stderr));
+            }
+            Err(_) => {
+                return Err(fail(
+                    format!("no MCP handshake within {} s", timeouts.start.as_secs_f64()),
+                    &stderr,
+                ))
+            }
+        };
+        let peer = service.peer().clone();
+        let listed = match tokio::time::timeout(timeouts.start, peer.list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => {
+                settle_stderr().await;
+                return Err(fail(format!("listing its tools failed: {e}"), &stderr));
+            }
+            Err(_) => return Err(fail("it did not list its tools in time".into(), &stderr)),
+        };
+        let tools = listed
+            .into_iter()
+            .map(|t| RemoteTool {
+                description: t
+                    .description
+                    .as_deref()
+                    .map(str::to_owned)
+                    .or(t.title.clone())
+                    .unwrap_or_default(),
+                input_schema: Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
+                name: t.name.into_owned(),
+            })
+            .collect();
+        Ok(Self {
+            name: name.to_owned(),
+            peer,
+            service: Mutex::new(Some(service)),
+            tools,
+            stderr,
+            call_timeout: config.timeout().unwrap_or(timeouts.call),
+        })
+    }
+
+    /// Its name in the configuration.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tools it offers.
+    pub fn tools(&self) -> &[RemoteTool] {
+        &self.tools
+    }
+
+    /// The end of what it has written to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Calls `tool` with `arguments`. A server error, a crash or a timeout comes back as an
+    /// `is_error` output that names the server, so the run goes on.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Value::Object(map) = arguments {
+            params = params.with_arguments(map);
+        }
+        // Dropping the request (timeout, cancel) tells the server it was cancelled.
+        let call = tokio::time::timeout(self.call_timeout, self.peer.call_tool(params));
+        let result = tokio::select! {
+            r = call => r,
+            () = cancel.cancelled() => {
+                return ToolOutput::error(format!("cancelled while MCP server {:?} was running {tool}", self.name));
+            }
+        };
+        match result {
+            Ok(Ok(result)) => to_output(&self.name, result),
+            Ok(Err(e)) => {
+                settle_stderr().await;
+                let gone = self.peer.is_transport_closed();
+                let what = if gone {
+                    "the server stopped (crashed or exited) during the call".to_owned()
+                } else {
+                    e.to_string()
+                };
+                ToolOutput::error(format!(
+                    "MCP server {:?} failed on {tool}: {what}{}",
+                    self.name,
+                    stderr_note(&self.stderr_tail())
+                ))
+            }
+            Err(_) => ToolOutput::error(format!(
+                "MCP server {:?} did not answer {tool} within {} s; the call was cancelled",
+                self.name,
+                self.call_timeout.as_secs_f64()
+            )),
+        }
+    }
+
+    /// Closes the connection and stops the server (its whole process group, for stdio).
+    pub async fn shutdown(&self) {
+        let service = self.service.lock().ok().and_then(|mut s| s.take());
+        if let Some(service) = service {
+            let _ = service.cancel().await;
+        }
+    }
+}
+
+/// Gives a just-failed child a moment to finish writing stderr before it is quoted.
+async fn settle_stderr() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Keeps the last bytes of a server's stderr, and logs each line at debug level.
+async fn keep_tail(server: String, stderr: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "cadre::mcp", "{server}: {line}");
+        if let Ok(mut t) = tail.lock() {
+            t.push_str(&line);
+            t.push('\n');
+            if t.len() > STDERR_TAIL_BYTES {
+                let mut cut = t.len() - STDERR_TAIL_BYTES;
+                while !t.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                t.drain(..cut);
+            }
+        }
+    }
+}
+
+/// An HTTP client for MCP servers: rustls with the ring provider and the webpki roots,
+/// configured here rather than process-wide, so embedding programs keep their own choice.
+fn http_client() -> Result<reqwest_013::Client, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest_013::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|e| e.to_string())
+}

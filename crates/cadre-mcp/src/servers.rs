@@ -1,0 +1,102 @@
+//! The MCP servers of one run: each configured server is started the first time an agent
+//! that may use it is built, once, and shared by every such agent until the run ends.
+
+use crate::config::{McpConfig, ServerConfig};
+use crate::server::{McpError, Server, Timeouts};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
+
+type Slot = Arc<OnceCell<Result<Arc<Server>, McpError>>>;
+
+/// The run's MCP servers.
+pub struct McpServers {
+    config: McpConfig,
+    cwd: PathBuf,
+    timeouts: Timeouts,
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+impl std::fmt::Debug for McpServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServers")
+            .field("servers", &self.config.servers.keys())
+            .finish()
+    }
+}
+
+impl Default for McpServers {
+    fn default() -> Self {
+        Self::new(
+            McpConfig::default(),
+            PathBuf::from("."),
+            Timeouts::default(),
+        )
+    }
+}
+
+impl McpServers {
+    /// The servers of `config`; stdio servers run in `cwd` (the workspace) unless their
+    /// configuration names another folder. Nothing starts yet.
+    pub fn new(config: McpConfig, cwd: PathBuf, timeouts: Timeouts) -> Self {
+        Self {
+            config,
+            cwd,
+            timeouts,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration they come from.
+    pub fn config(&self) -> &McpConfig {
+        &self.config
+    }
+
+    /// The configured servers' names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.config.servers.keys().map(String::as_str).collect()
+    }
+
+    /// The server `name`, started on first use; a failed start is remembered, so agents
+    /// built later do not wait for it again.
+    pub async fn get(&self, name: &str) -> Result<Arc<Server>, McpError> {
+        let Some(config) = self.config.servers.get(name) else {
+            return Err(McpError::Unknown {
+                name: name.to_owned(),
+                known: self.names().join(", "),
+            });
+        };
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.entry(name.to_owned()).or_default().clone()
+        };
+        slot.get_or_init(|| self.start(name, config)).await.clone()
+    }
+
+    /// Starts a server that belongs to one agent alone (an agent type's inline server); the
+    /// caller stops it with [`Server::shutdown`] when the agent ends.
+    pub async fn start(&self, name: &str, config: &ServerConfig) -> Result<Arc<Server>, McpError> {
+        let expanded = config.expanded(&|k| std::env::var(k).ok());
+        tracing::debug!(target: "cadre::mcp", "starting MCP server {name}: {}", expanded.summary());
+        Server::start(name, &expanded, &self.cwd, self.timeouts)
+            .await
+            .map(Arc::new)
+    }
+
+    /// Stops every server that was started.
+    pub async fn shutdown(&self) {
+        let slots: Vec<Slot> = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for slot in slots {
+            if let Some(Ok(server)) = slot.get() {
+                server.shutdown().await;
+            }
+        }
+    }
+}
