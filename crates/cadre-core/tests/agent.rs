@@ -674,6 +674,7 @@ mod fleet {
             skills: vec![],
             prompt: "Delegate.".into(),
             source: None,
+            ..AgentSpec::default()
         }
     }
 
@@ -1070,7 +1071,8 @@ mod skills_and_claude_code {
         );
         let set = SkillSet::load(std::slice::from_ref(&skills));
         let names: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["extra", "lint-guide", "release-notes"]);
+        // An overlong description loads (Claude Code loads it too) with a warning.
+        assert_eq!(names, ["extra", "lint-guide", "release-notes", "wordy"]);
 
         let lint = set.get("lint-guide").unwrap();
         assert_eq!(
@@ -1114,7 +1116,7 @@ mod skills_and_claude_code {
         };
         has("broken/SKILL.md:4:1: error: broken YAML");
         has("noname/SKILL.md:1:1: error: missing name");
-        has("wordy/SKILL.md:3:1: error: description too long: 1025 characters");
+        has("wordy/SKILL.md:3:1: warning: description too long: 1025 characters");
         has("folder-a/SKILL.md:2:7: error: name \"folder-b\" differs from its folder \"folder-a\"");
         has("plain/SKILL.md:1:1: error: missing front matter");
         has("extra/SKILL.md:4:1: warning: unknown key \"author\"");
@@ -1156,7 +1158,12 @@ mod skills_and_claude_code {
         let helper = registry.get("helper").unwrap();
         assert_eq!(helper.model, "inherit");
         assert_eq!(helper.tools, ["read_file"]);
-        assert!(registry.get("broken").is_none());
+        // A name that is no tool is dropped; the agent loads with the rest.
+        assert_eq!(registry.get("broken").unwrap().tools, ["read_file"]);
+        assert_eq!(
+            registry.get("reviewer").unwrap().color.as_deref(),
+            Some("red")
+        );
         assert_eq!(registry.get("shadow").unwrap().description, "from cadre");
 
         let report: Vec<String> = registry
@@ -1171,7 +1178,7 @@ mod skills_and_claude_code {
             );
         };
         has("helper.md:4:14: warning: tool \"WebFetch\" dropped");
-        has("broken.md:4:14: error: unknown tool \"Teleport\"");
+        has("broken.md:4:14: warning: unknown tool \"Teleport\" dropped from tools");
         has("README.md:1:1: warning: skipped: no front matter");
         assert_eq!(report.len(), 3, "{report:#?}");
     }
@@ -1224,6 +1231,7 @@ mod skills_and_claude_code {
             skills: vec![],
             prompt: "Work without skills.".into(),
             source: None,
+            ..AgentSpec::default()
         }
     }
 
