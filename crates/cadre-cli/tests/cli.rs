@@ -1259,3 +1259,94 @@ async fn skills_install_puts_the_shipped_skills_where_every_project_sees_them() 
     .await;
     assert_ne!(std::fs::read_to_string(&skill).unwrap(), edited);
 }
+
+/// The corpus of files as users bring them, kept beside cadre-core's tests.
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cadre-core/tests/corpus")
+        .canonicalize()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn check_loads_the_corpus_with_warnings_and_strict_makes_them_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = corpus().join("agents").display().to_string();
+    let skills = corpus().join("skills").display().to_string();
+    let agent_lines = [
+        "agents/stats-analyst.md:3:14: {} not strict YAML (mapping values are not allowed in this context): read line by line; quote the value of `description`",
+        "agents/stats-analyst.md:5:20: {} unknown tool \"airis-mcp-gateway\" dropped from tools",
+        "agents/stats-analyst.md:5:39: {} unknown tool \"context-manager\" dropped from tools",
+        "agents/powershell-5.1-expert.md:2:7: {} name \"powershell-5.1-expert\" is used as written",
+        "agents/CodeReviewer.md:2:7: {} name \"CodeReviewer\" is used as written",
+        "agents/everything.md:15:1: {} `hooks` ignored: cadre does not run Claude Code hooks",
+        "agents/lenient.yaml:7:1: {} unknown key `colour` ignored",
+        "agents/all-dropped.md:4:1: {} no tool is left",
+    ];
+    let skill_lines = [
+        "skills/claude-api/SKILL.md:3:1: {} description too long: 1068 characters",
+        "skills/stats-helper/SKILL.md:3:14: {} not strict YAML",
+    ];
+    for (what, flag, lines) in [
+        ("agents", "--agents-dir", &agent_lines[..]),
+        ("skills", "--skills-dir", &skill_lines[..]),
+    ] {
+        let folder = if what == "agents" { &agents } else { &skills };
+        let out = cadre_offline(dir.path(), &[what, "check", flag, folder]).await;
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        for line in lines {
+            let want = line.replace("{}", "warning:");
+            assert!(
+                out.stdout.contains(&want),
+                "no {want:?} in:\n{}",
+                out.stdout
+            );
+        }
+        assert!(!out.stdout.contains("error:"), "{}", out.stdout);
+        let count = out
+            .stdout
+            .lines()
+            .filter(|l| l.contains(": warning: "))
+            .count();
+        assert!(
+            out.stdout.contains(&format!("OK, {count} warning(s)")),
+            "{}",
+            out.stdout
+        );
+
+        let strict = cadre_offline(dir.path(), &[what, "check", "--strict", flag, folder]).await;
+        assert_eq!(strict.code, 1, "{}{}", strict.stdout, strict.stderr);
+        for line in lines {
+            let want = line.replace("{}", "error:");
+            assert!(
+                strict.stdout.contains(&want),
+                "no {want:?} in:\n{}",
+                strict.stdout
+            );
+        }
+        assert!(!strict.stdout.contains("warning:"), "{}", strict.stdout);
+        assert!(
+            strict.stdout.contains(&format!("{count} error(s)")),
+            "{}",
+            strict.stdout
+        );
+    }
+
+    // Listing loads the same files forgivingly and prints each warning once on stderr.
+    let list = cadre_offline(dir.path(), &["agents", "list", "--agents-dir", &agents]).await;
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    for name in [
+        "stats-analyst",
+        "powershell-5.1-expert",
+        "CodeReviewer",
+        "everything",
+    ] {
+        assert!(
+            list.stdout.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{}",
+            list.stdout
+        );
+    }
+    let hooks = "everything.md:15:1: warning: `hooks` ignored";
+    assert_eq!(list.stderr.matches(hooks).count(), 1, "{}", list.stderr);
+}
