@@ -308,6 +308,10 @@ pub const KNOWN_KEYS: [&str; 18] = [
     "prompt",
 ];
 
+/// Places a problem in a file: at a key (spelled as in the file) and an optional needle
+/// after it, as a 1-based (line, column).
+pub(crate) type Locator<'a> = dyn Fn(&str, Option<&str>) -> (usize, usize) + 'a;
+
 impl AgentSpec {
     /// Parses one YAML agent file. Text that is not strict YAML is read line by line, and
     /// unknown keys and tools are dropped, each with a warning; a shape error (a number
@@ -387,12 +391,7 @@ impl AgentSpec {
     /// ones dropped with a warning, `Task(a, b)` turned into `Task` and `subagent_types`),
     /// `permission_mode: plan` made read-only, and `isolation` noted as not acted on.
     /// `pos` places a problem at a key (spelled as in the file) and an optional needle.
-    pub(crate) fn repair(
-        &mut self,
-        file: &Path,
-        problems: &mut Vec<Problem>,
-        pos: &dyn Fn(&str, Option<&str>) -> (usize, usize),
-    ) {
+    pub(crate) fn repair(&mut self, file: &Path, problems: &mut Vec<Problem>, pos: &Locator) {
         let claude = file.extension().is_some_and(|x| x == "md");
         let key = |cadre: &'static str, claude_key: &'static str| {
             if claude {
