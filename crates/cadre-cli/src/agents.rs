@@ -3,7 +3,7 @@
 use crate::args::{AgentsCommand, AgentsDirArg};
 use crate::exit::{Code, ConfigError};
 use anyhow::Result;
-use cadre_core::Registry;
+use cadre_core::{Problem, Registry};
 use std::path::{Path, PathBuf};
 
 /// The registry for a project at `root`: shipped types, then the user's, the project's and
@@ -26,6 +26,7 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
     match cmd {
         AgentsCommand::List(AgentsDirArg { agents_dir }) => {
             let reg = load_registry(root, &agents_dir)?;
+            crate::run::print_problems(reg.problems());
             outln!(
                 "{:<14} {:<9} {:<9} {:<44} description",
                 "name",
@@ -53,6 +54,7 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
         }
         AgentsCommand::Show { name, dirs } => {
             let reg = load_registry(root, &dirs.agents_dir)?;
+            crate::run::print_problems(reg.problems());
             let spec = reg.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = reg.all().map(|s| s.name.as_str()).collect();
                 ConfigError(format!(
@@ -68,27 +70,37 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
             out!("{}", serde_yaml::to_string(spec).unwrap_or_default());
             Ok(Code::Done)
         }
-        AgentsCommand::Check(AgentsDirArg { agents_dir }) => {
-            let reg = load_registry(root, &agents_dir)?;
-            for p in reg.problems() {
-                outln!("{p}");
-            }
-            let errors = reg.problems().iter().filter(|p| !p.warning).count();
-            let warnings = reg.problems().len() - errors;
-            if errors == 0 {
-                // Warnings (a dropped Claude Code tool, say) are worth reading, not failing on.
-                let note = if warnings > 0 {
-                    format!(", {warnings} warning(s)")
-                } else {
-                    String::new()
-                };
-                outln!("{} agent types OK{note}", reg.all().count());
-                Ok(Code::Done)
-            } else {
-                outln!("{errors} error(s)");
-                Ok(Code::StoppedEarly)
-            }
+        AgentsCommand::Check { dirs, strict } => {
+            let reg = load_registry(root, &dirs.agents_dir)?;
+            let ok = format!("{} agent types OK", reg.all().count());
+            Ok(check_report(reg.problems(), strict, &ok))
         }
+    }
+}
+
+/// Prints the problems `cadre … check` found and returns its exit code: 1 on any error;
+/// warnings are worth reading, not failing on, unless `strict` makes each one an error.
+pub fn check_report(problems: &[Problem], strict: bool, ok: &str) -> Code {
+    for p in problems {
+        let p = Problem {
+            warning: p.warning && !strict,
+            ..p.clone()
+        };
+        outln!("{p}");
+    }
+    let errors = problems.iter().filter(|p| !p.warning || strict).count();
+    let warnings = problems.len() - errors;
+    if errors == 0 {
+        let note = if warnings > 0 {
+            format!(", {warnings} warning(s)")
+        } else {
+            String::new()
+        };
+        outln!("{ok}{note}");
+        Code::Done
+    } else {
+        outln!("{errors} error(s)");
+        Code::StoppedEarly
     }
 }
 

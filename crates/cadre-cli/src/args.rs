@@ -77,8 +77,16 @@ pub enum SkillsCommand {
         #[command(flatten)]
         dirs: SkillsDirArg,
     },
-    /// Check every skill and list every problem (file:line:column); exit 1 on any error.
-    Check(SkillsDirArg),
+    /// Check every skill and list every problem (file:line:column); exit 1 on any error
+    /// (with --strict, on any warning too).
+    Check {
+        /// Extra folders of skills.
+        #[command(flatten)]
+        dirs: SkillsDirArg,
+        /// Report every warning (a repaired line, an overlong description, …) as an error.
+        #[arg(long)]
+        strict: bool,
+    },
     /// Copy the skills shipped with cadre (code-review, writing-tests, commit-message) into
     /// ~/.config/cadre/skills so every project sees them. Existing files are kept unless
     /// --force.
@@ -110,8 +118,16 @@ pub enum AgentsCommand {
         #[command(flatten)]
         dirs: AgentsDirArg,
     },
-    /// Check every agent file and list every problem (file:line:column); exit 1 if any.
-    Check(AgentsDirArg),
+    /// Check every agent file and list every problem (file:line:column); exit 1 on any error
+    /// (with --strict, on any warning too).
+    Check {
+        /// Extra folder of agent files.
+        #[command(flatten)]
+        dirs: AgentsDirArg,
+        /// Report every warning (a repaired line, a dropped tool, …) as an error.
+        #[arg(long)]
+        strict: bool,
+    },
 }
 
 /// Where agent files are loaded from, besides the standard folders.

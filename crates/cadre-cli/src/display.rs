@@ -213,8 +213,10 @@ impl Display {
         }
         for e in subagents.iter().take(20) {
             let name = e.path.rsplit('/').next().unwrap_or(&e.path);
+            // The live block exists only on a terminal, so colour codes are safe here.
+            let name = paint(&format!("{name:<12}"), e.color.as_deref());
             text.push_str(&format!(
-                "\n  {name:<12} {:<32} turn {:<3} {:<30} {:>7} tok",
+                "\n  {name} {:<32} turn {:<3} {:<30} {:>7} tok",
                 truncate(&e.description, 32),
                 e.turn,
                 truncate(e.current_tool.as_deref().unwrap_or("thinking"), 30),
@@ -281,6 +283,23 @@ fn result_json(outcome: &AgentOutcome, summary: &RunSummary, model: &str) -> ser
         "by_type": summary.usage.by_type,
         "total": summary.usage.total,
     })
+}
+
+/// `text` in the ANSI colour named by an agent type's `color` (Claude Code's names);
+/// unchanged for no colour or a name it does not know.
+fn paint(text: &str, color: Option<&str>) -> String {
+    let code = match color.map(str::to_ascii_lowercase).as_deref() {
+        Some("red") => "31",
+        Some("green") => "32",
+        Some("yellow") => "33",
+        Some("blue") => "34",
+        Some("purple" | "magenta") => "35",
+        Some("cyan") => "36",
+        Some("orange") => "38;5;208",
+        Some("pink") => "38;5;213",
+        _ => return text.to_owned(),
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
 }
 
 /// Token counts in a short human form: 950, 12.4k, 3.1M.
@@ -371,5 +390,14 @@ mod tests {
         let cut = truncate(cjk, 5);
         assert_eq!(cut.chars().count(), 5);
         assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn agent_colours_are_claude_codes_names() {
+        assert_eq!(paint("explore", Some("blue")), "\x1b[34mexplore\x1b[0m");
+        assert_eq!(paint("a", Some("Purple")), paint("a", Some("magenta")));
+        assert_eq!(paint("a", Some("orange")), "\x1b[38;5;208ma\x1b[0m");
+        assert_eq!(paint("plain", None), "plain");
+        assert_eq!(paint("plain", Some("chartreuse")), "plain");
     }
 }

@@ -25,6 +25,18 @@ then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
 also set ANTHROPIC_BASE_URL. Without a key: `--provider openai --model NAME` talks to a local \
 server such as Ollama, and `--replay FILE` replays a recorded run offline.";
 
+/// Prints each problem met loading agent types or skills on stderr, once: a warning says
+/// what was repaired, an error that the file was skipped.
+pub fn print_problems(problems: &[cadre_core::Problem]) {
+    for p in problems {
+        if p.warning {
+            eprintln!("cadre: {p}");
+        } else {
+            eprintln!("cadre: skipped: {p}");
+        }
+    }
+}
+
 /// Runs the primary agent and prints what it does; returns the exit code.
 pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let root = workspace_root(directory)?;
@@ -41,13 +53,8 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
         for p in &mcp.config().problems {
             eprintln!("cadre: skipped: {p}");
         }
-        for p in registry.problems().iter().chain(skills.problems()) {
-            if p.warning {
-                eprintln!("cadre: {p}");
-            } else {
-                eprintln!("cadre: skipped: {p}");
-            }
-        }
+        print_problems(registry.problems());
+        print_problems(skills.problems());
     }
     let spec = registry.get(&args.agent).ok_or_else(|| {
         let known: Vec<&str> = registry

@@ -87,6 +87,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
         SkillsCommand::List(SkillsDirArg { skills_dir }) => {
             let set = load_skills(root, &skills_dir)?;
+            crate::run::print_problems(set.problems());
             if set.is_empty() && set.problems().is_empty() {
                 let home = crate::run::user_home(true);
                 let mut searched = SkillSet::standard_dirs(root, home.as_deref());
@@ -112,6 +113,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
         }
         SkillsCommand::Show { name, dirs } => {
             let set = load_skills(root, &dirs.skills_dir)?;
+            crate::run::print_problems(set.problems());
             let skill = set.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
                 ConfigError(format!(
@@ -155,25 +157,10 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             }
             Ok(Code::Done)
         }
-        SkillsCommand::Check(SkillsDirArg { skills_dir }) => {
-            let set = load_skills(root, &skills_dir)?;
-            for p in set.problems() {
-                outln!("{p}");
-            }
-            let errors = set.problems().iter().filter(|p| !p.warning).count();
-            let warnings = set.problems().len() - errors;
-            if errors == 0 {
-                let note = if warnings > 0 {
-                    format!(", {warnings} warning(s)")
-                } else {
-                    String::new()
-                };
-                outln!("{} skills OK{note}", set.len());
-                Ok(Code::Done)
-            } else {
-                outln!("{errors} error(s)");
-                Ok(Code::StoppedEarly)
-            }
+        SkillsCommand::Check { dirs, strict } => {
+            let set = load_skills(root, &dirs.skills_dir)?;
+            let ok = format!("{} skills OK", set.len());
+            Ok(crate::agents::check_report(set.problems(), strict, &ok))
         }
     }
 }

@@ -316,7 +316,7 @@ async fn agents_check_reports_every_bad_definition_with_its_position() {
     );
     write(
         "badname.yaml",
-        "name: Bad_Name\ndescription: d\nprompt: p\n",
+        "name: Bad Name\ndescription: d\nprompt: p\n",
     );
     write("nodesc.yaml", "name: nodesc\nprompt: p\n");
     write("noprompt.yaml", "name: noprompt\ndescription: d\n");
@@ -496,9 +496,9 @@ async fn skills_check_reports_each_bad_skill_with_its_position_and_good_ones_sti
     for want in [
         "skills/broken/SKILL.md:4:1: error: broken YAML",
         "skills/noname/SKILL.md:1:1: error: missing name",
-        "skills/long/SKILL.md:3:1: error: description too long: 1100 characters, at most 1024",
+        "skills/long/SKILL.md:3:1: warning: description too long: 1100 characters, more than the 1024",
         "skills/mismatch/SKILL.md:2:7: error: name \"other-name\" differs from its folder \"mismatch\"",
-        "4 error(s)",
+        "3 error(s)",
     ] {
         assert!(out.stdout.contains(want), "no {want:?} in:\n{}", out.stdout);
     }
@@ -512,7 +512,8 @@ async fn skills_check_reports_each_bad_skill_with_its_position_and_good_ones_sti
         .find(|l| l.starts_with("good "))
         .unwrap_or_else(|| panic!("{}", list.stdout));
     assert!(line.contains("skills/good") && line.contains("Use when testing the CLI."));
-    assert_eq!(list.stdout.lines().count(), 2, "{}", list.stdout);
+    // The overlong description loads too, shortened in the listing.
+    assert_eq!(list.stdout.lines().count(), 3, "{}", list.stdout);
     assert!(
         list.stderr.contains("cadre skills check"),
         "{}",
@@ -581,9 +582,8 @@ async fn agents_check_shows_a_claude_code_files_dropped_tools_as_warnings_and_ex
     let out = cadre_offline(dir.path(), &["agents", "check"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     for want in [
-        ".claude/agents/reviewer.md:4:14: warning: tool \"WebFetch\" dropped: cadre does not provide it",
-        ".claude/agents/reviewer.md:4:24: warning: tool \"mcp__github__get_pr\" dropped",
-        "5 agent types OK, 2 warning(s)",
+        ".claude/agents/reviewer.md:4:14: warning: tool \"WebFetch\" dropped from tools: cadre does not provide it",
+        "5 agent types OK, 1 warning(s)",
     ] {
         assert!(out.stdout.contains(want), "no {want:?} in:\n{}", out.stdout);
     }
@@ -598,19 +598,19 @@ async fn agents_check_shows_a_claude_code_files_dropped_tools_as_warnings_and_ex
         "{line}"
     );
 
-    // An unknown tool is an error, and check fails.
+    // MCP tools are kept for the agent to be given later; they are no problem.
+    assert!(line.contains("mcp__github__get_pr"), "{line}");
+
+    // An unknown tool is dropped with a warning; --strict makes it an error.
     write_file(
         &dir.path().join(".claude/agents/wizard.md"),
         "---\nname: wizard\ndescription: Casts.\ntools: Read, Teleport\n---\nCast.\n",
     );
     let out = cadre_offline(dir.path(), &["agents", "check"]).await;
-    assert_eq!(out.code, 1, "{}", out.stdout);
-    assert!(
-        out.stdout
-            .contains(".claude/agents/wizard.md:4:14: error: unknown tool \"Teleport\" in tools"),
-        "{}",
-        out.stdout
-    );
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let want =
+        ".claude/agents/wizard.md:4:14: warning: unknown tool \"Teleport\" dropped from tools";
+    assert!(out.stdout.contains(want), "{}", out.stdout);
 }
 
 #[tokio::test]
@@ -1258,6 +1258,97 @@ async fn skills_install_puts_the_shipped_skills_where_every_project_sees_them() 
     )
     .await;
     assert_ne!(std::fs::read_to_string(&skill).unwrap(), edited);
+}
+
+/// The corpus of files as users bring them, kept beside cadre-core's tests.
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cadre-core/tests/corpus")
+        .canonicalize()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn check_loads_the_corpus_with_warnings_and_strict_makes_them_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = corpus().join("agents").display().to_string();
+    let skills = corpus().join("skills").display().to_string();
+    let agent_lines = [
+        "agents/stats-analyst.md:3:14: {} not strict YAML (mapping values are not allowed in this context): read line by line; quote the value of `description`",
+        "agents/stats-analyst.md:5:20: {} unknown tool \"airis-mcp-gateway\" dropped from tools",
+        "agents/stats-analyst.md:5:39: {} unknown tool \"context-manager\" dropped from tools",
+        "agents/powershell-5.1-expert.md:2:7: {} name \"powershell-5.1-expert\" is used as written",
+        "agents/CodeReviewer.md:2:7: {} name \"CodeReviewer\" is used as written",
+        "agents/everything.md:15:1: {} `hooks` ignored: cadre does not run Claude Code hooks",
+        "agents/lenient.yaml:7:1: {} unknown key `colour` ignored",
+        "agents/all-dropped.md:4:1: {} no tool is left",
+    ];
+    let skill_lines = [
+        "skills/claude-api/SKILL.md:3:1: {} description too long: 1068 characters",
+        "skills/stats-helper/SKILL.md:3:14: {} not strict YAML",
+    ];
+    for (what, flag, lines) in [
+        ("agents", "--agents-dir", &agent_lines[..]),
+        ("skills", "--skills-dir", &skill_lines[..]),
+    ] {
+        let folder = if what == "agents" { &agents } else { &skills };
+        let out = cadre_offline(dir.path(), &[what, "check", flag, folder]).await;
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        for line in lines {
+            let want = line.replace("{}", "warning:");
+            assert!(
+                out.stdout.contains(&want),
+                "no {want:?} in:\n{}",
+                out.stdout
+            );
+        }
+        assert!(!out.stdout.contains("error:"), "{}", out.stdout);
+        let count = out
+            .stdout
+            .lines()
+            .filter(|l| l.contains(": warning: "))
+            .count();
+        assert!(
+            out.stdout.contains(&format!("OK, {count} warning(s)")),
+            "{}",
+            out.stdout
+        );
+
+        let strict = cadre_offline(dir.path(), &[what, "check", "--strict", flag, folder]).await;
+        assert_eq!(strict.code, 1, "{}{}", strict.stdout, strict.stderr);
+        for line in lines {
+            let want = line.replace("{}", "error:");
+            assert!(
+                strict.stdout.contains(&want),
+                "no {want:?} in:\n{}",
+                strict.stdout
+            );
+        }
+        assert!(!strict.stdout.contains("warning:"), "{}", strict.stdout);
+        assert!(
+            strict.stdout.contains(&format!("{count} error(s)")),
+            "{}",
+            strict.stdout
+        );
+    }
+
+    // Listing loads the same files forgivingly and prints each warning once on stderr.
+    let list = cadre_offline(dir.path(), &["agents", "list", "--agents-dir", &agents]).await;
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    for name in [
+        "stats-analyst",
+        "powershell-5.1-expert",
+        "CodeReviewer",
+        "everything",
+    ] {
+        assert!(
+            list.stdout.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{}",
+            list.stdout
+        );
+    }
+    let hooks = "everything.md:15:1: warning: `hooks` ignored";
+    assert_eq!(list.stderr.matches(hooks).count(), 1, "{}", list.stderr);
 }
 
 /// MCP through the real binary: `.mcp.json` in the project, a real rmcp server over stdio.

@@ -29,7 +29,7 @@ pub mod run;
 
 pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
-pub use definitions::spec::{AgentSpec, Mode, Problem};
+pub use definitions::spec::{AgentSpec, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler};
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};

@@ -1,35 +1,55 @@
 //! Claude Code agent files: Markdown with YAML front matter (`name`, `description`, `tools`,
 //! `model`, …) whose body is the system prompt, read into an [`AgentSpec`].
 //!
-//! They load as subagent types, as they are in Claude Code. Claude Code tool names map to
-//! cadre's (`Read` → `read_file`, …); tools cadre lacks are dropped with a warning so the
-//! rest of the file still works; a name that is no tool at all is an error.
+//! They load as subagent types, as they are in Claude Code. Every Claude Code field is
+//! understood: mapped to a spec field, or reported once as ignored. Claude Code tool names
+//! map to cadre's (`Read` → `read_file`, …); tools cadre lacks and names that are no tool
+//! are dropped with a warning so the rest of the file still works.
 
 use crate::definitions::frontmatter::{self, split, FrontMatterError};
-use crate::definitions::registry::resolve_tool_name;
-use crate::definitions::skills::Fields;
-use crate::definitions::spec::{valid_model, valid_name, AgentSpec, Mode, Problem};
+use crate::definitions::skills::{scalar_text, Fields};
+use crate::definitions::spec::{
+    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, LISTED_DESCRIPTION_CHARS,
+};
+pub use crate::definitions::tools::DROPPED_TOOLS;
 use serde_yaml::{Mapping, Value};
 use std::path::Path;
-
-/// Claude Code tools cadre does not provide; an agent file naming one still loads, without it.
-pub const DROPPED_TOOLS: [&str; 9] = [
-    "WebFetch",
-    "WebSearch",
-    "NotebookEdit",
-    "NotebookRead",
-    "TodoWrite",
-    "BashOutput",
-    "KillShell",
-    "SlashCommand",
-    "ExitPlanMode",
-];
 
 /// `max_turns` when the file gives no `maxTurns`, as for cadre's own agent files.
 const DEFAULT_MAX_TURNS: u32 = 30;
 
+/// The front matter keys Claude Code defines and cadre maps to a spec field.
+pub const MAPPED_KEYS: [&str; 12] = [
+    "name",
+    "description",
+    "tools",
+    "disallowedTools",
+    "model",
+    "permissionMode",
+    "maxTurns",
+    "skills",
+    "mcpServers",
+    "background",
+    "isolation",
+    "color",
+];
+
+/// Claude Code keys cadre reads but does not act on, and why.
+const IGNORED_KEYS: [(&str, &str); 4] = [
+    ("hooks", "cadre does not run Claude Code hooks"),
+    ("memory", "cadre does not keep Claude Code agent memory"),
+    (
+        "effort",
+        "cadre does not set a reasoning effort per agent type",
+    ),
+    (
+        "initialPrompt",
+        "a subagent starts with the prompt of its Task call",
+    ),
+];
+
 /// Parses one Claude Code agent file. Returns the agent type unless there was an error, and
-/// every problem found (dropped tools are warnings). A file without front matter is only a
+/// every problem found (repairs are warnings). A file without front matter is only a
 /// warning, so a README beside the agent files does no harm.
 pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
     let (yaml, body) = match split(text) {
@@ -46,9 +66,9 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         }
         Err(e) => return (None, vec![Problem::at(file, (1, 1), e.to_string())]),
     };
-    let map = match serde_yaml::from_str::<Value>(&yaml) {
-        Ok(Value::Mapping(map)) => map,
-        Ok(Value::Null) => Mapping::new(),
+    let (map, mut problems) = match crate::definitions::yaml::read(file, &yaml, 2) {
+        Ok((Value::Mapping(map), problems)) => (map, problems),
+        Ok((Value::Null, problems)) => (Mapping::new(), problems),
         Ok(_) => {
             return (
                 None,
@@ -64,7 +84,21 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
             return (None, vec![Problem::at(file, pos, msg)]);
         }
     };
-    let mut problems = Vec::new();
+    let at = |key: &str, needle: Option<&str>| frontmatter::locate(&yaml, key, needle);
+    for key in map.keys() {
+        let key = scalar_text(key).unwrap_or_default();
+        if MAPPED_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        let message = match IGNORED_KEYS.iter().find(|(k, _)| *k == key) {
+            Some((_, why)) => format!("`{key}` ignored: {why}"),
+            None => format!(
+                "unknown key `{key}` ignored; the keys of a Claude Code agent file are: {}",
+                MAPPED_KEYS.join(", ")
+            ),
+        };
+        problems.push(Problem::warning_at(file, at(&key, None), message));
+    }
     let mut fields = Fields {
         file,
         yaml: &yaml,
@@ -79,56 +113,59 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
     let max_turns = fields.number("maxTurns");
     // Without `tools`, a Claude Code agent gets every tool; an empty value gives none.
     let tools = if fields.has("tools") {
-        let words = fields.words("tools");
-        map_tools(file, &yaml, "tools", &words, true, &mut problems)
+        fields.words("tools")
     } else {
         vec!["*".to_owned()]
     };
-    let mut fields = Fields {
-        file,
-        yaml: &yaml,
-        map: &map,
-        problems: &mut problems,
+    let disallowed_tools = fields.words("disallowedTools");
+    // Claude Code's `skills` preloads those skills; every skill stays listed, as in cadre.
+    let preload_skills = fields.words("skills");
+    let permission_mode = fields.string("permissionMode");
+    let isolation = fields.string("isolation");
+    let color = fields.string("color");
+    let background = fields.boolean("background").unwrap_or(false);
+    let mcp_servers = map
+        .get("mcpServers")
+        .map(|v| mcp_servers(file, &yaml, v, &mut problems))
+        .unwrap_or_default();
+    let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
+        let pos = at(key, needle);
+        problems.push(if warning {
+            Problem::warning_at(file, pos, message)
+        } else {
+            Problem::at(file, pos, message)
+        });
     };
-    let denied = fields.words("disallowedTools");
-    let skills = if fields.has("skills") {
-        fields.words("skills")
-    } else {
-        vec!["*".to_owned()]
-    };
-    let disallowed_tools = map_tools(
-        file,
-        &yaml,
-        "disallowedTools",
-        &denied,
-        false,
-        &mut problems,
-    );
-    let mut error = |key: &str, needle: Option<&str>, message: String| {
-        problems.push(Problem::at(
-            file,
-            frontmatter::locate(&yaml, key, needle),
-            message,
-        ));
-    };
-    if !valid_name(&name) {
-        error(
+    match check_name(&name) {
+        Err(msg) => report(
+            false,
             "name",
             Some(&name).filter(|n| !n.is_empty()).map(String::as_str),
-            format!(
-                "bad name {name:?}: expected 1–64 characters of a-z, 0-9 and single hyphens inside"
-            ),
-        );
+            msg,
+        ),
+        Ok(Some(msg)) => report(true, "name", Some(&name), msg),
+        Ok(None) => {}
     }
     if description.trim().is_empty() {
-        error(
+        report(
+            false,
             "description",
             None,
             "missing description: say what this agent is for, so a parent can choose it".into(),
         );
     }
+    let chars = description.trim().chars().count();
+    if chars > LISTED_DESCRIPTION_CHARS {
+        report(
+            true,
+            "description",
+            None,
+            format!("description is {chars} characters; it is shortened to {LISTED_DESCRIPTION_CHARS} where it is listed to a parent"),
+        );
+    }
     if !valid_model(&model) {
-        error(
+        report(
+            false,
             "model",
             Some(&model),
             format!(
@@ -140,7 +177,12 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         None => DEFAULT_MAX_TURNS,
         Some(Ok(n)) if n >= 1 => n,
         Some(_) => {
-            error("maxTurns", None, "maxTurns must be at least 1".into());
+            report(
+                false,
+                "maxTurns",
+                None,
+                "maxTurns must be at least 1".into(),
+            );
             DEFAULT_MAX_TURNS
         }
     };
@@ -157,70 +199,74 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
     if problems.iter().any(|p| !p.warning) {
         return (None, problems);
     }
-    let spec = AgentSpec {
+    let mut spec = AgentSpec {
         name,
         description: description.trim().to_owned(),
         mode: Mode::Subagent,
         model,
         tools,
         disallowed_tools,
-        read_only: false,
-        network: true,
         max_turns,
-        skills,
+        preload_skills,
+        permission_mode,
+        mcp_servers,
+        isolation,
+        background,
+        color,
         prompt,
-        mcp_servers: Vec::new(),
         source: Some(file.to_path_buf()),
+        ..AgentSpec::default()
     };
+    spec.repair(file, &mut problems, &at);
     (Some(spec), problems)
 }
 
-/// Maps Claude Code tool names to cadre's. Tools cadre lacks are dropped (with a warning
-/// when `warn` is set: losing an allowed tool matters, not having a denied one does not).
-fn map_tools(
+/// `mcpServers`: a list whose items are a server's name or a map of inline servers (name →
+/// `.mcp.json` definition), or one such map, or names in one string. Anything else is
+/// dropped with a warning.
+fn mcp_servers(
     file: &Path,
     yaml: &str,
-    key: &str,
-    names: &[String],
-    warn: bool,
+    value: &Value,
     problems: &mut Vec<Problem>,
-) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for name in names {
-        let pos = || frontmatter::locate(yaml, key, Some(name));
-        let mapped = if name == "*" {
-            Some("*")
-        } else {
-            resolve_tool_name(name)
-        };
-        if let Some(mapped) = mapped {
-            if !out.iter().any(|t| t == mapped) {
-                out.push(mapped.to_owned());
+) -> Vec<McpServerRef> {
+    let mut out = Vec::new();
+    let drop = |problems: &mut Vec<Problem>, why: String| {
+        let pos = frontmatter::locate(yaml, "mcpServers", None);
+        problems.push(Problem::warning_at(file, pos, why));
+    };
+    let items: Vec<Value> = match value {
+        Value::Null => Vec::new(),
+        Value::Sequence(items) => items.clone(),
+        Value::String(s) => s
+            .split([',', ' '])
+            .filter(|n| !n.is_empty())
+            .map(|n| Value::String(n.to_owned()))
+            .collect(),
+        other => vec![other.clone()],
+    };
+    for item in items {
+        match item {
+            Value::String(name) => out.push(McpServerRef::Name(name)),
+            Value::Mapping(map) => {
+                let mut servers = std::collections::BTreeMap::new();
+                for (k, v) in map {
+                    let key = scalar_text(&k).unwrap_or_default();
+                    match serde_json::to_value(&v) {
+                        Ok(json) => {
+                            servers.insert(key, json);
+                        }
+                        Err(e) => drop(problems, format!("MCP server {key:?} ignored: {e}")),
+                    }
+                }
+                if !servers.is_empty() {
+                    out.push(McpServerRef::Inline(servers));
+                }
             }
-        } else if name.contains('(') {
-            // A permission rule such as `Bash(git diff:*)`: allowing the whole tool instead
-            // would give the agent more than its author meant, so it gets none of it.
-            if warn {
-                problems.push(Problem::warning_at(
-                    file,
-                    pos(),
-                    format!("tool {name:?} dropped: cadre cannot limit a tool to a pattern, so the agent does not get it"),
-                ));
-            }
-        } else if DROPPED_TOOLS.contains(&name.as_str()) || name.starts_with("mcp__") {
-            if warn {
-                problems.push(Problem::warning_at(
-                    file,
-                    pos(),
-                    format!("tool {name:?} dropped: cadre does not provide it"),
-                ));
-            }
-        } else {
-            problems.push(Problem::at(
-                file,
-                pos(),
-                format!("unknown tool {name:?} in {key}"),
-            ));
+            other => drop(
+                problems,
+                format!("mcpServers entry {other:?} ignored: expected a server's name or a map of name to definition"),
+            ),
         }
     }
     out
@@ -262,26 +308,29 @@ mod tests {
         );
         assert_eq!(spec.tools, ["read_file", "Task", "Skill"]);
         assert_eq!(spec.disallowed_tools, ["bash"]);
-        assert_eq!(spec.skills, ["code-review"]);
+        // Claude Code preloads the skills it names; every skill stays listed.
+        assert_eq!(spec.preload_skills, ["code-review"]);
+        assert_eq!(spec.skills, ["*"]);
     }
 
     #[test]
-    fn missing_tools_are_dropped_with_warnings_and_unknown_ones_are_errors() {
+    fn missing_and_unknown_tools_are_dropped_with_warnings_and_mcp_tools_kept() {
         let (spec, problems) = parse_ok(
             "---\nname: a\ndescription: d\ntools: Read, WebFetch, mcp__github__search, Bash(git diff:*)\n---\np\n",
         );
-        assert_eq!(spec.tools, ["read_file"]);
-        assert_eq!(problems.len(), 3);
+        assert_eq!(spec.tools, ["read_file", "mcp__github__search"]);
+        assert_eq!(problems.len(), 2);
         assert!(problems.iter().all(|p| p.warning && p.line == 4));
         assert_eq!(problems[0].column, 14);
-        let (spec, problems) = parse(
-            Path::new("a.md"),
-            "---\nname: a\ndescription: d\ntools: Read, Teleport\n---\np\n",
-        );
-        assert!(spec.is_none());
-        assert_eq!(
-            problems[0].to_string(),
-            "a.md:4:14: error: unknown tool \"Teleport\" in tools"
+        let (spec, problems) =
+            parse_ok("---\nname: a\ndescription: d\ntools: Read, Teleport\n---\np\n");
+        assert_eq!(spec.tools, ["read_file"]);
+        assert!(
+            problems[0]
+                .to_string()
+                .starts_with("a.md:4:14: warning: unknown tool \"Teleport\" dropped from tools"),
+            "{}",
+            problems[0]
         );
     }
 
@@ -291,7 +340,7 @@ mod tests {
             ("# readme\n", "no front matter", (1, 1), true),
             ("---\nname: a\n", "not closed", (1, 1), false),
             (
-                "---\nname: Bad\ndescription: d\n---\np\n",
+                "---\nname: bad name\ndescription: d\n---\np\n",
                 "bad name",
                 (2, 7),
                 false,

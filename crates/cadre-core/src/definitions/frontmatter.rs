@@ -74,7 +74,7 @@ pub fn yaml_error(e: &serde_yaml::Error) -> ((usize, usize), String) {
 
 /// `message` without serde_yaml's ` at line N column M` parts (the position is reported
 /// separately, and relative to the front matter they would be off by one).
-fn without_positions(message: &str) -> String {
+pub(crate) fn without_positions(message: &str) -> String {
     let mut out = String::new();
     let mut rest = message;
     while let Some(i) = rest.find(" at line ") {

@@ -3,14 +3,9 @@
 //! (`*.md`, see [`crate::definitions::claude_agents`]).
 
 use crate::definitions::spec::{AgentSpec, Problem};
-use cadre_tools::canonical_tool_name;
+pub use crate::definitions::tools::{resolve_tool_name, SKILL_TOOL, TASK_TOOL};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The name of the delegation tool.
-pub const TASK_TOOL: &str = "Task";
-/// The name of the skill-loading tool.
-pub const SKILL_TOOL: &str = "Skill";
 
 /// The agent types shipped with cadre, compiled in so `cadre` works in any folder.
 const SHIPPED: [(&str, &str); 4] = [
@@ -31,16 +26,6 @@ const SHIPPED: [(&str, &str); 4] = [
         include_str!("../../../../agents/code.yaml"),
     ),
 ];
-
-/// Maps a tool name as written in an agent file (cadre's or a Claude Code alias) to the
-/// name cadre uses, or `None` if there is no such tool.
-pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
-    match name {
-        TASK_TOOL | "task" | "Agent" => Some(TASK_TOOL),
-        SKILL_TOOL | "skill" => Some(SKILL_TOOL),
-        other => canonical_tool_name(other),
-    }
-}
 
 /// Every agent type known to a run, and the problems met loading them.
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@
 //! (progressive disclosure), so many skills cost little at start-up and in the prompt.
 
 use crate::definitions::frontmatter::{self, read_front_matter, FrontMatterError};
-use crate::definitions::spec::{valid_name, Problem};
+use crate::definitions::spec::{check_name, Problem};
 use serde::Serialize;
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
@@ -89,9 +89,8 @@ impl Skill {
     /// Parses the front matter `yaml` of `file`, whose folder is named `folder`. Returns the
     /// skill unless there was an error, and every problem found (warnings included).
     pub fn parse(file: &Path, folder: &str, yaml: &str) -> (Option<Skill>, Vec<Problem>) {
-        let mut problems = Vec::new();
-        let map = match front_matter_map(file, yaml) {
-            Ok(map) => map,
+        let (map, mut problems) = match front_matter_map(file, yaml) {
+            Ok(read) => read,
             Err(p) => return (None, vec![p]),
         };
         let mut fields = Fields {
@@ -120,49 +119,51 @@ impl Skill {
                 ));
             }
         }
-        let mut error = |key: &str, needle: Option<&str>, message: String| {
-            problems.push(Problem::at(
-                file,
-                frontmatter::locate(yaml, key, needle),
-                message,
-            ));
+        let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
+            let pos = frontmatter::locate(yaml, key, needle);
+            problems.push(if warning {
+                Problem::warning_at(file, pos, message)
+            } else {
+                Problem::at(file, pos, message)
+            });
         };
-        match &name {
-            None => error(
+        match name.as_deref().map(|n| (n, check_name(n))) {
+            None => report(
+                false,
                 "name",
                 None,
                 "missing name: a skill needs `name:`, equal to its folder's name".into(),
             ),
-            Some(n) if !valid_name(n) => error(
-                "name",
-                Some(n),
-                format!(
-                    "bad name {n:?}: expected 1–64 characters of a-z, 0-9 and single hyphens inside"
-                ),
-            ),
-            Some(n) if n != folder => error(
+            Some((n, Err(msg))) => report(false, "name", Some(n), msg),
+            Some((n, _)) if n != folder => report(
+                false,
                 "name",
                 Some(n),
                 format!("name {n:?} differs from its folder {folder:?}: they must be equal"),
             ),
-            Some(_) => {}
+            Some((n, Ok(Some(msg)))) => report(true, "name", Some(n), msg),
+            Some((_, Ok(None))) => {}
         }
         match &description {
-            None => error(
+            None => report(
+                false,
                 "description",
                 None,
                 "missing description: say what the skill does and when to use it".into(),
             ),
-            Some(d) if d.is_empty() => error(
+            Some(d) if d.is_empty() => report(
+                false,
                 "description",
                 None,
                 "empty description: say what the skill does and when to use it".into(),
             ),
-            Some(d) if d.chars().count() > MAX_DESCRIPTION_CHARS => error(
+            // Claude Code loads these and shortens them only where it lists them; so does cadre.
+            Some(d) if d.chars().count() > MAX_DESCRIPTION_CHARS => report(
+                true,
                 "description",
                 None,
                 format!(
-                    "description too long: {} characters, at most {MAX_DESCRIPTION_CHARS}",
+                    "description too long: {} characters, more than the {MAX_DESCRIPTION_CHARS} the format allows; it is shortened where skills are listed",
                     d.chars().count()
                 ),
             ),
@@ -170,11 +171,12 @@ impl Skill {
         }
         if let Some(c) = &compatibility {
             if c.chars().count() > MAX_COMPATIBILITY_CHARS {
-                error(
+                report(
+                    true,
                     "compatibility",
                     None,
                     format!(
-                        "compatibility too long: {} characters, at most {MAX_COMPATIBILITY_CHARS}",
+                        "compatibility too long: {} characters, more than the {MAX_COMPATIBILITY_CHARS} the format allows",
                         c.chars().count()
                     ),
                 );
@@ -255,10 +257,10 @@ fn list_files(root: &Path, rel: &Path, depth: usize, out: &mut Vec<SkillFile>) {
     }
 }
 
-fn front_matter_map(file: &Path, yaml: &str) -> Result<Mapping, Problem> {
-    match serde_yaml::from_str::<Value>(yaml) {
-        Ok(Value::Mapping(map)) => Ok(map),
-        Ok(Value::Null) => Ok(Mapping::new()),
+fn front_matter_map(file: &Path, yaml: &str) -> Result<(Mapping, Vec<Problem>), Problem> {
+    match crate::definitions::yaml::read(file, yaml, 2) {
+        Ok((Value::Mapping(map), problems)) => Ok((map, problems)),
+        Ok((Value::Null, problems)) => Ok((Mapping::new(), problems)),
         Ok(_) => Err(Problem::at(
             file,
             (2, 1),
@@ -352,6 +354,19 @@ impl Fields<'_> {
             Some(n) => Some(n),
             None => {
                 self.error(key, format!("{key} must be a whole number"));
+                None
+            }
+        }
+    }
+
+    /// A yes/no field (`true`, `false`, or those words as text).
+    pub fn boolean(&mut self, key: &str) -> Option<bool> {
+        match self.get(key)? {
+            Value::Bool(b) => Some(*b),
+            Value::String(s) if matches!(s.trim(), "true" | "yes") => Some(true),
+            Value::String(s) if matches!(s.trim(), "false" | "no") => Some(false),
+            _ => {
+                self.error(key, format!("{key} must be true or false"));
                 None
             }
         }
@@ -608,19 +623,23 @@ mod tests {
     #[test]
     fn each_bad_field_is_an_error_at_its_line() {
         let long = "x".repeat(MAX_DESCRIPTION_CHARS + 1);
+        // Too long is a warning: Claude Code loads it and shortens it where it is listed.
+        let (skill, problems) = Skill::parse(
+            Path::new("a/SKILL.md"),
+            "a",
+            &format!("name: a\ndescription: {long}\n"),
+        );
+        assert_eq!(skill.map(|s| s.description), Some(long));
+        assert!(problems[0].warning && problems[0].message.contains("too long"));
+        assert_eq!((problems[0].line, problems[0].column), (3, 1));
         let cases = [
             ("description: d\n", "missing name", (1, 1)),
             ("name: a\n", "missing description", (1, 1)),
-            ("name: Bad\ndescription: d\n", "bad name", (2, 7)),
+            ("name: a b\ndescription: d\n", "bad name", (2, 7)),
             (
                 "name: b\ndescription: d\n",
                 "differs from its folder",
                 (2, 7),
-            ),
-            (
-                &format!("name: a\ndescription: {long}\n")[..],
-                "too long",
-                (3, 1),
             ),
             ("name: a\ndescription: [1\n", "broken YAML", (4, 1)),
             ("name: [a]\ndescription: d\n", "name must be text", (2, 1)),

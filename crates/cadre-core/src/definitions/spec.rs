@@ -1,5 +1,6 @@
 //! Agent types: one YAML file each, validated with file:line:column problems.
 
+use crate::definitions::tools::{is_mcp_name, map_tools};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -29,51 +30,6 @@ impl Mode {
     }
 }
 
-/// One agent type, as written in its YAML file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentSpec {
-    /// Unique name of `[a-z0-9-]`.
-    pub name: String,
-    /// What it is for; the parent reads this to choose it.
-    #[serde(default)]
-    pub description: String,
-    /// Where it may run.
-    #[serde(default)]
-    pub mode: Mode,
-    /// `inherit`, an alias (`opus`, `sonnet`, `haiku`) or a full model id.
-    #[serde(default = "inherit")]
-    pub model: String,
-    /// Tools it may use; `"*"` is every tool.
-    #[serde(default = "all_tools")]
-    pub tools: Vec<String>,
-    /// Tools taken away after `tools` is applied.
-    #[serde(default)]
-    pub disallowed_tools: Vec<String>,
-    /// Whether it must not change anything (its `bash` runs sandboxed).
-    #[serde(default)]
-    pub read_only: bool,
-    /// Whether its `bash` commands may open TCP connections (denied by the sandbox when
-    /// false, on kernels whose Landlock supports it).
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    pub network: bool,
-    /// Most model requests it may make.
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-    /// Skills it may load; `"*"` is all.
-    #[serde(default = "all_tools")]
-    pub skills: Vec<String>,
-    /// Its system prompt.
-    #[serde(default)]
-    pub prompt: String,
-    /// MCP servers it uses, besides filtering them with `tools`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp_servers: Vec<McpServerRef>,
-    /// Where it was loaded from (not part of the file).
-    #[serde(skip)]
-    pub source: Option<PathBuf>,
-}
-
 /// An MCP server an agent type uses: one configured for the run, by name, or its own inline definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -84,12 +40,111 @@ pub enum McpServerRef {
     Inline(std::collections::BTreeMap<String, serde_json::Value>),
 }
 
+/// One agent type, as written in its YAML file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Its name, unique; usually `[a-z0-9-]` (others load with a warning).
+    pub name: String,
+    /// What it is for; the parent reads this to choose it.
+    #[serde(default)]
+    pub description: String,
+    /// Where it may run.
+    #[serde(default)]
+    pub mode: Mode,
+    /// `inherit`, an alias (`opus`, `sonnet`, `haiku`) or a full model id.
+    #[serde(default = "inherit")]
+    pub model: String,
+    /// Tools it may use; `"*"` is every tool; `mcp__…` names are MCP tools.
+    #[serde(default = "all_tools")]
+    pub tools: Vec<String>,
+    /// Tools taken away after `tools` is applied.
+    #[serde(default)]
+    pub disallowed_tools: Vec<String>,
+    /// The subagent types its `Task` tool may start (Claude Code's `Task(a, b)`); empty is any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagent_types: Vec<String>,
+    /// Whether it must not change anything (its `bash` runs sandboxed).
+    #[serde(default)]
+    pub read_only: bool,
+    /// Whether its `bash` commands may open TCP connections (denied by the sandbox when
+    /// false, on kernels whose Landlock supports it).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub network: bool,
+    /// Most model requests it may make.
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// Skills listed to it, loaded on demand with the `Skill` tool; `"*"` is all.
+    #[serde(default = "all_tools")]
+    pub skills: Vec<String>,
+    /// Skills whose bodies go into its system prompt from the start (Claude Code's `skills`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preload_skills: Vec<String>,
+    /// Claude Code's `permissionMode` (`default`, `acceptEdits`, `plan`, …); `plan` makes it read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// MCP servers it uses (Claude Code's `mcpServers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerRef>,
+    /// Claude Code's `isolation` (`worktree`): kept, not acted on yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
+    /// Claude Code's `background`: kept, not acted on yet.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub background: bool,
+    /// The colour of its line in the live display (`red`, `blue`, `green`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub color: Option<String>,
+    /// Its system prompt.
+    #[serde(default)]
+    pub prompt: String,
+    /// Where it was loaded from (not part of the file).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+    /// Entries of `tools` dropped while loading (not part of the file); when nothing else
+    /// is left, spawning it fails and names them.
+    #[serde(skip)]
+    pub dropped_tools: Vec<String>,
+}
+
+impl Default for AgentSpec {
+    /// A spec with the same defaults as a file that gives only its name.
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            description: String::new(),
+            mode: Mode::default(),
+            model: inherit(),
+            tools: all_tools(),
+            disallowed_tools: Vec::new(),
+            subagent_types: Vec::new(),
+            read_only: false,
+            network: true,
+            max_turns: default_max_turns(),
+            skills: all_tools(),
+            preload_skills: Vec::new(),
+            permission_mode: None,
+            mcp_servers: Vec::new(),
+            isolation: None,
+            background: false,
+            color: None,
+            prompt: String::new(),
+            source: None,
+            dropped_tools: Vec::new(),
+        }
+    }
+}
+
 fn yes() -> bool {
     true
 }
 
 fn is_true(b: &bool) -> bool {
     *b
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn inherit() -> String {
@@ -171,6 +226,30 @@ pub fn valid_name(name: &str) -> bool {
         && !name.contains("--")
 }
 
+/// What is wrong with `name` as an agent or skill name, if anything: `Err` when it cannot
+/// be used (empty, or holding whitespace, `/` or control characters), `Ok(Some(warning))`
+/// when it is used as written but is not `[a-z0-9-]` (a dot, a capital, an underscore).
+pub fn check_name(name: &str) -> Result<Option<String>, String> {
+    if name.is_empty()
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '/')
+    {
+        return Err(format!(
+            "bad name {name:?}: a name must not be empty nor hold spaces, `/` or control characters"
+        ));
+    }
+    Ok((!valid_name(name)).then(|| {
+        format!(
+            "name {name:?} is used as written, but names are usually 1–64 characters of a-z, 0-9 and single inner hyphens"
+        )
+    }))
+}
+
+/// How many characters of a description are shown where agent types and skills are listed
+/// in a prompt; longer ones load and are shortened there.
+pub const LISTED_DESCRIPTION_CHARS: usize = 1024;
+
 /// Whether `model` is `inherit`, a known alias, or looks like a full model id (has a digit
 /// or one of `-./:`); a bare word that is none of these is a mistyped alias.
 pub fn valid_model(model: &str) -> bool {
@@ -208,24 +287,36 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 12] = [
+pub const KNOWN_KEYS: [&str; 18] = [
     "name",
     "description",
     "mode",
     "model",
     "tools",
     "disallowed_tools",
+    "subagent_types",
     "read_only",
     "network",
     "max_turns",
     "skills",
-    "prompt",
+    "preload_skills",
+    "permission_mode",
     "mcp_servers",
+    "isolation",
+    "background",
+    "color",
+    "prompt",
 ];
 
+/// Places a problem in a file: at a key (spelled as in the file) and an optional needle
+/// after it, as a 1-based (line, column).
+pub(crate) type Locator<'a> = dyn Fn(&str, Option<&str>) -> (usize, usize) + 'a;
+
 impl AgentSpec {
-    /// Parses one YAML agent file. Every unknown key, and a syntax or shape error, is a
-    /// problem with its position; the spec comes back when the known keys parse.
+    /// Parses one YAML agent file. Text that is not strict YAML is read line by line, and
+    /// unknown keys and tools are dropped, each with a warning; a shape error (a number
+    /// where a list belongs, say) is an error. Every problem has its position; the spec
+    /// comes back unless there was an error.
     pub fn parse_yaml(file: &Path, text: &str) -> (Option<Self>, Vec<Problem>) {
         let yaml_problem = |e: serde_yaml::Error, fallback: (usize, usize)| {
             let pos = e.location().map_or(fallback, |l| (l.line(), l.column()));
@@ -237,33 +328,36 @@ impl AgentSpec {
             };
             Problem::at(file, pos, msg)
         };
-        // Unknown keys are reported one by one, then dropped, so one stray key does not
-        // hide every other problem of the file.
-        let mut problems = Vec::new();
-        let value: serde_yaml::Value = match serde_yaml::from_str(text) {
-            Ok(v) => v,
+        let (value, mut problems) = match crate::definitions::yaml::read(file, text, 1) {
+            Ok(read) => read,
             Err(e) => return (None, vec![yaml_problem(e, (0, 0))]),
         };
+        let repaired = !problems.is_empty();
         let serde_yaml::Value::Mapping(mut map) = value else {
             let msg = "expected a mapping of keys (name: …, description: …, prompt: …)";
             return (None, vec![Problem::at(file, (1, 1), msg)]);
         };
+        // Unknown keys are reported one by one, then dropped, so one stray key does not
+        // hide every other problem of the file, nor stop it loading.
+        let mut unknown = false;
         map.retain(|key, _| {
             let name = key.as_str().unwrap_or_default();
             let known = KNOWN_KEYS.contains(&name);
             if !known {
-                problems.push(Problem::at(
+                unknown = true;
+                problems.push(Problem::warning_at(
                     file,
                     locate(text, name, None),
                     format!(
-                        "unknown key `{name}`; expected one of {}",
+                        "unknown key `{name}` ignored; the keys are: {}",
                         KNOWN_KEYS.join(", ")
                     ),
                 ));
             }
             known
         });
-        let parsed = if problems.is_empty() {
+        let parsed = if !repaired && !unknown {
+            // From the text, so a type error has its exact position.
             serde_yaml::from_str::<AgentSpec>(text).map_err(|e| yaml_problem(e, (0, 0)))
         } else {
             serde_path_to_error::deserialize::<_, AgentSpec>(serde_yaml::Value::Mapping(map))
@@ -281,6 +375,9 @@ impl AgentSpec {
         match parsed {
             Ok(mut spec) => {
                 spec.source = Some(file.to_path_buf());
+                spec.repair(file, &mut problems, &|key, needle| {
+                    locate(text, key, needle)
+                });
                 (Some(spec), problems)
             }
             Err(p) => {
@@ -290,8 +387,70 @@ impl AgentSpec {
         }
     }
 
+    /// What both file kinds repair once their fields are read: tool names mapped (unknown
+    /// ones dropped with a warning, `Task(a, b)` turned into `Task` and `subagent_types`),
+    /// `permission_mode: plan` made read-only, and `isolation` noted as not acted on.
+    /// `pos` places a problem at a key (spelled as in the file) and an optional needle.
+    pub(crate) fn repair(&mut self, file: &Path, problems: &mut Vec<Problem>, pos: &Locator) {
+        let claude = file.extension().is_some_and(|x| x == "md");
+        let key = |cadre: &'static str, claude_key: &'static str| {
+            if claude {
+                claude_key
+            } else {
+                cadre
+            }
+        };
+        let tools_key = "tools";
+        let tools = map_tools(
+            file,
+            tools_key,
+            &self.tools,
+            true,
+            &|name| pos(tools_key, Some(name)),
+            problems,
+        );
+        let denied_key = key("disallowed_tools", "disallowedTools");
+        let denied = map_tools(
+            file,
+            denied_key,
+            &self.disallowed_tools,
+            false,
+            &|name| pos(denied_key, Some(name)),
+            problems,
+        );
+        if tools.names.is_empty() && !tools.dropped.is_empty() {
+            problems.push(Problem::warning_at(
+                file,
+                pos(tools_key, None),
+                format!(
+                    "no tool is left: every entry of {tools_key} was dropped ({}); this agent type loads, but starting it fails",
+                    tools.dropped.join(", ")
+                ),
+            ));
+        }
+        self.tools = tools.names;
+        self.dropped_tools = tools.dropped;
+        self.disallowed_tools = denied.names;
+        for t in tools.subagent_types {
+            if !self.subagent_types.contains(&t) {
+                self.subagent_types.push(t);
+            }
+        }
+        if self.permission_mode.as_deref() == Some("plan") {
+            self.read_only = true;
+        }
+        if let Some(isolation) = &self.isolation {
+            problems.push(Problem::warning_at(
+                file,
+                pos("isolation", Some(isolation)),
+                format!("`isolation: {isolation}` is not acted on yet: the agent works in the shared workspace"),
+            ));
+        }
+    }
+
     /// Checks the fields a parser cannot: name, description, prompt, model and tools.
-    /// `known_tool` says whether a tool name exists.
+    /// `known_tool` says whether a tool name exists. A tool it does not know (and that is
+    /// no MCP tool) and an unusual name or long description are warnings.
     pub fn validate(
         &self,
         file: &Path,
@@ -299,52 +458,82 @@ impl AgentSpec {
         known_tool: &dyn Fn(&str) -> bool,
     ) -> Vec<Problem> {
         let mut problems = Vec::new();
-        let mut err = |key: &str, needle: Option<&str>, msg: String| {
-            problems.push(Problem::at(file, locate(text, key, needle), msg));
+        let mut report = |warning: bool, key: &str, needle: Option<&str>, msg: String| {
+            let at = locate(text, key, needle);
+            problems.push(if warning {
+                Problem::warning_at(file, at, msg)
+            } else {
+                Problem::at(file, at, msg)
+            });
         };
-        if !valid_name(&self.name) {
-            err(
-                "name",
-                Some(&self.name),
-                format!(
-                    "bad name {:?}: expected 1–64 characters of a-z, 0-9 and single hyphens inside",
-                    self.name
-                ),
-            );
+        match check_name(&self.name) {
+            Err(msg) => report(false, "name", Some(&self.name), msg),
+            Ok(Some(msg)) => report(true, "name", Some(&self.name), msg),
+            Ok(None) => {}
         }
         if self.description.trim().is_empty() {
-            err(
+            report(
+                false,
                 "description",
                 None,
                 "missing description: say what this agent is for, so a parent can choose it".into(),
             );
         }
+        let chars = self.description.trim().chars().count();
+        if chars > LISTED_DESCRIPTION_CHARS {
+            report(true, "description", None, format!(
+                "description is {chars} characters; it is shortened to {LISTED_DESCRIPTION_CHARS} where it is listed to a parent"
+            ));
+        }
         if self.prompt.trim().is_empty() {
-            err(
+            report(
+                false,
                 "prompt",
                 None,
                 "missing prompt: the agent's system prompt is required".into(),
             );
         }
         if !valid_model(&self.model) {
-            err("model", Some(&self.model), format!(
+            report(false, "model", Some(&self.model), format!(
                 "unknown model {:?}: expected inherit, opus, sonnet, haiku or a full model id such as claude-sonnet-5-5",
                 self.model
             ));
         }
         if self.max_turns == 0 {
-            err("max_turns", None, "max_turns must be at least 1".into());
+            report(
+                false,
+                "max_turns",
+                None,
+                "max_turns must be at least 1".into(),
+            );
         }
         for (key, list) in [
             ("tools", &self.tools),
             ("disallowed_tools", &self.disallowed_tools),
         ] {
             for tool in list {
-                if tool != "*" && !known_tool(tool) {
-                    err(key, Some(tool), format!("unknown tool {tool:?} in {key}"));
+                if tool != "*" && !is_mcp_name(tool) && !known_tool(tool) {
+                    report(
+                        true,
+                        key,
+                        Some(tool),
+                        format!("unknown tool {tool:?} in {key}"),
+                    );
                 }
             }
         }
         problems
+    }
+
+    /// Why an agent of this type cannot start: every entry of its `tools` was dropped while
+    /// loading. `None` when it can.
+    pub fn unusable(&self) -> Option<String> {
+        (self.tools.is_empty() && !self.dropped_tools.is_empty()).then(|| {
+            format!(
+                "agent type {:?} cannot start: it has no tools, because every entry of its tools was dropped while loading ({}); fix its file (`cadre agents check` says why)",
+                self.name,
+                self.dropped_tools.join(", ")
+            )
+        })
     }
 }

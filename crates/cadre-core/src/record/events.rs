@@ -20,6 +20,9 @@ pub enum Event {
         description: String,
         /// The model it talks to.
         model: String,
+        /// Its type's colour in the live display, if it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        color: Option<String>,
     },
     /// An agent sent request number `turn` to its model.
     Turn {

@@ -123,6 +123,9 @@ pub enum RunError {
         "agent type {0:?} is a subagent type (mode: subagent) and cannot run as the primary agent"
     )]
     NotPrimary(String),
+    /// The type cannot start (every entry of its `tools` was dropped while loading).
+    #[error("{0}")]
+    Unusable(String),
     /// The run folder could not be created.
     #[error("cannot create the run folder: {0}")]
     RunDir(#[from] std::io::Error),
@@ -143,6 +146,8 @@ pub struct RosterEntry {
     pub current_tool: Option<String>,
     /// Tokens used so far.
     pub tokens: u64,
+    /// Its type's colour in the live display, if it has one.
+    pub color: Option<String>,
     /// When it started.
     #[serde(skip)]
     pub started: Instant,
@@ -278,6 +283,9 @@ impl Orchestrator {
         if !spec.mode.is_primary() {
             return Err(RunError::NotPrimary(agent_type.to_owned()));
         }
+        if let Some(why) = spec.unusable() {
+            return Err(RunError::Unusable(why));
+        }
         if let Some(runs) = &self.config.runs_dir {
             *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunDir::create(runs)?);
         }
@@ -337,6 +345,9 @@ impl Orchestrator {
                 known.join(", ")
             ));
         };
+        if let Some(why) = spec.unusable() {
+            return Err(why);
+        }
         let depth = parent.depth + 1;
         if depth > self.config.limits.max_depth {
             return Err(format!(
@@ -405,6 +416,7 @@ impl Orchestrator {
                 turn: 0,
                 current_tool: None,
                 tokens: 0,
+                color: spec.color.clone(),
                 started,
             },
         );
@@ -418,6 +430,7 @@ impl Orchestrator {
             agent_type: spec.name.clone(),
             description: description.to_owned(),
             model: model.clone(),
+            color: spec.color.clone(),
         });
         let outcome = agent.run(vec![Message::user_text(prompt)]).await;
         for server in own_servers {
@@ -496,7 +509,11 @@ impl Orchestrator {
                 .cloned(),
         );
         if names.iter().any(|n| n == TASK_TOOL) {
-            tools.insert(Arc::new(TaskTool::new(self.clone(), me.clone())));
+            tools.insert(Arc::new(TaskTool::new(
+                self.clone(),
+                me.clone(),
+                spec.subagent_types.clone(),
+            )));
         }
         // Skills are listed only to an agent that can load them.
         let listed = if names.iter().any(|n| n == SKILL_TOOL) {
@@ -529,7 +546,7 @@ impl Orchestrator {
                 path: me.path.clone(),
                 agent_type: spec.name.clone(),
                 model: me.model.clone(),
-                system: prompt::system_prompt_with_skills(spec, me.depth > 0, &listed),
+                system: prompt::system_prompt_for(spec, me.depth > 0, &listed, &self.config.skills),
                 max_tokens: self.config.max_tokens,
                 max_turns: spec.max_turns,
                 context_tokens: self.config.context_tokens,

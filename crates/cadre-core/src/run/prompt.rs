@@ -1,7 +1,7 @@
 //! System prompts: an agent type's own prompt plus what every agent of its kind must know.
 
-use crate::definitions::skills::Skill;
-use crate::definitions::spec::AgentSpec;
+use crate::definitions::skills::{Skill, SkillSet};
+use crate::definitions::spec::{AgentSpec, LISTED_DESCRIPTION_CHARS};
 
 /// Most characters of skill lines in one system prompt; the rest are counted, not listed,
 /// so a large skills folder cannot crowd out the agent's own prompt.
@@ -49,6 +49,47 @@ pub fn system_prompt_with_skills(spec: &AgentSpec, is_subagent: bool, skills: &[
     prompt
 }
 
+/// The system prompt of an agent of type `spec`, as the orchestrator builds it: the skills
+/// in `listed` by name and description, then the whole body of each skill its
+/// `preload_skills` names, read from `all` (as Claude Code preloads a subagent's `skills`).
+/// A name that matches no skill is skipped with a warning in the log.
+pub fn system_prompt_for(
+    spec: &AgentSpec,
+    is_subagent: bool,
+    listed: &[&Skill],
+    all: &SkillSet,
+) -> String {
+    let mut prompt = system_prompt_with_skills(spec, is_subagent, listed);
+    let mut bodies = Vec::new();
+    for name in &spec.preload_skills {
+        match all.body(name) {
+            Ok(body) => bodies.push(format!("### Skill: {name}\n\n{body}")),
+            Err(e) => tracing::warn!("agent type {}: preloaded skill skipped: {e}", spec.name),
+        }
+    }
+    if !bodies.is_empty() {
+        prompt.push_str("\n\n## Preloaded skills\n\nThese skills' instructions are part of your instructions; follow them when they apply.\n\n");
+        prompt.push_str(&bodies.join("\n\n"));
+    }
+    prompt
+}
+
+/// `description` on one line, cut by [`shorten`]: how skills are listed in the prompt.
+pub fn listed_description(description: &str) -> String {
+    shorten(&description.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// `text` cut to [`LISTED_DESCRIPTION_CHARS`] characters with `…` when longer: how a
+/// description is listed in a prompt (the file keeps the whole text).
+pub fn shorten(text: &str) -> String {
+    match text.char_indices().nth(LISTED_DESCRIPTION_CHARS - 1) {
+        Some((i, _)) if text.chars().count() > LISTED_DESCRIPTION_CHARS => {
+            format!("{}…", text[..i].trim_end())
+        }
+        _ => text.to_owned(),
+    }
+}
+
 /// The "Available skills" section: one `- name: description` line per skill, in the order
 /// given, while they fit in `budget` characters; then how many were left out. `None` when
 /// there are no skills.
@@ -61,12 +102,8 @@ pub fn skills_section(skills: &[&Skill], budget: usize) -> Option<String> {
     let mut used = 0;
     let mut listed = 0;
     for skill in skills {
-        // A folded or multi-line description becomes one line.
-        let description = skill
-            .description
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        // A folded or multi-line description becomes one line; an overlong one is cut.
+        let description = listed_description(&skill.description);
         let line = format!("- {}: {description}\n", skill.name);
         let len = line.chars().count();
         if used + len > budget {
@@ -115,6 +152,18 @@ mod tests {
         assert!(with.starts_with(&plain));
         assert!(with.ends_with("## Available skills\n\nSkills are folders of instructions for particular kinds of work. When a task matches a skill's description, call the Skill tool with its name before you start: it returns the instructions and the files of the skill's folder. Load only the skills you need.\n\n- alpha: Use for alpha work."), "{with}");
         assert!(skills_section(&[], 100).is_none());
+    }
+
+    #[test]
+    fn long_descriptions_are_cut_where_listed() {
+        let long = format!("{} tail", "word ".repeat(300));
+        let cut = listed_description(&long);
+        let n = cut.chars().count();
+        assert!(n <= LISTED_DESCRIPTION_CHARS && n > 1000, "{n}");
+        assert!(cut.ends_with('…') && !cut.contains("tail"), "{cut}");
+        assert_eq!(listed_description("short\n text"), "short text");
+        let exact = "x".repeat(LISTED_DESCRIPTION_CHARS);
+        assert_eq!(listed_description(&exact), exact);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
 
 use crate::run::orchestrator::{Orchestrator, Parent};
+use crate::run::prompt::shorten;
 use async_trait::async_trait;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
 use serde::Deserialize;
@@ -16,6 +17,8 @@ pub struct TaskTool {
     parent: Parent,
     description: String,
     schema: Value,
+    /// The types it may start; empty is any.
+    allowed: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -27,12 +30,14 @@ struct TaskInput {
 }
 
 impl TaskTool {
-    /// A `Task` tool for `parent`, offering every subagent type of the orchestrator's registry.
-    pub fn new(orchestrator: Arc<Orchestrator>, parent: Parent) -> Self {
+    /// A `Task` tool for `parent`, offering the subagent types of the orchestrator's
+    /// registry that `allowed` names (every one when it is empty).
+    pub fn new(orchestrator: Arc<Orchestrator>, parent: Parent, allowed: Vec<String>) -> Self {
         let types: Vec<(String, String)> = orchestrator
             .registry()
             .subagents()
-            .map(|s| (s.name.clone(), s.description.trim().to_owned()))
+            .filter(|s| allowed.is_empty() || allowed.contains(&s.name))
+            .map(|s| (s.name.clone(), shorten(s.description.trim())))
             .collect();
         let mut description = String::from(
             "Launch a subagent to do one piece of work on its own. A subagent starts with a fresh \
@@ -48,7 +53,7 @@ impl TaskTool {
             description.push_str(&format!("- {name}: {desc}\n"));
         }
         let names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
-        let schema = json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {
                 "description": {"type": "string", "description": "A short (3-5 word) description of the task, shown to the person watching."},
@@ -58,11 +63,18 @@ impl TaskTool {
             "required": ["description", "prompt", "subagent_type"],
             "additionalProperties": false
         });
+        if names.is_empty() {
+            // None of the types it may start exists; an empty enum would be refused by the API.
+            if let Some(t) = schema.pointer_mut("/properties/subagent_type") {
+                t.as_object_mut().map(|o| o.remove("enum"));
+            }
+        }
         Self {
             orchestrator,
             parent,
             description,
             schema,
+            allowed,
         }
     }
 }
@@ -92,6 +104,13 @@ impl Tool for TaskTool {
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: TaskInput = parse_input("Task", input)?;
+        if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
+            return Ok(ToolOutput::error(format!(
+                "subagent_type {:?} is not one this agent may start; it may start: {}",
+                input.subagent_type,
+                self.allowed.join(", ")
+            )));
+        }
         let result = self
             .orchestrator
             .run_subagent(

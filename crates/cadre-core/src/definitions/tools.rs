@@ -1,0 +1,192 @@
+//! Tool names as agent files write them (cadre's names, Claude Code's, MCP tools,
+//! `Task(explore)`), mapped to what cadre runs. Shared by cadre's YAML files and Claude Code
+//! files, so both repair the same way.
+
+use crate::definitions::spec::Problem;
+use cadre_tools::canonical_tool_name;
+use std::path::Path;
+
+/// The name of the delegation tool.
+pub const TASK_TOOL: &str = "Task";
+/// The name of the skill-loading tool.
+pub const SKILL_TOOL: &str = "Skill";
+
+/// Claude Code tools cadre does not provide; an agent file naming one still loads, without it.
+pub const DROPPED_TOOLS: [&str; 9] = [
+    "WebFetch",
+    "WebSearch",
+    "NotebookEdit",
+    "NotebookRead",
+    "TodoWrite",
+    "BashOutput",
+    "KillShell",
+    "SlashCommand",
+    "ExitPlanMode",
+];
+
+/// Maps a tool name as written in an agent file (cadre's or a Claude Code alias) to the
+/// name cadre uses, or `None` if there is no such tool.
+pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
+    match name {
+        TASK_TOOL | "task" | "Agent" => Some(TASK_TOOL),
+        SKILL_TOOL | "skill" => Some(SKILL_TOOL),
+        other => canonical_tool_name(other),
+    }
+}
+
+/// Whether `name` is an MCP tool or server (`mcp__<server>`, `mcp__<server>__*`,
+/// `mcp__<server>__<tool>`); those are resolved when an agent is built, not here.
+pub fn is_mcp_name(name: &str) -> bool {
+    name.strip_prefix("mcp__")
+        .is_some_and(|rest| !rest.is_empty())
+}
+
+/// A `tools` or `disallowed_tools` list after mapping.
+#[derive(Debug, Default)]
+pub struct MappedTools {
+    /// The names cadre uses, without duplicates, in the order written.
+    pub names: Vec<String>,
+    /// The subagent types `Task(a, b)` / `Agent(a)` allowed (empty when not restricted).
+    pub subagent_types: Vec<String>,
+    /// The names as written that were dropped.
+    pub dropped: Vec<String>,
+}
+
+/// Maps the names of `key` (`tools` or `disallowed_tools` as the file spells it) of `file`.
+/// Aliases resolve, `mcp__…` names are kept as written, `Task(a, b)` becomes `Task` with
+/// its types; everything else is dropped with a warning placed by `pos` (given the name).
+/// In a deny list, a tool cadre lacks anyway is dropped without a warning.
+pub fn map_tools(
+    file: &Path,
+    key: &str,
+    written: &[String],
+    allow: bool,
+    pos: &dyn Fn(&str) -> (usize, usize),
+    problems: &mut Vec<Problem>,
+) -> MappedTools {
+    let mut out = MappedTools::default();
+    let push = |names: &mut Vec<String>, name: &str| {
+        if !names.iter().any(|t| t == name) {
+            names.push(name.to_owned());
+        }
+    };
+    for name in written {
+        let warn = |problems: &mut Vec<Problem>, why: String| {
+            problems.push(Problem::warning_at(file, pos(name), why));
+        };
+        if name == "*" || is_mcp_name(name) {
+            push(&mut out.names, name);
+        } else if let Some(mapped) = resolve_tool_name(name) {
+            push(&mut out.names, mapped);
+        } else if let Some(types) = task_types(name).filter(|_| allow) {
+            push(&mut out.names, TASK_TOOL);
+            for t in types {
+                push(&mut out.subagent_types, &t);
+            }
+        } else {
+            out.dropped.push(name.clone());
+            if name.contains('(') {
+                // A permission rule such as `Bash(git diff:*)`: allowing the whole tool
+                // instead would give more than the author meant, so the agent gets none of it.
+                let why = if allow {
+                    "cadre cannot limit a tool to a pattern, so the agent does not get it"
+                } else {
+                    "cadre cannot deny part of a tool, so this rule is not applied"
+                };
+                warn(problems, format!("tool {name:?} dropped from {key}: {why}"));
+            } else if DROPPED_TOOLS.contains(&name.as_str()) {
+                if allow {
+                    warn(
+                        problems,
+                        format!("tool {name:?} dropped from {key}: cadre does not provide it"),
+                    );
+                }
+            } else {
+                warn(
+                    problems,
+                    format!("unknown tool {name:?} dropped from {key}: it is no cadre or Claude Code tool (an MCP server or agent name? MCP tools are written mcp__<server>__<tool>)"),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The types of `Task(a, b)` or `Agent(a)`, split on commas and spaces.
+fn task_types(name: &str) -> Option<Vec<String>> {
+    let inner = name
+        .strip_prefix("Task(")
+        .or_else(|| name.strip_prefix("Agent("))?
+        .strip_suffix(')')?;
+    Some(
+        inner
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_keeps_mcp_restricts_task_and_drops_the_rest() {
+        let written: Vec<String> = [
+            "Read",
+            "read_file",
+            "mcp__github__search_issues",
+            "mcp__fs",
+            "Task(explore, plan)",
+            "Bash(git diff:*)",
+            "WebFetch",
+            "airis-mcp-gateway",
+            "*",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut problems = Vec::new();
+        let out = map_tools(
+            Path::new("a.md"),
+            "tools",
+            &written,
+            true,
+            &|_| (4, 1),
+            &mut problems,
+        );
+        assert_eq!(
+            out.names,
+            [
+                "read_file",
+                "mcp__github__search_issues",
+                "mcp__fs",
+                "Task",
+                "*"
+            ]
+        );
+        assert_eq!(out.subagent_types, ["explore", "plan"]);
+        assert_eq!(
+            out.dropped,
+            ["Bash(git diff:*)", "WebFetch", "airis-mcp-gateway"]
+        );
+        assert_eq!(problems.len(), 3);
+        assert!(problems.iter().all(|p| p.warning));
+        assert!(problems[2]
+            .message
+            .contains("unknown tool \"airis-mcp-gateway\""));
+
+        let mut problems = Vec::new();
+        let out = map_tools(
+            Path::new("a.md"),
+            "disallowedTools",
+            &["WebFetch".into(), "Bash".into()],
+            false,
+            &|_| (4, 1),
+            &mut problems,
+        );
+        assert_eq!(out.names, ["bash"]);
+        assert!(problems.is_empty());
+    }
+}
