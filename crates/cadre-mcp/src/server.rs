@@ -7,6 +7,7 @@ use cadre_tools::ToolOutput;
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{Peer, RunningService};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -168,11 +169,16 @@ impl Server {
                         custom.insert(key, value);
                     }
                     let client = http_client().map_err(|e| format!("cannot set up HTTP: {e}"))?;
-                    let transport = StreamableHttpClientTransport::with_client(
-                        client,
-                        StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                            .custom_headers(custom),
-                    );
+                    let mut http = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .custom_headers(custom);
+                    // rmcp's default reconnects forever: a crashed server would hold every
+                    // call until its timeout. A few quick tries, then the call fails.
+                    http.retry_config = Arc::new(ExponentialBackoff {
+                        max_times: Some(3),
+                        base_duration: Duration::from_millis(200),
+                        max_delay: Some(Duration::from_secs(2)),
+                    });
+                    let transport = StreamableHttpClientTransport::with_client(client, http);
                     info.clone()
                         .serve(transport)
                         .await

@@ -8,6 +8,9 @@
 //! enough run concurrently. The same replies are served in the OpenAI Chat Completions
 //! dialect on `POST /v1/chat/completions` ([`openai`]).
 //!
+//! [`mcp`] holds a real MCP server (the `cadre-test-mcp` binary, over stdio or streamable
+//! HTTP) for testing MCP clients: [`mcp_server_binary`] finds it, [`McpHttpServer`] runs it.
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use cadre_testkit::{Match, MockServer, Reply};
@@ -18,12 +21,14 @@
 //! # }
 //! ```
 
+pub mod mcp;
 pub mod openai;
 pub mod protocol;
 pub mod reply;
 pub mod server;
 pub mod sse;
 
+pub use mcp::{mcp_server_binary, McpHttpServer};
 pub use protocol::check_request;
 pub use reply::{Block, Reply, Usage};
 pub use server::{Captured, Match, MockServer};

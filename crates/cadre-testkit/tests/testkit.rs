@@ -489,3 +489,374 @@ async fn serves_while_the_test_thread_blocks() {
     assert!(response.contains("blocking ok"));
     server.assert_clean();
 }
+
+/// Drives the `cadre-test-mcp` server with rmcp's own client, over stdio and streamable HTTP.
+mod mcp {
+    use std::collections::BTreeSet;
+    use std::future::Future;
+    use std::path::Path;
+    use std::process::Stdio;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use cadre_testkit::mcp::RED_PIXEL_PNG_BASE64;
+    use cadre_testkit::{mcp_server_binary, McpHttpServer};
+    use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+    use rmcp::service::RunningService;
+    use rmcp::transport::common::client_side_sse::NeverRetry;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+    use rmcp::{RoleClient, ServiceExt};
+    use serde_json::{json, Value};
+
+    type Client = RunningService<RoleClient, ()>;
+
+    /// Every step of these tests is bounded, so a broken server fails instead of hanging.
+    const STEP: Duration = Duration::from_secs(30);
+
+    async fn bounded<T>(what: &str, fut: impl Future<Output = T>) -> T {
+        tokio::time::timeout(STEP, fut)
+            .await
+            .unwrap_or_else(|_| panic!("{what} took longer than {STEP:?}"))
+    }
+
+    fn command(args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(mcp_server_binary());
+        command.args(args).kill_on_drop(true);
+        command
+    }
+
+    async fn stdio_client(command: tokio::process::Command) -> (Client, u32) {
+        let transport = TokioChildProcess::new(command).unwrap();
+        let pid = transport.id().unwrap();
+        let client = bounded("stdio initialize", ().serve(transport))
+            .await
+            .unwrap();
+        (client, pid)
+    }
+
+    async fn http_client(server: &McpHttpServer) -> Client {
+        // rmcp's default policy reconnects a broken response stream forever, so a call
+        // pending on a dead server would never fail; give up at once instead.
+        let mut config = StreamableHttpClientTransportConfig::with_uri(server.url());
+        config.retry_config = Arc::new(NeverRetry::default());
+        let transport = StreamableHttpClientTransport::from_config(config);
+        bounded("http initialize", ().serve(transport))
+            .await
+            .unwrap()
+    }
+
+    async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else {
+            panic!("arguments must be an object")
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        bounded(tool, client.call_tool(params)).await.unwrap()
+    }
+
+    fn texts(result: &CallToolResult) -> Vec<&str> {
+        result
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn only_text(result: &CallToolResult) -> &str {
+        assert_eq!(result.content.len(), 1, "{result:?}");
+        texts(result)[0]
+    }
+
+    fn log_lines(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Minimal standard base64 decoder, enough to check the image bytes.
+    fn base64_decode(text: &str) -> Vec<u8> {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = Vec::new();
+        let (mut buffer, mut bits) = (0u32, 0);
+        for byte in text.bytes().filter(|b| *b != b'=') {
+            let value = ALPHABET.iter().position(|a| *a == byte).unwrap() as u32;
+            buffer = (buffer << 6) | value;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((buffer >> bits) as u8);
+            }
+        }
+        out
+    }
+
+    /// What every transport must show: the tool list with schemas and each tool's result.
+    async fn check_tools(client: &Client) {
+        let tools = bounded("tools/list", client.list_all_tools())
+            .await
+            .unwrap();
+        let names: BTreeSet<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let expected = [
+            "add",
+            "crash",
+            "echo",
+            "env",
+            "env_names",
+            "fail",
+            "hang",
+            "image",
+        ];
+        assert_eq!(names, expected.into_iter().collect::<BTreeSet<_>>());
+        for tool in &tools {
+            assert!(
+                tool.description.is_some(),
+                "{} has no description",
+                tool.name
+            );
+            assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
+        }
+        let add = tools.iter().find(|t| t.name == "add").unwrap();
+        let schema = Value::Object((*add.input_schema).clone());
+        assert_eq!(schema["properties"]["a"]["type"], "integer", "{schema}");
+        assert_eq!(schema["properties"]["b"]["type"], "integer", "{schema}");
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        required.sort();
+        assert_eq!(required, ["a", "b"]);
+        let echo = tools.iter().find(|t| t.name == "echo").unwrap();
+        assert_eq!(echo.input_schema["properties"]["text"]["type"], "string");
+
+        let echoed = call(client, "echo", json!({"text": "hi there"})).await;
+        assert_eq!(only_text(&echoed), "echo: hi there");
+        assert_ne!(echoed.is_error, Some(true));
+
+        let sum = call(client, "add", json!({"a": 40, "b": -2})).await;
+        assert_eq!(only_text(&sum), "38");
+
+        let image = call(client, "image", json!({})).await;
+        assert_eq!(image.content.len(), 2, "{image:?}");
+        assert_eq!(texts(&image), ["a red pixel"]);
+        let ContentBlock::Image(picture) = &image.content[1] else {
+            panic!("second block is not an image: {image:?}")
+        };
+        assert_eq!(picture.mime_type, "image/png");
+        assert_eq!(picture.data, RED_PIXEL_PNG_BASE64);
+        let png = base64_decode(&picture.data);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(&png[12..16], b"IHDR");
+        assert_eq!(&png[16..24], &[0, 0, 0, 1, 0, 0, 0, 1], "not 1x1");
+
+        let unset = call(client, "env", json!({"name": "CADRE_TEST_MCP_NEVER_SET"})).await;
+        assert_eq!(only_text(&unset), "(unset)");
+        let path = call(client, "env", json!({"name": "PATH"})).await;
+        assert_eq!(only_text(&path), std::env::var("PATH").unwrap());
+        let names = call(client, "env_names", json!({})).await;
+        let names: Vec<&str> = only_text(&names).lines().collect();
+        assert!(names.contains(&"PATH"), "{names:?}");
+        assert!(
+            names.windows(2).all(|w| w[0] <= w[1]),
+            "not sorted: {names:?}"
+        );
+
+        let failed = call(client, "fail", json!({"message": "it broke"})).await;
+        assert_eq!(failed.is_error, Some(true));
+        assert_eq!(only_text(&failed), "it broke");
+
+        // Bad arguments are refused, not answered with a sum.
+        let params = CallToolRequestParams::new("add")
+            .with_arguments(json!({"a": "x"}).as_object().unwrap().clone());
+        let refused = bounded("add with bad args", client.call_tool(params)).await;
+        assert!(
+            refused.is_err() || refused.as_ref().unwrap().is_error == Some(true),
+            "{refused:?}"
+        );
+    }
+
+    /// Other crates' tests find the binary next to their own executable.
+    #[test]
+    fn binary_is_found_next_to_the_test() {
+        let found = mcp_server_binary().canonicalize().unwrap();
+        let built = Path::new(env!("CARGO_BIN_EXE_cadre-test-mcp"))
+            .canonicalize()
+            .unwrap();
+        assert_eq!(found, built);
+    }
+
+    #[tokio::test]
+    async fn stdio_serves_all_tools() {
+        let mut command = command(&["--name", "stdio-one"]);
+        command.env("CADRE_TEST_MCP_VAR", "forty two");
+        let (client, _pid) = stdio_client(command).await;
+        let info = client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "stdio-one");
+        assert!(info.capabilities.tools.is_some());
+        check_tools(&client).await;
+        let var = call(&client, "env", json!({"name": "CADRE_TEST_MCP_VAR"})).await;
+        assert_eq!(only_text(&var), "forty two");
+        bounded("stdio shutdown", client.cancel()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn http_serves_all_tools() {
+        let server = McpHttpServer::spawn(&["--name", "http-one"]);
+        assert!(server.url().starts_with("http://127.0.0.1:"));
+        assert!(server.url().ends_with("/mcp"));
+        let client = http_client(&server).await;
+        let info = client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "http-one");
+        check_tools(&client).await;
+        // A second client gets its own session on the same server.
+        let other = http_client(&server).await;
+        let echoed = call(&other, "echo", json!({"text": "two"})).await;
+        assert_eq!(only_text(&echoed), "echo: two");
+        bounded("http shutdown", client.cancel()).await.unwrap();
+        bounded("http shutdown", other.cancel()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn default_name_is_cadre_test() {
+        let (client, _pid) = stdio_client(command(&[])).await;
+        let info = client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "cadre-test");
+        bounded("stdio shutdown", client.cancel()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn stdio_log_records_start_and_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events.log");
+        let (client, pid) = stdio_client(command(&["--log", log.to_str().unwrap()])).await;
+        call(&client, "echo", json!({"text": "logged"})).await;
+        call(&client, "add", json!({"a": 1, "b": 2})).await;
+        bounded("stdio shutdown", client.cancel()).await.unwrap();
+        // A second server appends to the same log.
+        let (client, pid2) = stdio_client(command(&["--log", log.to_str().unwrap()])).await;
+        bounded("stdio shutdown", client.cancel()).await.unwrap();
+        assert_eq!(
+            log_lines(&log),
+            [
+                format!("start {pid}"),
+                r#"call echo {"text":"logged"}"#.to_owned(),
+                r#"call add {"a":1,"b":2}"#.to_owned(),
+                format!("start {pid2}"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn http_log_records_start_and_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events.log");
+        let server = McpHttpServer::spawn(&["--log", log.to_str().unwrap()]);
+        // The start line is written before the server says it is listening.
+        assert_eq!(log_lines(&log), [format!("start {}", server.pid())]);
+        let client = http_client(&server).await;
+        call(&client, "fail", json!({"message": "noted"})).await;
+        bounded("http shutdown", client.cancel()).await.unwrap();
+        assert_eq!(
+            log_lines(&log),
+            [
+                format!("start {}", server.pid()),
+                r#"call fail {"message":"noted"}"#.to_owned(),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn stdio_crash_ends_the_process_and_the_call() {
+        let mut child = command(&[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let client = bounded("stdio initialize", ().serve((stdout, stdin)))
+            .await
+            .unwrap();
+        let params = CallToolRequestParams::new("crash");
+        let answer = bounded("crash call", client.call_tool(params)).await;
+        assert!(answer.is_err(), "crash answered: {answer:?}");
+        let status = bounded("crashed server exit", child.wait()).await.unwrap();
+        assert_eq!(status.code(), Some(3));
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text)
+            .await
+            .unwrap();
+        assert_eq!(text, "crashing on purpose\n");
+    }
+
+    #[tokio::test]
+    async fn http_crash_ends_the_process_and_the_call() {
+        let mut server = McpHttpServer::spawn(&[]);
+        let client = http_client(&server).await;
+        let params = CallToolRequestParams::new("crash");
+        let answer = bounded("crash call", client.call_tool(params)).await;
+        assert!(answer.is_err(), "crash answered: {answer:?}");
+        let status = server.wait_exit(STEP).expect("server still running");
+        assert_eq!(status.code(), Some(3));
+    }
+
+    #[tokio::test]
+    async fn hang_never_answers() {
+        let (client, _pid) = stdio_client(command(&[])).await;
+        let params = CallToolRequestParams::new("hang");
+        let waited =
+            tokio::time::timeout(Duration::from_millis(500), client.call_tool(params)).await;
+        assert!(waited.is_err(), "hang answered: {waited:?}");
+        // The server still serves other calls meanwhile.
+        let echoed = call(&client, "echo", json!({"text": "still here"})).await;
+        assert_eq!(only_text(&echoed), "echo: still here");
+        // Dropping kills the server; a graceful close would wait for rmcp's drain of the
+        // pending call (seconds).
+        drop(client);
+    }
+
+    #[test]
+    fn fail_start_exits_1_with_the_message() {
+        let output = std::process::Command::new(mcp_server_binary())
+            .args(["--fail-start", "no config for you"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            "no config for you\n"
+        );
+        assert!(output.stdout.is_empty());
+    }
+
+    #[tokio::test]
+    async fn fail_start_fails_stdio_initialize() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events.log");
+        let command = command(&["--fail-start", "bad", "--log", log.to_str().unwrap()]);
+        let (transport, _stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = bounded("initialize of a failed server", ().serve(transport)).await;
+        assert!(client.is_err());
+        // It never got as far as starting.
+        assert!(log_lines(&log).is_empty());
+    }
+
+    #[test]
+    fn fail_start_fails_http_spawn() {
+        let err = McpHttpServer::try_spawn(&["--fail-start", "no port for you"]).unwrap_err();
+        assert!(err.contains("no listening line"), "{err}");
+        assert!(err.contains("exit status: 1"), "{err}");
+    }
+}
