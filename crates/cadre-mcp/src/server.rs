@@ -173,11 +173,11 @@ impl Server {
                         .custom_headers(custom);
                     // rmcp's default reconnects forever: a crashed server would hold every
                     // call until its timeout. A few quick tries, then the call fails.
-                    http.retry_config = Arc::new(ExponentialBackoff {
-                        max_times: Some(3),
-                        base_duration: Duration::from_millis(200),
-                        max_delay: Some(Duration::from_secs(2)),
-                    });
+                    let mut backoff = ExponentialBackoff::default();
+                    backoff.max_times = Some(3);
+                    backoff.base_duration = Duration::from_millis(200);
+                    backoff.max_delay = Some(Duration::from_secs(2));
+                    http.retry_config = Arc::new(backoff);
                     let transport = StreamableHttpClientTransport::with_client(client, http);
                     info.clone()
                         .serve(transport)

@@ -540,6 +540,9 @@ mod mcp {
         // pending on a dead server would never fail; give up at once instead.
         let mut config = StreamableHttpClientTransportConfig::with_uri(server.url());
         config.retry_config = Arc::new(NeverRetry::default());
+        // The workspace builds reqwest 0.13 with rustls but no default crypto provider
+        // (cadre-mcp configures its own); rmcp's default client needs one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let transport = StreamableHttpClientTransport::from_config(config);
         bounded("http initialize", ().serve(transport))
             .await
