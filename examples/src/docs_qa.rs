@@ -39,6 +39,7 @@ pub async fn ask(
         events: no_events(),
         limiter: None,
         transcript: None,
+        journal: None,
     };
     Ok(agent.run(vec![Message::user_text(question)]).await)
 }

@@ -81,6 +81,7 @@ pub async fn what_to_wear(model: Arc<dyn Model>, city: &str) -> anyhow::Result<A
         events: no_events(),
         limiter: None,
         transcript: None,
+        journal: None,
     };
     Ok(agent
         .run(vec![Message::user_text(format!(

@@ -27,7 +27,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the primary agent on a task in the current folder.
-    Run(Box<RunArgs>),
+    Run(Box<RunCmd>),
+    /// Carry on a run that was killed or crashed, from its journal: every agent that was
+    /// running goes on; no journaled model request is sent again and no journaled tool call
+    /// runs again (a changing tool cut off mid-call is reported to the model as interrupted).
+    Resume(Box<ResumeCmd>),
     /// Show what this machine enforces: the kernel's Landlock ABI and the sandbox rules.
     Doctor,
     /// List, show or check agent types.
@@ -158,12 +162,39 @@ pub enum OutputFormat {
     StreamJson,
 }
 
-/// Options of `cadre run`.
+/// `cadre run`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The task, in plain words.
+pub struct RunCmd {
+    /// The task, in plain words (with --continue or --resume: the follow-up message).
     #[arg(value_name = "TASK")]
     pub task: String,
+    /// Continue the newest finished run of this workspace: its primary conversation goes on
+    /// with TASK as the next user message, in the same run folder.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_last: bool,
+    /// Continue the finished run RUN_ID (or a unique prefix of it) with TASK as a follow-up.
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
+    /// Everything else.
+    #[command(flatten)]
+    pub args: RunArgs,
+}
+
+/// `cadre resume`.
+#[derive(Debug, Args)]
+pub struct ResumeCmd {
+    /// The run to carry on (an id from .cadre/runs/, or a unique prefix) [default: the
+    /// newest unfinished run of this workspace].
+    #[arg(value_name = "RUN_ID")]
+    pub run_id: Option<String>,
+    /// The model, limits and the rest, as for `cadre run`.
+    #[command(flatten)]
+    pub args: RunArgs,
+}
+
+/// Options of `cadre run` and `cadre resume`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
     /// The primary agent's type.
     #[arg(long, default_value = "main")]
     pub agent: String,

@@ -27,6 +27,7 @@ mod doctor;
 mod exit;
 mod mcp;
 mod run;
+mod sessions;
 mod skills;
 
 use args::{Cli, Command};
@@ -49,7 +50,8 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(*args, cli.directory, cli.quiet).await,
+            Command::Run(cmd) => run::run_cmd(*cmd, cli.directory, cli.quiet).await,
+            Command::Resume(cmd) => run::resume_cmd(*cmd, cli.directory, cli.quiet).await,
             Command::Doctor => Ok(doctor::doctor()),
             Command::Agents(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| agents::agents(cmd, &root))

@@ -1,7 +1,7 @@
 //! `cadre run`: the primary agent on one task, with every subagent it delegates to.
 
 use crate::agents::load_registry_from;
-use crate::args::{Provider, RunArgs};
+use crate::args::{Provider, ResumeCmd, RunArgs, RunCmd};
 use crate::display::Display;
 use crate::exit::{Code, ConfigError};
 use crate::skills::load_skills_from;
@@ -37,8 +37,60 @@ pub fn print_problems(problems: &[cadre_core::Problem]) {
     }
 }
 
+/// What the primary agent is asked to do.
+pub enum Job {
+    /// A new run on this task.
+    Fresh(String),
+    /// Carry on the killed run in this folder.
+    Resume(PathBuf),
+    /// Continue the finished run in this folder with this follow-up.
+    Continue(PathBuf, String),
+}
+
+/// `cadre run`: a new run, or a follow-up to a finished one (`--continue`, `--resume`).
+pub async fn run_cmd(cmd: RunCmd, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
+    let RunCmd {
+        task,
+        continue_last,
+        resume,
+        mut args,
+    } = cmd;
+    let root = workspace_root(directory.clone())?;
+    let job = match (continue_last, resume) {
+        (false, None) => Job::Fresh(task),
+        (true, _) => {
+            let dir = crate::sessions::newest(&root, true)?.ok_or_else(|| {
+                ConfigError(
+                    "--continue: no finished run with a journal in .cadre/runs/ of this workspace"
+                        .into(),
+                )
+            })?;
+            Job::Continue(dir, task)
+        }
+        (false, Some(id)) => Job::Continue(crate::sessions::find(&root, &id)?, task),
+    };
+    if let Job::Continue(dir, _) = &job {
+        args.agent = crate::sessions::primary_type(dir)?;
+    }
+    run(args, job, directory, quiet).await
+}
+
+/// `cadre resume [RUN_ID]`: carries on a killed run (default: the newest unfinished one).
+pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
+    let ResumeCmd { run_id, mut args } = cmd;
+    let root = workspace_root(directory.clone())?;
+    let dir = match run_id {
+        Some(id) => crate::sessions::find(&root, &id)?,
+        None => crate::sessions::newest(&root, false)?.ok_or_else(|| {
+            ConfigError("no unfinished run with a journal in .cadre/runs/ of this workspace; `cadre run --continue TASK` continues a finished one".into())
+        })?,
+    };
+    args.agent = crate::sessions::primary_type(&dir)?;
+    run(args, Job::Resume(dir), directory, quiet).await
+}
+
 /// Runs the primary agent and prints what it does; returns the exit code.
-pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
+pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let root = workspace_root(directory)?;
     let workspace = Workspace::new(&root)
         .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
@@ -110,7 +162,13 @@ pub async fn run(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Resu
     let started = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     let result = {
-        let run = orchestrator.run(&args.agent, &args.task);
+        let run = async {
+            match &job {
+                Job::Fresh(task) => orchestrator.run(&args.agent, task).await,
+                Job::Resume(dir) => orchestrator.resume(dir, None).await,
+                Job::Continue(dir, task) => orchestrator.resume(dir, Some(task)).await,
+            }
+        };
         tokio::pin!(run);
         loop {
             tokio::select! {

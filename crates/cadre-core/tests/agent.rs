@@ -61,6 +61,7 @@ fn agent(
         events: Arc::new(move |e| sink.lock().unwrap().push(e)),
         limiter: None,
         transcript: None,
+        journal: None,
     };
     (agent, seen)
 }

@@ -138,6 +138,8 @@ pub struct ToolContext {
     pub sandbox: SandboxMode,
     /// Whether sandboxed `bash` may bind and connect TCP sockets (default true).
     pub allow_network: bool,
+    /// The `tool_use` id of the call being run (empty outside a call).
+    pub call_id: String,
 }
 
 impl ToolContext {
@@ -153,6 +155,7 @@ impl ToolContext {
             files: Arc::default(),
             sandbox: SandboxMode::default(),
             allow_network: true,
+            call_id: String::new(),
         }
     }
 }

@@ -2,5 +2,6 @@
 //! rolled up per agent and per type.
 
 pub mod events;
+pub mod journal;
 pub mod transcript;
 pub mod usage;

@@ -34,6 +34,24 @@ impl RunDir {
         Err(std::io::Error::other("could not find a free run id"))
     }
 
+    /// An existing run folder (to resume or continue the run in it).
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        if !dir.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no run folder {}", dir.display()),
+            ));
+        }
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            id,
+        })
+    }
+
     /// The run id.
     pub fn id(&self) -> &str {
         &self.id

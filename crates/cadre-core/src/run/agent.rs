@@ -1,10 +1,12 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
 use crate::record::events::{millis, Event, EventHandler};
+use crate::record::journal::{Journal, Step};
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
 use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::rebuild::{final_text, PendingTurn, Rebuilt};
 use crate::run::toolset::ToolSet;
 use cadre_model::{
     ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,
@@ -54,14 +56,79 @@ pub struct Agent {
     pub limiter: Option<Arc<Semaphore>>,
     /// Where its history is written as it grows, if anywhere.
     pub transcript: Option<Arc<Transcript>>,
+    /// Where its steps are journaled before it acts on them, if anywhere.
+    pub journal: Option<Arc<dyn Journal>>,
+}
+
+/// Where a loop stands: the conversation and what it has used so far.
+struct Progress {
+    history: Vec<Message>,
+    turns: u32,
+    tool_calls: u32,
+    usage: Usage,
 }
 
 impl Agent {
     /// Runs the loop from `history` (normally one user message) until the agent stops.
-    pub async fn run(&self, mut history: Vec<Message>) -> AgentOutcome {
-        let started = Instant::now();
-        let (mut turns, mut tool_calls, mut usage) = (0u32, 0u32, Usage::default());
+    pub async fn run(&self, history: Vec<Message>) -> AgentOutcome {
         history.iter().for_each(|m| self.log(m));
+        self.drive(Progress {
+            history,
+            turns: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+        })
+        .await
+    }
+
+    /// Carries on an agent rebuilt from its journal: a finished one returns its outcome at
+    /// once; an unanswered tool turn is completed first — calls with a journaled result
+    /// keep it, read-only ones run again, and a changing call that had started is reported
+    /// to the model as interrupted rather than repeated.
+    pub async fn resume(&self, rebuilt: Rebuilt) -> AgentOutcome {
+        let Rebuilt {
+            mut history,
+            turns,
+            tool_calls,
+            usage,
+            pending,
+            finished,
+            ..
+        } = rebuilt;
+        history.iter().for_each(|m| self.log(m));
+        if let Some((stop, text)) = finished {
+            return AgentOutcome {
+                text,
+                stop,
+                turns,
+                tool_calls,
+                usage,
+                history,
+            };
+        }
+        if let Some(turn) = pending {
+            let results = self.finish_turn(turn).await;
+            history.push(Message::new(Role::User, results));
+            self.log(&history[history.len() - 1]);
+        }
+        self.drive(Progress {
+            history,
+            turns,
+            tool_calls,
+            usage,
+        })
+        .await
+    }
+
+    /// The loop itself.
+    async fn drive(&self, progress: Progress) -> AgentOutcome {
+        let started = Instant::now();
+        let Progress {
+            mut history,
+            mut turns,
+            mut tool_calls,
+            mut usage,
+        } = progress;
         let stop = loop {
             if let Some(stop) = self.should_stop(turns) {
                 break stop;
@@ -75,6 +142,12 @@ impl Agent {
                 Ok(r) => r,
                 Err(stop) => break stop,
             };
+            // Journaled before anything acts on it: a resumed run never asks for it again.
+            self.journal(Step::Response {
+                agent: self.config.path.clone(),
+                response: response.clone(),
+            })
+            .await;
             usage.add(&response.usage);
             self.budget.charge(&response.usage);
             self.emit(Event::Usage {
@@ -88,26 +161,22 @@ impl Agent {
                 Some(last) if last.role == Role::Assistant => last.content.extend(message.content),
                 _ => history.push(message),
             }
-            match response.stop_reason.clone().unwrap_or(StopReason::EndTurn) {
-                StopReason::ToolUse => {
-                    let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
-                    if calls.is_empty() {
-                        // Nothing to answer: an empty user message would be invalid.
-                        break StopKind::Done;
-                    }
-                    tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-                    history.push(Message::new(Role::User, self.run_tools(calls).await));
-                    self.log(&history[history.len() - 1]);
-                    self.keep_within_context(&mut history, &response.usage);
-                }
-                // The server paused a long turn: sending the history back as is resumes it.
-                StopReason::PauseTurn => {}
-                StopReason::EndTurn | StopReason::StopSequence => break StopKind::Done,
-                StopReason::MaxTokens => break StopKind::MaxTokens,
-                StopReason::Refusal => break StopKind::Refusal,
-                StopReason::ModelContextWindowExceeded => break StopKind::ContextWindowExceeded,
-                StopReason::Other(other) => break StopKind::Other(other),
+            let reason = response.stop_reason.clone().unwrap_or(StopReason::EndTurn);
+            if let Some(stop) = terminal(&reason) {
+                break stop;
             }
+            if reason == StopReason::ToolUse {
+                let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
+                if calls.is_empty() {
+                    // Nothing to answer: an empty user message would be invalid.
+                    break StopKind::Done;
+                }
+                tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
+                history.push(Message::new(Role::User, self.run_tools(calls).await));
+                self.log(&history[history.len() - 1]);
+                self.keep_within_context(&mut history, &response.usage);
+            }
+            // The server paused a long turn (pause_turn): sending the history back resumes it.
         };
         let text = final_text(&history);
         self.emit(Event::Finished {
@@ -124,6 +193,63 @@ impl Agent {
             tool_calls,
             usage,
             history,
+        }
+    }
+
+    /// Answers every call of a turn cut short by a crash, in call order (see [`Agent::resume`]).
+    async fn finish_turn(&self, turn: PendingTurn) -> Vec<ContentBlock> {
+        let PendingTurn {
+            calls,
+            mut results,
+            started,
+        } = turn;
+        let mut rerun = Vec::new();
+        for call in &calls {
+            if results.contains_key(&call.id) {
+                continue;
+            }
+            if started.contains(&call.id) && !self.safe_to_repeat(&call.name) {
+                let block = ContentBlock::tool_result(
+                    &call.id,
+                    format!(
+                        "interrupted: cadre stopped while `{}` was running, so this call may or may not have taken effect. Check its effects before running it again.",
+                        call.name
+                    ),
+                    true,
+                );
+                self.journal(Step::ToolResult {
+                    agent: self.config.path.clone(),
+                    result: block.clone(),
+                })
+                .await;
+                results.insert(call.id.clone(), block);
+            } else {
+                rerun.push(call.clone());
+            }
+        }
+        let ids: Vec<String> = rerun.iter().map(|c| c.id.clone()).collect();
+        for (id, block) in ids.into_iter().zip(self.run_tools(rerun).await) {
+            results.insert(id, block);
+        }
+        calls.iter().filter_map(|c| results.remove(&c.id)).collect()
+    }
+
+    /// Whether running a call to `name` twice does no harm: read-only tools, any tool of a
+    /// read-only (sandboxed) agent, and `Task`, whose subagent resumes from its own steps.
+    fn safe_to_repeat(&self, name: &str) -> bool {
+        self.ctx.read_only
+            || self.tools.get(name).is_none_or(|t| {
+                t.is_read_only() || t.name() == crate::definitions::registry::TASK_TOOL
+            })
+    }
+
+    /// Appends a step to the journal, if there is one; a failure to write it is logged and
+    /// the run goes on (it only loses the ability to resume from here).
+    async fn journal(&self, step: Step) {
+        if let Some(journal) = &self.journal {
+            if let Err(e) = journal.append(&step).await {
+                tracing::warn!(agent = %self.config.path, "could not journal a step: {e}");
+            }
         }
     }
 
@@ -211,6 +337,15 @@ impl Agent {
             name: call.name.clone(),
             input: call.input.clone(),
         });
+        let changing = !self.safe_to_repeat(&call.name);
+        if changing {
+            self.journal(Step::ToolStarted {
+                agent: agent.clone(),
+                id: call.id.clone(),
+                name: call.name.clone(),
+            })
+            .await;
+        }
         let out = if self.ctx.cancel.is_cancelled() {
             cadre_tools::ToolOutput::error("cancelled before it ran")
         } else if let Some(raw) = invalid_json_input(&call.input) {
@@ -219,7 +354,9 @@ impl Agent {
                 call.name
             ))
         } else {
-            self.tools.call(&call.name, call.input, &self.ctx).await
+            let mut ctx = self.ctx.clone();
+            ctx.call_id.clone_from(&call.id);
+            self.tools.call(&call.name, call.input, &ctx).await
         };
         self.emit(Event::ToolResult {
             agent,
@@ -243,6 +380,11 @@ impl Agent {
                     .map(|i| ContentBlock::image(i.media_type, i.data)),
             );
         }
+        self.journal(Step::ToolResult {
+            agent: self.config.path.clone(),
+            result: block.clone(),
+        })
+        .await;
         block
     }
 
@@ -278,7 +420,7 @@ fn invalid_json_input(input: &Value) -> Option<&str> {
 
 /// The response as an assistant message, with any unparsable tool input replaced by `{}`
 /// so the history stays valid for the API.
-fn sanitized(response: &Response) -> Message {
+pub(crate) fn sanitized(response: &Response) -> Message {
     let mut message = response.to_message();
     for block in &mut message.content {
         if let ContentBlock::ToolUse(t) = block {
@@ -290,12 +432,15 @@ fn sanitized(response: &Response) -> Message {
     message
 }
 
-/// The text of the last assistant message, which is all a caller (or parent) sees.
-fn final_text(history: &[Message]) -> String {
-    history
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::Assistant)
-        .map(Message::text)
-        .unwrap_or_default()
+/// The outcome a stop reason ends the loop with, or `None` when the loop goes on
+/// (`tool_use`, `pause_turn`).
+pub(crate) fn terminal(reason: &StopReason) -> Option<StopKind> {
+    match reason {
+        StopReason::ToolUse | StopReason::PauseTurn => None,
+        StopReason::EndTurn | StopReason::StopSequence => Some(StopKind::Done),
+        StopReason::MaxTokens => Some(StopKind::MaxTokens),
+        StopReason::Refusal => Some(StopKind::Refusal),
+        StopReason::ModelContextWindowExceeded => Some(StopKind::ContextWindowExceeded),
+        StopReason::Other(other) => Some(StopKind::Other(other.clone())),
+    }
 }

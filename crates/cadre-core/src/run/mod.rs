@@ -8,6 +8,7 @@ pub(crate) mod mcp_tools;
 pub mod orchestrator;
 pub mod outcome;
 pub mod prompt;
+pub mod rebuild;
 pub mod skill_tool;
 pub mod task;
 pub mod toolset;

@@ -6,6 +6,7 @@ use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
 use crate::definitions::skills::SkillSet;
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::{millis, Event, EventHandler};
+use crate::record::journal::{FileJournal, Journal, JournalError, Step};
 use crate::record::transcript::{RunDir, Transcript};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
@@ -13,6 +14,7 @@ use crate::run::budget::Budget;
 use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::prompt;
+use crate::run::rebuild::Rebuilt;
 use crate::run::skill_tool::SkillTool;
 use crate::run::task::TaskTool;
 use crate::run::toolset::ToolSet;
@@ -24,7 +26,7 @@ use cadre_tools::{
 use dashmap::DashMap;
 use serde::Serialize;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -129,6 +131,23 @@ pub enum RunError {
     /// The run folder could not be created.
     #[error("cannot create the run folder: {0}")]
     RunDir(#[from] std::io::Error),
+    /// The run's journal could not be read or written.
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    /// Resuming needs a journal, and this run has none (or no run header).
+    #[error("run {0} has no journal to resume from (it was made by an older cadre, or with --no-transcripts)")]
+    NoJournal(String),
+    /// The run to resume already ended.
+    #[error("run {id} already finished ({stop}); to ask a follow-up, use `cadre run --resume {id} TASK`")]
+    AlreadyFinished {
+        /// The run id.
+        id: String,
+        /// How it ended.
+        stop: String,
+    },
+    /// The run to continue has not ended: resume it first.
+    #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
+    NotFinished(String),
 }
 
 /// One agent that is running now, as the live display shows it.
@@ -208,6 +227,17 @@ pub struct Orchestrator {
     records: Mutex<Vec<AgentRecord>>,
     counters: DashMap<String, u32>,
     run_dir: Mutex<Option<RunDir>>,
+    journal: Mutex<Option<Arc<dyn Journal>>>,
+    /// Agents rebuilt from the journal of a resumed run, by path.
+    resumed: DashMap<String, Rebuilt>,
+    /// The subagent each journaled `Task` call started: (parent path, call id) → path.
+    children: DashMap<(String, String), String>,
+}
+
+/// How an agent starts: on a fresh prompt, or from its journal.
+enum Start<'a> {
+    Fresh(&'a str),
+    Resume(Box<Rebuilt>),
 }
 
 impl Orchestrator {
@@ -226,6 +256,9 @@ impl Orchestrator {
             records: Mutex::new(Vec::new()),
             counters: DashMap::new(),
             run_dir: Mutex::new(None),
+            journal: Mutex::new(None),
+            resumed: DashMap::new(),
+            children: DashMap::new(),
         })
     }
 
@@ -268,6 +301,90 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let spec = self.primary_spec(agent_type)?;
+        if let Some(why) = spec.unusable() {
+            return Err(RunError::Unusable(why));
+        }
+        if let Some(runs) = &self.config.runs_dir {
+            let dir = RunDir::create(runs)?;
+            let journal: Arc<dyn Journal> = Arc::new(FileJournal::create(dir.path())?);
+            journal
+                .append(&Step::Run {
+                    agent_type: agent_type.to_owned(),
+                    task: task.to_owned(),
+                    model: self.config.model_id.clone(),
+                })
+                .await?;
+            *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir);
+            *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal);
+        }
+        let description: String = task.chars().take(60).collect();
+        self.run_primary(spec.clone(), &description, task, Start::Fresh(task))
+            .await
+    }
+
+    /// Carries on the run in the run folder `dir` from its journal: every agent that was
+    /// running is rebuilt and goes on; no journaled model request is sent again and no
+    /// journaled tool call runs again. With `follow_up`, the run must have finished, and
+    /// its primary conversation continues with that new user message.
+    pub async fn resume(
+        self: &Arc<Self>,
+        dir: &Path,
+        follow_up: Option<&str>,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let run_dir = RunDir::open(dir)?;
+        let id = run_dir.id().to_owned();
+        let (journal, notes) = FileJournal::open(dir).map_err(|e| match e {
+            JournalError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                RunError::NoJournal(id.clone())
+            }
+            other => RunError::Journal(other),
+        })?;
+        if notes.dropped_partial_line {
+            tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
+        }
+        let Some(Step::Run {
+            agent_type, task, ..
+        }) = journal.steps("").await?.into_iter().next()
+        else {
+            return Err(RunError::NoJournal(id));
+        };
+        let spec = self.primary_spec(&agent_type)?.clone();
+        let journal: Arc<dyn Journal> = Arc::new(journal);
+        let primary = self.load_tree(&journal, &spec.name).await?;
+        let Some(mut rebuilt) = primary else {
+            return Err(RunError::NoJournal(id));
+        };
+        match (follow_up, &rebuilt.finished) {
+            (None, Some((stop, _))) => {
+                return Err(RunError::AlreadyFinished {
+                    id,
+                    stop: stop.to_string(),
+                })
+            }
+            (Some(_), None) => return Err(RunError::NotFinished(id)),
+            _ => {}
+        }
+        *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
+        *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal.clone());
+        if let Some(text) = follow_up {
+            let message = Message::user_text(text);
+            journal
+                .append(&Step::UserMessage {
+                    agent: spec.name.clone(),
+                    message: message.clone(),
+                })
+                .await?;
+            rebuilt.history.push(message);
+            rebuilt.finished = None;
+        }
+        let description = rebuilt.description.clone();
+        self.run_primary(spec, &description, &task, Start::Resume(Box::new(rebuilt)))
+            .await
+    }
+
+    /// The type `agent_type`, if it may run as the primary agent.
+    fn primary_spec(&self, agent_type: &str) -> Result<&AgentSpec, RunError> {
         let spec = self
             .registry
             .get(agent_type)
@@ -283,24 +400,94 @@ impl Orchestrator {
         if !spec.mode.is_primary() {
             return Err(RunError::NotPrimary(agent_type.to_owned()));
         }
-        if let Some(why) = spec.unusable() {
-            return Err(RunError::Unusable(why));
+        Ok(spec)
+    }
+
+    /// Rebuilds the agent at `path` and, through the subagents its `Task` calls started,
+    /// the whole tree below it. Finished agents are counted in the usage now (they will not
+    /// run again); the others wait in `resumed` for their parent's call to reach them.
+    async fn load_tree(
+        &self,
+        journal: &Arc<dyn Journal>,
+        path: &str,
+    ) -> Result<Option<Rebuilt>, RunError> {
+        let mut root = None;
+        let mut queue = vec![path.to_owned()];
+        while let Some(path) = queue.pop() {
+            let Some(rebuilt) = Rebuilt::from_steps(&journal.steps(&path).await?) else {
+                continue;
+            };
+            for (call, child) in &rebuilt.spawned {
+                self.children
+                    .insert((path.clone(), call.clone()), child.clone());
+                queue.push(child.clone());
+            }
+            // New subagents must not take a path the journal already uses.
+            if let Some((kind, n)) = path.rsplit('/').next().and_then(|l| l.split_once('#')) {
+                let n: u32 = n.parse().unwrap_or(0);
+                let mut c = self.counters.entry(kind.to_owned()).or_insert(0);
+                *c = (*c).max(n);
+            }
+            if root.is_none() {
+                root = Some(rebuilt);
+                continue;
+            }
+            if let Some((stop, _)) = &rebuilt.finished {
+                self.record_earlier(&path, &rebuilt, stop.clone());
+            }
+            self.resumed.insert(path, rebuilt);
         }
-        if let Some(runs) = &self.config.runs_dir {
-            *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunDir::create(runs)?);
-        }
+        Ok(root)
+    }
+
+    /// Counts the usage of an agent that ran before the resume and will not run again.
+    fn record_earlier(&self, path: &str, rebuilt: &Rebuilt, stop: StopKind) {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(AgentRecord {
+                path: path.to_owned(),
+                agent_type: rebuilt.agent_type.clone(),
+                description: rebuilt.description.clone(),
+                model: String::new(),
+                turns: rebuilt.turns,
+                tool_calls: rebuilt.tool_calls,
+                usage: rebuilt.usage,
+                elapsed_ms: 0,
+                stop,
+            });
+    }
+
+    /// Runs the primary agent of type `spec` and writes the summary.
+    async fn run_primary(
+        self: &Arc<Self>,
+        mut spec: AgentSpec,
+        description: &str,
+        task: &str,
+        start: Start<'_>,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let started = Instant::now();
-        let mut spec = spec.clone();
         if let Some(max_turns) = self.config.max_turns {
             spec.max_turns = max_turns;
         }
         let model = self.model_for(&spec, &self.config.model_id);
-        let description: String = task.chars().take(60).collect();
         let me = Parent::new(spec.name.clone(), 0, model);
         let outcome = self
-            .run_agent(&spec, me, &description, task, self.cancel.child_token())
+            .run_agent(&spec, me, description, start, self.cancel.child_token())
             .await;
         self.config.mcp.shutdown().await;
+        // Agents of the journal that no call reached again (a subagent cancelled before the
+        // resume, whose parent already has its result) still count in the usage.
+        let left: Vec<(String, Rebuilt)> = self
+            .resumed
+            .iter()
+            .filter(|e| e.value().finished.is_none())
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        for (path, rebuilt) in left {
+            self.resumed.remove(&path);
+            self.record_earlier(&path, &rebuilt, StopKind::Cancelled);
+        }
         let summary = RunSummary {
             run_id: self.run_dir().map(|d| d.id().to_owned()),
             task: task.to_owned(),
@@ -332,6 +519,7 @@ impl Orchestrator {
         subagent_type: &str,
         description: &str,
         prompt: &str,
+        call: &str,
         cancel: CancellationToken,
     ) -> Result<String, String> {
         let Some(spec) = self
@@ -363,28 +551,40 @@ impl Orchestrator {
                 parent.path, running, self.config.limits.max_fanout
             ));
         }
-        let n = {
-            let mut c = self.counters.entry(spec.name.clone()).or_insert(0);
-            *c += 1;
-            *c
+        // A resumed run finds the subagent this call started before, by the call's id.
+        let earlier = self
+            .resumed_child(&parent.path, call)
+            .and_then(|path| self.resumed.remove(&path));
+        let (path, start) = match earlier {
+            // It had finished: its result stands (its usage was counted when it was loaded).
+            Some((
+                path,
+                Rebuilt {
+                    finished: Some((stop, text)),
+                    ..
+                },
+            )) => return subagent_result(&path, stop, text),
+            Some((path, rebuilt)) => (path, Start::Resume(Box::new(rebuilt))),
+            None => {
+                let n = {
+                    let mut c = self.counters.entry(spec.name.clone()).or_insert(0);
+                    *c += 1;
+                    *c
+                };
+                let path = format!("{}/{}#{n}", parent.path, spec.name);
+                self.journal(Step::Spawned {
+                    agent: parent.path.clone(),
+                    call: call.to_owned(),
+                    child: path.clone(),
+                })
+                .await;
+                (path, Start::Fresh(prompt))
+            }
         };
-        let path = format!("{}/{}#{n}", parent.path, spec.name);
         let model = self.model_for(spec, &parent.model);
         let me = Parent::new(path.clone(), depth, model);
-        let outcome = self.run_agent(spec, me, description, prompt, cancel).await;
-        match outcome.stop {
-            StopKind::Done if outcome.text.trim().is_empty() => {
-                Ok(format!("({path} finished without a final message)"))
-            }
-            StopKind::Done => Ok(outcome.text),
-            stop => {
-                let last = outcome.text.trim();
-                let last = if last.is_empty() { "(none)" } else { last };
-                Err(format!(
-                    "subagent {path} did not finish: {stop}. Its last message: {last}"
-                ))
-            }
-        }
+        let outcome = self.run_agent(spec, me, description, start, cancel).await;
+        subagent_result(&path, outcome.stop, outcome.text)
     }
 
     /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
@@ -401,7 +601,7 @@ impl Orchestrator {
         spec: &AgentSpec,
         me: Parent,
         description: &str,
-        prompt: &str,
+        start: Start<'_>,
         cancel: CancellationToken,
     ) -> AgentOutcome {
         let started = Instant::now();
@@ -432,7 +632,26 @@ impl Orchestrator {
             model: model.clone(),
             color: spec.color.clone(),
         });
-        let outcome = agent.run(vec![Message::user_text(prompt)]).await;
+        let outcome = match start {
+            Start::Fresh(prompt) => {
+                let history = vec![Message::user_text(prompt)];
+                self.journal(Step::Started {
+                    agent: path.clone(),
+                    agent_type: spec.name.clone(),
+                    description: description.to_owned(),
+                    history: history.clone(),
+                })
+                .await;
+                agent.run(history).await
+            }
+            Start::Resume(rebuilt) => agent.resume(*rebuilt).await,
+        };
+        self.journal(Step::Finished {
+            agent: path.clone(),
+            stop: outcome.stop.clone(),
+            text: outcome.text.clone(),
+        })
+        .await;
         for server in own_servers {
             server.shutdown().await;
         }
@@ -558,8 +777,34 @@ impl Orchestrator {
             events: Arc::new(move |e| this.observe(e)),
             limiter: Some(self.limiter.clone()),
             transcript: None,
+            journal: self
+                .journal
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         };
         (agent, mcp.own)
+    }
+
+    /// The path of the subagent that `parent`'s call `call` started before a resume.
+    fn resumed_child(&self, parent: &str, call: &str) -> Option<String> {
+        self.children
+            .get(&(parent.to_owned(), call.to_owned()))
+            .map(|c| c.value().clone())
+    }
+
+    /// Appends a step to the run's journal, if it has one.
+    async fn journal(&self, step: Step) {
+        let journal = self
+            .journal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(journal) = journal {
+            if let Err(e) = journal.append(&step).await {
+                tracing::warn!("could not journal a step: {e}");
+            }
+        }
     }
 
     /// Keeps the roster current, then passes the event on.
@@ -578,6 +823,23 @@ impl Orchestrator {
             }
         }
         (self.events)(event);
+    }
+}
+
+/// What a parent's `Task` call gets from a subagent that stopped with `stop`.
+fn subagent_result(path: &str, stop: StopKind, text: String) -> Result<String, String> {
+    match stop {
+        StopKind::Done if text.trim().is_empty() => {
+            Ok(format!("({path} finished without a final message)"))
+        }
+        StopKind::Done => Ok(text),
+        stop => {
+            let last = text.trim();
+            let last = if last.is_empty() { "(none)" } else { last };
+            Err(format!(
+                "subagent {path} did not finish: {stop}. Its last message: {last}"
+            ))
+        }
     }
 }
 

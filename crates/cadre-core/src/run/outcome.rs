@@ -4,7 +4,7 @@ use cadre_model::{Message, Usage};
 use serde::Serialize;
 
 /// Why an agent stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum StopKind {
     /// The model finished (`end_turn` or `stop_sequence`).

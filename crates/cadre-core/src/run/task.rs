@@ -118,6 +118,7 @@ impl Tool for TaskTool {
                 &input.subagent_type,
                 &input.description,
                 &input.prompt,
+                &ctx.call_id,
                 ctx.cancel.child_token(),
             )
             .await;

@@ -1,0 +1,368 @@
+//! The run journal: every step of every agent, appended before the loop acts on it, so a
+//! run killed at any moment can be rebuilt without sending a journaled model request again
+//! or running a journaled tool call again.
+//!
+//! The [`Journal`] trait is the seam: the local JSON Lines file ([`FileJournal`],
+//! `.cadre/runs/<id>/journal.jsonl`) is the default, and a durable execution engine can
+//! stand in for it without the loop knowing. Steps are keyed by agent path, so an agent
+//! can be rebuilt from its own steps alone; a parent records which subagent each `Task`
+//! call started ([`Step::Spawned`]), so subagents are found again by call id.
+
+use crate::run::outcome::StopKind;
+use async_trait::async_trait;
+use cadre_model::{ContentBlock, Message, Response};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The journal's file name inside a run folder.
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+/// One step of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// The run began: the primary agent's type and task.
+    Run {
+        /// The primary agent's type.
+        agent_type: String,
+        /// The task it was given.
+        task: String,
+        /// The primary agent's model.
+        model: String,
+    },
+    /// An agent began, with its first messages.
+    Started {
+        /// Its path (`main`, `main/explore#2`).
+        agent: String,
+        /// Its type.
+        agent_type: String,
+        /// What it was asked to do, in a few words.
+        description: String,
+        /// The history it started from.
+        history: Vec<Message>,
+    },
+    /// A parent's `Task` call started a subagent.
+    Spawned {
+        /// The parent's path.
+        agent: String,
+        /// The `tool_use` id of the `Task` call.
+        call: String,
+        /// The subagent's path.
+        child: String,
+    },
+    /// A model response, journaled before the loop acts on it.
+    Response {
+        /// The agent's path.
+        agent: String,
+        /// The response as received.
+        response: Response,
+    },
+    /// A tool that may change something is about to run.
+    ToolStarted {
+        /// The agent's path.
+        agent: String,
+        /// The `tool_use` id.
+        id: String,
+        /// The tool.
+        name: String,
+    },
+    /// A tool's result (a `tool_result` block), journaled before the model sees it.
+    ToolResult {
+        /// The agent's path.
+        agent: String,
+        /// The `tool_result` block.
+        result: ContentBlock,
+    },
+    /// A new user message for an agent whose conversation had ended (a follow-up).
+    UserMessage {
+        /// The agent's path.
+        agent: String,
+        /// The message.
+        message: Message,
+    },
+    /// An agent ended.
+    Finished {
+        /// The agent's path.
+        agent: String,
+        /// Why it stopped.
+        stop: StopKind,
+        /// Its final text.
+        text: String,
+    },
+}
+
+impl Step {
+    /// The path of the agent the step belongs to (`None` for the run header).
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            Self::Run { .. } => None,
+            Self::Started { agent, .. }
+            | Self::Spawned { agent, .. }
+            | Self::Response { agent, .. }
+            | Self::ToolStarted { agent, .. }
+            | Self::ToolResult { agent, .. }
+            | Self::UserMessage { agent, .. }
+            | Self::Finished { agent, .. } => Some(agent),
+        }
+    }
+}
+
+/// Why the journal could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// Reading or writing failed.
+    #[error("journal {}: {source}", file.display())]
+    Io {
+        /// The file.
+        file: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// A line in the middle of the file is not a step: the file was changed or damaged.
+    #[error("journal {}: line {line} is not a step ({message}); the journal is damaged", file.display())]
+    Damaged {
+        /// The file.
+        file: PathBuf,
+        /// The 1-based line.
+        line: usize,
+        /// What the parser said.
+        message: String,
+    },
+    /// A step could not be encoded.
+    #[error("a journal step could not be encoded: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// Where the steps of a run go and come back from.
+#[async_trait]
+pub trait Journal: Send + Sync {
+    /// Appends `step`; when this returns, the step survives the process being killed.
+    async fn append(&self, step: &Step) -> Result<(), JournalError>;
+    /// Every step journaled for the agent at `agent` (the run header for `""`), in order.
+    async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError>;
+}
+
+/// The journal as a JSON Lines file, one step per line, each written whole and flushed.
+#[derive(Debug)]
+pub struct FileJournal {
+    file: PathBuf,
+    out: Mutex<File>,
+    /// The steps read when the journal was opened, by agent, for rebuilding.
+    earlier: HashMap<String, Vec<Step>>,
+}
+
+/// What opening an existing journal found besides its steps.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OpenNotes {
+    /// The last line was cut off (the process died while writing it) and was dropped; the
+    /// step it held never took effect, since the loop acts only after a step is written.
+    pub dropped_partial_line: bool,
+}
+
+impl FileJournal {
+    /// Creates a new, empty journal in the run folder `dir`.
+    pub fn create(dir: &Path) -> Result<Self, JournalError> {
+        let file = dir.join(JOURNAL_FILE);
+        let out = File::create(&file).map_err(|source| JournalError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Ok(Self {
+            file,
+            out: Mutex::new(out),
+            earlier: HashMap::new(),
+        })
+    }
+
+    /// Opens the journal of the run folder `dir` to go on appending, reading its steps.
+    pub fn open(dir: &Path) -> Result<(Self, OpenNotes), JournalError> {
+        let file = dir.join(JOURNAL_FILE);
+        let io = |source| JournalError::Io {
+            file: file.clone(),
+            source,
+        };
+        let (steps, keep_bytes, notes) = read_steps(&file)?;
+        let out = OpenOptions::new().write(true).open(&file).map_err(io)?;
+        // A cut-off last line is dropped so new steps start on a line of their own.
+        out.set_len(keep_bytes).map_err(io)?;
+        let mut out = out;
+        std::io::Seek::seek(&mut out, std::io::SeekFrom::End(0)).map_err(io)?;
+        let mut earlier: HashMap<String, Vec<Step>> = HashMap::new();
+        for step in steps {
+            let key = step.agent().unwrap_or_default().to_owned();
+            earlier.entry(key).or_default().push(step);
+        }
+        Ok((
+            Self {
+                file,
+                out: Mutex::new(out),
+                earlier,
+            },
+            notes,
+        ))
+    }
+
+    /// Whether the journal held any step when it was opened.
+    pub fn is_empty(&self) -> bool {
+        self.earlier.is_empty()
+    }
+}
+
+#[async_trait]
+impl Journal for FileJournal {
+    async fn append(&self, step: &Step) -> Result<(), JournalError> {
+        let mut line = serde_json::to_vec(step)?;
+        line.push(b'\n');
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        // One write per line: a line is either whole in the file or cut off at its end.
+        out.write_all(&line)
+            .and_then(|()| out.flush())
+            .map_err(|source| JournalError::Io {
+                file: self.file.clone(),
+                source,
+            })
+    }
+
+    async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError> {
+        Ok(self.earlier.get(agent).cloned().unwrap_or_default())
+    }
+}
+
+/// What a run folder's journal says of the run as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunState {
+    /// The primary agent's type.
+    pub agent_type: String,
+    /// The task it was given.
+    pub task: String,
+    /// How the primary agent's conversation ended, unless it is still open (never ended,
+    /// or a follow-up came after its end).
+    pub finished: Option<StopKind>,
+}
+
+/// Reads the state of the run in folder `dir`; `None` when it has no journal.
+pub fn run_state(dir: &Path) -> Result<Option<RunState>, JournalError> {
+    let file = dir.join(JOURNAL_FILE);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let (steps, _, _) = read_steps(&file)?;
+    let Some(Step::Run {
+        agent_type, task, ..
+    }) = steps.first().cloned()
+    else {
+        return Ok(None);
+    };
+    let mut finished = None;
+    for step in &steps {
+        match step {
+            // Cancelled (Ctrl-C) runs may be resumed like killed ones.
+            Step::Finished { agent, stop, .. } if *agent == agent_type => {
+                finished = (*stop != StopKind::Cancelled).then(|| stop.clone())
+            }
+            Step::UserMessage { agent, .. } if *agent == agent_type => finished = None,
+            _ => {}
+        }
+    }
+    Ok(Some(RunState {
+        agent_type,
+        task,
+        finished,
+    }))
+}
+
+/// Reads every step of a journal file. Returns the steps, how many bytes of the file are
+/// whole lines, and whether a cut-off last line was dropped.
+pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalError> {
+    let io = |source| JournalError::Io {
+        file: file.to_path_buf(),
+        source,
+    };
+    let reader = BufReader::new(File::open(file).map_err(io)?);
+    let mut steps = Vec::new();
+    let mut notes = OpenNotes::default();
+    let mut whole = 0u64;
+    let mut lines = reader.split(b'\n').peekable();
+    let mut n = 0;
+    while let Some(line) = lines.next() {
+        n += 1;
+        let line = line.map_err(io)?;
+        let last = lines.peek().is_none();
+        match serde_json::from_slice::<Step>(&line) {
+            Ok(step) => {
+                steps.push(step);
+                whole += line.len() as u64 + 1;
+            }
+            Err(_) if line.iter().all(u8::is_ascii_whitespace) => {
+                whole += line.len() as u64 + 1;
+            }
+            Err(_) if last => notes.dropped_partial_line = true,
+            Err(e) => {
+                return Err(JournalError::Damaged {
+                    file: file.to_path_buf(),
+                    line: n,
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+    // The last line of a whole file ends with a newline that `split` does not count.
+    let len = std::fs::metadata(file).map_err(io)?.len();
+    Ok((steps, whole.min(len), notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(agent: &str) -> Step {
+        Step::Started {
+            agent: agent.into(),
+            agent_type: "main".into(),
+            description: "d".into(),
+            history: vec![Message::user_text("hi")],
+        }
+    }
+
+    #[tokio::test]
+    async fn steps_come_back_by_agent_and_a_cut_off_line_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = FileJournal::create(dir.path()).unwrap();
+        j.append(&started("main")).await.unwrap();
+        j.append(&started("main/explore#1")).await.unwrap();
+        j.append(&Step::Finished {
+            agent: "main".into(),
+            stop: StopKind::Done,
+            text: "ok".into(),
+        })
+        .await
+        .unwrap();
+        drop(j);
+        let path = dir.path().join(JOURNAL_FILE);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"step\":\"fini");
+        std::fs::write(&path, &text).unwrap();
+        let (j, notes) = FileJournal::open(dir.path()).unwrap();
+        assert!(notes.dropped_partial_line);
+        assert_eq!(j.steps("main").await.unwrap().len(), 2);
+        assert_eq!(j.steps("main/explore#1").await.unwrap().len(), 1);
+        j.append(&started("main/plan#1")).await.unwrap();
+        let (steps, _, notes) = read_steps(&path).unwrap();
+        assert_eq!(steps.len(), 4);
+        assert!(!notes.dropped_partial_line);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_middle_line_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(JOURNAL_FILE);
+        let run = "{\"step\":\"run\",\"agent_type\":\"main\",\"task\":\"t\",\"model\":\"m\"}";
+        std::fs::write(&path, format!("{run}\nnot json\n{run}\n")).unwrap();
+        let e = FileJournal::open(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("line 2 is not a step"), "{e}");
+    }
+}
