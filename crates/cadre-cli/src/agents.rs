@@ -105,7 +105,7 @@ pub fn check_report(problems: &[Problem], strict: bool, ok: &str) -> Code {
 }
 
 /// The first sentence of a description, for one-line listings.
-fn first_sentence(text: &str) -> &str {
+pub(crate) fn first_sentence(text: &str) -> &str {
     let line = text.lines().next().unwrap_or_default();
     match line.find(". ") {
         Some(i) => &line[..=i],

@@ -18,9 +18,9 @@ pub struct Cli {
     /// Print only the answer: no live display, no usage table.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// What to do.
+    /// What to do [default on a terminal: `chat`, an interactive session].
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The subcommands.
@@ -28,6 +28,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the primary agent on a task in the current folder.
     Run(Box<RunCmd>),
+    /// Talk to the primary agent: each message is one more turn of the same conversation
+    /// (a run like any other: resumable and continuable). Ctrl-C cancels the current turn
+    /// and every subagent it started; Ctrl-D or /exit leaves; /help lists the commands.
+    /// This is what `cadre` with no command does on a terminal.
+    Chat(Box<ChatCmd>),
     /// Carry on a run that was killed or crashed, from its journal: every agent that was
     /// running goes on; no journaled model request is sent again and no journaled tool call
     /// runs again (a changing tool cut off mid-call is reported to the model as interrupted).
@@ -176,6 +181,20 @@ pub struct RunCmd {
     #[arg(long, value_name = "RUN_ID")]
     pub resume: Option<String>,
     /// Everything else.
+    #[command(flatten)]
+    pub args: RunArgs,
+}
+
+/// `cadre chat`.
+#[derive(Debug, Args)]
+pub struct ChatCmd {
+    /// Go on with the newest run of this workspace that can take a follow-up.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_last: bool,
+    /// Go on with the run RUN_ID (or a unique prefix of it).
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
+    /// The model, limits and the rest, as for `cadre run`.
     #[command(flatten)]
     pub args: RunArgs,
 }

@@ -25,6 +25,7 @@ mod args;
 mod display;
 mod doctor;
 mod exit;
+mod interactive;
 mod mcp;
 mod run;
 mod sessions;
@@ -48,8 +49,16 @@ fn main() -> ExitCode {
             return exit::Code::Config.into();
         }
     };
+    let command = match cli.command {
+        Some(command) => command,
+        None => match default_command() {
+            Ok(command) => command,
+            Err(code) => return code.into(),
+        },
+    };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
+            Command::Chat(cmd) => interactive::chat(*cmd, cli.directory).await,
             Command::Run(cmd) => run::run_cmd(*cmd, cli.directory, cli.quiet).await,
             Command::Resume(cmd) => run::resume_cmd(*cmd, cli.directory, cli.quiet).await,
             Command::Doctor => Ok(doctor::doctor()),
@@ -71,6 +80,25 @@ fn main() -> ExitCode {
             eprintln!("cadre: {err:#}");
             exit::classify(&err).into()
         }
+    }
+}
+
+/// `cadre` alone: an interactive session on a terminal, the help otherwise.
+fn default_command() -> Result<Command, exit::Code> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        eprintln!("cadre: no command given; `cadre run TASK` runs a task, and `cadre` on a terminal opens an interactive session (see `cadre --help`)");
+        return Err(exit::Code::Config);
+    }
+    // The global options given (-C, -v) stay; `chat` brings its defaults.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    argv.push("chat".into());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Some(command),
+            ..
+        }) => Ok(command),
+        _ => Err(exit::Code::Config),
     }
 }
 

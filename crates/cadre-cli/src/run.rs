@@ -91,109 +91,197 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
 
 /// Runs the primary agent and prints what it does; returns the exit code.
 pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
-    let root = workspace_root(directory)?;
-    let workspace = Workspace::new(&root)
-        .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
-    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
-    require_dirs(&args.skills.skills_dir, "--skills-dir")?;
-    // A replay must see the same prompts as the recording did, on any machine.
-    let include_user = args.replay.is_none();
-    let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
-    let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
-    let mcp = crate::mcp::load_servers(&root, &args.mcp, include_user)?;
-    if !quiet {
-        for p in &mcp.config().problems {
-            eprintln!("cadre: skipped: {p}");
+    let session = Session::prepare(args, directory, quiet)?;
+    Ok(session.turn(&job, quiet, Signals::Process).await?.code)
+}
+
+/// How Ctrl-C is handled during a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signals {
+    /// Ctrl-C or SIGTERM cancels the run; a second Ctrl-C exits at once (`cadre run`).
+    Process,
+    /// Ctrl-C cancels this turn and every subagent it started, nothing more (interactive).
+    Turn,
+}
+
+/// Everything a run needs that stays the same from one turn to the next.
+pub struct Session {
+    /// The workspace folder.
+    pub root: PathBuf,
+    /// The options it was started with.
+    pub args: RunArgs,
+    /// The agent types.
+    pub registry: cadre_core::Registry,
+    workspace: Arc<Workspace>,
+    skills: Arc<cadre_core::SkillSet>,
+    mcp: Arc<cadre_mcp::McpServers>,
+    model: Arc<dyn Model>,
+    /// The model id of the primary agent.
+    pub model_id: String,
+}
+
+impl Session {
+    /// Loads agent types, skills and MCP configuration and builds the model client; checks
+    /// that `args.agent` may run as the primary agent.
+    pub fn prepare(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Self> {
+        let root = workspace_root(directory)?;
+        let workspace = Workspace::new(&root)
+            .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
+        require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+        require_dirs(&args.skills.skills_dir, "--skills-dir")?;
+        // A replay must see the same prompts as the recording did, on any machine.
+        let include_user = args.replay.is_none();
+        let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+        let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
+        let mcp = crate::mcp::load_servers(&root, &args.mcp, include_user)?;
+        if !quiet {
+            for p in &mcp.config().problems {
+                eprintln!("cadre: skipped: {p}");
+            }
+            print_problems(registry.problems());
+            print_problems(skills.problems());
         }
-        print_problems(registry.problems());
-        print_problems(skills.problems());
+        let spec = registry.get(&args.agent).ok_or_else(|| {
+            let known: Vec<&str> = registry
+                .all()
+                .filter(|s| s.mode.is_primary())
+                .map(|s| s.name.as_str())
+                .collect();
+            ConfigError(format!(
+                "there is no agent type {:?}; primary types: {} (see `cadre agents list`)",
+                args.agent,
+                known.join(", ")
+            ))
+        })?;
+        if !spec.mode.is_primary() {
+            return Err(ConfigError(format!(
+                "agent type {:?} is a subagent type and cannot run as the primary agent; use --agent main or a type with mode: primary or all",
+                args.agent
+            ))
+            .into());
+        }
+        let model_id = model_id(&args)?;
+        let model = build_model(&args)?;
+        Ok(Self {
+            root,
+            args,
+            registry,
+            workspace: Arc::new(workspace),
+            skills: Arc::new(skills),
+            mcp: Arc::new(mcp),
+            model,
+            model_id,
+        })
     }
-    let spec = registry.get(&args.agent).ok_or_else(|| {
-        let known: Vec<&str> = registry
-            .all()
-            .filter(|s| s.mode.is_primary())
-            .map(|s| s.name.as_str())
-            .collect();
-        ConfigError(format!(
-            "there is no agent type {:?}; primary types: {} (see `cadre agents list`)",
-            args.agent,
-            known.join(", ")
-        ))
-    })?;
-    if !spec.mode.is_primary() {
-        return Err(ConfigError(format!(
-            "agent type {:?} is a subagent type and cannot run as the primary agent; use --agent main or a type with mode: primary or all",
-            args.agent
-        ))
-        .into());
-    }
-    let model_id = model_id(&args)?;
-    let model = build_model(&args)?;
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-    let events: EventHandler = Arc::new(move |e| {
-        let _ = tx.send(e);
-    });
-    let mut config = RunConfig::new(Arc::new(workspace), model, model_id.clone());
-    config.limits = Limits {
-        max_parallel: args.max_parallel.max(1),
-        max_depth: args.max_depth,
-        ..Limits::default()
-    };
-    config.budget_tokens = args.budget_tokens;
-    config.max_tokens = args.max_tokens;
-    config.context_tokens = args.context_tokens;
-    config.max_turns = args.max_turns;
-    config.tool_limits = ToolLimits {
-        bash_timeout: Duration::from_secs(args.bash_timeout),
-        ..ToolLimits::default()
-    };
-    config.runs_dir = (!args.no_transcripts).then(|| root.join(".cadre").join("runs"));
-    config.skills = Arc::new(skills);
-    config.mcp = Arc::new(mcp);
-    if args.allow_unsandboxed_bash {
-        config.sandbox = SandboxMode::Unsandboxed;
+    /// A fresh orchestrator for one turn (its own cancel token and usage).
+    pub fn orchestrator(&self, events: EventHandler) -> Arc<Orchestrator> {
+        let args = &self.args;
+        let mut config = RunConfig::new(
+            self.workspace.clone(),
+            self.model.clone(),
+            self.model_id.clone(),
+        );
+        config.limits = Limits {
+            max_parallel: args.max_parallel.max(1),
+            max_depth: args.max_depth,
+            ..Limits::default()
+        };
+        config.budget_tokens = args.budget_tokens;
+        config.max_tokens = args.max_tokens;
+        config.context_tokens = args.context_tokens;
+        config.max_turns = args.max_turns;
+        config.tool_limits = ToolLimits {
+            bash_timeout: Duration::from_secs(args.bash_timeout),
+            ..ToolLimits::default()
+        };
+        config.runs_dir = (!args.no_transcripts).then(|| self.root.join(".cadre").join("runs"));
+        config.skills = self.skills.clone();
+        config.mcp = self.mcp.clone();
+        if args.allow_unsandboxed_bash {
+            config.sandbox = SandboxMode::Unsandboxed;
+        }
+        Orchestrator::new(self.registry.clone(), config, events)
     }
-    let orchestrator = Orchestrator::new(registry, config, events);
-    spawn_signal_watch(orchestrator.cancel_token());
 
-    let header = format!("cadre · {} · {model_id}", args.agent);
-    let mut display = Display::new(args.output_format, quiet, &args.agent, header);
-    let started = Instant::now();
-    let mut ticker = tokio::time::interval(Duration::from_millis(100));
-    let result = {
-        let run = async {
-            match &job {
-                Job::Fresh(task) => orchestrator.run(&args.agent, task).await,
-                Job::Resume(dir) => orchestrator.resume(dir, None).await,
-                Job::Continue(dir, task) => orchestrator.resume(dir, Some(task)).await,
+    /// Runs one job with the live display.
+    pub async fn turn(&self, job: &Job, quiet: bool, signals: Signals) -> Result<Turn> {
+        let args = &self.args;
+        let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+        let events: EventHandler = Arc::new(move |e| {
+            let _ = tx.send(e);
+        });
+        let orchestrator = self.orchestrator(events);
+        let turn_cancel = CancellationToken::new();
+        match signals {
+            Signals::Process => spawn_signal_watch(orchestrator.cancel_token()),
+            Signals::Turn => {
+                let cancel = orchestrator.cancel_token();
+                let done = turn_cancel.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {
+                            eprintln!("\ncadre: cancelling this turn");
+                            cancel.cancel();
+                        }
+                        () = done.cancelled() => {}
+                    }
+                });
+            }
+        }
+        let _stop_watch = turn_cancel.clone().drop_guard();
+        let header = format!("cadre · {} · {}", args.agent, self.model_id);
+        let mut display = Display::new(args.output_format, quiet, &args.agent, header);
+        let started = Instant::now();
+        let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        let result = {
+            let run = async {
+                match job {
+                    Job::Fresh(task) => orchestrator.run(&args.agent, task).await,
+                    Job::Resume(dir) => orchestrator.resume(dir, None).await,
+                    Job::Continue(dir, task) => orchestrator.resume(dir, Some(task)).await,
+                }
+            };
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    result = &mut run => break result,
+                    Some(event) = rx.recv() => display.event(&event),
+                    _ = ticker.tick() => display.tick(
+                        &orchestrator.roster(),
+                        orchestrator.usage().agents.len(),
+                        orchestrator.tokens_used(),
+                        started.elapsed(),
+                    ),
+                }
             }
         };
-        tokio::pin!(run);
-        loop {
-            tokio::select! {
-                result = &mut run => break result,
-                Some(event) = rx.recv() => display.event(&event),
-                _ = ticker.tick() => display.tick(
-                    &orchestrator.roster(),
-                    orchestrator.usage().agents.len(),
-                    orchestrator.tokens_used(),
-                    started.elapsed(),
-                ),
+        while let Ok(event) = rx.try_recv() {
+            display.event(&event);
+        }
+        let (outcome, summary) = result.map_err(|e| ConfigError(e.to_string()))?;
+        display.finish(&outcome, &summary, &self.model_id);
+        if let StopKind::ModelError(e) = &outcome.stop {
+            if quiet || args.output_format != crate::args::OutputFormat::Text {
+                eprintln!("cadre: {e}");
             }
         }
-    };
-    while let Ok(event) = rx.try_recv() {
-        display.event(&event);
+        Ok(Turn {
+            code: Code::for_stop(&outcome.stop),
+            dir: orchestrator.run_dir().map(|d| d.path().to_path_buf()),
+            summary,
+        })
     }
-    let (outcome, summary) = result.map_err(|e| ConfigError(e.to_string()))?;
-    display.finish(&outcome, &summary, &model_id);
-    if let StopKind::ModelError(e) = &outcome.stop {
-        if quiet || args.output_format != crate::args::OutputFormat::Text {
-            eprintln!("cadre: {e}");
-        }
-    }
-    Ok(Code::for_stop(&outcome.stop))
+}
+
+/// What one turn left.
+pub struct Turn {
+    /// The exit code it stands for.
+    pub code: Code,
+    /// Its run folder, if transcripts are written.
+    pub dir: Option<PathBuf>,
+    /// Its summary (usage covers the whole run, earlier turns too).
+    pub summary: cadre_core::RunSummary,
 }
 
 /// Fails unless every folder given with `flag` exists: a typo must not pass silently.

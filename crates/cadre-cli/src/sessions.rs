@@ -21,11 +21,17 @@ fn run_dirs(root: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The newest run with a journal that has (`finished`) or has not ended.
+/// The newest run with a journal that can take a follow-up (`finished`), or that can be
+/// resumed (cancelled runs are both).
 pub fn newest(root: &Path, finished: bool) -> Result<Option<PathBuf>> {
     for dir in run_dirs(root) {
         if let Ok(Some(state)) = run_state(&dir) {
-            if state.finished.is_some() == finished {
+            let fits = if finished {
+                state.continuable()
+            } else {
+                state.resumable()
+            };
+            if fits {
                 return Ok(Some(dir));
             }
         }
@@ -80,5 +86,30 @@ pub fn primary_type(dir: &Path) -> Result<String> {
         ))
         .into()),
         Err(e) => Err(ConfigError(e.to_string()).into()),
+    }
+}
+
+/// One line per run of the workspace, newest first: id, state, task.
+pub fn print_runs(root: &Path) {
+    let dirs = run_dirs(root);
+    if dirs.is_empty() {
+        outln!("no runs yet in .cadre/runs/");
+    }
+    for dir in dirs.iter().take(20) {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (state, task) = match run_state(dir) {
+            Ok(Some(s)) => (
+                s.finished
+                    .as_ref()
+                    .map_or("unfinished".to_owned(), |f| f.label().to_owned()),
+                s.task,
+            ),
+            _ => ("(no journal)".to_owned(), String::new()),
+        };
+        let task: String = task.chars().take(60).collect();
+        outln!("{id:<24} {state:<11} {task}");
     }
 }

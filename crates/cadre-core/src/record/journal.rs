@@ -239,8 +239,8 @@ pub struct RunState {
     pub agent_type: String,
     /// The task it was given.
     pub task: String,
-    /// How the primary agent's conversation ended, unless it is still open (never ended,
-    /// or a follow-up came after its end).
+    /// How the primary agent's conversation ended (`Cancelled` for Ctrl-C), unless it is
+    /// still open (never ended, or a follow-up came after its end).
     pub finished: Option<StopKind>,
 }
 
@@ -260,9 +260,8 @@ pub fn run_state(dir: &Path) -> Result<Option<RunState>, JournalError> {
     let mut finished = None;
     for step in &steps {
         match step {
-            // Cancelled (Ctrl-C) runs may be resumed like killed ones.
             Step::Finished { agent, stop, .. } if *agent == agent_type => {
-                finished = (*stop != StopKind::Cancelled).then(|| stop.clone())
+                finished = Some(stop.clone())
             }
             Step::UserMessage { agent, .. } if *agent == agent_type => finished = None,
             _ => {}
@@ -273,6 +272,18 @@ pub fn run_state(dir: &Path) -> Result<Option<RunState>, JournalError> {
         task,
         finished,
     }))
+}
+
+impl RunState {
+    /// Whether `cadre resume` can carry it on: it never ended, or was cancelled.
+    pub fn resumable(&self) -> bool {
+        matches!(self.finished, None | Some(StopKind::Cancelled))
+    }
+
+    /// Whether it can take a follow-up: it ended (a cancelled run too).
+    pub fn continuable(&self) -> bool {
+        self.finished.is_some()
+    }
 }
 
 /// Reads every step of a journal file. Returns the steps, how many bytes of the file are

@@ -362,7 +362,8 @@ impl Orchestrator {
                     stop: stop.to_string(),
                 })
             }
-            (Some(_), None) => return Err(RunError::NotFinished(id)),
+            // A cancelled run may take a follow-up; a killed one must be resumed first.
+            (Some(_), None) if !rebuilt.cancelled => return Err(RunError::NotFinished(id)),
             _ => {}
         }
         *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
@@ -375,8 +376,7 @@ impl Orchestrator {
                     message: message.clone(),
                 })
                 .await?;
-            rebuilt.history.push(message);
-            rebuilt.finished = None;
+            rebuilt.follow_up(message);
         }
         let description = rebuilt.description.clone();
         self.run_primary(spec, &description, &task, Start::Resume(Box::new(rebuilt)))

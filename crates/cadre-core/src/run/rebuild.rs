@@ -28,6 +28,9 @@ pub struct Rebuilt {
     pub finished: Option<(StopKind, String)>,
     /// The subagent each of its `Task` calls started, by call id.
     pub spawned: HashMap<String, String>,
+    /// Whether its last run ended by being cancelled (Ctrl-C): it may be resumed, or given
+    /// a follow-up.
+    pub cancelled: bool,
 }
 
 /// A turn whose tool calls were not all answered when the run stopped.
@@ -71,6 +74,7 @@ impl Rebuilt {
     }
 
     fn apply(&mut self, step: &Step) {
+        self.cancelled = false;
         match step {
             Step::Response { response, .. } => {
                 self.turns += 1;
@@ -126,19 +130,45 @@ impl Rebuilt {
             Step::Spawned { call, child, .. } => {
                 self.spawned.insert(call.clone(), child.clone());
             }
-            Step::UserMessage { message, .. } => {
-                self.history.push(message.clone());
-                self.finished = None;
-                self.pending = None;
-            }
+            Step::UserMessage { message, .. } => self.follow_up(message.clone()),
             // A cancelled agent (Ctrl-C) may be resumed like a killed one.
             Step::Finished {
                 stop: StopKind::Cancelled,
                 ..
-            } => {}
+            } => self.cancelled = true,
             Step::Finished { stop, text, .. } => self.finished = Some((stop.clone(), text.clone())),
             Step::Run { .. } | Step::Started { .. } => {}
         }
+    }
+}
+
+impl Rebuilt {
+    /// Adds a person's follow-up. A turn cut short by a cancel is closed first (its
+    /// unanswered calls answered as cancelled), and a follow-up to a user message joins it,
+    /// so the history stays valid for the API.
+    pub fn follow_up(&mut self, message: Message) {
+        if let Some(p) = self.pending.take() {
+            let results = p
+                .calls
+                .iter()
+                .map(|c| {
+                    p.results.get(&c.id).cloned().unwrap_or_else(|| {
+                        ContentBlock::tool_result(
+                            &c.id,
+                            "cancelled: the person interrupted this turn",
+                            true,
+                        )
+                    })
+                })
+                .collect();
+            self.history.push(Message::new(Role::User, results));
+        }
+        match self.history.last_mut() {
+            Some(last) if last.role == Role::User => last.content.extend(message.content),
+            _ => self.history.push(message),
+        }
+        self.finished = None;
+        self.cancelled = false;
     }
 }
 

@@ -1,0 +1,143 @@
+//! `cadre chat` (and `cadre` alone on a terminal): a conversation with the primary agent, one
+//! turn per message, kept as one run so it can be resumed or continued like any other.
+
+use crate::args::ChatCmd;
+use crate::display::usage_table;
+use crate::exit::Code;
+use crate::run::{Job, Session, Signals};
+use anyhow::Result;
+use rustyline::error::ReadlineError;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::Helper;
+use std::path::PathBuf;
+
+const HELP: &str = "\
+Type a message and press Enter; end a line with \\ to go on on the next one.
+  /agents   the agent types          /skills   the skills
+  /usage    tokens used so far       /runs     this workspace's runs
+  /compact  summarise the conversation so far (Anthropic only)
+  /help     this text                /exit     leave (Ctrl-D too)
+Ctrl-C cancels the running turn and every subagent it started.";
+
+/// A line ending in `\\` goes on on the next line.
+struct Continuation;
+
+impl Helper for Continuation {}
+impl rustyline::highlight::Highlighter for Continuation {}
+impl rustyline::completion::Completer for Continuation {
+    type Candidate = String;
+}
+impl rustyline::hint::Hinter for Continuation {
+    type Hint = String;
+}
+
+impl Validator for Continuation {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(if ctx.input().ends_with('\\') {
+            ValidationResult::Incomplete
+        } else {
+            ValidationResult::Valid(None)
+        })
+    }
+}
+
+/// Runs the session until Ctrl-D or `/exit`.
+pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
+    let ChatCmd {
+        continue_last,
+        resume,
+        mut args,
+    } = cmd;
+    let root = crate::run::workspace_root(directory.clone())?;
+    let mut dir = match (continue_last, resume) {
+        (true, _) => crate::sessions::newest(&root, true)?,
+        (false, Some(id)) => Some(crate::sessions::find(&root, &id)?),
+        (false, None) => None,
+    };
+    if let Some(d) = &dir {
+        args.agent = crate::sessions::primary_type(d)?;
+    }
+    let session = Session::prepare(args, directory, false)?;
+    let mut editor = rustyline::Editor::<Continuation, rustyline::history::DefaultHistory>::new()?;
+    editor.set_helper(Some(Continuation));
+    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/cadre/history"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    eprintln!(
+        "cadre · {} · {} — /help for commands, Ctrl-D to leave",
+        session.args.agent, session.model_id
+    );
+    let mut last_summary = None;
+    let mut code = Code::Done;
+    loop {
+        // The editor blocks on the terminal; the runtime keeps serving other tasks meanwhile.
+        let line = tokio::task::block_in_place(|| editor.readline("> "));
+        let line = match line {
+            Ok(line) => line.replace("\\\n", "\n"),
+            Err(ReadlineError::Interrupted) => {
+                eprintln!("(Ctrl-D or /exit leaves)");
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(text);
+        match text {
+            "/exit" | "/quit" => break,
+            "/help" => eprintln!("{HELP}"),
+            "/agents" => {
+                for s in session.registry.all() {
+                    outln!("{:<16} {}", s.name, crate::agents::first_sentence(&s.description));
+                }
+            }
+            "/skills" => {
+                let skills = crate::skills::load_skills_from(&session.root, &session.args.skills.skills_dir, session.args.replay.is_none());
+                for s in skills.all() {
+                    outln!("{:<16} {}", s.name, crate::agents::first_sentence(&s.description));
+                }
+            }
+            "/usage" => match &last_summary {
+                Some(summary) => outln!("{}", usage_table(summary)),
+                None => outln!("no tokens used yet"),
+            },
+            "/runs" => crate::sessions::print_runs(&session.root),
+            "/compact" => eprintln!("/compact: this build compacts automatically near the context window; on-demand compaction is not available here yet"),
+            command if command.starts_with('/') => {
+                eprintln!("unknown command {command}; /help lists them")
+            }
+            message => {
+                let job = match &dir {
+                    None => Job::Fresh(message.to_owned()),
+                    Some(d) => Job::Continue(d.clone(), message.to_owned()),
+                };
+                match session.turn(&job, false, Signals::Turn).await {
+                    Ok(turn) => {
+                        code = turn.code;
+                        dir = turn.dir.or(dir);
+                        last_summary = Some(turn.summary);
+                    }
+                    Err(e) => eprintln!("cadre: {e:#}"),
+                }
+            }
+        }
+    }
+    if let Some(h) = &history {
+        if let Some(parent) = h.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = editor.save_history(h);
+    }
+    if let Some(d) = &dir {
+        let id = d
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        eprintln!("session saved as run {id}: `cadre run --resume {id} TASK` or `cadre chat --resume {id}` goes on with it");
+    }
+    Ok(code)
+}
