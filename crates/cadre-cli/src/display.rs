@@ -311,13 +311,14 @@ pub fn human_tokens(n: u64) -> String {
     }
 }
 
-fn clock(ms: u64) -> String {
+/// Milliseconds as `m:ss`.
+pub fn clock(ms: u64) -> String {
     let secs = ms / 1000;
     format!("{}:{:02}", secs / 60, secs % 60)
 }
 
 /// `s` cut to at most `n` characters, the cut marked with `…`.
-fn truncate(s: &str, n: usize) -> String {
+pub fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         return s.to_owned();
     }

@@ -28,6 +28,8 @@ mod exit;
 mod interactive;
 mod mcp;
 mod run;
+mod runs;
+mod runs_html;
 mod sessions;
 mod skills;
 
@@ -67,6 +69,9 @@ fn main() -> ExitCode {
             }
             Command::Skills(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| skills::skills(cmd, &root))
+            }
+            Command::Runs(cmd) => {
+                run::workspace_root(cli.directory).and_then(|root| runs::runs(cmd, &root))
             }
             Command::Mcp(cmd) => match run::workspace_root(cli.directory) {
                 Ok(root) => mcp::mcp(cmd, &root).await,

@@ -3,7 +3,7 @@
 use cadre_model::Message;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -62,10 +62,14 @@ impl RunDir {
         &self.dir
     }
 
-    /// Opens the transcript of the agent at `path` (`main/explore#2` → `main.explore-2.jsonl`).
+    /// Opens the transcript of the agent at `path` (`main/explore#2` → `main.explore-2.jsonl`),
+    /// appending: an agent resumed or given a follow-up goes on in the same file.
     pub fn transcript(&self, agent_path: &str) -> std::io::Result<Transcript> {
         let name = agent_path.replace('/', ".").replace('#', "-");
-        let file = File::create(self.dir.join(format!("{name}.jsonl")))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.jsonl")))?;
         Ok(Transcript {
             out: Mutex::new(BufWriter::new(file)),
         })
@@ -86,9 +90,11 @@ pub struct Transcript {
 }
 
 impl Transcript {
-    /// Appends one record (`{"type": kind, ...fields}`).
+    /// Appends one record (`{"type": kind, "t": time, ...fields}`); `t` is the UTC time it
+    /// was written (RFC 3339, milliseconds), so a run's agents can be laid on one timeline.
     pub fn record(&self, kind: &str, fields: Value) {
-        let mut line = json!({"type": kind});
+        let t = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let mut line = json!({"type": kind, "t": t});
         if let (Value::Object(l), Value::Object(f)) = (&mut line, fields) {
             l.extend(f);
         }
@@ -147,5 +153,9 @@ mod tests {
             .collect();
         assert_eq!(lines[0]["message"]["content"][0]["text"], "hi");
         assert_eq!(lines[1]["type"], "outcome");
+        for line in &lines {
+            let t = line["t"].as_str().unwrap();
+            assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
+        }
     }
 }

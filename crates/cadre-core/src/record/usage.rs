@@ -80,8 +80,8 @@ impl UsageReport {
     }
 }
 
-/// Sort key of an agent path: each segment as (type, number).
-fn tree_key(path: &str) -> Vec<(String, u64)> {
+/// Sort key of an agent path that puts a tree in order: each segment as (type, number).
+pub fn tree_key(path: &str) -> Vec<(String, u64)> {
     path.split('/')
         .map(|seg| match seg.rsplit_once('#') {
             Some((name, n)) => (name.to_owned(), n.parse().unwrap_or(0)),

@@ -620,7 +620,7 @@ impl Orchestrator {
                 started,
             },
         );
-        let transcript = self.open_transcript(&agent, spec);
+        let transcript = self.open_transcript(&agent, spec, description);
         let agent = Agent {
             transcript: transcript.clone(),
             ..agent
@@ -676,7 +676,12 @@ impl Orchestrator {
         outcome
     }
 
-    fn open_transcript(&self, agent: &Agent, spec: &AgentSpec) -> Option<Arc<Transcript>> {
+    fn open_transcript(
+        &self,
+        agent: &Agent,
+        spec: &AgentSpec,
+        description: &str,
+    ) -> Option<Arc<Transcript>> {
         let dir = self.run_dir()?;
         match dir.transcript(&agent.config.path) {
             Ok(t) => {
@@ -685,6 +690,7 @@ impl Orchestrator {
                     json!({
                         "path": agent.config.path,
                         "agent_type": spec.name,
+                        "description": description,
                         "model": agent.config.model,
                         "system": agent.config.system,
                         "tools": agent.tools.names(),

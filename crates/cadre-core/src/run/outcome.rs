@@ -1,10 +1,10 @@
 //! How an agent's run ended.
 
 use cadre_model::{Message, Usage};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why an agent stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum StopKind {
     /// The model finished (`end_turn` or `stop_sequence`).

@@ -1,0 +1,535 @@
+//! `cadre runs show ID --html FILE`: one self-contained page (inline CSS and JS, nothing
+//! fetched) with a timeline lane per agent, its turns and tool calls as bars.
+
+use crate::display::{clock, human_tokens, truncate};
+use crate::runs::{AgentView, Call, RecordKind, RunView};
+use cadre_core::describe_call;
+use std::fmt::Write as _;
+use std::time::SystemTime;
+
+/// Tool-call rows drawn per lane; further concurrent calls share the last row.
+const MAX_TOOL_ROWS: usize = 6;
+/// The narrowest bar, in percent of the track, so instant steps stay clickable.
+const MIN_WIDTH: f64 = 0.4;
+/// How much of a tool input a bar's detail shows.
+const INPUT_SHOWN: usize = 2000;
+
+/// `text` safe inside HTML text and quoted attributes.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Where every record of the run sits on the timeline, in percent of its width.
+struct Scale {
+    /// Real times (every record has one) or evenly spaced steps (transcripts without times).
+    timed: bool,
+    origin: Option<SystemTime>,
+    /// Milliseconds (timed) or steps covered by the whole track; never 0.
+    span: u64,
+}
+
+impl Scale {
+    fn new(run: &RunView) -> Self {
+        let records = || run.agents.iter().flat_map(|a| a.records.iter());
+        let timed = records().next().is_some() && records().all(|r| r.t.is_some());
+        if timed {
+            let times: Vec<SystemTime> = records().filter_map(|r| r.t).collect();
+            let origin = times.iter().min().copied();
+            let end = times.iter().max().copied();
+            let span = match (origin, end) {
+                (Some(a), Some(b)) => millis_between(a, b),
+                _ => 0,
+            };
+            Self {
+                timed,
+                origin,
+                span: span.max(1),
+            }
+        } else {
+            let longest = run.agents.iter().map(|a| a.records.len()).max();
+            Self {
+                timed,
+                origin: None,
+                span: u64::try_from(longest.unwrap_or(0).saturating_sub(1))
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            }
+        }
+    }
+
+    /// The position of `agent`'s record number `i`.
+    fn units(&self, agent: &AgentView, i: usize) -> u64 {
+        match (self.origin, agent.records.get(i).and_then(|r| r.t)) {
+            (Some(origin), Some(t)) if self.timed => millis_between(origin, t),
+            _ => u64::try_from(i).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn percent(&self, units: u64) -> f64 {
+        units as f64 / self.span as f64 * 100.0
+    }
+
+    /// How long from `a` to `b`, for people.
+    fn length(&self, a: u64, b: u64) -> String {
+        let d = b.saturating_sub(a);
+        if !self.timed {
+            return format!("{d} step(s)");
+        }
+        match d {
+            0..=999 => format!("{d} ms"),
+            1_000..=59_999 => format!("{:.1} s", d as f64 / 1000.0),
+            _ => clock(d),
+        }
+    }
+}
+
+fn millis_between(a: SystemTime, b: SystemTime) -> u64 {
+    b.duration_since(a)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// One bar on a lane.
+struct Bar {
+    class: &'static str,
+    from: u64,
+    to: u64,
+    row: usize,
+    title: String,
+    detail: String,
+}
+
+/// The bars of one agent: a turn from the record before each response to the response,
+/// and each tool call from the response that asked for it to the message with its result.
+fn bars(agent: &AgentView, scale: &Scale) -> Vec<Bar> {
+    let mut out = Vec::new();
+    let mut pending: Vec<(Call, u64)> = Vec::new();
+    let mut turn = 0u32;
+    for (i, record) in agent.records.iter().enumerate() {
+        let at = scale.units(agent, i);
+        let before = scale.units(agent, i.saturating_sub(1));
+        match &record.kind {
+            RecordKind::Response { text, calls } => {
+                turn += 1;
+                let mut detail = format!(
+                    "{} · turn {turn} · {}\n",
+                    agent.path,
+                    scale.length(before, at)
+                );
+                if !text.is_empty() {
+                    detail.push_str(&truncate(text.trim(), INPUT_SHOWN));
+                    detail.push('\n');
+                }
+                for c in calls {
+                    let _ = writeln!(detail, "→ {}", describe_call(&c.name, &c.input));
+                }
+                out.push(Bar {
+                    class: "turn",
+                    from: before,
+                    to: at,
+                    row: 0,
+                    title: format!("turn {turn} · {}", scale.length(before, at)),
+                    detail,
+                });
+                pending.extend(calls.iter().cloned().map(|c| (c, at)));
+            }
+            RecordKind::Results { answered } => {
+                for (row, (call, from)) in std::mem::take(&mut pending).into_iter().enumerate() {
+                    let failed = answered.iter().any(|(id, err)| *id == call.id && *err);
+                    out.push(tool_bar(
+                        agent,
+                        &call,
+                        from,
+                        at,
+                        row,
+                        if failed { "tool failed" } else { "tool" },
+                        scale,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Calls that never got a result were still running when the run's last record was
+    // written, so they reach the end of the timeline.
+    for (row, (call, from)) in pending.into_iter().enumerate() {
+        out.push(tool_bar(
+            agent,
+            &call,
+            from,
+            scale.span.max(from),
+            row,
+            "tool open",
+            scale,
+        ));
+    }
+    out
+}
+
+fn tool_bar(
+    agent: &AgentView,
+    call: &Call,
+    from: u64,
+    to: u64,
+    row: usize,
+    class: &'static str,
+    scale: &Scale,
+) -> Bar {
+    let input = serde_json::to_string_pretty(&call.input).unwrap_or_default();
+    let state = match class {
+        "tool failed" => " · failed",
+        "tool open" => " · no result (the run stopped)",
+        _ => "",
+    };
+    Bar {
+        class,
+        from,
+        to,
+        row: row.min(MAX_TOOL_ROWS - 1),
+        title: format!(
+            "{} · {}{state}",
+            describe_call(&call.name, &call.input),
+            scale.length(from, to)
+        ),
+        detail: format!(
+            "{} · {} · {}{state}\n{}",
+            agent.path,
+            call.name,
+            scale.length(from, to),
+            truncate(&input, INPUT_SHOWN)
+        ),
+    }
+}
+
+/// The whole page for `run`.
+pub fn page(run: &RunView) -> String {
+    let scale = Scale::new(run);
+    let most_tokens = run.agents.iter().map(AgentView::tokens).max().unwrap_or(0);
+    let mut lanes = String::new();
+    for agent in &run.agents {
+        lanes.push_str(&lane(agent, &scale, most_tokens));
+    }
+    let time = run.elapsed_ms.map_or("–".to_owned(), clock);
+    let answer = match &run.answer {
+        Some(a) => escape(a.trim()),
+        None => "(none: the run did not finish)".to_owned(),
+    };
+    let note = if scale.timed {
+        ""
+    } else {
+        "<p class=\"note\">These transcripts carry no times: bars are evenly spaced steps, in order.</p>"
+    };
+    format!(
+        r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>cadre run {id}</title>
+<style>{CSS}</style>
+</head>
+<body>
+<header>
+<h1>cadre run <code>{id}</code></h1>
+<p class="task">{task}</p>
+<p class="facts"><span class="outcome {outcome_class}">{outcome}</span> · started {started} UTC · {agents} agents · {tokens} tokens · {time}</p>
+</header>
+<main>
+{note}
+<div class="timeline">
+<div class="row axisrow"><div class="label"></div><div id="axis" class="track" data-mode="{mode}" data-span="{span}"></div></div>
+{lanes}</div>
+<pre id="detail">Click a bar to see what happened.</pre>
+<h2>Answer</h2>
+<pre class="answer">{answer}</pre>
+</main>
+<script>{JS}</script>
+</body>
+</html>
+"#,
+        id = escape(&run.id),
+        task = escape(&run.task),
+        outcome = escape(run.outcome()),
+        outcome_class = if run.outcome() == "done" { "ok" } else { "bad" },
+        started = escape(&run.started),
+        agents = run.agents.len(),
+        tokens = human_tokens(run.tokens()),
+        time = escape(&time),
+        mode = if scale.timed { "time" } else { "steps" },
+        span = scale.span,
+    )
+}
+
+fn lane(agent: &AgentView, scale: &Scale, most_tokens: u64) -> String {
+    let bars = bars(agent, scale);
+    let rows = bars
+        .iter()
+        .filter(|b| b.class != "turn")
+        .map(|b| b.row + 1)
+        .max()
+        .unwrap_or(0);
+    // Tall enough for the two-line label, and for every row of tool calls.
+    let height = (26 + rows * 12).max(46);
+    let tokens = agent.tokens();
+    let share = (tokens as f64 / most_tokens.max(1) as f64 * 100.0).max(0.0);
+    let tokens_text = match agent.usage {
+        Some(u) => format!(
+            "{} in · {} out",
+            human_tokens(u.total_input()),
+            human_tokens(u.output_tokens)
+        ),
+        None => "tokens unknown".to_owned(),
+    };
+    let mut html = format!(
+        r#"<div class="row lane" data-agent="{path}" style="height:{height}px">
+<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span><br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%"></div></div>
+<div class="track">
+"#,
+        path = escape(&agent.path),
+        indent = 6 + agent.depth() * 14,
+        description = escape(&agent.description),
+        agent_type = escape(&agent.agent_type),
+        outcome = escape(agent.outcome()),
+        outcome_class = match agent.outcome() {
+            "done" => "ok",
+            "unfinished" => "open",
+            _ => "bad",
+        },
+        turns = agent.turns,
+        tools = agent.tool_calls,
+    );
+    if !agent.records.is_empty() {
+        let first = scale.units(agent, 0);
+        let last = scale.units(agent, agent.records.len() - 1);
+        let _ = writeln!(
+            html,
+            r#"<div class="life" style="{}"></div>"#,
+            position(scale, first, last)
+        );
+    }
+    for bar in &bars {
+        let top = if bar.class == "turn" {
+            4
+        } else {
+            24 + bar.row * 12
+        };
+        let _ = writeln!(
+            html,
+            r#"<div class="bar {class}" tabindex="0" style="{pos};top:{top}px" title="{title}" data-detail="{detail}"></div>"#,
+            class = bar.class,
+            pos = position(scale, bar.from, bar.to),
+            title = escape(&bar.title),
+            detail = escape(&bar.detail),
+        );
+    }
+    html.push_str("</div>\n</div>\n");
+    html
+}
+
+fn position(scale: &Scale, from: u64, to: u64) -> String {
+    let left = scale.percent(from).min(100.0 - MIN_WIDTH);
+    let width = (scale.percent(to) - scale.percent(from)).max(MIN_WIDTH);
+    format!("left:{left:.3}%;width:{width:.3}%")
+}
+
+const CSS: &str = r#"
+:root { --bg:#fbfbfa; --fg:#1f2328; --muted:#6a737d; --line:#e3e3e0; --turn:#4b7bd1; --tool:#e0953a; --bad:#c9423a; --ok:#2f8a4c; --open:#8c6bb1; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
+header { padding: 16px 24px; border-bottom: 1px solid var(--line); background: #fff; }
+h1 { font-size: 18px; margin: 0 0 6px; }
+h2 { font-size: 15px; margin: 20px 0 6px; }
+.task { margin: 0 0 6px; white-space: pre-wrap; max-height: 8em; overflow: auto; }
+.facts { margin: 0; color: var(--muted); }
+main { padding: 12px 24px 32px; }
+.note { color: var(--muted); }
+.timeline { border: 1px solid var(--line); background: #fff; }
+.row { display: flex; border-bottom: 1px solid var(--line); }
+.row:last-child { border-bottom: 0; }
+.label { flex: 0 0 330px; padding: 3px 8px; border-right: 1px solid var(--line); overflow: hidden; white-space: nowrap; text-overflow: ellipsis; position: relative; }
+.path { font-family: ui-monospace, monospace; font-weight: 600; }
+.type { color: var(--muted); }
+.meta { color: var(--muted); font-size: 12px; }
+.tokens { position: absolute; left: 0; bottom: 0; height: 3px; background: var(--turn); opacity: .5; }
+.track { position: relative; flex: 1 1 auto; min-width: 300px; }
+.axisrow { height: 22px; }
+.tick { position: absolute; top: 0; bottom: 0; border-left: 1px solid var(--line); padding-left: 3px; font-size: 11px; color: var(--muted); white-space: nowrap; }
+.life { position: absolute; top: 2px; bottom: 2px; background: #f1f3f6; border-radius: 3px; }
+.bar { position: absolute; height: 16px; border-radius: 3px; cursor: pointer; outline: none; }
+.bar.tool, .bar.tool.failed, .bar.tool.open { height: 9px; }
+.bar.turn { background: var(--turn); }
+.bar.tool { background: var(--tool); }
+.bar.tool.failed { background: var(--bad); }
+.bar.tool.open { background: repeating-linear-gradient(45deg, var(--tool), var(--tool) 4px, #fff 4px, #fff 6px); }
+.bar:hover, .bar:focus, .bar.selected { box-shadow: 0 0 0 2px var(--fg); z-index: 2; }
+.outcome.ok { color: var(--ok); }
+.outcome.bad { color: var(--bad); }
+.outcome.open { color: var(--open); }
+#detail, .answer { background: #fff; border: 1px solid var(--line); padding: 10px 12px; white-space: pre-wrap; word-break: break-word; max-height: 24em; overflow: auto; }
+#detail { margin-top: 12px; }
+"#;
+
+/// Draws the time axis and shows a bar's details on click or Enter; text goes in with
+/// `textContent` only, so nothing from a transcript is ever parsed as HTML. Sets
+/// `data-ready` on the body: "ok", or the first script error.
+const JS: &str = r#"
+(function () {
+  "use strict";
+  var failure = null;
+  window.addEventListener("error", function (e) {
+    failure = failure || String(e.message);
+    document.body.setAttribute("data-ready", "error: " + failure);
+  });
+  var detail = document.getElementById("detail");
+  function show(bar) {
+    var selected = document.querySelectorAll(".bar.selected");
+    for (var i = 0; i < selected.length; i++) { selected[i].classList.remove("selected"); }
+    bar.classList.add("selected");
+    detail.textContent = bar.getAttribute("data-detail");
+  }
+  var bars = document.querySelectorAll(".bar");
+  for (var i = 0; i < bars.length; i++) {
+    (function (bar) {
+      bar.addEventListener("click", function () { show(bar); });
+      bar.addEventListener("keydown", function (e) { if (e.key === "Enter") { show(bar); } });
+    })(bars[i]);
+  }
+  var axis = document.getElementById("axis");
+  var span = Number(axis.getAttribute("data-span")) || 1;
+  var timed = axis.getAttribute("data-mode") === "time";
+  var steps = timed
+    ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000, 3600000, 7200000]
+    : [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
+  var step = steps[steps.length - 1];
+  for (var s = 0; s < steps.length; s++) { if (span / steps[s] <= 8) { step = steps[s]; break; } }
+  function label(v) {
+    if (!timed) { return "step " + v; }
+    if (v < 1000) { return v + " ms"; }
+    if (v < 60000) { return (v / 1000).toFixed(v % 1000 === 0 ? 0 : 1) + " s"; }
+    var m = Math.floor(v / 60000), sec = Math.floor(v % 60000 / 1000);
+    return m + ":" + (sec < 10 ? "0" : "") + sec;
+  }
+  for (var v = 0; v <= span; v += step) {
+    var tick = document.createElement("div");
+    tick.className = "tick";
+    tick.style.left = (v / span * 100) + "%";
+    tick.textContent = label(v);
+    axis.appendChild(tick);
+  }
+  if (failure === null) { document.body.setAttribute("data-ready", "ok"); }
+})();
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runs::{Record, Stop};
+
+    #[test]
+    fn escaping_covers_text_and_attributes() {
+        assert_eq!(
+            escape(r#"<img src=x onerror="a('b')">&"#),
+            "&lt;img src=x onerror=&quot;a(&#39;b&#39;)&quot;&gt;&amp;"
+        );
+    }
+
+    fn agent(path: &str, kinds: Vec<RecordKind>) -> AgentView {
+        AgentView {
+            path: path.to_owned(),
+            agent_type: "explore".to_owned(),
+            stop: Some(Stop {
+                label: "done".into(),
+                detail: "finished".into(),
+            }),
+            records: kinds
+                .into_iter()
+                .map(|kind| Record { t: None, kind })
+                .collect(),
+            ..AgentView::default()
+        }
+    }
+
+    #[test]
+    fn transcripts_without_times_get_evenly_spaced_bars() {
+        let call = Call {
+            id: "c1".into(),
+            name: "grep".into(),
+            input: serde_json::json!({"pattern": "</script><script>alert(1)</script>"}),
+        };
+        let a = agent(
+            "main",
+            vec![
+                RecordKind::Agent,
+                RecordKind::Prompt("go".into()),
+                RecordKind::Response {
+                    text: String::new(),
+                    calls: vec![call],
+                },
+                RecordKind::Results {
+                    answered: vec![("c1".into(), false)],
+                },
+                RecordKind::Response {
+                    text: "done".into(),
+                    calls: vec![],
+                },
+                RecordKind::Outcome,
+            ],
+        );
+        let run = RunView {
+            id: "20261201-101500-1".into(),
+            started: "2026-12-01 10:15".into(),
+            task: "<b>task</b>".into(),
+            answer: Some("fine".into()),
+            stop: a.stop.clone(),
+            elapsed_ms: None,
+            agents: vec![a],
+        };
+        let scale = Scale::new(&run);
+        assert!(!scale.timed);
+        assert_eq!(scale.span, 5);
+        let bars = bars(&run.agents[0], &scale);
+        let spans: Vec<(&str, u64, u64)> = bars.iter().map(|b| (b.class, b.from, b.to)).collect();
+        assert_eq!(spans, [("turn", 1, 2), ("tool", 2, 3), ("turn", 3, 4)]);
+        // A call the run never answered lasts to the end of the timeline.
+        let mut open = agent(
+            "main/explore#1",
+            vec![
+                RecordKind::Agent,
+                RecordKind::Prompt("look".into()),
+                RecordKind::Response {
+                    text: String::new(),
+                    calls: vec![Call {
+                        id: "c2".into(),
+                        name: "bash".into(),
+                        input: serde_json::json!({"command": "sleep 100"}),
+                    }],
+                },
+            ],
+        );
+        open.stop = None;
+        let spans: Vec<(&str, u64, u64)> = super::bars(&open, &scale)
+            .iter()
+            .map(|b| (b.class, b.from, b.to))
+            .collect();
+        assert_eq!(spans, [("turn", 1, 2), ("tool open", 2, 5)]);
+        let html = page(&run);
+        assert!(!html.contains("<b>task"), "the task went in unescaped");
+        assert!(
+            !html.contains("<script>alert"),
+            "a tool input went in unescaped"
+        );
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(html.contains("evenly spaced"));
+    }
+}
