@@ -3,7 +3,7 @@
 use cadre_model::Message;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -62,14 +62,11 @@ impl RunDir {
         &self.dir
     }
 
-    /// Opens the transcript of the agent at `path` (`main/explore#2` → `main.explore-2.jsonl`),
-    /// appending: an agent resumed or given a follow-up goes on in the same file.
+    /// Opens the transcript of the agent at `path` (`main/explore#2` → `main.explore-2.jsonl`).
+    /// An agent that goes on after a resume writes its whole history anew.
     pub fn transcript(&self, agent_path: &str) -> std::io::Result<Transcript> {
         let name = agent_path.replace('/', ".").replace('#', "-");
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{name}.jsonl")))?;
+        let file = File::create(self.dir.join(format!("{name}.jsonl")))?;
         Ok(Transcript {
             out: Mutex::new(BufWriter::new(file)),
         })
