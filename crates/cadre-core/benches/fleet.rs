@@ -112,11 +112,22 @@ fn peak_rss_mib() -> f64 {
 }
 
 async fn run_once(model: Arc<dyn Model>, dir: &std::path::Path, max_parallel: usize) -> Figures {
+    run_with(model, dir, max_parallel, None).await
+}
+
+/// One run; with `runs_dir`, as `cadre run` does it: a transcript per agent and the journal.
+async fn run_with(
+    model: Arc<dyn Model>,
+    dir: &std::path::Path,
+    max_parallel: usize,
+    runs_dir: Option<std::path::PathBuf>,
+) -> Figures {
     let mut config = RunConfig::new(
         Arc::new(Workspace::new(dir).unwrap()),
         model,
         "claude-sonnet-5-5",
     );
+    config.runs_dir = runs_dir;
     config.limits = Limits {
         max_parallel,
         max_depth: 2,
@@ -230,6 +241,18 @@ fn main() {
         });
         let f = rt.block_on(run_once(model, dir.path(), n));
         report("in-proc", n, k, l, n, &f);
+    }
+    println!("-- in process, writing the run folder as `cadre run` does (transcripts + journal), --max-parallel N");
+    for &n in &ns {
+        let model = Arc::new(ScriptedModel {
+            latency: l,
+            n,
+            k,
+            ids: AtomicU64::new(0),
+        });
+        let runs = tempfile::tempdir().unwrap();
+        let f = rt.block_on(run_with(model, dir.path(), n, Some(runs.path().to_owned())));
+        report("journal", n, k, l, n, &f);
     }
     println!("-- in process, default --max-parallel 16 (requests queue for a slot; ideal = ceil(N·k/16)+2 responses)");
     for &n in ns.iter().filter(|&&n| n > 16) {

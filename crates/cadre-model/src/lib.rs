@@ -84,6 +84,44 @@ pub trait Model: Send + Sync {
 
     /// Sends one request and returns the complete response.
     async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError>;
+
+    /// Whether the server compacts a long conversation itself (the Messages API's
+    /// `context_management` edits and `compaction` requests); when not, the agent loop
+    /// summarises old turns on the client.
+    fn server_compaction(&self) -> bool {
+        false
+    }
+
+    /// The context window of `model` in tokens, as the server reports it, when it does
+    /// (llama.cpp, vLLM, …); `None` when it does not say.
+    async fn context_window(&self, _model: &str) -> Option<u64> {
+        None
+    }
+}
+
+/// The context window of a model cadre knows, by id: `None` for an unknown id.
+pub fn known_context_window(model: &str) -> Option<u64> {
+    // Current Claude models read a million tokens; older generations 200,000.
+    const CURRENT: [&str; 3] = ["claude-opus-5", "claude-sonnet-5", "claude-haiku-5"];
+    const OLDER: [&str; 9] = [
+        "claude-opus-4",
+        "claude-sonnet-4",
+        "claude-haiku-4",
+        "claude-3-7",
+        "claude-3-5",
+        "claude-3-opus",
+        "claude-3-sonnet",
+        "claude-3-haiku",
+        "claude-2",
+    ];
+    let model = resolve_model_alias(model);
+    if CURRENT.iter().any(|p| model.starts_with(p)) {
+        Some(1_000_000)
+    } else if OLDER.iter().any(|p| model.starts_with(p)) {
+        Some(200_000)
+    } else {
+        None
+    }
 }
 
 /// An event sink that drops everything.
