@@ -31,6 +31,7 @@ pub async fn ask(
             max_tokens: 1024,
             max_turns: 6,
             context_tokens: 200_000,
+            compact_at: None,
         },
         model,
         tools: ToolSet::new(tools),

@@ -113,6 +113,7 @@ impl Model for ScriptedModel {
                 output_tokens: output,
                 cache_creation_input_tokens: if turn == 0 { 800 } else { 0 },
                 cache_read_input_tokens: if turn == 0 { 0 } else { 800 },
+                ..Default::default()
             },
         })
     }

@@ -73,6 +73,7 @@ pub async fn what_to_wear(model: Arc<dyn Model>, city: &str) -> anyhow::Result<A
             max_tokens: 1024,
             max_turns: 4,
             context_tokens: 200_000,
+            compact_at: None,
         },
         model,
         tools: ToolSet::new([Arc::new(GetWeather) as Arc<dyn Tool>]),

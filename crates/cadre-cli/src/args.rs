@@ -281,10 +281,19 @@ pub struct RunArgs {
     /// Stop the run once this many tokens (input + output, cached included) are used.
     #[arg(long, value_name = "TOKENS")]
     pub budget_tokens: Option<u64>,
-    /// The model's context window in tokens: once a request comes within 80% of it, old
-    /// tool results are cleared (the newest two turns' are kept) so the next one fits.
-    #[arg(long, default_value_t = 200_000, value_name = "TOKENS")]
-    pub context_tokens: u64,
+    /// The model's context window in tokens [default: the model's own — 1,000,000 for
+    /// current Claude models, 200,000 for older ones; for OpenAI-compatible servers what the
+    /// server reports (llama.cpp, vLLM), else 200,000]. Within 80% of it, old tool results
+    /// are cleared (the newest two turns' are kept) as a last resort so the next request fits.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context_tokens: Option<u64>,
+    /// Compact each agent's conversation once a request's input reaches TOKENS (at least
+    /// 50000), or `off`. With Anthropic the server summarises the earlier turns into a
+    /// `compaction` block (beta compact-2026-01-12); with OpenAI-compatible servers cadre asks
+    /// the model for a summary near the window (70% of it, or TOKENS if sooner). An agent
+    /// type's `compact_at:` overrides it.
+    #[arg(long, value_name = "TOKENS|off", default_value = "150000", value_parser = parse_compact_at)]
+    pub compact_at: CompactAtArg,
     /// Output token cap for each model response.
     #[arg(long, default_value_t = 8192)]
     pub max_tokens: u32,
@@ -321,4 +330,28 @@ pub struct RunArgs {
     /// The `anthropic-version` header to send.
     #[arg(long, default_value = "2026-10-21")]
     pub api_version: String,
+}
+
+/// `--compact-at`: a threshold in input tokens, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactAtArg(pub Option<u64>);
+
+fn parse_compact_at(s: &str) -> Result<CompactAtArg, String> {
+    let s = s.trim();
+    if matches!(s, "off" | "never" | "none") {
+        return Ok(CompactAtArg(None));
+    }
+    let n: u64 = s.replace('_', "").parse().map_err(|_| {
+        format!(
+            "expected a number of input tokens (at least {}) or `off`",
+            cadre_model::MIN_COMPACT_AT
+        )
+    })?;
+    if n < cadre_model::MIN_COMPACT_AT {
+        return Err(format!(
+            "{n} is below the API's minimum of {} input tokens; use at least that, or `off`",
+            cadre_model::MIN_COMPACT_AT
+        ));
+    }
+    Ok(CompactAtArg(Some(n)))
 }

@@ -161,6 +161,10 @@ impl Display {
             } => {
                 format!("{agent} {name} failed: {summary}")
             }
+            Event::Compacted { agent, by, usage } => format!(
+                "{agent} compacted its conversation (summarised by {by}, {} tok)",
+                human_tokens(usage.total())
+            ),
             Event::Retrying {
                 agent,
                 attempt,
@@ -334,22 +338,44 @@ fn input_column(t: &Totals) -> String {
     format!("{} ({cached}%)", human_tokens(input))
 }
 
+/// Compactions and their tokens: `2 · 61.0k`, or `-`.
+fn compaction_column(t: &Totals) -> String {
+    let c = t.usage.compaction;
+    if c.count == 0 {
+        "-".into()
+    } else {
+        format!("{} · {}", c.count, human_tokens(c.total()))
+    }
+}
+
 /// The closing table: one row per agent, one per type when there are several, the total.
+/// A `compacted` column (how many compactions, their tokens) appears when any agent had one.
 pub fn usage_table(summary: &RunSummary) -> String {
+    let report = &summary.usage;
+    let compacted = report.total.usage.compaction.count > 0;
     let row = |name: &str, kind: &str, t: &Totals, time: &str, outcome: &str| {
+        let extra = if compacted {
+            format!(" {:>11}", compaction_column(t))
+        } else {
+            String::new()
+        };
         format!(
-            "{name:<16} {kind:<9} {:>5} {:>5} {:>15} {:>7} {time:>6}  {outcome}",
+            "{name:<16} {kind:<9} {:>5} {:>5} {:>15} {:>7}{extra} {time:>6}  {outcome}",
             t.turns,
             t.tool_calls,
             input_column(t),
             human_tokens(t.usage.output_tokens),
         )
     };
+    let extra = if compacted {
+        format!(" {:>11}", "compacted")
+    } else {
+        String::new()
+    };
     let mut lines = vec![format!(
-        "{:<16} {:<9} {:>5} {:>5} {:>15} {:>7} {:>6}  outcome",
+        "{:<16} {:<9} {:>5} {:>5} {:>15} {:>7}{extra} {:>6}  outcome",
         "agent", "type", "turns", "tools", "input (cached)", "output", "time"
     )];
-    let report = &summary.usage;
     for a in &report.agents {
         let name = a.path.rsplit('/').next().unwrap_or(&a.path);
         let t = Totals {

@@ -190,6 +190,7 @@ impl Session {
         config.budget_tokens = args.budget_tokens;
         config.max_tokens = args.max_tokens;
         config.context_tokens = args.context_tokens;
+        config.compact_at = args.compact_at.0;
         config.max_turns = args.max_turns;
         config.tool_limits = ToolLimits {
             bash_timeout: Duration::from_secs(args.bash_timeout),

@@ -29,12 +29,15 @@ pub mod run;
 
 pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
-pub use definitions::spec::{AgentSpec, McpServerRef, Mode, Problem};
+pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler};
 pub use record::usage::{AgentRecord, Totals, UsageReport};
-pub use run::agent::{Agent, AgentConfig};
+pub use run::agent::{Agent, AgentConfig, CompactError};
 pub use run::budget::Budget;
-pub use run::orchestrator::{Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary};
+pub use run::orchestrator::{
+    Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, DEFAULT_COMPACT_AT,
+    DEFAULT_CONTEXT_TOKENS,
+};
 pub use run::outcome::{AgentOutcome, StopKind};
 pub use run::skill_tool::SkillTool;
 pub use run::toolset::ToolSet;

@@ -53,6 +53,7 @@ fn agent(
             max_tokens: 1024,
             max_turns,
             context_tokens: 200_000,
+            compact_at: None,
         },
         model,
         tools: ToolSet::new(builtin_tools()),

@@ -156,9 +156,30 @@ impl Model for AnthropicModel {
             assembler: StreamAssembler::new(),
             events,
         };
+        let mut headers = HeaderMap::new();
+        if !request.betas.is_empty() {
+            let betas = HeaderValue::from_str(&request.betas.join(",")).map_err(|_| {
+                ModelError::Config(format!(
+                    "The beta names {:?} cannot be sent in an HTTP header.",
+                    request.betas
+                ))
+            })?;
+            headers.insert(HeaderName::from_static("anthropic-beta"), betas);
+        }
         self.transport
-            .send("Messages API", &request.model, &request, events, decoder)
+            .send(
+                "Messages API",
+                &request.model,
+                &headers,
+                &request,
+                events,
+                decoder,
+            )
             .await
+    }
+
+    fn server_compaction(&self) -> bool {
+        true
     }
 }
 

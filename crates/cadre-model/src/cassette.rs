@@ -32,6 +32,10 @@ pub struct CassetteHeader {
     pub cadre_cassette: u32,
     /// What wrote it (`cadre 0.1.0`).
     pub created_by: String,
+    /// Whether the recorded model compacted on the server, so a replay asks for compaction
+    /// the same way (absent in older cassettes: no).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_compaction: bool,
 }
 
 impl Default for CassetteHeader {
@@ -39,6 +43,7 @@ impl Default for CassetteHeader {
         Self {
             cadre_cassette: CASSETTE_FORMAT,
             created_by: concat!("cadre ", env!("CARGO_PKG_VERSION")).into(),
+            server_compaction: false,
         }
     }
 }

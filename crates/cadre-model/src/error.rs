@@ -73,6 +73,31 @@ impl ModelError {
         }
     }
 
+    /// Whether the server refused the request as too long for the model's context window
+    /// (Anthropic: "prompt is too long"; OpenAI-compatible servers: "maximum context length",
+    /// `context_length_exceeded`), which compacting the conversation can mend.
+    pub fn is_context_too_long(&self) -> bool {
+        let Self::Api {
+            status: 400 | 413,
+            kind,
+            message,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let text = format!("{kind} {message}").to_lowercase();
+        [
+            "prompt is too long",
+            "maximum context length",
+            "context_length_exceeded",
+            "context window",
+            "too many tokens",
+        ]
+        .iter()
+        .any(|p| text.contains(p))
+    }
+
     /// The wait the server asked for, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

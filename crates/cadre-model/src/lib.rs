@@ -59,6 +59,8 @@ pub enum ModelEvent {
         /// The tool's name.
         name: String,
     },
+    /// The server began compacting the conversation (a `compaction` block started).
+    Compacting,
     /// A transient failure; the request will be sent again after `wait`.
     Retrying {
         /// Which retry this is (1 for the first).

@@ -197,7 +197,14 @@ impl Model for OpenAiModel {
             events,
         };
         self.transport
-            .send("Chat Completions", model, &body, events, decoder)
+            .send(
+                "Chat Completions",
+                model,
+                &reqwest::header::HeaderMap::new(),
+                &body,
+                events,
+                decoder,
+            )
             .await
     }
 }
@@ -513,6 +520,7 @@ fn parse_usage(v: &Value) -> Usage {
         output_tokens: n("/completion_tokens"),
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: cached,
+        ..Usage::default()
     }
 }
 
@@ -912,7 +920,8 @@ mod tests {
                 input_tokens: 40,
                 output_tokens: 7,
                 cache_creation_input_tokens: 0,
-                cache_read_input_tokens: 60
+                cache_read_input_tokens: 60,
+                ..Default::default()
             }
         );
         assert_eq!(r.usage.total_input(), 100);
@@ -1468,6 +1477,7 @@ mod fuzz {
                     output_tokens: c,
                     cache_creation_input_tokens: 0,
                     cache_read_input_tokens: cached,
+                    ..Default::default()
                 }),
             }
         }

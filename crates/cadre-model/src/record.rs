@@ -44,7 +44,11 @@ impl RecordingModel {
             ))
         };
         let mut file = File::create(&path).map_err(fail)?;
-        let mut line = serde_json::to_string(&CassetteHeader::default()).map_err(|e| {
+        let header = CassetteHeader {
+            server_compaction: inner.server_compaction(),
+            ..CassetteHeader::default()
+        };
+        let mut line = serde_json::to_string(&header).map_err(|e| {
             ModelError::Record(format!("the cassette header could not be encoded: {e}"))
         })?;
         line.push('\n');
@@ -95,6 +99,10 @@ impl RecordingModel {
 impl Model for RecordingModel {
     fn provider(&self) -> &str {
         self.inner.provider()
+    }
+
+    fn server_compaction(&self) -> bool {
+        self.inner.server_compaction()
     }
 
     async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError> {

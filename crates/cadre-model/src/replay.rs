@@ -28,6 +28,7 @@ pub struct ReplayModel {
     /// Per key, the indexes of the exchanges not served yet, in recording order.
     queues: Mutex<HashMap<String, VecDeque<usize>>>,
     truncated_tail: Option<usize>,
+    server_compaction: bool,
 }
 
 impl fmt::Debug for ReplayModel {
@@ -71,6 +72,7 @@ impl ReplayModel {
             exchanges: cassette.exchanges,
             queues: Mutex::new(queues),
             truncated_tail: cassette.truncated_tail,
+            server_compaction: cassette.header.server_compaction,
         }
     }
 
@@ -264,6 +266,10 @@ impl Model for ReplayModel {
         "replay"
     }
 
+    fn server_compaction(&self) -> bool {
+        self.server_compaction
+    }
+
     async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError> {
         let response = self.take(&request)?;
         // The same events a live stream gives, so displays behave the same.
@@ -275,6 +281,7 @@ impl Model for ReplayModel {
                 ContentBlock::Thinking(t) if !t.thinking.is_empty() => {
                     events(ModelEvent::ThinkingDelta(t.thinking.clone()))
                 }
+                ContentBlock::Compaction(_) => events(ModelEvent::Compacting),
                 ContentBlock::ToolUse(t) => events(ModelEvent::ToolUseStart {
                     id: t.id.clone(),
                     name: t.name.clone(),

@@ -170,6 +170,7 @@ impl StreamAssembler {
             ContentBlock::Thinking(t) if !t.thinking.is_empty() => {
                 sink(ModelEvent::ThinkingDelta(t.thinking.clone()))
             }
+            ContentBlock::Compaction(_) => sink(ModelEvent::Compacting),
             _ => {}
         }
         self.blocks.insert(
@@ -226,6 +227,21 @@ impl StreamAssembler {
                     .get("citation")
                     .ok_or_else(|| missing(EV, "delta.citation"))?;
                 push_citation(&mut b.extra, citation.clone());
+            }
+            // Each field a delta carries replaces the block's (as the official SDKs do).
+            ("compaction_delta", ContentBlock::Compaction(b)) => {
+                for (key, value) in delta.as_object().into_iter().flatten() {
+                    match (key.as_str(), value) {
+                        ("type", _) | (_, Value::Null) => {}
+                        ("content", Value::String(v)) => b.content = Some(v.clone()),
+                        ("encrypted_content", Value::String(v)) => {
+                            b.encrypted_content = Some(v.clone());
+                        }
+                        (other, v) => {
+                            b.extra.insert(other.to_owned(), v.clone());
+                        }
+                    }
+                }
             }
             ("input_json_delta", ContentBlock::ToolUse(_) | ContentBlock::Unknown(_)) => {
                 let part = field("partial_json")?;
@@ -374,6 +390,9 @@ fn merge_usage(usage: &mut Usage, v: &Value) {
         &mut usage.cache_read_input_tokens,
         "cache_read_input_tokens",
     );
+    if let Some(iterations) = v.get("iterations").and_then(Value::as_array) {
+        usage.compaction = crate::CompactionUsage::from_iterations(iterations);
+    }
 }
 
 fn push_citation(obj: &mut Map<String, Value>, citation: Value) {
@@ -480,6 +499,60 @@ mod tests {
     }
 
     #[test]
+    fn a_compaction_block_streams_whole_with_unknown_fields_and_its_usage() {
+        let mut r = Run::new();
+        r.start();
+        r.block(
+            0,
+            json!({"type": "compaction", "content": null, "encrypted_content": null}),
+        );
+        r.delta(
+            0,
+            json!({"type": "compaction_delta", "content": "Earlier: read 30 files.",
+                   "encrypted_content": "EpwB", "signature": "sig-1"}),
+        );
+        r.stop_block(0).unwrap();
+        r.block(1, json!({"type": "text", "text": ""}));
+        r.delta(1, json!({"type": "text_delta", "text": "Going on."}));
+        r.stop_block(1).unwrap();
+        r.push(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 7, "iterations": [
+                       {"type": "compaction", "input_tokens": 150000, "output_tokens": 900,
+                        "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 0},
+                       {"type": "message", "model": "claude-sonnet-5-5", "input_tokens": 12,
+                        "output_tokens": 7, "cache_read_input_tokens": 0,
+                        "cache_creation_input_tokens": 0}]}}),
+        )
+        .unwrap();
+        r.push("message_stop", json!({"type": "message_stop"}))
+            .unwrap();
+        assert_eq!(r.events()[0], ModelEvent::Compacting);
+        let resp = r.asm.finish().unwrap();
+        let block = serde_json::to_value(&resp.content[0]).unwrap();
+        assert_eq!(
+            block,
+            json!({"type": "compaction", "content": "Earlier: read 30 files.",
+                   "encrypted_content": "EpwB", "signature": "sig-1"})
+        );
+        assert_eq!(resp.text(), "Going on.");
+        let c = resp.usage.compaction;
+        assert_eq!(
+            (c.count, c.input_tokens, c.output_tokens),
+            (1, 151_000, 900)
+        );
+        // The top-level counts stay the answer's; the budget counts both.
+        assert_eq!(resp.usage.output_tokens, 7);
+        assert_eq!(resp.usage.total(), 12 + 150 + 7 + 151_900);
+        // cadre's own spelling reads back the same.
+        let again: crate::Usage =
+            serde_json::from_value(serde_json::to_value(resp.usage).unwrap()).unwrap();
+        assert_eq!(again, resp.usage);
+        assert_eq!(StopReason::parse("compaction"), StopReason::Compaction);
+    }
+
+    #[test]
     fn text_in_many_deltas() {
         let mut r = Run::new();
         r.start();
@@ -505,6 +578,7 @@ mod tests {
                 output_tokens: 42,
                 cache_creation_input_tokens: 100,
                 cache_read_input_tokens: 50,
+                ..Default::default()
             }
         );
         let expected: Vec<_> = pieces

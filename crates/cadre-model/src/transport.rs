@@ -181,12 +181,15 @@ impl Transport {
         &self.endpoint.shown
     }
 
-    /// Sends `body` as JSON, retrying transient failures; `decoder` gives each attempt a
-    /// fresh [`Decoder`]. `api` and `model` are only logged.
+    /// Sends `body` as JSON with `headers` besides the provider's own, retrying transient
+    /// failures; `decoder` gives each attempt a fresh [`Decoder`]. `api` and `model` are
+    /// only logged.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn send<D: Decoder>(
         &self,
         api: &str,
         model: &str,
+        headers: &HeaderMap,
         body: &(impl Serialize + Sync),
         events: EventSink<'_>,
         decoder: impl Fn() -> D + Sync,
@@ -204,13 +207,14 @@ impl Transport {
         // never make a tool run twice.
         self.options
             .retry
-            .run(events, |_| self.attempt(body.clone(), decoder()))
+            .run(events, |_| self.attempt(headers, body.clone(), decoder()))
             .await
     }
 
     /// One request/response exchange, without retries.
     async fn attempt<D: Decoder>(
         &self,
+        headers: &HeaderMap,
         body: Bytes,
         mut decoder: D,
     ) -> Result<Response, ModelError> {
@@ -219,6 +223,7 @@ impl Transport {
             .client
             .post(self.endpoint.url.clone())
             .header(CONTENT_TYPE, "application/json")
+            .headers(headers.clone())
             .body(body);
         let resp = if self.options.stream {
             // Waiting for the headers counts as silence too.

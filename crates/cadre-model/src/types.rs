@@ -202,6 +202,24 @@ pub struct ImageBlock {
     pub extra: Map<String, Value>,
 }
 
+/// A `compaction` block: the server's summary of the conversation before it. Sent back
+/// exactly as received; the API ignores every block before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionBlock {
+    /// The summary, or null when compaction failed (such a block is a no-op when sent back).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Opaque data from prior compactions, round-tripped verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_content: Option<String>,
+    /// A cache breakpoint on this block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this version does not model (a signature, tool changes, …), kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
 /// One content block of a message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentBlock {
@@ -217,6 +235,8 @@ pub enum ContentBlock {
     RedactedThinking(RedactedThinkingBlock),
     /// `image`.
     Image(ImageBlock),
+    /// `compaction`.
+    Compaction(CompactionBlock),
     /// Any block type this version does not know, kept as raw JSON (with its `type`).
     Unknown(Value),
 }
@@ -275,6 +295,7 @@ impl ContentBlock {
             Self::Thinking(_) => "thinking",
             Self::RedactedThinking(_) => "redacted_thinking",
             Self::Image(_) => "image",
+            Self::Compaction(_) => "compaction",
             Self::Unknown(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
         }
     }
@@ -286,6 +307,7 @@ impl ContentBlock {
             Self::ToolUse(b) => b.cache_control = cc,
             Self::ToolResult(b) => b.cache_control = cc,
             Self::Image(b) => b.cache_control = cc,
+            Self::Compaction(b) => b.cache_control = cc,
             _ => return false,
         }
         true
@@ -314,6 +336,7 @@ impl Serialize for ContentBlock {
             Self::Thinking(b) => tagged("thinking", b),
             Self::RedactedThinking(b) => tagged("redacted_thinking", b),
             Self::Image(b) => tagged("image", b),
+            Self::Compaction(b) => tagged("compaction", b),
             Self::Unknown(v) => Ok(v.clone()),
         }
         .map_err(S::Error::custom)?;
@@ -346,6 +369,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
             "thinking" => Self::Thinking(body(obj, &kind)?),
             "redacted_thinking" => Self::RedactedThinking(body(obj, &kind)?),
             "image" => Self::Image(body(obj, &kind)?),
+            "compaction" => Self::Compaction(body(obj, &kind)?),
             _ => Self::Unknown(Value::Object(obj)),
         })
     }
@@ -364,6 +388,9 @@ pub enum StopReason {
     StopSequence,
     /// A long server-side turn paused; send the response back to continue.
     PauseTurn,
+    /// The server compacted the conversation and paused (`pause_after_compaction`, or an
+    /// on-demand compaction); send the history back to continue.
+    Compaction,
     /// It declined to answer.
     Refusal,
     /// The context window is full.
@@ -381,6 +408,7 @@ impl StopReason {
             Self::MaxTokens => "max_tokens",
             Self::StopSequence => "stop_sequence",
             Self::PauseTurn => "pause_turn",
+            Self::Compaction => "compaction",
             Self::Refusal => "refusal",
             Self::ModelContextWindowExceeded => "model_context_window_exceeded",
             Self::Other(s) => s,
@@ -395,6 +423,7 @@ impl StopReason {
             "max_tokens" => Self::MaxTokens,
             "stop_sequence" => Self::StopSequence,
             "pause_turn" => Self::PauseTurn,
+            "compaction" => Self::Compaction,
             "refusal" => Self::Refusal,
             "model_context_window_exceeded" => Self::ModelContextWindowExceeded,
             other => Self::Other(other.to_owned()),
@@ -421,7 +450,13 @@ impl<'de> Deserialize<'de> for StopReason {
 }
 
 /// Token counts for one response (or a sum of many).
+///
+/// The top-level counts are the answer's; a response in which the server compacted the
+/// conversation also lists the summarising call among its `iterations`, which is read into
+/// [`Usage::compaction`] (the wire's `iterations` array is accepted on input, and cadre's
+/// own `compaction` object is what it writes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "UsageWire")]
 pub struct Usage {
     /// Input tokens not read from or written to the cache.
     #[serde(default)]
@@ -435,6 +470,83 @@ pub struct Usage {
     /// Input tokens read from the cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,
+    /// Compactions and their tokens, which the counts above leave out.
+    #[serde(default, skip_serializing_if = "CompactionUsage::is_empty")]
+    pub compaction: CompactionUsage,
+}
+
+/// What compacting a conversation cost: how many compactions, and their tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionUsage {
+    /// Compactions.
+    #[serde(default)]
+    pub count: u64,
+    /// Input tokens they read, cached or not.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens they wrote (the summaries).
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+impl CompactionUsage {
+    /// Whether nothing was compacted.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Input plus output tokens.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// The compaction entries of a Messages API `usage.iterations` array.
+    pub fn from_iterations(iterations: &[Value]) -> Self {
+        let n = |it: &Value, key: &str| it.get(key).and_then(Value::as_u64).unwrap_or(0);
+        iterations
+            .iter()
+            .filter(|it| it.get("type").and_then(Value::as_str) == Some("compaction"))
+            .fold(Self::default(), |acc, it| Self {
+                count: acc.count + 1,
+                input_tokens: acc.input_tokens
+                    + n(it, "input_tokens")
+                    + n(it, "cache_creation_input_tokens")
+                    + n(it, "cache_read_input_tokens"),
+                output_tokens: acc.output_tokens + n(it, "output_tokens"),
+            })
+    }
+}
+
+/// `usage` as it arrives: the API's `iterations`, or cadre's own `compaction`.
+#[derive(Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    #[serde(default)]
+    compaction: Option<CompactionUsage>,
+    #[serde(default)]
+    iterations: Option<Vec<Value>>,
+}
+
+impl From<UsageWire> for Usage {
+    fn from(w: UsageWire) -> Self {
+        let compaction = w.compaction.unwrap_or_else(|| {
+            CompactionUsage::from_iterations(w.iterations.as_deref().unwrap_or_default())
+        });
+        Self {
+            input_tokens: w.input_tokens,
+            output_tokens: w.output_tokens,
+            cache_creation_input_tokens: w.cache_creation_input_tokens,
+            cache_read_input_tokens: w.cache_read_input_tokens,
+            compaction,
+        }
+    }
 }
 
 impl Usage {
@@ -443,9 +555,9 @@ impl Usage {
         self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
     }
 
-    /// Input plus output: what a token budget counts.
+    /// Input plus output, compactions included: what a token budget counts.
     pub fn total(&self) -> u64 {
-        self.total_input() + self.output_tokens
+        self.total_input() + self.output_tokens + self.compaction.total()
     }
 
     /// Adds another usage to this one.
@@ -454,6 +566,9 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.compaction.count += other.compaction.count;
+        self.compaction.input_tokens += other.compaction.input_tokens;
+        self.compaction.output_tokens += other.compaction.output_tokens;
     }
 }
 
@@ -528,9 +643,93 @@ pub struct Request {
     /// Request metadata, passed through as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// Edits the server applies to a long context (threshold compaction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_management: Option<ContextManagement>,
+    /// Asks for a compaction of the messages instead of an answer (on demand); never
+    /// together with `context_management`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionRequest>,
+    /// Beta features the request uses, sent as the `anthropic-beta` header.
+    #[serde(skip)]
+    pub betas: Vec<String>,
     /// Which agent sends it; never sent on the wire, used by record/replay and logs.
     #[serde(skip)]
     pub origin: Option<RequestOrigin>,
+}
+
+/// The beta of threshold compaction (`context_management` with `compact_20260112`).
+pub const COMPACT_BETA: &str = "compact-2026-01-12";
+
+/// The beta of on-demand compaction (a request's `compaction`).
+pub const SUMMARIZE_BETA: &str = "compact-2026-09-04";
+
+/// The smallest input-token threshold the API accepts for compaction.
+pub const MIN_COMPACT_AT: u64 = 50_000;
+
+/// The request's `context_management`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextManagement {
+    /// The edits, applied in order.
+    #[serde(default)]
+    pub edits: Vec<ContextEdit>,
+}
+
+/// One context edit; cadre builds `compact_20260112`, others pass through.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextEdit {
+    /// The edit's type (`compact_20260112`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it applies (`{"type": "input_tokens", "value": N}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<InputTokensTrigger>,
+    /// Whether the response stops right after the compaction block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_after_compaction: Option<bool>,
+    /// Extra instructions for the summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Fields of other edit types, passed through.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ContextEdit {
+    /// Compaction once the input reaches `at` tokens.
+    pub fn compact_at(at: u64) -> Self {
+        Self {
+            kind: "compact_20260112".into(),
+            trigger: Some(InputTokensTrigger {
+                kind: "input_tokens".into(),
+                value: at,
+            }),
+            pause_after_compaction: None,
+            instructions: None,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// A trigger counted in input tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputTokensTrigger {
+    /// Always `input_tokens`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The threshold.
+    pub value: u64,
+}
+
+/// The request's `compaction` (on-demand compaction).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRequest {
+    /// Always `summarize`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Extra instructions for the summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 /// The agent a request comes from.
@@ -557,7 +756,38 @@ impl Request {
             thinking: None,
             stop_sequences: Vec::new(),
             metadata: None,
+            context_management: None,
+            compaction: None,
+            betas: Vec::new(),
             origin: None,
+        }
+    }
+
+    /// Asks the server to compact the conversation once its input reaches `at` tokens
+    /// (the `compact_20260112` edit); the response then begins with a `compaction` block.
+    pub fn compact_at(&mut self, at: u64) {
+        self.context_management = Some(ContextManagement {
+            edits: vec![ContextEdit::compact_at(at)],
+        });
+        self.add_beta(COMPACT_BETA);
+    }
+
+    /// Turns the request into an on-demand compaction: the answer is one `compaction` block
+    /// summarising the messages, with stop reason `compaction`.
+    pub fn summarize(&mut self, instructions: Option<String>) {
+        self.context_management = None;
+        self.betas.retain(|b| b != COMPACT_BETA);
+        self.compaction = Some(CompactionRequest {
+            kind: "summarize".into(),
+            instructions,
+        });
+        self.add_beta(SUMMARIZE_BETA);
+    }
+
+    /// Adds a beta feature once.
+    pub fn add_beta(&mut self, beta: &str) {
+        if !self.betas.iter().any(|b| b == beta) {
+            self.betas.push(beta.to_owned());
         }
     }
 
@@ -606,6 +836,7 @@ impl Request {
                 ContentBlock::ToolUse(b) => b.cache_control.is_some(),
                 ContentBlock::ToolResult(b) => b.cache_control.is_some(),
                 ContentBlock::Image(b) => b.cache_control.is_some(),
+                ContentBlock::Compaction(b) => b.cache_control.is_some(),
                 _ => false,
             })
             .count();

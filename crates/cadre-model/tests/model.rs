@@ -325,6 +325,7 @@ async fn usage_reports_cache_reads_and_writes() {
             output_tokens: 17,
             cache_creation_input_tokens: 1200,
             cache_read_input_tokens: 0,
+            ..Default::default()
         }
     );
     let second = send(&m, req).await.0.unwrap();
@@ -366,6 +367,7 @@ async fn non_streaming_call() {
             output_tokens: 22,
             cache_creation_input_tokens: 33,
             cache_read_input_tokens: 44,
+            ..Default::default()
         }
     );
     assert!(events.is_empty());
@@ -795,6 +797,7 @@ mod openai {
                 output_tokens: 42,
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: 800,
+                ..Default::default()
             }
         );
         assert_eq!(resp.usage.total_input(), 1000);
@@ -1866,6 +1869,7 @@ mod fuzz {
             output_tokens: b,
             cache_creation_input_tokens: c,
             cache_read_input_tokens: d,
+            ..Default::default()
         })
     }
 
@@ -2501,6 +2505,7 @@ mod fuzz {
                             output_tokens: o,
                             cache_creation_input_tokens: cc,
                             cache_read_input_tokens: cr,
+                            ..Default::default()
                         },
                         crlf,
                         pretty,

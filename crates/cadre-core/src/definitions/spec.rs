@@ -40,6 +40,60 @@ pub enum McpServerRef {
     Inline(std::collections::BTreeMap<String, serde_json::Value>),
 }
 
+/// When an agent type's conversation is compacted: at a number of input tokens, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactAt {
+    /// Once a request's input reaches this many tokens.
+    Tokens(u64),
+    /// Never.
+    Off,
+}
+
+impl CompactAt {
+    /// The threshold, `None` for off; values under the API's minimum are raised to it.
+    pub fn tokens(self) -> Option<u64> {
+        match self {
+            Self::Tokens(n) => Some(n.max(cadre_model::MIN_COMPACT_AT)),
+            Self::Off => None,
+        }
+    }
+}
+
+impl Serialize for CompactAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Tokens(n) => s.serialize_u64(*n),
+            Self::Off => s.serialize_str("off"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CompactAt {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Flag(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(Self::Tokens(n)),
+            Raw::Flag(false) => Ok(Self::Off),
+            Raw::Word(w) if matches!(w.trim(), "off" | "never" | "none") => Ok(Self::Off),
+            Raw::Word(w) if w.trim().replace('_', "").parse::<u64>().is_ok() => Ok(Self::Tokens(
+                w.trim()
+                    .replace('_', "")
+                    .parse()
+                    .unwrap_or(cadre_model::MIN_COMPACT_AT),
+            )),
+            _ => Err(serde::de::Error::custom(
+                "compact_at must be a number of input tokens (at least 50000) or off",
+            )),
+        }
+    }
+}
+
 /// One agent type, as written in its YAML file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,6 +128,9 @@ pub struct AgentSpec {
     /// Most model requests it may make.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    /// When its conversation is compacted; unset follows the run (`--compact-at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_at: Option<CompactAt>,
     /// Skills listed to it, loaded on demand with the `Skill` tool; `"*"` is all.
     #[serde(default = "all_tools")]
     pub skills: Vec<String>,
@@ -121,6 +178,7 @@ impl Default for AgentSpec {
             read_only: false,
             network: true,
             max_turns: default_max_turns(),
+            compact_at: None,
             skills: all_tools(),
             preload_skills: Vec::new(),
             permission_mode: None,
@@ -287,7 +345,7 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 18] = [
+pub const KNOWN_KEYS: [&str; 19] = [
     "name",
     "description",
     "mode",
@@ -298,6 +356,7 @@ pub const KNOWN_KEYS: [&str; 18] = [
     "read_only",
     "network",
     "max_turns",
+    "compact_at",
     "skills",
     "preload_skills",
     "permission_mode",
@@ -498,6 +557,16 @@ impl AgentSpec {
                 "unknown model {:?}: expected inherit, opus, sonnet, haiku or a full model id such as claude-sonnet-5-5",
                 self.model
             ));
+        }
+        if let Some(CompactAt::Tokens(n)) = self.compact_at {
+            if n < cadre_model::MIN_COMPACT_AT {
+                report(
+                    true,
+                    "compact_at",
+                    None,
+                    format!("compact_at {n} is below the API's minimum of 50000; 50000 is used"),
+                );
+            }
         }
         if self.max_turns == 0 {
             report(

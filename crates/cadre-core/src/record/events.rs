@@ -1,7 +1,7 @@
 //! Structured events every agent emits while it runs.
 
 use crate::run::outcome::StopKind;
-use cadre_model::Usage;
+use cadre_model::{CompactionUsage, Usage};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +48,20 @@ pub enum Event {
         wait_ms: u64,
         /// What went wrong.
         reason: String,
+    },
+    /// The agent's conversation is being compacted (by the server, or summarised by cadre).
+    Compacting {
+        /// Its path.
+        agent: String,
+    },
+    /// The agent's conversation was compacted: what came before is replaced by a summary.
+    Compacted {
+        /// Its path.
+        agent: String,
+        /// Who summarised it: `server` (the Messages API) or `cadre` (a summary request).
+        by: String,
+        /// What the compaction cost.
+        usage: CompactionUsage,
     },
     /// A tool call started.
     ToolCall {
@@ -103,6 +117,8 @@ impl Event {
             | Self::Turn { agent, .. }
             | Self::Text { agent, .. }
             | Self::Retrying { agent, .. }
+            | Self::Compacting { agent, .. }
+            | Self::Compacted { agent, .. }
             | Self::ToolCall { agent, .. }
             | Self::ToolResult { agent, .. }
             | Self::Usage { agent, .. }

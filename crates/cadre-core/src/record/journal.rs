@@ -10,7 +10,7 @@
 
 use crate::run::outcome::StopKind;
 use async_trait::async_trait;
-use cadre_model::{ContentBlock, Message, Response};
+use cadre_model::{ContentBlock, Message, Response, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -77,6 +77,16 @@ pub enum Step {
         /// The `tool_result` block.
         result: ContentBlock,
     },
+    /// The agent's conversation was compacted on demand or summarised by cadre: `history`
+    /// replaces it from here on.
+    Compacted {
+        /// The agent's path.
+        agent: String,
+        /// The history that replaces the conversation.
+        history: Vec<Message>,
+        /// What compacting cost.
+        usage: Usage,
+    },
     /// A new user message for an agent whose conversation had ended (a follow-up).
     UserMessage {
         /// The agent's path.
@@ -106,6 +116,7 @@ impl Step {
             | Self::ToolStarted { agent, .. }
             | Self::ToolResult { agent, .. }
             | Self::UserMessage { agent, .. }
+            | Self::Compacted { agent, .. }
             | Self::Finished { agent, .. } => Some(agent),
         }
     }

@@ -9,8 +9,8 @@ use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::rebuild::{final_text, PendingTurn, Rebuilt};
 use crate::run::toolset::ToolSet;
 use cadre_model::{
-    ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,
-    StopReason, SystemBlock, ToolUseBlock, Usage,
+    CompactionUsage, ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin,
+    Response, Role, StopReason, SystemBlock, ToolUseBlock, Usage,
 };
 use cadre_tools::ToolContext;
 use futures::future::join_all;
@@ -36,6 +36,9 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// The model's context window in tokens; old tool results are cleared near it.
     pub context_tokens: u64,
+    /// Input tokens at which the conversation is compacted (by the server where it can,
+    /// else summarised by cadre near the window); `None` never compacts.
+    pub compact_at: Option<u64>,
 }
 
 /// One agent: a model, a tool set and the limits it runs under.
@@ -90,9 +93,10 @@ impl Agent {
             mut history,
             turns,
             tool_calls,
-            usage,
+            mut usage,
             pending,
             finished,
+            last_input,
             ..
         } = rebuilt;
         history.iter().for_each(|m| self.log(m));
@@ -110,6 +114,23 @@ impl Agent {
             let results = self.finish_turn(turn).await;
             history.push(Message::new(Role::User, results));
             self.log(&history[history.len() - 1]);
+        }
+        // A conversation already past the threshold is compacted before it goes on, so the
+        // first request of a continued or resumed run does not carry the whole of it again.
+        if self
+            .config
+            .compact_at
+            .is_some_and(|at| last_input >= at.min(self.summarise_at()))
+        {
+            match self.compact(&history).await {
+                Ok((compacted, used)) => {
+                    history = compacted;
+                    usage.add(&used);
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %self.config.path, "could not compact before going on: {e}")
+                }
+            }
         }
         self.drive(Progress {
             history,
@@ -129,6 +150,9 @@ impl Agent {
             mut tool_calls,
             mut usage,
         } = progress;
+        // Set once a request refused as too long was answered by compacting, so a second
+        // refusal stops the loop instead of compacting forever.
+        let mut compacted_for_length = false;
         let stop = loop {
             if let Some(stop) = self.should_stop(turns) {
                 break stop;
@@ -140,8 +164,26 @@ impl Agent {
             });
             let response = match self.send(&history).await {
                 Ok(r) => r,
-                Err(stop) => break stop,
+                Err(Failed::TooLong(why)) if !compacted_for_length => {
+                    tracing::info!(agent = %self.config.path, "the request was refused as too long ({why}); compacting");
+                    compacted_for_length = true;
+                    match self.compact(&history).await {
+                        Ok((compacted, used)) => {
+                            history = compacted;
+                            usage.add(&used);
+                            continue;
+                        }
+                        Err(e) => {
+                            break StopKind::ModelError(format!(
+                                "{why}; compacting failed too: {e}"
+                            ))
+                        }
+                    }
+                }
+                Err(Failed::TooLong(why)) => break StopKind::ModelError(why),
+                Err(Failed::Stop(stop)) => break stop,
             };
+            compacted_for_length = false;
             // Journaled before anything acts on it: a resumed run never asks for it again.
             self.journal(Step::Response {
                 agent: self.config.path.clone(),
@@ -154,6 +196,17 @@ impl Agent {
                 agent: self.config.path.clone(),
                 usage: response.usage,
             });
+            if response
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::Compaction(_)))
+            {
+                self.emit(Event::Compacted {
+                    agent: self.config.path.clone(),
+                    by: "server".into(),
+                    usage: response.usage.compaction,
+                });
+            }
             let message = sanitized(&response);
             self.log(&message);
             match history.last_mut() {
@@ -174,6 +227,9 @@ impl Agent {
                 tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
                 history.push(Message::new(Role::User, self.run_tools(calls).await));
                 self.log(&history[history.len() - 1]);
+                if let Some(used) = self.summarise_if_near(&mut history, &response.usage).await {
+                    usage.add(&used);
+                }
                 self.keep_within_context(&mut history, &response.usage);
             }
             // The server paused a long turn (pause_turn): sending the history back resumes it.
@@ -266,10 +322,36 @@ impl Agent {
         }
     }
 
-    /// Sends the history to the model, streaming text out as events; cancel wins.
-    async fn send(&self, history: &[Message]) -> Result<Response, StopKind> {
-        let mut request =
-            Request::new(&self.config.model, self.config.max_tokens, history.to_vec());
+    /// Sends the history to the model, asking the server to compact it past the threshold.
+    async fn send(&self, history: &[Message]) -> Result<Response, Failed> {
+        let mut request = self.request(history);
+        if let Some(at) = self.server_compact_at() {
+            request.compact_at(at);
+        }
+        self.call(request).await
+    }
+
+    /// The threshold the server compacts at, when it compacts for this agent.
+    fn server_compact_at(&self) -> Option<u64> {
+        self.config
+            .compact_at
+            .filter(|_| self.model.server_compaction())
+    }
+
+    /// Input tokens at which cadre summarises old turns itself (no server compaction): the
+    /// threshold, or sooner where the window is smaller.
+    fn summarise_at(&self) -> u64 {
+        let near = (self.config.context_tokens as f64 * context::SUMMARISE_AT) as u64;
+        self.config.compact_at.map_or(near, |at| at.min(near))
+    }
+
+    /// A request of this agent carrying what is sent of `history`.
+    fn request(&self, history: &[Message]) -> Request {
+        let mut request = Request::new(
+            &self.config.model,
+            self.config.max_tokens,
+            context::since_compaction(history),
+        );
         request.system = vec![SystemBlock::text(&self.config.system)];
         request.tools = self.tools.definitions();
         request.apply_prompt_caching();
@@ -277,11 +359,145 @@ impl Agent {
             path: self.config.path.clone(),
             agent_type: self.config.agent_type.clone(),
         });
+        request
+    }
+
+    /// Compacts `history` now and returns what replaces it, with what that cost: where the
+    /// server compacts, one `compaction` block it wrote (stop reason `compaction`); elsewhere
+    /// a user message holding a summary cadre asked the model for. The step is journaled, so
+    /// a resumed run starts from the compacted history.
+    pub async fn compact(
+        &self,
+        history: &[Message],
+    ) -> Result<(Vec<Message>, Usage), CompactError> {
+        let agent = self.config.path.clone();
+        self.emit(Event::Compacting {
+            agent: agent.clone(),
+        });
+        let (compacted, used, by) = if self.model.server_compaction() {
+            let mut request = self.request(history);
+            request.summarize(None);
+            let response = self.call(request).await?;
+            let block = response
+                .content
+                .iter()
+                .rfind(|b| matches!(b, ContentBlock::Compaction(_)))
+                .cloned()
+                .ok_or(CompactError::NoBlock)?;
+            let mut used = response.usage;
+            if used.compaction.is_empty() {
+                // The whole request was the summarising call.
+                used = Usage {
+                    compaction: CompactionUsage {
+                        count: 1,
+                        input_tokens: used.total_input(),
+                        output_tokens: used.output_tokens,
+                    },
+                    ..Usage::default()
+                };
+            }
+            (
+                vec![Message::new(Role::Assistant, vec![block])],
+                used,
+                "server",
+            )
+        } else {
+            let (summary, used) = self.summarise(history).await?;
+            let compacted = context::replace_with_summary(history, history.len(), &summary);
+            (compacted, used, "cadre")
+        };
+        self.record_compaction(&compacted, used, by).await;
+        Ok((compacted, used))
+    }
+
+    /// Summarises old turns once the last request came near the window, for models whose
+    /// server does not compact; returns what the summary cost. A failure is logged and the
+    /// clearing of old tool results remains.
+    async fn summarise_if_near(&self, history: &mut Vec<Message>, last: &Usage) -> Option<Usage> {
+        if self.config.compact_at.is_none() || self.model.server_compaction() {
+            return None;
+        }
+        if last.total_input() + last.output_tokens < self.summarise_at() {
+            return None;
+        }
+        let split = context::summary_split(history, context::KEEP_TURNS)?;
+        self.emit(Event::Compacting {
+            agent: self.config.path.clone(),
+        });
+        match self.summarise(&history[..split]).await {
+            Ok((summary, used)) => {
+                *history = context::replace_with_summary(history, split, &summary);
+                self.record_compaction(history, used, "cadre").await;
+                Some(used)
+            }
+            Err(e) => {
+                tracing::warn!(agent = %self.config.path, "could not summarise the conversation: {e}");
+                None
+            }
+        }
+    }
+
+    /// Asks the model for a summary of `older` (which ends with a user message), with the
+    /// agent's own system prompt and tools so the request stays valid; returns its text.
+    async fn summarise(&self, older: &[Message]) -> Result<(String, Usage), CompactError> {
+        let mut messages = older.to_vec();
+        let ask = ContentBlock::text(context::SUMMARY_PROMPT);
+        match messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(ask),
+            _ => messages.push(Message::new(Role::User, vec![ask])),
+        }
+        let response = self.call(self.request(&messages)).await?;
+        let summary = response.text();
+        if summary.trim().is_empty() {
+            return Err(CompactError::NoBlock);
+        }
+        let used = Usage {
+            compaction: CompactionUsage {
+                count: 1,
+                input_tokens: response.usage.total_input(),
+                output_tokens: response.usage.output_tokens,
+            },
+            ..Usage::default()
+        };
+        Ok((summary, used))
+    }
+
+    /// Journals, logs, charges and reports a compaction that replaced the history.
+    async fn record_compaction(&self, history: &[Message], used: Usage, by: &str) {
+        self.journal(Step::Compacted {
+            agent: self.config.path.clone(),
+            history: history.to_vec(),
+            usage: used,
+        })
+        .await;
+        if let Some(t) = &self.transcript {
+            t.record(
+                "compacted",
+                serde_json::json!({"by": by, "usage": used.compaction, "history": history}),
+            );
+        }
+        self.budget.charge(&used);
+        self.emit(Event::Usage {
+            agent: self.config.path.clone(),
+            usage: used,
+        });
+        self.emit(Event::Compacted {
+            agent: self.config.path.clone(),
+            by: by.to_owned(),
+            usage: used.compaction,
+        });
+    }
+
+    /// Sends one request, streaming text out as events; cancel wins.
+    async fn call(&self, request: Request) -> Result<Response, Failed> {
         let path = &self.config.path;
         let on_event = |e: ModelEvent| match e {
             ModelEvent::TextDelta(delta) => self.emit(Event::Text {
                 agent: path.clone(),
                 delta,
+            }),
+            ModelEvent::Compacting => self.emit(Event::Compacting {
+                agent: path.clone(),
             }),
             ModelEvent::Retrying {
                 attempt,
@@ -305,8 +521,14 @@ impl Agent {
         };
         tokio::select! {
             biased;
-            () = self.ctx.cancel.cancelled() => Err(StopKind::Cancelled),
-            r = call => r.map_err(|e: ModelError| StopKind::ModelError(e.to_string())),
+            () = self.ctx.cancel.cancelled() => Err(Failed::Stop(StopKind::Cancelled)),
+            r = call => r.map_err(|e: ModelError| {
+                if e.is_context_too_long() {
+                    Failed::TooLong(e.to_string())
+                } else {
+                    Failed::Stop(StopKind::ModelError(e.to_string()))
+                }
+            }),
         }
     }
 
@@ -412,6 +634,34 @@ impl Agent {
     }
 }
 
+/// Why a request brought no response.
+enum Failed {
+    /// The loop stops with this.
+    Stop(StopKind),
+    /// The server refused the request as too long for the context window.
+    TooLong(String),
+}
+
+/// Why compacting a conversation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    /// The request failed or was cancelled.
+    #[error("{0}")]
+    Stopped(StopKind),
+    /// The answer held no summary.
+    #[error("the model's answer held no summary")]
+    NoBlock,
+}
+
+impl From<Failed> for CompactError {
+    fn from(f: Failed) -> Self {
+        match f {
+            Failed::Stop(stop) => Self::Stopped(stop),
+            Failed::TooLong(why) => Self::Stopped(StopKind::ModelError(why)),
+        }
+    }
+}
+
 fn invalid_json_input(input: &Value) -> Option<&str> {
     input
         .get(cadre_model::INVALID_TOOL_INPUT_KEY)
@@ -433,10 +683,10 @@ pub(crate) fn sanitized(response: &Response) -> Message {
 }
 
 /// The outcome a stop reason ends the loop with, or `None` when the loop goes on
-/// (`tool_use`, `pause_turn`).
+/// (`tool_use`, `pause_turn`, `compaction`).
 pub(crate) fn terminal(reason: &StopReason) -> Option<StopKind> {
     match reason {
-        StopReason::ToolUse | StopReason::PauseTurn => None,
+        StopReason::ToolUse | StopReason::PauseTurn | StopReason::Compaction => None,
         StopReason::EndTurn | StopReason::StopSequence => Some(StopKind::Done),
         StopReason::MaxTokens => Some(StopKind::MaxTokens),
         StopReason::Refusal => Some(StopKind::Refusal),

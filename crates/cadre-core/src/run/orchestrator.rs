@@ -68,8 +68,13 @@ pub struct RunConfig {
     pub budget_tokens: Option<u64>,
     /// Output cap per model response.
     pub max_tokens: u32,
-    /// The models' context window in tokens (old tool results are cleared near it).
-    pub context_tokens: u64,
+    /// The models' context window in tokens (old tool results are cleared near it); `None`
+    /// takes each model's own: known for Claude models, else as the server reports it,
+    /// else [`DEFAULT_CONTEXT_TOKENS`].
+    pub context_tokens: Option<u64>,
+    /// Input tokens at which conversations are compacted, unless an agent type says
+    /// otherwise; `None` never compacts.
+    pub compact_at: Option<u64>,
     /// Overrides the primary agent's `max_turns`.
     pub max_turns: Option<u32>,
     /// Tool caps (bash timeout, output size, …).
@@ -98,7 +103,8 @@ impl RunConfig {
             limits: Limits::default(),
             budget_tokens: None,
             max_tokens: 8192,
-            context_tokens: 200_000,
+            context_tokens: None,
+            compact_at: Some(DEFAULT_COMPACT_AT),
             max_turns: None,
             tool_limits: ToolLimits::default(),
             runs_dir: None,
@@ -108,6 +114,12 @@ impl RunConfig {
         }
     }
 }
+
+/// The context window assumed for a model that neither cadre nor its server knows.
+pub const DEFAULT_CONTEXT_TOKENS: u64 = 200_000;
+
+/// Input tokens at which conversations are compacted by default.
+pub const DEFAULT_COMPACT_AT: u64 = 150_000;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -774,7 +786,11 @@ impl Orchestrator {
                 system: prompt::system_prompt_for(spec, me.depth > 0, &listed, &self.config.skills),
                 max_tokens: self.config.max_tokens,
                 max_turns: spec.max_turns,
-                context_tokens: self.config.context_tokens,
+                context_tokens: self.context_window(&me.model).await,
+                compact_at: match spec.compact_at {
+                    Some(at) => at.tokens(),
+                    None => self.config.compact_at,
+                },
             },
             model: self.config.model.clone(),
             tools,
@@ -790,6 +806,22 @@ impl Orchestrator {
                 .clone(),
         };
         (agent, mcp.own)
+    }
+
+    /// The context window of `model`: the configured override, the known window of a
+    /// Claude model, what the server reports, or the default.
+    async fn context_window(&self, model: &str) -> u64 {
+        if let Some(n) = self.config.context_tokens {
+            return n;
+        }
+        if let Some(n) = cadre_model::known_context_window(model) {
+            return n;
+        }
+        self.config
+            .model
+            .context_window(model)
+            .await
+            .unwrap_or(DEFAULT_CONTEXT_TOKENS)
     }
 
     /// The path of the subagent that `parent`'s call `call` started before a resume.
@@ -824,6 +856,8 @@ impl Orchestrator {
                 Event::ToolCall { name, input, .. } => {
                     entry.current_tool = Some(crate::record::events::describe_call(name, input));
                 }
+                Event::Compacting { .. } => entry.current_tool = Some("compacting…".into()),
+                Event::Compacted { .. } => entry.current_tool = None,
                 Event::Usage { usage, .. } => entry.tokens += usage.total(),
                 _ => {}
             }

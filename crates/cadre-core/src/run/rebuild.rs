@@ -31,6 +31,9 @@ pub struct Rebuilt {
     /// Whether its last run ended by being cancelled (Ctrl-C): it may be resumed, or given
     /// a follow-up.
     pub cancelled: bool,
+    /// The size of its last request (input and output tokens of the last response), to
+    /// tell whether it must be compacted before it goes on.
+    pub last_input: u64,
 }
 
 /// A turn whose tool calls were not all answered when the run stopped.
@@ -79,6 +82,7 @@ impl Rebuilt {
             Step::Response { response, .. } => {
                 self.turns += 1;
                 self.usage.add(&response.usage);
+                self.last_input = response.usage.total_input() + response.usage.output_tokens;
                 let message = crate::run::agent::sanitized(response);
                 match self.history.last_mut() {
                     Some(last) if last.role == Role::Assistant => {
@@ -131,6 +135,12 @@ impl Rebuilt {
                 self.spawned.insert(call.clone(), child.clone());
             }
             Step::UserMessage { message, .. } => self.follow_up(message.clone()),
+            Step::Compacted { history, usage, .. } => {
+                self.history.clone_from(history);
+                self.usage.add(usage);
+                self.pending = None;
+                self.last_input = 0;
+            }
             // A cancelled agent (Ctrl-C) may be resumed like a killed one.
             Step::Finished {
                 stop: StopKind::Cancelled,
