@@ -11,6 +11,11 @@
 //! cache breakpoints, images given by URL, the `thinking` and `metadata` request fields.
 //! Text a user message holds next to tool results is sent as a user message after the
 //! `tool` messages, since those must follow the assistant message directly.
+//!
+//! [`Model::context_window`] asks the server once per model id: `GET {base_url}/models`
+//! (vLLM's `max_model_len`, OpenRouter's `context_length`, LM Studio's
+//! `max_context_length`), then `GET {server root}/props` (llama.cpp's `n_ctx`). Any failure
+//! there only means the window is unknown.
 
 use crate::transport::{
     http_setters, plain_error, status_text, Decoder, Endpoint, HttpOptions, Transport,
@@ -22,14 +27,21 @@ use crate::{
 use async_trait::async_trait;
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-use reqwest::StatusCode;
+use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::OnceCell;
 
 /// The public OpenAI API (Ollama users give `http://localhost:11434/v1`).
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// How long asking a server for its context window may take, both endpoints together: the
+/// answer is only a hint, and a run must not wait on a server that ignores the question.
+const INFO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to reach an OpenAI-compatible Chat Completions API.
 #[derive(Clone)]
@@ -140,6 +152,12 @@ pub struct OpenAiModel {
     config: OpenAiConfig,
     /// Numbers the `call_<n>` ids given to tool calls a server sent without one.
     call_ids: AtomicU64,
+    /// `{base_url}/models`, where vLLM and others list each model's context length.
+    models_url: Url,
+    /// `{server root}/props`, where llama.cpp reports its `n_ctx`.
+    props_url: Option<Url>,
+    /// The context window per model id, asked for once each (`None`: the server did not say).
+    windows: Mutex<HashMap<String, Arc<OnceCell<Option<u64>>>>>,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -169,10 +187,15 @@ impl OpenAiModel {
         }
         let secret = config.api_key.clone();
         let transport = Transport::new(endpoint, headers, config.http, secret, parse_error_body)?;
+        let models_url = Endpoint::new("OpenAI-compatible", &config.base_url, "/models")?.url;
+        let props_url = props_url(&models_url);
         Ok(Self {
             transport,
             config,
             call_ids: AtomicU64::new(1),
+            models_url,
+            props_url,
+            windows: Mutex::new(HashMap::new()),
         })
     }
 
@@ -180,6 +203,84 @@ impl OpenAiModel {
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
     }
+
+    /// Asks the server for `model`'s context window: `/models` first, then `/props`.
+    async fn ask_context_window(&self, model: &str) -> Option<u64> {
+        let ask = async {
+            let listed = self.get_json(&self.models_url).await;
+            if let Some(window) = listed.and_then(|list| window_in_models(&list, model)) {
+                return Some(window);
+            }
+            let props = self.get_json(self.props_url.as_ref()?).await?;
+            window_in_props(&props)
+        };
+        let window = tokio::time::timeout(INFO_TIMEOUT, ask).await.ok().flatten();
+        tracing::debug!(
+            url = %self.transport.shown_url(),
+            model = %model,
+            window = ?window,
+            "asked the server for the context window"
+        );
+        window
+    }
+
+    /// The JSON body of a `GET` to `url`; `None` on any failure or non-2xx status.
+    ///
+    /// The client carries the same headers (the key among them) as chat requests. Errors
+    /// are dropped unlogged: reqwest's wording would show the URL, credentials and all.
+    async fn get_json(&self, url: &Url) -> Option<Value> {
+        let resp = self.transport.client.get(url.clone()).send().await.ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        let body = resp.bytes().await.ok()?;
+        serde_json::from_slice(&body).ok()
+    }
+}
+
+/// `{server root}/props` for `{base_url}/models`: a trailing `/v1` is dropped, since
+/// llama.cpp serves `/props` beside `/v1`, not under it. `None` if the URL has no path.
+fn props_url(models_url: &Url) -> Option<Url> {
+    let mut url = models_url.clone();
+    let under_v1 = url.path_segments()?.rev().nth(1) == Some("v1");
+    {
+        let mut segments = url.path_segments_mut().ok()?;
+        segments.pop();
+        if under_v1 {
+            segments.pop();
+        }
+        segments.push("props");
+    }
+    Some(url)
+}
+
+/// A positive whole number of tokens.
+fn tokens(v: &Value) -> Option<u64> {
+    v.as_u64().filter(|n| *n > 0)
+}
+
+/// The context window of `model` in a `/models` list: the entry with that id, else the
+/// only entry (local servers often serve one model under another name).
+fn window_in_models(list: &Value, model: &str) -> Option<u64> {
+    let data = list.get("data")?.as_array()?;
+    let entry = data
+        .iter()
+        .find(|m| m.get("id").and_then(Value::as_str) == Some(model))
+        .or(match data.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        })?;
+    ["max_model_len", "context_length", "max_context_length"]
+        .iter()
+        .find_map(|field| entry.get(field).and_then(tokens))
+}
+
+/// The context window in llama.cpp's `/props`.
+fn window_in_props(props: &Value) -> Option<u64> {
+    props
+        .pointer("/default_generation_settings/n_ctx")
+        .and_then(tokens)
+        .or_else(|| props.get("n_ctx").and_then(tokens))
 }
 
 #[async_trait]
@@ -206,6 +307,16 @@ impl Model for OpenAiModel {
                 decoder,
             )
             .await
+    }
+
+    async fn context_window(&self, model: &str) -> Option<u64> {
+        let cell = {
+            // A poisoned lock only means another caller panicked; the map is still whole.
+            let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(windows.entry(model.to_owned()).or_default())
+        };
+        // Concurrent callers for one id wait on one request; a cancelled ask is asked again.
+        *cell.get_or_init(|| self.ask_context_window(model)).await
     }
 }
 
@@ -759,6 +870,77 @@ mod tests {
 
     fn finish(reason: &str) -> Value {
         json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    }
+
+    #[test]
+    fn info_urls() {
+        let urls = |base: &str| {
+            let m = OpenAiModel::new(OpenAiConfig::new().with_base_url(base)).unwrap();
+            (m.models_url.to_string(), m.props_url.map(|u| u.to_string()))
+        };
+        for (base, models, props) in [
+            (
+                "http://h:8080/v1",
+                "http://h:8080/v1/models",
+                "http://h:8080/props",
+            ),
+            (
+                "http://h:8080/v1/",
+                "http://h:8080/v1/models",
+                "http://h:8080/props",
+            ),
+            (
+                "http://h:8080",
+                "http://h:8080/models",
+                "http://h:8080/props",
+            ),
+            (
+                "http://u:p@h/llm/v1",
+                "http://u:p@h/llm/v1/models",
+                "http://u:p@h/llm/props",
+            ),
+            ("http://v1", "http://v1/models", "http://v1/props"),
+        ] {
+            assert_eq!(
+                urls(base),
+                (models.to_owned(), Some(props.to_owned())),
+                "{base}"
+            );
+        }
+    }
+
+    #[test]
+    fn windows_in_models_and_props() {
+        let list = |entries: Value| json!({"object": "list", "data": entries});
+        let vllm = list(json!([
+            {"id": "a", "max_model_len": 1000},
+            {"id": "b", "max_model_len": 2000}
+        ]));
+        assert_eq!(window_in_models(&vllm, "b"), Some(2000));
+        assert_eq!(window_in_models(&vllm, "c"), None);
+        let one = list(json!([{"id": "x", "context_length": 3000}]));
+        assert_eq!(window_in_models(&one, "other"), Some(3000));
+        let lm = list(json!([{"id": "x", "max_context_length": 4000}]));
+        assert_eq!(window_in_models(&lm, "x"), Some(4000));
+        for none in [
+            list(json!([{"id": "x"}])),
+            list(json!([{"id": "x", "max_model_len": 0}])),
+            list(json!([{"id": "x", "max_model_len": "big"}])),
+            list(json!([{"id": "x", "max_model_len": -1}])),
+            list(json!([])),
+            json!({"data": "nope"}),
+            json!([1, 2]),
+        ] {
+            assert_eq!(window_in_models(&none, "x"), None, "{none}");
+        }
+        let props = json!({"default_generation_settings": {"n_ctx": 8192}, "n_ctx": 1});
+        assert_eq!(window_in_props(&props), Some(8192));
+        assert_eq!(window_in_props(&json!({"n_ctx": 4096})), Some(4096));
+        assert_eq!(
+            window_in_props(&json!({"default_generation_settings": {}})),
+            None
+        );
+        assert_eq!(window_in_props(&json!("n_ctx")), None);
     }
 
     #[test]

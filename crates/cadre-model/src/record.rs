@@ -114,4 +114,8 @@ impl Model for RecordingModel {
         self.append(&exchange)?;
         Ok(exchange.response)
     }
+
+    async fn context_window(&self, model: &str) -> Option<u64> {
+        self.inner.context_window(model).await
+    }
 }

@@ -6,7 +6,8 @@
 //! ([`protocol::check_request`]) and can inject faults: HTTP errors, in-stream errors,
 //! truncated, dropped or stalled streams, delays, and a barrier that holds requests until
 //! enough run concurrently. The same replies are served in the OpenAI Chat Completions
-//! dialect on `POST /v1/chat/completions` ([`openai`]).
+//! dialect on `POST /v1/chat/completions` ([`openai`]); `GET /v1/models` and `GET /props`
+//! answer what a test sets ([`MockServer::set_models`], [`MockServer::set_props`]).
 //!
 //! [`mcp`] holds a real MCP server (the `cadre-test-mcp` binary, over stdio or streamable
 //! HTTP) for testing MCP clients: [`mcp_server_binary`] finds it, [`McpHttpServer`] runs it.
@@ -31,4 +32,4 @@ pub mod sse;
 pub use mcp::{mcp_server_binary, McpHttpServer};
 pub use protocol::check_request;
 pub use reply::{Block, Reply, Usage};
-pub use server::{Captured, Match, MockServer};
+pub use server::{Captured, InfoRequest, Match, MockServer};

@@ -11,7 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
@@ -75,13 +75,45 @@ pub struct Captured {
     pub headers: Vec<(String, String)>,
 }
 
+/// One `GET` the server received on an information endpoint (`/v1/models`, `/props`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InfoRequest {
+    /// The path asked for (`/v1/models` or `/props`).
+    pub path: String,
+    /// The headers, names lower-case, in the order received.
+    pub headers: Vec<(String, String)>,
+}
+
+impl InfoRequest {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header_value(&self.headers, name)
+    }
+}
+
+fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
 impl Captured {
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        header_value(&self.headers, name)
     }
 
     /// The `messages` array (empty if absent).
@@ -217,6 +249,11 @@ struct Inner {
     in_flight: usize,
     max_in_flight: usize,
     barrier: Option<Barrier>,
+    /// What `GET /v1/models` answers (404 when unset).
+    models: Option<Value>,
+    /// What `GET /props` answers (404 when unset).
+    props: Option<Value>,
+    info_requests: Vec<InfoRequest>,
 }
 
 /// State shared between the handle and the server thread.
@@ -372,6 +409,8 @@ impl MockServer {
         let app = Router::new()
             .route("/v1/messages", post(handle_messages))
             .route("/v1/chat/completions", post(handle_chat))
+            .route("/v1/models", get(handle_models))
+            .route("/props", get(handle_props))
             .fallback(handle_other)
             // Long conversations exceed axum's 2 MB default.
             .layer(DefaultBodyLimit::disable())
@@ -416,6 +455,21 @@ impl MockServer {
     /// Every request received on `/v1/messages`, in arrival order.
     pub fn requests(&self) -> Vec<Captured> {
         self.shared().lock().captured.clone()
+    }
+
+    /// Makes `GET /v1/models` answer 200 with `body` (as vLLM or OpenRouter list their models).
+    pub fn set_models(&self, body: Value) {
+        self.shared().lock().models = Some(body);
+    }
+
+    /// Makes `GET /props` answer 200 with `body` (as llama.cpp's server reports its settings).
+    pub fn set_props(&self, body: Value) {
+        self.shared().lock().props = Some(body);
+    }
+
+    /// Every `GET` received on `/v1/models` and `/props`, in arrival order.
+    pub fn info_requests(&self) -> Vec<InfoRequest> {
+        self.shared().lock().info_requests.clone()
     }
 
     /// Protocol violations found so far, each naming its request index.
@@ -537,6 +591,39 @@ async fn handle_other(State(shared): State<Arc<Shared>>, request: Request) -> Re
     error_response(404, "not_found_error", &message)
 }
 
+async fn handle_models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    info(&shared, "/v1/models", &headers, |inner| {
+        inner.models.clone()
+    })
+}
+
+async fn handle_props(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    info(&shared, "/props", &headers, |inner| inner.props.clone())
+}
+
+/// Records an information `GET` and answers what the test set, else 404.
+///
+/// An unset endpoint is no violation: clients probe these and many real servers lack them.
+fn info(
+    shared: &Shared,
+    path: &str,
+    headers: &HeaderMap,
+    body: impl Fn(&Inner) -> Option<Value>,
+) -> Response {
+    let mut inner = shared.lock();
+    inner.info_requests.push(InfoRequest {
+        path: path.to_owned(),
+        headers: header_pairs(headers),
+    });
+    match body(&inner) {
+        Some(body) => json_response(200, &body),
+        None => json_response(
+            404,
+            &crate::openai::error_body("not_found_error", &format!("mock: {path} is not set")),
+        ),
+    }
+}
+
 /// Which API a request came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dialect {
@@ -578,15 +665,7 @@ async fn handle(
     dialect: Dialect,
 ) -> Response {
     let guard = InFlight::enter(&shared);
-    let headers: Vec<(String, String)> = headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_ascii_lowercase(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let headers = header_pairs(&headers);
     let (body, parse_error) = match serde_json::from_slice::<Value>(&body) {
         Ok(v) => (v, None),
         Err(e) => (Value::Null, Some(e)),

@@ -465,6 +465,36 @@ async fn unknown_path_is_flagged() {
     assert_eq!(server.violations().len(), 1);
 }
 
+#[tokio::test]
+async fn models_and_props_answer_what_was_set() {
+    let server = MockServer::start().await;
+    let get = |path: &str| {
+        reqwest::Client::new()
+            .get(format!("{}{path}", server.uri()))
+            .bearer_auth("test-key")
+            .send()
+    };
+    // Unset: 404, and no violation (clients may probe these).
+    assert_eq!(get("/v1/models").await.unwrap().status(), 404);
+    assert_eq!(get("/props").await.unwrap().status(), 404);
+    let models = json!({"object": "list", "data": [{"id": "m", "max_model_len": 4096}]});
+    let props = json!({"default_generation_settings": {"n_ctx": 8192}});
+    server.set_models(models.clone());
+    server.set_props(props.clone());
+    let resp = get("/v1/models").await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.json::<Value>().await.unwrap(), models);
+    let resp = get("/props").await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.json::<Value>().await.unwrap(), props);
+    let seen = server.info_requests();
+    let paths: Vec<&str> = seen.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(paths, ["/v1/models", "/props", "/v1/models", "/props"]);
+    assert_eq!(seen[0].header("Authorization"), Some("Bearer test-key"));
+    assert!(server.requests().is_empty());
+    server.assert_clean();
+}
+
 /// The server has its own thread, so a test blocking its current_thread runtime (as when
 /// waiting on a child process) still gets answers.
 #[tokio::test]
