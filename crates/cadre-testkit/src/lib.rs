@@ -9,6 +9,10 @@
 //! dialect on `POST /v1/chat/completions` ([`openai`]); `GET /v1/models` and `GET /props`
 //! answer what a test sets ([`MockServer::set_models`], [`MockServer::set_props`]).
 //!
+//! It compacts long conversations as the API does ([`compaction`]): past a request's
+//! `compact_20260112` trigger it answers with a signed `compaction` block first, and it
+//! checks that every block comes back unaltered.
+//!
 //! [`mcp`] holds a real MCP server (the `cadre-test-mcp` binary, over stdio or streamable
 //! HTTP) for testing MCP clients: [`mcp_server_binary`] finds it, [`McpHttpServer`] runs it.
 //!
@@ -22,6 +26,7 @@
 //! # }
 //! ```
 
+pub mod compaction;
 pub mod mcp;
 pub mod openai;
 pub mod protocol;

@@ -97,7 +97,7 @@ pub fn stream_message(
                 call_index += 1;
             }
             // Nothing in Chat Completions carries these.
-            Block::RedactedThinking(_) | Block::Raw(_) => {}
+            Block::RedactedThinking(_) | Block::Raw(_) | Block::Compaction(_) => {}
         }
     }
     out.push(delta(

@@ -16,6 +16,7 @@ pub const MAX_CACHE_BREAKPOINTS: usize = 4;
 pub fn check_request(body: &Value, headers: &[(String, String)]) -> Vec<String> {
     let mut problems = Vec::new();
     check_headers(headers, &mut problems);
+    problems.extend(crate::compaction::check(body, headers));
 
     let Some(obj) = body.as_object() else {
         problems.push("body is not a JSON object".to_owned());
@@ -190,7 +191,7 @@ fn check_messages(messages: Option<&Value>, problems: &mut Vec<String>) -> usize
                 continue;
             }
         };
-        if i == 0 && role != "user" {
+        if i == 0 && role != "user" && !crate::compaction::opens_with_compaction(msg) {
             problems.push("messages.0: first message must use the \"user\" role".to_owned());
         }
         if prev_role == Some(role) {

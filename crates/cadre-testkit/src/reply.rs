@@ -32,6 +32,9 @@ pub enum Block {
     },
     /// Any block JSON (e.g. an unknown type), streamed as `content_block_start` with no deltas.
     Raw(Value),
+    /// A `compaction` block (its JSON), streamed as the API does: a start with no content,
+    /// then one `compaction_delta` with every field.
+    Compaction(Value),
 }
 
 impl Block {
@@ -47,7 +50,7 @@ impl Block {
             Block::ToolUse { id, name, input } => {
                 json!({"type": "tool_use", "id": id, "name": name, "input": input})
             }
-            Block::Raw(value) => value.clone(),
+            Block::Raw(value) | Block::Compaction(value) => value.clone(),
         }
     }
 
@@ -90,6 +93,20 @@ impl Block {
                 for piece in sse::split_pieces(&json_text, 3) {
                     events.push(sse::input_json_delta(index, piece));
                 }
+            }
+            Block::Compaction(value) => {
+                events.push(sse::content_block_start(
+                    index,
+                    &json!({"type": "compaction", "content": null, "encrypted_content": null}),
+                ));
+                let mut delta = value.clone();
+                if let Some(obj) = delta.as_object_mut() {
+                    obj.insert("type".into(), json!("compaction_delta"));
+                }
+                events.push(sse::event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+                ));
             }
             Block::RedactedThinking(_) | Block::Raw(_) => {
                 events.push(sse::content_block_start(index, &self.to_json()));
@@ -171,6 +188,8 @@ enum Body {
 pub struct Reply {
     body: Body,
     usage: Usage,
+    /// `usage.iterations`, when the server compacted.
+    iterations: Vec<Value>,
     delay: Option<Duration>,
     retry_after: Option<u64>,
     fault: Option<Fault>,
@@ -194,6 +213,7 @@ impl Reply {
         Reply {
             body,
             usage: Usage::default(),
+            iterations: Vec::new(),
             delay: None,
             retry_after: None,
             fault: None,
@@ -339,6 +359,41 @@ impl Reply {
         self
     }
 
+    /// This reply as the server sends it after compacting `tokens` of input first: the
+    /// compaction `block` leads, and the usage lists both iterations.
+    pub(crate) fn after_compaction(mut self, block: Value, tokens: u64) -> Reply {
+        if let Body::Message { blocks, .. } = &mut self.body {
+            blocks.insert(0, Block::Compaction(block));
+            self.iterations = vec![
+                json!({"type": "compaction", "input_tokens": tokens,
+                       "output_tokens": crate::compaction::SUMMARY_TOKENS,
+                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}),
+                {
+                    let mut m = self.usage.to_json();
+                    if let Some(obj) = m.as_object_mut() {
+                        obj.insert("type".into(), json!("message"));
+                        obj.insert("model".into(), json!("claude-mock"));
+                    }
+                    m
+                },
+            ];
+        }
+        self
+    }
+
+    /// A reply holding only a compaction `block` of `tokens` input, stop reason
+    /// `compaction`: an on-demand compaction, or one with `pause_after_compaction`.
+    pub(crate) fn compaction_only(block: Value, tokens: u64) -> Reply {
+        let mut reply = Reply::blocks(vec![Block::Compaction(block)]).stop_reason("compaction");
+        reply.usage = Usage {
+            input_tokens: tokens,
+            output_tokens: crate::compaction::SUMMARY_TOKENS,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 0,
+        };
+        reply
+    }
+
     pub(crate) fn delay_time(&self) -> Option<Duration> {
         self.delay
     }
@@ -410,7 +465,11 @@ impl Reply {
                     for (index, block) in blocks.iter().enumerate() {
                         events.extend(block.sse_events(index));
                     }
-                    events.push(sse::message_delta(stop_reason, self.usage.output_tokens));
+                    events.push(sse::message_delta_with(
+                        stop_reason,
+                        self.usage.output_tokens,
+                        &self.iterations,
+                    ));
                     events.push(sse::message_stop());
                     Rendered::Sse(events)
                 } else {
@@ -424,7 +483,7 @@ impl Reply {
                             "content": blocks.iter().map(Block::to_json).collect::<Vec<_>>(),
                             "stop_reason": stop_reason,
                             "stop_sequence": null,
-                            "usage": self.usage.to_json(),
+                            "usage": self.usage_json(),
                         }),
                     }
                 }
@@ -453,6 +512,17 @@ impl Reply {
             }
             Body::RawSse(body) => Rendered::Sse(split_events(body)),
         }
+    }
+}
+
+impl Reply {
+    /// The `usage` object of a non-streamed message, with iterations when it compacted.
+    fn usage_json(&self) -> Value {
+        let mut usage = self.usage.to_json();
+        if let (false, Some(obj)) = (self.iterations.is_empty(), usage.as_object_mut()) {
+            obj.insert("iterations".into(), Value::Array(self.iterations.clone()));
+        }
+        usage
     }
 }
 

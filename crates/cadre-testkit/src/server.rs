@@ -162,8 +162,21 @@ fn is_user_or_tool(m: &&Value) -> bool {
     matches!(m.get("role").and_then(Value::as_str), Some("user" | "tool"))
 }
 
-fn first_user_text(body: &Value) -> String {
-    messages(body)
+/// The text of the first user message; for a conversation that opens with a compaction
+/// block (which stands in for it), that block's summary.
+pub(crate) fn first_user_text(body: &Value) -> String {
+    let messages = messages(body);
+    if let Some(first) = messages
+        .first()
+        .filter(|m| crate::compaction::opens_with_compaction(m))
+    {
+        return first
+            .pointer("/content/0/content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+    }
+    messages
         .iter()
         .find(is_user)
         .map(|m| content_text(m.get("content")))
@@ -254,6 +267,8 @@ struct Inner {
     /// What `GET /props` answers (404 when unset).
     props: Option<Value>,
     info_requests: Vec<InfoRequest>,
+    /// Messages requests whose estimated input exceeds this are refused as too long.
+    context_window: Option<u64>,
 }
 
 /// State shared between the handle and the server thread.
@@ -465,6 +480,12 @@ impl MockServer {
     /// Makes `GET /props` answer 200 with `body` (as llama.cpp's server reports its settings).
     pub fn set_props(&self, body: Value) {
         self.shared().lock().props = Some(body);
+    }
+
+    /// Refuses every Messages request whose input (estimated as [`crate::compaction`] does)
+    /// exceeds `tokens`, as the API does: 400 `prompt is too long`.
+    pub fn set_context_window(&self, tokens: u64) {
+        self.shared().lock().context_window = Some(tokens);
     }
 
     /// Every `GET` received on `/v1/models` and `/props`, in arrival order.
@@ -694,7 +715,49 @@ async fn handle(
         return dialect.error(400, "invalid_request_error", &problems.join("; "));
     }
 
-    let Some((route, reply)) = shared.take_reply(&body) else {
+    let window = shared.lock().context_window;
+    if let (Some(window), Dialect::Messages) = (window, dialect) {
+        let tokens = crate::compaction::estimate_tokens(&body);
+        // Compacting is how a conversation that no longer fits is mended: always served.
+        let summarize = body.get("compaction").is_some_and(|c| !c.is_null());
+        if tokens > window && !summarize {
+            return dialect.error(
+                400,
+                "invalid_request_error",
+                &format!("prompt is too long: {tokens} tokens > {window} maximum"),
+            );
+        }
+    }
+    // The server compacts by itself: an on-demand compaction takes no scripted reply.
+    let ask = match dialect {
+        Dialect::Messages => crate::compaction::ask(&body),
+        Dialect::Chat => crate::compaction::Ask::Nothing,
+    };
+    let block = || crate::compaction::block_for(&body);
+    let taken = match ask {
+        crate::compaction::Ask::Summarize { tokens } => {
+            Some((None, Reply::compaction_only(block(), tokens)))
+        }
+        _ => shared.take_reply(&body).map(|(r, reply)| (Some(r), reply)),
+    };
+    let taken = match (ask, taken) {
+        (
+            crate::compaction::Ask::Threshold {
+                tokens,
+                pause: true,
+            },
+            Some((Some(r), reply)),
+        ) => {
+            // The block alone; the scripted answer waits for the request that continues.
+            shared.put_back(r, reply);
+            Some((None, Reply::compaction_only(block(), tokens)))
+        }
+        (crate::compaction::Ask::Threshold { tokens, .. }, Some((r, reply))) => {
+            Some((r, reply.after_compaction(block(), tokens)))
+        }
+        (_, taken) => taken,
+    };
+    let Some((route, reply)) = taken else {
         let first: String = first_user_text(&body).chars().take(200).collect();
         let message =
             format!("mock: no scripted reply for request {index} (first user message: {first:?})");
@@ -703,7 +766,9 @@ async fn handle(
     };
 
     if let Err((k, n)) = shared.barrier_wait(&body).await {
-        shared.put_back(route, reply);
+        if let Some(route) = route {
+            shared.put_back(route, reply);
+        }
         let message = format!("barrier timed out: only {k} of {n} requests in flight");
         shared.violate(format!("request {index}: {message}"));
         return dialect.error(500, "api_error", &message);

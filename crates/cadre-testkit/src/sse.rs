@@ -106,6 +106,22 @@ pub fn message_delta(stop_reason: &str, output_tokens: u64) -> String {
     )
 }
 
+/// `message_delta` whose usage lists `iterations` too (when the server compacted).
+pub fn message_delta_with(stop_reason: &str, output_tokens: u64, iterations: &[Value]) -> String {
+    let mut usage = json!({"output_tokens": output_tokens});
+    if !iterations.is_empty() {
+        usage["iterations"] = Value::Array(iterations.to_vec());
+    }
+    event(
+        "message_delta",
+        &json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": usage,
+        }),
+    )
+}
+
 /// `message_stop`.
 pub fn message_stop() -> String {
     event("message_stop", &json!({"type": "message_stop"}))

@@ -164,7 +164,9 @@ impl Agent {
             });
             let response = match self.send(&history).await {
                 Ok(r) => r,
-                Err(Failed::TooLong(why)) if !compacted_for_length => {
+                Err(Failed::TooLong(why))
+                    if !compacted_for_length && self.config.compact_at.is_some() =>
+                {
                     tracing::info!(agent = %self.config.path, "the request was refused as too long ({why}); compacting");
                     compacted_for_length = true;
                     match self.compact(&history).await {
@@ -174,13 +176,15 @@ impl Agent {
                             continue;
                         }
                         Err(e) => {
-                            break StopKind::ModelError(format!(
-                                "{why}; compacting failed too: {e}"
-                            ))
+                            tracing::warn!(agent = %self.config.path, "{why}; compacting failed too: {e}");
+                            break StopKind::ContextWindowExceeded;
                         }
                     }
                 }
-                Err(Failed::TooLong(why)) => break StopKind::ModelError(why),
+                Err(Failed::TooLong(why)) => {
+                    tracing::warn!(agent = %self.config.path, "{why}");
+                    break StopKind::ContextWindowExceeded;
+                }
                 Err(Failed::Stop(stop)) => break stop,
             };
             compacted_for_length = false;
@@ -364,50 +368,75 @@ impl Agent {
 
     /// Compacts `history` now and returns what replaces it, with what that cost: where the
     /// server compacts, one `compaction` block it wrote (stop reason `compaction`); elsewhere
-    /// a user message holding a summary cadre asked the model for. The step is journaled, so
-    /// a resumed run starts from the compacted history.
+    /// a user message holding a summary cadre asked the model for. A last user message that
+    /// answers no tool call (a new question) is kept as asked, after the summary. The step
+    /// is journaled, so a resumed run starts from the compacted history.
     pub async fn compact(
         &self,
         history: &[Message],
     ) -> Result<(Vec<Message>, Usage), CompactError> {
-        let agent = self.config.path.clone();
-        self.emit(Event::Compacting {
-            agent: agent.clone(),
-        });
-        let (compacted, used, by) = if self.model.server_compaction() {
-            let mut request = self.request(history);
-            request.summarize(None);
-            let response = self.call(request).await?;
-            let block = response
-                .content
-                .iter()
-                .rfind(|b| matches!(b, ContentBlock::Compaction(_)))
-                .cloned()
-                .ok_or(CompactError::NoBlock)?;
-            let mut used = response.usage;
-            if used.compaction.is_empty() {
-                // The whole request was the summarising call.
-                used = Usage {
-                    compaction: CompactionUsage {
-                        count: 1,
-                        input_tokens: used.total_input(),
-                        output_tokens: used.output_tokens,
-                    },
-                    ..Usage::default()
-                };
+        let (older, newest) = match history.split_last() {
+            Some((last, older))
+                if last.role == Role::User
+                    && !older.is_empty()
+                    && !last
+                        .content
+                        .iter()
+                        .any(|b| matches!(b, ContentBlock::ToolResult(_))) =>
+            {
+                (older, Some(last))
             }
-            (
-                vec![Message::new(Role::Assistant, vec![block])],
-                used,
-                "server",
-            )
-        } else {
-            let (summary, used) = self.summarise(history).await?;
-            let compacted = context::replace_with_summary(history, history.len(), &summary);
-            (compacted, used, "cadre")
+            _ => (history, None),
         };
+        let (mut compacted, used, by) = self.compact_all(older).await?;
+        if let Some(newest) = newest {
+            match compacted.last_mut() {
+                Some(last) if last.role == Role::User => {
+                    last.content.extend(newest.content.iter().cloned());
+                }
+                _ => compacted.push(newest.clone()),
+            }
+        }
         self.record_compaction(&compacted, used, by).await;
         Ok((compacted, used))
+    }
+
+    /// Compacts all of `history`: the replacement, what it cost, and who wrote it.
+    async fn compact_all(
+        &self,
+        history: &[Message],
+    ) -> Result<(Vec<Message>, Usage, &'static str), CompactError> {
+        self.emit(Event::Compacting {
+            agent: self.config.path.clone(),
+        });
+        if !self.model.server_compaction() {
+            let (summary, used) = self.summarise(history).await?;
+            let compacted = context::replace_with_summary(history, history.len(), &summary);
+            return Ok((compacted, used, "cadre"));
+        }
+        let mut request = self.request(history);
+        request.summarize(None);
+        let response = self.call(request).await?;
+        let block = response
+            .content
+            .iter()
+            .rfind(|b| matches!(b, ContentBlock::Compaction(_)))
+            .cloned()
+            .ok_or(CompactError::NoBlock)?;
+        let mut used = response.usage;
+        if used.compaction.is_empty() {
+            // The whole request was the summarising call.
+            used = Usage {
+                compaction: CompactionUsage {
+                    count: 1,
+                    input_tokens: used.total_input(),
+                    output_tokens: used.output_tokens,
+                },
+                ..Usage::default()
+            };
+        }
+        let compacted = vec![Message::new(Role::Assistant, vec![block])];
+        Ok((compacted, used, "server"))
     }
 
     /// Summarises old turns once the last request came near the window, for models whose
