@@ -15,7 +15,7 @@ const HELP: &str = "\
 Type a message and press Enter; end a line with \\ to go on on the next one.
   /agents   the agent types          /skills   the skills
   /usage    tokens used so far       /runs     this workspace's runs
-  /compact  summarise the conversation so far (Anthropic only)
+  /compact  summarise the conversation so far, to go on from the summary
   /help     this text                /exit     leave (Ctrl-D too)
 Ctrl-C cancels the running turn and every subagent it started.";
 
@@ -92,13 +92,25 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
             "/help" => eprintln!("{HELP}"),
             "/agents" => {
                 for s in session.registry.all() {
-                    outln!("{:<16} {}", s.name, crate::agents::first_sentence(&s.description));
+                    outln!(
+                        "{:<16} {}",
+                        s.name,
+                        crate::agents::first_sentence(&s.description)
+                    );
                 }
             }
             "/skills" => {
-                let skills = crate::skills::load_skills_from(&session.root, &session.args.skills.skills_dir, session.args.replay.is_none());
+                let skills = crate::skills::load_skills_from(
+                    &session.root,
+                    &session.args.skills.skills_dir,
+                    session.args.replay.is_none(),
+                );
                 for s in skills.all() {
-                    outln!("{:<16} {}", s.name, crate::agents::first_sentence(&s.description));
+                    outln!(
+                        "{:<16} {}",
+                        s.name,
+                        crate::agents::first_sentence(&s.description)
+                    );
                 }
             }
             "/usage" => match &last_summary {
@@ -106,7 +118,16 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                 None => outln!("no tokens used yet"),
             },
             "/runs" => crate::sessions::print_runs(&session.root),
-            "/compact" => eprintln!("/compact: this build compacts automatically near the context window; on-demand compaction is not available here yet"),
+            "/compact" => match &dir {
+                None => eprintln!("/compact: nothing to compact yet"),
+                Some(d) => match session.compact(d).await {
+                    Ok(used) => eprintln!(
+                        "compacted: the conversation so far is now a summary ({} tokens)",
+                        crate::display::human_tokens(used.total())
+                    ),
+                    Err(e) => eprintln!("/compact: {e:#}"),
+                },
+            },
             command if command.starts_with('/') => {
                 eprintln!("unknown command {command}; /help lists them")
             }

@@ -275,6 +275,17 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Compacts the conversation of the run in `dir` now; returns what it cost.
+    pub async fn compact(&self, dir: &std::path::Path) -> Result<cadre_model::Usage> {
+        let orchestrator = self.orchestrator(cadre_core::no_events());
+        orchestrator
+            .compact(dir)
+            .await
+            .map_err(|e| ConfigError(e.to_string()).into())
+    }
+}
+
 /// What one turn left.
 pub struct Turn {
     /// The exit code it stands for.

@@ -1851,6 +1851,10 @@ mod interactive {
             Match::LastUserContains("after cancel".into()),
             vec![Reply::text("STILL-HERE")],
         );
+        server.route(
+            Match::LastUserContains("after compacting".into()),
+            vec![Reply::text("FROM-THE-SUMMARY")],
+        );
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
         cmd.current_dir(dir.path())
             .env("HOME", home.path())
@@ -1885,6 +1889,10 @@ mod interactive {
             p.exp_string("cancelling this turn").unwrap();
             p.send_line("after cancel").unwrap();
             p.exp_string("STILL-HERE").unwrap();
+            p.send_line("/compact").unwrap();
+            p.exp_string("compacted:").unwrap();
+            p.send_line("after compacting").unwrap();
+            p.exp_string("FROM-THE-SUMMARY").unwrap();
             p.send_line("/usage").unwrap();
             p.exp_string("total").unwrap();
             p.send_control('d').unwrap();
@@ -1909,6 +1917,18 @@ mod interactive {
         let last = after.messages().last().unwrap();
         assert_eq!(last["content"][0]["type"], "tool_result");
         assert_eq!(last["content"][0]["is_error"], true);
+        // /compact asked for a summary of it all; the next message went after the block.
+        let summarize = all
+            .iter()
+            .find(|r| r.body["compaction"]["type"] == "summarize")
+            .unwrap();
+        assert!(summarize.messages().len() > 4);
+        let compacted = all
+            .iter()
+            .find(|r| r.last_user_text().contains("after compacting"))
+            .unwrap();
+        assert_eq!(compacted.messages().len(), 2);
+        assert_eq!(compacted.messages()[0]["content"][0]["type"], "compaction");
         // One run folder for the whole session.
         assert_eq!(
             std::fs::read_dir(dir.path().join(".cadre/runs"))

@@ -2630,6 +2630,52 @@ mod compaction {
             .all(|r| r.body.get("compaction").is_none()));
     }
 
+    /// An OpenAI-compatible run whose server says its window is `n_ctx` (or says nothing):
+    /// whether cadre asked for a summary.
+    async fn summarised_with_window(n_ctx: Option<u64>) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        if let Some(n) = n_ctx {
+            server.set_props(json!({"default_generation_settings": {"n_ctx": n}}));
+        }
+        server.route(
+            Match::LastUserContains("Context is running out".into()),
+            vec![Reply::text("SUMMARY of the task so far")],
+        );
+        server.route(
+            Match::FirstUserContains("task".into()),
+            vec![
+                Reply::tool_use("c1", "list_files", json!({})),
+                Reply::tool_use("c2", "list_files", json!({})),
+                // 6,000 tokens: past 70% of an 8,192-token window, far from 200,000.
+                Reply::tool_use("c3", "list_files", json!({})).usage(6_000, 10, 0, 0),
+                Reply::text("done"),
+            ],
+        );
+        let config = OpenAiConfig::new()
+            .with_base_url(format!("{}/v1", server.uri()))
+            .with_retry(RetryPolicy::none());
+        let workspace = Arc::new(Workspace::new(dir.path()).unwrap());
+        let run = cadre_core::RunConfig::new(
+            workspace,
+            Arc::new(OpenAiModel::new(config).unwrap()),
+            "local-model",
+        );
+        let o = Orchestrator::new(Registry::shipped(), run, Arc::new(|_| {}));
+        let (outcome, _) = o.run("main", "the task").await.unwrap();
+        assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+        server
+            .requests()
+            .iter()
+            .any(|r| r.last_user_text().contains("Context is running out"))
+    }
+
+    #[tokio::test]
+    async fn the_window_an_openai_compatible_server_reports_is_the_one_used() {
+        assert!(summarised_with_window(Some(8_192)).await);
+        assert!(!summarised_with_window(None).await);
+    }
+
     #[tokio::test]
     async fn without_server_compaction_cadre_summarises_old_turns_itself() {
         let dir = tempfile::tempdir().unwrap();

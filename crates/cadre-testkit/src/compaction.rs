@@ -254,7 +254,10 @@ mod tests {
         };
         assert!(check(&body(good.clone()), &[]).is_empty());
         let problems = check(&body(altered), &[]);
-        assert!(problems[0].contains("not sent back as received"), "{problems:?}");
+        assert!(
+            problems[0].contains("not sent back as received"),
+            "{problems:?}"
+        );
         let misplaced = json!({"messages": [{"role": "user", "content": [good]}]});
         assert!(check(&misplaced, &[])[0].contains("assistant message"));
         let edit = json!({"messages": [], "context_management": {"edits": [

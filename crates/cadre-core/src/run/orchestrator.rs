@@ -19,7 +19,7 @@ use crate::run::skill_tool::SkillTool;
 use crate::run::task::TaskTool;
 use crate::run::toolset::ToolSet;
 use cadre_mcp::McpServers;
-use cadre_model::{resolve_model_alias, Message, Model};
+use cadre_model::{resolve_model_alias, Message, Model, Usage};
 use cadre_tools::{
     builtin_tools, PathLocks, SandboxMode, Tool, ToolContext, ToolLimits, Workspace,
 };
@@ -157,6 +157,9 @@ pub enum RunError {
         /// How it ended.
         stop: String,
     },
+    /// Compacting the conversation failed.
+    #[error("could not compact the conversation: {0}")]
+    Compact(String),
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),
@@ -344,29 +347,8 @@ impl Orchestrator {
         dir: &Path,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let run_dir = RunDir::open(dir)?;
+        let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(dir).await?;
         let id = run_dir.id().to_owned();
-        let (journal, notes) = FileJournal::open(dir).map_err(|e| match e {
-            JournalError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                RunError::NoJournal(id.clone())
-            }
-            other => RunError::Journal(other),
-        })?;
-        if notes.dropped_partial_line {
-            tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
-        }
-        let Some(Step::Run {
-            agent_type, task, ..
-        }) = journal.steps("").await?.into_iter().next()
-        else {
-            return Err(RunError::NoJournal(id));
-        };
-        let spec = self.primary_spec(&agent_type)?.clone();
-        let journal: Arc<dyn Journal> = Arc::new(journal);
-        let primary = self.load_tree(&journal, &spec.name).await?;
-        let Some(mut rebuilt) = primary else {
-            return Err(RunError::NoJournal(id));
-        };
         match (follow_up, &rebuilt.finished) {
             (None, Some((stop, _))) => {
                 return Err(RunError::AlreadyFinished {
@@ -393,6 +375,63 @@ impl Orchestrator {
         let description = rebuilt.description.clone();
         self.run_primary(spec, &description, &task, Start::Resume(Box::new(rebuilt)))
             .await
+    }
+
+    /// Compacts the primary conversation of the ended run in `dir` now (the `/compact` of
+    /// an interactive session), so the next follow-up starts from the summary; returns what
+    /// compacting cost.
+    pub async fn compact(self: &Arc<Self>, dir: &Path) -> Result<Usage, RunError> {
+        let (run_dir, journal, spec, rebuilt, _) = self.load_run(dir).await?;
+        if rebuilt.finished.is_none() && !rebuilt.cancelled {
+            return Err(RunError::NotFinished(run_dir.id().to_owned()));
+        }
+        *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
+        *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal);
+        let model = self.model_for(&spec, &self.config.model_id);
+        let me = Parent::new(spec.name.clone(), 0, model);
+        let (agent, own_servers) = self
+            .build_agent(&spec, &me, self.cancel.child_token())
+            .await;
+        let result = agent.compact(&rebuilt.history).await;
+        for server in own_servers {
+            server.shutdown().await;
+        }
+        self.config.mcp.shutdown().await;
+        result
+            .map(|(_, used)| used)
+            .map_err(|e| RunError::Compact(e.to_string()))
+    }
+
+    /// Opens the run folder `dir` and rebuilds its tree from the journal: the folder, the
+    /// journal, the primary agent's type, its rebuilt state, and the run's task.
+    async fn load_run(
+        &self,
+        dir: &Path,
+    ) -> Result<(RunDir, Arc<dyn Journal>, AgentSpec, Rebuilt, String), RunError> {
+        let run_dir = RunDir::open(dir)?;
+        let id = run_dir.id().to_owned();
+        let (journal, notes) = FileJournal::open(dir).map_err(|e| match e {
+            JournalError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                RunError::NoJournal(id.clone())
+            }
+            other => RunError::Journal(other),
+        })?;
+        if notes.dropped_partial_line {
+            tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
+        }
+        let Some(Step::Run {
+            agent_type, task, ..
+        }) = journal.steps("").await?.into_iter().next()
+        else {
+            return Err(RunError::NoJournal(id));
+        };
+        let spec = self.primary_spec(&agent_type)?.clone();
+        let journal: Arc<dyn Journal> = Arc::new(journal);
+        let primary = self.load_tree(&journal, &spec.name).await?;
+        let Some(rebuilt) = primary else {
+            return Err(RunError::NoJournal(id));
+        };
+        Ok((run_dir, journal, spec, rebuilt, task))
     }
 
     /// The type `agent_type`, if it may run as the primary agent.

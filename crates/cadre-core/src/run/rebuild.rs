@@ -225,6 +225,38 @@ mod tests {
     }
 
     #[test]
+    fn a_compaction_replaces_the_history_and_counts_its_tokens() {
+        let compacted = vec![Message::new(
+            Role::Assistant,
+            vec![serde_json::from_value(json!({"type": "compaction", "content": "s"})).unwrap()],
+        )];
+        let mut cost = Usage::default();
+        cost.compaction.count = 1;
+        cost.compaction.input_tokens = 900;
+        let steps = vec![
+            Step::Started {
+                agent: "main".into(),
+                agent_type: "main".into(),
+                description: "d".into(),
+                history: vec![Message::user_text("go")],
+            },
+            tool_use(&["a"]),
+            result("a"),
+            Step::Compacted {
+                agent: "main".into(),
+                history: compacted.clone(),
+                usage: cost,
+            },
+        ];
+        let r = Rebuilt::from_steps(&steps).unwrap();
+        assert_eq!(r.history, compacted);
+        assert_eq!(r.usage.compaction.count, 1);
+        assert_eq!(r.usage.total(), 12 + 900);
+        assert_eq!(r.last_input, 0);
+        assert!(r.pending.is_none() && r.finished.is_none());
+    }
+
+    #[test]
     fn a_half_answered_turn_is_pending_and_a_whole_one_is_history() {
         let started = Step::Started {
             agent: "main".into(),
