@@ -32,8 +32,9 @@ pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler};
 pub use record::usage::{AgentRecord, Totals, UsageReport};
-pub use run::agent::{Agent, AgentConfig, CompactError};
+pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
+pub use run::compaction::CompactError;
 pub use run::orchestrator::{
     Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, DEFAULT_COMPACT_AT,
     DEFAULT_CONTEXT_TOKENS,

@@ -104,9 +104,10 @@ pub(crate) enum Ask {
 
 /// What `body` asks of compaction.
 pub(crate) fn ask(body: &Value) -> Ask {
-    let tokens = estimate_tokens(body);
     if body.get("compaction").is_some_and(|c| !c.is_null()) {
-        return Ask::Summarize { tokens };
+        return Ask::Summarize {
+            tokens: estimate_tokens(body),
+        };
     }
     let edit = body
         .pointer("/context_management/edits")
@@ -123,6 +124,8 @@ pub(crate) fn ask(body: &Value) -> Ask {
         .pointer("/trigger/value")
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_TRIGGER);
+    // Counted only when an edit asks: it costs a serialisation of the whole request.
+    let tokens = estimate_tokens(body);
     if tokens < trigger {
         return Ask::Nothing;
     }

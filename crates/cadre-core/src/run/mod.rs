@@ -1,8 +1,9 @@
 //! Running agents: the loop, the orchestrator that builds every agent of a run, the `Task`
-//! and `Skill` tools, the tool set, the shared budget and the context kept in check.
+//! and `Skill` tools, the tool set, the shared budget, and compaction that keeps the context in check.
 
 pub mod agent;
 pub mod budget;
+pub mod compaction;
 pub mod context;
 pub(crate) mod mcp_tools;
 pub mod orchestrator;

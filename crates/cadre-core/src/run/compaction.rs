@@ -1,0 +1,214 @@
+//! Compaction: keeping a long conversation inside the context window by replacing what came
+//! before with a summary — the server's `compaction` block where it compacts, else a summary
+//! cadre asks the model for — and, as a last resort, clearing old tool results.
+
+use crate::record::events::Event;
+use crate::record::journal::Step;
+use crate::run::agent::{Agent, Failed};
+use crate::run::context;
+use crate::run::outcome::StopKind;
+use cadre_model::{CompactionUsage, ContentBlock, Message, Role, Usage};
+
+impl Agent {
+    /// The threshold the server compacts at, when it compacts for this agent.
+    pub(crate) fn server_compact_at(&self) -> Option<u64> {
+        self.config
+            .compact_at
+            .filter(|_| self.model.server_compaction())
+    }
+
+    /// Input tokens at which cadre summarises old turns itself (no server compaction): the
+    /// threshold, or sooner where the window is smaller.
+    pub(crate) fn summarise_at(&self) -> u64 {
+        let near = (self.config.context_tokens as f64 * context::SUMMARISE_AT) as u64;
+        self.config.compact_at.map_or(near, |at| at.min(near))
+    }
+
+    /// Compacts `history` now and returns what replaces it, with what that cost: where the
+    /// server compacts, one `compaction` block it wrote (stop reason `compaction`); elsewhere
+    /// a user message holding a summary cadre asked the model for. A last user message that
+    /// answers no tool call (a new question) is kept as asked, after the summary. The step
+    /// is journaled, so a resumed run starts from the compacted history.
+    pub async fn compact(
+        &self,
+        history: &[Message],
+    ) -> Result<(Vec<Message>, Usage), CompactError> {
+        let (older, newest) = match history.split_last() {
+            Some((last, older))
+                if last.role == Role::User
+                    && !older.is_empty()
+                    && !last
+                        .content
+                        .iter()
+                        .any(|b| matches!(b, ContentBlock::ToolResult(_))) =>
+            {
+                (older, Some(last))
+            }
+            _ => (history, None),
+        };
+        let (mut compacted, used, by) = self.compact_all(older).await?;
+        if let Some(newest) = newest {
+            match compacted.last_mut() {
+                Some(last) if last.role == Role::User => {
+                    last.content.extend(newest.content.iter().cloned());
+                }
+                _ => compacted.push(newest.clone()),
+            }
+        }
+        self.record_compaction(&compacted, used, by).await;
+        Ok((compacted, used))
+    }
+
+    /// Compacts all of `history`: the replacement, what it cost, and who wrote it.
+    async fn compact_all(
+        &self,
+        history: &[Message],
+    ) -> Result<(Vec<Message>, Usage, &'static str), CompactError> {
+        self.emit(Event::Compacting {
+            agent: self.config.path.clone(),
+        });
+        if !self.model.server_compaction() {
+            let (summary, used) = self.summarise(history).await?;
+            let compacted = context::replace_with_summary(history, history.len(), &summary);
+            return Ok((compacted, used, "cadre"));
+        }
+        let mut request = self.request(history);
+        request.summarize(None);
+        let response = self.call(request).await?;
+        let block = response
+            .content
+            .iter()
+            .rfind(|b| matches!(b, ContentBlock::Compaction(_)))
+            .cloned()
+            .ok_or(CompactError::NoBlock)?;
+        let mut used = response.usage;
+        if used.compaction.is_empty() {
+            // The whole request was the summarising call.
+            used = Usage {
+                compaction: CompactionUsage {
+                    count: 1,
+                    input_tokens: used.total_input(),
+                    output_tokens: used.output_tokens,
+                },
+                ..Usage::default()
+            };
+        }
+        let compacted = vec![Message::new(Role::Assistant, vec![block])];
+        Ok((compacted, used, "server"))
+    }
+
+    /// Summarises old turns once the last request came near the window, for models whose
+    /// server does not compact; returns what the summary cost. A failure is logged and the
+    /// clearing of old tool results remains.
+    pub(crate) async fn summarise_if_near(
+        &self,
+        history: &mut Vec<Message>,
+        last: &Usage,
+    ) -> Option<Usage> {
+        if self.config.compact_at.is_none() || self.model.server_compaction() {
+            return None;
+        }
+        if last.total_input() + last.output_tokens < self.summarise_at() {
+            return None;
+        }
+        let split = context::summary_split(history, context::KEEP_TURNS)?;
+        self.emit(Event::Compacting {
+            agent: self.config.path.clone(),
+        });
+        match self.summarise(&history[..split]).await {
+            Ok((summary, used)) => {
+                *history = context::replace_with_summary(history, split, &summary);
+                self.record_compaction(history, used, "cadre").await;
+                Some(used)
+            }
+            Err(e) => {
+                tracing::warn!(agent = %self.config.path, "could not summarise the conversation: {e}");
+                None
+            }
+        }
+    }
+
+    /// Asks the model for a summary of `older` (which ends with a user message), with the
+    /// agent's own system prompt and tools so the request stays valid; returns its text.
+    async fn summarise(&self, older: &[Message]) -> Result<(String, Usage), CompactError> {
+        let mut messages = older.to_vec();
+        let ask = ContentBlock::text(context::SUMMARY_PROMPT);
+        match messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(ask),
+            _ => messages.push(Message::new(Role::User, vec![ask])),
+        }
+        let response = self.call(self.request(&messages)).await?;
+        let summary = response.text();
+        if summary.trim().is_empty() {
+            return Err(CompactError::NoBlock);
+        }
+        let used = Usage {
+            compaction: CompactionUsage {
+                count: 1,
+                input_tokens: response.usage.total_input(),
+                output_tokens: response.usage.output_tokens,
+            },
+            ..Usage::default()
+        };
+        Ok((summary, used))
+    }
+
+    /// Journals, logs, charges and reports a compaction that replaced the history.
+    async fn record_compaction(&self, history: &[Message], used: Usage, by: &str) {
+        self.journal(Step::Compacted {
+            agent: self.config.path.clone(),
+            history: history.to_vec(),
+            usage: used,
+        })
+        .await;
+        if let Some(t) = &self.transcript {
+            t.record(
+                "compacted",
+                serde_json::json!({"by": by, "usage": used.compaction, "history": history}),
+            );
+        }
+        self.budget.charge(&used);
+        self.emit(Event::Usage {
+            agent: self.config.path.clone(),
+            usage: used,
+        });
+        self.emit(Event::Compacted {
+            agent: self.config.path.clone(),
+            by: by.to_owned(),
+            usage: used.compaction,
+        });
+    }
+
+    /// Clears old tool results once the last request came near the context window, so the
+    /// next one still fits.
+    pub(crate) fn keep_within_context(&self, history: &mut [Message], last: &Usage) {
+        let used = last.total_input() + last.output_tokens;
+        if (used as f64) < self.config.context_tokens as f64 * context::CLEAR_AT {
+            return;
+        }
+        let cleared = context::clear_old_tool_results(history, context::KEEP_RECENT);
+        if cleared > 0 {
+            tracing::info!(agent = %self.config.path, used, cleared, "cleared old tool results to stay within the context window");
+        }
+    }
+}
+
+/// Why compacting a conversation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    /// The request failed or was cancelled.
+    #[error("{0}")]
+    Stopped(StopKind),
+    /// The answer held no summary.
+    #[error("the model's answer held no summary")]
+    NoBlock,
+}
+
+impl From<Failed> for CompactError {
+    fn from(f: Failed) -> Self {
+        match f {
+            Failed::Stop(stop) => Self::Stopped(stop),
+            Failed::TooLong(why) => Self::Stopped(StopKind::ModelError(why)),
+        }
+    }
+}
