@@ -83,15 +83,7 @@ impl Agent {
             .ok_or(CompactError::NoBlock)?;
         let mut used = response.usage;
         if used.compaction.is_empty() {
-            // The whole request was the summarising call.
-            used = Usage {
-                compaction: CompactionUsage {
-                    count: 1,
-                    input_tokens: used.total_input(),
-                    output_tokens: used.output_tokens,
-                },
-                ..Usage::default()
-            };
+            used = summarising_call(&used);
         }
         let compacted = vec![Message::new(Role::Assistant, vec![block])];
         Ok((compacted, used, "server"))
@@ -142,15 +134,7 @@ impl Agent {
         if summary.trim().is_empty() {
             return Err(CompactError::NoBlock);
         }
-        let used = Usage {
-            compaction: CompactionUsage {
-                count: 1,
-                input_tokens: response.usage.total_input(),
-                output_tokens: response.usage.output_tokens,
-            },
-            ..Usage::default()
-        };
-        Ok((summary, used))
+        Ok((summary, summarising_call(&response.usage)))
     }
 
     /// Journals, logs, charges and reports a compaction that replaced the history.
@@ -190,6 +174,18 @@ impl Agent {
         if cleared > 0 {
             tracing::info!(agent = %self.config.path, used, cleared, "cleared old tool results to stay within the context window");
         }
+    }
+}
+
+/// The usage of a request that only summarised, counted as one compaction.
+fn summarising_call(usage: &Usage) -> Usage {
+    Usage {
+        compaction: CompactionUsage {
+            count: 1,
+            input_tokens: usage.total_input(),
+            output_tokens: usage.output_tokens,
+        },
+        ..Usage::default()
     }
 }
 
