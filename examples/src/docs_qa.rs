@@ -41,6 +41,7 @@ pub async fn ask(
         limiter: None,
         transcript: None,
         journal: None,
+        inbox: None,
     };
     Ok(agent.run(vec![Message::user_text(question)]).await)
 }

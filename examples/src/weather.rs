@@ -83,6 +83,7 @@ pub async fn what_to_wear(model: Arc<dyn Model>, city: &str) -> anyhow::Result<A
         limiter: None,
         transcript: None,
         journal: None,
+        inbox: None,
     };
     Ok(agent
         .run(vec![Message::user_text(format!(

@@ -143,9 +143,17 @@ impl Display {
         }
         let line = match event {
             Event::Started {
-                agent, description, ..
+                agent,
+                description,
+                background,
+                ..
             } if *agent != self.primary => {
-                format!("{agent} started: {description}")
+                let bg = if *background {
+                    " in the background"
+                } else {
+                    ""
+                };
+                format!("{agent} started{bg}: {description}")
             }
             Event::ToolCall {
                 agent, name, input, ..
@@ -219,9 +227,15 @@ impl Display {
             let name = e.path.rsplit('/').next().unwrap_or(&e.path);
             // The live block exists only on a terminal, so colour codes are safe here.
             let name = paint(&format!("{name:<12}"), e.color.as_deref());
+            // A background subagent is marked: its parent is not waiting for it.
+            let description = if e.background {
+                format!("[bg] {}", e.description)
+            } else {
+                e.description.clone()
+            };
             text.push_str(&format!(
                 "\n  {name} {:<32} turn {:<3} {:<30} {:>7} tok",
-                truncate(&e.description, 32),
+                truncate(&description, 32),
                 e.turn,
                 truncate(e.current_tool.as_deref().unwrap_or("thinking"), 30),
                 human_tokens(e.tokens),

@@ -28,7 +28,8 @@ pub const DROPPED_TOOLS: [&str; 9] = [
 /// name cadre uses, or `None` if there is no such tool.
 pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
     match name {
-        TASK_TOOL | "task" | "Agent" => Some(TASK_TOOL),
+        // The tools of background subagents come with Task.
+        TASK_TOOL | "task" | "Agent" | "TaskOutput" | "TaskStop" => Some(TASK_TOOL),
         SKILL_TOOL | "skill" => Some(SKILL_TOOL),
         other => canonical_tool_name(other),
     }

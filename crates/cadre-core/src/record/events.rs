@@ -23,6 +23,9 @@ pub enum Event {
         /// Its type's colour in the live display, if it has one.
         #[serde(skip_serializing_if = "Option::is_none")]
         color: Option<String>,
+        /// Whether it runs in the background (its parent goes on meanwhile).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        background: bool,
     },
     /// An agent sent request number `turn` to its model.
     Turn {

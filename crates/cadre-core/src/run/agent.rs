@@ -61,6 +61,17 @@ pub struct Agent {
     pub transcript: Option<Arc<Transcript>>,
     /// Where its steps are journaled before it acts on them, if anywhere.
     pub journal: Option<Arc<dyn Journal>>,
+    /// Work it started that reports later (background subagents), if any: when it would
+    /// end its turn, the loop waits for that work and hands it the results instead.
+    pub inbox: Option<Arc<dyn Inbox>>,
+}
+
+/// Results that reach an agent after the tool call that started them returned.
+#[async_trait::async_trait]
+pub trait Inbox: Send + Sync {
+    /// Waits for every piece of work not yet reported and returns the blocks of one user
+    /// message that report it; `None` when nothing is outstanding.
+    async fn undelivered(&self) -> Option<Vec<ContentBlock>>;
 }
 
 /// Where a loop stands: the conversation and what it has used so far.
@@ -219,15 +230,23 @@ impl Agent {
                 _ => history.push(message),
             }
             let reason = response.stop_reason.clone().unwrap_or(StopReason::EndTurn);
-            if let Some(stop) = terminal(&reason) {
+            let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
+            // A tool_use stop without calls has nothing to answer: it ends the turn.
+            let stop = match terminal(&reason) {
+                None if reason == StopReason::ToolUse && calls.is_empty() => Some(StopKind::Done),
+                other => other,
+            };
+            if let Some(stop) = stop {
+                if stop == StopKind::Done {
+                    if let Some(results) = self.collect_inbox().await {
+                        history.push(results);
+                        self.log(&history[history.len() - 1]);
+                        continue;
+                    }
+                }
                 break stop;
             }
             if reason == StopReason::ToolUse {
-                let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
-                if calls.is_empty() {
-                    // Nothing to answer: an empty user message would be invalid.
-                    break StopKind::Done;
-                }
                 tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
                 history.push(Message::new(Role::User, self.run_tools(calls).await));
                 self.log(&history[history.len() - 1]);
@@ -254,6 +273,24 @@ impl Agent {
             usage,
             history,
         }
+    }
+
+    /// Waits for the work this agent left running and returns the user message that reports
+    /// it, journaled; `None` when there is none (or the agent was cancelled meanwhile).
+    async fn collect_inbox(&self) -> Option<Message> {
+        let inbox = self.inbox.as_ref()?;
+        let blocks = tokio::select! {
+            biased;
+            () = self.ctx.cancel.cancelled() => None,
+            blocks = inbox.undelivered() => blocks,
+        }?;
+        let message = Message::new(Role::User, blocks);
+        self.journal(Step::UserMessage {
+            agent: self.config.path.clone(),
+            message: message.clone(),
+        })
+        .await;
+        Some(message)
     }
 
     /// Answers every call of a turn cut short by a crash, in call order (see [`Agent::resume`]).

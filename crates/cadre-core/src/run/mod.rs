@@ -2,6 +2,7 @@
 //! and `Skill` tools, the tool set, the shared budget, and compaction that keeps the context in check.
 
 pub mod agent;
+pub mod background;
 pub mod budget;
 pub mod compaction;
 pub mod context;

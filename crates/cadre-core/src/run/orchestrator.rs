@@ -10,6 +10,7 @@ use crate::record::journal::{FileJournal, Journal, JournalError, Step};
 use crate::record::transcript::{RunDir, Transcript};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
+use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
 use crate::run::budget::Budget;
 use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
@@ -182,9 +183,26 @@ pub struct RosterEntry {
     pub tokens: u64,
     /// Its type's colour in the live display, if it has one.
     pub color: Option<String>,
+    /// Whether it runs in the background (its parent goes on meanwhile).
+    pub background: bool,
     /// When it started.
     #[serde(skip)]
     pub started: Instant,
+}
+
+/// One `Task` call, as the orchestrator runs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TaskCall<'a> {
+    /// The type of subagent to start.
+    pub subagent_type: &'a str,
+    /// What it is asked to do, in a few words.
+    pub description: &'a str,
+    /// Its first user message.
+    pub prompt: &'a str,
+    /// The `tool_use` id of the call (a resumed run finds the subagent by it).
+    pub call: &'a str,
+    /// Whether the call returned at once and the subagent runs in the background.
+    pub background: bool,
 }
 
 /// Who is calling `Task`: the parent's path, depth and model.
@@ -198,6 +216,8 @@ pub struct Parent {
     pub model: String,
     /// `Task` calls of this parent running now.
     running: Arc<AtomicU32>,
+    /// The subagents it started in the background.
+    pub(crate) background: Arc<Background>,
 }
 
 impl Parent {
@@ -207,6 +227,7 @@ impl Parent {
             depth,
             model,
             running: Arc::default(),
+            background: Arc::default(),
         }
     }
 }
@@ -524,7 +545,14 @@ impl Orchestrator {
         let model = self.model_for(&spec, &self.config.model_id);
         let me = Parent::new(spec.name.clone(), 0, model);
         let outcome = self
-            .run_agent(&spec, me, description, start, self.cancel.child_token())
+            .run_agent(
+                &spec,
+                me,
+                description,
+                start,
+                self.cancel.child_token(),
+                false,
+            )
             .await;
         self.config.mcp.shutdown().await;
         // Agents of the journal that no call reached again (a subagent cancelled before the
@@ -567,12 +595,16 @@ impl Orchestrator {
     pub(crate) async fn run_subagent(
         self: &Arc<Self>,
         parent: &Parent,
-        subagent_type: &str,
-        description: &str,
-        prompt: &str,
-        call: &str,
+        task: &TaskCall<'_>,
         cancel: CancellationToken,
     ) -> Result<String, String> {
+        let TaskCall {
+            subagent_type,
+            description,
+            prompt,
+            call,
+            background,
+        } = *task;
         let Some(spec) = self
             .registry
             .get(subagent_type)
@@ -634,7 +666,9 @@ impl Orchestrator {
         };
         let model = self.model_for(spec, &parent.model);
         let me = Parent::new(path.clone(), depth, model);
-        let outcome = self.run_agent(spec, me, description, start, cancel).await;
+        let outcome = self
+            .run_agent(spec, me, description, start, cancel, background)
+            .await;
         subagent_result(&path, outcome.stop, outcome.text)
     }
 
@@ -654,9 +688,11 @@ impl Orchestrator {
         description: &str,
         start: Start<'_>,
         cancel: CancellationToken,
+        background: bool,
     ) -> AgentOutcome {
         let started = Instant::now();
         let (agent, own_servers) = self.build_agent(spec, &me, cancel).await;
+        let children = me.background.clone();
         let Parent { path, model, .. } = me;
         self.roster.insert(
             path.clone(),
@@ -668,6 +704,7 @@ impl Orchestrator {
                 current_tool: None,
                 tokens: 0,
                 color: spec.color.clone(),
+                background,
                 started,
             },
         );
@@ -682,6 +719,7 @@ impl Orchestrator {
             description: description.to_owned(),
             model: model.clone(),
             color: spec.color.clone(),
+            background,
         });
         let outcome = match start {
             Start::Fresh(prompt) => {
@@ -697,6 +735,10 @@ impl Orchestrator {
             }
             Start::Resume(rebuilt) => agent.resume(*rebuilt).await,
         };
+        // Background subagents never outlive their parent: one that stopped early (turn
+        // limit, budget, error) takes them down with it.
+        children.cancel_all();
+        children.settle().await;
         self.journal(Step::Finished {
             agent: path.clone(),
             stop: outcome.stop.clone(),
@@ -784,12 +826,15 @@ impl Orchestrator {
                 .filter(|t| names.iter().any(|n| n == t.name()))
                 .cloned(),
         );
-        if names.iter().any(|n| n == TASK_TOOL) {
+        let delegates = names.iter().any(|n| n == TASK_TOOL);
+        if delegates {
             tools.insert(Arc::new(TaskTool::new(
                 self.clone(),
                 me.clone(),
                 spec.subagent_types.clone(),
             )));
+            tools.insert(Arc::new(TaskOutputTool(me.background.clone())));
+            tools.insert(Arc::new(TaskStopTool(me.background.clone())));
         }
         // Skills are listed only to an agent that can load them.
         let listed = if names.iter().any(|n| n == SKILL_TOOL) {
@@ -843,6 +888,7 @@ impl Orchestrator {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
+            inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
         };
         (agent, mcp.own)
     }

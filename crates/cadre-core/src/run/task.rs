@@ -3,7 +3,7 @@
 //! To the agent loop this is one more tool. It holds a handle back to the
 //! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
 
-use crate::run::orchestrator::{Orchestrator, Parent};
+use crate::run::orchestrator::{Orchestrator, Parent, TaskCall};
 use crate::run::prompt::shorten;
 use async_trait::async_trait;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
@@ -27,6 +27,8 @@ struct TaskInput {
     description: String,
     prompt: String,
     subagent_type: String,
+    #[serde(default)]
+    run_in_background: bool,
 }
 
 impl TaskTool {
@@ -47,6 +49,10 @@ impl TaskTool {
              independent work, make several Task calls in one message.\n\n\
              Write each prompt so it stands alone: the goal, what you already know (files, \
              names, constraints), and exactly what the subagent should report back.\n\n\
+             With run_in_background: true, Task returns at once with a task id and the \
+             subagent works while you go on; TaskOutput gives its result (or waits for it), \
+             TaskStop cancels it, and results you have not collected reach you when you end \
+             your turn.\n\n\
              Available subagent types:\n",
         );
         for (name, desc) in &types {
@@ -58,7 +64,8 @@ impl TaskTool {
             "properties": {
                 "description": {"type": "string", "description": "A short (3-5 word) description of the task, shown to the person watching."},
                 "prompt": {"type": "string", "description": "The complete, self-contained instructions for the subagent."},
-                "subagent_type": {"type": "string", "enum": names, "description": "Which type of subagent to launch."}
+                "subagent_type": {"type": "string", "enum": names, "description": "Which type of subagent to launch."},
+                "run_in_background": {"type": "boolean", "description": "Return at once with a task id and let the subagent work meanwhile (default false)."}
             },
             "required": ["description", "prompt", "subagent_type"],
             "additionalProperties": false
@@ -111,16 +118,38 @@ impl Tool for TaskTool {
                 self.allowed.join(", ")
             )));
         }
+        if input.run_in_background {
+            let (id, cancel, reporter) = self
+                .parent
+                .background
+                .start(&input.description, &ctx.cancel);
+            let orchestrator = self.orchestrator.clone();
+            let parent = self.parent.clone();
+            let call = ctx.call_id.clone();
+            tokio::spawn(async move {
+                let task = TaskCall {
+                    subagent_type: &input.subagent_type,
+                    description: &input.description,
+                    prompt: &input.prompt,
+                    call: &call,
+                    background: true,
+                };
+                reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
+            });
+            return Ok(ToolOutput::ok(format!(
+                "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
+            )));
+        }
+        let task = TaskCall {
+            subagent_type: &input.subagent_type,
+            description: &input.description,
+            prompt: &input.prompt,
+            call: &ctx.call_id,
+            background: false,
+        };
         let result = self
             .orchestrator
-            .run_subagent(
-                &self.parent,
-                &input.subagent_type,
-                &input.description,
-                &input.prompt,
-                &ctx.call_id,
-                ctx.cancel.child_token(),
-            )
+            .run_subagent(&self.parent, &task, ctx.cancel.child_token())
             .await;
         Ok(match result {
             Ok(text) => ToolOutput::ok(text),
