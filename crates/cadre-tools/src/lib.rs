@@ -2,8 +2,8 @@
 //!
 //! The [`Tool`] trait every tool implements, the [`Workspace`] every file tool is confined
 //! to, the six built-in tools (`bash`, `read_file`, `write_file`, `edit_file`, `list_files`,
-//! `grep`), output capping, the Landlock sandbox `bash` runs in, and the shared state that
-//! keeps concurrent writers honest.
+//! `grep`), output capping, the Landlock sandbox `bash` runs in, the shared state that
+//! keeps concurrent writers honest, and the git worktree an isolated agent works in.
 //! Nothing here knows about models or agents.
 
 pub mod builtin;
@@ -12,6 +12,7 @@ pub mod error;
 pub mod output;
 pub mod sandbox;
 pub mod workspace;
+pub mod worktree;
 
 pub use builtin::{builtin_tools, canonical_tool_name, BUILTIN_TOOL_NAMES};
 pub use context::{FileStamp, FileTracker, PathLocks, ToolContext, ToolLimits};
@@ -22,6 +23,7 @@ pub use sandbox::{
     ScratchDir,
 };
 pub use workspace::Workspace;
+pub use worktree::{agent_slug, Finished, Worktree, WorktreeError};
 
 use async_trait::async_trait;
 use serde_json::Value;

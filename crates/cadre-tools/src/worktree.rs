@@ -1,0 +1,690 @@
+//! A git worktree of its own for a subagent (`isolation: worktree`).
+//!
+//! [`Worktree::create`] checks out the main checkout's `HEAD` into
+//! `<repo top>/.cadre/worktrees/<run id>/<agent slug>` on a new branch
+//! `cadre/<run id>/<agent slug>`; the agent works there, and [`Worktree::finish`] commits
+//! what it changed on that branch and removes the folder (or removes both when nothing
+//! changed). [`branches`] and [`delete_branches`] list and clear what a run left behind.
+//!
+//! Everything runs the real `git` binary. Each command gets `GIT_TERMINAL_PROMPT=0` and
+//! none of git's repository-selecting variables (`GIT_DIR`, `GIT_WORK_TREE`,
+//! `GIT_INDEX_FILE`, …), so a cadre started from a git hook or a shell that set them still
+//! acts on the repository of the workspace.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+use tokio::sync::Mutex;
+
+/// Serialises the git commands that change the shared repository.
+///
+/// Worktrees of one repository share its `.git`: creating a worktree, committing, deleting
+/// a branch or pruning take lock files there (`config`, `packed-refs`, ref locks,
+/// `worktrees/`), and git fails rather than waits when another git holds one. Agents of a
+/// run start and finish concurrently, so this process takes turns; read-only commands
+/// (`status`, `diff`, `rev-parse`, `for-each-ref`) run freely. A git run outside cadre
+/// meanwhile can still collide; that surfaces as [`WorktreeError::Git`].
+static REPO_LOCK: Mutex<()> = Mutex::const_new(());
+
+/// Variables that would point git at another repository, index or object store: the list
+/// `git rev-parse --local-env-vars` prints, which git itself clears when it switches
+/// repositories.
+const REPOSITORY_ENV: &[&str] = &[
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+];
+
+/// The identity a commit gets when git has none configured, so `finish` works on a fresh
+/// machine without touching the user's git config.
+const FALLBACK_IDENTITY: [(&str, &str); 2] =
+    [("user.name", "cadre"), ("user.email", "cadre@localhost")];
+
+/// Why a worktree could not be created, finished or cleared.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// The `git` binary could not be run.
+    #[error(
+        "isolation: worktree needs git, which could not be run ({source}); \
+         install git or drop isolation from the agent type"
+    )]
+    GitMissing {
+        /// What starting `git` failed with.
+        source: std::io::Error,
+    },
+    /// The workspace is not inside a git work tree.
+    #[error(
+        "{} is not inside a git work tree, and isolation: worktree needs one; \
+         run `git init` and commit, or drop isolation from the agent type",
+        dir.display()
+    )]
+    NotARepository {
+        /// The workspace folder that was given.
+        dir: PathBuf,
+    },
+    /// The repository has no commit for a worktree to start from.
+    #[error(
+        "the git repository {} has no commit yet, and isolation: worktree starts from HEAD; \
+         commit once (`git add -A && git commit -m init`), or drop isolation from the agent type",
+        repo.display()
+    )]
+    NoCommit {
+        /// The repository's top folder.
+        repo: PathBuf,
+    },
+    /// The main checkout has staged changes, which a worktree started from HEAD would miss.
+    #[error(
+        "the git repository {} has staged changes, which an isolated agent's worktree \
+         (started from HEAD) would not see; commit them or unstage them \
+         (`git restore --staged .`) first",
+        repo.display()
+    )]
+    DirtyIndex {
+        /// The repository's top folder.
+        repo: PathBuf,
+    },
+    /// The run id cannot be part of a branch name and a folder name.
+    #[error(
+        "run id {0:?} cannot name a branch: use ASCII letters, digits, '.', '_' and '-', \
+         not starting with '.' or '-'"
+    )]
+    InvalidRunId(String),
+    /// A git command failed.
+    #[error("`{command}` failed: {stderr}")]
+    Git {
+        /// The command as it was run.
+        command: String,
+        /// What git printed on stderr (trimmed), or its exit status when it printed nothing.
+        stderr: String,
+    },
+    /// Creating a folder for the worktrees failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The folder or file involved.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+/// How [`Worktree::finish`] left things.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finished {
+    /// Nothing changed: the worktree and its branch are gone.
+    Unchanged,
+    /// The work is committed on `branch`; the worktree folder is gone, the branch stays.
+    Committed {
+        /// The branch holding the work, e.g. `cadre/20261201-101500-1234/code-2`.
+        branch: String,
+        /// `git diff --stat` from the starting commit to the branch, trimmed.
+        diffstat: String,
+    },
+}
+
+/// A subagent's own checkout of the repository, on its own branch.
+///
+/// It starts from the main checkout's `HEAD`: unstaged and untracked changes there are
+/// allowed and simply not part of it (staged ones are refused, see
+/// [`WorktreeError::DirtyIndex`]). It stays on disk until [`finish`](Self::finish) or
+/// [`discard`](Self::discard); [`delete_branches`] clears one that was dropped instead.
+#[derive(Debug)]
+#[must_use = "the worktree stays on disk until `finish` or `discard`"]
+pub struct Worktree {
+    /// The worktree's top folder, `<repo top>/.cadre/worktrees/<run id>/<slug>`.
+    pub path: PathBuf,
+    /// Its branch, `cadre/<run id>/<slug>`.
+    pub branch: String,
+    /// The main checkout's top folder.
+    repo: PathBuf,
+    /// The commit id of the `HEAD` it started from.
+    base: String,
+    /// Where the workspace sits below the repository's top ("" when at the top).
+    prefix: PathBuf,
+}
+
+impl Worktree {
+    /// Checks out `HEAD` of `workspace_root`'s repository for one agent of a run.
+    ///
+    /// `agent` is an agent path like `main/code#2`; its last segment names the branch
+    /// `cadre/<run_id>/code-2` and the folder (see [`agent_slug`]).
+    pub async fn create(
+        workspace_root: &Path,
+        run_id: &str,
+        agent: &str,
+    ) -> Result<Worktree, WorktreeError> {
+        check_run_id(run_id)?;
+        let (repo, prefix) = locate(workspace_root).await?;
+
+        let head = Git::new(&repo)
+            .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .output()
+            .await?;
+        if !head.status.success() {
+            return Err(match head.status.code() {
+                // `--verify --quiet` answers 1, saying nothing, when HEAD names no commit.
+                Some(1) => WorktreeError::NoCommit { repo },
+                _ => head.failure(),
+            });
+        }
+        let base = head.stdout_trimmed();
+
+        let staged = Git::new(&repo)
+            .args(["diff", "--cached", "--quiet"])
+            .output()
+            .await?;
+        match staged.status.code() {
+            Some(0) => {}
+            Some(1) => return Err(WorktreeError::DirtyIndex { repo }),
+            _ => return Err(staged.failure()),
+        }
+
+        let slug = agent_slug(agent);
+        let branch = format!("cadre/{run_id}/{slug}");
+        let worktrees = repo.join(".cadre").join("worktrees");
+        let path = worktrees.join(run_id).join(&slug);
+        create_dir_all(&worktrees.join(run_id)).await?;
+        ignore_all(&worktrees).await?;
+
+        // The commit id rather than `HEAD`, so the branch starts exactly at `base` even if
+        // the main checkout moves meanwhile.
+        Git::new(&repo)
+            .args(["worktree", "add", "--quiet", "-b", &branch])
+            .arg(&path)
+            .arg(&base)
+            .run_locked()
+            .await?;
+
+        let worktree = Worktree {
+            path,
+            branch,
+            repo,
+            base,
+            prefix,
+        };
+        // A workspace folder holding no tracked file is not checked out; the agent's tools
+        // still need it to exist.
+        create_dir_all(&worktree.workspace()).await?;
+        Ok(worktree)
+    }
+
+    /// The agent's workspace: the folder of the worktree matching the given workspace root.
+    pub fn workspace(&self) -> PathBuf {
+        if self.prefix.as_os_str().is_empty() {
+            self.path.clone()
+        } else {
+            self.path.join(&self.prefix)
+        }
+    }
+
+    /// The main checkout's top folder.
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The commit id the worktree started from.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Commits what changed on the branch and removes the worktree (and branch if unchanged).
+    ///
+    /// Files the repository ignores do not count as changes and are removed with the
+    /// folder. Commits the agent made itself count, provided it left the worktree on its
+    /// branch.
+    pub async fn finish(self, message: &str) -> Result<Finished, WorktreeError> {
+        // New files count even where the user's config hides untracked files from status.
+        let status = Git::new(&self.path)
+            .args(["status", "--porcelain", "--untracked-files=normal"])
+            .run()
+            .await?;
+        if status.is_empty() {
+            let head = Git::new(&self.path)
+                .args(["rev-parse", "--verify", "HEAD"])
+                .run()
+                .await?;
+            if head == self.base {
+                self.remove(true).await?;
+                return Ok(Finished::Unchanged);
+            }
+        } else {
+            Git::new(&self.path)
+                .args(["add", "-A"])
+                .run_locked()
+                .await?;
+            let mut commit = Git::new(&self.path);
+            for (key, value) in FALLBACK_IDENTITY {
+                if !configured(&self.path, key).await? {
+                    commit = commit.arg("-c").arg(format!("{key}={value}"));
+                }
+            }
+            let message = match message.trim() {
+                "" => format!("cadre: work of {}", self.branch),
+                _ => message.to_string(),
+            };
+            // No hooks: nobody is left to act on a failing pre-commit or commit-msg hook,
+            // and the commit only preserves the agent's work on its branch for review.
+            commit
+                .args(["commit", "--quiet", "--no-verify", "-m", &message])
+                .run_locked()
+                .await?;
+        }
+        let diffstat = Git::new(&self.path)
+            .args(["diff", "--stat", "--no-color", &self.base, "HEAD"])
+            .run()
+            .await?;
+        let branch = self.branch.clone();
+        self.remove(false).await?;
+        Ok(Finished::Committed { branch, diffstat })
+    }
+
+    /// Removes the worktree and its branch, whatever they hold.
+    pub async fn discard(self) -> Result<(), WorktreeError> {
+        self.remove(true).await
+    }
+
+    /// Removes the worktree folder (and the branch when `branch` is true).
+    async fn remove(self, branch: bool) -> Result<(), WorktreeError> {
+        Git::new(&self.repo)
+            .args(["worktree", "remove", "--force"])
+            .arg(&self.path)
+            .run_locked()
+            .await?;
+        if branch {
+            Git::new(&self.repo)
+                .args(["branch", "-D", &self.branch])
+                .run_locked()
+                .await?;
+        }
+        if let Some(run_dir) = self.path.parent() {
+            // Fails, as wanted, while another agent of the run still has its worktree there.
+            let _ = tokio::fs::remove_dir(run_dir).await;
+        }
+        Ok(())
+    }
+}
+
+/// The branches run `run_id` left in the repository holding `workspace_root`, sorted.
+pub async fn branches(workspace_root: &Path, run_id: &str) -> Result<Vec<String>, WorktreeError> {
+    check_run_id(run_id)?;
+    let (repo, _) = locate(workspace_root).await?;
+    run_branches(&repo, run_id).await
+}
+
+/// Removes every worktree and branch run `run_id` left; returns the deleted branches.
+pub async fn delete_branches(
+    workspace_root: &Path,
+    run_id: &str,
+) -> Result<Vec<String>, WorktreeError> {
+    check_run_id(run_id)?;
+    let (repo, _) = locate(workspace_root).await?;
+    let run_dir = repo.join(".cadre").join("worktrees").join(run_id);
+
+    // Forget worktrees whose folder is already gone, so only live ones are listed.
+    prune(&repo).await?;
+    let list = Git::new(&repo)
+        .args(["worktree", "list", "--porcelain"])
+        .output()
+        .await?;
+    if !list.status.success() {
+        return Err(list.failure());
+    }
+    for line in list.stdout.split(|&b| b == b'\n') {
+        let Some(path) = line.strip_prefix(b"worktree ") else {
+            continue;
+        };
+        let path = Path::new(OsStr::from_bytes(path));
+        if path.starts_with(&run_dir) {
+            Git::new(&repo)
+                .args(["worktree", "remove", "--force"])
+                .arg(path)
+                .run_locked()
+                .await?;
+        }
+    }
+
+    let branches = run_branches(&repo, run_id).await?;
+    for branch in &branches {
+        Git::new(&repo)
+            .args(["branch", "-D", branch])
+            .run_locked()
+            .await?;
+    }
+    prune(&repo).await?;
+    let _ = tokio::fs::remove_dir(&run_dir).await;
+    Ok(branches)
+}
+
+/// The slug of an agent path's last segment: `main/code#2` → `code-2`.
+///
+/// ASCII letters and digits are kept (lowercased); every other run of characters becomes
+/// one `-`. A segment with none left is `agent`.
+pub fn agent_slug(agent: &str) -> String {
+    let last = agent.rsplit('/').next().unwrap_or(agent);
+    let mut slug = String::with_capacity(last.len());
+    for c in last.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    while slug.ends_with('-') {
+        slug.pop();
+    }
+    if slug.is_empty() {
+        slug.push_str("agent");
+    }
+    slug
+}
+
+/// Refuses run ids git would reject in a branch name or that could leave the worktrees folder.
+fn check_run_id(run_id: &str) -> Result<(), WorktreeError> {
+    let ok = !run_id.is_empty()
+        && !run_id.starts_with(['.', '-'])
+        && !run_id.ends_with('.')
+        && !run_id.ends_with(".lock")
+        && !run_id.contains("..")
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(WorktreeError::InvalidRunId(run_id.to_string()))
+    }
+}
+
+/// The repository's top folder and where `dir` sits below it.
+async fn locate(dir: &Path) -> Result<(PathBuf, PathBuf), WorktreeError> {
+    // English messages, to tell "no repository" from other failures (such as git's
+    // `safe.directory` refusal, whose own advice the user needs).
+    let inside = Git::new(dir)
+        .env("LC_ALL", "C")
+        .args(["rev-parse", "--is-inside-work-tree"])
+        .output()
+        .await?;
+    let not_a_repository = || WorktreeError::NotARepository {
+        dir: dir.to_path_buf(),
+    };
+    if !inside.status.success() {
+        return Err(if inside.stderr.contains("not a git repository") {
+            not_a_repository()
+        } else {
+            inside.failure()
+        });
+    }
+    // "false" inside a `.git` folder or a bare repository.
+    if inside.stdout_trimmed() != "true" {
+        return Err(not_a_repository());
+    }
+
+    let out = Git::new(dir)
+        .args(["rev-parse", "--show-toplevel", "--show-prefix"])
+        .output()
+        .await?;
+    if !out.status.success() {
+        return Err(out.failure());
+    }
+    let mut lines = out.stdout.split(|&b| b == b'\n');
+    let top = lines.next().unwrap_or_default();
+    if top.is_empty() {
+        return Err(not_a_repository());
+    }
+    let prefix = lines.next().unwrap_or_default();
+    let prefix = prefix.strip_suffix(b"/").unwrap_or(prefix);
+    Ok((
+        PathBuf::from(OsStr::from_bytes(top)),
+        PathBuf::from(OsStr::from_bytes(prefix)),
+    ))
+}
+
+/// The branches of run `run_id`, sorted.
+async fn run_branches(repo: &Path, run_id: &str) -> Result<Vec<String>, WorktreeError> {
+    // Full ref names: `%(refname:short)` would say `heads/…` if a tag had the same name.
+    let refs = Git::new(repo)
+        .args([
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/heads/cadre/{run_id}/"),
+        ])
+        .run()
+        .await?;
+    let mut branches: Vec<String> = refs
+        .lines()
+        .filter_map(|r| r.strip_prefix("refs/heads/"))
+        .map(str::to_string)
+        .collect();
+    branches.sort();
+    Ok(branches)
+}
+
+/// `git worktree prune`.
+async fn prune(repo: &Path) -> Result<(), WorktreeError> {
+    Git::new(repo)
+        .args(["worktree", "prune"])
+        .run_locked()
+        .await
+        .map(drop)
+}
+
+/// Whether git config (any level) gives `key` a non-empty value in `dir`.
+async fn configured(dir: &Path, key: &str) -> Result<bool, WorktreeError> {
+    let out = Git::new(dir)
+        .args(["config", "--get", key])
+        .output()
+        .await?;
+    match out.status.code() {
+        Some(0) => Ok(!out.stdout_trimmed().is_empty()),
+        // 1: the key is not set.
+        Some(1) => Ok(false),
+        _ => Err(out.failure()),
+    }
+}
+
+/// Keeps the worktrees out of the main checkout's `git status` and `git add -A` (which
+/// would add them as embedded repositories) and out of cadre's file tools: a `.gitignore`
+/// that ignores everything, itself included, so the user's files need no change.
+async fn ignore_all(worktrees: &Path) -> Result<(), WorktreeError> {
+    let file = worktrees.join(".gitignore");
+    if tokio::fs::try_exists(&file).await.unwrap_or(false) {
+        return Ok(());
+    }
+    tokio::fs::write(
+        &file,
+        "# Worktrees of cadre agents (isolation: worktree); this file ignores itself too.\n*\n",
+    )
+    .await
+    .map_err(|source| WorktreeError::Io { path: file, source })
+}
+
+/// `mkdir -p`.
+async fn create_dir_all(dir: &Path) -> Result<(), WorktreeError> {
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|source| WorktreeError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// One git command, with the environment every command here gets.
+struct Git {
+    cmd: Command,
+    /// The command as shown in errors.
+    shown: Vec<String>,
+}
+
+/// A finished git command.
+struct GitOutput {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+    stderr: String,
+    shown: String,
+}
+
+impl Git {
+    /// `git -C dir`.
+    fn new(dir: &Path) -> Self {
+        Self::with_program(OsStr::new("git"), dir)
+    }
+
+    fn with_program(program: &OsStr, dir: &Path) -> Self {
+        let mut cmd = Command::new(program);
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for var in REPOSITORY_ENV {
+            cmd.env_remove(var);
+        }
+        let git = Self {
+            cmd,
+            shown: vec![program.to_string_lossy().into_owned()],
+        };
+        git.arg("-C").arg(dir)
+    }
+
+    fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        let arg = arg.as_ref();
+        self.shown.push(arg.to_string_lossy().into_owned());
+        self.cmd.arg(arg);
+        self
+    }
+
+    fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        for arg in args {
+            self = self.arg(arg);
+        }
+        self
+    }
+
+    fn env(mut self, key: &str, value: &str) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// Runs it, whatever it exits with.
+    async fn output(mut self) -> Result<GitOutput, WorktreeError> {
+        let out = self
+            .cmd
+            .output()
+            .await
+            .map_err(|source| WorktreeError::GitMissing { source })?;
+        Ok(GitOutput {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            shown: self.shown.join(" "),
+        })
+    }
+
+    /// Runs it and returns its stdout, trimmed; failing is an error.
+    async fn run(self) -> Result<String, WorktreeError> {
+        let out = self.output().await?;
+        if out.status.success() {
+            Ok(out.stdout_trimmed())
+        } else {
+            Err(out.failure())
+        }
+    }
+
+    /// [`run`](Self::run), holding [`REPO_LOCK`]: for commands that change the repository.
+    async fn run_locked(self) -> Result<String, WorktreeError> {
+        let _turn = REPO_LOCK.lock().await;
+        self.run().await
+    }
+}
+
+impl GitOutput {
+    fn stdout_trimmed(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).trim().to_string()
+    }
+
+    /// The error for a command that failed.
+    fn failure(self) -> WorktreeError {
+        let stderr = if self.stderr.is_empty() {
+            self.status.to_string()
+        } else {
+            self.stderr
+        };
+        WorktreeError::Git {
+            command: self.shown,
+            stderr,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_git_is_git_missing() {
+        let err = Git::with_program(OsStr::new("cadre-test-no-such-git"), Path::new("."))
+            .args(["status"])
+            .run()
+            .await
+            .err();
+        let Some(err @ WorktreeError::GitMissing { .. }) = err else {
+            panic!("expected GitMissing, got {err:?}");
+        };
+        let message = err.to_string();
+        assert!(message.contains("install git"), "{message}");
+        assert!(message.contains("drop isolation"), "{message}");
+    }
+
+    /// The orchestrator runs these on spawned tasks.
+    #[test]
+    fn futures_are_send() {
+        fn send<T: Send>(_: &T) {}
+        let dir = Path::new(".");
+        send(&Worktree::create(dir, "r", "main/code"));
+        send(&branches(dir, "r"));
+        send(&delete_branches(dir, "r"));
+    }
+
+    #[test]
+    fn run_ids_that_cannot_name_a_branch_are_refused() {
+        for ok in ["20261201-101500-1234", "r1", "a.b_c"] {
+            assert!(check_run_id(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "../x", "a/b", ".x", "-x", "a..b", "x.lock", "x.", "a b", "a~1",
+        ] {
+            assert!(
+                matches!(check_run_id(bad), Err(WorktreeError::InvalidRunId(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failure_without_stderr_names_the_exit_status() {
+        use std::os::unix::process::ExitStatusExt;
+        let out = GitOutput {
+            status: std::process::ExitStatus::from_raw(1 << 8),
+            stdout: Vec::new(),
+            stderr: String::new(),
+            shown: "git -C . status".to_string(),
+        };
+        assert_eq!(
+            out.failure().to_string(),
+            "`git -C . status` failed: exit status: 1"
+        );
+    }
+}
