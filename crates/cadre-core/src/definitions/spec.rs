@@ -143,10 +143,11 @@ pub struct AgentSpec {
     /// MCP servers it uses (Claude Code's `mcpServers`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<McpServerRef>,
-    /// Claude Code's `isolation` (`worktree`): kept, not acted on yet.
+    /// `worktree`: each subagent of this type works in its own git worktree of HEAD, on its
+    /// own branch (Claude Code's `isolation` too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<String>,
-    /// Claude Code's `background`: kept, not acted on yet.
+    /// Whether its subagents always run in the background (Claude Code's `background`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub background: bool,
     /// The colour of its line in the live display (`red`, `blue`, `green`, …).
@@ -372,6 +373,11 @@ pub const KNOWN_KEYS: [&str; 19] = [
 pub(crate) type Locator<'a> = dyn Fn(&str, Option<&str>) -> (usize, usize) + 'a;
 
 impl AgentSpec {
+    /// Whether each of its subagents works in its own git worktree.
+    pub fn is_isolated(&self) -> bool {
+        self.isolation.as_deref() == Some("worktree")
+    }
+
     /// Parses one YAML agent file. Text that is not strict YAML is read line by line, and
     /// unknown keys and tools are dropped, each with a warning; a shape error (a number
     /// where a list belongs, say) is an error. Every problem has its position; the spec
@@ -448,7 +454,7 @@ impl AgentSpec {
 
     /// What both file kinds repair once their fields are read: tool names mapped (unknown
     /// ones dropped with a warning, `Task(a, b)` turned into `Task` and `subagent_types`),
-    /// `permission_mode: plan` made read-only, and `isolation` noted as not acted on.
+    /// `permission_mode: plan` made read-only, and an `isolation` other than `worktree` dropped.
     /// `pos` places a problem at a key (spelled as in the file) and an optional needle.
     pub(crate) fn repair(&mut self, file: &Path, problems: &mut Vec<Problem>, pos: &Locator) {
         let claude = file.extension().is_some_and(|x| x == "md");
@@ -498,12 +504,17 @@ impl AgentSpec {
         if self.permission_mode.as_deref() == Some("plan") {
             self.read_only = true;
         }
-        if let Some(isolation) = &self.isolation {
-            problems.push(Problem::warning_at(
-                file,
-                pos("isolation", Some(isolation)),
-                format!("`isolation: {isolation}` is not acted on yet: the agent works in the shared workspace"),
-            ));
+        if let Some(isolation) = self.isolation.take() {
+            let normal = isolation.trim().to_ascii_lowercase();
+            if normal == "worktree" {
+                self.isolation = Some(normal);
+            } else if !matches!(normal.as_str(), "" | "none" | "shared") {
+                problems.push(Problem::warning_at(
+                    file,
+                    pos("isolation", Some(&isolation)),
+                    format!("unknown `isolation: {isolation}` ignored (cadre knows `worktree`): the agent works in the shared workspace"),
+                ));
+            }
         }
     }
 

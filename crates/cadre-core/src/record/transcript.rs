@@ -112,7 +112,7 @@ impl Transcript {
 }
 
 /// `YYYYMMDD-HHMMSS` (UTC) for a moment.
-fn utc_stamp(at: std::time::SystemTime) -> String {
+pub(crate) fn utc_stamp(at: std::time::SystemTime) -> String {
     // "2026-11-29T17:50:00Z" → "20261129-175000"
     humantime::format_rfc3339_seconds(at)
         .to_string()

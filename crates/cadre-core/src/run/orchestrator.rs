@@ -22,7 +22,8 @@ use crate::run::toolset::ToolSet;
 use cadre_mcp::McpServers;
 use cadre_model::{resolve_model_alias, Message, Model, Usage};
 use cadre_tools::{
-    builtin_tools, PathLocks, SandboxMode, Tool, ToolContext, ToolLimits, Workspace,
+    builtin_tools, Finished, PathLocks, SandboxMode, Tool, ToolContext, ToolLimits, Workspace,
+    Worktree,
 };
 use dashmap::DashMap;
 use serde::Serialize;
@@ -218,16 +219,20 @@ pub struct Parent {
     running: Arc<AtomicU32>,
     /// The subagents it started in the background.
     pub(crate) background: Arc<Background>,
+    /// The folder its tools are confined to: the run's workspace, or the worktree of an
+    /// isolated subagent (whose own subagents work there too).
+    pub(crate) workspace: Arc<Workspace>,
 }
 
 impl Parent {
-    fn new(path: String, depth: u32, model: String) -> Self {
+    fn new(path: String, depth: u32, model: String, workspace: Arc<Workspace>) -> Self {
         Self {
             path,
             depth,
             model,
             running: Arc::default(),
             background: Arc::default(),
+            workspace,
         }
     }
 }
@@ -268,6 +273,8 @@ pub struct Orchestrator {
     resumed: DashMap<String, Rebuilt>,
     /// The subagent each journaled `Task` call started: (parent path, call id) → path.
     children: DashMap<(String, String), String>,
+    /// The run's id when it writes no run folder (worktree branches are named by it).
+    unsaved_id: String,
 }
 
 /// How an agent starts: on a fresh prompt, or from its journal.
@@ -295,7 +302,18 @@ impl Orchestrator {
             journal: Mutex::new(None),
             resumed: DashMap::new(),
             children: DashMap::new(),
+            unsaved_id: format!(
+                "{}-{}",
+                crate::record::transcript::utc_stamp(std::time::SystemTime::now()),
+                std::process::id()
+            ),
         })
+    }
+
+    /// The run's id: its run folder's name, or one made up when it writes none.
+    pub fn run_id(&self) -> String {
+        self.run_dir()
+            .map_or_else(|| self.unsaved_id.clone(), |d| d.id().to_owned())
     }
 
     /// The agent types of this run.
@@ -409,7 +427,7 @@ impl Orchestrator {
         *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
         *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal);
         let model = self.model_for(&spec, &self.config.model_id);
-        let me = Parent::new(spec.name.clone(), 0, model);
+        let me = Parent::new(spec.name.clone(), 0, model, self.config.workspace.clone());
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token())
             .await;
@@ -543,7 +561,7 @@ impl Orchestrator {
             spec.max_turns = max_turns;
         }
         let model = self.model_for(&spec, &self.config.model_id);
-        let me = Parent::new(spec.name.clone(), 0, model);
+        let me = Parent::new(spec.name.clone(), 0, model, self.config.workspace.clone());
         let outcome = self
             .run_agent(
                 &spec,
@@ -665,11 +683,46 @@ impl Orchestrator {
             }
         };
         let model = self.model_for(spec, &parent.model);
-        let me = Parent::new(path.clone(), depth, model);
+        // An isolated subagent works in a worktree of its own: its Workspace root, which
+        // confines its tools and its sandbox alike.
+        let worktree = if spec.is_isolated() {
+            let wt = Worktree::create(parent.workspace.root(), &self.run_id(), &path)
+                .await
+                .map_err(|e| format!("subagent {path} could not get its own worktree: {e}"))?;
+            Some(wt)
+        } else {
+            None
+        };
+        let workspace = match &worktree {
+            Some(wt) => Arc::new(
+                Workspace::new(wt.workspace())
+                    .map_err(|e| format!("subagent {path} could not work in its worktree: {e}"))?,
+            ),
+            None => parent.workspace.clone(),
+        };
+        let me = Parent::new(path.clone(), depth, model, workspace);
         let outcome = self
             .run_agent(spec, me, description, start, cancel, background)
             .await;
-        subagent_result(&path, outcome.stop, outcome.text)
+        let result = subagent_result(&path, outcome.stop, outcome.text);
+        match worktree {
+            None => result,
+            Some(wt) => {
+                let report = match wt.finish(&format!("{path}: {description}")).await {
+                    Ok(Finished::Unchanged) => {
+                        "\n\n[It changed no file; its worktree and branch were removed.]".to_owned()
+                    }
+                    Ok(Finished::Committed { branch, diffstat }) => format!(
+                        "\n\n[Its changes are committed on branch {branch} (the main checkout is untouched):\n{diffstat}]"
+                    ),
+                    Err(e) => format!("\n\n[Its worktree could not be committed: {e}]"),
+                };
+                match result {
+                    Ok(text) => Ok(text + &report),
+                    Err(why) => Err(why + &report),
+                }
+            }
+        }
     }
 
     /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
@@ -854,7 +907,7 @@ impl Orchestrator {
                 tools.insert(tool);
             }
         }
-        let mut ctx = ToolContext::new(self.config.workspace.clone());
+        let mut ctx = ToolContext::new(me.workspace.clone());
         ctx.cancel = cancel;
         ctx.limits = self.config.tool_limits.clone();
         ctx.read_only = spec.read_only;

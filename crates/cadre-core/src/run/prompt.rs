@@ -67,6 +67,9 @@ pub fn system_prompt_for(
             Err(e) => tracing::warn!("agent type {}: preloaded skill skipped: {e}", spec.name),
         }
     }
+    if spec.is_isolated() {
+        prompt.push_str("\n\nYou work in a git worktree of your own: a checkout of the current commit, on a branch of your own. Change files freely; when you finish, every change is committed on your branch for review, and the main checkout is never touched. Do not switch branches or commit yourself.");
+    }
     if !bodies.is_empty() {
         prompt.push_str("\n\n## Preloaded skills\n\nThese skills' instructions are part of your instructions; follow them when they apply.\n\n");
         prompt.push_str(&bodies.join("\n\n"));

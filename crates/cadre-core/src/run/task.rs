@@ -118,7 +118,14 @@ impl Tool for TaskTool {
                 self.allowed.join(", ")
             )));
         }
-        if input.run_in_background {
+        // A type marked `background` always runs so (Claude Code's `background: true`).
+        let background = input.run_in_background
+            || self
+                .orchestrator
+                .registry()
+                .get(&input.subagent_type)
+                .is_some_and(|s| s.background);
+        if background {
             let (id, cancel, reporter) = self
                 .parent
                 .background
