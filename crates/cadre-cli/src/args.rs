@@ -84,6 +84,19 @@ pub enum RunsCommand {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
+    /// List the git branches a run's isolated subagents made (`cadre/<run-id>/<agent>`), or
+    /// remove them, with any worktree left behind, with --delete.
+    #[command(
+        after_help = "Examples:\n  cadre runs branches latest\n  git diff main...cadre/20261201-101500-1234/code-1   (review one)\n  cadre runs branches latest --delete"
+    )]
+    Branches {
+        /// The run: its id, a unique prefix of it, or `latest`.
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// Delete the run's branches and worktrees instead of listing them.
+        #[arg(long)]
+        delete: bool,
+    },
 }
 
 /// `cadre mcp …`.

@@ -70,9 +70,10 @@ fn main() -> ExitCode {
             Command::Skills(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| skills::skills(cmd, &root))
             }
-            Command::Runs(cmd) => {
-                run::workspace_root(cli.directory).and_then(|root| runs::runs(cmd, &root))
-            }
+            Command::Runs(cmd) => match run::workspace_root(cli.directory) {
+                Ok(root) => runs::runs(cmd, &root).await,
+                Err(e) => Err(e),
+            },
             Command::Mcp(cmd) => match run::workspace_root(cli.directory) {
                 Ok(root) => mcp::mcp(cmd, &root).await,
                 Err(e) => Err(e),

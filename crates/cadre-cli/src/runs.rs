@@ -18,7 +18,7 @@ use std::time::SystemTime;
 const IDS_SHOWN: usize = 5;
 
 /// Runs one `cadre runs` command in the workspace at `root`.
-pub fn runs(cmd: RunsCommand, root: &Path) -> Result<Code> {
+pub async fn runs(cmd: RunsCommand, root: &Path) -> Result<Code> {
     let runs_dir = root.join(".cadre").join("runs");
     match cmd {
         RunsCommand::List { limit, json } => {
@@ -56,7 +56,35 @@ pub fn runs(cmd: RunsCommand, root: &Path) -> Result<Code> {
                         file.display()
                     );
                 }
-                None => print_show(&run),
+                None => {
+                    print_show(&run);
+                    // Outside a git repository there are no branches to list.
+                    let branches = cadre_tools::worktree::branches(root, &run.id)
+                        .await
+                        .unwrap_or_default();
+                    if !branches.is_empty() {
+                        outln!("\nbranches made by its isolated subagents (review with `git diff HEAD...BRANCH`; `cadre runs branches {} --delete` removes them):", run.id);
+                        for b in branches {
+                            outln!("  {b}");
+                        }
+                    }
+                }
+            }
+            Ok(Code::Done)
+        }
+        RunsCommand::Branches { run_id, delete } => {
+            let found = find_runs(&runs_dir)?;
+            let found = resolve(&found, &run_id, &runs_dir)?;
+            let result = if delete {
+                cadre_tools::worktree::delete_branches(root, &found.id).await
+            } else {
+                cadre_tools::worktree::branches(root, &found.id).await
+            };
+            let branches = result.map_err(|e| ConfigError(e.to_string()))?;
+            match (delete, branches.is_empty()) {
+                (_, true) => outln!("run {} has no branches", found.id),
+                (true, false) => outln!("deleted {}", branches.join(", ")),
+                (false, false) => branches.iter().for_each(|b| outln!("{b}")),
             }
             Ok(Code::Done)
         }

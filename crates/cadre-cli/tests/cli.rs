@@ -2527,3 +2527,93 @@ mod compaction {
         server.assert_clean();
     }
 }
+
+/// Isolated subagents seen from the command line: their branches listed and removed.
+mod worktrees {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .expect("git is needed for these tests");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[tokio::test]
+    async fn runs_show_lists_a_runs_branches_and_runs_branches_delete_removes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git(root, &["init", "-q"]);
+        git(root, &["config", "user.name", "Tester"]);
+        git(root, &["config", "user.email", "tester@example.com"]);
+        std::fs::create_dir(root.join("agents")).unwrap();
+        std::fs::write(
+            root.join("agents/coder.yaml"),
+            "name: coder\ndescription: Writes code.\nmode: subagent\ntools: [write_file]\nisolation: worktree\nprompt: You write code.\n",
+        )
+        .unwrap();
+        std::fs::write(root.join(".gitignore"), ".cadre/\n").unwrap();
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-q", "-m", "init"]);
+        let server = MockServer::start().await;
+        server.route(
+            Match::FirstUserContains("PARENT".into()),
+            vec![
+                Reply::tasks([("t1", "coder", "Add a note")]),
+                Reply::text("one branch to review"),
+            ],
+        );
+        server.route(
+            Match::FirstUserContains("Add a note".into()),
+            vec![
+                Reply::tool_use(
+                    "w",
+                    "write_file",
+                    json!({"path": "NOTE.md", "content": "a note\n"}),
+                ),
+                Reply::text("note added"),
+            ],
+        );
+        let out = cadre(root, &server.uri(), Some("k"), &["run", "PARENT task"]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(
+            !root.join("NOTE.md").exists(),
+            "the main checkout was touched"
+        );
+        let show = cadre(root, &server.uri(), None, &["runs", "show", "latest"]).await;
+        assert_eq!(show.code, 0, "{}", show.stderr);
+        let branch = show
+            .stdout
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("cadre/") && l.ends_with("/coder-1"))
+            .unwrap_or_else(|| panic!("no branch listed: {}", show.stdout))
+            .to_owned();
+        assert_eq!(
+            git(root, &["show", &format!("{branch}:NOTE.md")]),
+            "a note\n"
+        );
+        let listed = cadre(root, &server.uri(), None, &["runs", "branches", "latest"]).await;
+        assert_eq!(listed.stdout.trim(), branch);
+        let deleted = cadre(
+            root,
+            &server.uri(),
+            None,
+            &["runs", "branches", "latest", "--delete"],
+        )
+        .await;
+        assert_eq!(deleted.code, 0, "{}", deleted.stderr);
+        assert!(deleted.stdout.contains(&branch), "{}", deleted.stdout);
+        assert_eq!(git(root, &["branch", "--list", "cadre/*"]), "");
+        assert_eq!(git(root, &["status", "--porcelain"]), "");
+        server.assert_clean();
+    }
+}
