@@ -118,6 +118,8 @@ pub struct Session {
     model: Arc<dyn Model>,
     /// The model id of the primary agent.
     pub model_id: String,
+    /// The run id a recording notes in its cassette, or a replay takes from it.
+    run_id: Option<String>,
 }
 
 impl Session {
@@ -161,8 +163,9 @@ impl Session {
             .into());
         }
         let model_id = model_id(&args)?;
-        let model = build_model(&args)?;
+        let (model, run_id) = build_model(&args)?;
         Ok(Self {
+            run_id,
             root,
             args,
             registry,
@@ -191,6 +194,7 @@ impl Session {
         config.max_tokens = args.max_tokens;
         config.context_tokens = args.context_tokens;
         config.compact_at = args.compact_at.0;
+        config.run_id.clone_from(&self.run_id);
         config.max_turns = args.max_turns;
         config.tool_limits = ToolLimits {
             bash_timeout: Duration::from_secs(args.bash_timeout),
@@ -343,15 +347,18 @@ fn model_id(args: &RunArgs) -> Result<String> {
     }
 }
 
-/// The model client: a replay, or a live provider (wrapped in a recorder with --record).
-fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
+/// The model client — a replay, or a live provider (wrapped in a recorder with --record) —
+/// and the run id the cassette holds: a replay names its worktree branches as the recorded
+/// run did, so its requests match the recording.
+fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
     if let Some(cassette) = &args.replay {
         let replay = ReplayModel::open(cassette)
             .map_err(|e| ConfigError(format!("cannot replay {}: {e}", cassette.display())))?;
         if let Some(line) = replay.truncated_tail() {
             eprintln!("cadre: the cassette's last line ({line}) was cut short and is ignored");
         }
-        return Ok(Arc::new(replay));
+        let run_id = replay.recorded_run_id().map(str::to_owned);
+        return Ok((Arc::new(replay), run_id));
     }
     let live: Arc<dyn Model> = match args.provider {
         Provider::Anthropic => {
@@ -391,12 +398,14 @@ fn build_model(args: &RunArgs) -> Result<Arc<dyn Model>> {
     };
     match &args.record {
         Some(cassette) => {
-            let recorder = RecordingModel::create(cassette, live).map_err(|e| {
-                ConfigError(format!("cannot record to {}: {e}", cassette.display()))
-            })?;
-            Ok(Arc::new(recorder))
+            let run_id = cadre_core::record::transcript::new_run_id();
+            let recorder =
+                RecordingModel::create_for_run(cassette, live, Some(&run_id)).map_err(|e| {
+                    ConfigError(format!("cannot record to {}: {e}", cassette.display()))
+                })?;
+            Ok((Arc::new(recorder), Some(run_id)))
         }
-        None => Ok(live),
+        None => Ok((live, None)),
     }
 }
 

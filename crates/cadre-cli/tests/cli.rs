@@ -2582,7 +2582,16 @@ mod worktrees {
                 Reply::text("note added"),
             ],
         );
-        let out = cadre(root, &server.uri(), Some("k"), &["run", "PARENT task"]).await;
+        let tapes = tempfile::tempdir().unwrap();
+        let cassette = tapes.path().join("isolated.jsonl");
+        let cassette = cassette.to_str().unwrap();
+        let out = cadre(
+            root,
+            &server.uri(),
+            Some("k"),
+            &["run", "--record", cassette, "PARENT task"],
+        )
+        .await;
         assert_eq!(out.code, 0, "{}", out.stderr);
         assert!(
             !root.join("NOTE.md").exists(),
@@ -2614,6 +2623,23 @@ mod worktrees {
         assert!(deleted.stdout.contains(&branch), "{}", deleted.stdout);
         assert_eq!(git(root, &["branch", "--list", "cadre/*"]), "");
         assert_eq!(git(root, &["status", "--porcelain"]), "");
+        // A replay runs the tools for real: the worktree and its branch are made again,
+        // named as in the recording (the cassette holds the run id).
+        let replayed = cadre(
+            root,
+            "http://127.0.0.1:9",
+            None,
+            &["run", "--replay", cassette, "PARENT task"],
+        )
+        .await;
+        assert_eq!(replayed.code, 0, "{}", replayed.stderr);
+        let again = git(root, &["branch", "--list", "cadre/*"]);
+        let again = again.trim().trim_start_matches("* ");
+        assert_eq!(again, branch);
+        assert_eq!(
+            git(root, &["show", &format!("{again}:NOTE.md")]),
+            "a note\n"
+        );
         server.assert_clean();
     }
 }

@@ -3023,6 +3023,14 @@ mod worktrees {
         }
         assert!(results[2].0.contains("changed no file"), "{}", results[2].0);
         assert!(results[3].0.contains("changed no file"), "{}", results[3].0);
+        // The read-only checker's bash was refused its write inside its worktree too.
+        let checker = server
+            .requests()
+            .into_iter()
+            .rfind(|r| r.first_user_text() == "Try to write")
+            .unwrap();
+        let refused = &checker.messages().last().unwrap()["content"][0];
+        assert_eq!(refused["is_error"], true, "{refused}");
         // Each branch holds its own version; the main checkout is as it was.
         let show = |branch: &str| git(dir.path(), &["show", &format!("{branch}:shared.txt")]);
         assert_eq!(show(&format!("cadre/{id}/coder-1")), "from one\n");

@@ -36,6 +36,10 @@ pub struct CassetteHeader {
     /// the same way (absent in older cassettes: no).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub server_compaction: bool,
+    /// The recorded run's id, so a replay names what it makes (worktree branches) the same
+    /// and its requests match the recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl Default for CassetteHeader {
@@ -44,6 +48,7 @@ impl Default for CassetteHeader {
             cadre_cassette: CASSETTE_FORMAT,
             created_by: concat!("cadre ", env!("CARGO_PKG_VERSION")).into(),
             server_compaction: false,
+            run_id: None,
         }
     }
 }

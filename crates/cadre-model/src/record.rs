@@ -36,6 +36,15 @@ impl fmt::Debug for RecordingModel {
 impl RecordingModel {
     /// Creates (or truncates) the cassette at `path`, writes its header, and wraps `inner`.
     pub fn create(path: impl AsRef<Path>, inner: Arc<dyn Model>) -> Result<Self, ModelError> {
+        Self::create_for_run(path, inner, None)
+    }
+
+    /// Like [`RecordingModel::create`], noting in the header the id of the run it records.
+    pub fn create_for_run(
+        path: impl AsRef<Path>,
+        inner: Arc<dyn Model>,
+        run_id: Option<&str>,
+    ) -> Result<Self, ModelError> {
         let path = path.as_ref().to_path_buf();
         let fail = |e: std::io::Error| {
             ModelError::Record(format!(
@@ -46,6 +55,7 @@ impl RecordingModel {
         let mut file = File::create(&path).map_err(fail)?;
         let header = CassetteHeader {
             server_compaction: inner.server_compaction(),
+            run_id: run_id.map(str::to_owned),
             ..CassetteHeader::default()
         };
         let mut line = serde_json::to_string(&header).map_err(|e| {

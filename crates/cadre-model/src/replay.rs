@@ -29,6 +29,7 @@ pub struct ReplayModel {
     queues: Mutex<HashMap<String, VecDeque<usize>>>,
     truncated_tail: Option<usize>,
     server_compaction: bool,
+    run_id: Option<String>,
 }
 
 impl fmt::Debug for ReplayModel {
@@ -73,7 +74,13 @@ impl ReplayModel {
             queues: Mutex::new(queues),
             truncated_tail: cassette.truncated_tail,
             server_compaction: cassette.header.server_compaction,
+            run_id: cassette.header.run_id,
         }
+    }
+
+    /// The id of the run the cassette recorded, when its header says.
+    pub fn recorded_run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
     }
 
     /// How many recorded responses have not been served yet.

@@ -18,11 +18,15 @@ pub struct RunDir {
 impl RunDir {
     /// Creates `<runs>/<run-id>/`, the id made from the current UTC time and the process id.
     pub fn create(runs: &Path) -> std::io::Result<Self> {
-        let stamp = utc_stamp(std::time::SystemTime::now());
+        Self::create_named(runs, &new_run_id())
+    }
+
+    /// Creates a run folder named `id`, or `id-1`, `id-2`, … when that is taken.
+    pub fn create_named(runs: &Path, id: &str) -> std::io::Result<Self> {
         for n in 0..1000u32 {
             let id = match n {
-                0 => format!("{stamp}-{}", std::process::id()),
-                n => format!("{stamp}-{}-{n}", std::process::id()),
+                0 => id.to_owned(),
+                n => format!("{id}-{n}"),
             };
             let dir = runs.join(&id);
             match std::fs::create_dir_all(runs).and_then(|()| std::fs::create_dir(&dir)) {
@@ -112,7 +116,16 @@ impl Transcript {
 }
 
 /// `YYYYMMDD-HHMMSS` (UTC) for a moment.
-pub(crate) fn utc_stamp(at: std::time::SystemTime) -> String {
+/// A new run id: the UTC time and the process id (`20261201-101500-1234`).
+pub fn new_run_id() -> String {
+    format!(
+        "{}-{}",
+        utc_stamp(std::time::SystemTime::now()),
+        std::process::id()
+    )
+}
+
+fn utc_stamp(at: std::time::SystemTime) -> String {
     // "2026-11-29T17:50:00Z" → "20261129-175000"
     humantime::format_rfc3339_seconds(at)
         .to_string()

@@ -89,6 +89,9 @@ pub struct RunConfig {
     pub sandbox: SandboxMode,
     /// The run's MCP servers, started when an agent allowed them is first built.
     pub mcp: Arc<McpServers>,
+    /// The run's id (its folder, when that name is free, and its worktree branches);
+    /// `None` makes one. A replay passes the recorded run's, so it names things alike.
+    pub run_id: Option<String>,
 }
 
 impl RunConfig {
@@ -113,6 +116,7 @@ impl RunConfig {
             skills: Arc::default(),
             sandbox: SandboxMode::default(),
             mcp: Arc::default(),
+            run_id: None,
         }
     }
 }
@@ -302,16 +306,16 @@ impl Orchestrator {
             journal: Mutex::new(None),
             resumed: DashMap::new(),
             children: DashMap::new(),
-            unsaved_id: format!(
-                "{}-{}",
-                crate::record::transcript::utc_stamp(std::time::SystemTime::now()),
-                std::process::id()
-            ),
+            unsaved_id: crate::record::transcript::new_run_id(),
         })
     }
 
-    /// The run's id: its run folder's name, or one made up when it writes none.
+    /// The run's id, which names its worktree branches: the configured one, its run
+    /// folder's name, or one made up when it writes none.
     pub fn run_id(&self) -> String {
+        if let Some(id) = &self.config.run_id {
+            return id.clone();
+        }
         self.run_dir()
             .map_or_else(|| self.unsaved_id.clone(), |d| d.id().to_owned())
     }
@@ -360,7 +364,10 @@ impl Orchestrator {
             return Err(RunError::Unusable(why));
         }
         if let Some(runs) = &self.config.runs_dir {
-            let dir = RunDir::create(runs)?;
+            let dir = match &self.config.run_id {
+                Some(id) => RunDir::create_named(runs, id)?,
+                None => RunDir::create(runs)?,
+            };
             let journal: Arc<dyn Journal> = Arc::new(FileJournal::create(dir.path())?);
             journal
                 .append(&Step::Run {
