@@ -2031,12 +2031,30 @@ mod corpus {
     #[tokio::test]
     async fn preloaded_skills_are_in_the_prompt_and_task_types_limit_what_it_may_start() {
         let dir = tempfile::tempdir().unwrap();
+        // The file says `isolation: worktree`: its subagent needs a repository with a commit.
+        for args in [
+            &["init", "-q"][..],
+            &["config", "user.name", "Tester"],
+            &["config", "user.email", "tester@example.com"],
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        ] {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        }
         let server = MockServer::start().await;
         server.route(
             Match::FirstUserContains("PARENT".into()),
             vec![
                 Reply::tasks([("t1", "everything", "Use every field")]),
                 Reply::text("done"),
+                // Its type says `background: true`: the result comes after the turn ends.
+                Reply::text("got its result"),
             ],
         );
         server.route(
@@ -2053,8 +2071,18 @@ mod corpus {
         let o = orchestrator(&server, dir.path());
         let (outcome, _) = o.run("main", "PARENT").await.unwrap();
         assert_eq!(outcome.stop, StopKind::Done);
+        assert_eq!(outcome.text, "got its result");
         server.assert_clean();
         let requests = server.requests();
+        let delivered = requests
+            .iter()
+            .rfind(|r| r.first_user_text() == "PARENT")
+            .unwrap()
+            .last_user_text();
+        assert!(
+            delivered.contains("task_1") && delivered.contains("used"),
+            "{delivered}"
+        );
         let first = |text: &str| {
             requests
                 .iter()
