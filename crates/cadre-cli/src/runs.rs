@@ -171,6 +171,10 @@ fn ids<'a>(found: impl Iterator<Item = &'a Found>) -> String {
 
 /// The time in a run id (`20261201-101500-1234` → 2026-12-01T10:15:00Z).
 fn id_time(id: &str) -> Option<SystemTime> {
+    // Byte slicing below needs ASCII; a folder named otherwise has no time in its name.
+    if !id.is_ascii() {
+        return None;
+    }
     let (date, time) = (id.get(0..8)?, id.get(9..15)?);
     if id.as_bytes().get(8) != Some(&b'-') {
         return None;

@@ -89,9 +89,12 @@ impl ModelError {
         let text = format!("{kind} {message}").to_lowercase();
         [
             "prompt is too long",
+            "context limit",
             "maximum context length",
             "context_length_exceeded",
             "context window",
+            "exceed_context_size",
+            "exceeds the available context",
             "too many tokens",
         ]
         .iter()
@@ -104,5 +107,51 @@ impl ModelError {
             Self::Api { retry_after, .. } => *retry_after,
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, kind: &str, message: &str) -> ModelError {
+        ModelError::Api {
+            status,
+            kind: kind.into(),
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn refusals_for_length_are_told_from_other_errors() {
+        for (kind, message) in [
+            (
+                "invalid_request_error",
+                "prompt is too long: 210000 tokens > 200000 maximum",
+            ),
+            (
+                "invalid_request_error",
+                "input length and `max_tokens` exceed context limit: 199000 + 8192 > 200000",
+            ),
+            (
+                "invalid_request_error",
+                "This model's maximum context length is 8192 tokens.",
+            ),
+            (
+                "exceed_context_size_error",
+                "the request exceeds the available context size",
+            ),
+        ] {
+            assert!(api(400, kind, message).is_context_too_long(), "{message}");
+        }
+        assert!(!api(
+            400,
+            "invalid_request_error",
+            "messages: roles must alternate"
+        )
+        .is_context_too_long());
+        assert!(!api(529, "overloaded_error", "prompt is too long").is_context_too_long());
+        assert!(!ModelError::Protocol("prompt is too long".into()).is_context_too_long());
     }
 }

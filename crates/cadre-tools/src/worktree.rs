@@ -104,6 +104,20 @@ pub enum WorktreeError {
          not starting with '.' or '-'"
     )]
     InvalidRunId(String),
+    /// The worktree is no longer the agent's checkout of its branch (its `.git` was
+    /// removed, or it switched branches): nothing is committed or removed, so neither the
+    /// main checkout nor another branch is touched.
+    #[error(
+        "the worktree {path} is no longer a checkout of {branch} ({why}); nothing was committed or removed: look at it, then `git worktree remove --force` it"
+    )]
+    NotIntact {
+        /// The worktree folder.
+        path: PathBuf,
+        /// The branch it should be on.
+        branch: String,
+        /// What was found instead.
+        why: String,
+    },
     /// A git command failed.
     #[error("`{command}` failed: {stderr}")]
     Git {
@@ -247,6 +261,7 @@ impl Worktree {
     /// folder. Commits the agent made itself count, provided it left the worktree on its
     /// branch.
     pub async fn finish(self, message: &str) -> Result<Finished, WorktreeError> {
+        self.check_intact().await?;
         // New files count even where the user's config hides untracked files from status.
         let status = Git::new(&self.path)
             .args(["status", "--porcelain", "--untracked-files=normal"])
@@ -290,6 +305,43 @@ impl Worktree {
         let branch = self.branch.clone();
         self.remove(false).await?;
         Ok(Finished::Committed { branch, diffstat })
+    }
+
+    /// Fails unless the folder is still this worktree, on its branch: an agent that removed
+    /// its `.git` would otherwise have git find the main repository above it, and `add -A`
+    /// would stage the person's own checkout.
+    async fn check_intact(&self) -> Result<(), WorktreeError> {
+        let broken = |why: String| WorktreeError::NotIntact {
+            path: self.path.clone(),
+            branch: self.branch.clone(),
+            why,
+        };
+        let top = Git::new(&self.path)
+            .args(["rev-parse", "--show-toplevel"])
+            .run()
+            .await
+            .map_err(|e| broken(e.to_string()))?;
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same(Path::new(&top), &self.path) {
+            return Err(broken(format!("git finds the repository at {top}")));
+        }
+        let head = Git::new(&self.path)
+            .args(["symbolic-ref", "-q", "HEAD"])
+            .run()
+            .await
+            .unwrap_or_default();
+        if head != format!("refs/heads/{}", self.branch) {
+            let now = if head.is_empty() {
+                "a detached HEAD"
+            } else {
+                head.as_str()
+            };
+            return Err(broken(format!("it is on {now}")));
+        }
+        Ok(())
     }
 
     /// Removes the worktree and its branch, whatever they hold.

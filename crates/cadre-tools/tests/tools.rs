@@ -1982,6 +1982,43 @@ mod worktree {
             .unwrap_or_else(|e| panic!("create {run} {agent}: {e}"))
     }
 
+    #[tokio::test]
+    async fn a_worktree_whose_git_was_removed_or_that_switched_branch_commits_nothing() {
+        let repo = Repo::new();
+        // The person's own uncommitted work in the main checkout.
+        repo.write("README.md", "edited by the person\n");
+        let before = repo.status();
+        let log = || git(&repo.root(), &["log", "--all", "--oneline"]);
+        let commits = log();
+        let wt = create(&repo.root(), "r1", "main/code#1").await;
+        std::fs::remove_file(wt.path.join(".git")).unwrap();
+        write(&wt.path, "new.txt", "x\n");
+        let path = wt.path.clone();
+        match wt.finish("m").await {
+            Err(WorktreeError::NotIntact { why, .. }) => {
+                assert!(why.contains("repository"), "{why}")
+            }
+            other => panic!("expected NotIntact, got {other:?}"),
+        }
+        assert_eq!(repo.status(), before, "the main checkout was staged");
+        assert_eq!(log(), commits, "something was committed");
+        assert!(
+            path.exists(),
+            "the folder must stay for a person to look at"
+        );
+
+        let wt = create(&repo.root(), "r2", "main/code#1").await;
+        git(&wt.path, &["switch", "-q", "-c", "elsewhere"]);
+        write(&wt.path, "new.txt", "x\n");
+        match wt.finish("m").await {
+            Err(WorktreeError::NotIntact { why, .. }) => {
+                assert!(why.contains("elsewhere"), "{why}")
+            }
+            other => panic!("expected NotIntact, got {other:?}"),
+        }
+        assert_eq!(log(), commits);
+    }
+
     async fn committed(wt: Worktree, message: &str) -> (String, String) {
         match wt.finish(message).await {
             Ok(Finished::Committed { branch, diffstat }) => (branch, diffstat),

@@ -21,8 +21,21 @@ impl RunDir {
         Self::create_named(runs, &new_run_id())
     }
 
-    /// Creates a run folder named `id`, or `id-1`, `id-2`, … when that is taken.
+    /// Creates a run folder named `id`, or `id-1`, `id-2`, … when that is taken. An id that
+    /// is not one plain folder name (ASCII letters, digits, `.`, `_`, `-`, not starting
+    /// with `.` or `-`) is refused, so no id can lead outside `runs`.
     pub fn create_named(runs: &Path, id: &str) -> std::io::Result<Self> {
+        let plain = !id.is_empty()
+            && !id.starts_with(['.', '-'])
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !plain {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{id:?} is not a run id (letters, digits, '.', '_' and '-' only)"),
+            ));
+        }
         for n in 0..1000u32 {
             let id = match n {
                 0 => id.to_owned(),
@@ -115,7 +128,6 @@ impl Transcript {
     }
 }
 
-/// `YYYYMMDD-HHMMSS` (UTC) for a moment.
 /// A new run id: the UTC time and the process id (`20261201-101500-1234`).
 pub fn new_run_id() -> String {
     format!(
@@ -125,6 +137,7 @@ pub fn new_run_id() -> String {
     )
 }
 
+/// `YYYYMMDD-HHMMSS` (UTC) for a moment.
 fn utc_stamp(at: std::time::SystemTime) -> String {
     // "2026-11-29T17:50:00Z" → "20261129-175000"
     humantime::format_rfc3339_seconds(at)

@@ -184,6 +184,8 @@ impl Agent {
                         Ok((compacted, used)) => {
                             history = compacted;
                             usage.add(&used);
+                            // The refused request is sent again: it was no turn.
+                            turns -= 1;
                             continue;
                         }
                         Err(e) => {
@@ -242,6 +244,9 @@ impl Agent {
                         history.push(results);
                         self.log(&history[history.len() - 1]);
                         continue;
+                    }
+                    if self.ctx.cancel.is_cancelled() {
+                        break StopKind::Cancelled;
                     }
                 }
                 break stop;

@@ -30,6 +30,8 @@ struct Entry {
     result: watch::Receiver<Option<TaskResult>>,
     /// Whether the parent has been given its result (by `TaskOutput` or a delivery).
     delivered: bool,
+    /// Its task, aborted if the parent's handle goes away without waiting for it.
+    task: Option<tokio::task::AbortHandle>,
 }
 
 /// The background subagents one parent started, by task id (`task_1`, `task_2`, …).
@@ -37,6 +39,20 @@ struct Entry {
 pub struct Background {
     tasks: Mutex<BTreeMap<u32, Entry>>,
     next: AtomicU32,
+}
+
+impl Drop for Background {
+    /// A parent dropped without waiting (its own call cut off after a cancel) takes its
+    /// background subagents with it: none runs on unowned.
+    fn drop(&mut self) {
+        let tasks = self.tasks.get_mut().unwrap_or_else(|e| e.into_inner());
+        for entry in tasks.values() {
+            entry.cancel.cancel();
+            if let Some(task) = &entry.task {
+                task.abort();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Background {
@@ -77,9 +93,20 @@ impl Background {
                 cancel: cancel.clone(),
                 result: rx,
                 delivered: false,
+                task: None,
             },
         );
         (task_id(n), cancel, Reporter(tx))
+    }
+
+    /// Notes the task running the background subagent `id`, so it can be aborted.
+    pub fn attach(&self, id: &str, task: tokio::task::AbortHandle) {
+        let Some(n) = id.strip_prefix("task_").and_then(|n| n.parse::<u32>().ok()) else {
+            return;
+        };
+        if let Some(e) = self.lock().get_mut(&n) {
+            e.task = Some(task);
+        }
     }
 
     /// Cancels every background subagent still running (the parent stopped early).

@@ -68,8 +68,12 @@ impl Agent {
             agent: self.config.path.clone(),
         });
         if !self.model.server_compaction() {
-            let (summary, used) = self.summarise(history).await?;
-            let compacted = context::replace_with_summary(history, history.len(), &summary);
+            // The newest turns stay as they are, so the summary request is smaller than
+            // the one that may have been refused as too long.
+            let split =
+                context::summary_split(history, context::KEEP_TURNS).unwrap_or(history.len());
+            let (summary, used) = self.summarise(&history[..split]).await?;
+            let compacted = context::replace_with_summary(history, split, &summary);
             return Ok((compacted, used, "cadre"));
         }
         let mut request = self.request(history);

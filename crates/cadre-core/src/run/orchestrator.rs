@@ -229,6 +229,15 @@ pub struct Parent {
 }
 
 impl Parent {
+    /// The same handle without its background subagents, for a task that must not keep
+    /// them alive.
+    pub(crate) fn detached(&self) -> Self {
+        Self {
+            background: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     fn new(path: String, depth: u32, model: String, workspace: Arc<Workspace>) -> Self {
         Self {
             path,
@@ -700,12 +709,19 @@ impl Orchestrator {
         } else {
             None
         };
-        let workspace = match &worktree {
-            Some(wt) => Arc::new(
-                Workspace::new(wt.workspace())
-                    .map_err(|e| format!("subagent {path} could not work in its worktree: {e}"))?,
-            ),
+        let workspace = match worktree.as_ref().map(|wt| Workspace::new(wt.workspace())) {
             None => parent.workspace.clone(),
+            Some(Ok(w)) => Arc::new(w),
+            Some(Err(e)) => {
+                if let Some(wt) = worktree {
+                    if let Err(e) = wt.discard().await {
+                        tracing::warn!("could not remove the worktree of {path}: {e}");
+                    }
+                }
+                return Err(format!(
+                    "subagent {path} could not work in its worktree: {e}"
+                ));
+            }
         };
         let me = Parent::new(path.clone(), depth, model, workspace);
         let outcome = self

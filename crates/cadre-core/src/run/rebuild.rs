@@ -77,6 +77,7 @@ impl Rebuilt {
     }
 
     fn apply(&mut self, step: &Step) {
+        let was_cancelled = self.cancelled;
         self.cancelled = false;
         match step {
             Step::Response { response, .. } => {
@@ -140,6 +141,9 @@ impl Rebuilt {
                 self.usage.add(usage);
                 self.pending = None;
                 self.last_input = 0;
+                // Compacting an ended conversation (`/compact`) leaves it ended as it was,
+                // so it still takes a follow-up.
+                self.cancelled = was_cancelled;
             }
             // A cancelled agent (Ctrl-C) may be resumed like a killed one.
             Step::Finished {
@@ -254,6 +258,18 @@ mod tests {
         assert_eq!(r.usage.total(), 12 + 900);
         assert_eq!(r.last_input, 0);
         assert!(r.pending.is_none() && r.finished.is_none());
+
+        // A cancelled conversation compacted by `/compact` still takes a follow-up.
+        let mut cancelled = steps[..3].to_vec();
+        cancelled.push(Step::Finished {
+            agent: "main".into(),
+            stop: StopKind::Cancelled,
+            text: String::new(),
+        });
+        cancelled.push(steps[3].clone());
+        let r = Rebuilt::from_steps(&cancelled).unwrap();
+        assert!(r.cancelled);
+        assert_eq!(r.history, compacted);
     }
 
     #[test]

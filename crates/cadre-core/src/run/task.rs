@@ -131,9 +131,11 @@ impl Tool for TaskTool {
                 .background
                 .start(&input.description, &ctx.cancel);
             let orchestrator = self.orchestrator.clone();
-            let parent = self.parent.clone();
+            // Without the parent's own background list, so the task does not keep it (and
+            // itself) alive: dropping the parent's handle aborts it.
+            let parent = self.parent.detached();
             let call = ctx.call_id.clone();
-            tokio::spawn(async move {
+            let handle = tokio::spawn(async move {
                 let task = TaskCall {
                     subagent_type: &input.subagent_type,
                     description: &input.description,
@@ -143,6 +145,7 @@ impl Tool for TaskTool {
                 };
                 reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
             });
+            self.parent.background.attach(&id, handle.abort_handle());
             return Ok(ToolOutput::ok(format!(
                 "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
             )));
