@@ -362,20 +362,11 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
     }
     let live: Arc<dyn Model> = match args.provider {
         Provider::Anthropic => {
-            let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
-            if key.trim().is_empty() {
-                return Err(ConfigError(NO_KEY.into()).into());
+            // The key and base URL are read in one place, the provider's own.
+            let mut config = AnthropicConfig::from_env().map_err(|_| ConfigError(NO_KEY.into()))?;
+            if let Some(url) = &args.base_url {
+                config.base_url.clone_from(url);
             }
-            let mut config = AnthropicConfig::new(key.trim());
-            config.base_url = args
-                .base_url
-                .clone()
-                .or_else(|| {
-                    std::env::var("ANTHROPIC_BASE_URL")
-                        .ok()
-                        .filter(|u| !u.is_empty())
-                })
-                .unwrap_or(config.base_url);
             config.version = args.api_version.clone();
             config.http.retry.max_retries = args.max_retries;
             Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)

@@ -232,6 +232,22 @@ async fn the_budget_stops_the_run() {
 }
 
 #[tokio::test]
+async fn a_key_and_base_url_pasted_with_spaces_still_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("reached")]);
+    let url = format!(" {}\n", server.uri());
+    let out = cadre(dir.path(), &url, Some(" k-with-spaces \n"), &["run", "q"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("reached"));
+    assert_eq!(
+        server.requests()[0].header("x-api-key"),
+        Some("k-with-spaces")
+    );
+    server.assert_clean();
+}
+
+#[tokio::test]
 async fn configuration_problems_get_one_plain_sentence() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;

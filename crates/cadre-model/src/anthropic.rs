@@ -53,7 +53,7 @@ impl AnthropicConfig {
                 "ANTHROPIC_API_KEY is not set; export your Anthropic API key to use the anthropic provider.".into(),
             ));
         }
-        let mut config = Self::new(key);
+        let mut config = Self::new(key.trim());
         if let Ok(url) = std::env::var("ANTHROPIC_BASE_URL") {
             if !url.trim().is_empty() {
                 config.base_url = url.trim().to_owned();

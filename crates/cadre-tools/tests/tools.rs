@@ -1245,6 +1245,10 @@ async fn bash_network_can_be_denied() {
             assert!(!out.content.contains("connected"), "{}", out.content);
             assert!(out.content.contains("Permission denied"), "{}", out.content);
         } else {
+            assert!(
+                std::env::var_os("CADRE_REQUIRE_LANDLOCK").is_none(),
+                "CADRE_REQUIRE_LANDLOCK is set but Landlock ABI < 4 cannot deny TCP"
+            );
             eprintln!("NOTE: Landlock ABI < 4 cannot deny TCP; the deny half is skipped");
         }
     }
