@@ -218,8 +218,10 @@ impl Session {
         });
         let orchestrator = self.orchestrator(events);
         let turn_cancel = CancellationToken::new();
+        // Cancelled by a second Ctrl-C: stop waiting for the agents at all.
+        let quit = CancellationToken::new();
         match signals {
-            Signals::Process => spawn_signal_watch(orchestrator.cancel_token()),
+            Signals::Process => spawn_signal_watch(orchestrator.cancel_token(), quit.clone()),
             Signals::Turn => {
                 let cancel = orchestrator.cancel_token();
                 let done = turn_cancel.clone();
@@ -250,7 +252,8 @@ impl Session {
             tokio::pin!(run);
             loop {
                 tokio::select! {
-                    result = &mut run => break result,
+                    result = &mut run => break Some(result),
+                    () = quit.cancelled() => break None,
                     Some(event) = rx.recv() => display.event(&event),
                     _ = ticker.tick() => display.tick(
                         &orchestrator.roster(),
@@ -264,7 +267,28 @@ impl Session {
         while let Ok(event) = rx.try_recv() {
             display.event(&event);
         }
-        let (outcome, summary) = result.map_err(|e| ConfigError(e.to_string()))?;
+        let (outcome, summary) = match result {
+            Some(result) => result.map_err(|e| ConfigError(e.to_string()))?,
+            // The run's future is dropped above: its commands' process groups are killed
+            // and sandbox folders removed as their owners drop; the summary is what ended.
+            None => {
+                let task = match job {
+                    Job::Fresh(t) | Job::Continue(_, t) => t.as_str(),
+                    Job::Resume(_) => "",
+                };
+                let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let summary = orchestrator.abandon(task, elapsed);
+                let outcome = cadre_core::AgentOutcome {
+                    text: String::new(),
+                    stop: StopKind::Cancelled,
+                    turns: 0,
+                    tool_calls: 0,
+                    usage: Default::default(),
+                    history: Vec::new(),
+                };
+                (outcome, summary)
+            }
+        };
         display.finish(&outcome, &summary, &self.model_id);
         if let StopKind::ModelError(e) = &outcome.stop {
             if quiet || args.output_format != crate::args::OutputFormat::Text {
@@ -400,8 +424,9 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
     }
 }
 
-/// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C exits at once.
-fn spawn_signal_watch(cancel: CancellationToken) {
+/// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C cancels `quit`, and the run is
+/// given up at once (its agents' commands killed, what can be written written).
+fn spawn_signal_watch(cancel: CancellationToken, quit: CancellationToken) {
     tokio::spawn(async move {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -420,7 +445,8 @@ fn spawn_signal_watch(cancel: CancellationToken) {
         eprintln!("\ncadre: stopping every agent (Ctrl-C again to quit at once)");
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(Code::Cancelled as i32);
+            eprintln!("cadre: quitting now");
+            quit.cancel();
         }
     });
 }

@@ -1756,6 +1756,75 @@ mod sessions {
     }
 
     #[tokio::test]
+    async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        // cadre's own temp folder, to see that no sandbox folder is left in it.
+        let tmp = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        server.route(
+            Match::FirstUserContains("PARENT".into()),
+            vec![Reply::tasks([("t1", "code", "Sleeper")])],
+        );
+        server.route(
+            Match::FirstUserContains("Sleeper".into()),
+            vec![Reply::tool_use(
+                "s1",
+                "bash",
+                json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+            )],
+        );
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+            .current_dir(dir.path())
+            .env("HOME", home.path())
+            .env("TMPDIR", tmp.path())
+            .env("ANTHROPIC_API_KEY", "k")
+            .env("ANTHROPIC_BASE_URL", server.uri())
+            .env_remove("CADRE_MODEL")
+            .env_remove("RUST_LOG")
+            .args(["run", "PARENT task"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid_file = dir.path().join("sleeper.pid");
+        wait_for("the subagent's command to start", || pid_file.exists()).await;
+        let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+        let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(status.code(), Some(130));
+        let sleeper: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let alive = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_ok();
+        assert!(
+            !alive,
+            "the subagent's command (group {sleeper}) was orphaned"
+        );
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with("cadre-sandbox-"))
+            .collect();
+        assert!(left.is_empty(), "sandbox folders left: {left:?}");
+        let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+            .unwrap()
+            .collect();
+        let run = runs[0].as_ref().unwrap().path();
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
+    }
+
+    #[tokio::test]
     async fn continue_sends_the_conversation_with_the_follow_up_and_a_continued_run_resumes() {
         let dir = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();

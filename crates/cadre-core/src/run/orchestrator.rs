@@ -617,6 +617,27 @@ impl Orchestrator {
         Ok((outcome, summary))
     }
 
+    /// Gives the run up without waiting for its agents (a second Ctrl-C): cancels every
+    /// agent and writes `summary.json` from what has ended so far, stop `cancelled`. The
+    /// caller then drops the run's future, whose agents' commands die with it.
+    pub fn abandon(&self, task: &str, elapsed_ms: u64) -> RunSummary {
+        self.cancel.cancel();
+        let summary = RunSummary {
+            run_id: self.run_dir().map(|d| d.id().to_owned()),
+            task: task.to_owned(),
+            answer: String::new(),
+            stop: StopKind::Cancelled,
+            elapsed_ms,
+            usage: self.usage(),
+        };
+        if let Some(dir) = self.run_dir() {
+            if let Err(e) = dir.write_summary(&summary) {
+                tracing::warn!("could not write the run summary: {e}");
+            }
+        }
+        summary
+    }
+
     /// The run folder, once `run` has created it.
     pub fn run_dir(&self) -> Option<RunDir> {
         self.run_dir
