@@ -207,7 +207,6 @@ async fn streamed_text() {
     assert_eq!(reqs.len(), 1);
     assert!(reqs[0].is_stream());
     assert_eq!(reqs[0].first_user_text(), "hi");
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -247,7 +246,6 @@ async fn tool_use_json_split_across_chunks() {
             }
         ]
     );
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -301,7 +299,6 @@ async fn thinking_signature_and_unknown_blocks_round_trip() {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[1].messages()[1]["content"], Value::Array(expected));
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -340,7 +337,6 @@ async fn usage_reports_cache_reads_and_writes() {
         reqs[0].body["system"][0]["cache_control"],
         json!({"type": "ephemeral"})
     );
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -375,7 +371,6 @@ async fn non_streaming_call() {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
     assert!(!reqs[0].is_stream());
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -398,7 +393,6 @@ async fn rate_limit_honours_retry_after() {
     assert_eq!(out.unwrap().text(), "after the wait");
     assert_waited_retry_after(start, &events);
     assert_eq!(server.requests().len(), 2);
-    server.assert_clean();
 }
 
 async fn recovers_after(first: Reply) -> Vec<ModelEvent> {
@@ -408,7 +402,6 @@ async fn recovers_after(first: Reply) -> Vec<ModelEvent> {
     assert_eq!(out.unwrap().text(), "recovered");
     assert_eq!(server.requests().len(), 2);
     assert_eq!(retries(&events).len(), 1);
-    server.assert_clean();
     events
 }
 
@@ -462,7 +455,6 @@ async fn truncated_every_time_gives_up() {
     assert_eq!(server.requests().len(), 4);
     assert_eq!(retries(&events).len(), 3);
     assert_no_key(&err);
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -477,12 +469,12 @@ async fn invalid_request_fails_at_once() {
     assert_api_error(&out.unwrap_err(), 400, "invalid_request_error", msg);
     assert!(retries(&events).is_empty());
     assert_eq!(server.requests().len(), 1);
-    server.assert_clean();
 }
 
 #[tokio::test]
 async fn unauthorized_is_not_retried_and_echoed_keys_are_redacted() {
     let server = MockServer::start().await;
+    server.allow_unused_replies();
     server.route(
         Match::Any,
         vec![
@@ -497,7 +489,6 @@ async fn unauthorized_is_not_retried_and_echoed_keys_are_redacted() {
     let (out, events) = send(&model(&server), request("hi")).await;
     assert_unauthorized_redacted(&out.unwrap_err(), &events, KEY);
     assert_eq!(server.requests().len(), 1);
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -516,7 +507,6 @@ async fn stalled_stream_hits_idle_timeout_then_retries() {
     let r = retries(&events);
     assert_eq!(r.len(), 1);
     assert!(r[0].2.contains("sent nothing"), "{}", r[0].2);
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -556,7 +546,6 @@ async fn sends_key_and_version_headers() {
     assert_eq!(reqs[1].header("anthropic-version"), Some("2099-01-01"));
     assert_eq!(reqs[0].body["model"], "claude-sonnet-5-5");
     assert_eq!(reqs[0].body["max_tokens"], 1024);
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -565,7 +554,6 @@ async fn trailing_slash_in_base_url() {
     server.route(Match::Any, vec![Reply::text("ok")]);
     let m = AnthropicModel::new(config(&format!("{}/", server.uri()))).unwrap();
     assert_eq!(send(&m, request("hi")).await.0.unwrap().text(), "ok");
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -593,7 +581,6 @@ async fn key_never_shown() {
         assert_no_key(&err);
     }
     assert_eq!(server.pending_replies(), 0);
-    server.assert_clean();
 }
 
 /// `OpenAiModel` against a local Chat Completions mock.
@@ -1577,7 +1564,6 @@ mod context_window {
         for r in server.info_requests() {
             assert_eq!(r.header("authorization"), Some(auth.as_str()), "{}", r.path);
         }
-        server.assert_clean();
     }
 
     #[tokio::test]
@@ -1629,7 +1615,6 @@ mod context_window {
         // "Unknown" is an answer too: not asked again.
         assert_eq!(m.context_window("gpt-test").await, None);
         assert_eq!(paths(&server).len(), 2);
-        server.assert_clean();
     }
 
     #[tokio::test]

@@ -21,8 +21,8 @@
 //! use cadre_testkit::{Match, MockServer, Reply};
 //! let server = MockServer::start().await;
 //! server.route(Match::Any, vec![Reply::text("hello")]);
-//! // point the client at server.uri(), run it, then:
-//! server.assert_clean();
+//! // point the client at server.uri() and run it; when `server` is dropped it fails the
+//! // test on any protocol violation or scripted reply nobody requested.
 //! # }
 //! ```
 

@@ -269,6 +269,8 @@ struct Inner {
     info_requests: Vec<InfoRequest>,
     /// Messages requests whose estimated input exceeds this are refused as too long.
     context_window: Option<u64>,
+    /// Whether scripted replies may be left unused when the server is dropped.
+    allow_unused: bool,
 }
 
 /// State shared between the handle and the server thread.
@@ -386,6 +388,38 @@ struct Handle {
     _shutdown: oneshot::Sender<()>,
 }
 
+impl Drop for Handle {
+    /// The server checks itself when the test lets go of it: every protocol violation it
+    /// saw, and every scripted reply nobody asked for, fails the test — no test can forget
+    /// to look. (Not while the test is already failing: that would hide its own panic.)
+    #[allow(clippy::panic)] // Test helper: failing the test is its whole purpose.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let inner = self.shared.lock();
+        let mut problems: Vec<String> = inner.violations.clone();
+        if !inner.allow_unused {
+            for route in inner.routes.iter().filter(|r| !r.replies.is_empty()) {
+                problems.push(format!(
+                    "{} scripted repl{} for {:?} never requested",
+                    route.replies.len(),
+                    if route.replies.len() == 1 { "y" } else { "ies" },
+                    route.matcher
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            panic!(
+                "mock server at {} found {} problem(s):\n  {}",
+                self.uri,
+                problems.len(),
+                problems.join("\n  ")
+            );
+        }
+    }
+}
+
 /// A local mock of the Messages API (`POST /v1/messages`); clones share one server.
 ///
 /// The server runs on its own thread and runtime, so it keeps answering even while a test
@@ -496,6 +530,18 @@ impl MockServer {
     /// Protocol violations found so far, each naming its request index.
     pub fn violations(&self) -> Vec<String> {
         self.shared().lock().violations.clone()
+    }
+
+    /// The violations recorded so far, cleared: for a test that provokes them on purpose
+    /// (the server would otherwise fail it when dropped).
+    pub fn take_violations(&self) -> Vec<String> {
+        std::mem::take(&mut self.shared().lock().violations)
+    }
+
+    /// Lets scripted replies go unused (a test that stops a run midway): by default a
+    /// reply never requested fails the test when the server is dropped.
+    pub fn allow_unused_replies(&self) {
+        self.shared().lock().allow_unused = true;
     }
 
     /// How many scripted replies have not been used yet.

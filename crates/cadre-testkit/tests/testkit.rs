@@ -99,7 +99,6 @@ async fn streamed_text_reply() {
     assert_eq!(reqs[0].first_user_text(), "hi");
     assert_eq!(reqs[0].system_text(), "you are a test");
     assert_eq!(reqs[0].tool_names(), ["read_file"]);
-    server.assert_clean();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +159,6 @@ async fn streamed_blocks_rebuild() {
     assert_eq!(starts[2]["input"], json!({}));
     let stop = events.iter().find(|(n, _)| n == "message_delta").unwrap();
     assert_eq!(stop.1["delta"]["stop_reason"], "tool_use");
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -187,12 +185,12 @@ async fn non_streamed_reply() {
     );
     assert_eq!(msg["usage"]["input_tokens"], 10);
     assert_eq!(msg["usage"]["output_tokens"], 5);
-    server.assert_clean();
 }
 
 #[tokio::test]
 async fn routes_by_first_user_message() {
     let server = MockServer::start().await;
+    server.allow_unused_replies();
     server.route(
         Match::FirstUserContains("alpha".into()),
         vec![Reply::text("A1"), Reply::text("A2")],
@@ -219,7 +217,7 @@ async fn routes_by_first_user_message() {
         .as_str()
         .unwrap()
         .contains("no scripted reply for request 3"));
-    let v = server.violations();
+    let v = server.take_violations();
     assert_eq!(v.len(), 1);
     assert!(
         v[0].starts_with("request 3:") && v[0].contains("task beta"),
@@ -242,7 +240,6 @@ async fn error_status_with_retry_after() {
         body,
         json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
     );
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -271,7 +268,6 @@ async fn stream_error_and_raw_sse() {
     // Not streaming: the HTTP status the API uses for that error.
     let resp = post(&server, &request_body("hi", false)).await;
     assert_eq!(resp.status(), 529);
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -302,7 +298,6 @@ async fn truncated_stream_ends_cleanly_early() {
     let text = resp.text().await.unwrap();
     assert!(text.starts_with('{') && text.len() > 20, "{text}");
     assert!(serde_json::from_str::<Value>(&text).is_err());
-    server.assert_clean();
 }
 
 #[tokio::test]
@@ -385,7 +380,6 @@ async fn barrier_opens_with_three_concurrent_requests() {
     }
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(server.max_in_flight(), 3);
-    server.assert_clean();
 
     // Once open it stays open: a lone request now goes straight through.
     server.route(Match::Any, vec![Reply::text("four")]);
@@ -393,12 +387,12 @@ async fn barrier_opens_with_three_concurrent_requests() {
         post(&server, &request_body("hi", false)).await.status(),
         200
     );
-    server.assert_clean();
 }
 
 #[tokio::test]
 async fn barrier_times_out_with_one_request() {
     let server = MockServer::start().await;
+    server.allow_unused_replies();
     server.route(Match::Any, vec![Reply::text("never sent")]);
     server.hold_until_in_flight(2, Duration::from_millis(300));
     let started = Instant::now();
@@ -412,7 +406,7 @@ async fn barrier_times_out_with_one_request() {
             "message": "barrier timed out: only 1 of 2 requests in flight"}})
     );
     assert_eq!(
-        server.violations(),
+        server.take_violations(),
         ["request 0: barrier timed out: only 1 of 2 requests in flight"]
     );
     // The reply was not used up.
@@ -422,6 +416,7 @@ async fn barrier_times_out_with_one_request() {
 #[tokio::test]
 async fn protocol_violation_answered_400() {
     let server = MockServer::start().await;
+    server.allow_unused_replies();
     server.route(Match::Any, vec![Reply::text("unused")]);
     let body = json!({
         "model": "claude-test",
@@ -446,7 +441,7 @@ async fn protocol_violation_answered_400() {
     let message = err["error"]["message"].as_str().unwrap();
     assert!(message.contains("anthropic-version"), "{message}");
     assert!(message.contains("t1"), "{message}");
-    let v = server.violations();
+    let v = server.take_violations();
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(v.iter().all(|s| s.starts_with("request 0: ")));
     assert_eq!(server.pending_replies(), 1);
@@ -456,13 +451,14 @@ async fn protocol_violation_answered_400() {
 #[tokio::test]
 async fn unknown_path_is_flagged() {
     let server = MockServer::start().await;
+    server.allow_unused_replies();
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/complete", server.uri()))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 404);
-    assert_eq!(server.violations().len(), 1);
+    assert_eq!(server.take_violations().len(), 1);
 }
 
 #[tokio::test]
@@ -492,7 +488,6 @@ async fn models_and_props_answer_what_was_set() {
     assert_eq!(paths, ["/v1/models", "/props", "/v1/models", "/props"]);
     assert_eq!(seen[0].header("Authorization"), Some("Bearer test-key"));
     assert!(server.requests().is_empty());
-    server.assert_clean();
 }
 
 /// The server has its own thread, so a test blocking its current_thread runtime (as when
@@ -517,7 +512,6 @@ async fn serves_while_the_test_thread_blocks() {
     stream.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("blocking ok"));
-    server.assert_clean();
 }
 
 /// Drives the `cadre-test-mcp` server with rmcp's own client, over stdio and streamable HTTP.
@@ -892,4 +886,24 @@ mod mcp {
         assert!(err.contains("no listening line"), "{err}");
         assert!(err.contains("exit status: 1"), "{err}");
     }
+}
+
+#[test]
+fn a_server_dropped_with_unused_replies_or_violations_fails_the_test() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start());
+    server.route(Match::Any, vec![Reply::text("never asked for")]);
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(server)));
+    let message = failed.expect_err("an unused reply must fail the test");
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("never requested"), "{text}");
+
+    // Opted out, the same leftover passes.
+    let server = rt.block_on(MockServer::start());
+    server.route(Match::Any, vec![Reply::text("never asked for")]);
+    server.allow_unused_replies();
+    drop(server);
 }
