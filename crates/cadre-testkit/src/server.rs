@@ -908,9 +908,10 @@ fn stream_response(events: Vec<String>, fault: Option<Fault>, guard: InFlight) -
         match std::mem::replace(&mut st.end, End::Clean) {
             End::Clean => None,
             End::Abort => {
-                // Hyper only flushes when the body is pending; without this pause the status
-                // line and events still sit in its buffer when the abort discards them.
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                // Hyper flushes what it holds when the body is pending: answer pending once
+                // (woken at once), so the status line and events are on the wire before
+                // the abort discards the connection.
+                tokio::task::yield_now().await;
                 Some((
                     Err(io::Error::other("mock: connection dropped mid-stream")),
                     st,
