@@ -1,0 +1,139 @@
+//! How a run is configured (`RunConfig`, `Limits`) and why one cannot start (`RunError`).
+
+use super::*;
+
+/// Limits that hold across the whole tree of agents.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most model requests in flight at once, across every agent.
+    pub max_parallel: usize,
+    /// How deep delegation may go: the primary agent is depth 0, its subagents depth 1.
+    pub max_depth: u32,
+    /// Most `Task` calls one agent may have running at once; the excess is refused.
+    pub max_fanout: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_parallel: 16,
+            max_depth: 2,
+            max_fanout: 64,
+        }
+    }
+}
+
+/// Everything an orchestrator needs besides its registry.
+pub struct RunConfig {
+    /// The folder every agent works in.
+    pub workspace: Arc<Workspace>,
+    /// The model client every agent talks through.
+    pub model: Arc<dyn Model>,
+    /// The model id for the primary agent and for types that say `inherit`.
+    pub model_id: String,
+    /// Tree-wide limits.
+    pub limits: Limits,
+    /// Token budget for the whole tree; `None` is unlimited.
+    pub budget_tokens: Option<u64>,
+    /// Output cap per model response.
+    pub max_tokens: u32,
+    /// The models' context window in tokens (old tool results are cleared near it); `None`
+    /// takes each model's own: known for Claude models, else as the server reports it,
+    /// else [`DEFAULT_CONTEXT_TOKENS`].
+    pub context_tokens: Option<u64>,
+    /// Input tokens at which conversations are compacted, unless an agent type says
+    /// otherwise; `None` never compacts.
+    pub compact_at: Option<u64>,
+    /// Overrides the primary agent's `max_turns`.
+    pub max_turns: Option<u32>,
+    /// Tool caps (bash timeout, output size, …).
+    pub tool_limits: ToolLimits,
+    /// Where run folders go (normally `<workspace>/.cadre/runs`); `None` writes nothing.
+    pub runs_dir: Option<PathBuf>,
+    /// The skills agents may load with the `Skill` tool.
+    pub skills: Arc<SkillSet>,
+    /// Whether `bash` runs under the Landlock sandbox (the default) or without one.
+    pub sandbox: SandboxMode,
+    /// The run's MCP servers, started when an agent allowed them is first built.
+    pub mcp: Arc<McpServers>,
+    /// The run's id (its folder, when that name is free, and its worktree branches);
+    /// `None` makes one. A replay passes the recorded run's, so it names things alike.
+    pub run_id: Option<String>,
+}
+
+impl RunConfig {
+    /// A configuration with default limits and no transcripts.
+    pub fn new(
+        workspace: Arc<Workspace>,
+        model: Arc<dyn Model>,
+        model_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            workspace,
+            model,
+            model_id: model_id.into(),
+            limits: Limits::default(),
+            budget_tokens: None,
+            max_tokens: 8192,
+            context_tokens: None,
+            compact_at: Some(DEFAULT_COMPACT_AT),
+            max_turns: None,
+            tool_limits: ToolLimits::default(),
+            runs_dir: None,
+            skills: Arc::default(),
+            sandbox: SandboxMode::default(),
+            mcp: Arc::default(),
+            run_id: None,
+        }
+    }
+}
+
+/// The context window assumed for a model that neither cadre nor its server knows.
+pub const DEFAULT_CONTEXT_TOKENS: u64 = 200_000;
+
+/// Input tokens at which conversations are compacted by default.
+pub const DEFAULT_COMPACT_AT: u64 = 150_000;
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No such agent type.
+    #[error("unknown agent type {name:?}; the types are: {known}")]
+    UnknownAgent {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// The type exists but may not run as the primary agent.
+    #[error(
+        "agent type {0:?} is a subagent type (mode: subagent) and cannot run as the primary agent"
+    )]
+    NotPrimary(String),
+    /// The type cannot start (every entry of its `tools` was dropped while loading).
+    #[error("{0}")]
+    Unusable(String),
+    /// The run folder could not be created.
+    #[error("cannot create the run folder: {0}")]
+    RunDir(#[from] std::io::Error),
+    /// The run's journal could not be read or written.
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    /// Resuming needs a journal, and this run has none (or no run header).
+    #[error("run {0} has no journal to resume from (it was made by an older cadre, or with --no-transcripts)")]
+    NoJournal(String),
+    /// The run to resume already ended.
+    #[error("run {id} already finished ({stop}); to ask a follow-up, use `cadre run --resume {id} TASK`")]
+    AlreadyFinished {
+        /// The run id.
+        id: String,
+        /// How it ended.
+        stop: String,
+    },
+    /// Compacting the conversation failed.
+    #[error("could not compact the conversation: {0}")]
+    Compact(String),
+    /// The run to continue has not ended: resume it first.
+    #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
+    NotFinished(String),
+}
