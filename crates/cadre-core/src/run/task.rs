@@ -3,7 +3,7 @@
 //! To the agent loop this is one more tool. It holds a handle back to the
 //! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
 
-use crate::run::orchestrator::{Orchestrator, Parent, TaskCall};
+use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
 use async_trait::async_trait;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// `Task`, bound to the agent that may call it.
 pub struct TaskTool {
     orchestrator: Arc<Orchestrator>,
-    parent: Parent,
+    parent: AgentHandle,
     description: String,
     schema: Value,
     /// The types it may start; empty is any.
@@ -34,7 +34,7 @@ struct TaskInput {
 impl TaskTool {
     /// A `Task` tool for `parent`, offering the subagent types of the orchestrator's
     /// registry that `allowed` names (every one when it is empty).
-    pub fn new(orchestrator: Arc<Orchestrator>, parent: Parent, allowed: Vec<String>) -> Self {
+    pub fn new(orchestrator: Arc<Orchestrator>, parent: AgentHandle, allowed: Vec<String>) -> Self {
         let types: Vec<(String, String)> = orchestrator
             .registry()
             .subagents()

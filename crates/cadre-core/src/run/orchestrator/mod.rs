@@ -80,14 +80,15 @@ pub(crate) struct TaskCall<'a> {
     pub background: bool,
 }
 
-/// Who is calling `Task`: the parent's path, depth and model.
+/// The running agent's handle: its path, depth, model and workspace, the `Task` calls it has
+/// running and the subagents it started in the background. Its `Task` tools hold a clone.
 #[derive(Debug, Clone)]
-pub struct Parent {
-    /// The parent's path.
+pub struct AgentHandle {
+    /// The agent's path.
     pub path: String,
-    /// The parent's depth (0 for the primary agent).
+    /// Its depth (0 for the primary agent).
     pub depth: u32,
-    /// The parent's model id, for subagent types that say `inherit`.
+    /// Its model id, which its subagent types that say `inherit` take.
     pub model: String,
     /// `Task` calls of this parent running now.
     running: Arc<AtomicU32>,
@@ -98,7 +99,7 @@ pub struct Parent {
     pub(crate) workspace: Arc<Workspace>,
 }
 
-impl Parent {
+impl AgentHandle {
     /// The same handle without its background subagents, for a task that must not keep
     /// them alive.
     pub(crate) fn detached(&self) -> Self {
@@ -296,7 +297,7 @@ impl Orchestrator {
             spec.max_turns = max_turns;
         }
         let model = self.model_for(&spec, &self.config.model_id);
-        let me = Parent::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
         let outcome = self
             .run_agent(
                 &spec,
@@ -377,7 +378,7 @@ impl Orchestrator {
     async fn run_agent(
         self: &Arc<Self>,
         spec: &AgentSpec,
-        me: Parent,
+        me: AgentHandle,
         description: &str,
         start: Start<'_>,
         cancel: CancellationToken,
@@ -386,7 +387,7 @@ impl Orchestrator {
         let started = Instant::now();
         let (agent, own_servers) = self.build_agent(spec, &me, cancel).await;
         let children = me.background.clone();
-        let Parent { path, model, .. } = me;
+        let AgentHandle { path, model, .. } = me;
         self.roster.insert(
             path.clone(),
             RosterEntry {
@@ -501,7 +502,7 @@ impl Orchestrator {
     async fn build_agent(
         self: &Arc<Self>,
         spec: &AgentSpec,
-        me: &Parent,
+        me: &AgentHandle,
         cancel: CancellationToken,
     ) -> (Agent, Vec<Arc<cadre_mcp::Server>>) {
         let mut available: Vec<&str> = self.builtins.iter().map(|t| t.name()).collect();

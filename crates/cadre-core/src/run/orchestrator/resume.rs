@@ -53,7 +53,7 @@ impl Orchestrator {
         *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
         *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal);
         let model = self.model_for(&spec, &self.config.model_id);
-        let me = Parent::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token())
             .await;

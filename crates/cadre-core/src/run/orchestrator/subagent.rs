@@ -6,7 +6,7 @@ impl Orchestrator {
     /// Runs one subagent for a `Task` call and returns its final text, or why it failed.
     pub(crate) async fn run_subagent(
         self: &Arc<Self>,
-        parent: &Parent,
+        parent: &AgentHandle,
         task: &TaskCall<'_>,
         cancel: CancellationToken,
     ) -> Result<String, String> {
@@ -101,7 +101,7 @@ impl Orchestrator {
                 ));
             }
         };
-        let me = Parent::new(path.clone(), depth, model, workspace);
+        let me = AgentHandle::new(path.clone(), depth, model, workspace);
         let outcome = self
             .run_agent(spec, me, description, start, cancel, background)
             .await;
