@@ -175,28 +175,18 @@ impl Agent {
             });
             let response = match self.send(&history).await {
                 Ok(r) => r,
-                Err(Failed::TooLong(why))
-                    if !compacted_for_length && self.config.compact_at.is_some() =>
-                {
-                    tracing::info!(agent = %self.config.path, "the request was refused as too long ({why}); compacting");
-                    compacted_for_length = true;
-                    match self.compact(&history).await {
-                        Ok((compacted, used)) => {
+                Err(Failed::TooLong(why)) => {
+                    match self.mend_length(&history, &why, compacted_for_length).await {
+                        Some((compacted, used)) => {
                             history = compacted;
                             usage.add(&used);
+                            compacted_for_length = true;
                             // The refused request is sent again: it was no turn.
                             turns -= 1;
                             continue;
                         }
-                        Err(e) => {
-                            tracing::warn!(agent = %self.config.path, "{why}; compacting failed too: {e}");
-                            break StopKind::ContextWindowExceeded;
-                        }
+                        None => break StopKind::ContextWindowExceeded,
                     }
-                }
-                Err(Failed::TooLong(why)) => {
-                    tracing::warn!(agent = %self.config.path, "{why}");
-                    break StopKind::ContextWindowExceeded;
                 }
                 Err(Failed::Stop(stop)) => break stop,
             };

@@ -24,6 +24,29 @@ impl Agent {
         self.config.compact_at.map_or(near, |at| at.min(near))
     }
 
+    /// After a request was refused as too long: compacts once — not twice in a row, and
+    /// not when compaction is off — and returns what replaces the history, or `None` when
+    /// the conversation cannot be made to fit (the loop then stops, `context full`).
+    pub(crate) async fn mend_length(
+        &self,
+        history: &[Message],
+        why: &str,
+        again: bool,
+    ) -> Option<(Vec<Message>, Usage)> {
+        if again || self.config.compact_at.is_none() {
+            tracing::warn!(agent = %self.config.path, "{why}");
+            return None;
+        }
+        tracing::info!(agent = %self.config.path, "the request was refused as too long ({why}); compacting");
+        match self.compact(history).await {
+            Ok(compacted) => Some(compacted),
+            Err(e) => {
+                tracing::warn!(agent = %self.config.path, "{why}; compacting failed too: {e}");
+                None
+            }
+        }
+    }
+
     /// Compacts `history` now and returns what replaces it, with what that cost: where the
     /// server compacts, one `compaction` block it wrote (stop reason `compaction`); elsewhere
     /// a user message holding a summary cadre asked the model for. A last user message that
