@@ -7,7 +7,10 @@
 //! on demand with the `Skill` tool ([`SkillSet`], [`run::skill_tool`]), Claude Code agent files
 //! ([`definitions::claude_agents`]), the token
 //! [`Budget`] shared by the tree, the structured [`Event`]s every agent emits, transcripts on
-//! disk, and usage rolled up per agent and per type. Nothing here knows about terminals.
+//! disk, and usage rolled up per agent and per type. A run's steps go to a journal
+//! ([`record::journal`]) it can be resumed from; long conversations are compacted
+//! ([`run::compaction`]); subagents may run in the background ([`run::background`]) or in
+//! a git worktree of their own (`isolation: worktree`). Nothing here knows about terminals.
 //!
 //! A library caller needs a few lines:
 //!
