@@ -4,7 +4,6 @@
 //! handed to it as one more user message, so no result is lost.
 
 use crate::run::agent::Inbox;
-use crate::run::orchestrator::SubagentError;
 use async_trait::async_trait;
 use cadre_model::ContentBlock;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
@@ -22,7 +21,7 @@ pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
 pub const TASK_STOP_TOOL: &str = "TaskStop";
 
 /// What a subagent handed back: its final text, or why it failed.
-pub type TaskResult = Result<String, SubagentError>;
+pub type TaskResult = Result<String, String>;
 
 /// One background subagent of a parent.
 struct Entry {
@@ -193,11 +192,11 @@ impl Inbox for Background {
                 .await
                 .ok()
                 .and_then(|r| r.clone())
-                .unwrap_or(Err(SubagentError::Lost));
+                .unwrap_or_else(|| Err("it ended without a result".into()));
             self.mark_delivered(n);
             let (status, body) = match result {
                 Ok(t) => ("finished", t),
-                Err(e) => ("failed", e.to_string()),
+                Err(e) => ("failed", e),
             };
             text.push_str(&format!(
                 "\n\n## {} ({description}) {status}\n{body}",
@@ -283,7 +282,7 @@ impl Tool for TaskOutputTool {
                 self.0.mark_delivered(n);
                 match result {
                     Ok(text) => ToolOutput::ok(text),
-                    Err(why) => ToolOutput::error(why.to_string()),
+                    Err(why) => ToolOutput::error(why),
                 }
             }
         })
