@@ -39,8 +39,8 @@ pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
 pub use run::compaction::CompactError;
 pub use run::orchestrator::{
-    Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, DEFAULT_COMPACT_AT,
-    DEFAULT_CONTEXT_TOKENS,
+    Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, SubagentError,
+    DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::outcome::{AgentOutcome, StopKind};
 pub use run::skill_tool::SkillTool;

@@ -4,6 +4,7 @@
 //! handed to it as one more user message, so no result is lost.
 
 use crate::run::agent::Inbox;
+use crate::run::orchestrator::SubagentError;
 use async_trait::async_trait;
 use cadre_model::ContentBlock;
 use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
@@ -21,7 +22,7 @@ pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
 pub const TASK_STOP_TOOL: &str = "TaskStop";
 
 /// What a subagent handed back: its final text, or why it failed.
-pub type TaskResult = Result<String, String>;
+pub type TaskResult = Result<String, SubagentError>;
 
 /// One background subagent of a parent.
 struct Entry {
@@ -192,11 +193,11 @@ impl Inbox for Background {
                 .await
                 .ok()
                 .and_then(|r| r.clone())
-                .unwrap_or_else(|| Err("it ended without a result".into()));
+                .unwrap_or(Err(SubagentError::Lost));
             self.mark_delivered(n);
             let (status, body) = match result {
                 Ok(t) => ("finished", t),
-                Err(e) => ("failed", e),
+                Err(e) => ("failed", e.to_string()),
             };
             text.push_str(&format!(
                 "\n\n## {} ({description}) {status}\n{body}",
@@ -282,7 +283,7 @@ impl Tool for TaskOutputTool {
                 self.0.mark_delivered(n);
                 match result {
                     Ok(text) => ToolOutput::ok(text),
-                    Err(why) => ToolOutput::error(why),
+                    Err(why) => ToolOutput::error(why.to_string()),
                 }
             }
         })

@@ -163,7 +163,7 @@ impl Tool for TaskTool {
             .await;
         Ok(match result {
             Ok(text) => ToolOutput::ok(text),
-            Err(why) => ToolOutput::error(why),
+            Err(why) => ToolOutput::error(why.to_string()),
         })
     }
 }

@@ -40,6 +40,7 @@ mod resume;
 mod subagent;
 
 pub use config::*;
+pub use subagent::SubagentError;
 
 /// One agent that is running now, as the live display shows it.
 #[derive(Debug, Clone, Serialize)]

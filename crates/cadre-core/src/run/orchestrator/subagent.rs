@@ -9,7 +9,7 @@ impl Orchestrator {
         parent: &AgentHandle,
         task: &TaskCall<'_>,
         cancel: CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, SubagentError> {
         let TaskCall {
             subagent_type,
             description,
@@ -23,28 +23,29 @@ impl Orchestrator {
             .filter(|s| s.mode.is_subagent())
         else {
             let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
-            return Err(format!(
-                "unknown subagent_type {subagent_type:?}; the subagent types are: {}",
-                known.join(", ")
-            ));
+            return Err(SubagentError::UnknownType {
+                name: subagent_type.to_owned(),
+                known: known.join(", "),
+            });
         };
         if let Some(why) = spec.unusable() {
-            return Err(why);
+            return Err(SubagentError::Unusable(why));
         }
         let depth = parent.depth + 1;
         if depth > self.config.limits.max_depth {
-            return Err(format!(
-                "delegation is limited to {} levels; {} cannot start another subagent — do this work yourself",
-                self.config.limits.max_depth, parent.path
-            ));
+            return Err(SubagentError::DepthLimit {
+                limit: self.config.limits.max_depth,
+                parent: parent.path.clone(),
+            });
         }
         let running = parent.running.fetch_add(1, Ordering::SeqCst);
         let _release = Release(&parent.running);
         if running as usize >= self.config.limits.max_fanout {
-            return Err(format!(
-                "refused: {} already has {} subagents running (the limit is {}); wait for their results and delegate the rest afterwards",
-                parent.path, running, self.config.limits.max_fanout
-            ));
+            return Err(SubagentError::FanOut {
+                parent: parent.path.clone(),
+                running,
+                limit: self.config.limits.max_fanout,
+            });
         }
         // A resumed run finds the subagent this call started before, by the call's id.
         let earlier = self
@@ -82,7 +83,10 @@ impl Orchestrator {
         let worktree = if spec.is_isolated() {
             let wt = Worktree::create(parent.workspace.root(), &self.run_id(), &path)
                 .await
-                .map_err(|e| format!("subagent {path} could not get its own worktree: {e}"))?;
+                .map_err(|e| SubagentError::Worktree {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
             Some(wt)
         } else {
             None
@@ -96,9 +100,10 @@ impl Orchestrator {
                         tracing::warn!("could not remove the worktree of {path}: {e}");
                     }
                 }
-                return Err(format!(
-                    "subagent {path} could not work in its worktree: {e}"
-                ));
+                return Err(SubagentError::Worktree {
+                    path,
+                    reason: format!("its worktree cannot be a workspace: {e}"),
+                });
             }
         };
         let me = AgentHandle::new(path.clone(), depth, model, workspace);
@@ -120,15 +125,81 @@ impl Orchestrator {
                 };
                 match result {
                     Ok(text) => Ok(text + &report),
-                    Err(why) => Err(why + &report),
+                    Err(SubagentError::Stopped {
+                        path, stop, last, ..
+                    }) => Err(SubagentError::Stopped {
+                        path,
+                        stop,
+                        last,
+                        report,
+                    }),
+                    Err(other) => Err(other),
                 }
             }
         }
     }
 }
 
+/// Why a `Task` call brought back no result: its parent receives this as an `is_error`
+/// tool result, in these words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubagentError {
+    /// No subagent type of that name.
+    #[error("unknown subagent_type {name:?}; the subagent types are: {known}")]
+    UnknownType {
+        /// The name asked for.
+        name: String,
+        /// The subagent types there are.
+        known: String,
+    },
+    /// The type cannot start (every entry of its `tools` was dropped while loading).
+    #[error("{0}")]
+    Unusable(String),
+    /// The parent is at the depth limit.
+    #[error("delegation is limited to {limit} levels; {parent} cannot start another subagent — do this work yourself")]
+    DepthLimit {
+        /// The limit.
+        limit: u32,
+        /// The parent's path.
+        parent: String,
+    },
+    /// The parent has as many subagents running as it may.
+    #[error("refused: {parent} already has {running} subagents running (the limit is {limit}); wait for their results and delegate the rest afterwards")]
+    FanOut {
+        /// The parent's path.
+        parent: String,
+        /// How many it has running.
+        running: u32,
+        /// The limit.
+        limit: usize,
+    },
+    /// An isolated subagent could not get its worktree.
+    #[error("subagent {path} could not get its own worktree: {reason}")]
+    Worktree {
+        /// The subagent's path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Its background task ended without handing back anything (it was aborted).
+    #[error("it ended without a result: its task was stopped")]
+    Lost,
+    /// It ran and stopped before finishing its work.
+    #[error("subagent {path} did not finish: {stop}. Its last message: {last}{report}")]
+    Stopped {
+        /// The subagent's path.
+        path: String,
+        /// Why it stopped.
+        stop: StopKind,
+        /// Its last message, or `(none)`.
+        last: String,
+        /// What became of its worktree, when it had one (empty otherwise).
+        report: String,
+    },
+}
+
 /// What a parent's `Task` call gets from a subagent that stopped with `stop`.
-fn subagent_result(path: &str, stop: StopKind, text: String) -> Result<String, String> {
+fn subagent_result(path: &str, stop: StopKind, text: String) -> Result<String, SubagentError> {
     match stop {
         StopKind::Done if text.trim().is_empty() => {
             Ok(format!("({path} finished without a final message)"))
@@ -136,10 +207,12 @@ fn subagent_result(path: &str, stop: StopKind, text: String) -> Result<String, S
         StopKind::Done => Ok(text),
         stop => {
             let last = text.trim();
-            let last = if last.is_empty() { "(none)" } else { last };
-            Err(format!(
-                "subagent {path} did not finish: {stop}. Its last message: {last}"
-            ))
+            Err(SubagentError::Stopped {
+                path: path.to_owned(),
+                stop,
+                last: if last.is_empty() { "(none)" } else { last }.to_owned(),
+                report: String::new(),
+            })
         }
     }
 }
