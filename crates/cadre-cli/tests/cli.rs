@@ -2607,29 +2607,12 @@ mod compaction {
 /// Isolated subagents seen from the command line: their branches listed and removed.
 mod worktrees {
     use super::*;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .expect("git is needed for these tests");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+    use cadre_testkit::git::{git, init_repo};
 
     #[tokio::test]
     async fn runs_show_lists_a_runs_branches_and_runs_branches_delete_removes_them() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        git(root, &["init", "-q"]);
-        git(root, &["config", "user.name", "Tester"]);
-        git(root, &["config", "user.email", "tester@example.com"]);
         std::fs::create_dir(root.join("agents")).unwrap();
         std::fs::write(
             root.join("agents/coder.yaml"),
@@ -2637,8 +2620,7 @@ mod worktrees {
         )
         .unwrap();
         std::fs::write(root.join(".gitignore"), ".cadre/\n").unwrap();
-        git(root, &["add", "-A"]);
-        git(root, &["commit", "-q", "-m", "init"]);
+        init_repo(root);
         let server = MockServer::start().await;
         server.route(
             Match::FirstUserContains("PARENT".into()),

@@ -2017,21 +2017,7 @@ mod corpus {
     async fn preloaded_skills_are_in_the_prompt_and_task_types_limit_what_it_may_start() {
         let dir = tempfile::tempdir().unwrap();
         // The file says `isolation: worktree`: its subagent needs a repository with a commit.
-        for args in [
-            &["init", "-q"][..],
-            &["config", "user.name", "Tester"],
-            &["config", "user.email", "tester@example.com"],
-            &["commit", "-q", "--allow-empty", "-m", "init"],
-        ] {
-            let ok = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir.path())
-                .args(args)
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "git {args:?}");
-        }
+        cadre_testkit::git::init_repo(dir.path());
         let server = MockServer::start().await;
         server.route(
             Match::FirstUserContains("PARENT".into()),
@@ -2898,34 +2884,15 @@ mod background {
 mod worktrees {
     use super::*;
     use cadre_core::{AgentSpec, Orchestrator, Registry};
+    use cadre_testkit::git::{git, init_repo};
     use std::path::Path;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .expect("git is needed for these tests");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
 
     /// A repository with one commit: `shared.txt` and a `.gitignore` for cadre's folder.
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "-q"]);
-        git(dir.path(), &["config", "user.name", "Tester"]);
-        git(dir.path(), &["config", "user.email", "tester@example.com"]);
         std::fs::write(dir.path().join("shared.txt"), "original\n").unwrap();
         std::fs::write(dir.path().join(".gitignore"), ".cadre/\n").unwrap();
-        git(dir.path(), &["add", "-A"]);
-        git(dir.path(), &["commit", "-q", "-m", "init"]);
+        init_repo(dir.path());
         dir
     }
 

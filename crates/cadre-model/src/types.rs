@@ -555,6 +555,13 @@ impl Usage {
         self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
     }
 
+    /// How much of the context window the conversation filled after this response: all
+    /// its input, cached or not, and the answer (compactions, which replaced part of it,
+    /// not counted).
+    pub fn context_size(&self) -> u64 {
+        self.total_input() + self.output_tokens
+    }
+
     /// Input plus output, compactions included: what a token budget counts.
     pub fn total(&self) -> u64 {
         self.total_input() + self.output_tokens + self.compaction.total()

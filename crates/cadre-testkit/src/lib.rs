@@ -27,6 +27,7 @@
 //! ```
 
 pub mod compaction;
+pub mod git;
 pub mod mcp;
 pub mod openai;
 pub mod protocol;

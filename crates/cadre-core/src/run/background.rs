@@ -102,7 +102,7 @@ impl Background {
 
     /// Notes the task running the background subagent `id`, so it can be aborted.
     pub fn attach(&self, id: &str, task: tokio::task::AbortHandle) {
-        let Some(n) = id.strip_prefix("task_").and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(n) = task_number(id) else {
             return;
         };
         if let Some(e) = self.lock().get_mut(&n) {
@@ -142,7 +142,7 @@ impl Background {
         CancellationToken,
         watch::Receiver<Option<TaskResult>>,
     )> {
-        let n = id.trim().strip_prefix("task_")?.parse().ok()?;
+        let n = task_number(id)?;
         self.lock()
             .get(&n)
             .map(|e| (n, e.description.clone(), e.cancel.clone(), e.result.clone()))
@@ -166,6 +166,11 @@ impl Background {
 
 fn task_id(n: u32) -> String {
     format!("task_{n}")
+}
+
+/// The number in a task id (`task_3` → 3), the inverse of [`task_id`].
+fn task_number(id: &str) -> Option<u32> {
+    id.trim().strip_prefix("task_")?.parse().ok()
 }
 
 #[async_trait]

@@ -124,20 +124,17 @@ impl Agent {
         history: &mut Vec<Message>,
         last: &Usage,
     ) -> Option<Usage> {
-        if self.config.compact_at.is_none() || self.model.server_compaction() {
+        if self.config.compact_at.is_none()
+            || self.model.server_compaction()
+            || last.context_size() < self.summarise_at()
+            // Too few turns yet: nothing older than the ones kept as they are.
+            || context::summary_split(history, context::KEEP_TURNS).is_none()
+        {
             return None;
         }
-        if last.total_input() + last.output_tokens < self.summarise_at() {
-            return None;
-        }
-        let split = context::summary_split(history, context::KEEP_TURNS)?;
-        self.emit(Event::Compacting {
-            agent: self.config.path.clone(),
-        });
-        match self.summarise(&history[..split]).await {
-            Ok((summary, used)) => {
-                *history = context::replace_with_summary(history, split, &summary);
-                self.record_compaction(history, used, "cadre").await;
+        match self.compact(history).await {
+            Ok((compacted, used)) => {
+                *history = compacted;
                 Some(used)
             }
             Err(e) => {
@@ -193,7 +190,7 @@ impl Agent {
     /// Clears old tool results once the last request came near the context window, so the
     /// next one still fits.
     pub(crate) fn keep_within_context(&self, history: &mut [Message], last: &Usage) {
-        let used = last.total_input() + last.output_tokens;
+        let used = last.context_size();
         if (used as f64) < self.config.context_tokens as f64 * context::CLEAR_AT {
             return;
         }

@@ -83,7 +83,7 @@ impl Rebuilt {
             Step::Response { response, .. } => {
                 self.turns += 1;
                 self.usage.add(&response.usage);
-                self.last_input = response.usage.total_input() + response.usage.output_tokens;
+                self.last_input = response.usage.context_size();
                 let message = crate::run::agent::sanitized(response);
                 match self.history.last_mut() {
                     Some(last) if last.role == Role::Assistant => {

@@ -322,32 +322,28 @@ impl Orchestrator {
             self.resumed.remove(&path);
             self.record_earlier(&path, &rebuilt, StopKind::Cancelled);
         }
-        let summary = RunSummary {
-            run_id: self.run_dir().map(|d| d.id().to_owned()),
-            task: task.to_owned(),
-            answer: outcome.text.clone(),
-            stop: outcome.stop.clone(),
-            elapsed_ms: millis(started.elapsed()),
-            usage: self.usage(),
-        };
-        if let Some(dir) = self.run_dir() {
-            if let Err(e) = dir.write_summary(&summary) {
-                tracing::warn!("could not write the run summary: {e}");
-            }
-        }
+        let summary = self.summarise_run(
+            task,
+            &outcome.text,
+            outcome.stop.clone(),
+            millis(started.elapsed()),
+        );
         Ok((outcome, summary))
     }
 
-    /// Gives the run up without waiting for its agents (a second Ctrl-C): cancels every
-    /// agent and writes `summary.json` from what has ended so far, stop `cancelled`. The
-    /// caller then drops the run's future, whose agents' commands die with it.
-    pub fn abandon(&self, task: &str, elapsed_ms: u64) -> RunSummary {
-        self.cancel.cancel();
+    /// The run's summary as it stands, written to `summary.json` when there is a run folder.
+    fn summarise_run(
+        &self,
+        task: &str,
+        answer: &str,
+        stop: StopKind,
+        elapsed_ms: u64,
+    ) -> RunSummary {
         let summary = RunSummary {
             run_id: self.run_dir().map(|d| d.id().to_owned()),
             task: task.to_owned(),
-            answer: String::new(),
-            stop: StopKind::Cancelled,
+            answer: answer.to_owned(),
+            stop,
             elapsed_ms,
             usage: self.usage(),
         };
@@ -357,6 +353,14 @@ impl Orchestrator {
             }
         }
         summary
+    }
+
+    /// Gives the run up without waiting for its agents (a second Ctrl-C): cancels every
+    /// agent and writes `summary.json` from what has ended so far, stop `cancelled`. The
+    /// caller then drops the run's future, whose agents' commands die with it.
+    pub fn abandon(&self, task: &str, elapsed_ms: u64) -> RunSummary {
+        self.cancel.cancel();
+        self.summarise_run(task, "", StopKind::Cancelled, elapsed_ms)
     }
 
     /// The run folder, once `run` has created it.
