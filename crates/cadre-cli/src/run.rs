@@ -6,7 +6,8 @@ use crate::display::Display;
 use crate::exit::{Code, ConfigError};
 use crate::skills::load_skills_from;
 use anyhow::Result;
-use cadre_core::{Event, EventHandler, Limits, Orchestrator, RunConfig, StopKind};
+use cadre_core::{Limits, Orchestrator, RunError, StopKind};
+use futures::StreamExt;
 use cadre_model::{
     resolve_model_alias, AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel,
     RecordingModel, ReplayModel,
@@ -15,7 +16,6 @@ use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 const NO_KEY: &str =
@@ -143,25 +143,10 @@ impl Session {
             print_problems(registry.problems());
             print_problems(skills.problems());
         }
-        let spec = registry.get(&args.agent).ok_or_else(|| {
-            let known: Vec<&str> = registry
-                .all()
-                .filter(|s| s.mode.is_primary())
-                .map(|s| s.name.as_str())
-                .collect();
-            ConfigError(format!(
-                "there is no agent type {:?}; primary types: {} (see `cadre agents list`)",
-                args.agent,
-                known.join(", ")
-            ))
+        cadre_core::primary_spec(&registry, &args.agent).map_err(|e| match e {
+            RunError::UnknownAgent { .. } => ConfigError(format!("{e} (see `cadre agents list`)")),
+            e => ConfigError(e.to_string()),
         })?;
-        if !spec.mode.is_primary() {
-            return Err(ConfigError(format!(
-                "agent type {:?} is a subagent type and cannot run as the primary agent; use --agent main or a type with mode: primary or all",
-                args.agent
-            ))
-            .into());
-        }
         let model_id = model_id(&args)?;
         let (model, run_id) = build_model(&args)?;
         Ok(Self {
@@ -178,45 +163,52 @@ impl Session {
     }
 
     /// A fresh orchestrator for one turn (its own cancel token and usage).
-    pub fn orchestrator(&self, events: EventHandler) -> Arc<Orchestrator> {
+    pub fn orchestrator(&self) -> Result<Arc<Orchestrator>> {
         let args = &self.args;
-        let mut config = RunConfig::new(
-            self.workspace.clone(),
-            self.model.clone(),
-            self.model_id.clone(),
-        );
-        config.limits = Limits {
-            max_parallel: args.max_parallel.max(1),
-            max_depth: args.max_depth,
-            ..Limits::default()
-        };
-        config.budget_tokens = args.budget_tokens;
-        config.max_tokens = args.max_tokens;
-        config.context_tokens = args.context_tokens;
-        config.compact_at = args.compact_at.0;
-        config.run_id.clone_from(&self.run_id);
-        config.max_turns = args.max_turns;
-        config.tool_limits = ToolLimits {
-            bash_timeout: Duration::from_secs(args.bash_timeout),
-            ..ToolLimits::default()
-        };
-        config.runs_dir = (!args.no_transcripts).then(|| self.root.join(".cadre").join("runs"));
-        config.skills = self.skills.clone();
-        config.mcp = self.mcp.clone();
-        if args.allow_unsandboxed_bash {
-            config.sandbox = SandboxMode::Unsandboxed;
+        let mut builder = Orchestrator::builder()
+            .workspace_handle(self.workspace.clone())
+            .model(self.model.clone())
+            .model_id(&self.model_id)
+            .registry(self.registry.clone())
+            .skills(self.skills.clone())
+            .mcp(self.mcp.clone())
+            .limits(Limits {
+                max_parallel: args.max_parallel.max(1),
+                max_depth: args.max_depth,
+                ..Limits::default()
+            })
+            .max_tokens(args.max_tokens)
+            .compact_at(args.compact_at.0)
+            .tool_limits(ToolLimits {
+                bash_timeout: Duration::from_secs(args.bash_timeout),
+                ..ToolLimits::default()
+            });
+        if let Some(n) = args.budget_tokens {
+            builder = builder.budget_tokens(n);
         }
-        Orchestrator::new(self.registry.clone(), config, events)
+        if let Some(n) = args.context_tokens {
+            builder = builder.context_tokens(n);
+        }
+        if let Some(n) = args.max_turns {
+            builder = builder.max_turns(n);
+        }
+        if let Some(id) = &self.run_id {
+            builder = builder.run_id(id);
+        }
+        if !args.no_transcripts {
+            builder = builder.runs_dir(self.root.join(".cadre").join("runs"));
+        }
+        if args.allow_unsandboxed_bash {
+            builder = builder.sandbox(SandboxMode::Unsandboxed);
+        }
+        builder.build().map_err(|e| ConfigError(e.to_string()).into())
     }
 
     /// Runs one job with the live display.
     pub async fn turn(&self, job: &Job, quiet: bool, signals: Signals) -> Result<Turn> {
         let args = &self.args;
-        let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-        let events: EventHandler = Arc::new(move |e| {
-            let _ = tx.send(e);
-        });
-        let orchestrator = self.orchestrator(events);
+        let orchestrator = self.orchestrator()?;
+        let mut events = orchestrator.events();
         let turn_cancel = CancellationToken::new();
         // Cancelled by a second Ctrl-C: stop waiting for the agents at all.
         let quit = CancellationToken::new();
@@ -254,7 +246,7 @@ impl Session {
                 tokio::select! {
                     result = &mut run => break Some(result),
                     () = quit.cancelled() => break None,
-                    Some(event) = rx.recv() => display.event(&event),
+                    Some(event) = events.next() => display.event(&event),
                     _ = ticker.tick() => display.tick(
                         &orchestrator.roster(),
                         orchestrator.usage().agents.len(),
@@ -264,7 +256,7 @@ impl Session {
                 }
             }
         };
-        while let Ok(event) = rx.try_recv() {
+        while let Some(event) = events.try_next() {
             display.event(&event);
         }
         let (outcome, summary) = match result {
@@ -306,7 +298,7 @@ impl Session {
 impl Session {
     /// Compacts the conversation of the run in `dir` now; returns what it cost.
     pub async fn compact(&self, dir: &std::path::Path) -> Result<cadre_model::Usage> {
-        let orchestrator = self.orchestrator(cadre_core::no_events());
+        let orchestrator = self.orchestrator()?;
         orchestrator
             .compact(dir)
             .await

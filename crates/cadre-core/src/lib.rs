@@ -33,13 +33,14 @@ pub mod run;
 pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
-pub use record::events::{describe_call, no_events, Event, EventHandler};
+pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
+pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::orchestrator::{
-    Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, SubagentError,
+    primary_spec, Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, SubagentError,
     DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::outcome::{AgentOutcome, StopKind};

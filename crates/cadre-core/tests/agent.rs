@@ -88,6 +88,57 @@ fn tool_results(server: &MockServer, n: usize) -> Vec<Value> {
     last["content"].as_array().unwrap().clone()
 }
 
+/// Tool input that is not JSON is the model's mistake: it gets an `is_error` result naming
+/// the text, the call never runs, the event shows `{}`, and the history sent back holds
+/// a valid block with no note of cadre's in it.
+#[tokio::test]
+async fn tool_input_that_is_not_json_is_answered_with_an_error_and_never_run() {
+    use cadre_testkit::sse;
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let usage = cadre_testkit::Usage::default();
+    let bad = vec![
+        sse::message_start("msg_1", "claude-sonnet-5-5", &usage),
+        sse::content_block_start(
+            0,
+            &json!({"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}}),
+        ),
+        sse::input_json_delta(0, "{\"path\": \"a.txt\", \"content\": "),
+        sse::content_block_stop(0),
+        sse::message_delta("tool_use", 5),
+        sse::message_stop(),
+    ];
+    server.route(
+        Match::Any,
+        vec![Reply::raw_sse(&bad.concat()), Reply::text("sorry")],
+    );
+    let run = run_with(&server, dir.path(), 5, None).await;
+    assert_eq!(run.outcome.stop, StopKind::Done);
+    assert!(!dir.path().join("a.txt").exists());
+    let results = tool_results(&server, 1);
+    assert_eq!(results[0]["is_error"], true);
+    let why = results[0]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        why.starts_with("invalid input for `write_file`: the arguments were not valid JSON: ")
+            && why.ends_with("the text was: {\"path\": \"a.txt\", \"content\": "),
+        "{why}"
+    );
+    let sent = server.requests()[1].messages()[1]["content"][0].clone();
+    assert_eq!(
+        sent,
+        json!({"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}})
+    );
+    let call = run
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::ToolCall { input, .. } => Some(input.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(call, json!({}));
+}
+
 #[tokio::test]
 async fn tool_round_trip_reads_a_file_and_answers() {
     let dir = tempfile::tempdir().unwrap();
@@ -3064,5 +3115,232 @@ mod worktrees {
             results[0].0
         );
         assert_eq!(results[1], ("looked".to_owned(), false));
+    }
+}
+
+mod schemas {
+    use super::*;
+    use cadre_core::{Orchestrator, Registry, SkillSet};
+    use std::path::Path;
+
+    /// The tool definitions the model is offered must not change by accident: recorded
+    /// cassettes key their requests by them, so a drifted schema stops every replay.
+    #[tokio::test]
+    async fn the_tool_schemas_offered_to_the_model_match_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("skills/demo/SKILL.md");
+        std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+        std::fs::write(
+            &skill,
+            "---\nname: demo\ndescription: A demonstration skill.\n---\nDo the demo.\n",
+        )
+        .unwrap();
+        let server = MockServer::start().await;
+        server.route(Match::Any, vec![Reply::text("done")]);
+        let mut run = run_config(&server, dir.path());
+        run.skills = Arc::new(SkillSet::load(&[dir.path().join("skills")]));
+        let o = Orchestrator::new(Registry::shipped(), run, Arc::new(|_| {}));
+        o.run("main", "hello").await.unwrap();
+        let tools = server.requests()[0].body["tools"].clone();
+        // The body is parsed as it arrived, so key order is compared too wherever the JSON
+        // maps keep it.
+        let got = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tool_schemas.json");
+        if std::env::var_os("CADRE_UPDATE_SNAPSHOTS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap();
+        let names: Vec<String> = server.requests()[0].tool_names();
+        assert!(
+            ["bash", "read_file", "write_file", "edit_file", "list_files", "grep", "Task", "TaskOutput", "TaskStop", "Skill"]
+                .iter()
+                .all(|n| names.iter().any(|m| m == n)),
+            "{names:?}"
+        );
+        assert!(
+            got == want,
+            "the tool definitions offered to the model changed (recorded cassettes will no longer replay); if that is intended, run with CADRE_UPDATE_SNAPSHOTS=1\n{}",
+            similar::TextDiff::from_lines(&want, &got).unified_diff()
+        );
+    }
+}
+
+mod builder {
+    use super::*;
+    use cadre_core::{AgentSpec, Mode, Orchestrator, RunError};
+    use schemars::JsonSchema;
+    use cadre_tools::{Json, ToolError, TypedTool};
+    use futures::StreamExt;
+    use serde::{Deserialize, Serialize};
+
+    /// A custom tool: a struct, a derive and one async fn.
+    struct WordCount;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Count {
+        /// The text whose words to count.
+        text: String,
+    }
+
+    #[derive(Serialize)]
+    struct Counted {
+        words: usize,
+    }
+
+    #[async_trait::async_trait]
+    impl TypedTool for WordCount {
+        type Input = Count;
+        type Output = Json<Counted>;
+        fn name(&self) -> &str {
+            "word_count"
+        }
+        fn description(&self) -> String {
+            "Count the words of a text.".into()
+        }
+        fn is_read_only(&self) -> bool {
+            true
+        }
+        async fn run(&self, input: Count, _ctx: &ToolContext) -> Result<Json<Counted>, ToolError> {
+            Ok(Json(Counted {
+                words: input.text.split_whitespace().count(),
+            }))
+        }
+    }
+
+    /// A custom tool that changes things, which read-only types must not get.
+    struct Stamp;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Nothing {}
+
+    #[async_trait::async_trait]
+    impl TypedTool for Stamp {
+        type Input = Nothing;
+        type Output = String;
+        fn name(&self) -> &str {
+            "stamp"
+        }
+        fn description(&self) -> String {
+            "Stamp the ledger.".into()
+        }
+        fn is_read_only(&self) -> bool {
+            false
+        }
+        async fn run(&self, _: Nothing, _ctx: &ToolContext) -> Result<String, ToolError> {
+            Ok("stamped".into())
+        }
+    }
+
+    fn counter() -> AgentSpec {
+        AgentSpec {
+            name: "counter".into(),
+            description: "Counts words.".into(),
+            mode: Mode::Primary,
+            tools: vec!["word_count".into(), "Task".into()],
+            prompt: "You count words.".into(),
+            ..AgentSpec::default()
+        }
+    }
+
+    fn reader() -> AgentSpec {
+        AgentSpec {
+            name: "reader".into(),
+            description: "Reads only.".into(),
+            mode: Mode::Subagent,
+            read_only: true,
+            prompt: "You are a reader subagent.".into(),
+            ..AgentSpec::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_typed_tool_and_a_code_defined_type_run_and_events_stream_until_the_run_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        server.route(
+            Match::FirstUserContains("Count".into()),
+            vec![
+                Reply::tool_uses(vec![
+                    ("toolu_1", "word_count", json!({"text": "one two three"})),
+                    ("toolu_2", "Task", json!({"description": "look", "prompt": "Look around", "subagent_type": "reader"})),
+                ]),
+                Reply::text("Three words."),
+            ],
+        );
+        server.route(Match::FirstUserContains("Look around".into()), vec![Reply::text("looked")]);
+        let o = Orchestrator::builder()
+            .model(mock_model(&server, 0))
+            .workspace(dir.path())
+            .agent(counter())
+            .agent(reader())
+            .tool(WordCount)
+            .tool(Stamp)
+            .build()
+            .unwrap();
+        let events = o.events();
+        let collected = tokio::spawn(events.collect::<Vec<Event>>());
+        let (outcome, _) = o.run("counter", "Count the words").await.unwrap();
+        assert_eq!(outcome.text, "Three words.");
+        // The stream ends with the run, though the orchestrator lives on.
+        let events = tokio::time::timeout(Duration::from_secs(30), collected)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::Finished { agent, .. } if agent == "counter")));
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::ToolCall { name, .. } if name == "word_count")));
+
+        let first = &server.requests()[0];
+        assert_eq!(first.tool_names(), ["word_count", "Task", "TaskOutput", "TaskStop"]);
+        let schema = &first.body["tools"][0]["input_schema"];
+        assert_eq!(
+            schema,
+            &json!({"type": "object", "properties": {"text": {"type": "string", "description": "The text whose words to count."}}, "required": ["text"], "additionalProperties": false})
+        );
+        let results = tool_results(&server, 2);
+        assert_eq!(results[0]["content"][0]["text"], r#"{"words":3}"#);
+        // The read-only subagent was offered every built-in and the read-only extra tool,
+        // never the one that changes things.
+        let sub = server
+            .requests()
+            .into_iter()
+            .find(|r| r.first_user_text() == "Look around")
+            .unwrap();
+        let names = sub.tool_names();
+        assert!(names.iter().any(|n| n == "word_count"), "{names:?}");
+        assert!(names.iter().all(|n| n != "stamp"), "{names:?}");
+    }
+
+    #[tokio::test]
+    async fn the_builder_says_what_is_missing() {
+        let err = Orchestrator::builder().build().map(|_| ()).unwrap_err();
+        assert!(matches!(err, RunError::NoModel), "{err}");
+        let err = Orchestrator::builder()
+            .openai(cadre_model::OpenAiConfig::new())
+            .build()
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, RunError::NoModelId), "{err}");
+        let server = MockServer::start().await;
+        let err = Orchestrator::builder()
+            .model(mock_model(&server, 0))
+            .workspace("/nonexistent/cadre-builder-test")
+            .build()
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().starts_with("cannot work in /nonexistent"), "{err}");
+        let o = Orchestrator::builder()
+            .model(mock_model(&server, 0))
+            .build()
+            .unwrap();
+        let err = o.run("explore", "x").await.unwrap_err();
+        assert!(matches!(err, RunError::NotPrimary(_)), "{err}");
+        let err = o.run("nope", "x").await.unwrap_err().to_string();
+        assert!(err.contains("primary types: main"), "{err}");
     }
 }

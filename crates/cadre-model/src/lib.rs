@@ -28,10 +28,6 @@ pub use types::*;
 use async_trait::async_trait;
 use std::time::Duration;
 
-/// The key under which a tool_use block's input holds the model's text when that text was
-/// not valid JSON; the agent answers such a call with an `is_error` result.
-pub const INVALID_TOOL_INPUT_KEY: &str = "__cadre_invalid_json";
-
 /// The default model id.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-5-5";
 

@@ -318,15 +318,17 @@ fn finalize(slot: &mut Slot) -> Result<(), ModelError> {
         ContentBlock::ToolUse(t) => {
             // Bad JSON from the model is the model's mistake, not the stream's: keep the raw
             // text so the agent can answer with an `is_error` result instead of retrying.
-            t.input = parsed.unwrap_or_else(|e| {
-                tracing::warn!(tool = %t.name, id = %t.id, "tool input is not valid JSON: {e}");
-                let mut bad = Map::new();
-                bad.insert(
-                    crate::INVALID_TOOL_INPUT_KEY.into(),
-                    Value::String(format!("{e}; the text was: {json}")),
-                );
-                Value::Object(bad)
-            });
+            match parsed {
+                Ok(input) => t.input = input,
+                Err(e) => {
+                    tracing::debug!(tool = %t.name, id = %t.id, "tool input is not valid JSON: {e}");
+                    t.input = Value::Object(Map::new());
+                    t.invalid_input = Some(crate::InvalidInput {
+                        text: json,
+                        error: e.to_string(),
+                    });
+                }
+            }
         }
         ContentBlock::Unknown(raw) => {
             let kind = raw
@@ -646,8 +648,9 @@ mod tests {
         r.end("tool_use");
         let response = r.asm.finish().unwrap();
         let t = response.tool_uses().next().unwrap();
-        let why = t.input[crate::INVALID_TOOL_INPUT_KEY].as_str().unwrap();
-        assert!(why.contains("{\"path\": "), "{why}");
+        let bad = t.invalid_input.as_ref().unwrap();
+        assert_eq!(bad.text, "{\"path\": ");
+        assert_eq!(t.input, json!({}));
     }
 
     #[test]

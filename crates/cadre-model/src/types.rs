@@ -133,14 +133,55 @@ pub struct ToolUseBlock {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The tool's input, a JSON object when the model behaves.
+    /// The tool's input, a JSON object when the model behaves (`{}` when it sent text that
+    /// is not JSON: see `invalid_input`).
     pub input: Value,
     /// A cache breakpoint on this block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
+    /// Set when the model's input was not valid JSON: the agent answers the call with an
+    /// `is_error` result instead of running it. Cassettes keep it (so a replay answers
+    /// alike); it is removed before the block goes back to the model.
+    #[serde(
+        default,
+        rename = "cadre_invalid_input",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub invalid_input: Option<InvalidInput>,
     /// Fields this version does not model, kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Tool input the model sent that is not valid JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvalidInput {
+    /// The text it sent.
+    pub text: String,
+    /// Why it could not be read.
+    pub error: String,
+}
+
+impl ToolUseBlock {
+    /// A block for a call whose input `text` failed to parse with `error`: its input is `{}`.
+    pub fn invalid(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        text: impl Into<String>,
+        error: impl std::fmt::Display,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            input: Value::Object(Map::new()),
+            cache_control: None,
+            invalid_input: Some(InvalidInput {
+                text: text.into(),
+                error: error.to_string(),
+            }),
+            extra: Map::new(),
+        }
+    }
 }
 
 /// A `tool_result` block: the answer to one `tool_use`.
@@ -271,6 +312,7 @@ impl ContentBlock {
             name: name.into(),
             input,
             cache_control: None,
+            invalid_input: None,
             extra: Map::new(),
         })
     }

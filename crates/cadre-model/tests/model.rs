@@ -597,7 +597,7 @@ mod openai {
     use axum::Router;
     use cadre_model::{
         CacheControl, ContentBlock, Message, ModelEvent, OpenAiConfig, OpenAiModel, Request,
-        RetryPolicy, Role, StopReason, SystemBlock, ToolDefinition, Usage, INVALID_TOOL_INPUT_KEY,
+        RetryPolicy, Role, StopReason, SystemBlock, ToolDefinition, Usage,
     };
     use serde_json::{json, Value};
     use std::collections::VecDeque;
@@ -889,8 +889,10 @@ mod openai {
         let mock = ChatMock::start(vec![Scripted::Sse(events)]).await;
         let resp = send(&model(&mock), request("edit")).await.0.unwrap();
         let t = resp.tool_uses().next().unwrap();
-        let why = t.input[INVALID_TOOL_INPUT_KEY].as_str().unwrap();
-        assert!(why.contains("the text was: {\"path\": "), "{why}");
+        let bad = t.invalid_input.as_ref().unwrap();
+        assert_eq!(bad.text, "{\"path\": ");
+        assert!(bad.error.contains("EOF"), "{}", bad.error);
+        assert_eq!(t.input, json!({}));
     }
 
     #[tokio::test]
@@ -1929,6 +1931,7 @@ mod fuzz {
                         name,
                         input,
                         cache_control,
+                        invalid_input: None,
                         extra,
                     })
                 }

@@ -49,10 +49,15 @@ impl Registry {
     /// folders are skipped; bad files are recorded as problems and skipped.
     pub fn load(dirs: &[PathBuf]) -> Self {
         let mut reg = Self::shipped();
-        for dir in distinct_dirs(dirs) {
-            reg.load_dir(dir);
-        }
+        reg.load_dirs(dirs);
         reg
+    }
+
+    /// Adds the types of each folder in `dirs`, as [`Self::load`] does.
+    pub fn load_dirs(&mut self, dirs: &[PathBuf]) {
+        for dir in distinct_dirs(dirs) {
+            self.load_dir(dir);
+        }
     }
 
     /// The folders searched for a project at `root`, farthest first: the user's Claude Code
@@ -181,7 +186,8 @@ pub fn tools_for(spec: &AgentSpec, available: &[&str]) -> Vec<String> {
                 if n == "*" {
                     Some("*")
                 } else {
-                    resolve_tool_name(n)
+                    // A run's extra tools go by their own names.
+                    resolve_tool_name(n).or_else(|| available.iter().copied().find(|a| *a == n))
                 }
             })
             .collect()

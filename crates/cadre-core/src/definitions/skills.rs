@@ -449,10 +449,15 @@ impl SkillSet {
     /// read. Missing folders are skipped; bad skills are recorded as problems and skipped.
     pub fn load(dirs: &[PathBuf]) -> Self {
         let mut set = Self::default();
-        for dir in crate::definitions::registry::distinct_dirs(dirs) {
-            set.load_dir(dir);
-        }
+        set.load_dirs(dirs);
         set
+    }
+
+    /// Adds the skills of each folder in `dirs`, as [`Self::load`] does.
+    pub fn load_dirs(&mut self, dirs: &[PathBuf]) {
+        for dir in crate::definitions::registry::distinct_dirs(dirs) {
+            self.load_dir(dir);
+        }
     }
 
     /// The folders searched for a project at `root`, farthest first: the user's

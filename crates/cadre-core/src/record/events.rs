@@ -133,6 +133,35 @@ impl Event {
 /// Where events go: a shared callback, cheap to clone into every agent.
 pub type EventHandler = Arc<dyn Fn(Event) + Send + Sync>;
 
+/// The events of a run as a [`futures::Stream`] (from [`crate::Orchestrator::events`]); it
+/// ends when the run does.
+#[derive(Debug)]
+pub struct EventStream {
+    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+}
+
+impl EventStream {
+    pub(crate) fn new(rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> Self {
+        Self { rx }
+    }
+
+    /// The next event if one is waiting, without waiting for one.
+    pub fn try_next(&mut self) -> Option<Event> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl futures::Stream for EventStream {
+    type Item = Event;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Event>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
 /// A handler that drops every event.
 pub fn no_events() -> EventHandler {
     Arc::new(|_| {})

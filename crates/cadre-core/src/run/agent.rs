@@ -466,10 +466,10 @@ impl Agent {
         }
         let out = if self.ctx.cancel.is_cancelled() {
             cadre_tools::ToolOutput::error("cancelled before it ran")
-        } else if let Some(raw) = invalid_json_input(&call.input) {
+        } else if let Some(bad) = &call.invalid_input {
             cadre_tools::ToolOutput::error(format!(
-                "invalid input for `{}`: the arguments were not valid JSON: {raw}",
-                call.name
+                "invalid input for `{}`: the arguments were not valid JSON: {}; the text was: {}",
+                call.name, bad.error, bad.text
             ))
         } else {
             let mut ctx = self.ctx.clone();
@@ -525,19 +525,13 @@ pub(crate) enum Failed {
     TooLong(String),
 }
 
-fn invalid_json_input(input: &Value) -> Option<&str> {
-    input
-        .get(cadre_model::INVALID_TOOL_INPUT_KEY)
-        .and_then(Value::as_str)
-}
-
-/// The response as an assistant message, with any unparsable tool input replaced by `{}`
-/// so the history stays valid for the API.
+/// The response as an assistant message, with any unparsable or non-object tool input
+/// replaced by `{}` (and the note of it dropped) so the history stays valid for the API.
 pub(crate) fn sanitized(response: &Response) -> Message {
     let mut message = response.to_message();
     for block in &mut message.content {
         if let ContentBlock::ToolUse(t) = block {
-            if invalid_json_input(&t.input).is_some() || !t.input.is_object() {
+            if t.invalid_input.take().is_some() || !t.input.is_object() {
                 t.input = Value::Object(Default::default());
             }
         }

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod background;
 pub mod budget;
+pub mod builder;
 pub mod compaction;
 pub mod context;
 pub(crate) mod mcp_tools;

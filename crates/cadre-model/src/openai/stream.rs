@@ -66,16 +66,13 @@ impl PendingCall {
         };
         // Bad JSON from the model is the model's mistake, not the stream's: keep the raw
         // text so the agent can answer with an `is_error` result instead of retrying.
-        let input = input.unwrap_or_else(|e| {
-            tracing::warn!(tool = %self.name, id = %self.id, "tool arguments are not valid JSON: {e}");
-            let mut bad = Map::new();
-            bad.insert(
-                crate::INVALID_TOOL_INPUT_KEY.into(),
-                Value::String(format!("{e}; the text was: {raw}")),
-            );
-            Value::Object(bad)
-        });
-        ContentBlock::tool_use(self.id, self.name, input)
+        match input {
+            Ok(input) => ContentBlock::tool_use(self.id, self.name, input),
+            Err(e) => {
+                tracing::debug!(tool = %self.name, id = %self.id, "tool arguments are not valid JSON: {e}");
+                ContentBlock::ToolUse(crate::ToolUseBlock::invalid(self.id, self.name, raw, e))
+            }
+        }
     }
 }
 

@@ -56,6 +56,10 @@ pub struct RunConfig {
     pub sandbox: SandboxMode,
     /// The run's MCP servers, started when an agent allowed them is first built.
     pub mcp: Arc<McpServers>,
+    /// Tools beyond the built-ins, for the agent types that name them or allow `"*"`;
+    /// read-only types get only those that say they are read-only. One named like a
+    /// built-in replaces it.
+    pub tools: Vec<Arc<dyn Tool>>,
     /// The run's id (its folder, when that name is free, and its worktree branches);
     /// `None` makes one. A replay passes the recorded run's, so it names things alike.
     pub run_id: Option<String>,
@@ -83,6 +87,7 @@ impl RunConfig {
             skills: Arc::default(),
             sandbox: SandboxMode::default(),
             mcp: Arc::default(),
+            tools: Vec::new(),
             run_id: None,
         }
     }
@@ -97,17 +102,34 @@ pub const DEFAULT_COMPACT_AT: u64 = 150_000;
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// No model was given to the builder.
+    #[error("no model: give the builder a model client, or an Anthropic or OpenAI-compatible configuration")]
+    NoModel,
+    /// An OpenAI-compatible server needs the name of its model.
+    #[error("an OpenAI-compatible server needs its model's name (for example qwen3:8b for Ollama)")]
+    NoModelId,
+    /// The workspace folder cannot be used.
+    #[error("cannot work in {}: {why}", .dir.display())]
+    Workspace {
+        /// The folder.
+        dir: PathBuf,
+        /// Why not.
+        why: String,
+    },
+    /// The model client could not be made.
+    #[error("{0}")]
+    Model(#[from] cadre_model::ModelError),
     /// No such agent type.
-    #[error("unknown agent type {name:?}; the types are: {known}")]
+    #[error("there is no agent type {name:?}; primary types: {known}")]
     UnknownAgent {
         /// The name asked for.
         name: String,
-        /// The names there are.
+        /// The types that may run as the primary agent.
         known: String,
     },
     /// The type exists but may not run as the primary agent.
     #[error(
-        "agent type {0:?} is a subagent type (mode: subagent) and cannot run as the primary agent"
+        "agent type {0:?} is a subagent type and cannot run as the primary agent; use a type with mode: primary or all"
     )]
     NotPrimary(String),
     /// The type cannot start (every entry of its `tools` was dropped while loading).

@@ -5,7 +5,7 @@
 use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
 use crate::definitions::skills::SkillSet;
 use crate::definitions::spec::AgentSpec;
-use crate::record::events::{millis, Event, EventHandler};
+use crate::record::events::{millis, Event, EventHandler, EventStream};
 use crate::record::journal::{FileJournal, Journal, JournalError, Step};
 use crate::record::transcript::{RunDir, Transcript};
 use crate::record::usage::{AgentRecord, UsageReport};
@@ -30,7 +30,7 @@ use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -160,6 +160,40 @@ pub struct Orchestrator {
     children: DashMap<(String, String), String>,
     /// The run's id when it writes no run folder (worktree branches are named by it).
     unsaved_id: String,
+    /// The event streams handed out by [`Orchestrator::events`].
+    streams: RwLock<Vec<tokio::sync::mpsc::UnboundedSender<Event>>>,
+}
+
+/// The type `agent_type` of `registry`, if it may run as the primary agent.
+pub fn primary_spec<'a>(registry: &'a Registry, agent_type: &str) -> Result<&'a AgentSpec, RunError> {
+    let spec = registry
+        .get(agent_type)
+        .ok_or_else(|| RunError::UnknownAgent {
+            name: agent_type.to_owned(),
+            known: registry
+                .all()
+                .filter(|s| s.mode.is_primary())
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    if !spec.mode.is_primary() {
+        return Err(RunError::NotPrimary(agent_type.to_owned()));
+    }
+    if let Some(why) = spec.unusable() {
+        return Err(RunError::Unusable(why));
+    }
+    Ok(spec)
+}
+
+/// The built-in tools with `extra` added, each replacing a built-in of its name.
+fn with_extra_tools(builtins: Vec<Arc<dyn Tool>>, extra: &[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> {
+    let mut tools: Vec<Arc<dyn Tool>> = builtins
+        .into_iter()
+        .filter(|b| extra.iter().all(|e| e.name() != b.name()))
+        .collect();
+    tools.extend(extra.iter().cloned());
+    tools
 }
 
 /// How an agent starts: on a fresh prompt, or from its journal.
@@ -171,6 +205,7 @@ enum Start<'a> {
 impl Orchestrator {
     /// An orchestrator for one run; `events` receives every agent's events.
     pub fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
+        let builtins = with_extra_tools(builtin_tools(), &config.tools);
         Arc::new(Self {
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
@@ -179,7 +214,7 @@ impl Orchestrator {
             events,
             cancel: CancellationToken::new(),
             locks: Arc::default(),
-            builtins: builtin_tools(),
+            builtins,
             roster: DashMap::new(),
             records: Mutex::new(Vec::new()),
             counters: DashMap::new(),
@@ -188,6 +223,7 @@ impl Orchestrator {
             resumed: DashMap::new(),
             children: DashMap::new(),
             unsaved_id: crate::record::transcript::new_run_id(),
+            streams: RwLock::default(),
         })
     }
 
@@ -209,6 +245,26 @@ impl Orchestrator {
     /// Cancelling this token stops every agent of the run.
     pub fn cancel_token(&self) -> CancellationToken {
         self.cancel.clone()
+    }
+
+    /// Every event of every agent of the run, as a `Stream` that ends when the run does;
+    /// subscribe before [`run`](Self::run) to miss nothing. Nothing is dropped: a slow
+    /// reader only lets events queue.
+    pub fn events(&self) -> EventStream {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.streams
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tx);
+        EventStream::new(rx)
+    }
+
+    /// Ends every event stream (the run is over).
+    fn close_events(&self) {
+        self.streams
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// The agents running now, in the order they started.
@@ -240,10 +296,17 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let spec = self.primary_spec(agent_type)?;
-        if let Some(why) = spec.unusable() {
-            return Err(RunError::Unusable(why));
-        }
+        let result = self.start(agent_type, task).await;
+        self.close_events();
+        result
+    }
+
+    async fn start(
+        self: &Arc<Self>,
+        agent_type: &str,
+        task: &str,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let spec = primary_spec(&self.registry, agent_type)?;
         if let Some(runs) = &self.config.runs_dir {
             let dir = match &self.config.run_id {
                 Some(id) => RunDir::create_named(runs, id)?,
@@ -263,26 +326,6 @@ impl Orchestrator {
         let description: String = task.chars().take(60).collect();
         self.run_primary(spec.clone(), &description, task, Start::Fresh(task))
             .await
-    }
-
-    /// The type `agent_type`, if it may run as the primary agent.
-    fn primary_spec(&self, agent_type: &str) -> Result<&AgentSpec, RunError> {
-        let spec = self
-            .registry
-            .get(agent_type)
-            .ok_or_else(|| RunError::UnknownAgent {
-                name: agent_type.to_owned(),
-                known: self
-                    .registry
-                    .all()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        if !spec.mode.is_primary() {
-            return Err(RunError::NotPrimary(agent_type.to_owned()));
-        }
-        Ok(spec)
     }
 
     /// Runs the primary agent of type `spec` and writes the summary.
@@ -360,6 +403,7 @@ impl Orchestrator {
     /// caller then drops the run's future, whose agents' commands die with it.
     pub fn abandon(&self, task: &str, elapsed_ms: u64) -> RunSummary {
         self.cancel.cancel();
+        self.close_events();
         self.summarise_run(task, "", StopKind::Cancelled, elapsed_ms)
     }
 
@@ -390,7 +434,8 @@ impl Orchestrator {
         background: bool,
     ) -> AgentOutcome {
         let started = Instant::now();
-        let (agent, own_servers) = self.build_agent(spec, &me, cancel).await;
+        let (agent, own_servers) = self.build_agent(spec, &me, cancel, Some(description)).await;
+        let transcript = agent.transcript.clone();
         let children = me.background.clone();
         let AgentHandle { path, model, .. } = me;
         self.roster.insert(
@@ -407,11 +452,6 @@ impl Orchestrator {
                 started,
             },
         );
-        let transcript = self.open_transcript(&agent, spec, description);
-        let agent = Agent {
-            transcript: transcript.clone(),
-            ..agent
-        };
         self.observe(Event::Started {
             agent: path.clone(),
             agent_type: spec.name.clone(),
@@ -502,15 +542,24 @@ impl Orchestrator {
 
     /// The agent for `spec`: its prompt, its filtered tools (with `Task` while depth
     /// allows, `Skill` when some skill is visible to it, and the MCP tools its type may
-    /// use), its own file tracker, and the run's shared budget, locks and limiter. Also
-    /// returns the MCP servers started for it alone, to stop when it ends.
+    /// use), its own file tracker, the run's shared budget, locks and limiter, and — given
+    /// the `description` it runs under — its transcript. Also returns the MCP servers
+    /// started for it alone, to stop when it ends.
     async fn build_agent(
         self: &Arc<Self>,
         spec: &AgentSpec,
         me: &AgentHandle,
         cancel: CancellationToken,
+        description: Option<&str>,
     ) -> (Agent, Vec<Arc<cadre_mcp::Server>>) {
-        let mut available: Vec<&str> = self.builtins.iter().map(|t| t.name()).collect();
+        // Code from outside this process cannot be sandboxed: a read-only type gets only
+        // the extra tools that say they change nothing.
+        let offered: Vec<&Arc<dyn Tool>> = self
+            .builtins
+            .iter()
+            .filter(|t| !spec.read_only || t.is_read_only() || !self.is_extra(t.name()))
+            .collect();
+        let mut available: Vec<&str> = offered.iter().map(|t| t.name()).collect();
         if me.depth < self.config.limits.max_depth {
             available.push(TASK_TOOL);
         }
@@ -520,8 +569,8 @@ impl Orchestrator {
         }
         let names = tools_for(spec, &available);
         let mut tools = ToolSet::new(
-            self.builtins
-                .iter()
+            offered
+                .into_iter()
                 .filter(|t| names.iter().any(|n| n == t.name()))
                 .cloned(),
         );
@@ -561,7 +610,7 @@ impl Orchestrator {
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
         let this = self.clone();
-        let agent = Agent {
+        let mut agent = Agent {
             config: AgentConfig {
                 path: me.path.clone(),
                 agent_type: spec.name.clone(),
@@ -589,7 +638,15 @@ impl Orchestrator {
                 .clone(),
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
         };
+        if let Some(description) = description {
+            agent.transcript = self.open_transcript(&agent, spec, description);
+        }
         (agent, mcp.own)
+    }
+
+    /// Whether `name` is one of the run's extra tools rather than a built-in.
+    fn is_extra(&self, name: &str) -> bool {
+        self.config.tools.iter().any(|t| t.name() == name)
     }
 
     /// The context window of `model`: the configured override, the known window of a
@@ -644,6 +701,12 @@ impl Orchestrator {
                 Event::Compacted { .. } => entry.current_tool = None,
                 Event::Usage { usage, .. } => entry.tokens += usage.total(),
                 _ => {}
+            }
+        }
+        {
+            let streams = self.streams.read().unwrap_or_else(|e| e.into_inner());
+            for tx in streams.iter() {
+                let _ = tx.send(event.clone());
             }
         }
         (self.events)(event);

@@ -12,6 +12,16 @@ impl Orchestrator {
         dir: &Path,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let result = self.carry_on(dir, follow_up).await;
+        self.close_events();
+        result
+    }
+
+    async fn carry_on(
+        self: &Arc<Self>,
+        dir: &Path,
+        follow_up: Option<&str>,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(dir).await?;
         let id = run_dir.id().to_owned();
         match (follow_up, &rebuilt.finished) {
@@ -55,7 +65,7 @@ impl Orchestrator {
         let model = self.model_for(&spec, &self.config.model_id);
         let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
         let (agent, own_servers) = self
-            .build_agent(&spec, &me, self.cancel.child_token())
+            .build_agent(&spec, &me, self.cancel.child_token(), None)
             .await;
         let result = agent.compact(&rebuilt.history).await;
         for server in own_servers {
@@ -90,7 +100,7 @@ impl Orchestrator {
         else {
             return Err(RunError::NoJournal(id));
         };
-        let spec = self.primary_spec(&agent_type)?.clone();
+        let spec = primary_spec(&self.registry, &agent_type)?.clone();
         let journal: Arc<dyn Journal> = Arc::new(journal);
         let primary = self.load_tree(&journal, &spec.name).await?;
         let Some(rebuilt) = primary else {

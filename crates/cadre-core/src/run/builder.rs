@@ -1,0 +1,359 @@
+//! [`OrchestratorBuilder`]: the one way a program (the `cadre` binary included) gets a
+//! running orchestrator — model, workspace, agent types, skills, extra tools, limits and
+//! where events go.
+
+use crate::definitions::registry::Registry;
+use crate::definitions::skills::{Skill, SkillSet};
+use crate::definitions::spec::AgentSpec;
+use crate::record::events::EventHandler;
+use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
+use cadre_mcp::McpServers;
+use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
+use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where the model comes from.
+enum ModelSource {
+    Client(Arc<dyn Model>),
+    Anthropic(Box<AnthropicConfig>),
+    OpenAi(Box<OpenAiConfig>),
+}
+
+/// Where the agent types come from: the shipped ones unless a registry is given whole.
+enum Agents {
+    Shipped,
+    Registry(Registry),
+}
+
+/// Builds an [`Orchestrator`]; start with [`Orchestrator::builder`].
+///
+/// Everything but the model has a default: the current folder as workspace, the shipped
+/// agent types, no skills, default limits, no run folder, events dropped.
+#[must_use]
+pub struct OrchestratorBuilder {
+    model: Option<ModelSource>,
+    model_id: Option<String>,
+    workspace: Option<Arc<Workspace>>,
+    workspace_dir: Option<PathBuf>,
+    agents: Agents,
+    agent_dirs: Vec<PathBuf>,
+    specs: Vec<AgentSpec>,
+    skills: Option<Arc<SkillSet>>,
+    skill_dirs: Vec<PathBuf>,
+    skill_list: Vec<Skill>,
+    tools: Vec<Arc<dyn Tool>>,
+    limits: Option<Limits>,
+    budget_tokens: Option<u64>,
+    max_tokens: Option<u32>,
+    max_turns: Option<u32>,
+    context_tokens: Option<u64>,
+    compact_at: Option<Option<u64>>,
+    tool_limits: Option<ToolLimits>,
+    runs_dir: Option<PathBuf>,
+    sandbox: Option<SandboxMode>,
+    mcp: Option<Arc<McpServers>>,
+    run_id: Option<String>,
+    handlers: Vec<EventHandler>,
+}
+
+impl Orchestrator {
+    /// A builder for an orchestrator; see [`OrchestratorBuilder`].
+    pub fn builder() -> OrchestratorBuilder {
+        OrchestratorBuilder {
+            model: None,
+            model_id: None,
+            workspace: None,
+            workspace_dir: None,
+            agents: Agents::Shipped,
+            agent_dirs: Vec::new(),
+            specs: Vec::new(),
+            skills: None,
+            skill_dirs: Vec::new(),
+            skill_list: Vec::new(),
+            tools: Vec::new(),
+            limits: None,
+            budget_tokens: None,
+            max_tokens: None,
+            max_turns: None,
+            context_tokens: None,
+            compact_at: None,
+            tool_limits: None,
+            runs_dir: None,
+            sandbox: None,
+            mcp: None,
+            run_id: None,
+            handlers: Vec::new(),
+        }
+    }
+}
+
+impl OrchestratorBuilder {
+    /// The model client every agent talks through (a provider, a replay, your own).
+    pub fn model(mut self, model: Arc<dyn Model>) -> Self {
+        self.model = Some(ModelSource::Client(model));
+        self
+    }
+
+    /// The Anthropic Messages API with this configuration (see
+    /// [`AnthropicConfig::from_env`]); the model id defaults to
+    /// [`cadre_model::DEFAULT_MODEL`].
+    pub fn anthropic(mut self, config: AnthropicConfig) -> Self {
+        self.model = Some(ModelSource::Anthropic(Box::new(config)));
+        self
+    }
+
+    /// An OpenAI-compatible server (Ollama, vLLM, llama.cpp, …); give the server's model
+    /// name with [`Self::model_id`].
+    pub fn openai(mut self, config: OpenAiConfig) -> Self {
+        self.model = Some(ModelSource::OpenAi(Box::new(config)));
+        self
+    }
+
+    /// The model id of the primary agent and of types that say `inherit`; aliases
+    /// (`sonnet`, `opus`, `haiku`) resolve.
+    pub fn model_id(mut self, id: impl Into<String>) -> Self {
+        self.model_id = Some(id.into());
+        self
+    }
+
+    /// The folder every agent works in (tools are confined to it).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace_dir = Some(dir.into());
+        self.workspace = None;
+        self
+    }
+
+    /// A workspace already opened (shared with something else of yours).
+    pub fn workspace_handle(mut self, workspace: Arc<Workspace>) -> Self {
+        self.workspace = Some(workspace);
+        self.workspace_dir = None;
+        self
+    }
+
+    /// Agent types from this whole registry instead of the shipped ones (folders and specs
+    /// added with [`Self::agents_dir`] and [`Self::agent`] still go on top).
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.agents = Agents::Registry(registry);
+        self
+    }
+
+    /// Loads the agent types of a folder (cadre YAML or Claude Code Markdown); a later
+    /// folder's type replaces an earlier one of the same name. Problems are kept on the
+    /// registry ([`Registry::problems`]).
+    pub fn agents_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.agent_dirs.push(dir.into());
+        self
+    }
+
+    /// An agent type defined in code; it replaces a type of the same name.
+    pub fn agent(mut self, spec: AgentSpec) -> Self {
+        self.specs.push(spec);
+        self
+    }
+
+    /// The skills agents may load, whole.
+    pub fn skills(mut self, skills: Arc<SkillSet>) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
+    /// Loads the skills of a folder (`<name>/SKILL.md` each).
+    pub fn skills_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.skill_dirs.push(dir.into());
+        self
+    }
+
+    /// A skill made in code (see [`Skill::parse`]).
+    pub fn skill(mut self, skill: Skill) -> Self {
+        self.skill_list.push(skill);
+        self
+    }
+
+    /// A tool beyond the built-ins, offered to the agent types that name it (or allow
+    /// `"*"`). Read-only types get it only when it says it is read-only: the sandbox cannot
+    /// confine code that runs in this process. A tool named like a built-in replaces it.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// A tool beyond the built-ins, already shared; see [`Self::tool`].
+    pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Tree-wide limits (parallel requests, depth, fan-out).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// A token budget for the whole tree of agents.
+    pub fn budget_tokens(mut self, tokens: u64) -> Self {
+        self.budget_tokens = Some(tokens);
+        self
+    }
+
+    /// The output cap per model response.
+    pub fn max_tokens(mut self, tokens: u32) -> Self {
+        self.max_tokens = Some(tokens);
+        self
+    }
+
+    /// Overrides the primary agent's `max_turns`.
+    pub fn max_turns(mut self, turns: u32) -> Self {
+        self.max_turns = Some(turns);
+        self
+    }
+
+    /// The models' context window, instead of each model's own.
+    pub fn context_tokens(mut self, tokens: u64) -> Self {
+        self.context_tokens = Some(tokens);
+        self
+    }
+
+    /// Input tokens at which conversations are compacted; `None` never compacts.
+    pub fn compact_at(mut self, tokens: Option<u64>) -> Self {
+        self.compact_at = Some(tokens);
+        self
+    }
+
+    /// Tool caps (bash timeout, output size, …).
+    pub fn tool_limits(mut self, limits: ToolLimits) -> Self {
+        self.tool_limits = Some(limits);
+        self
+    }
+
+    /// Writes each run's folder (transcripts, journal, summary) under `dir`, normally
+    /// `<workspace>/.cadre/runs`.
+    pub fn runs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.runs_dir = Some(dir.into());
+        self
+    }
+
+    /// Whether `bash` runs under the Landlock sandbox (the default) or without one.
+    pub fn sandbox(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = Some(mode);
+        self
+    }
+
+    /// The run's MCP servers.
+    pub fn mcp(mut self, servers: Arc<McpServers>) -> Self {
+        self.mcp = Some(servers);
+        self
+    }
+
+    /// The run's id (its folder and worktree branches); a replay passes the recorded one.
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
+        self
+    }
+
+    /// Calls `handler` with every event of every agent, on the agent's task: keep it
+    /// quick. For a `Stream` instead, see [`Orchestrator::events`].
+    pub fn on_event(mut self, handler: impl Fn(crate::Event) + Send + Sync + 'static) -> Self {
+        self.handlers.push(Arc::new(handler));
+        self
+    }
+
+    /// Like [`Self::on_event`], with a handler already shared.
+    pub fn on_event_handler(mut self, handler: EventHandler) -> Self {
+        self.handlers.push(handler);
+        self
+    }
+
+    /// The orchestrator, ready to [`run`](Orchestrator::run). Fails without a model (or
+    /// without a model id for an OpenAI-compatible server), on a workspace folder that
+    /// cannot be opened, or a provider client that cannot be made.
+    pub fn build(self) -> Result<Arc<Orchestrator>, RunError> {
+        let (model, default_id): (Arc<dyn Model>, Option<&str>) = match self.model {
+            None => return Err(RunError::NoModel),
+            Some(ModelSource::Client(m)) => (m, Some(cadre_model::DEFAULT_MODEL)),
+            Some(ModelSource::Anthropic(config)) => (
+                Arc::new(AnthropicModel::new(*config)?),
+                Some(cadre_model::DEFAULT_MODEL),
+            ),
+            Some(ModelSource::OpenAi(config)) => (Arc::new(OpenAiModel::new(*config)?), None),
+        };
+        let model_id = match (self.model_id, default_id) {
+            (Some(id), _) => cadre_model::resolve_model_alias(&id).to_owned(),
+            (None, Some(id)) => id.to_owned(),
+            (None, None) => return Err(RunError::NoModelId),
+        };
+        let workspace = match (self.workspace, self.workspace_dir) {
+            (Some(w), _) => w,
+            (None, dir) => {
+                let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+                Arc::new(
+                    Workspace::new(&dir).map_err(|e| RunError::Workspace {
+                        why: e.to_string(),
+                        dir,
+                    })?,
+                )
+            }
+        };
+        let mut registry = match self.agents {
+            Agents::Shipped => Registry::shipped(),
+            Agents::Registry(r) => r,
+        };
+        if !self.agent_dirs.is_empty() {
+            registry.load_dirs(&self.agent_dirs);
+        }
+        for spec in self.specs {
+            registry.insert(spec);
+        }
+        let mut skills = self.skills;
+        if !self.skill_dirs.is_empty() || !self.skill_list.is_empty() {
+            let mut set = match skills {
+                Some(s) => (*s).clone(),
+                None => SkillSet::default(),
+            };
+            set.load_dirs(&self.skill_dirs);
+            for skill in self.skill_list {
+                set.insert(skill);
+            }
+            skills = Some(Arc::new(set));
+        }
+
+        let mut config = RunConfig::new(workspace, model, model_id);
+        config.tools = self.tools;
+        if let Some(v) = self.limits {
+            config.limits = v;
+        }
+        config.budget_tokens = self.budget_tokens;
+        if let Some(v) = self.max_tokens {
+            config.max_tokens = v;
+        }
+        config.max_turns = self.max_turns;
+        config.context_tokens = self.context_tokens;
+        if let Some(v) = self.compact_at {
+            config.compact_at = v;
+        }
+        if let Some(v) = self.tool_limits {
+            config.tool_limits = v;
+        }
+        config.runs_dir = self.runs_dir;
+        if let Some(v) = skills {
+            config.skills = v;
+        }
+        if let Some(v) = self.sandbox {
+            config.sandbox = v;
+        }
+        if let Some(v) = self.mcp {
+            config.mcp = v;
+        }
+        config.run_id = self.run_id;
+        let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {
+            Ok([one]) => one,
+            Err(none) if none.is_empty() => crate::record::events::no_events(),
+            Err(handlers) => Arc::new(move |e: crate::Event| {
+                for h in &handlers {
+                    h(e.clone());
+                }
+            }),
+        };
+        Ok(Orchestrator::new(registry, config, events))
+    }
+}
