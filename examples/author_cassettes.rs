@@ -69,7 +69,9 @@ async fn author_weather() -> anyhow::Result<()> {
             Turn::text("It is 9 °C and overcast in Paris, with a 70% chance of rain and a westerly wind. Wear a warm jumper under a waterproof jacket, long trousers and closed shoes — and take an umbrella."),
         ],
     );
-    let outcome = weather::what_to_wear(recorder("weather", script)?, "Paris").await?;
+    let scratch = tempfile::tempdir()?;
+    let orchestrator = weather::orchestrator(recorder("weather", script)?, scratch.path())?;
+    let outcome = weather::what_to_wear(&orchestrator, "Paris").await?;
     println!("weather: {} ({} turns)", outcome.stop, outcome.turns);
     Ok(())
 }

@@ -1,23 +1,31 @@
-//! A custom-tool agent: it asks a `get_weather` tool and says what to wear.
+//! A custom typed tool and an agent type defined in code, run through the orchestrator
+//! builder: the agent asks a `get_weather` tool and says what to wear.
 
 use async_trait::async_trait;
-use cadre_core::{no_events, Agent, AgentConfig, AgentOutcome, Budget, ToolSet};
-use cadre_model::{Message, Model};
-use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput, Workspace};
+use cadre_core::{AgentOutcome, AgentSpec, Mode, Orchestrator};
+use cadre_model::Model;
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Reports the weather of a few cities (a stand-in for a real weather service).
 pub struct GetWeather;
 
-#[derive(Deserialize)]
-struct WeatherInput {
-    city: String,
+/// What `get_weather` takes; its JSON Schema, offered to the model, comes from this type.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WeatherInput {
+    /// City name, e.g. Paris
+    pub city: String,
 }
 
 #[async_trait]
-impl Tool for GetWeather {
+impl TypedTool for GetWeather {
+    type Input = WeatherInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "get_weather"
     }
@@ -26,21 +34,11 @@ impl Tool for GetWeather {
         "Get today's weather for a city: temperature in °C, sky, wind and chance of rain.".into()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "City name, e.g. Paris"}},
-            "required": ["city"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: WeatherInput = parse_input("get_weather", input)?;
+    async fn run(&self, input: WeatherInput, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let report = match input.city.to_lowercase().as_str() {
             "paris" => "Paris: 9 °C, overcast, wind 20 km/h from the west, 70% chance of rain",
             "lisbon" => "Lisbon: 18 °C, sunny, light breeze, 5% chance of rain",
@@ -60,34 +58,37 @@ impl Tool for GetWeather {
 pub const SYSTEM: &str = "You help people dress for the weather. Always call get_weather for \
 the city first, then recommend what to wear in two or three short sentences.";
 
-/// Asks the agent what to wear in `city`.
-pub async fn what_to_wear(model: Arc<dyn Model>, city: &str) -> anyhow::Result<AgentOutcome> {
-    // This agent needs no files; its workspace is an empty temporary folder.
-    let scratch = tempfile::tempdir()?;
-    let agent = Agent {
-        config: AgentConfig {
-            path: "weather".into(),
-            agent_type: "weather".into(),
-            model: cadre_model::DEFAULT_MODEL.into(),
-            system: SYSTEM.into(),
-            max_tokens: 1024,
-            max_turns: 4,
-            context_tokens: 200_000,
-            compact_at: None,
-        },
-        model,
-        tools: ToolSet::new([Arc::new(GetWeather) as Arc<dyn Tool>]),
-        ctx: ToolContext::new(Arc::new(Workspace::new(scratch.path())?)),
-        budget: Budget::new(None),
-        events: no_events(),
-        limiter: None,
-        transcript: None,
-        journal: None,
-        inbox: None,
-    };
-    Ok(agent
-        .run(vec![Message::user_text(format!(
-            "What should I wear in {city} today?"
-        ))])
-        .await)
+/// The `weather` agent type, defined in code rather than in a YAML file: only the
+/// `get_weather` tool, no skills, a few turns.
+pub fn weather_agent() -> AgentSpec {
+    AgentSpec {
+        name: "weather".into(),
+        description: "Says what to wear for today's weather in a city.".into(),
+        mode: Mode::Primary,
+        tools: vec!["get_weather".into()],
+        skills: Vec::new(),
+        max_turns: 4,
+        prompt: SYSTEM.into(),
+        ..AgentSpec::default()
+    }
+}
+
+/// An orchestrator with the `weather` type and its tool, working in `workspace`.
+pub fn orchestrator(model: Arc<dyn Model>, workspace: &Path) -> anyhow::Result<Arc<Orchestrator>> {
+    Ok(Orchestrator::builder()
+        .model(model)
+        .workspace(workspace)
+        .agent(weather_agent())
+        .tool(GetWeather)
+        .build()?)
+}
+
+/// Asks the `weather` agent of `orchestrator` what to wear in `city`.
+pub async fn what_to_wear(
+    orchestrator: &Arc<Orchestrator>,
+    city: &str,
+) -> anyhow::Result<AgentOutcome> {
+    let task = format!("What should I wear in {city} today?");
+    let (outcome, _summary) = orchestrator.run("weather", &task).await?;
+    Ok(outcome)
 }

@@ -14,12 +14,29 @@ fn replay(name: &str) -> Arc<dyn Model> {
 
 #[tokio::test]
 async fn weather_replays_offline() {
-    let outcome = weather::what_to_wear(replay("weather"), "Paris")
-        .await
-        .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let orchestrator = weather::orchestrator(replay("weather"), scratch.path()).unwrap();
+    let mut events = orchestrator.events();
+    let outcome = weather::what_to_wear(&orchestrator, "Paris").await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done);
     assert!(outcome.text.contains("umbrella"));
     assert_eq!(outcome.tool_calls, 1);
+    // The typed tool's result reached the model, and its call streamed as an event.
+    let history = serde_json::to_string(&outcome.history).unwrap();
+    assert!(history.contains("70% chance of rain"), "{history}");
+    let mut calls = Vec::new();
+    while let Some(event) = futures::StreamExt::next(&mut events).await {
+        if let cadre_core::Event::ToolCall { name, input, .. } = event {
+            calls.push((name, input));
+        }
+    }
+    assert_eq!(
+        calls,
+        [(
+            "get_weather".to_owned(),
+            serde_json::json!({"city": "Paris"})
+        )]
+    );
 }
 
 #[tokio::test]

@@ -7,12 +7,12 @@ use crate::exit::{Code, ConfigError};
 use crate::skills::load_skills_from;
 use anyhow::Result;
 use cadre_core::{Limits, Orchestrator, RunError, StopKind};
-use futures::StreamExt;
 use cadre_model::{
     resolve_model_alias, AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel,
     RecordingModel, ReplayModel,
 };
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
+use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,7 +201,9 @@ impl Session {
         if args.allow_unsandboxed_bash {
             builder = builder.sandbox(SandboxMode::Unsandboxed);
         }
-        builder.build().map_err(|e| ConfigError(e.to_string()).into())
+        builder
+            .build()
+            .map_err(|e| ConfigError(e.to_string()).into())
     }
 
     /// Runs one job with the live display.

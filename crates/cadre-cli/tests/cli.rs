@@ -1819,6 +1819,81 @@ mod sessions {
         assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
     }
 
+    /// The defect: a second Ctrl-C called `process::exit`, so whatever the first one was
+    /// still waiting for was left behind. Here that is an MCP server that ignores both the
+    /// end of its input and SIGTERM, whose polite shutdown takes seconds: the second Ctrl-C
+    /// comes while cadre waits for it, and must still kill it and write the summary.
+    #[tokio::test]
+    async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_the_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        server.route(
+            Match::FirstUserContains("PARENT".into()),
+            vec![Reply::tool_use(
+                "b1",
+                "bash",
+                json!({"command": "echo $$ > main.pid; sleep 300"}),
+            )],
+        );
+        let stubborn = format!(
+            "trap '' TERM; echo $$ > {pid}; {bin}; sleep 300",
+            pid = dir.path().join("mcp.pid").display(),
+            bin = cadre_testkit::mcp_server_binary().display()
+        );
+        std::fs::write(
+            dir.path().join(".mcp.json"),
+            json!({"mcpServers": {"stubborn": {"command": "bash", "args": ["-c", stubborn]}}})
+                .to_string(),
+        )
+        .unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+            .current_dir(dir.path())
+            .env("HOME", home.path())
+            .env("ANTHROPIC_API_KEY", "k")
+            .env("ANTHROPIC_BASE_URL", server.uri())
+            .env_remove("CADRE_MODEL")
+            .env_remove("RUST_LOG")
+            .args(["run", "PARENT task"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let main_pid = dir.path().join("main.pid");
+        wait_for("the command to start", || main_pid.exists()).await;
+        let mcp_pid: i32 = std::fs::read_to_string(dir.path().join("mcp.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+        // The server's shutdown has begun: its input is closed, SIGTERM is coming.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+        let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(status.code(), Some(130));
+        // Dead, or a zombie nobody has reaped yet.
+        let gone = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z'))
+            })
+        };
+        wait_for("the MCP server to be killed", || gone(mcp_pid)).await;
+        let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+            .unwrap()
+            .collect();
+        let run = runs[0].as_ref().unwrap().path();
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
+    }
+
     #[tokio::test]
     async fn continue_sends_the_conversation_with_the_follow_up_and_a_continued_run_resumes() {
         let dir = tempfile::tempdir().unwrap();

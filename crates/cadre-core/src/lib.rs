@@ -1,30 +1,62 @@
-//! Thinks in loops.
+//! Thinks in loops: cadre as a library.
 //!
-//! The agent loop ([`Agent::run`]): send the history and tools to a model, run the tools it
-//! asks for, append the results, repeat until it stops. Around it: agent types loaded from
-//! YAML ([`AgentSpec`], [`Registry`]), the [`Orchestrator`] that builds every agent of a run
-//! and gives each the `Task` tool ([`run::task`]) to delegate to fresh subagents, skills loaded
-//! on demand with the `Skill` tool ([`SkillSet`], [`run::skill_tool`]), Claude Code agent files
-//! ([`definitions::claude_agents`]), the token
-//! [`Budget`] shared by the tree, the structured [`Event`]s every agent emits, transcripts on
-//! disk, and usage rolled up per agent and per type. A run's steps go to a journal
-//! ([`record::journal`]) it can be resumed from; long conversations are compacted
-//! ([`run::compaction`]); subagents may run in the background ([`run::background`]) or in
-//! a git worktree of their own (`isolation: worktree`). Nothing here knows about terminals.
-//!
-//! A library caller needs a few lines:
+//! Start from [`Orchestrator::builder`]: give it a model, a workspace, agent types (the
+//! shipped ones, folders of YAML or Claude Code files, or [`AgentSpec`]s made in code),
+//! skills, your own tools and limits; `build()` gives a running [`Orchestrator`], whose
+//! [`run`](Orchestrator::run) drives the primary agent — and every subagent it delegates to
+//! with the `Task` tool — to its answer, and whose [`events`](Orchestrator::events) stream
+//! what every agent does while it runs.
 //!
 //! ```no_run
-//! # async fn demo(model: std::sync::Arc<dyn cadre_model::Model>) -> Result<(), Box<dyn std::error::Error>> {
-//! use cadre_core::{no_events, Orchestrator, Registry, RunConfig};
-//! use cadre_tools::Workspace;
-//! let workspace = std::sync::Arc::new(Workspace::new(".")?);
-//! let config = RunConfig::new(workspace, model, "claude-sonnet-5-5");
-//! let orchestrator = Orchestrator::new(Registry::shipped(), config, no_events());
-//! let (outcome, summary) = orchestrator.run("main", "Map this project's modules").await?;
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use cadre_core::{AgentSpec, Event, Mode, Orchestrator};
+//! use cadre_model::AnthropicConfig;
+//! use futures::StreamExt;
+//!
+//! // An agent type defined in code: a read-only reviewer the primary agent may delegate to.
+//! let reviewer = AgentSpec {
+//!     name: "reviewer".into(),
+//!     description: "Reviews a change for bugs; read-only.".into(),
+//!     mode: Mode::Subagent,
+//!     tools: vec!["read_file".into(), "grep".into()],
+//!     read_only: true,
+//!     prompt: "You review code. Report real bugs only, with file and line.".into(),
+//!     ..AgentSpec::default()
+//! };
+//! let orchestrator = Orchestrator::builder()
+//!     .anthropic(AnthropicConfig::from_env()?)
+//!     .workspace(".")
+//!     .agent(reviewer)
+//!     .runs_dir(".cadre/runs")
+//!     .build()?;
+//! let mut events = orchestrator.events();
+//! tokio::spawn(async move {
+//!     while let Some(event) = events.next().await {
+//!         if let Event::ToolCall { agent, name, .. } = event {
+//!             eprintln!("{agent}: {name}");
+//!         }
+//!     }
+//! });
+//! let (outcome, summary) = orchestrator.run("main", "Review the last commit").await?;
 //! println!("{}\n{} tokens", outcome.text, summary.usage.total.usage.total());
 //! # Ok(()) }
 //! ```
+//!
+//! A tool of your own is a struct, a derived input type and one async fn: see
+//! [`cadre_tools::TypedTool`], and `examples/weather.rs` for a whole program (a typed tool and
+//! an agent type defined in code, replayed offline from a cassette).
+//!
+//! Inside: the agent loop ([`Agent::run`]) sends the history and tools to a model, runs the
+//! tools it asks for, appends the results and repeats until it stops. Around it: agent types
+//! loaded from YAML ([`AgentSpec`], [`Registry`]), the `Task` tool ([`run::task`]) that
+//! delegates to fresh subagents, skills loaded on demand with the `Skill` tool
+//! ([`SkillSet`], [`run::skill_tool`]), Claude Code agent files
+//! ([`definitions::claude_agents`]), the token [`Budget`] shared by the tree, the structured
+//! [`Event`]s every agent emits, transcripts on disk, and usage rolled up per agent and per
+//! type. A run's steps go to a journal ([`record::journal`]) it can be resumed from; long
+//! conversations are compacted ([`run::compaction`]); subagents may run in the background
+//! ([`run::background`]) or in a git worktree of their own (`isolation: worktree`). Nothing
+//! here knows about terminals.
 
 pub mod definitions;
 pub mod record;
@@ -40,8 +72,8 @@ pub use run::budget::Budget;
 pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::orchestrator::{
-    primary_spec, Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary, SubagentError,
-    DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+    primary_spec, Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary,
+    SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::outcome::{AgentOutcome, StopKind};
 pub use run::skill_tool::SkillTool;

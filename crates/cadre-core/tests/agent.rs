@@ -97,7 +97,7 @@ async fn tool_input_that_is_not_json_is_answered_with_an_error_and_never_run() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     let usage = cadre_testkit::Usage::default();
-    let bad = vec![
+    let bad = [
         sse::message_start("msg_1", "claude-sonnet-5-5", &usage),
         sse::content_block_start(
             0,
@@ -3153,9 +3153,20 @@ mod schemas {
         let want = std::fs::read_to_string(&path).unwrap();
         let names: Vec<String> = server.requests()[0].tool_names();
         assert!(
-            ["bash", "read_file", "write_file", "edit_file", "list_files", "grep", "Task", "TaskOutput", "TaskStop", "Skill"]
-                .iter()
-                .all(|n| names.iter().any(|m| m == n)),
+            [
+                "bash",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "list_files",
+                "grep",
+                "Task",
+                "TaskOutput",
+                "TaskStop",
+                "Skill"
+            ]
+            .iter()
+            .all(|n| names.iter().any(|m| m == n)),
             "{names:?}"
         );
         assert!(
@@ -3169,9 +3180,9 @@ mod schemas {
 mod builder {
     use super::*;
     use cadre_core::{AgentSpec, Mode, Orchestrator, RunError};
-    use schemars::JsonSchema;
     use cadre_tools::{Json, ToolError, TypedTool};
     use futures::StreamExt;
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     /// A custom tool: a struct, a derive and one async fn.
@@ -3269,7 +3280,10 @@ mod builder {
                 Reply::text("Three words."),
             ],
         );
-        server.route(Match::FirstUserContains("Look around".into()), vec![Reply::text("looked")]);
+        server.route(
+            Match::FirstUserContains("Look around".into()),
+            vec![Reply::text("looked")],
+        );
         let o = Orchestrator::builder()
             .model(mock_model(&server, 0))
             .workspace(dir.path())
@@ -3296,7 +3310,10 @@ mod builder {
             .any(|e| matches!(e, Event::ToolCall { name, .. } if name == "word_count")));
 
         let first = &server.requests()[0];
-        assert_eq!(first.tool_names(), ["word_count", "Task", "TaskOutput", "TaskStop"]);
+        assert_eq!(
+            first.tool_names(),
+            ["word_count", "Task", "TaskOutput", "TaskStop"]
+        );
         let schema = &first.body["tools"][0]["input_schema"];
         assert_eq!(
             schema,
@@ -3333,7 +3350,10 @@ mod builder {
             .build()
             .map(|_| ())
             .unwrap_err();
-        assert!(err.to_string().starts_with("cannot work in /nonexistent"), "{err}");
+        assert!(
+            err.to_string().starts_with("cannot work in /nonexistent"),
+            "{err}"
+        );
         let o = Orchestrator::builder()
             .model(mock_model(&server, 0))
             .build()

@@ -129,7 +129,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
-    use std::time::Instant;
 
     fn fast(max_retries: u32) -> RetryPolicy {
         RetryPolicy {
@@ -186,6 +185,48 @@ mod tests {
             *retry_after = Some(Duration::from_secs(3600));
         }
         assert_eq!(p.delay_for(1, &e), MAX_RETRY_AFTER);
+    }
+
+    /// The real delays (a 7 s `retry-after`, then full-jitter backoff from 500 ms) on a
+    /// paused clock: the waits are exact and the test takes no real time.
+    #[tokio::test(start_paused = true)]
+    async fn waits_retry_after_then_backs_off_on_the_paused_clock() {
+        let waits = Mutex::new(Vec::new());
+        let sink = |e: ModelEvent| {
+            if let ModelEvent::Retrying { wait, .. } = e {
+                waits.lock().unwrap().push(wait);
+            }
+        };
+        let started = tokio::time::Instant::now();
+        let out = RetryPolicy::default()
+            .run(&sink, |n| async move {
+                match n {
+                    1 => Err(ModelError::Api {
+                        status: 429,
+                        kind: "rate_limit_error".into(),
+                        message: "slow down".into(),
+                        retry_after: Some(Duration::from_secs(7)),
+                    }),
+                    2 | 3 => Err(overloaded()),
+                    _ => Ok(n),
+                }
+            })
+            .await;
+        assert_eq!(out.unwrap(), 4);
+        let waits = waits.into_inner().unwrap();
+        assert_eq!(waits.len(), 3);
+        assert_eq!(waits[0], Duration::from_secs(7));
+        let policy = RetryPolicy::default();
+        assert!(waits[1] <= policy.backoff_ceiling(2), "{waits:?}");
+        assert!(waits[2] <= policy.backoff_ceiling(3), "{waits:?}");
+        // Each wait really happened, on the test's clock (whose timers round up to the
+        // next millisecond).
+        let slept = started.elapsed();
+        let asked: Duration = waits.iter().sum();
+        assert!(
+            slept >= asked && slept <= asked + Duration::from_millis(3),
+            "{slept:?} vs {asked:?}"
+        );
     }
 
     #[tokio::test]
@@ -273,9 +314,9 @@ mod tests {
         assert!(matches!(err, ModelError::Api { status: 400, .. }));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn waits_for_retry_after() {
-        let start = Instant::now();
+        let start = tokio::time::Instant::now();
         let out = fast(1)
             .run(&crate::ignore_events, |n| async move {
                 if n == 1 {
@@ -283,7 +324,7 @@ mod tests {
                         status: 429,
                         kind: "rate_limit_error".into(),
                         message: "later".into(),
-                        retry_after: Some(Duration::from_millis(50)),
+                        retry_after: Some(Duration::from_secs(30)),
                     })
                 } else {
                     Ok(())
@@ -291,6 +332,6 @@ mod tests {
             })
             .await;
         assert!(out.is_ok());
-        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(start.elapsed() >= Duration::from_secs(30));
     }
 }

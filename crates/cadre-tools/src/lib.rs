@@ -23,10 +23,10 @@ pub use sandbox::{
     landlock_status, Enforcement, Sandbox, SandboxError, SandboxMode, SandboxPolicy, SandboxStatus,
     ScratchDir,
 };
-pub use typed::{input_schema_for, Json, TypedTool};
-pub use workspace::Workspace;
 /// The schema derive typed tools use, at the version cadre uses.
 pub use schemars;
+pub use typed::{input_schema_for, Json, TypedTool};
+pub use workspace::Workspace;
 pub use worktree::{agent_slug, Finished, Worktree, WorktreeError};
 
 use async_trait::async_trait;

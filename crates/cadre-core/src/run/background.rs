@@ -7,9 +7,9 @@ use crate::run::agent::Inbox;
 use crate::run::orchestrator::SubagentError;
 use async_trait::async_trait;
 use cadre_model::ContentBlock;
-use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -213,18 +213,23 @@ impl Inbox for Background {
     }
 }
 
-#[derive(Deserialize)]
+/// What `TaskOutput` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OutputInput {
-    task_id: String,
+pub struct TaskOutputInput {
+    /// The id Task returned (task_1, …).
+    pub task_id: String,
+    /// Wait for the subagent to finish (default false).
     #[serde(default)]
-    wait: bool,
+    pub wait: bool,
 }
 
-#[derive(Deserialize)]
+/// What `TaskStop` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct StopInput {
-    task_id: String,
+pub struct TaskStopInput {
+    /// The id Task returned (task_1, …).
+    pub task_id: String,
 }
 
 /// `TaskOutput`: the status or result of one of the parent's background subagents.
@@ -234,7 +239,10 @@ pub struct TaskOutputTool(pub Arc<Background>);
 pub struct TaskStopTool(pub Arc<Background>);
 
 #[async_trait]
-impl Tool for TaskOutputTool {
+impl TypedTool for TaskOutputTool {
+    type Input = TaskOutputInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         TASK_OUTPUT_TOOL
     }
@@ -247,24 +255,15 @@ impl Tool for TaskOutputTool {
             .into()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "task_id": {"type": "string", "description": "The id Task returned (task_1, …)."},
-                "wait": {"type": "boolean", "description": "Wait for the subagent to finish (default false)."}
-            },
-            "required": ["task_id"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: OutputInput = parse_input(TASK_OUTPUT_TOOL, input)?;
+    async fn run(
+        &self,
+        input: TaskOutputInput,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let Some((n, description, _, mut rx)) = self.0.find(&input.task_id) else {
             return Ok(ToolOutput::error(format!(
                 "no background task {:?}; the tasks are: {}",
@@ -296,7 +295,10 @@ impl Tool for TaskOutputTool {
 }
 
 #[async_trait]
-impl Tool for TaskStopTool {
+impl TypedTool for TaskStopTool {
+    type Input = TaskStopInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         TASK_STOP_TOOL
     }
@@ -307,23 +309,11 @@ impl Tool for TaskStopTool {
             .into()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "task_id": {"type": "string", "description": "The id Task returned (task_1, …)."}
-            },
-            "required": ["task_id"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         false
     }
 
-    async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: StopInput = parse_input(TASK_STOP_TOOL, input)?;
+    async fn run(&self, input: TaskStopInput, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let Some((n, description, cancel, mut rx)) = self.0.find(&input.task_id) else {
             return Ok(ToolOutput::error(format!(
                 "no background task {:?}; the tasks are: {}",

@@ -10,9 +10,9 @@
 use crate::definitions::registry::SKILL_TOOL;
 use crate::definitions::skills::{Skill, SkillFile, SkillSet};
 use async_trait::async_trait;
-use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput, Workspace};
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,10 +30,12 @@ pub struct SkillTool {
     visible: Vec<String>,
 }
 
-#[derive(Deserialize)]
+/// What `Skill` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SkillInput {
-    name: String,
+pub struct SkillInput {
+    /// The skill's name, as listed under Available skills.
+    pub name: String,
 }
 
 impl SkillTool {
@@ -70,7 +72,10 @@ impl SkillTool {
 }
 
 #[async_trait]
-impl Tool for SkillTool {
+impl TypedTool for SkillTool {
+    type Input = SkillInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         SKILL_TOOL
     }
@@ -84,23 +89,11 @@ impl Tool for SkillTool {
             .into()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "The skill's name, as listed under Available skills."}
-            },
-            "required": ["name"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: SkillInput = parse_input(SKILL_TOOL, input)?;
+    async fn run(&self, input: SkillInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(self.load(&input.name, ctx))
     }
 }
@@ -204,7 +197,9 @@ mod tests {
 
     async fn call(tool: &SkillTool, workspace: &Path, name: &str) -> ToolOutput {
         let ctx = ToolContext::new(Arc::new(Workspace::new(workspace).unwrap()));
-        tool.call(json!({ "name": name }), &ctx).await.unwrap()
+        cadre_tools::Tool::call(tool, serde_json::json!({ "name": name }), &ctx)
+            .await
+            .unwrap()
     }
 
     #[tokio::test]

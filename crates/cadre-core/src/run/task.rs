@@ -6,9 +6,10 @@
 use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
 use async_trait::async_trait;
-use cadre_tools::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// `Task`, bound to the agent that may call it.
@@ -21,14 +22,19 @@ pub struct TaskTool {
     allowed: Vec<String>,
 }
 
-#[derive(Deserialize)]
+/// What `Task` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TaskInput {
-    description: String,
-    prompt: String,
-    subagent_type: String,
+pub struct TaskInput {
+    /// A short (3-5 word) description of the task, shown to the person watching.
+    pub description: String,
+    /// The complete, self-contained instructions for the subagent.
+    pub prompt: String,
+    /// Which type of subagent to launch.
+    pub subagent_type: String,
+    /// Return at once with a task id and let the subagent work meanwhile (default false).
     #[serde(default)]
-    run_in_background: bool,
+    pub run_in_background: bool,
 }
 
 impl TaskTool {
@@ -59,22 +65,13 @@ impl TaskTool {
             description.push_str(&format!("- {name}: {desc}\n"));
         }
         let names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
-        let mut schema = json!({
-            "type": "object",
-            "properties": {
-                "description": {"type": "string", "description": "A short (3-5 word) description of the task, shown to the person watching."},
-                "prompt": {"type": "string", "description": "The complete, self-contained instructions for the subagent."},
-                "subagent_type": {"type": "string", "enum": names, "description": "Which type of subagent to launch."},
-                "run_in_background": {"type": "boolean", "description": "Return at once with a task id and let the subagent work meanwhile (default false)."}
-            },
-            "required": ["description", "prompt", "subagent_type"],
-            "additionalProperties": false
-        });
-        if names.is_empty() {
-            // None of the types it may start exists; an empty enum would be refused by the API.
-            if let Some(t) = schema.pointer_mut("/properties/subagent_type") {
-                t.as_object_mut().map(|o| o.remove("enum"));
-            }
+        let mut schema = cadre_tools::input_schema_for::<TaskInput>();
+        // The types are known only now; an empty enum would be refused by the API.
+        if let (false, Some(Value::Object(t))) = (
+            names.is_empty(),
+            schema.pointer_mut("/properties/subagent_type"),
+        ) {
+            t.insert("enum".into(), names.into());
         }
         Self {
             orchestrator,
@@ -87,7 +84,10 @@ impl TaskTool {
 }
 
 #[async_trait]
-impl Tool for TaskTool {
+impl TypedTool for TaskTool {
+    type Input = TaskInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         crate::definitions::registry::TASK_TOOL
     }
@@ -109,8 +109,7 @@ impl Tool for TaskTool {
         true
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: TaskInput = parse_input("Task", input)?;
+    async fn run(&self, input: TaskInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
             return Ok(ToolOutput::error(format!(
                 "subagent_type {:?} is not one this agent may start; it may start: {}",

@@ -14,6 +14,9 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 #[derive(Clone, Default)]
 pub struct ToolSet {
     tools: Vec<Arc<dyn Tool>>,
+    /// The definitions sent with every request, made once: a typed tool derives its
+    /// schema from its input type, which is not free.
+    definitions: std::sync::OnceLock<Vec<ToolDefinition>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -36,6 +39,7 @@ impl ToolSet {
     pub fn insert(&mut self, tool: Arc<dyn Tool>) {
         self.tools.retain(|t| t.name() != tool.name());
         self.tools.push(tool);
+        self.definitions = std::sync::OnceLock::new();
     }
 
     /// The tool called `name`.
@@ -55,15 +59,19 @@ impl ToolSet {
 
     /// The definitions sent to the model.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools
-            .iter()
-            .map(|t| ToolDefinition {
-                name: t.name().to_owned(),
-                description: t.description(),
-                input_schema: t.input_schema(),
-                cache_control: None,
+        self.definitions
+            .get_or_init(|| {
+                self.tools
+                    .iter()
+                    .map(|t| ToolDefinition {
+                        name: t.name().to_owned(),
+                        description: t.description(),
+                        input_schema: t.input_schema(),
+                        cache_control: None,
+                    })
+                    .collect()
             })
-            .collect()
+            .clone()
     }
 
     /// Whether a call to `name` may run beside the other calls of its turn.

@@ -2,12 +2,12 @@
 
 use crate::output::OutputBuffer;
 use crate::sandbox::{landlock_status, Sandbox, SandboxError, SandboxPolicy, SandboxStatus};
-use crate::{parse_input, SandboxMode, ScratchDir, Tool, ToolContext, ToolError, ToolOutput};
+use crate::{SandboxMode, ScratchDir, ToolContext, ToolError, ToolOutput, TypedTool};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -40,16 +40,24 @@ const KILLED_DRAIN: Duration = Duration::from_millis(200);
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BashTool;
 
-#[derive(Deserialize)]
+/// What `bash` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Input {
-    command: String,
-    timeout_ms: Option<u64>,
-    description: Option<String>,
+pub struct BashInput {
+    /// The shell command to run.
+    pub command: String,
+    /// Timeout in milliseconds (default 120000).
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    /// What the command does, in 5-10 words.
+    pub description: Option<String>,
 }
 
 #[async_trait]
-impl Tool for BashTool {
+impl TypedTool for BashTool {
+    type Input = BashInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "bash"
     }
@@ -81,35 +89,11 @@ impl Tool for BashTool {
             .to_string()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "description": "The shell command to run."
-                },
-                "timeout_ms": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "Timeout in milliseconds (default 120000)."
-                },
-                "description": {
-                    "type": "string",
-                    "description": "What the command does, in 5-10 words."
-                }
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         false
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: Input = parse_input(self.name(), input)?;
+    async fn run(&self, input: BashInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if input.command.trim().is_empty() {
             return Err(ToolError::InvalidInput(
                 "bash: command is empty".to_string(),

@@ -4,10 +4,10 @@ use super::file_io::{
     blocking, decode_text, io_error, read_unchanged, require_seen, stamp_written, write_atomic,
 };
 use crate::context::FileStamp;
-use crate::{cap_output, parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use crate::{cap_output, ToolContext, ToolError, ToolOutput, TypedTool};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::path::Path;
 
 /// Most bytes of diff shown after an edit; the model already knows what it asked for.
@@ -17,18 +17,26 @@ const MAX_DIFF_BYTES: usize = 8_000;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct EditFileTool;
 
-#[derive(Deserialize)]
+/// What `edit_file` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Input {
-    path: String,
-    old_string: String,
-    new_string: String,
+pub struct EditFileInput {
+    /// File to edit, relative to the workspace root.
+    pub path: String,
+    /// Exact text to replace (unique in the file unless replace_all).
+    pub old_string: String,
+    /// Text to put in its place.
+    pub new_string: String,
+    /// Replace every occurrence instead of exactly one (default false).
     #[serde(default)]
-    replace_all: bool,
+    pub replace_all: bool,
 }
 
 #[async_trait]
-impl Tool for EditFileTool {
+impl TypedTool for EditFileTool {
+    type Input = EditFileInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "edit_file"
     }
@@ -47,38 +55,11 @@ impl Tool for EditFileTool {
             .to_string()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "File to edit, relative to the workspace root."
-                },
-                "old_string": {
-                    "type": "string",
-                    "description": "Exact text to replace (unique in the file unless replace_all)."
-                },
-                "new_string": {
-                    "type": "string",
-                    "description": "Text to put in its place."
-                },
-                "replace_all": {
-                    "type": "boolean",
-                    "description": "Replace every occurrence instead of exactly one (default false)."
-                }
-            },
-            "required": ["path", "old_string", "new_string"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         false
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: Input = parse_input(self.name(), input)?;
+    async fn run(&self, input: EditFileInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if input.old_string.is_empty() {
             return Err(ToolError::InvalidInput(
                 "edit_file: old_string is empty; to create or rewrite a file use write_file"
@@ -146,7 +127,7 @@ fn apply(
     shown: &str,
     max_read: u64,
     seen: &FileStamp,
-    input: &Input,
+    input: &EditFileInput,
 ) -> Result<Edited, ToolError> {
     let current = read_unchanged(abs, shown, max_read, seen, "editing")?;
     let before = decode_text(current, shown)?.text;

@@ -2,12 +2,12 @@
 
 use super::file_io::blocking;
 use super::walk::{compile_glob, walker, GlobFilter};
-use crate::{cap_output, parse_input, Tool, ToolContext, ToolError, ToolOutput, Workspace};
+use crate::{cap_output, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
 use async_trait::async_trait;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -23,20 +23,32 @@ const MAX_LINE_CHARS: usize = 500;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GrepTool;
 
-#[derive(Deserialize)]
+/// What `grep` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Input {
-    pattern: String,
-    path: Option<String>,
-    glob: Option<String>,
+pub struct GrepInput {
+    /// Regular expression to search for.
+    pub pattern: String,
+    /// Folder or file to search, relative to the workspace root (default: the root).
+    pub path: Option<String>,
+    /// Only search files matching this glob, e.g. `*.rs`.
+    pub glob: Option<String>,
+    /// Ignore case (default false).
     #[serde(default)]
-    case_insensitive: bool,
-    context: Option<u64>,
-    max_results: Option<u64>,
+    pub case_insensitive: bool,
+    /// Lines of context before and after each match (default 0).
+    #[schemars(range(max = MAX_CONTEXT))]
+    pub context: Option<u64>,
+    /// Most matching lines to show.
+    #[schemars(range(min = 1), description = format!("Most matching lines to show (default {DEFAULT_MAX_RESULTS})."))]
+    pub max_results: Option<u64>,
 }
 
 #[async_trait]
-impl Tool for GrepTool {
+impl TypedTool for GrepTool {
+    type Input = GrepInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "grep"
     }
@@ -60,49 +72,11 @@ impl Tool for GrepTool {
         )
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "Regular expression to search for."
-                },
-                "path": {
-                    "type": "string",
-                    "description": "Folder or file to search, relative to the workspace root (default: the root)."
-                },
-                "glob": {
-                    "type": "string",
-                    "description": "Only search files matching this glob, e.g. `*.rs`."
-                },
-                "case_insensitive": {
-                    "type": "boolean",
-                    "description": "Ignore case (default false)."
-                },
-                "context": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_CONTEXT,
-                    "description": "Lines of context before and after each match (default 0)."
-                },
-                "max_results": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": format!("Most matching lines to show (default {DEFAULT_MAX_RESULTS}).")
-                }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: Input = parse_input(self.name(), input)?;
+    async fn run(&self, input: GrepInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(input.case_insensitive)
             .line_terminator(Some(b'\n'))

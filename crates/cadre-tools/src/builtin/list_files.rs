@@ -2,10 +2,10 @@
 
 use super::file_io::blocking;
 use super::walk::{compile_glob, walker};
-use crate::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 /// Pattern used when the model gives none: everything.
 const DEFAULT_PATTERN: &str = "**/*";
@@ -16,15 +16,22 @@ const MAX_ENTRIES: usize = 1000;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ListFilesTool;
 
-#[derive(Deserialize)]
+/// What `list_files` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Input {
-    pattern: Option<String>,
-    path: Option<String>,
+pub struct ListFilesInput {
+    /// Glob such as `**/*.rs`.
+    #[schemars(description = format!("Glob such as `**/*.rs` (default `{DEFAULT_PATTERN}`)."))]
+    pub pattern: Option<String>,
+    /// Folder to search in, relative to the workspace root (default: the root).
+    pub path: Option<String>,
 }
 
 #[async_trait]
-impl Tool for ListFilesTool {
+impl TypedTool for ListFilesTool {
+    type Input = ListFilesInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "list_files"
     }
@@ -46,30 +53,11 @@ impl Tool for ListFilesTool {
         )
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": format!("Glob such as `**/*.rs` (default `{DEFAULT_PATTERN}`).")
-                },
-                "path": {
-                    "type": "string",
-                    "description": "Folder to search in, relative to the workspace root (default: the root)."
-                }
-            },
-            "required": [],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: Input = parse_input(self.name(), input)?;
+    async fn run(&self, input: ListFilesInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let pattern = input
             .pattern
             .filter(|p| !p.trim().is_empty())

@@ -9,12 +9,12 @@ mod read_file;
 mod walk;
 mod write_file;
 
-pub use bash::BashTool;
-pub use edit_file::EditFileTool;
-pub use grep::GrepTool;
-pub use list_files::ListFilesTool;
-pub use read_file::ReadFileTool;
-pub use write_file::WriteFileTool;
+pub use bash::{BashInput, BashTool};
+pub use edit_file::{EditFileInput, EditFileTool};
+pub use grep::{GrepInput, GrepTool};
+pub use list_files::{ListFilesInput, ListFilesTool};
+pub use read_file::{ReadFileInput, ReadFileTool};
+pub use write_file::{WriteFileInput, WriteFileTool};
 
 use crate::Tool;
 use std::sync::Arc;

@@ -1,10 +1,10 @@
 //! `read_file`: shows a text file with line numbers and remembers what was seen.
 
 use super::file_io::{blocking, read_text};
-use crate::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 /// Lines shown when the model gives no `limit`.
 const DEFAULT_LIMIT: u64 = 2000;
@@ -15,16 +15,25 @@ const MAX_LINE_CHARS: usize = 2000;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ReadFileTool;
 
-#[derive(Deserialize)]
+/// What `read_file` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Input {
-    path: String,
-    offset: Option<u64>,
-    limit: Option<u64>,
+pub struct ReadFileInput {
+    /// File to read, relative to the workspace root.
+    pub path: String,
+    /// 1-based line number to start at (default 1).
+    #[schemars(range(min = 1))]
+    pub offset: Option<u64>,
+    /// Most lines to show.
+    #[schemars(range(min = 1), description = format!("Most lines to show (default {DEFAULT_LIMIT})."))]
+    pub limit: Option<u64>,
 }
 
 #[async_trait]
-impl Tool for ReadFileTool {
+impl TypedTool for ReadFileTool {
+    type Input = ReadFileInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "read_file"
     }
@@ -46,36 +55,11 @@ impl Tool for ReadFileTool {
         )
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "File to read, relative to the workspace root."
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "1-based line number to start at (default 1)."
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": format!("Most lines to show (default {DEFAULT_LIMIT}).")
-                }
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: Input = parse_input(self.name(), input)?;
+    async fn run(&self, input: ReadFileInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 {
             return Err(ToolError::InvalidInput(

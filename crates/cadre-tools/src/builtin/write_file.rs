@@ -4,10 +4,10 @@ use super::file_io::{
     blocking, ensure_not_special, io_error, line_count, read_unchanged, require_seen,
     stamp_written, write_atomic,
 };
-use crate::{parse_input, Tool, ToolContext, ToolError, ToolOutput};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 /// Writes a whole file, creating folders as needed.
 ///
@@ -17,15 +17,21 @@ use serde_json::{json, Value};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WriteFileTool;
 
-#[derive(Deserialize)]
+/// What `write_file` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Input {
-    path: String,
-    content: String,
+pub struct WriteFileInput {
+    /// File to write, relative to the workspace root.
+    pub path: String,
+    /// The complete content of the file.
+    pub content: String,
 }
 
 #[async_trait]
-impl Tool for WriteFileTool {
+impl TypedTool for WriteFileTool {
+    type Input = WriteFileInput;
+    type Output = ToolOutput;
+
     fn name(&self) -> &str {
         "write_file"
     }
@@ -46,30 +52,11 @@ impl Tool for WriteFileTool {
             .to_string()
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "File to write, relative to the workspace root."
-                },
-                "content": {
-                    "type": "string",
-                    "description": "The complete content of the file."
-                }
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        })
-    }
-
     fn is_read_only(&self) -> bool {
         false
     }
 
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: Input = parse_input(self.name(), input)?;
+    async fn run(&self, input: WriteFileInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if ctx.read_only {
             return Err(ToolError::Refused(
                 "this agent is read-only; it may not write files".to_string(),

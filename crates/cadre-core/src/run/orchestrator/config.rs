@@ -106,7 +106,9 @@ pub enum RunError {
     #[error("no model: give the builder a model client, or an Anthropic or OpenAI-compatible configuration")]
     NoModel,
     /// An OpenAI-compatible server needs the name of its model.
-    #[error("an OpenAI-compatible server needs its model's name (for example qwen3:8b for Ollama)")]
+    #[error(
+        "an OpenAI-compatible server needs its model's name (for example qwen3:8b for Ollama)"
+    )]
     NoModelId,
     /// The workspace folder cannot be used.
     #[error("cannot work in {}: {why}", .dir.display())]

@@ -165,7 +165,10 @@ pub struct Orchestrator {
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
-pub fn primary_spec<'a>(registry: &'a Registry, agent_type: &str) -> Result<&'a AgentSpec, RunError> {
+pub fn primary_spec<'a>(
+    registry: &'a Registry,
+    agent_type: &str,
+) -> Result<&'a AgentSpec, RunError> {
     let spec = registry
         .get(agent_type)
         .ok_or_else(|| RunError::UnknownAgent {
