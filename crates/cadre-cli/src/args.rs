@@ -326,7 +326,7 @@ pub struct RunArgs {
     pub max_retries: u32,
     /// How long a model request may wait for the first byte of its answer, or between two
     /// pieces of a streamed answer, before the attempt fails (and is retried), in seconds.
-    #[arg(long, default_value_t = 120, value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
+    #[arg(long, default_value_t = cadre_model::HttpOptions::default().idle_timeout.as_secs(), value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
     pub request_timeout: u64,
     /// Timeout of a `bash` call when the model gives none, in seconds.
     #[arg(long, default_value_t = 120, value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]

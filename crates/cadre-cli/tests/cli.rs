@@ -3015,7 +3015,9 @@ mod everyday {
         .await;
         assert_eq!(recorded.code, 0, "{}", recorded.stderr);
         assert!(
-            recorded.stderr.contains("recording without ~/.claude/agents, ~/.config/cadre/skills"),
+            recorded
+                .stderr
+                .contains("recording without ~/.claude/agents, ~/.config/cadre/skills"),
             "{}",
             recorded.stderr
         );
