@@ -4,7 +4,11 @@ use crate::args::{AgentsCommand, AgentsDirArg};
 use crate::exit::{Code, ConfigError};
 use anyhow::Result;
 use cadre_core::{Problem, Registry};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// How wide the tools column of `cadre agents list` is; longer lists are cut.
+const TOOLS_WIDTH: usize = 44;
 
 /// The registry for a project at `root`: shipped types, then the user's, the project's and
 /// any `--agents-dir` folders, nearer winning.
@@ -27,25 +31,35 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
         AgentsCommand::List(AgentsDirArg { agents_dir }) => {
             let reg = load_registry(root, &agents_dir)?;
             crate::run::print_problems(reg.problems());
-            outln!(
-                "{:<14} {:<9} {:<9} {:<44} description",
-                "name",
-                "mode",
-                "access",
-                "tools"
+            // Every column as wide as its longest entry, but a tool list is cut: the
+            // description column stays in place and lines are cut to the terminal's width.
+            let name_width = reg
+                .all()
+                .map(|s| s.name.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(4);
+            let mut text = format!(
+                "{:<name_width$} {:<9} {:<9} {:<TOOLS_WIDTH$} description\n",
+                "name", "mode", "access", "tools"
             );
             for s in reg.all() {
                 let mode = format!("{:?}", s.mode).to_lowercase();
                 let access = if s.read_only { "read-only" } else { "writes" };
                 let desc = first_sentence(&s.description);
-                outln!(
-                    "{:<14} {mode:<9} {access:<9} {:<44} {desc}",
-                    s.name,
-                    s.tools.join(",")
+                let tools = crate::display::truncate(&s.tools.join(","), TOOLS_WIDTH);
+                let _ = writeln!(
+                    text,
+                    "{:<name_width$} {mode:<9} {access:<9} {tools:<TOOLS_WIDTH$} {desc}",
+                    s.name
                 );
             }
+            out!(
+                "{}",
+                crate::display::fit_lines(&text, crate::display::stdout_width())
+            );
             if !reg.problems().is_empty() {
-                eprintln!(
+                errln!(
                     "\n{} problem(s) in agent files; run `cadre agents check` to see them",
                     reg.problems().len()
                 );
@@ -62,6 +76,7 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                     known.join(", ")
                 ))
             })?;
+            // Shipped types have no file: they are compiled in.
             let source = spec
                 .source
                 .as_ref()

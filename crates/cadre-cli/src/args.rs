@@ -52,6 +52,13 @@ pub enum Command {
     /// write a timeline page.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Print a shell completion script: `cadre completions bash > ~/.local/share/bash-completion/completions/cadre`
+    /// (zsh: a file `_cadre` in a folder of your `$fpath`; fish: `~/.config/fish/completions/cadre.fish`).
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `cadre runs …`.
@@ -61,7 +68,7 @@ pub enum RunsCommand {
     /// A run stopped before it ended (killed, or still running) shows as `unfinished`.
     List {
         /// Show at most N runs.
-        #[arg(long, default_value_t = 20, value_name = "N")]
+        #[arg(long, default_value_t = 20, value_name = "N", value_parser = whole::<usize>(1, None), allow_negative_numbers = true)]
         limit: usize,
         /// Print a JSON array instead: one object per run (id, started, task, outcome,
         /// finished, agents, unfinished_agents, tokens, elapsed_ms).
@@ -118,7 +125,7 @@ pub struct McpArgs {
     #[arg(long = "mcp-config", value_name = "FILE")]
     pub mcp_config: Vec<PathBuf>,
     /// Timeout of one MCP tool call, in seconds (a server's own `timeout` wins).
-    #[arg(long = "mcp-timeout", default_value_t = 120, value_name = "SECS")]
+    #[arg(long = "mcp-timeout", default_value_t = 120, value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
     pub mcp_timeout: u64,
 }
 
@@ -219,9 +226,13 @@ pub enum OutputFormat {
 /// `cadre run`.
 #[derive(Debug, Args)]
 pub struct RunCmd {
-    /// The task, in plain words (with --continue or --resume: the follow-up message).
+    /// The task, in plain words (with --continue or --resume: the follow-up message); `-`
+    /// reads it from stdin, as does no TASK when stdin is not a terminal.
     #[arg(value_name = "TASK")]
-    pub task: String,
+    pub task: Option<String>,
+    /// Read the task from FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "task")]
+    pub task_file: Option<PathBuf>,
     /// Continue the newest finished run of this workspace: its primary conversation goes on
     /// with TASK as the next user message, in the same run folder.
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
@@ -267,10 +278,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "main")]
     pub agent: String,
     /// Most model requests in flight at once across every agent of the run.
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = whole::<usize>(1, None), allow_negative_numbers = true)]
     pub max_parallel: usize,
-    /// How deep delegation may go (1: only the primary agent delegates).
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    /// How deep delegation may go (1: only the primary agent delegates; 0: no delegation).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = whole::<u32>(0, Some(100)), allow_negative_numbers = true)]
     pub max_depth: u32,
     /// Write no transcripts under .cadre/runs/.
     #[arg(long)]
@@ -289,16 +300,16 @@ pub struct RunArgs {
     #[arg(long, env = "CADRE_MODEL")]
     pub model: Option<String>,
     /// Most model requests the primary agent may make (default: its type's max_turns).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = whole::<u32>(1, None), allow_negative_numbers = true)]
     pub max_turns: Option<u32>,
     /// Stop the run once this many tokens (input + output, cached included) are used.
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_name = "TOKENS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
     pub budget_tokens: Option<u64>,
     /// The model's context window in tokens [default: the model's own — 1,000,000 for
     /// current Claude models, 200,000 for older ones; for OpenAI-compatible servers what the
     /// server reports (llama.cpp, vLLM), else 200,000]. Within 80% of it, old tool results
     /// are cleared (the newest two turns' are kept) as a last resort so the next request fits.
-    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "TOKENS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
     pub context_tokens: Option<u64>,
     /// Compact each agent's conversation once a request's input reaches TOKENS (at least
     /// 50000), or `off`. With Anthropic the server summarises the earlier turns into a
@@ -308,13 +319,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "TOKENS|off", default_value = "150000", value_parser = parse_compact_at)]
     pub compact_at: CompactAtArg,
     /// Output token cap for each model response.
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = 8192, value_name = "N", value_parser = whole::<u32>(1, None), allow_negative_numbers = true)]
     pub max_tokens: u32,
     /// How many times a transient API failure (429, 529, 5xx, broken stream) is retried.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = whole::<u32>(0, Some(100)), allow_negative_numbers = true)]
     pub max_retries: u32,
+    /// How long a model request may wait for the first byte of its answer, or between two
+    /// pieces of a streamed answer, before the attempt fails (and is retried), in seconds.
+    #[arg(long, default_value_t = cadre_model::HttpOptions::default().idle_timeout.as_secs(), value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
+    pub request_timeout: u64,
     /// Timeout of a `bash` call when the model gives none, in seconds.
-    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    #[arg(long, default_value_t = 120, value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
     pub bash_timeout: u64,
     /// How the result is printed.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
@@ -332,8 +347,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     pub record: Option<PathBuf>,
     /// Serve model replies from a cassette written by --record: no network, no key. Tools
-    /// still run for real. Agent and skill folders in your home are not loaded, so a
-    /// cassette replays the same on every machine.
+    /// still run for real. With --record and --replay, agent, skill and MCP configuration in
+    /// your home is not loaded, so a cassette replays the same on every machine.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
     /// Let read-only agents run `bash` without the Landlock sandbox (for kernels without
@@ -343,6 +358,28 @@ pub struct RunArgs {
     /// The `anthropic-version` header to send.
     #[arg(long, default_value = "2026-10-21")]
     pub api_version: String,
+}
+
+/// A parser of whole numbers from `min` (up to `max`) whose error names the valid range.
+fn whole<T>(min: u64, max: Option<u64>) -> impl Fn(&str) -> Result<T, String> + Clone
+where
+    T: TryFrom<u64>,
+{
+    move |s: &str| {
+        let range = match max {
+            Some(max) => format!("the valid range is {min}..={max}"),
+            None => format!("the valid range is {min}.. ({min} or more)"),
+        };
+        let n: u64 = s
+            .trim()
+            .replace('_', "")
+            .parse()
+            .map_err(|_| format!("expected a whole number; {range}"))?;
+        if n < min || max.is_some_and(|max| n > max) {
+            return Err(format!("{n} is out of range; {range}"));
+        }
+        T::try_from(n).map_err(|_| format!("{n} is too large; {range}"))
+    }
 }
 
 /// `--compact-at`: a threshold in input tokens, or off.

@@ -131,8 +131,8 @@ impl Display {
             {
                 let line = format!("{agent} failed: {stop}");
                 match &self.live {
-                    Some(pb) => pb.suspend(|| eprintln!("· {line}")),
-                    None => eprintln!("· {line}"),
+                    Some(pb) => pb.suspend(|| errln!("· {line}")),
+                    None => errln!("· {line}"),
                 }
                 return;
             }
@@ -167,7 +167,12 @@ impl Display {
                 summary,
                 ..
             } => {
-                format!("{agent} {name} failed: {summary}")
+                // A tool's own error already starts with "NAME failed: ".
+                let why = summary
+                    .strip_prefix(name.as_str())
+                    .and_then(|s| s.strip_prefix(" failed: "))
+                    .unwrap_or(summary);
+                format!("{agent} {name} failed: {why}")
             }
             Event::Compacted { agent, by, usage } => format!(
                 "{agent} compacted its conversation (summarised by {by}, {} tok)",
@@ -202,44 +207,57 @@ impl Display {
             outln!();
             self.at_line_start = true;
         }
-        eprintln!("· {line}");
+        errln!("· {line}");
     }
 
     /// Redraws the live block from the roster (no-op unless stderr is a terminal).
     pub fn tick(&mut self, roster: &[RosterEntry], done: usize, tokens: u64, elapsed: Duration) {
         let Some(pb) = &self.live else { return };
+        // Rows are cut to the terminal's width: a wrapped row would break the redraw. One
+        // column is kept free (a full row moves some terminals' cursor on).
+        let width = usize::from(console::Term::stderr().size().1).saturating_sub(1);
         let subagents: Vec<&RosterEntry> =
             roster.iter().filter(|e| e.path != self.primary).collect();
-        let mut text = format!(
-            "{} · {} running · {done} done{:>10} tok · {}",
-            self.header,
-            subagents.len(),
-            human_tokens(tokens),
-            clock(u64::try_from(elapsed.as_millis()).unwrap_or(0)),
+        // The first row follows the spinner and its space.
+        let mut text = truncate(
+            &format!(
+                "{} · {} running · {done} done{:>10} tok · {}",
+                self.header,
+                subagents.len(),
+                human_tokens(tokens),
+                clock(u64::try_from(elapsed.as_millis()).unwrap_or(0)),
+            ),
+            width.saturating_sub(2),
         );
         if let Some(main) = roster.iter().find(|e| e.path == self.primary) {
             if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
-                text.push_str(&format!("\n  turn {}  {doing}", main.turn));
+                let row = format!("  turn {}  {doing}", main.turn);
+                text.push('\n');
+                text.push_str(&truncate(&row, width));
             }
         }
         for e in subagents.iter().take(20) {
             let name = e.path.rsplit('/').next().unwrap_or(&e.path);
-            // The live block exists only on a terminal, so colour codes are safe here.
-            let name = paint(&format!("{name:<12}"), e.color.as_deref());
             // A background subagent is marked: its parent is not waiting for it.
             let description = if e.background {
                 format!("[bg] {}", e.description)
             } else {
                 e.description.clone()
             };
-            text.push_str(&format!(
-                "\n  {name} {:<32} turn {:<3} {:<30} {:>7} tok",
+            let rest = format!(
+                " {:<32} turn {:<3} {:<30} {:>7} tok",
                 truncate(&description, 32),
                 e.turn,
                 truncate(e.current_tool.as_deref().unwrap_or("thinking"), 30),
                 human_tokens(e.tokens),
-            ));
+            );
+            // Cut before painting, so the colour codes do not count as width.
+            let name = truncate(&format!("{name:<12}"), width.saturating_sub(2));
+            let rest = truncate(&rest, width.saturating_sub(2 + name.chars().count()));
+            // The live block exists only on a terminal, so colour codes are safe here.
+            let name = paint(&name, e.color.as_deref());
+            text.push_str(&format!("\n  {name}{rest}"));
         }
         if subagents.len() > 20 {
             text.push_str(&format!("\n  … and {} more", subagents.len() - 20));
@@ -247,8 +265,15 @@ impl Display {
         pb.set_message(text);
     }
 
-    /// Prints the end of the run: the answer where it was not streamed, and usage.
-    pub fn finish(&mut self, outcome: &AgentOutcome, summary: &RunSummary, model: &str) {
+    /// Prints the end of the run: the answer where it was not streamed, and usage;
+    /// `run_dir` is the run's folder as shown to the person.
+    pub fn finish(
+        &mut self,
+        outcome: &AgentOutcome,
+        summary: &RunSummary,
+        model: &str,
+        run_dir: Option<&std::path::Path>,
+    ) {
         if let Some(pb) = self.live.take() {
             pb.finish_and_clear();
         }
@@ -262,17 +287,23 @@ impl Display {
                 v["event"] = "result".into();
                 outln!("{v}");
             }
-            OutputFormat::Text if self.quiet => outln!("{}", outcome.text.trim_end()),
+            // A failed run has no answer: nothing, not an empty line.
+            OutputFormat::Text if self.quiet => {
+                let answer = outcome.text.trim_end();
+                if !answer.is_empty() {
+                    outln!("{answer}");
+                }
+            }
             OutputFormat::Text => {
                 if !self.at_line_start {
                     outln!();
                 }
                 if !outcome.stop.is_done() {
-                    eprintln!("cadre: {}", outcome.stop);
+                    errln!("cadre: {}", outcome.stop);
                 }
-                eprintln!("\n{}", usage_table(summary));
-                if let Some(id) = &summary.run_id {
-                    eprintln!("transcripts: .cadre/runs/{id}/");
+                errln!("\n{}", usage_table(summary));
+                if let Some(dir) = run_dir {
+                    errln!("transcripts: {}/", dir.display());
                 }
             }
         }
@@ -289,7 +320,8 @@ fn write_stdout(text: &str) {
 fn result_json(outcome: &AgentOutcome, summary: &RunSummary, model: &str) -> serde_json::Value {
     serde_json::json!({
         "answer": outcome.text,
-        "stop": outcome.stop.label(),
+        // The same shape as in stream-json's events and summary.json.
+        "stop": serde_json::to_value(&outcome.stop).unwrap_or_default(),
         "stop_detail": outcome.stop.to_string(),
         "model": model,
         "turns": outcome.turns,
@@ -340,8 +372,36 @@ pub fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         return s.to_owned();
     }
-    let kept: String = s.chars().take(n.saturating_sub(1)).collect();
+    if n == 0 {
+        return String::new();
+    }
+    let kept: String = s.chars().take(n - 1).collect();
     format!("{kept}…")
+}
+
+/// How wide stdout's lines may be: the terminal's width, else `$COLUMNS`; `None` (no
+/// limit) when stdout goes to a file or a pipe and `COLUMNS` is not set.
+pub fn stdout_width() -> Option<usize> {
+    if let Some((_, cols)) = console::Term::stdout().size_checked() {
+        return Some(usize::from(cols));
+    }
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+}
+
+/// Each line of `text` cut to `width` characters (no limit for `None`).
+pub fn fit_lines(text: &str, width: Option<usize>) -> String {
+    let Some(width) = width else {
+        return text.to_owned();
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        out.push_str(&truncate(line, width));
+        out.push('\n');
+    }
+    out
 }
 
 fn input_column(t: &Totals) -> String {

@@ -64,9 +64,10 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     if let Some(h) = &history {
         let _ = editor.load_history(h);
     }
-    eprintln!(
+    errln!(
         "cadre · {} · {} — /help for commands, Ctrl-D to leave",
-        session.args.agent, session.model_id
+        session.args.agent,
+        session.model_id
     );
     let mut last_summary = None;
     let mut code = Code::Done;
@@ -76,7 +77,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
         let line = match line {
             Ok(line) => line.replace("\\\n", "\n"),
             Err(ReadlineError::Interrupted) => {
-                eprintln!("(Ctrl-D or /exit leaves)");
+                errln!("(Ctrl-D or /exit leaves)");
                 continue;
             }
             Err(ReadlineError::Eof) => break,
@@ -89,7 +90,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
         let _ = editor.add_history_entry(text);
         match text {
             "/exit" | "/quit" => break,
-            "/help" => eprintln!("{HELP}"),
+            "/help" => errln!("{HELP}"),
             "/agents" => {
                 for s in session.registry.all() {
                     outln!(
@@ -119,17 +120,17 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
             },
             "/runs" => crate::sessions::print_runs(&session.root),
             "/compact" => match &dir {
-                None => eprintln!("/compact: nothing to compact yet"),
+                None => errln!("/compact: nothing to compact yet"),
                 Some(d) => match session.compact(d).await {
-                    Ok(used) => eprintln!(
+                    Ok(used) => errln!(
                         "compacted: the conversation so far is now a summary ({} tokens)",
                         crate::display::human_tokens(used.total())
                     ),
-                    Err(e) => eprintln!("/compact: {e:#}"),
+                    Err(e) => errln!("/compact: {e:#}"),
                 },
             },
             command if command.starts_with('/') => {
-                eprintln!("unknown command {command}; /help lists them")
+                errln!("unknown command {command}; /help lists them")
             }
             message => {
                 let job = match &dir {
@@ -142,7 +143,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                         dir = turn.dir.or(dir);
                         last_summary = Some(turn.summary);
                     }
-                    Err(e) => eprintln!("cadre: {e:#}"),
+                    Err(e) => errln!("cadre: {e:#}"),
                 }
             }
         }
@@ -158,7 +159,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        eprintln!("session saved as run {id}: `cadre run --resume {id} TASK` or `cadre chat --resume {id}` goes on with it");
+        errln!("session saved as run {id}: `cadre run --resume {id} TASK` or `cadre chat --resume {id}` goes on with it");
     }
     Ok(code)
 }

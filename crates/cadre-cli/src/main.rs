@@ -20,6 +20,18 @@ macro_rules! out {
     }};
 }
 
+/// `eprintln!` that ignores a closed pipe (`cadre … 2>&1 | head` must not crash either).
+macro_rules! errln {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod agents;
 mod args;
 mod display;
@@ -47,10 +59,13 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("cadre: could not start the async runtime: {e}");
+            errln!("cadre: could not start the async runtime: {e}");
             return exit::Code::Config.into();
         }
     };
+    if let Some(Command::Completions { shell }) = cli.command {
+        return completions(shell).into();
+    }
     let command = match cli.command {
         Some(command) => command,
         None => match default_command() {
@@ -78,12 +93,13 @@ fn main() -> ExitCode {
                 Ok(root) => mcp::mcp(cmd, &root).await,
                 Err(e) => Err(e),
             },
+            Command::Completions { shell } => Ok(completions(shell)),
         }
     });
     match result {
         Ok(code) => code.into(),
         Err(err) => {
-            eprintln!("cadre: {err:#}");
+            errln!("cadre: {err:#}");
             exit::classify(&err).into()
         }
     }
@@ -93,7 +109,7 @@ fn main() -> ExitCode {
 fn default_command() -> Result<Command, exit::Code> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() {
-        eprintln!("cadre: no command given; `cadre run TASK` runs a task, and `cadre` on a terminal opens an interactive session (see `cadre --help`)");
+        errln!("cadre: no command given; `cadre run TASK` runs a task, and `cadre` on a terminal opens an interactive session (see `cadre --help`)");
         return Err(exit::Code::Config);
     }
     // The global options given (-C, -v) stay; `chat` brings its defaults.
@@ -108,11 +124,22 @@ fn default_command() -> Result<Command, exit::Code> {
     }
 }
 
+/// `cadre completions SHELL`: the completion script on stdout.
+fn completions(shell: clap_complete::Shell) -> exit::Code {
+    use clap::CommandFactory;
+    // Written whole at the end: the generator panics on a write error, a buffer has none.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "cadre", &mut script);
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+    exit::Code::Done
+}
+
 fn init_logging(verbose: u8, quiet: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "error",
-        // Retries are already shown by the display; the log repeats them only with -v.
-        (false, 0) => "warn,cadre_model::retry=error",
+        // Retries and a cassette's cut-off last line are already told in plain words; the
+        // log repeats them only with -v.
+        (false, 0) => "warn,cadre_model::retry=error,cadre_model::cassette=error",
         (false, 1) => "info",
         _ => "debug",
     };
@@ -122,5 +149,7 @@ fn init_logging(verbose: u8, quiet: bool) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
+        // A closed stderr must not turn a log line into a panic.
+        .log_internal_errors(false)
         .init();
 }

@@ -37,7 +37,7 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
     let servers = load_servers(root, &args, true)?;
     let config = servers.config();
     for p in &config.problems {
-        eprintln!("cadre: {p}");
+        errln!("cadre: {p}");
     }
     if config.servers.is_empty() {
         outln!("no MCP servers configured: cadre reads the project's .mcp.json, ~/.config/cadre/mcp.json and --mcp-config FILE");
@@ -89,7 +89,7 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
     }
     servers.shutdown().await;
     if failed > 0 {
-        eprintln!(
+        errln!(
             "cadre: {failed} of {} MCP server(s) failed to start",
             names.len()
         );

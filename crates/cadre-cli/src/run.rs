@@ -30,9 +30,9 @@ server such as Ollama, and `--replay FILE` replays a recorded run offline.";
 pub fn print_problems(problems: &[cadre_core::Problem]) {
     for p in problems {
         if p.warning {
-            eprintln!("cadre: {p}");
+            errln!("cadre: {p}");
         } else {
-            eprintln!("cadre: skipped: {p}");
+            errln!("cadre: skipped: {p}");
         }
     }
 }
@@ -51,10 +51,12 @@ pub enum Job {
 pub async fn run_cmd(cmd: RunCmd, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let RunCmd {
         task,
+        task_file,
         continue_last,
         resume,
         mut args,
     } = cmd;
+    let task = read_task(task, task_file.as_deref())?;
     let root = workspace_root(directory.clone())?;
     let job = match (continue_last, resume) {
         (false, None) => Job::Fresh(task),
@@ -73,6 +75,44 @@ pub async fn run_cmd(cmd: RunCmd, directory: Option<PathBuf>, quiet: bool) -> Re
         args.agent = crate::sessions::primary_type(dir)?;
     }
     run(args, job, directory, quiet).await
+}
+
+/// The task: TASK itself, or read from `--task-file`, or from stdin for `-` (or no TASK
+/// when stdin is not a terminal). A blank task is a usage error.
+fn read_task(task: Option<String>, file: Option<&std::path::Path>) -> Result<String> {
+    use std::io::{IsTerminal, Read};
+    let from_stdin = || -> Result<String> {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| ConfigError(format!("cannot read the task from stdin: {e}")))?;
+        Ok(text)
+    };
+    let (text, from) = match (task, file) {
+        (_, Some(file)) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                ConfigError(format!("cannot read --task-file {}: {e}", file.display()))
+            })?;
+            (text, format!("--task-file {}", file.display()))
+        }
+        (Some(task), None) if task == "-" => (from_stdin()?, "stdin".to_owned()),
+        (Some(task), None) => (task, "TASK".to_owned()),
+        (None, None) if std::io::stdin().is_terminal() => {
+            return Err(ConfigError(
+                "no task given: pass it as TASK, `-` to read it from stdin, or --task-file FILE (`cadre chat` talks interactively)".into(),
+            )
+            .into())
+        }
+        (None, None) => (from_stdin()?, "stdin".to_owned()),
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(ConfigError(format!(
+            "the task is empty ({from}); say what the agent should do"
+        ))
+        .into());
+    }
+    Ok(text.to_owned())
 }
 
 /// `cadre resume [RUN_ID]`: carries on a killed run (default: the newest unfinished one).
@@ -131,14 +171,18 @@ impl Session {
             .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
         require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
         require_dirs(&args.skills.skills_dir, "--skills-dir")?;
-        // A replay must see the same prompts as the recording did, on any machine.
-        let include_user = args.replay.is_none();
+        // A replay must see the same prompts as the recording did, on any machine: neither
+        // reads the home folder's agents, skills or MCP servers.
+        let include_user = args.replay.is_none() && args.record.is_none();
+        if args.record.is_some() && !quiet {
+            note_skipped_home();
+        }
         let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
         let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
         let mcp = crate::mcp::load_servers(&root, &args.mcp, include_user)?;
         if !quiet {
             for p in &mcp.config().problems {
-                eprintln!("cadre: skipped: {p}");
+                errln!("cadre: skipped: {p}");
             }
             print_problems(registry.problems());
             print_problems(skills.problems());
@@ -222,7 +266,7 @@ impl Session {
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = tokio::signal::ctrl_c() => {
-                            eprintln!("\ncadre: cancelling this turn");
+                            errln!("\ncadre: cancelling this turn");
                             cancel.cancel();
                         }
                         () = done.cancelled() => {}
@@ -283,10 +327,11 @@ impl Session {
                 (outcome, summary)
             }
         };
-        display.finish(&outcome, &summary, &self.model_id);
+        let run_dir = orchestrator.run_dir().map(|d| shown_path(d.path()));
+        display.finish(&outcome, &summary, &self.model_id, run_dir.as_deref());
         if let StopKind::ModelError(e) = &outcome.stop {
             if quiet || args.output_format != crate::args::OutputFormat::Text {
-                eprintln!("cadre: {e}");
+                errln!("cadre: {e}");
             }
         }
         Ok(Turn {
@@ -316,6 +361,42 @@ pub struct Turn {
     pub dir: Option<PathBuf>,
     /// Its summary (usage covers the whole run, earlier turns too).
     pub summary: cadre_core::RunSummary,
+}
+
+/// `path` as a person would type it from where cadre was started: relative to the current
+/// folder when inside it, else as it is.
+fn shown_path(path: &std::path::Path) -> PathBuf {
+    let inside = std::env::current_dir().ok().and_then(|cwd| {
+        path.strip_prefix(cwd)
+            .ok()
+            .map(std::path::Path::to_path_buf)
+    });
+    match inside {
+        Some(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
+        Some(rel) => rel,
+        None => path.to_path_buf(),
+    }
+}
+
+/// Says, when recording, which of the home folder's agent and skill folders are left out.
+fn note_skipped_home() {
+    let Some(home) = user_home(true) else { return };
+    let skipped: Vec<String> = [
+        ".claude/agents",
+        ".config/cadre/agents",
+        ".config/cadre/skills",
+        ".config/cadre/mcp.json",
+    ]
+    .iter()
+    .filter(|p| home.join(p).exists())
+    .map(|p| format!("~/{p}"))
+    .collect();
+    if !skipped.is_empty() {
+        errln!(
+            "cadre: recording without {} so the cassette replays the same on any machine (put what the run needs in the project, or pass --agents-dir / --skills-dir)",
+            skipped.join(", ")
+        );
+    }
 }
 
 /// Fails unless every folder given with `flag` exists: a typo must not pass silently.
@@ -373,7 +454,7 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
         let replay = ReplayModel::open(cassette)
             .map_err(|e| ConfigError(format!("cannot replay {}: {e}", cassette.display())))?;
         if let Some(line) = replay.truncated_tail() {
-            eprintln!("cadre: the cassette's last line ({line}) was cut short and is ignored");
+            errln!("cadre: the cassette's last line ({line}) was cut short and is ignored");
         }
         let run_id = replay.recorded_run_id().map(str::to_owned);
         return Ok((Arc::new(replay), run_id));
@@ -387,6 +468,7 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
             }
             config.version = args.api_version.clone();
             config.http.retry.max_retries = args.max_retries;
+            config.http.idle_timeout = Duration::from_secs(args.request_timeout);
             Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
         }
         Provider::Openai => {
@@ -402,6 +484,7 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
                 .into());
             }
             config.http.retry.max_retries = args.max_retries;
+            config.http.idle_timeout = Duration::from_secs(args.request_timeout);
             Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
         }
     };
@@ -432,14 +515,14 @@ fn spawn_signal_watch(cancel: CancellationToken, quit: CancellationToken) {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = terminated => {}
-        }
-        eprintln!("\ncadre: stopping every agent (Ctrl-C again to quit at once)");
+        let by = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "Ctrl-C; Ctrl-C again quits at once",
+            () = terminated => "SIGTERM; Ctrl-C quits at once",
+        };
+        errln!("\ncadre: stopping every agent ({by})");
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("cadre: quitting now");
+            errln!("cadre: quitting now");
             quit.cancel();
         }
     });

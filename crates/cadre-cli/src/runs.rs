@@ -49,7 +49,7 @@ pub async fn runs(cmd: RunsCommand, root: &Path) -> Result<Code> {
                 Some(file) => {
                     std::fs::write(&file, crate::runs_html::page(&run))
                         .with_context(|| format!("cannot write {}", file.display()))?;
-                    eprintln!(
+                    errln!(
                         "wrote the timeline of run {} ({} agents) to {}",
                         run.id,
                         run.agents.len(),
@@ -560,7 +560,7 @@ fn load_run(dir: &Path, id: &str) -> RunView {
         Ok(text) => match serde_json::from_str::<SavedSummary>(&text) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("cadre: {id}/summary.json cannot be read ({e}); showing the transcripts");
+                errln!("cadre: {id}/summary.json cannot be read ({e}); showing the transcripts");
                 None
             }
         },

@@ -93,18 +93,49 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
                 let mut searched = SkillSet::standard_dirs(root, home.as_deref());
                 searched.extend(skills_dir.iter().cloned());
                 let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
-                eprintln!("no skills found; searched: {}", list.join(", "));
+                errln!("no skills found; searched: {}", list.join(", "));
                 return Ok(Code::Done);
             }
-            let mut out = format!("{:<24} {:<32} description\n", "name", "folder");
+            // Columns as wide as their longest entry, so the descriptions line up; lines
+            // are cut to the terminal's width.
+            let folder = |s: &Skill| {
+                s.dir
+                    .strip_prefix(root)
+                    .unwrap_or(&s.dir)
+                    .display()
+                    .to_string()
+            };
+            let name_width = set
+                .all()
+                .map(|s| s.name.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(4);
+            let folder_width = set
+                .all()
+                .map(|s| folder(s).chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(6);
+            let mut out = format!(
+                "{:<name_width$} {:<folder_width$} description\n",
+                "name", "folder"
+            );
             for s in set.all() {
-                let folder = s.dir.strip_prefix(root).unwrap_or(&s.dir);
                 let desc = one_line(&s.description);
-                let _ = writeln!(out, "{:<24} {:<32} {desc}", s.name, folder.display());
+                let _ = writeln!(
+                    out,
+                    "{:<name_width$} {:<folder_width$} {desc}",
+                    s.name,
+                    folder(s)
+                );
             }
-            emit(&out);
+            emit(&crate::display::fit_lines(
+                &out,
+                crate::display::stdout_width(),
+            ));
             if !set.problems().is_empty() {
-                eprintln!(
+                errln!(
                     "\n{} problem(s) in skills; run `cadre skills check` to see them",
                     set.problems().len()
                 );

@@ -243,6 +243,11 @@ impl ReplayModel {
                     )
                 );
             }
+            None if self.exchanges.is_empty() => {
+                msg.push_str(
+                    ". The cassette holds no recorded requests at all (was the recording stopped before the first answer?)",
+                );
+            }
             None => {
                 let mut types: Vec<&str> = self
                     .exchanges
@@ -255,11 +260,7 @@ impl ReplayModel {
                     msg,
                     ". It holds no request from an agent of type {:?}; it has types: {}",
                     origin.agent_type,
-                    if types.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        types.join(", ")
-                    }
+                    types.join(", ")
                 );
             }
         }

@@ -41,6 +41,10 @@ impl Registry {
         for (name, text) in SHIPPED {
             reg.add_text(Path::new(name), text, &mut BTreeMap::new());
         }
+        // They are compiled in, not read from a file (a project's own `agents/` is one).
+        for spec in reg.specs.values_mut() {
+            spec.source = None;
+        }
         reg
     }
 

@@ -1,6 +1,6 @@
 //! Agent types: one YAML file each, validated with file:line:column problems.
 
-use crate::definitions::tools::{is_mcp_name, map_tools};
+use crate::definitions::tools::{is_mcp_name, map_tools, SKILL_TOOL};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -402,6 +402,7 @@ impl AgentSpec {
             let msg = "expected a mapping of keys (name: …, description: …, prompt: …)";
             return (None, vec![Problem::at(file, (1, 1), msg)]);
         };
+        let lists_skills = map.contains_key("skills");
         // Unknown keys are reported one by one, then dropped, so one stray key does not
         // hide every other problem of the file, nor stop it loading.
         let mut unknown = false;
@@ -443,6 +444,17 @@ impl AgentSpec {
                 spec.repair(file, &mut problems, &|key, needle| {
                     locate(text, key, needle)
                 });
+                // Skills are loaded with the `Skill` tool: listing them to a type that
+                // lacks it is a mistake, told rather than silently widening its tools.
+                let no_skill_tool =
+                    crate::definitions::registry::tools_for(&spec, &[SKILL_TOOL]).is_empty();
+                if lists_skills && !spec.skills.is_empty() && no_skill_tool {
+                    problems.push(Problem::warning_at(
+                        file,
+                        locate(text, "skills", None),
+                        "skills: lists skills, but tools: lacks `Skill`, so this type cannot load them; add Skill to tools (or set skills: [])",
+                    ));
+                }
                 (Some(spec), problems)
             }
             Err(p) => {
