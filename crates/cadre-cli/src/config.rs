@@ -13,6 +13,9 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
     match cmd {
         ConfigCommand::Show(cmd) => {
             let mut args = cmd.args;
+            // As a run would: a recording or a replay leaves out the user's own file.
+            let portable = args.record.is_some() || args.replay.is_some();
+            let user_dir = user_dir.filter(|_| !portable);
             let merged = settings::resolve(&mut args, &root, user_dir.as_deref())?;
             merged
                 .warnings()

@@ -361,6 +361,17 @@ pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, 
     Ok(files)
 }
 
+/// The `mcp_config` file the settings name (the project's winning), for commands that take
+/// no other run options (`cadre mcp`).
+pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
+    Ok(files(root, user_dir)?
+        .iter()
+        .find_map(|f| match f.get("mcp_config") {
+            Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
+            _ => None,
+        }))
+}
+
 /// Reads the settings files and fills every option of `args` that was not given on the
 /// command line or by the environment; returns the merged settings.
 pub fn resolve(

@@ -3181,4 +3181,51 @@ mod everyday {
         assert_eq!(out.code, 0, "{}", out.stderr);
         assert!(out.stdout.contains("recorded answer"), "{}", out.stdout);
     }
+
+    #[tokio::test]
+    async fn base_url_and_mcp_config_come_from_the_files() {
+        let (_dir, proj, home) = layout();
+        std::fs::create_dir_all(proj.join(".cadre")).unwrap();
+        let config =
+            json!({"mcpServers": {"local": {"command": cadre_testkit::mcp_server_binary()}}});
+        write_file(&proj.join("tools/mcp.json"), &config.to_string());
+        write_file(
+            &proj.join("cadre.toml"),
+            "mcp_config = \"tools/mcp.json\"\n",
+        );
+        let server = MockServer::start().await;
+        server.route(Match::Any, vec![Reply::text("ok")]);
+        write_file(
+            &home.join(".config/cadre/config.toml"),
+            &format!("base_url = \"{}\"\n", server.uri()),
+        );
+        // No ANTHROPIC_BASE_URL: the request reaches the mock only through the user's file.
+        let out = cadre_home(&proj, &home, &[("ANTHROPIC_API_KEY", "k")], &["run", "hi"]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let tools = server.requests()[0].tool_names();
+        assert!(
+            tools.iter().any(|t| t.starts_with("mcp__local__")),
+            "{tools:?}"
+        );
+        let out = cadre_home(&proj, &home, &[], &["mcp", "list"]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("mcp__local__"), "{}", out.stdout);
+
+        write_file(
+            &proj.join("cadre.toml"),
+            "mcp_config = \"tools/none.json\"\n",
+        );
+        let out = cadre_home(&proj, &home, &[], &["config", "show"]).await;
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("cadre.toml:1: mcp_config names "),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("none.json: no such file"),
+            "{}",
+            out.stderr
+        );
+    }
 }
