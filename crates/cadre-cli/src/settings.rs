@@ -562,3 +562,48 @@ pub fn resolve(
         permissions,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<SettingsFile, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PROJECT_FILE);
+        std::fs::write(&path, text).unwrap();
+        SettingsFile::read(&path, "cadre.toml".into())
+    }
+
+    #[test]
+    fn loose_spellings_are_read() {
+        let f = read("Max-Parallel = \"4\"\ncompact_at = false\n[limits]\ncontext_tokens = 200_000\n[permissions]\nallow = \"Bash(ls:*)\"\n[extra]\nx = 1\n").unwrap();
+        assert_eq!(f.values["limits.max_parallel"], (Value::Number(4), 1));
+        assert_eq!(
+            f.values["compaction.compact_at"],
+            (Value::CompactAt(None), 2)
+        );
+        assert_eq!(f.values["limits.context_tokens"].0, Value::Number(200_000));
+        assert_eq!(
+            f.values["permissions.allow"].0,
+            Value::List(vec!["Bash(ls:*)".into()])
+        );
+        assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
+        assert!(f.unknown[0].starts_with("cadre.toml:7: unknown setting `extra`"));
+    }
+
+    #[test]
+    fn bad_values_name_the_line() {
+        let e = read("\n[limits]\nmax_turns = -1\n").unwrap_err();
+        assert!(
+            e.0.starts_with("cadre.toml:3: limits.max_turns must be a whole number from 1 to"),
+            "{e}"
+        );
+        let e = read("[permissions]\ndeny = [1]\n").unwrap_err();
+        assert_eq!(
+            e.0,
+            "cadre.toml:2: permissions.deny must be a list of strings; 1 is not one"
+        );
+        let e = read("model = \n").unwrap_err();
+        assert!(e.0.starts_with("cadre.toml:1: not valid TOML"), "{e}");
+    }
+}
