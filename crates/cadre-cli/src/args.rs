@@ -8,8 +8,9 @@ use std::path::PathBuf;
 #[command(name = "cadre", version, about, long_about = None)]
 pub struct Cli {
     /// The workspace folder: the agents work there and their tools cannot leave it
-    /// (default: the current folder). Paths given to other options (--replay, --record,
-    /// --agents-dir, --skills-dir) stay relative to where you run cadre.
+    /// (default: the project root, the nearest folder from the current one up with .cadre/,
+    /// .claude/, agents/ or .git; else the current folder). Paths given to other options
+    /// (--replay, --record, --agents-dir, --skills-dir) stay relative to where you run cadre.
     #[arg(short = 'C', long = "directory", value_name = "DIR", global = true)]
     pub directory: Option<PathBuf>,
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
@@ -37,8 +38,13 @@ pub enum Command {
     /// running goes on; no journaled model request is sent again and no journaled tool call
     /// runs again (a changing tool cut off mid-call is reported to the model as interrupted).
     Resume(Box<ResumeCmd>),
-    /// Show what this machine enforces: the kernel's Landlock ABI and the sandbox rules.
+    /// Show what this machine enforces (the kernel's Landlock ABI and the sandbox rules),
+    /// the project root, its instruction files and its settings files.
     Doctor,
+    /// Show or check the settings: cadre.toml at the project root and
+    /// ~/.config/cadre/config.toml (flags > environment > project file > user file > defaults).
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// List, show or check agent types.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -104,6 +110,25 @@ pub enum RunsCommand {
         #[arg(long)]
         delete: bool,
     },
+}
+
+/// `cadre config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every setting as a run would use it, and where it came from (flag, env VAR,
+    /// file:line, default). Takes the options of `cadre run`, to show what they change.
+    Show(Box<ConfigShowCmd>),
+    /// Check the settings files: every unknown key and bad value, with file:line; exit 1
+    /// on any.
+    Check,
+}
+
+/// `cadre config show`.
+#[derive(Debug, Args)]
+pub struct ConfigShowCmd {
+    /// The options of `cadre run`.
+    #[command(flatten)]
+    pub args: RunArgs,
 }
 
 /// `cadre mcp …`.
@@ -358,6 +383,10 @@ pub struct RunArgs {
     /// The `anthropic-version` header to send.
     #[arg(long, default_value = "2026-10-21")]
     pub api_version: String,
+    /// Which of these options were given (flag or environment), so the settings files
+    /// fill only the others.
+    #[arg(skip)]
+    pub given: crate::settings::Given,
 }
 
 /// A parser of whole numbers from `min` (up to `max`) whose error names the valid range.
@@ -386,7 +415,8 @@ where
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactAtArg(pub Option<u64>);
 
-fn parse_compact_at(s: &str) -> Result<CompactAtArg, String> {
+/// Reads a `--compact-at` value (also the settings files' `compact_at`).
+pub fn parse_compact_at(s: &str) -> Result<CompactAtArg, String> {
     let s = s.trim();
     if matches!(s, "off" | "never" | "none") {
         return Ok(CompactAtArg(None));

@@ -34,24 +34,27 @@ macro_rules! errln {
 
 mod agents;
 mod args;
+mod config;
 mod display;
 mod doctor;
 mod exit;
 mod interactive;
 mod mcp;
+mod project;
 mod run;
 mod runs;
 mod runs_html;
 mod sessions;
+mod settings;
 mod skills;
 
 use args::{Cli, Command};
-use clap::Parser;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse(Cli::command().get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(cli.verbose, cli.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -78,7 +81,8 @@ fn main() -> ExitCode {
             Command::Chat(cmd) => interactive::chat(*cmd, cli.directory).await,
             Command::Run(cmd) => run::run_cmd(*cmd, cli.directory, cli.quiet).await,
             Command::Resume(cmd) => run::resume_cmd(*cmd, cli.directory, cli.quiet).await,
-            Command::Doctor => Ok(doctor::doctor()),
+            Command::Doctor => Ok(doctor::doctor(cli.directory)),
+            Command::Config(cmd) => config::config(cmd, cli.directory),
             Command::Agents(cmd) => {
                 run::workspace_root(cli.directory).and_then(|root| agents::agents(cmd, &root))
             }
@@ -115,7 +119,7 @@ fn default_command() -> Result<Command, exit::Code> {
     // The global options given (-C, -v) stay; `chat` brings its defaults.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     argv.push("chat".into());
-    match Cli::try_parse_from(argv) {
+    match Cli::command().try_get_matches_from(argv).and_then(parse) {
         Ok(Cli {
             command: Some(command),
             ..
@@ -132,6 +136,27 @@ fn completions(shell: clap_complete::Shell) -> exit::Code {
     clap_complete::generate(shell, &mut Cli::command(), "cadre", &mut script);
     let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
     exit::Code::Done
+}
+
+/// The command line from clap's matches, with what the run options' matches say was given
+/// (a flag, the environment) noted, so settings files fill only the rest.
+fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let mut leaf = &matches;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    let args = match &mut cli.command {
+        Some(Command::Run(cmd)) => Some(&mut cmd.args),
+        Some(Command::Chat(cmd)) => Some(&mut cmd.args),
+        Some(Command::Resume(cmd)) => Some(&mut cmd.args),
+        Some(Command::Config(args::ConfigCommand::Show(cmd))) => Some(&mut cmd.args),
+        _ => None,
+    };
+    if let Some(args) = args {
+        args.given = settings::Given::from_matches(leaf);
+    }
+    Ok(cli)
 }
 
 fn init_logging(verbose: u8, quiet: bool) {

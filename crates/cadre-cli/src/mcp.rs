@@ -34,6 +34,12 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
         McpCommand::List(a) => (a, false),
         McpCommand::Check(a) => (a, true),
     };
+    let mut args = args;
+    if args.mcp_config.is_empty() {
+        let user_dir = crate::run::user_home(true).map(|h| h.join(".config/cadre"));
+        args.mcp_config
+            .extend(crate::settings::mcp_config(root, user_dir.as_deref())?);
+    }
     let servers = load_servers(root, &args, true)?;
     let config = servers.config();
     for p in &config.problems {

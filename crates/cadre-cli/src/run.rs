@@ -160,13 +160,37 @@ pub struct Session {
     pub model_id: String,
     /// The run id a recording notes in its cassette, or a replay takes from it.
     run_id: Option<String>,
+    /// The project's instructions, read once for every agent of every turn.
+    instructions: Arc<cadre_core::Instructions>,
+    /// The settings files' `[permissions]` table. Not used yet: this is the one place it is
+    /// to be handed to the run (with the permission checks, through the run's config).
+    #[allow(dead_code, reason = "read once the permission checks land")]
+    pub permissions: crate::settings::PermissionSettings,
 }
 
 impl Session {
     /// Loads agent types, skills and MCP configuration and builds the model client; checks
     /// that `args.agent` may run as the primary agent.
-    pub fn prepare(args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Self> {
+    pub fn prepare(mut args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Self> {
         let root = workspace_root(directory)?;
+        // A cassette must replay the same on every machine: recording and replaying both
+        // leave out the user's own settings and instructions (~/.config/cadre).
+        let portable = args.record.is_some() || args.replay.is_some();
+        let user_dir = user_home(!portable).map(|h| h.join(".config/cadre"));
+        let settings = crate::settings::resolve(&mut args, &root, user_dir.as_deref())?;
+        let instructions = cadre_core::Instructions::load(&root, user_dir.as_deref());
+        if !quiet {
+            settings
+                .warnings()
+                .for_each(|w| eprintln!("cadre: warning: {w}"));
+            print_problems(instructions.problems());
+            if portable {
+                note_left_out();
+            }
+        }
+        if let Err(e) = crate::project::write_gitignore(&root) {
+            eprintln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
+        }
         let workspace = Workspace::new(&root)
             .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
         require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
@@ -195,6 +219,8 @@ impl Session {
         let (model, run_id) = build_model(&args)?;
         Ok(Self {
             run_id,
+            instructions: Arc::new(instructions),
+            permissions: settings.permissions,
             root,
             args,
             registry,
@@ -216,6 +242,7 @@ impl Session {
             .registry(self.registry.clone())
             .skills(self.skills.clone())
             .mcp(self.mcp.clone())
+            .instructions(self.instructions.clone())
             .limits(Limits {
                 max_parallel: args.max_parallel.max(1),
                 max_depth: args.max_depth,
@@ -417,8 +444,15 @@ pub fn user_home(include_user: bool) -> Option<PathBuf> {
         .flatten()
 }
 
-/// The folder to work in: `-C DIR` or the current one; a missing folder is a plain error.
+/// The folder to work in: `-C DIR`, else the project root found from the current folder
+/// up (see [`crate::project::find_root`]); a missing folder is a plain error.
 pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
+    project_root(directory).map(|(root, _)| root)
+}
+
+/// [`workspace_root`], and how it was found.
+pub fn project_root(directory: Option<PathBuf>) -> Result<(PathBuf, crate::project::Found)> {
+    use crate::project::Found;
     match directory {
         Some(dir) if dir.exists() && !dir.is_dir() => Err(ConfigError(format!(
             "cannot use -C {}: it is a file, not a folder",
@@ -428,9 +462,35 @@ pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
         Some(dir) if !dir.is_dir() => {
             Err(ConfigError(format!("cannot use -C {}: no such folder", dir.display())).into())
         }
-        Some(dir) => Ok(dir),
-        None => std::env::current_dir()
-            .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")).into()),
+        Some(dir) => Ok((dir, Found::Flag)),
+        None => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")))?;
+            Ok(crate::project::find_root(&cwd, user_home(true).as_deref()))
+        }
+    }
+}
+
+/// With --record or --replay, says which of the user's own files exist and are not read.
+fn note_left_out() {
+    let Some(dir) = user_home(true).map(|h| h.join(".config/cadre")) else {
+        return;
+    };
+    let left: Vec<&str> = [
+        crate::settings::USER_FILE,
+        cadre_core::definitions::instructions::USER_FILE,
+    ]
+    .into_iter()
+    .filter(|f| dir.join(f).is_file())
+    .collect();
+    if !left.is_empty() {
+        eprintln!(
+            "cadre: not read while recording or replaying, so the cassette replays the same everywhere: {}",
+            left.iter()
+                .map(|f| format!("~/.config/cadre/{f}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
 }
 
@@ -440,7 +500,7 @@ fn model_id(args: &RunArgs) -> Result<String> {
         (Some(m), _) => Ok(resolve_model_alias(m).to_owned()),
         (None, Provider::Anthropic) => Ok(cadre_model::DEFAULT_MODEL.to_owned()),
         (None, Provider::Openai) => Err(ConfigError(
-            "--provider openai needs the server's model name: pass --model (for example --model qwen3:8b for Ollama, --model gpt-5 for OpenAI) or set CADRE_MODEL".into(),
+            "--provider openai needs the server's model name: pass --model (for example --model qwen3:8b for Ollama, --model gpt-5 for OpenAI), set CADRE_MODEL, or put `model = \"NAME\"` in cadre.toml".into(),
         )
         .into()),
     }

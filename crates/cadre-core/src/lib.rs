@@ -62,6 +62,7 @@ pub mod definitions;
 pub mod record;
 pub mod run;
 
+pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};

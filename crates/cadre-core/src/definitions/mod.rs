@@ -1,9 +1,10 @@
 //! What a run is made of, as users write it: agent types (cadre's YAML and Claude Code's
-//! Markdown), the registry that gathers them, and skills. Loading is forgiving (repairs
+//! Markdown), the registry that gathers them, skills, and the project's instructions. Loading is forgiving (repairs
 //! are warnings); `cadre … check --strict` turns every warning into an error.
 
 pub mod claude_agents;
 pub mod frontmatter;
+pub mod instructions;
 pub mod registry;
 pub mod skills;
 pub mod spec;

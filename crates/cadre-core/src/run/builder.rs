@@ -2,6 +2,7 @@
 //! running orchestrator — model, workspace, agent types, skills, extra tools, limits and
 //! where events go.
 
+use crate::definitions::instructions::Instructions;
 use crate::definitions::registry::Registry;
 use crate::definitions::skills::{Skill, SkillSet};
 use crate::definitions::spec::AgentSpec;
@@ -53,6 +54,7 @@ pub struct OrchestratorBuilder {
     runs_dir: Option<PathBuf>,
     sandbox: Option<SandboxMode>,
     mcp: Option<Arc<McpServers>>,
+    instructions: Option<Arc<Instructions>>,
     run_id: Option<String>,
     handlers: Vec<EventHandler>,
 }
@@ -82,6 +84,7 @@ impl Orchestrator {
             runs_dir: None,
             sandbox: None,
             mcp: None,
+            instructions: None,
             run_id: None,
             handlers: Vec::new(),
         }
@@ -245,6 +248,13 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// The project's instructions (AGENTS.md, CLAUDE.md, …) for every agent's system prompt;
+    /// see [`Instructions::load`].
+    pub fn instructions(mut self, instructions: Arc<Instructions>) -> Self {
+        self.instructions = Some(instructions);
+        self
+    }
+
     /// The run's id (its folder and worktree branches); a replay passes the recorded one.
     pub fn run_id(mut self, id: impl Into<String>) -> Self {
         self.run_id = Some(id.into());
@@ -341,6 +351,9 @@ impl OrchestratorBuilder {
         }
         if let Some(v) = self.mcp {
             config.mcp = v;
+        }
+        if let Some(v) = self.instructions {
+            config.instructions = v;
         }
         config.run_id = self.run_id;
         let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {

@@ -32,6 +32,18 @@ pub fn system_prompt(spec: &AgentSpec, is_subagent: bool) -> String {
 /// each is listed by name and description only; the bodies come as tool results, so the
 /// prompt (the cached prefix) never changes during a run.
 pub fn system_prompt_with_skills(spec: &AgentSpec, is_subagent: bool, skills: &[&Skill]) -> String {
+    system_prompt_with(spec, is_subagent, skills, None)
+}
+
+/// The type's prompt, where it works, the subagent note, the project's `instructions`
+/// section (the same text for every agent of a run, so the cached prefix holds), then the
+/// skills list.
+fn system_prompt_with(
+    spec: &AgentSpec,
+    is_subagent: bool,
+    skills: &[&Skill],
+    instructions: Option<&str>,
+) -> String {
     let mut prompt = spec.prompt.trim_end().to_owned();
     prompt.push_str("\n\n");
     prompt.push_str(ENVIRONMENT_NOTE);
@@ -41,6 +53,10 @@ pub fn system_prompt_with_skills(spec: &AgentSpec, is_subagent: bool, skills: &[
     if is_subagent {
         prompt.push_str("\n\n");
         prompt.push_str(SUBAGENT_NOTE);
+    }
+    if let Some(section) = instructions {
+        prompt.push_str("\n\n");
+        prompt.push_str(section);
     }
     if let Some(section) = skills_section(skills, SKILLS_BUDGET_CHARS) {
         prompt.push_str("\n\n");
@@ -52,14 +68,16 @@ pub fn system_prompt_with_skills(spec: &AgentSpec, is_subagent: bool, skills: &[
 /// The system prompt of an agent of type `spec`, as the orchestrator builds it: the skills
 /// in `listed` by name and description, then the whole body of each skill its
 /// `preload_skills` names, read from `all` (as Claude Code preloads a subagent's `skills`).
-/// A name that matches no skill is skipped with a warning in the log.
+/// A name that matches no skill is skipped with a warning in the log. `instructions` is the
+/// project's instructions section ([`crate::Instructions::section`]).
 pub fn system_prompt_for(
     spec: &AgentSpec,
     is_subagent: bool,
     listed: &[&Skill],
     all: &SkillSet,
+    instructions: Option<&str>,
 ) -> String {
-    let mut prompt = system_prompt_with_skills(spec, is_subagent, listed);
+    let mut prompt = system_prompt_with(spec, is_subagent, listed, instructions);
     let mut bodies = Vec::new();
     for name in &spec.preload_skills {
         match all.body(name) {

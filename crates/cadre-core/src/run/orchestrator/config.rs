@@ -1,6 +1,7 @@
 //! How a run is configured (`RunConfig`, `Limits`) and why one cannot start (`RunError`).
 
 use super::*;
+use crate::definitions::instructions::Instructions;
 
 /// Limits that hold across the whole tree of agents.
 #[derive(Debug, Clone)]
@@ -63,6 +64,9 @@ pub struct RunConfig {
     /// The run's id (its folder, when that name is free, and its worktree branches);
     /// `None` makes one. A replay passes the recorded run's, so it names things alike.
     pub run_id: Option<String>,
+    /// The project's instructions (AGENTS.md, CLAUDE.md, …), read once for the whole run so
+    /// every agent's system prompt carries the same text.
+    pub instructions: Arc<Instructions>,
 }
 
 impl RunConfig {
@@ -89,6 +93,7 @@ impl RunConfig {
             mcp: Arc::default(),
             tools: Vec::new(),
             run_id: None,
+            instructions: Arc::default(),
         }
     }
 }

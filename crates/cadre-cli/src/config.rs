@@ -1,0 +1,74 @@
+//! `cadre config show|check`.
+
+use crate::args::ConfigCommand;
+use crate::exit::Code;
+use crate::settings::{self, SettingsFile};
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// Runs one `cadre config` command.
+pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
+    let root = crate::run::workspace_root(directory)?;
+    let user_dir = crate::run::user_home(true).map(|h| h.join(".config/cadre"));
+    match cmd {
+        ConfigCommand::Show(cmd) => {
+            let mut args = cmd.args;
+            // As a run would: a recording or a replay leaves out the user's own file.
+            let portable = args.record.is_some() || args.replay.is_some();
+            let user_dir = user_dir.filter(|_| !portable);
+            let merged = settings::resolve(&mut args, &root, user_dir.as_deref())?;
+            merged
+                .warnings()
+                .for_each(|w| eprintln!("cadre: warning: {w}"));
+            print_files(&merged.files);
+            outln!();
+            let width = merged
+                .entries
+                .iter()
+                .map(|(k, v, _)| (k.len(), v.chars().count()))
+                .fold((0, 0), |(a, b), (k, v)| (a.max(k), b.max(v)));
+            for (key, value, source) in &merged.entries {
+                outln!(
+                    "{key:<kw$}  {value:<vw$}  {source}",
+                    kw = width.0,
+                    vw = width.1.min(40)
+                );
+            }
+            Ok(Code::Done)
+        }
+        ConfigCommand::Check => {
+            // Strict: an unknown key is a problem here, not just a warning.
+            match settings::files(&root, user_dir.as_deref()) {
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(Code::StoppedEarly)
+                }
+                Ok(files) => {
+                    print_files(&files);
+                    let unknown: Vec<&String> = files.iter().flat_map(|f| &f.unknown).collect();
+                    for u in &unknown {
+                        eprintln!("{u}");
+                    }
+                    if unknown.is_empty() {
+                        outln!("\nthe settings are valid");
+                        Ok(Code::Done)
+                    } else {
+                        eprintln!("\n{} problem(s)", unknown.len());
+                        Ok(Code::StoppedEarly)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One line per settings file: found or not.
+fn print_files(files: &[SettingsFile]) {
+    for f in files {
+        outln!(
+            "{}  {}",
+            f.label,
+            if f.found { "(read)" } else { "(not found)" }
+        );
+    }
+}

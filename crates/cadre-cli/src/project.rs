@@ -1,0 +1,110 @@
+//! The project root: where agent types, skills, MCP configuration, instructions, settings
+//! and run folders are found, and the folder every tool is confined to.
+
+use std::path::{Path, PathBuf};
+
+/// What marks a folder as a project root, in the order they are named in messages.
+pub const ROOT_MARKERS: [&str; 4] = [".cadre", ".claude", "agents", ".git"];
+
+/// What `.cadre/.gitignore` holds when cadre writes it.
+pub const GITIGNORE: &str =
+    "# Written by cadre: run transcripts and agents' worktrees stay out of git.\nruns/\nworktrees/\n";
+
+/// How the project root was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// `-C DIR` named it.
+    Flag,
+    /// The nearest folder, from the current one up, holding this marker.
+    Marker(&'static str),
+    /// No folder up the tree has a marker: the current folder.
+    Current,
+}
+
+/// The nearest folder from `start` up (itself included) holding one of [`ROOT_MARKERS`],
+/// and the marker; `start` itself when none does. The home folder counts only when `start`
+/// is the home folder: its `~/.claude/` and `~/.cadre/` hold the user's own settings, and
+/// must not make every folder under it one project.
+pub fn find_root(start: &Path, home: Option<&Path>) -> (PathBuf, Found) {
+    for dir in start.ancestors() {
+        if Some(dir) == home && dir != start {
+            break;
+        }
+        if let Some(marker) = marker_of(dir) {
+            return (dir.to_path_buf(), Found::Marker(marker));
+        }
+    }
+    (start.to_path_buf(), Found::Current)
+}
+
+/// The first of [`ROOT_MARKERS`] that `dir` holds (`.git` may be a file, as in a worktree).
+fn marker_of(dir: &Path) -> Option<&'static str> {
+    ROOT_MARKERS.into_iter().find(|m| {
+        let p = dir.join(m);
+        if *m == ".git" {
+            p.exists()
+        } else {
+            p.is_dir()
+        }
+    })
+}
+
+/// Whether `root` is inside a git repository (it or a folder above holds `.git`).
+pub fn in_git_repo(root: &Path) -> bool {
+    root.ancestors().any(|d| d.join(".git").exists())
+}
+
+/// In a git repository, writes `.cadre/.gitignore` ignoring `runs/` and `worktrees/`,
+/// unless one is there already (the user's is never overwritten). Returns whether it wrote.
+pub fn write_gitignore(root: &Path) -> std::io::Result<bool> {
+    let file = root.join(".cadre").join(".gitignore");
+    if !in_git_repo(root) || file.exists() || file.is_symlink() {
+        return Ok(false);
+    }
+    std::fs::create_dir_all(root.join(".cadre"))?;
+    // `create_new`: a file made meanwhile by another run is kept, not overwritten.
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+    {
+        Ok(mut f) => {
+            std::io::Write::write_all(&mut f, GITIGNORE.as_bytes())?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_marker_wins_and_home_is_not_a_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let deep = home.join("proj/src/a");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        assert_eq!(
+            find_root(&deep, Some(&home)),
+            (deep.clone(), Found::Current)
+        );
+        assert_eq!(
+            find_root(&home, Some(&home)),
+            (home.clone(), Found::Marker(".claude"))
+        );
+        std::fs::write(home.join("proj/.git"), "gitdir: elsewhere").unwrap();
+        assert_eq!(
+            find_root(&deep, Some(&home)),
+            (home.join("proj"), Found::Marker(".git"))
+        );
+        std::fs::create_dir_all(home.join("proj/src/agents")).unwrap();
+        assert_eq!(
+            find_root(&deep, Some(&home)),
+            (home.join("proj/src"), Found::Marker("agents"))
+        );
+    }
+}

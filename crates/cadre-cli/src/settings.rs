@@ -1,0 +1,609 @@
+//! Settings files: `cadre.toml` at the project root and `~/.config/cadre/config.toml`.
+//!
+//! Precedence, highest first: a flag given on the command line, the environment
+//! (`CADRE_MODEL`, `CADRE_PROVIDER`, `ANTHROPIC_BASE_URL`/`OPENAI_BASE_URL`), the project's
+//! file, the user's file, cadre's defaults. A flag counts only when it was given (clap's
+//! defaults never hide a file's value). Reading is forgiving: an unknown key is a warning;
+//! a bad value is an error naming `file:line`.
+
+use crate::args::{parse_compact_at, Provider, RunArgs};
+use crate::exit::ConfigError;
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
+
+/// The project's settings file, at its root.
+pub const PROJECT_FILE: &str = "cadre.toml";
+
+/// The user's settings file, in their cadre folder (`~/.config/cadre/`).
+pub const USER_FILE: &str = "config.toml";
+
+/// Every setting a file may hold, by its dotted name.
+pub const KEYS: [&str; 14] = [
+    "model",
+    "provider",
+    "base_url",
+    "mcp_config",
+    "limits.max_parallel",
+    "limits.max_depth",
+    "limits.max_turns",
+    "limits.budget_tokens",
+    "limits.max_tokens",
+    "limits.context_tokens",
+    "compaction.compact_at",
+    "permissions.mode",
+    "permissions.allow",
+    "permissions.deny",
+];
+
+/// The tables a file may hold.
+const TABLES: [&str; 3] = ["limits", "compaction", "permissions"];
+
+/// The command-line option (clap id) each setting stands for, and the environment variable
+/// clap reads for it, if any.
+const FLAGS: [(&str, &str, Option<&str>); 11] = [
+    ("model", "model", Some("CADRE_MODEL")),
+    ("provider", "provider", Some("CADRE_PROVIDER")),
+    ("base_url", "base_url", None),
+    ("mcp_config", "mcp_config", None),
+    ("limits.max_parallel", "max_parallel", None),
+    ("limits.max_depth", "max_depth", None),
+    ("limits.max_turns", "max_turns", None),
+    ("limits.budget_tokens", "budget_tokens", None),
+    ("limits.max_tokens", "max_tokens", None),
+    ("limits.context_tokens", "context_tokens", None),
+    ("compaction.compact_at", "compact_at", None),
+];
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// cadre's own default.
+    Default,
+    /// A flag on the command line.
+    Flag,
+    /// This environment variable.
+    Env(String),
+    /// This line of this settings file (as named in messages).
+    File(String, usize),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::Flag => f.write_str("flag"),
+            Source::Env(var) => write!(f, "env {var}"),
+            Source::File(file, line) => write!(f, "{file}:{line}"),
+        }
+    }
+}
+
+/// The options of one command that were given on the command line or through the
+/// environment, by setting name; filled from clap's matches before the command runs.
+#[derive(Debug, Clone, Default)]
+pub struct Given(BTreeMap<&'static str, Source>);
+
+impl Given {
+    /// What `matches` (the innermost subcommand's) says was given.
+    pub fn from_matches(matches: &ArgMatches) -> Self {
+        let mut given = BTreeMap::new();
+        for (key, id, env) in FLAGS {
+            // Only commands that take the run options have these ids.
+            if matches.try_contains_id(id).is_err() {
+                continue;
+            }
+            match matches.value_source(id) {
+                Some(ValueSource::CommandLine) => {
+                    given.insert(key, Source::Flag);
+                }
+                Some(ValueSource::EnvVariable) => {
+                    given.insert(key, Source::Env(env.unwrap_or(id).to_owned()));
+                }
+                _ => {}
+            }
+        }
+        Self(given)
+    }
+}
+
+/// The `[permissions]` table, merged over both files, as plain strings: what they mean is
+/// for the permission checks to decide.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PermissionSettings {
+    /// `mode` (`auto`, `ask`, `plan`, `deny-writes`), the project's winning over the user's.
+    pub mode: Option<String>,
+    /// `allow` rules: the user's, then the project's.
+    pub allow: Vec<String>,
+    /// `deny` rules: the user's, then the project's.
+    pub deny: Vec<String>,
+}
+
+/// One value as a file gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Value {
+    Text(String),
+    Number(u64),
+    CompactAt(Option<u64>),
+    List(Vec<String>),
+}
+
+/// One settings file, read.
+#[derive(Debug, Clone)]
+pub struct SettingsFile {
+    /// How it is named in messages.
+    pub label: String,
+    /// Whether it exists.
+    pub found: bool,
+    values: BTreeMap<&'static str, (Value, usize)>,
+    /// Keys cadre does not know, as warnings (`file:line: …`).
+    pub unknown: Vec<String>,
+}
+
+impl SettingsFile {
+    /// Reads `path`, named `label` in messages. A missing file is an empty one; a file
+    /// that is not TOML, or a value of the wrong kind, is an error naming the line.
+    pub fn read(path: &Path, label: String) -> Result<Self, ConfigError> {
+        let mut file = Self {
+            label,
+            found: false,
+            values: BTreeMap::new(),
+            unknown: Vec::new(),
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(file),
+            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", file.label))),
+        };
+        file.found = true;
+        let doc = DeTable::parse(&text).map_err(|e| {
+            let line = e.span().map_or(0, |s| line_of(&text, s.start));
+            ConfigError(format!(
+                "{}:{line}: not valid TOML: {}",
+                file.label,
+                e.message().trim()
+            ))
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        file.walk(doc.get_ref(), "", &text, dir)?;
+        Ok(file)
+    }
+
+    fn walk(
+        &mut self,
+        table: &DeTable,
+        prefix: &str,
+        text: &str,
+        dir: &Path,
+    ) -> Result<(), ConfigError> {
+        for (key, value) in table.iter() {
+            let line = line_of(text, key.span().start);
+            // Liberal: `max-parallel` is `max_parallel`, `Model` is `model`.
+            let name = key.get_ref().trim().to_lowercase().replace('-', "_");
+            let full = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}.{name}")
+            };
+            if let DeValue::Table(inner) = value.get_ref() {
+                if prefix.is_empty() && TABLES.contains(&full.as_str()) {
+                    self.walk(inner, &full, text, dir)?;
+                    continue;
+                }
+            }
+            // A limit or compact_at at the top level is taken as if in its table.
+            let canonical = KEYS.into_iter().find(|k| {
+                *k == full
+                    || (prefix.is_empty()
+                        && k.split_once('.')
+                            .is_some_and(|(t, n)| n == full && t != "permissions"))
+            });
+            let Some(key) = canonical else {
+                self.unknown.push(format!(
+                    "{}:{line}: unknown setting `{full}` ignored (known: {})",
+                    self.label,
+                    KEYS.join(", ")
+                ));
+                continue;
+            };
+            let line = line_of(text, value.span().start);
+            let parsed = parse_value(key, value.get_ref(), dir)
+                .map_err(|e| ConfigError(format!("{}:{line}: {key} {e}", self.label)))?;
+            self.values.insert(key, (parsed, line));
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<(&Value, Source)> {
+        self.values
+            .get(key)
+            .map(|(v, line)| (v, Source::File(self.label.clone(), *line)))
+    }
+}
+
+/// The 1-based line of byte `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.get(..at).map_or(0, |t| t.matches('\n').count()) + 1
+}
+
+/// What a TOML value says, as text for messages.
+fn shown(value: &DeValue) -> String {
+    match value {
+        DeValue::String(s) => format!("{s:?}"),
+        DeValue::Integer(i) => i.to_string(),
+        DeValue::Float(f) => f.to_string(),
+        DeValue::Boolean(b) => b.to_string(),
+        DeValue::Datetime(d) => d.to_string(),
+        DeValue::Array(_) => "a list".into(),
+        DeValue::Table(_) => "a table".into(),
+    }
+}
+
+/// A whole number, written as a TOML integer or (liberally) as a string of digits.
+fn number(value: &DeValue) -> Option<u64> {
+    match value {
+        DeValue::Integer(i) => u64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok(),
+        DeValue::String(s) => s.trim().replace(['_', ','], "").parse().ok(),
+        _ => None,
+    }
+}
+
+/// Checks and converts the value of `key`; the error reads after "`file:line: key`".
+fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> {
+    let text = || match value {
+        DeValue::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        _ => Err(format!("must be a non-empty string, not {}", shown(value))),
+    };
+    match key {
+        "model" | "base_url" | "permissions.mode" => text().map(Value::Text),
+        "provider" => {
+            let p = text()?.to_lowercase();
+            if matches!(p.as_str(), "anthropic" | "openai") {
+                Ok(Value::Text(p))
+            } else {
+                Err(format!(
+                    "must be \"anthropic\" or \"openai\", not {}",
+                    shown(value)
+                ))
+            }
+        }
+        "mcp_config" => {
+            let path = dir.join(text()?);
+            if path.is_file() {
+                Ok(Value::Text(path.to_string_lossy().into_owned()))
+            } else {
+                Err(format!("names {}: no such file", path.display()))
+            }
+        }
+        "compaction.compact_at" => {
+            let written = match value {
+                DeValue::Boolean(false) => "off".to_owned(),
+                DeValue::String(s) => s.to_string(),
+                _ => number(value).map(|n| n.to_string()).ok_or_else(|| {
+                    format!(
+                        "must be a number of input tokens or \"off\", not {}",
+                        shown(value)
+                    )
+                })?,
+            };
+            parse_compact_at(&written).map(|c| Value::CompactAt(c.0))
+        }
+        "permissions.allow" | "permissions.deny" => match value {
+            // Liberal: one rule may be written without the list around it.
+            DeValue::String(s) => Ok(Value::List(vec![s.to_string()])),
+            DeValue::Array(items) => items
+                .iter()
+                .map(|item| match item.get_ref() {
+                    DeValue::String(s) => Ok(s.to_string()),
+                    other => Err(format!(
+                        "must be a list of strings; {} is not one",
+                        shown(other)
+                    )),
+                })
+                .collect::<Result<_, _>>()
+                .map(Value::List),
+            other => Err(format!("must be a list of strings, not {}", shown(other))),
+        },
+        _ => {
+            let (least, most) = match key {
+                "limits.max_depth" => (0, u64::from(u32::MAX)),
+                "limits.max_turns" | "limits.max_tokens" => (1, u64::from(u32::MAX)),
+                _ => (1, u64::MAX),
+            };
+            match number(value) {
+                Some(n) if (least..=most).contains(&n) => Ok(Value::Number(n)),
+                _ => Err(format!(
+                    "must be a whole number from {least} to {most}, not {}",
+                    shown(value)
+                )),
+            }
+        }
+    }
+}
+
+/// The settings of one command, merged, with where each came from.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The files looked at, the project's first.
+    pub files: Vec<SettingsFile>,
+    /// Each setting's value as shown, and where it came from, in [`KEYS`] order.
+    pub entries: Vec<(String, String, Source)>,
+    /// The `[permissions]` table.
+    pub permissions: PermissionSettings,
+}
+
+impl Settings {
+    /// Unknown keys, as warnings.
+    pub fn warnings(&self) -> impl Iterator<Item = &String> {
+        self.files.iter().flat_map(|f| f.unknown.iter())
+    }
+}
+
+/// The settings files for a project at `root`; the user's from `user_dir` (their
+/// `~/.config/cadre`), left out when `None`.
+pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, ConfigError> {
+    let mut files = vec![SettingsFile::read(
+        &root.join(PROJECT_FILE),
+        root.join(PROJECT_FILE).display().to_string(),
+    )?];
+    if let Some(dir) = user_dir {
+        files.push(SettingsFile::read(
+            &dir.join(USER_FILE),
+            format!(
+                "{}/{USER_FILE}",
+                cadre_core::definitions::instructions::USER_DIR_LABEL
+            ),
+        )?);
+    }
+    Ok(files)
+}
+
+/// The `mcp_config` file the settings name (the project's winning), for commands that take
+/// no other run options (`cadre mcp`).
+pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
+    Ok(files(root, user_dir)?
+        .iter()
+        .find_map(|f| match f.get("mcp_config") {
+            Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
+            _ => None,
+        }))
+}
+
+/// Reads the settings files and fills every option of `args` that was not given on the
+/// command line or by the environment; returns the merged settings.
+pub fn resolve(
+    args: &mut RunArgs,
+    root: &Path,
+    user_dir: Option<&Path>,
+) -> Result<Settings, ConfigError> {
+    let files = files(root, user_dir)?;
+    let given = std::mem::take(&mut args.given);
+    let mut entries = Vec::new();
+    // The first file (the project's) wins over the next (the user's).
+    let from_files = |key: &str| {
+        files
+            .iter()
+            .find_map(|f| f.get(key))
+            .map(|(v, s)| (v.clone(), s))
+    };
+    let source_of = |key: &str| given.0.get(key).cloned();
+
+    macro_rules! setting {
+        ($key:literal, |$v:ident| $apply:expr, $show:expr) => {{
+            let source = match source_of($key) {
+                Some(s) => s,
+                None => match from_files($key) {
+                    Some(($v, s)) => {
+                        $apply;
+                        s
+                    }
+                    None => Source::Default,
+                },
+            };
+            entries.push(($key.to_owned(), $show, source));
+        }};
+    }
+
+    setting!(
+        "provider",
+        |v| if let Value::Text(p) = v {
+            args.provider = if p == "openai" {
+                Provider::Openai
+            } else {
+                Provider::Anthropic
+            };
+        },
+        format!("{:?}", args.provider).to_lowercase()
+    );
+    setting!(
+        "model",
+        |v| if let Value::Text(m) = v {
+            args.model = Some(m)
+        },
+        match (&args.model, args.provider) {
+            (Some(m), _) => cadre_model::resolve_model_alias(m).to_owned(),
+            (None, Provider::Anthropic) => cadre_model::DEFAULT_MODEL.to_owned(),
+            (None, Provider::Openai) => "(none: give --model)".to_owned(),
+        }
+    );
+    // The base URL's variable depends on the provider chosen above.
+    let (url_var, url_default) = match args.provider {
+        Provider::Anthropic => (
+            "ANTHROPIC_BASE_URL",
+            cadre_model::anthropic::DEFAULT_BASE_URL,
+        ),
+        Provider::Openai => (
+            "OPENAI_BASE_URL",
+            cadre_model::openai::OPENAI_DEFAULT_BASE_URL,
+        ),
+    };
+    let env_url = std::env::var(url_var).ok().filter(|u| !u.is_empty());
+    match (source_of("base_url"), &env_url) {
+        (Some(s), _) => entries.push((
+            "base_url".into(),
+            args.base_url.clone().unwrap_or_default(),
+            s,
+        )),
+        (None, Some(url)) => {
+            entries.push(("base_url".into(), url.clone(), Source::Env(url_var.into())))
+        }
+        (None, None) => setting!(
+            "base_url",
+            |v| if let Value::Text(u) = v {
+                args.base_url = Some(u)
+            },
+            args.base_url
+                .clone()
+                .unwrap_or_else(|| url_default.to_owned())
+        ),
+    }
+    setting!(
+        "mcp_config",
+        |v| if let Value::Text(p) = v {
+            args.mcp.mcp_config = vec![PathBuf::from(p)]
+        },
+        if args.mcp.mcp_config.is_empty() {
+            "(none)".to_owned()
+        } else {
+            args.mcp
+                .mcp_config
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    setting!(
+        "limits.max_parallel",
+        |v| if let Value::Number(n) = v {
+            args.max_parallel = usize::try_from(n).unwrap_or(usize::MAX)
+        },
+        args.max_parallel.to_string()
+    );
+    setting!(
+        "limits.max_depth",
+        |v| if let Value::Number(n) = v {
+            args.max_depth = u32::try_from(n).unwrap_or(u32::MAX)
+        },
+        args.max_depth.to_string()
+    );
+    setting!(
+        "limits.max_turns",
+        |v| if let Value::Number(n) = v {
+            args.max_turns = Some(u32::try_from(n).unwrap_or(u32::MAX))
+        },
+        args.max_turns
+            .map_or_else(|| "(the agent type's)".to_owned(), |n| n.to_string())
+    );
+    setting!(
+        "limits.budget_tokens",
+        |v| if let Value::Number(n) = v {
+            args.budget_tokens = Some(n)
+        },
+        args.budget_tokens
+            .map_or_else(|| "(unlimited)".to_owned(), |n| n.to_string())
+    );
+    setting!(
+        "limits.max_tokens",
+        |v| if let Value::Number(n) = v {
+            args.max_tokens = u32::try_from(n).unwrap_or(u32::MAX)
+        },
+        args.max_tokens.to_string()
+    );
+    setting!(
+        "limits.context_tokens",
+        |v| if let Value::Number(n) = v {
+            args.context_tokens = Some(n)
+        },
+        args.context_tokens
+            .map_or_else(|| "(the model's)".to_owned(), |n| n.to_string())
+    );
+    setting!(
+        "compaction.compact_at",
+        |v| if let Value::CompactAt(c) = v {
+            args.compact_at.0 = c
+        },
+        args.compact_at
+            .0
+            .map_or_else(|| "off".to_owned(), |n| n.to_string())
+    );
+
+    let mut permissions = PermissionSettings::default();
+    match from_files("permissions.mode") {
+        Some((Value::Text(mode), source)) => {
+            entries.push(("permissions.mode".into(), mode.clone(), source));
+            permissions.mode = Some(mode);
+        }
+        _ => entries.push(("permissions.mode".into(), "auto".into(), Source::Default)),
+    }
+    for (key, rules) in [
+        ("permissions.allow", &mut permissions.allow),
+        ("permissions.deny", &mut permissions.deny),
+    ] {
+        // Rules add up: the user's first, then the project's.
+        for file in files.iter().rev() {
+            if let Some((Value::List(list), source)) = file.get(key) {
+                for rule in list {
+                    entries.push((key.to_owned(), rule.clone(), source.clone()));
+                    rules.push(rule.clone());
+                }
+            }
+        }
+        if rules.is_empty() {
+            entries.push((key.to_owned(), "(none)".into(), Source::Default));
+        }
+    }
+    Ok(Settings {
+        files,
+        entries,
+        permissions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<SettingsFile, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PROJECT_FILE);
+        std::fs::write(&path, text).unwrap();
+        SettingsFile::read(&path, "cadre.toml".into())
+    }
+
+    #[test]
+    fn loose_spellings_are_read() {
+        let f = read("Max-Parallel = \"4\"\ncompact_at = false\n[limits]\ncontext_tokens = 200_000\n[permissions]\nallow = \"Bash(ls:*)\"\n[extra]\nx = 1\n").unwrap();
+        assert_eq!(f.values["limits.max_parallel"], (Value::Number(4), 1));
+        assert_eq!(
+            f.values["compaction.compact_at"],
+            (Value::CompactAt(None), 2)
+        );
+        assert_eq!(f.values["limits.context_tokens"].0, Value::Number(200_000));
+        assert_eq!(
+            f.values["permissions.allow"].0,
+            Value::List(vec!["Bash(ls:*)".into()])
+        );
+        assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
+        assert!(f.unknown[0].starts_with("cadre.toml:7: unknown setting `extra`"));
+    }
+
+    #[test]
+    fn bad_values_name_the_line() {
+        let e = read("\n[limits]\nmax_turns = -1\n").unwrap_err();
+        assert!(
+            e.0.starts_with("cadre.toml:3: limits.max_turns must be a whole number from 1 to"),
+            "{e}"
+        );
+        let e = read("[permissions]\ndeny = [1]\n").unwrap_err();
+        assert_eq!(
+            e.0,
+            "cadre.toml:2: permissions.deny must be a list of strings; 1 is not one"
+        );
+        let e = read("model = \n").unwrap_err();
+        assert!(e.0.starts_with("cadre.toml:1: not valid TOML"), "{e}");
+    }
+}
