@@ -3153,20 +3153,10 @@ mod schemas {
         let want = std::fs::read_to_string(&path).unwrap();
         let names: Vec<String> = server.requests()[0].tool_names();
         assert!(
-            [
-                "bash",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "list_files",
-                "grep",
-                "Task",
-                "TaskOutput",
-                "TaskStop",
-                "Skill"
-            ]
-            .iter()
-            .all(|n| names.iter().any(|m| m == n)),
+            cadre_tools::BUILTIN_TOOL_NAMES
+                .iter()
+                .chain(&["Task", "TaskOutput", "TaskStop", "Skill"])
+                .all(|n| names.iter().any(|m| m == n)),
             "{names:?}"
         );
         assert!(
