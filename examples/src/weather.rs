@@ -84,6 +84,7 @@ pub async fn what_to_wear(model: Arc<dyn Model>, city: &str) -> anyhow::Result<A
         transcript: None,
         journal: None,
         inbox: None,
+        permissions: None,
     };
     Ok(agent
         .run(vec![Message::user_text(format!(

@@ -4,6 +4,7 @@
 
 pub mod claude_agents;
 pub mod frontmatter;
+pub mod permissions;
 pub mod registry;
 pub mod skills;
 pub mod spec;

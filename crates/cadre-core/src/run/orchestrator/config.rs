@@ -59,6 +59,8 @@ pub struct RunConfig {
     /// The run's id (its folder, when that name is free, and its worktree branches);
     /// `None` makes one. A replay passes the recorded run's, so it names things alike.
     pub run_id: Option<String>,
+    /// The run's permission mode, rules and who is asked (default: `auto`, no rules).
+    pub permissions: Permissions,
 }
 
 impl RunConfig {
@@ -84,6 +86,7 @@ impl RunConfig {
             sandbox: SandboxMode::default(),
             mcp: Arc::default(),
             run_id: None,
+            permissions: Permissions::default(),
         }
     }
 }
