@@ -21,6 +21,7 @@ macro_rules! out {
 }
 
 mod agents;
+mod approve;
 mod args;
 mod display;
 mod doctor;

@@ -120,6 +120,10 @@ pub struct Session {
     pub model_id: String,
     /// The run id a recording notes in its cassette, or a replay takes from it.
     run_id: Option<String>,
+    /// The permission mode and rules, and what the person allowed for the session.
+    permissions: cadre_core::Permissions,
+    /// Questions for the person at the terminal, when there is one (`ask` mode).
+    asks: Option<tokio::sync::Mutex<mpsc::UnboundedReceiver<crate::approve::Ask>>>,
 }
 
 impl Session {
@@ -164,7 +168,10 @@ impl Session {
         }
         let model_id = model_id(&args)?;
         let (model, run_id) = build_model(&args)?;
+        let (permissions, asks) = crate::approve::permissions(&args, crate::approve::can_ask())?;
         Ok(Self {
+            permissions,
+            asks: asks.map(tokio::sync::Mutex::new),
             run_id,
             root,
             args,
@@ -206,6 +213,7 @@ impl Session {
         if args.allow_unsandboxed_bash {
             config.sandbox = SandboxMode::Unsandboxed;
         }
+        config.permissions = self.permissions.clone();
         Orchestrator::new(self.registry.clone(), config, events)
     }
 
@@ -241,6 +249,12 @@ impl Session {
         let mut display = Display::new(args.output_format, quiet, &args.agent, header);
         let started = Instant::now();
         let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        // Questions for the person, one at a time; the display pauses while one is open.
+        let mut asks = match &self.asks {
+            Some(asks) => Some(asks.lock().await),
+            None => None,
+        };
+        let mut answering: Option<tokio::sync::oneshot::Receiver<()>> = None;
         let result = {
             let run = async {
                 match job {
@@ -254,6 +268,13 @@ impl Session {
                 tokio::select! {
                     result = &mut run => break Some(result),
                     () = quit.cancelled() => break None,
+                    Some(ask) = next_ask(&mut asks), if answering.is_none() => {
+                        answering = Some(crate::approve::start(ask, display.pause()));
+                    }
+                    _ = answered(&mut answering), if answering.is_some() => {
+                        answering = None;
+                        display.resume();
+                    }
                     Some(event) = rx.recv() => display.event(&event),
                     _ = ticker.tick() => display.tick(
                         &orchestrator.roster(),
@@ -311,6 +332,26 @@ impl Session {
             .compact(dir)
             .await
             .map_err(|e| ConfigError(e.to_string()).into())
+    }
+}
+
+/// The next question for the person, if the session has a terminal to ask on.
+async fn next_ask(
+    asks: &mut Option<tokio::sync::MutexGuard<'_, mpsc::UnboundedReceiver<crate::approve::Ask>>>,
+) -> Option<crate::approve::Ask> {
+    match asks {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the open question is answered.
+async fn answered(answering: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    match answering {
+        Some(done) => {
+            let _ = done.await;
+        }
+        None => std::future::pending().await,
     }
 }
 
