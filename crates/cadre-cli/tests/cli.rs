@@ -2812,6 +2812,72 @@ mod permissions {
     }
 
     #[tokio::test]
+    async fn two_subagents_asking_at_once_are_asked_one_after_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        server.route(
+            Match::FirstUserContains("PARENT".into()),
+            vec![
+                Reply::tasks([("t1", "code", "CHILD one"), ("t2", "code", "CHILD two")]),
+                Reply::text("PARENT-DONE"),
+            ],
+        );
+        for name in ["one", "two"] {
+            server.route(
+                Match::FirstUserContains(format!("CHILD {name}")),
+                vec![
+                    Reply::tool_use(
+                        &format!("w-{name}"),
+                        "write_file",
+                        json!({"path": format!("{name}.txt"), "content": "x"}),
+                    ),
+                    Reply::text("child done"),
+                ],
+            );
+        }
+        // Both children ask at the same moment.
+        server.hold_until_waiting(
+            Match::FirstUserContains("CHILD".into()),
+            2,
+            std::time::Duration::from_secs(60),
+        );
+        let cmd = on_terminal(
+            dir.path(),
+            home.path(),
+            &server,
+            // Quiet: no live block, whose drawing lock would order the questions anyway.
+            &["-q", "run", "--permission-mode", "ask", "PARENT task"],
+        );
+        tokio::task::spawn_blocking(move || {
+            let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+            let before = p.exp_string("allow? [y/a/n] ").unwrap();
+            assert_eq!(before.matches("asks to run").count(), 1, "{before}");
+            // While the first question is open, the second is not put: an answer that is
+            // none is asked again, and nothing else was printed meanwhile.
+            p.send_line("maybe").unwrap();
+            let meanwhile = p.exp_string("allow? [y/a/n] ").unwrap();
+            assert!(meanwhile.contains("answer y (allow once)"), "{meanwhile}");
+            assert!(!meanwhile.contains("asks to run"), "{meanwhile}");
+            p.send_line("y").unwrap();
+            // The second question comes once the first is answered.
+            let between = p.exp_string("allow? [y/a/n] ").unwrap();
+            assert_eq!(between.matches("asks to run").count(), 1, "{between}");
+            let asked = format!("{before}{between}");
+            for path in ["main/code#1 (code)", "main/code#2 (code)"] {
+                assert!(asked.contains(path), "{asked}");
+            }
+            p.send_line("n").unwrap();
+            p.exp_string("PARENT-DONE").unwrap();
+            p.exp_eof().unwrap();
+        })
+        .await
+        .unwrap();
+        let made = ["one.txt", "two.txt"].map(|f| dir.path().join(f).exists());
+        assert_eq!(made.iter().filter(|m| **m).count(), 1, "{made:?}");
+    }
+
+    #[tokio::test]
     async fn a_subagents_question_shows_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
@@ -2821,6 +2887,14 @@ mod permissions {
             vec![
                 Reply::tasks([("t1", "code", "CHILD job")]),
                 Reply::text("PARENT-DONE"),
+                // The next turn ("write it again"): a file is read before it is overwritten.
+                Reply::tool_use("r2", "read_file", json!({"path": "child.txt"})),
+                Reply::tool_use(
+                    "w2",
+                    "write_file",
+                    json!({"path": "child.txt", "content": "again\n"}),
+                ),
+                Reply::text("AGAIN-DONE"),
             ],
         );
         server.route(
@@ -2848,8 +2922,12 @@ mod permissions {
                 .unwrap();
             p.exp_string("always allow Write(child.txt)").unwrap();
             p.exp_string("allow?").unwrap();
-            p.send_line("y").unwrap();
+            p.send_line("a").unwrap();
             p.exp_string("PARENT-DONE").unwrap();
+            // "Always" holds for the rest of the session: the next turn is not asked.
+            p.send_line("write it again").unwrap();
+            let rest = p.exp_string("AGAIN-DONE").unwrap();
+            assert!(!rest.contains("asks to run"), "{rest}");
             p.send_control('d').unwrap();
             p.exp_eof().unwrap();
         })
@@ -2857,9 +2935,11 @@ mod permissions {
         .unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.path().join("child.txt")).unwrap(),
-            "hi\n"
+            "again\n"
         );
         assert!(!result_of(&server.requests(), "w1").0);
+        let (is_error, text) = result_of(&server.requests(), "w2");
+        assert!(!is_error, "{text}");
     }
 
     #[tokio::test]
