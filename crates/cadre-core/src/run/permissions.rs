@@ -401,3 +401,130 @@ fn summary(name: &str, input: &Value, call: &CallView, ctx: &ToolContext) -> Str
         None => text,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_tools::{builtin_tools, Workspace};
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Answers every question with `answer`, counting them.
+    struct Always {
+        answer: Decision,
+        asked: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Approver for Always {
+        async fn ask(&self, _: &ApprovalRequest) -> Decision {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            self.answer
+        }
+    }
+
+    fn spec(yaml: &str) -> AgentSpec {
+        let text = format!("name: t\ndescription: d\nprompt: p\n{yaml}");
+        let (spec, problems) = AgentSpec::parse_yaml(std::path::Path::new("t.yaml"), &text);
+        spec.unwrap_or_else(|| panic!("{problems:?}"))
+    }
+
+    fn setup() -> (tempfile::TempDir, ToolSet, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Arc::new(Workspace::new(dir.path()).unwrap());
+        (dir, ToolSet::new(builtin_tools()), ToolContext::new(ws))
+    }
+
+    #[test]
+    fn a_type_tightens_the_run_and_auto_without_rules_checks_nothing() {
+        let run = Permissions::new(PermissionMode::Ask);
+        assert_eq!(run.mode_for(&spec("")), PermissionMode::Ask);
+        assert_eq!(
+            run.mode_for(&spec("permission_mode: auto\n")),
+            PermissionMode::Ask
+        );
+        assert_eq!(
+            run.mode_for(&spec("permission_mode: plan\n")),
+            PermissionMode::Plan
+        );
+        let auto = Permissions::default();
+        assert!(auto.for_agent(&spec(""), "main").is_none());
+        assert_eq!(
+            auto.for_agent(&spec("permission_mode: dontAsk\n"), "main")
+                .map(|p| p.mode()),
+            Some(PermissionMode::DenyWrites)
+        );
+        assert!(auto
+            .for_agent(&spec("permissions: {deny: [\"Bash(rm:*)\"]}\n"), "main")
+            .is_some());
+    }
+
+    #[tokio::test]
+    async fn always_is_remembered_for_the_session_and_deny_wins() {
+        let (_dir, tools, ctx) = setup();
+        let approver = Arc::new(Always {
+            answer: Decision::AllowAlways,
+            asked: AtomicUsize::new(0),
+        });
+        let mut run = Permissions::new(PermissionMode::Ask);
+        run.approver = Some(approver.clone());
+        run.deny("Bash(rm:*)", "--deny").unwrap();
+        let a = run.for_agent(&spec(""), "main").unwrap();
+        let input = json!({"command": "make"});
+        assert_eq!(a.check("bash", &input, &tools, &ctx).await, None);
+        // Another agent of the same session (a later turn's clone too) is not asked again.
+        let b = run.clone().for_agent(&spec(""), "main/code#1").unwrap();
+        assert_eq!(b.check("bash", &input, &tools, &ctx).await, None);
+        assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+        // Reading is never asked; a deny rule is never asked either.
+        let read = json!({"path": "x"});
+        assert_eq!(a.check("read_file", &read, &tools, &ctx).await, None);
+        let rm = json!({"command": "make && rm -rf x"});
+        let why = a.check("bash", &rm, &tools, &ctx).await.unwrap();
+        assert_eq!(
+            why,
+            "denied by rule Bash(rm:*) (from --deny): the call was not run"
+        );
+        assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn headless_ask_denies_and_a_cancelled_wait_ends() {
+        let (_dir, tools, ctx) = setup();
+        let run = Permissions::new(PermissionMode::Ask);
+        let a = run.for_agent(&spec(""), "main").unwrap();
+        let write = json!({"path": "a.txt", "content": "x"});
+        let why = a.check("write_file", &write, &tools, &ctx).await.unwrap();
+        assert!(why.contains("no terminal to ask"), "{why}");
+        assert!(why.contains("Write(a.txt)"), "{why}");
+
+        /// Never answers.
+        struct Silent;
+        #[async_trait::async_trait]
+        impl Approver for Silent {
+            async fn ask(&self, _: &ApprovalRequest) -> Decision {
+                std::future::pending().await
+            }
+        }
+        let mut run = Permissions::new(PermissionMode::Ask);
+        run.approver = Some(Arc::new(Silent));
+        let a = run.for_agent(&spec(""), "main").unwrap();
+        ctx.cancel.cancel();
+        let why = a.check("write_file", &write, &tools, &ctx).await.unwrap();
+        assert!(why.contains("cancelled"), "{why}");
+    }
+
+    #[tokio::test]
+    async fn a_read_only_types_sandboxed_bash_is_not_asked() {
+        let (_dir, tools, mut ctx) = setup();
+        let run = Permissions::new(PermissionMode::DenyWrites);
+        let a = run
+            .for_agent(&spec("read_only: true\n"), "main/explore#1")
+            .unwrap();
+        ctx.read_only = true;
+        let ls = json!({"command": "ls"});
+        assert_eq!(a.check("bash", &ls, &tools, &ctx).await, None);
+        ctx.sandbox = SandboxMode::Unsandboxed;
+        assert!(a.check("bash", &ls, &tools, &ctx).await.is_some());
+    }
+}
