@@ -427,6 +427,17 @@ impl<'a> CallView<'a> {
             .find_map(|k| self.input.get(*k).and_then(Value::as_str))
     }
 
+    /// A rule that allows exactly this call, as [`exact_rule`](Self::exact_rule) writes it
+    /// (a command holding `*` stays exact, which the written form cannot say).
+    pub fn exact(&self) -> Option<Rule> {
+        let text = self.exact_rule();
+        let mut rule = Rule::parse_with_home(&text, None).ok()?;
+        if self.tool == "bash" {
+            rule.spec = Spec::Command(Command::Exact(normal(self.command().unwrap_or_default())));
+        }
+        Some(rule)
+    }
+
     /// The rule that would allow exactly this call (`Bash(npm test)`, `Edit(src/a.rs)`,
     /// `mcp__server__tool`), as the person's "always" remembers it and hints suggest.
     pub fn exact_rule(&self) -> String {
@@ -824,11 +835,16 @@ mod tests {
         assert_eq!(view("bash", &input).exact_rule(), "Bash(npm test)");
         let input = json!({"path": "src/a*.rs"});
         assert_eq!(view("edit_file", &input).exact_rule(), "Edit(src/a[*].rs)");
-        let e = rule(&view("edit_file", &input).exact_rule());
+        let e = view("edit_file", &input).exact().unwrap();
         assert!(allowed_by([&e], &view("edit_file", &input)));
         assert!(!allowed_by(
             [&e],
             &view("edit_file", &json!({"path": "src/ab.rs"}))
         ));
+        // A remembered command with `*` in it stays exact.
+        let input = bash("ls *.rs");
+        let e = view("bash", &input).exact().unwrap();
+        assert!(allowed_by([&e], &view("bash", &input)));
+        assert!(!allowed_by([&e], &view("bash", &bash("ls x.rs"))));
     }
 }

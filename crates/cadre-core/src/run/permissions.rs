@@ -315,7 +315,7 @@ impl AgentPermissions {
         match decision {
             Decision::AllowOnce => None,
             Decision::AllowAlways => {
-                if let Ok(rule) = Rule::parse(&always) {
+                if let Some(rule) = call.exact() {
                     self.shared
                         .granted
                         .lock()
