@@ -459,6 +459,25 @@ mod tests {
             .is_some());
     }
 
+    #[test]
+    fn a_bad_mode_or_rule_in_an_agent_file_is_dropped_with_a_warning() {
+        let text = "name: t\ndescription: d\nprompt: p\npermission_mode: sometimes\npermissions:\n  allow: [\"Teleport(x)\", \"Bash(ls:*)\"]\n";
+        let (spec, problems) = AgentSpec::parse_yaml(std::path::Path::new("t.yaml"), text);
+        let spec = spec.unwrap();
+        assert_eq!(spec.permission_mode, None);
+        assert_eq!(spec.permissions.allow, ["Bash(ls:*)"]);
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 2, "{shown:?}");
+        assert!(
+            shown[0].starts_with("t.yaml:4:18: warning: unknown permission mode \"sometimes\""),
+            "{shown:?}"
+        );
+        assert!(
+            shown[1].starts_with("t.yaml:6:12: warning: bad permission rule \"Teleport(x)\""),
+            "{shown:?}"
+        );
+    }
+
     #[tokio::test]
     async fn always_is_remembered_for_the_session_and_deny_wins() {
         let (_dir, tools, ctx) = setup();
