@@ -277,9 +277,11 @@ impl Display {
     pub fn finish(&mut self, outcome: &AgentOutcome, summary: &RunSummary, model: &str) {
         // A question still open (the run was given up meanwhile) holds the live block:
         // it is let go, not cleared, so ending never waits for an answer.
-        let live = self.live.take().filter(|_| !self.paused);
+        if self.paused {
+            self.live = None;
+        }
         self.resume();
-        if let Some(pb) = live {
+        if let Some(pb) = self.live.take() {
             pb.finish_and_clear();
         }
         if !self.pending.is_empty() {
