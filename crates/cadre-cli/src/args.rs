@@ -387,6 +387,20 @@ pub struct RunArgs {
     /// fill only the others.
     #[arg(skip)]
     pub given: crate::settings::Given,
+    /// What agents may do unasked: `auto` (as their types allow), `ask` (the person is asked
+    /// before a writing tool or `bash` outside the allow rules; denied when there is no
+    /// terminal), `deny-writes` (those calls are denied) or `plan` (read-only) [default: auto].
+    /// An agent type's own `permission_mode` can make it stricter.
+    #[arg(long, value_name = "MODE", value_parser = parse_permission_mode)]
+    pub permission_mode: Option<cadre_core::PermissionMode>,
+    /// Let calls a rule matches through without asking: `Bash(npm test)`, `Bash(git diff:*)`,
+    /// `Edit(src/**)`, `Write(notes.md)`, `mcp__server__tool`, `Bash` (repeatable).
+    #[arg(long = "allow", value_name = "RULE", value_parser = parse_rule)]
+    pub allow: Vec<String>,
+    /// Refuse calls a rule matches, whatever allows them: `Bash(rm:*)`, `Read(./secrets/**)`
+    /// (repeatable).
+    #[arg(long = "deny", value_name = "RULE", value_parser = parse_rule)]
+    pub deny: Vec<String>,
 }
 
 /// A parser of whole numbers from `min` (up to `max`) whose error names the valid range.
@@ -409,6 +423,17 @@ where
         }
         T::try_from(n).map_err(|_| format!("{n} is too large; {range}"))
     }
+}
+
+fn parse_permission_mode(s: &str) -> Result<cadre_core::PermissionMode, String> {
+    s.parse()
+}
+
+/// A permission rule, checked as it is given.
+fn parse_rule(s: &str) -> Result<String, String> {
+    cadre_core::Rule::parse(s)
+        .map(|_| s.trim().to_owned())
+        .map_err(|e| e.why)
 }
 
 /// `--compact-at`: a threshold in input tokens, or off.

@@ -19,7 +19,7 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
             let merged = settings::resolve(&mut args, &root, user_dir.as_deref())?;
             merged
                 .warnings()
-                .for_each(|w| eprintln!("cadre: warning: {w}"));
+                .for_each(|w| errln!("cadre: warning: {w}"));
             print_files(&merged.files);
             outln!();
             let width = merged
@@ -40,20 +40,20 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
             // Strict: an unknown key is a problem here, not just a warning.
             match settings::files(&root, user_dir.as_deref()) {
                 Err(e) => {
-                    eprintln!("{e}");
+                    errln!("{e}");
                     Ok(Code::StoppedEarly)
                 }
                 Ok(files) => {
                     print_files(&files);
                     let unknown: Vec<&String> = files.iter().flat_map(|f| &f.unknown).collect();
                     for u in &unknown {
-                        eprintln!("{u}");
+                        errln!("{u}");
                     }
                     if unknown.is_empty() {
                         outln!("\nthe settings are valid");
                         Ok(Code::Done)
                     } else {
-                        eprintln!("\n{} problem(s)", unknown.len());
+                        errln!("\n{} problem(s)", unknown.len());
                         Ok(Code::StoppedEarly)
                     }
                 }

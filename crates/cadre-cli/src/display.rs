@@ -24,6 +24,9 @@ pub struct Display {
     /// Whether the primary agent's current attempt has printed text (a retry repeats it).
     printed_this_turn: bool,
     header: String,
+    /// Whether a question to the person holds the terminal; events wait in `queued`.
+    paused: bool,
+    queued: Vec<Event>,
 }
 
 impl Display {
@@ -49,11 +52,32 @@ impl Display {
             pending: String::new(),
             printed_this_turn: false,
             header,
+            paused: false,
+            queued: Vec::new(),
+        }
+    }
+
+    /// Stops drawing while a question holds the terminal; returns the live block, to be
+    /// hidden while the question is open.
+    pub fn pause(&mut self) -> Option<ProgressBar> {
+        self.paused = true;
+        self.live.clone()
+    }
+
+    /// Draws again, first what happened meanwhile.
+    pub fn resume(&mut self) {
+        self.paused = false;
+        for event in std::mem::take(&mut self.queued) {
+            self.event(&event);
         }
     }
 
     /// Shows one event.
     pub fn event(&mut self, event: &Event) {
+        if self.paused {
+            self.queued.push(event.clone());
+            return;
+        }
         match self.format {
             OutputFormat::Json => {}
             OutputFormat::StreamJson => {
@@ -212,7 +236,9 @@ impl Display {
 
     /// Redraws the live block from the roster (no-op unless stderr is a terminal).
     pub fn tick(&mut self, roster: &[RosterEntry], done: usize, tokens: u64, elapsed: Duration) {
-        let Some(pb) = &self.live else { return };
+        let Some(pb) = self.live.as_ref().filter(|_| !self.paused) else {
+            return;
+        };
         // Rows are cut to the terminal's width: a wrapped row would break the redraw. One
         // column is kept free (a full row moves some terminals' cursor on).
         let width = usize::from(console::Term::stderr().size().1).saturating_sub(1);
@@ -274,6 +300,12 @@ impl Display {
         model: &str,
         run_dir: Option<&std::path::Path>,
     ) {
+        // A question still open (the run was given up meanwhile) holds the live block:
+        // it is let go, not cleared, so ending never waits for an answer.
+        if self.paused {
+            self.live = None;
+        }
+        self.resume();
         if let Some(pb) = self.live.take() {
             pb.finish_and_clear();
         }

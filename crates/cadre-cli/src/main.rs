@@ -33,6 +33,7 @@ macro_rules! errln {
 }
 
 mod agents;
+mod approve;
 mod args;
 mod config;
 mod display;

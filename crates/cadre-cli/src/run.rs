@@ -16,6 +16,7 @@ use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 const NO_KEY: &str =
@@ -162,10 +163,10 @@ pub struct Session {
     run_id: Option<String>,
     /// The project's instructions, read once for every agent of every turn.
     instructions: Arc<cadre_core::Instructions>,
-    /// The settings files' `[permissions]` table. Not used yet: this is the one place it is
-    /// to be handed to the run (with the permission checks, through the run's config).
-    #[allow(dead_code, reason = "read once the permission checks land")]
-    pub permissions: crate::settings::PermissionSettings,
+    /// The permission mode and rules, and what the person allowed for the session.
+    permissions: cadre_core::Permissions,
+    /// Questions for the person at the terminal, when there is one (`ask` mode).
+    asks: Option<tokio::sync::Mutex<mpsc::UnboundedReceiver<crate::approve::Ask>>>,
 }
 
 impl Session {
@@ -182,14 +183,14 @@ impl Session {
         if !quiet {
             settings
                 .warnings()
-                .for_each(|w| eprintln!("cadre: warning: {w}"));
+                .for_each(|w| errln!("cadre: warning: {w}"));
             print_problems(instructions.problems());
             if portable {
                 note_left_out();
             }
         }
         if let Err(e) = crate::project::write_gitignore(&root) {
-            eprintln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
+            errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
         }
         let workspace = Workspace::new(&root)
             .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
@@ -198,9 +199,6 @@ impl Session {
         // A replay must see the same prompts as the recording did, on any machine: neither
         // reads the home folder's agents, skills or MCP servers.
         let include_user = args.replay.is_none() && args.record.is_none();
-        if args.record.is_some() && !quiet {
-            note_skipped_home();
-        }
         let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
         let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
         let mcp = crate::mcp::load_servers(&root, &args.mcp, include_user)?;
@@ -217,10 +215,13 @@ impl Session {
         })?;
         let model_id = model_id(&args)?;
         let (model, run_id) = build_model(&args)?;
+        let (permissions, asks) =
+            crate::approve::permissions(&args, &settings.permissions, crate::approve::can_ask())?;
         Ok(Self {
+            permissions,
+            asks: asks.map(tokio::sync::Mutex::new),
             run_id,
             instructions: Arc::new(instructions),
-            permissions: settings.permissions,
             root,
             args,
             registry,
@@ -273,6 +274,7 @@ impl Session {
             builder = builder.sandbox(SandboxMode::Unsandboxed);
         }
         builder
+            .permissions(self.permissions.clone())
             .build()
             .map_err(|e| ConfigError(e.to_string()).into())
     }
@@ -306,6 +308,12 @@ impl Session {
         let mut display = Display::new(args.output_format, quiet, &args.agent, header);
         let started = Instant::now();
         let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        // Questions for the person, one at a time; the display pauses while one is open.
+        let mut asks = match &self.asks {
+            Some(asks) => Some(asks.lock().await),
+            None => None,
+        };
+        let mut answering: Option<tokio::sync::oneshot::Receiver<()>> = None;
         let result = {
             let run = async {
                 match job {
@@ -319,6 +327,13 @@ impl Session {
                 tokio::select! {
                     result = &mut run => break Some(result),
                     () = quit.cancelled() => break None,
+                    Some(ask) = next_ask(&mut asks), if answering.is_none() => {
+                        answering = Some(crate::approve::start(ask, display.pause()));
+                    }
+                    _ = answered(&mut answering), if answering.is_some() => {
+                        answering = None;
+                        display.resume();
+                    }
                     Some(event) = events.next() => display.event(&event),
                     _ = ticker.tick() => display.tick(
                         &orchestrator.roster(),
@@ -380,6 +395,26 @@ impl Session {
     }
 }
 
+/// The next question for the person, if the session has a terminal to ask on.
+async fn next_ask(
+    asks: &mut Option<tokio::sync::MutexGuard<'_, mpsc::UnboundedReceiver<crate::approve::Ask>>>,
+) -> Option<crate::approve::Ask> {
+    match asks {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the open question is answered.
+async fn answered(answering: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    match answering {
+        Some(done) => {
+            let _ = done.await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// What one turn left.
 pub struct Turn {
     /// The exit code it stands for.
@@ -402,27 +437,6 @@ fn shown_path(path: &std::path::Path) -> PathBuf {
         Some(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
         Some(rel) => rel,
         None => path.to_path_buf(),
-    }
-}
-
-/// Says, when recording, which of the home folder's agent and skill folders are left out.
-fn note_skipped_home() {
-    let Some(home) = user_home(true) else { return };
-    let skipped: Vec<String> = [
-        ".claude/agents",
-        ".config/cadre/agents",
-        ".config/cadre/skills",
-        ".config/cadre/mcp.json",
-    ]
-    .iter()
-    .filter(|p| home.join(p).exists())
-    .map(|p| format!("~/{p}"))
-    .collect();
-    if !skipped.is_empty() {
-        errln!(
-            "cadre: recording without {} so the cassette replays the same on any machine (put what the run needs in the project, or pass --agents-dir / --skills-dir)",
-            skipped.join(", ")
-        );
     }
 }
 
@@ -473,23 +487,25 @@ pub fn project_root(directory: Option<PathBuf>) -> Result<(PathBuf, crate::proje
 
 /// With --record or --replay, says which of the user's own files exist and are not read.
 fn note_left_out() {
-    let Some(dir) = user_home(true).map(|h| h.join(".config/cadre")) else {
+    let Some(home) = user_home(true) else {
         return;
     };
-    let left: Vec<&str> = [
-        crate::settings::USER_FILE,
-        cadre_core::definitions::instructions::USER_FILE,
+    let left: Vec<String> = [
+        ".claude/agents",
+        ".config/cadre/agents",
+        ".config/cadre/skills",
+        ".config/cadre/mcp.json",
+        ".config/cadre/config.toml",
+        ".config/cadre/AGENTS.md",
     ]
-    .into_iter()
-    .filter(|f| dir.join(f).is_file())
+    .iter()
+    .filter(|p| home.join(p).exists())
+    .map(|p| format!("~/{p}"))
     .collect();
     if !left.is_empty() {
-        eprintln!(
-            "cadre: not read while recording or replaying, so the cassette replays the same everywhere: {}",
-            left.iter()
-                .map(|f| format!("~/.config/cadre/{f}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+        errln!(
+            "cadre: not read while recording or replaying, so the cassette replays the same everywhere: {} (put what the run needs in the project, or pass --agents-dir / --skills-dir)",
+            left.join(", ")
         );
     }
 }

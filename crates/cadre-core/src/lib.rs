@@ -63,6 +63,7 @@ pub mod record;
 pub mod run;
 
 pub use definitions::instructions::{InstructionFile, Instructions};
+pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
@@ -77,5 +78,8 @@ pub use run::orchestrator::{
     SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::outcome::{AgentOutcome, StopKind};
+pub use run::permissions::{
+    AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
+};
 pub use run::skill_tool::SkillTool;
 pub use run::toolset::ToolSet;

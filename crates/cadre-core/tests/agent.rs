@@ -64,6 +64,7 @@ fn agent(
         transcript: None,
         journal: None,
         inbox: None,
+        permissions: None,
     };
     (agent, seen)
 }

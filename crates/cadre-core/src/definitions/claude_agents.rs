@@ -316,10 +316,15 @@ mod tests {
     #[test]
     fn missing_and_unknown_tools_are_dropped_with_warnings_and_mcp_tools_kept() {
         let (spec, problems) = parse_ok(
-            "---\nname: a\ndescription: d\ntools: Read, WebFetch, mcp__github__search, Bash(git diff:*)\n---\np\n",
+            "---\nname: a\ndescription: d\ntools: Read, WebFetch, mcp__github__search, Bash(git diff:*)\ndisallowedTools: Bash(git diff --no-index:*)\npermissionMode: dontAsk\n---\np\n",
         );
-        assert_eq!(spec.tools, ["read_file", "mcp__github__search"]);
-        assert_eq!(problems.len(), 2);
+        // The pattern gives bash, limited to what it matches; the deny pattern is a rule.
+        assert_eq!(spec.tools, ["read_file", "mcp__github__search", "bash"]);
+        assert_eq!(spec.limited_tools, ["bash"]);
+        assert_eq!(spec.permissions.allow, ["Bash(git diff:*)"]);
+        assert_eq!(spec.permissions.deny, ["Bash(git diff --no-index:*)"]);
+        assert_eq!(spec.own_mode(), Some(crate::PermissionMode::DenyWrites));
+        assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems.iter().all(|p| p.warning && p.line == 4));
         assert_eq!(problems[0].column, 14);
         let (spec, problems) =

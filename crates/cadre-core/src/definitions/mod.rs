@@ -5,6 +5,7 @@
 pub mod claude_agents;
 pub mod frontmatter;
 pub mod instructions;
+pub mod permissions;
 pub mod registry;
 pub mod skills;
 pub mod spec;

@@ -1,5 +1,6 @@
 //! Agent types: one YAML file each, validated with file:line:column problems.
 
+use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules, Rule};
 use crate::definitions::tools::{is_mcp_name, map_tools, SKILL_TOOL};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -137,9 +138,14 @@ pub struct AgentSpec {
     /// Skills whose bodies go into its system prompt from the start (Claude Code's `skills`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preload_skills: Vec<String>,
-    /// Claude Code's `permissionMode` (`default`, `acceptEdits`, `plan`, …); `plan` makes it read-only.
+    /// Its permission mode (`auto`, `ask`, `deny-writes`, `plan`, or Claude Code's
+    /// `permissionMode` values); it can tighten the run's mode, not loosen it. `plan` makes
+    /// it read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// Its own allow and deny rules (`Bash(git diff:*)`, `Edit(src/**)`, …), on top of the run's.
+    #[serde(default, skip_serializing_if = "PermissionRules::is_empty")]
+    pub permissions: PermissionRules,
     /// MCP servers it uses (Claude Code's `mcpServers`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<McpServerRef>,
@@ -163,6 +169,10 @@ pub struct AgentSpec {
     /// is left, spawning it fails and names them.
     #[serde(skip)]
     pub dropped_tools: Vec<String>,
+    /// Tools its `tools` gives only through patterns (`Bash(git diff:*)`), so only calls
+    /// those allow (not part of the file).
+    #[serde(skip)]
+    pub limited_tools: Vec<String>,
 }
 
 impl Default for AgentSpec {
@@ -183,6 +193,7 @@ impl Default for AgentSpec {
             skills: all_tools(),
             preload_skills: Vec::new(),
             permission_mode: None,
+            permissions: PermissionRules::default(),
             mcp_servers: Vec::new(),
             isolation: None,
             background: false,
@@ -190,6 +201,7 @@ impl Default for AgentSpec {
             prompt: String::new(),
             source: None,
             dropped_tools: Vec::new(),
+            limited_tools: Vec::new(),
         }
     }
 }
@@ -346,7 +358,7 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 19] = [
+pub const KNOWN_KEYS: [&str; 20] = [
     "name",
     "description",
     "mode",
@@ -361,6 +373,7 @@ pub const KNOWN_KEYS: [&str; 19] = [
     "skills",
     "preload_skills",
     "permission_mode",
+    "permissions",
     "mcp_servers",
     "isolation",
     "background",
@@ -466,7 +479,8 @@ impl AgentSpec {
 
     /// What both file kinds repair once their fields are read: tool names mapped (unknown
     /// ones dropped with a warning, `Task(a, b)` turned into `Task` and `subagent_types`),
-    /// `permission_mode: plan` made read-only, and an `isolation` other than `worktree` dropped.
+    /// patterns such as `Bash(git diff:*)` turned into rules, the permission mode read
+    /// (`plan` makes it read-only), and an `isolation` other than `worktree` dropped.
     /// `pos` places a problem at a key (spelled as in the file) and an optional needle.
     pub(crate) fn repair(&mut self, file: &Path, problems: &mut Vec<Problem>, pos: &Locator) {
         let claude = file.extension().is_some_and(|x| x == "md");
@@ -513,9 +527,15 @@ impl AgentSpec {
                 self.subagent_types.push(t);
             }
         }
-        if self.permission_mode.as_deref() == Some("plan") {
-            self.read_only = true;
-        }
+        self.limited_tools = tools.limited;
+        self.permissions.allow.extend(tools.rules);
+        self.permissions.deny.extend(denied.rules);
+        self.repair_permissions(
+            file,
+            problems,
+            pos,
+            key("permission_mode", "permissionMode"),
+        );
         if let Some(isolation) = self.isolation.take() {
             let normal = isolation.trim().to_ascii_lowercase();
             if normal == "worktree" {
@@ -528,6 +548,60 @@ impl AgentSpec {
                 ));
             }
         }
+    }
+
+    /// Reads its permission mode and rules: an unknown mode is dropped with a warning,
+    /// `plan` makes it read-only, Claude Code's `acceptEdits` allows edits; a rule that
+    /// cannot be read is dropped with a warning.
+    fn repair_permissions(
+        &mut self,
+        file: &Path,
+        problems: &mut Vec<Problem>,
+        pos: &Locator,
+        mode_key: &str,
+    ) {
+        if let Some(written) = self.permission_mode.clone() {
+            match file_mode(&written) {
+                Ok(mode) => {
+                    if mode.mode == Some(PermissionMode::Plan) {
+                        self.read_only = true;
+                    }
+                    if mode.allow_edits && !self.permissions.allow.iter().any(|r| r == "Edit") {
+                        self.permissions.allow.push("Edit".into());
+                    }
+                }
+                Err(why) => {
+                    problems.push(Problem::warning_at(
+                        file,
+                        pos(mode_key, Some(&written)),
+                        why,
+                    ));
+                    self.permission_mode = None;
+                }
+            }
+        }
+        for list in [&mut self.permissions.allow, &mut self.permissions.deny] {
+            list.retain(|rule| match Rule::parse(rule) {
+                Ok(_) => true,
+                Err(e) => {
+                    let at = pos("permissions", Some(rule));
+                    problems.push(Problem::warning_at(
+                        file,
+                        at,
+                        format!("{e}; it is not applied"),
+                    ));
+                    false
+                }
+            });
+        }
+    }
+
+    /// The permission mode it tightens the run to, if any.
+    pub fn own_mode(&self) -> Option<PermissionMode> {
+        self.permission_mode
+            .as_deref()
+            .and_then(|m| file_mode(m).ok())
+            .and_then(|m| m.mode)
     }
 
     /// Checks the fields a parser cannot: name, description, prompt, model and tools.

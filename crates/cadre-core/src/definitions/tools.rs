@@ -2,6 +2,7 @@
 //! `Task(explore)`), mapped to what cadre runs. Shared by cadre's YAML files and Claude Code
 //! files, so both repair the same way.
 
+use crate::definitions::permissions::Rule;
 use crate::definitions::spec::Problem;
 use cadre_tools::canonical_tool_name;
 use std::path::Path;
@@ -51,6 +52,11 @@ pub struct MappedTools {
     pub subagent_types: Vec<String>,
     /// The names as written that were dropped.
     pub dropped: Vec<String>,
+    /// Permission rules written as entries (`Bash(git diff:*)`): in `tools`, allow rules
+    /// that limit the tool to what they match; in a deny list, deny rules.
+    pub rules: Vec<String>,
+    /// Tools given only through such rules (not also by name or `*`).
+    pub limited: Vec<String>,
 }
 
 /// Maps the names of `key` (`tools` or `disallowed_tools` as the file spells it) of `file`.
@@ -66,6 +72,7 @@ pub fn map_tools(
     problems: &mut Vec<Problem>,
 ) -> MappedTools {
     let mut out = MappedTools::default();
+    let mut limited: Vec<String> = Vec::new();
     let push = |names: &mut Vec<String>, name: &str| {
         if !names.iter().any(|t| t == name) {
             names.push(name.to_owned());
@@ -84,24 +91,40 @@ pub fn map_tools(
             for t in types {
                 push(&mut out.subagent_types, &t);
             }
+        } else if let Some(tool) = pattern_tool(name, allow) {
+            // A permission rule such as `Bash(git diff:*)`: in `tools` the agent gets the
+            // tool, limited to what the rule matches; in a deny list, the rule denies.
+            match Rule::parse(name) {
+                Ok(_) => {
+                    if allow {
+                        push(&mut out.names, tool);
+                        push(&mut limited, tool);
+                    }
+                    push(&mut out.rules, name);
+                }
+                Err(e) => {
+                    out.dropped.push(name.clone());
+                    warn(
+                        problems,
+                        format!("tool {name:?} dropped from {key}: {}", e.why),
+                    );
+                }
+            }
         } else {
             out.dropped.push(name.clone());
-            if name.contains('(') {
-                // A permission rule such as `Bash(git diff:*)`: allowing the whole tool
-                // instead would give more than the author meant, so the agent gets none of it.
-                let why = if allow {
-                    "cadre cannot limit a tool to a pattern, so the agent does not get it"
-                } else {
-                    "cadre cannot deny part of a tool, so this rule is not applied"
-                };
-                warn(problems, format!("tool {name:?} dropped from {key}: {why}"));
-            } else if DROPPED_TOOLS.contains(&name.as_str()) {
+            let tool = name.split('(').next().unwrap_or_default().trim();
+            if DROPPED_TOOLS.contains(&tool) {
                 if allow {
                     warn(
                         problems,
                         format!("tool {name:?} dropped from {key}: cadre does not provide it"),
                     );
                 }
+            } else if name.contains('(') {
+                warn(
+                    problems,
+                    format!("unknown tool {name:?} dropped from {key}: cadre has no such tool"),
+                );
             } else {
                 warn(
                     problems,
@@ -110,7 +133,28 @@ pub fn map_tools(
             }
         }
     }
+    out.limited = limited
+        .into_iter()
+        .filter(|t| !out.names.iter().any(|n| n == "*") && !given_by_name(written, t))
+        .collect();
     out
+}
+
+/// The cadre tool a pattern entry such as `Bash(git diff:*)` or `Edit(src/**)` is about;
+/// `None` for plain names and, in `tools`, for `Task(a, b)`, which names subagent types.
+fn pattern_tool(name: &str, allow: bool) -> Option<&'static str> {
+    let (tool, _) = name.split_once('(')?;
+    match resolve_tool_name(tool.trim())? {
+        TASK_TOOL if allow => None,
+        tool => Some(tool),
+    }
+}
+
+/// Whether `written` gives `tool` by a plain name (not only through patterns).
+fn given_by_name(written: &[String], tool: &str) -> bool {
+    written
+        .iter()
+        .any(|w| !w.contains('(') && resolve_tool_name(w) == Some(tool))
 }
 
 /// The types of `Task(a, b)` or `Agent(a)`, split on commas and spaces.
@@ -164,17 +208,18 @@ mod tests {
                 "mcp__github__search_issues",
                 "mcp__fs",
                 "Task",
+                "bash",
                 "*"
             ]
         );
         assert_eq!(out.subagent_types, ["explore", "plan"]);
-        assert_eq!(
-            out.dropped,
-            ["Bash(git diff:*)", "WebFetch", "airis-mcp-gateway"]
-        );
-        assert_eq!(problems.len(), 3);
+        // A pattern gives its tool and becomes a rule; with `*` nothing is limited.
+        assert_eq!(out.rules, ["Bash(git diff:*)"]);
+        assert!(out.limited.is_empty());
+        assert_eq!(out.dropped, ["WebFetch", "airis-mcp-gateway"]);
+        assert_eq!(problems.len(), 2);
         assert!(problems.iter().all(|p| p.warning));
-        assert!(problems[2]
+        assert!(problems[1]
             .message
             .contains("unknown tool \"airis-mcp-gateway\""));
 
@@ -189,5 +234,36 @@ mod tests {
         );
         assert_eq!(out.names, ["bash"]);
         assert!(problems.is_empty());
+
+        // Patterns alone limit their tool; in a deny list they are deny rules.
+        let mut problems = Vec::new();
+        let written = [
+            "Read",
+            "Bash(git diff:*)",
+            "Bash(git log:*)",
+            "Edit(src/**)",
+        ];
+        let out = map_tools(
+            Path::new("a.md"),
+            "tools",
+            &written.map(String::from),
+            true,
+            &|_| (4, 1),
+            &mut problems,
+        );
+        assert_eq!(out.names, ["read_file", "bash", "edit_file"]);
+        assert_eq!(out.limited, ["bash", "edit_file"]);
+        assert_eq!(out.rules.len(), 3);
+        let out = map_tools(
+            Path::new("a.md"),
+            "disallowedTools",
+            &["Bash(rm:*)".into(), "Task(code)".into()],
+            false,
+            &|_| (4, 1),
+            &mut problems,
+        );
+        assert!(out.names.is_empty());
+        assert_eq!(out.rules, ["Bash(rm:*)", "Task(code)"]);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 }

@@ -6,6 +6,7 @@ use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
 use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::permissions::AgentPermissions;
 use crate::run::rebuild::{final_text, PendingTurn, Rebuilt};
 use crate::run::toolset::ToolSet;
 use cadre_model::{
@@ -64,6 +65,8 @@ pub struct Agent {
     /// Work it started that reports later (background subagents), if any: when it would
     /// end its turn, the loop waits for that work and hands it the results instead.
     pub inbox: Option<Arc<dyn Inbox>>,
+    /// What its calls are checked against before they run; `None` checks nothing.
+    pub permissions: Option<Arc<AgentPermissions>>,
 }
 
 /// Results that reach an agent after the tool call that started them returned.
@@ -455,7 +458,15 @@ impl Agent {
             name: call.name.clone(),
             input: call.input.clone(),
         });
-        let changing = !self.safe_to_repeat(&call.name);
+        let denied = match &self.permissions {
+            // Input that was not JSON is refused below without asking anyone.
+            Some(p) if call.invalid_input.is_none() => {
+                p.check(&call.name, &call.input, &self.tools, &self.ctx)
+                    .await
+            }
+            _ => None,
+        };
+        let changing = !self.safe_to_repeat(&call.name) && denied.is_none();
         if changing {
             self.journal(Step::ToolStarted {
                 agent: agent.clone(),
@@ -466,6 +477,8 @@ impl Agent {
         }
         let out = if self.ctx.cancel.is_cancelled() {
             cadre_tools::ToolOutput::error("cancelled before it ran")
+        } else if let Some(why) = denied {
+            cadre_tools::ToolOutput::error(why)
         } else if let Some(bad) = &call.invalid_input {
             cadre_tools::ToolOutput::error(format!(
                 "invalid input for `{}`: the arguments were not valid JSON: {}; the text was: {}",

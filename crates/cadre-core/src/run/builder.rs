@@ -8,6 +8,7 @@ use crate::definitions::skills::{Skill, SkillSet};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::EventHandler;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
+use crate::run::permissions::Permissions;
 use cadre_mcp::McpServers;
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
@@ -55,6 +56,7 @@ pub struct OrchestratorBuilder {
     sandbox: Option<SandboxMode>,
     mcp: Option<Arc<McpServers>>,
     instructions: Option<Arc<Instructions>>,
+    permissions: Option<Permissions>,
     run_id: Option<String>,
     handlers: Vec<EventHandler>,
 }
@@ -85,6 +87,7 @@ impl Orchestrator {
             sandbox: None,
             mcp: None,
             instructions: None,
+            permissions: None,
             run_id: None,
             handlers: Vec::new(),
         }
@@ -255,6 +258,12 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// The run's permission mode and rules, and who is asked in `ask` mode.
+    pub fn permissions(mut self, permissions: Permissions) -> Self {
+        self.permissions = Some(permissions);
+        self
+    }
+
     /// The run's id (its folder and worktree branches); a replay passes the recorded one.
     pub fn run_id(mut self, id: impl Into<String>) -> Self {
         self.run_id = Some(id.into());
@@ -354,6 +363,9 @@ impl OrchestratorBuilder {
         }
         if let Some(v) = self.instructions {
             config.instructions = v;
+        }
+        if let Some(v) = self.permissions {
+            config.permissions = v;
         }
         config.run_id = self.run_id;
         let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {

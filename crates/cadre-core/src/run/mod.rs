@@ -10,6 +10,7 @@ pub mod context;
 pub(crate) mod mcp_tools;
 pub mod orchestrator;
 pub mod outcome;
+pub mod permissions;
 pub mod prompt;
 pub mod rebuild;
 pub mod skill_tool;

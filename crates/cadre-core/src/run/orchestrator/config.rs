@@ -67,6 +67,8 @@ pub struct RunConfig {
     /// The project's instructions (AGENTS.md, CLAUDE.md, …), read once for the whole run so
     /// every agent's system prompt carries the same text.
     pub instructions: Arc<Instructions>,
+    /// The run's permission mode, rules and who is asked (default: `auto`, no rules).
+    pub permissions: Permissions,
 }
 
 impl RunConfig {
@@ -94,6 +96,7 @@ impl RunConfig {
             tools: Vec::new(),
             run_id: None,
             instructions: Arc::default(),
+            permissions: Permissions::default(),
         }
     }
 }

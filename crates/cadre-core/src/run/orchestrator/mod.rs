@@ -2,6 +2,7 @@
 //! shared budget, and builds and runs every agent of a run — the primary one and each
 //! subagent a `Task` call asks for.
 
+use crate::definitions::permissions::PermissionMode;
 use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
 use crate::definitions::skills::SkillSet;
 use crate::definitions::spec::AgentSpec;
@@ -14,6 +15,7 @@ use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
 use crate::run::budget::Budget;
 use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::permissions::Permissions;
 use crate::run::prompt;
 use crate::run::rebuild::Rebuilt;
 use crate::run::skill_tool::SkillTool;
@@ -555,6 +557,19 @@ impl Orchestrator {
         cancel: CancellationToken,
         description: Option<&str>,
     ) -> (Agent, Vec<Arc<cadre_mcp::Server>>) {
+        let permissions = self.config.permissions.for_agent(spec, &me.path);
+        // Plan mode is read-only: the type is built as one, sandbox and prompt included.
+        let read_only;
+        let spec = match &permissions {
+            Some(p) if p.mode() == PermissionMode::Plan && !spec.read_only => {
+                read_only = AgentSpec {
+                    read_only: true,
+                    ..spec.clone()
+                };
+                &read_only
+            }
+            _ => spec,
+        };
         // Code from outside this process cannot be sandboxed: a read-only type gets only
         // the extra tools that say they change nothing.
         let offered: Vec<&Arc<dyn Tool>> = self
@@ -646,6 +661,7 @@ impl Orchestrator {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
+            permissions,
         };
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
