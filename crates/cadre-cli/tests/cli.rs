@@ -4285,6 +4285,48 @@ mod permissions {
     }
 
     #[tokio::test]
+    async fn the_settings_files_permissions_reach_the_run_and_flags_add_to_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "x").unwrap();
+        std::fs::write(
+            dir.path().join("cadre.toml"),
+            "[permissions]\nmode = \"deny-writes\"\nallow = [\"Bash(ls:*)\"]\ndeny = [\"Bash(rm:*)\"]\n",
+        )
+        .unwrap();
+        let server = MockServer::start().await;
+        server.route(
+            Match::Any,
+            vec![
+                bash("b1", "rm -f keep.txt"),
+                bash("b2", "ls"),
+                bash("b3", "touch new.txt"),
+                bash("b4", "mkdir made"),
+                Reply::text("done"),
+            ],
+        );
+        let out = cadre(
+            dir.path(),
+            &server.uri(),
+            Some("k"),
+            &["run", "--allow", "Bash(touch:*)", "q"],
+        )
+        .await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(dir.path().join("keep.txt").exists());
+        let requests = server.requests();
+        let (is_error, text) = result_of(&requests, "b1");
+        assert!(is_error && text.contains("denied by rule Bash(rm:*) (from settings)"), "{text}");
+        // The file's allow rule and the flag's both let their commands through.
+        assert!(!result_of(&requests, "b2").0);
+        assert!(!result_of(&requests, "b3").0);
+        assert!(dir.path().join("new.txt").exists());
+        // The file's mode holds: what no rule allows is denied.
+        let (is_error, text) = result_of(&requests, "b4");
+        assert!(is_error && text.contains("deny-writes"), "{text}");
+        assert!(!dir.path().join("made").exists());
+    }
+
+    #[tokio::test]
     async fn deny_rules_from_flags_and_agent_types_name_the_rule() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("keep.txt"), "x").unwrap();
