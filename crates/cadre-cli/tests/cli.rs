@@ -4315,7 +4315,10 @@ mod permissions {
         assert!(dir.path().join("keep.txt").exists());
         let requests = server.requests();
         let (is_error, text) = result_of(&requests, "b1");
-        assert!(is_error && text.contains("denied by rule Bash(rm:*) (from settings)"), "{text}");
+        assert!(
+            is_error && text.contains("denied by rule Bash(rm:*) (from settings)"),
+            "{text}"
+        );
         // The file's allow rule and the flag's both let their commands through.
         assert!(!result_of(&requests, "b2").0);
         assert!(!result_of(&requests, "b3").0);

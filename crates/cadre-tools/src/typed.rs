@@ -45,6 +45,9 @@ use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A tool with a typed input (its schema) and a typed output; every `TypedTool` is a
 /// [`Tool`], so it goes wherever tools go.
@@ -53,7 +56,7 @@ pub trait TypedTool: Send + Sync + 'static {
     /// What the model sends. Its JSON Schema is what the model is offered: field doc
     /// comments become descriptions, `Option` fields are optional, `deny_unknown_fields`
     /// says no other field is allowed.
-    type Input: DeserializeOwned + JsonSchema + Send;
+    type Input: DeserializeOwned + JsonSchema + Send + 'static;
     /// What a call hands back (text, a [`ToolOutput`], or [`Json`] of a serialisable value).
     type Output: Into<ToolOutput>;
     /// The name the model sees.
@@ -129,11 +132,37 @@ impl From<&str> for ToolOutput {
     }
 }
 
-/// The JSON Schema of `T` as a tool's `input_schema`: an inline object schema with no
+/// The JSON Schema of `T` as a tool's `input_schema` (derived once per type, then copied):
+/// an inline object schema with no
 /// `$schema` or title, `Option` fields optional (not nullable), integer formats and serde
 /// defaults left out (the descriptions say the defaults), and `properties` and `required`
 /// always present.
-pub fn input_schema_for<T: JsonSchema>() -> Value {
+pub fn input_schema_for<T: JsonSchema + 'static>() -> Value {
+    // Every request of every agent offers its tools' schemas: derive each once.
+    static DERIVED: OnceLock<Mutex<HashMap<TypeId, Arc<Value>>>> = OnceLock::new();
+    let derived = DERIVED.get_or_init(Mutex::default);
+    let known = derived
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&TypeId::of::<T>())
+        .cloned();
+    // The copy is made outside the lock, so agents do not queue for it.
+    let schema = match known {
+        Some(schema) => schema,
+        None => {
+            let schema = Arc::new(derive::<T>());
+            derived
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(TypeId::of::<T>(), schema.clone());
+            schema
+        }
+    };
+    (*schema).clone()
+}
+
+/// Derives the schema of `T` (see [`input_schema_for`]).
+fn derive<T: JsonSchema>() -> Value {
     let schema = SchemaSettings::draft2020_12()
         .with(|s| {
             s.meta_schema = None;

@@ -14,9 +14,6 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 #[derive(Clone, Default)]
 pub struct ToolSet {
     tools: Vec<Arc<dyn Tool>>,
-    /// The definitions sent with every request, made once: a typed tool derives its
-    /// schema from its input type, which is not free.
-    definitions: std::sync::OnceLock<Vec<ToolDefinition>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -39,7 +36,6 @@ impl ToolSet {
     pub fn insert(&mut self, tool: Arc<dyn Tool>) {
         self.tools.retain(|t| t.name() != tool.name());
         self.tools.push(tool);
-        self.definitions = std::sync::OnceLock::new();
     }
 
     /// The tool called `name`.
@@ -59,19 +55,17 @@ impl ToolSet {
 
     /// The definitions sent to the model.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.definitions
-            .get_or_init(|| {
-                self.tools
-                    .iter()
-                    .map(|t| ToolDefinition {
-                        name: t.name().to_owned(),
-                        description: t.description(),
-                        input_schema: t.input_schema(),
-                        cache_control: None,
-                    })
-                    .collect()
+        // Made for each request rather than kept: a thousand agents holding copies would
+        // cost more memory than making them costs time.
+        self.tools
+            .iter()
+            .map(|t| ToolDefinition {
+                name: t.name().to_owned(),
+                description: t.description(),
+                input_schema: t.input_schema(),
+                cache_control: None,
             })
-            .clone()
+            .collect()
     }
 
     /// Whether a call to `name` may run beside the other calls of its turn.
