@@ -133,10 +133,9 @@ impl From<&str> for ToolOutput {
 }
 
 /// The JSON Schema of `T` as a tool's `input_schema` (derived once per type, then copied):
-/// an inline object schema with no
-/// `$schema` or title, `Option` fields optional (not nullable), integer formats and serde
-/// defaults left out (the descriptions say the defaults), and `properties` and `required`
-/// always present.
+/// an inline object schema with no `$schema` or title, `Option` fields optional (not
+/// nullable), integer formats and serde defaults left out (the descriptions say the
+/// defaults), and `properties` and `required` always present.
 pub fn input_schema_for<T: JsonSchema + 'static>() -> Value {
     // Every request of every agent offers its tools' schemas: derive each once.
     static DERIVED: OnceLock<Mutex<HashMap<TypeId, Arc<Value>>>> = OnceLock::new();
