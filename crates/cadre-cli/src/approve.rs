@@ -57,35 +57,47 @@ pub fn permissions(
             .parse()
             .map_err(|e| ConfigError(format!("settings permissions.mode: {e}")))?;
     }
-    for rule in &settings.allow {
-        permissions
-            .allow(rule, "settings")
-            .map_err(|e| ConfigError(format!("settings permissions.allow: {e}")))?;
-    }
-    for rule in &settings.deny {
-        permissions
-            .deny(rule, "settings")
-            .map_err(|e| ConfigError(format!("settings permissions.deny: {e}")))?;
-    }
+    add_rules(
+        &mut permissions,
+        &settings.allow,
+        &settings.deny,
+        ["settings permissions.allow", "settings permissions.deny"],
+    )?;
     if let Some(mode) = args.permission_mode {
         permissions.mode = mode;
     }
-    for rule in &args.allow {
-        permissions
-            .allow(rule, "--allow")
-            .map_err(|e| ConfigError(format!("--allow: {e}")))?;
-    }
-    for rule in &args.deny {
-        permissions
-            .deny(rule, "--deny")
-            .map_err(|e| ConfigError(format!("--deny: {e}")))?;
-    }
+    add_rules(
+        &mut permissions,
+        &args.allow,
+        &args.deny,
+        ["--allow", "--deny"],
+    )?;
     if !interactive {
         return Ok((permissions, None));
     }
     let (tx, rx) = mpsc::unbounded_channel();
     permissions.approver = Some(std::sync::Arc::new(TerminalApprover { tx }));
     Ok((permissions, Some(rx)))
+}
+
+/// Adds allow and deny rules, each refusal of a bad rule naming where it came from.
+fn add_rules(
+    permissions: &mut Permissions,
+    allow: &[String],
+    deny: &[String],
+    [allow_from, deny_from]: [&str; 2],
+) -> Result<()> {
+    for rule in allow {
+        permissions
+            .allow(rule, allow_from)
+            .map_err(|e| ConfigError(format!("{allow_from}: {e}")))?;
+    }
+    for rule in deny {
+        permissions
+            .deny(rule, deny_from)
+            .map_err(|e| ConfigError(format!("{deny_from}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Asks `ask` on the terminal, on a thread of its own (reading the answer blocks), with the
