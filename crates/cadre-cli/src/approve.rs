@@ -42,62 +42,39 @@ pub fn can_ask() -> bool {
     std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
-/// The run's permissions from the flags (`--permission-mode`, `--allow`, `--deny`), with
+/// The run's permissions from the settings files and the flags (`--permission-mode`,
+/// `--allow`, `--deny`), with
 /// the terminal as the approver when `interactive`; and the questions it will send, to be
 /// asked by the display loop.
 pub fn permissions(
     args: &RunArgs,
-    settings: &crate::settings::PermissionSettings,
+    settings: &cadre_core::PermissionSettings,
     interactive: bool,
 ) -> Result<(Permissions, Option<mpsc::UnboundedReceiver<Ask>>)> {
     let mut permissions = Permissions::default();
     // The settings files first: a flag's mode wins, and the flags' rules add to theirs.
-    if let Some(mode) = &settings.mode {
-        permissions.mode = mode
-            .parse()
-            .map_err(|e| ConfigError(format!("settings permissions.mode: {e}")))?;
-    }
-    add_rules(
-        &mut permissions,
-        &settings.allow,
-        &settings.deny,
-        ["settings permissions.allow", "settings permissions.deny"],
-    )?;
+    permissions
+        .apply(settings, "settings")
+        .map_err(|e| ConfigError(format!("settings: {e}")))?;
     if let Some(mode) = args.permission_mode {
         permissions.mode = mode;
     }
-    add_rules(
-        &mut permissions,
-        &args.allow,
-        &args.deny,
-        ["--allow", "--deny"],
-    )?;
+    for rule in &args.allow {
+        permissions
+            .allow(rule, "--allow")
+            .map_err(|e| ConfigError(format!("--allow: {e}")))?;
+    }
+    for rule in &args.deny {
+        permissions
+            .deny(rule, "--deny")
+            .map_err(|e| ConfigError(format!("--deny: {e}")))?;
+    }
     if !interactive {
         return Ok((permissions, None));
     }
     let (tx, rx) = mpsc::unbounded_channel();
     permissions.approver = Some(std::sync::Arc::new(TerminalApprover { tx }));
     Ok((permissions, Some(rx)))
-}
-
-/// Adds allow and deny rules, each refusal of a bad rule naming where it came from.
-fn add_rules(
-    permissions: &mut Permissions,
-    allow: &[String],
-    deny: &[String],
-    [allow_from, deny_from]: [&str; 2],
-) -> Result<()> {
-    for rule in allow {
-        permissions
-            .allow(rule, allow_from)
-            .map_err(|e| ConfigError(format!("{allow_from}: {e}")))?;
-    }
-    for rule in deny {
-        permissions
-            .deny(rule, deny_from)
-            .map_err(|e| ConfigError(format!("{deny_from}: {e}")))?;
-    }
-    Ok(())
 }
 
 /// Asks `ask` on the terminal, on a thread of its own (reading the answer blocks), with the

@@ -175,9 +175,11 @@ impl Session {
     pub fn prepare(mut args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Self> {
         let root = workspace_root(directory)?;
         // A cassette must replay the same on every machine: recording and replaying both
-        // leave out the user's own settings and instructions (~/.config/cadre).
+        // leave out everything of the user's own (~/.config/cadre, ~/.claude): settings,
+        // instructions, agent types, skills, MCP servers.
         let portable = args.record.is_some() || args.replay.is_some();
-        let user_dir = user_home(!portable).map(|h| h.join(".config/cadre"));
+        let include_user = !portable;
+        let user_dir = user_home(include_user).map(|h| h.join(".config/cadre"));
         let settings = crate::settings::resolve(&mut args, &root, user_dir.as_deref())?;
         let instructions = cadre_core::Instructions::load(&root, user_dir.as_deref());
         if !quiet {
@@ -196,9 +198,6 @@ impl Session {
             .map_err(|e| ConfigError(format!("cannot work in {}: {e}", root.display())))?;
         require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
         require_dirs(&args.skills.skills_dir, "--skills-dir")?;
-        // A replay must see the same prompts as the recording did, on any machine: neither
-        // reads the home folder's agents, skills or MCP servers.
-        let include_user = args.replay.is_none() && args.record.is_none();
         let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
         let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
         let mcp = crate::mcp::load_servers(&root, &args.mcp, include_user)?;

@@ -8,6 +8,7 @@
 
 use crate::args::{parse_compact_at, Provider, RunArgs};
 use crate::exit::ConfigError;
+use cadre_core::{PermissionMode, PermissionSettings};
 use clap::parser::ValueSource;
 use clap::ArgMatches;
 use std::collections::BTreeMap;
@@ -110,18 +111,6 @@ impl Given {
     }
 }
 
-/// The `[permissions]` table, merged over both files, as plain strings: what they mean is
-/// for the permission checks to decide.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PermissionSettings {
-    /// `mode` (`auto`, `ask`, `plan`, `deny-writes`), the project's winning over the user's.
-    pub mode: Option<String>,
-    /// `allow` rules: the user's, then the project's.
-    pub allow: Vec<String>,
-    /// `deny` rules: the user's, then the project's.
-    pub deny: Vec<String>,
-}
-
 /// One value as a file gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Value {
@@ -129,6 +118,7 @@ enum Value {
     Number(u64),
     CompactAt(Option<u64>),
     List(Vec<String>),
+    Mode(PermissionMode),
 }
 
 /// One settings file, read.
@@ -251,6 +241,13 @@ fn number(value: &DeValue) -> Option<u64> {
     }
 }
 
+/// A permission rule, refused here (where the file and line are known) when it is not one.
+fn checked_rule(rule: &str) -> Result<String, String> {
+    cadre_core::Rule::parse(rule)
+        .map(|_| rule.trim().to_owned())
+        .map_err(|e| e.why)
+}
+
 /// Checks and converts the value of `key`; the error reads after "`file:line: key`".
 fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> {
     let text = || match value {
@@ -258,7 +255,8 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
         _ => Err(format!("must be a non-empty string, not {}", shown(value))),
     };
     match key {
-        "model" | "base_url" | "permissions.mode" => text().map(Value::Text),
+        "model" | "base_url" => text().map(Value::Text),
+        "permissions.mode" => text()?.parse().map(Value::Mode),
         "provider" => {
             let p = text()?.to_lowercase();
             if matches!(p.as_str(), "anthropic" | "openai") {
@@ -293,11 +291,11 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
         }
         "permissions.allow" | "permissions.deny" => match value {
             // Liberal: one rule may be written without the list around it.
-            DeValue::String(s) => Ok(Value::List(vec![s.to_string()])),
+            DeValue::String(s) => Ok(Value::List(vec![checked_rule(s)?])),
             DeValue::Array(items) => items
                 .iter()
                 .map(|item| match item.get_ref() {
-                    DeValue::String(s) => Ok(s.to_string()),
+                    DeValue::String(s) => checked_rule(s),
                     other => Err(format!(
                         "must be a list of strings; {} is not one",
                         shown(other)
@@ -533,8 +531,8 @@ pub fn resolve(
 
     let mut permissions = PermissionSettings::default();
     match from_files("permissions.mode") {
-        Some((Value::Text(mode), source)) => {
-            entries.push(("permissions.mode".into(), mode.clone(), source));
+        Some((Value::Mode(mode), source)) => {
+            entries.push(("permissions.mode".into(), mode.to_string(), source));
             permissions.mode = Some(mode);
         }
         _ => entries.push(("permissions.mode".into(), "auto".into(), Source::Default)),
@@ -605,5 +603,10 @@ mod tests {
         );
         let e = read("model = \n").unwrap_err();
         assert!(e.0.starts_with("cadre.toml:1: not valid TOML"), "{e}");
+        // Permission modes and rules are checked where the file and line are known.
+        let e = read("[permissions]\nmode = \"sometimes\"\n").unwrap_err();
+        assert!(e.0.starts_with("cadre.toml:2: permissions.mode "), "{e}");
+        let e = read("[permissions]\nallow = [\"Teleport(x)\"]\n").unwrap_err();
+        assert!(e.0.starts_with("cadre.toml:2: permissions.allow "), "{e}");
     }
 }

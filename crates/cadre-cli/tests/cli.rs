@@ -4316,7 +4316,7 @@ mod permissions {
         let requests = server.requests();
         let (is_error, text) = result_of(&requests, "b1");
         assert!(
-            is_error && text.contains("denied by rule Bash(rm:*) (from settings permissions.deny)"),
+            is_error && text.contains("denied by rule Bash(rm:*) (from settings)"),
             "{text}"
         );
         // The file's allow rule and the flag's both let their commands through.
