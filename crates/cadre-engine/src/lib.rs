@@ -1,0 +1,1 @@
+//! cadre on Restate.
