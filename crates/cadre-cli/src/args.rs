@@ -58,6 +58,11 @@ pub enum Command {
     /// write a timeline page.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Serve this machine's agents to a Restate server, as one worker of a fleet: each
+    /// agent of an engine run (`cadre run --engine restate`) is one durable invocation, and
+    /// its subagents run on whichever worker Restate and the load balancer pick. The model
+    /// API key is read from this process's environment and never leaves it.
+    Worker(Box<WorkerCmd>),
     /// Print a shell completion script: `cadre completions bash > ~/.local/share/bash-completion/completions/cadre`
     /// (zsh: a file `_cadre` in a folder of your `$fpath`; fish: `~/.config/fish/completions/cadre.fish`).
     Completions {
@@ -296,9 +301,78 @@ pub struct ResumeCmd {
     pub args: RunArgs,
 }
 
+/// `cadre worker`.
+#[derive(Debug, Args)]
+pub struct WorkerCmd {
+    /// Where to serve the agent services (HTTP/2 without TLS, as Restate calls services);
+    /// port 0 picks a free one. The address it listens on is printed on stdout.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9080")]
+    pub listen: std::net::SocketAddr,
+    /// This worker's name in the live roster [default: the host name and the port].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The folder agents work in for runs that name no repository (every worker on one
+    /// machine sharing it).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Where clones of runs' repositories are kept [default: $CADRE_CACHE, else
+    /// ~/.cache/cadre].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Register this worker with the Restate server whose admin API is at URL
+    /// (`http://127.0.0.1:9070`) once it listens. Behind a load balancer, register the
+    /// balancer instead: `restate deployments register http://BALANCER/`.
+    #[arg(long, value_name = "URL")]
+    pub register: Option<String>,
+    /// Which API to talk to: `anthropic` or `openai` (as for `cadre run`).
+    #[arg(long, env = "CADRE_PROVIDER", value_enum, default_value_t = Provider::Anthropic)]
+    pub provider: Provider,
+    /// Base URL of the API [default: $ANTHROPIC_BASE_URL or https://api.anthropic.com;
+    /// with --provider openai: $OPENAI_BASE_URL or https://api.openai.com/v1].
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// How many times a transient API failure is retried.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = whole::<u32>(0, Some(100)), allow_negative_numbers = true)]
+    pub max_retries: u32,
+    /// How long a model request may wait for a byte of its answer, in seconds.
+    #[arg(long, default_value_t = cadre_model::HttpOptions::default().idle_timeout.as_secs(), value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
+    pub request_timeout: u64,
+    /// The `anthropic-version` header to send.
+    #[arg(long, default_value = "2026-10-21")]
+    pub api_version: String,
+    /// Timeout of a `bash` call when the model gives none, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
+    pub bash_timeout: u64,
+    /// Let read-only agents run `bash` without the Landlock sandbox.
+    #[arg(long)]
+    pub allow_unsandboxed_bash: bool,
+}
+
+/// Where a run's agents run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// In this process (the default).
+    Local,
+    /// On the workers of a Restate server (`cadre worker`), durable across crashes.
+    Restate,
+}
+
 /// Options of `cadre run` and `cadre resume`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Where the agents run: `local` (in this process) or `restate` (on the `cadre worker`s
+    /// of a Restate server, durable across crashes; see --restate-url and --repo).
+    #[arg(long, value_enum, default_value_t = Engine::Local)]
+    pub engine: Engine,
+    /// Restate's ingress, for --engine restate.
+    #[arg(long, env = "CADRE_RESTATE_URL", value_name = "URL", default_value = "http://127.0.0.1:8080")]
+    pub restate_url: String,
+    /// For --engine restate: the repository the workers check out and push their branches
+    /// to, a URL or path every worker can reach; HEAD is pushed to it as
+    /// refs/cadre/RUN/base [default: this repository's own folder, for workers on this
+    /// machine; outside a git repository, each worker's --workspace folder].
+    #[arg(long, value_name = "URL")]
+    pub repo: Option<String>,
     /// The primary agent's type.
     #[arg(long, default_value = "main")]
     pub agent: String,

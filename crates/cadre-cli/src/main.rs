@@ -38,6 +38,7 @@ mod args;
 mod config;
 mod display;
 mod doctor;
+mod engine;
 mod exit;
 mod interactive;
 mod mcp;
@@ -98,6 +99,7 @@ fn main() -> ExitCode {
                 Ok(root) => mcp::mcp(cmd, &root).await,
                 Err(e) => Err(e),
             },
+            Command::Worker(cmd) => engine::worker(*cmd).await,
             Command::Completions { shell } => Ok(completions(shell)),
         }
     });

@@ -58,6 +58,15 @@ pub async fn run_cmd(cmd: RunCmd, directory: Option<PathBuf>, quiet: bool) -> Re
         mut args,
     } = cmd;
     let task = read_task(task, task_file.as_deref())?;
+    if args.engine == crate::args::Engine::Restate {
+        if continue_last || resume.is_some() {
+            return Err(ConfigError(
+                "--continue and --resume take a local run; an engine run is carried on with `cadre resume RUN_ID`".into(),
+            )
+            .into());
+        }
+        return crate::engine::run(args, task, directory, quiet).await;
+    }
     let root = workspace_root(directory.clone())?;
     let job = match (continue_last, resume) {
         (false, None) => Job::Fresh(task),
@@ -120,6 +129,9 @@ fn read_task(task: Option<String>, file: Option<&std::path::Path>) -> Result<Str
 pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let ResumeCmd { run_id, mut args } = cmd;
     let root = workspace_root(directory.clone())?;
+    if let Some(dir) = run_id.as_deref().and_then(|id| crate::engine::find(&root, id)) {
+        return crate::engine::resume(&dir, &args, quiet).await;
+    }
     let dir = match run_id {
         Some(id) => crate::sessions::find(&root, &id)?,
         None => crate::sessions::newest(&root, false)?.ok_or_else(|| {
@@ -426,7 +438,7 @@ pub struct Turn {
 
 /// `path` as a person would type it from where cadre was started: relative to the current
 /// folder when inside it, else as it is.
-fn shown_path(path: &std::path::Path) -> PathBuf {
+pub(crate) fn shown_path(path: &std::path::Path) -> PathBuf {
     let inside = std::env::current_dir().ok().and_then(|cwd| {
         path.strip_prefix(cwd)
             .ok()
@@ -510,7 +522,7 @@ fn note_left_out() {
 }
 
 /// The model id: --model (aliases resolved), else the provider's default.
-fn model_id(args: &RunArgs) -> Result<String> {
+pub(crate) fn model_id(args: &RunArgs) -> Result<String> {
     match (&args.model, args.provider) {
         (Some(m), _) => Ok(resolve_model_alias(m).to_owned()),
         (None, Provider::Anthropic) => Ok(cadre_model::DEFAULT_MODEL.to_owned()),
@@ -534,35 +546,13 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
         let run_id = replay.recorded_run_id().map(str::to_owned);
         return Ok((Arc::new(replay), run_id));
     }
-    let live: Arc<dyn Model> = match args.provider {
-        Provider::Anthropic => {
-            // The key and base URL are read in one place, the provider's own.
-            let mut config = AnthropicConfig::from_env().map_err(|_| ConfigError(NO_KEY.into()))?;
-            if let Some(url) = &args.base_url {
-                config.base_url.clone_from(url);
-            }
-            config.version = args.api_version.clone();
-            config.http.retry.max_retries = args.max_retries;
-            config.http.idle_timeout = Duration::from_secs(args.request_timeout);
-            Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
-        }
-        Provider::Openai => {
-            // Local servers (Ollama, llama.cpp) need no key; hosted ones read OPENAI_API_KEY.
-            let mut config = OpenAiConfig::from_env();
-            if let Some(url) = &args.base_url {
-                config.base_url = url.clone();
-            }
-            if !config.has_api_key() && config.base_url.contains("api.openai.com") {
-                return Err(ConfigError(
-                    "OPENAI_API_KEY is not set. Set it for api.openai.com, or point OPENAI_BASE_URL (or --base-url) at a local server such as http://localhost:11434/v1 (Ollama), which needs no key.".into(),
-                )
-                .into());
-            }
-            config.http.retry.max_retries = args.max_retries;
-            config.http.idle_timeout = Duration::from_secs(args.request_timeout);
-            Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
-        }
-    };
+    let live = live_model(&ModelOptions {
+        provider: args.provider,
+        base_url: args.base_url.as_deref(),
+        api_version: &args.api_version,
+        max_retries: args.max_retries,
+        request_timeout: args.request_timeout,
+    })?;
     match &args.record {
         Some(cassette) => {
             let run_id = cadre_core::record::transcript::new_run_id();
@@ -574,6 +564,53 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
         }
         None => Ok((live, None)),
     }
+}
+
+/// How to reach the model API (the key and base URL come from the environment).
+pub struct ModelOptions<'a> {
+    /// Which API.
+    pub provider: Provider,
+    /// `--base-url`, overriding the environment's.
+    pub base_url: Option<&'a str>,
+    /// The `anthropic-version` header.
+    pub api_version: &'a str,
+    /// Retries of transient failures.
+    pub max_retries: u32,
+    /// Seconds a request may wait for a byte of its answer.
+    pub request_timeout: u64,
+}
+
+/// A live client of the model API; fails, in plain words, without the key it needs.
+pub fn live_model(options: &ModelOptions<'_>) -> Result<Arc<dyn Model>> {
+    Ok(match options.provider {
+        Provider::Anthropic => {
+            // The key and base URL are read in one place, the provider's own.
+            let mut config = AnthropicConfig::from_env().map_err(|_| ConfigError(NO_KEY.into()))?;
+            if let Some(url) = options.base_url {
+                url.clone_into(&mut config.base_url);
+            }
+            options.api_version.clone_into(&mut config.version);
+            config.http.retry.max_retries = options.max_retries;
+            config.http.idle_timeout = Duration::from_secs(options.request_timeout);
+            Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
+        }
+        Provider::Openai => {
+            // Local servers (Ollama, llama.cpp) need no key; hosted ones read OPENAI_API_KEY.
+            let mut config = OpenAiConfig::from_env();
+            if let Some(url) = options.base_url {
+                url.clone_into(&mut config.base_url);
+            }
+            if !config.has_api_key() && config.base_url.contains("api.openai.com") {
+                return Err(ConfigError(
+                    "OPENAI_API_KEY is not set. Set it for api.openai.com, or point OPENAI_BASE_URL (or --base-url) at a local server such as http://localhost:11434/v1 (Ollama), which needs no key.".into(),
+                )
+                .into());
+            }
+            config.http.retry.max_retries = options.max_retries;
+            config.http.idle_timeout = Duration::from_secs(options.request_timeout);
+            Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
+        }
+    })
 }
 
 /// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C cancels `quit`, and the run is

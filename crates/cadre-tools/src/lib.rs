@@ -33,18 +33,19 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 /// What a tool hands back to the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutput {
     /// The text the model sees.
     pub content: String,
     /// Whether this reports a failure (sent as `is_error: true`).
     pub is_error: bool,
     /// Images sent after the text (an MCP server's screenshot, say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ToolImage>,
 }
 
 /// An image in a tool's result, sent to the model as an image block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolImage {
     /// Its MIME type, such as `image/png`.
     pub media_type: String,

@@ -155,6 +155,63 @@ pub trait Journal: Send + Sync {
     async fn append(&self, step: &Step) -> Result<(), JournalError>;
     /// Every step journaled for the agent at `agent` (the run header for `""`), in order.
     async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError>;
+    /// Whether this journal runs the loop's effects itself ([`Journal::once`]): a durable
+    /// engine that replays a run by running it again. The file journal does not: the loop
+    /// acts and appends, and a resume rebuilds the agent from the steps.
+    fn runs_effects(&self) -> bool {
+        false
+    }
+    /// Runs `work`, the effect `effect` of the agent at `agent`, as one durable step —
+    /// or hands back its journaled result without running it. Asked only when
+    /// [`Journal::runs_effects`] says so.
+    async fn once(&self, agent: &str, effect: Effect<'_>, work: Work) -> Outcome {
+        let _ = (agent, effect);
+        Outcome::Ran(work.await)
+    }
+}
+
+/// An effect of the loop that a durable journal runs as one step.
+#[derive(Debug, Clone, Copy)]
+pub enum Effect<'a> {
+    /// A model request (a compaction's request is one too); its value is a [`ModelStep`].
+    Model,
+    /// A tool call.
+    Tool {
+        /// Its `tool_use` id.
+        id: &'a str,
+        /// The tool.
+        name: &'a str,
+        /// Whether running it twice could do harm (it writes, or runs commands).
+        changing: bool,
+    },
+}
+
+/// What a model request brought, as a durable step keeps it: a final error is kept too,
+/// so a replay stops the same way instead of asking again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelStep {
+    /// The response.
+    Response(Response),
+    /// The server refused the request as too long for the context window.
+    TooLong(String),
+    /// The request failed for good (after the client's retries).
+    Error(String),
+}
+
+/// The work of one effect; its value is what the step keeps.
+pub type Work = futures::future::BoxFuture<'static, serde_json::Value>;
+
+/// What became of an effect handed to [`Journal::once`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// It ran, now or in an earlier attempt: its value.
+    Ran(serde_json::Value),
+    /// A changing tool had started in an attempt that died before its result was kept:
+    /// it may or may not have taken effect, so it is not run again.
+    Interrupted,
+    /// The agent must stop instead (the run's token budget is spent, or it was cancelled).
+    Stopped(StopKind),
 }
 
 /// The journal as a JSON Lines file, one step per line, each written whole and flushed.

@@ -2,11 +2,11 @@
 
 use crate::run::outcome::StopKind;
 use cadre_model::Usage;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What one agent did, recorded when it finished.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRecord {
     /// Its path (`main/explore#2`).
     pub path: String,
@@ -26,6 +26,9 @@ pub struct AgentRecord {
     pub elapsed_ms: u64,
     /// Why it stopped.
     pub stop: StopKind,
+    /// The worker that ran its last step, when it ran on an engine's workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// Sums of several agents' records.

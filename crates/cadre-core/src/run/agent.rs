@@ -1,7 +1,7 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
 use crate::record::events::{millis, Event, EventHandler};
-use crate::record::journal::{Journal, Step};
+use crate::record::journal::{Effect, Journal, ModelStep, Outcome, Step, Work};
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
@@ -304,14 +304,7 @@ impl Agent {
                 continue;
             }
             if started.contains(&call.id) && !self.safe_to_repeat(&call.name) {
-                let block = ContentBlock::tool_result(
-                    &call.id,
-                    format!(
-                        "interrupted: cadre stopped while `{}` was running, so this call may or may not have taken effect. Check its effects before running it again.",
-                        call.name
-                    ),
-                    true,
-                );
+                let block = ContentBlock::tool_result(&call.id, interrupted(&call.name), true);
                 self.journal(Step::ToolResult {
                     agent: self.config.path.clone(),
                     result: block.clone(),
@@ -387,29 +380,18 @@ impl Agent {
         request
     }
 
+    /// The journal, when it runs the loop's effects itself (a durable engine).
+    fn durable(&self) -> Option<&Arc<dyn Journal>> {
+        self.journal.as_ref().filter(|j| j.runs_effects())
+    }
+
     /// Sends one request, streaming text out as events; cancel wins.
     pub(crate) async fn call(&self, request: Request) -> Result<Response, Failed> {
+        if let Some(journal) = self.durable() {
+            return self.call_durably(journal, request).await;
+        }
         let path = &self.config.path;
-        let on_event = |e: ModelEvent| match e {
-            ModelEvent::TextDelta(delta) => self.emit(Event::Text {
-                agent: path.clone(),
-                delta,
-            }),
-            ModelEvent::Compacting => self.emit(Event::Compacting {
-                agent: path.clone(),
-            }),
-            ModelEvent::Retrying {
-                attempt,
-                wait,
-                reason,
-            } => self.emit(Event::Retrying {
-                agent: path.clone(),
-                attempt,
-                wait_ms: millis(wait),
-                reason,
-            }),
-            _ => {}
-        };
+        let on_event = |e: ModelEvent| model_event(&self.events, path, e);
         let call = async {
             // Waiting for a slot is part of the request: cancel interrupts it too.
             let _permit = match &self.limiter {
@@ -428,6 +410,72 @@ impl Agent {
                     Failed::Stop(StopKind::ModelError(e.to_string()))
                 }
             }),
+        }
+    }
+
+    /// Sends one request as a durable step: the engine runs it once (under the run's
+    /// limits) and a replay gets the kept response, or the kept error, back.
+    async fn call_durably(
+        &self,
+        journal: &Arc<dyn Journal>,
+        request: Request,
+    ) -> Result<Response, Failed> {
+        let model = self.model.clone();
+        let events = self.events.clone();
+        let path = self.config.path.clone();
+        let work: Work = Box::pin(async move {
+            let on_event = |e: ModelEvent| model_event(&events, &path, e);
+            let step = match model.send(request, &on_event).await {
+                Ok(response) => ModelStep::Response(response),
+                Err(e) if e.is_context_too_long() => ModelStep::TooLong(e.to_string()),
+                Err(e) => ModelStep::Error(e.to_string()),
+            };
+            serde_json::to_value(step).unwrap_or_else(|e| Value::String(e.to_string()))
+        });
+        match journal.once(&self.config.path, Effect::Model, work).await {
+            Outcome::Ran(value) => match serde_json::from_value::<ModelStep>(value) {
+                Ok(ModelStep::Response(response)) => Ok(response),
+                Ok(ModelStep::TooLong(why)) => Err(Failed::TooLong(why)),
+                Ok(ModelStep::Error(why)) => Err(Failed::Stop(StopKind::ModelError(why))),
+                Err(e) => Err(Failed::Stop(StopKind::ModelError(format!(
+                    "the kept response cannot be read: {e}"
+                )))),
+            },
+            Outcome::Stopped(stop) => Err(Failed::Stop(stop)),
+            Outcome::Interrupted => Err(Failed::Stop(StopKind::ModelError(
+                "the request was interrupted".into(),
+            ))),
+        }
+    }
+
+    /// Runs one tool call as a durable step: the engine runs it once, a replay gets the kept
+    /// output back, and a changing call that had started in an attempt that died is
+    /// reported as interrupted instead of run again.
+    async fn tool_durably(
+        &self,
+        journal: &Arc<dyn Journal>,
+        id: &str,
+        name: &str,
+        input: Value,
+        changing: bool,
+    ) -> cadre_tools::ToolOutput {
+        let tools = self.tools.clone();
+        let mut ctx = self.ctx.clone();
+        id.clone_into(&mut ctx.call_id);
+        let tool = name.to_owned();
+        let work: Work = Box::pin(async move {
+            let out = tools.call(&tool, input, &ctx).await;
+            serde_json::to_value(out).unwrap_or_else(|e| Value::String(e.to_string()))
+        });
+        let effect = Effect::Tool { id, name, changing };
+        match journal.once(&self.config.path, effect, work).await {
+            Outcome::Ran(value) => serde_json::from_value(value).unwrap_or_else(|e| {
+                cadre_tools::ToolOutput::error(format!("the kept result cannot be read: {e}"))
+            }),
+            Outcome::Interrupted => cadre_tools::ToolOutput::error(interrupted(name)),
+            Outcome::Stopped(stop) => {
+                cadre_tools::ToolOutput::error(format!("not run: the agent stopped ({stop})"))
+            }
         }
     }
 
@@ -484,6 +532,13 @@ impl Agent {
                 "invalid input for `{}`: the arguments were not valid JSON: {}; the text was: {}",
                 call.name, bad.error, bad.text
             ))
+        } else if let Some(journal) = self
+            .durable()
+            .filter(|_| call.name != crate::definitions::registry::TASK_TOOL)
+        {
+            // A `Task` call is kept by the engine as a call to another agent, not a step.
+            self.tool_durably(journal, &call.id, &call.name, call.input, changing)
+                .await
         } else {
             let mut ctx = self.ctx.clone();
             ctx.call_id.clone_from(&call.id);
@@ -528,6 +583,38 @@ impl Agent {
     pub(crate) fn emit(&self, event: Event) {
         (self.events)(event);
     }
+}
+
+/// What the model is told of a changing call that may or may not have taken effect.
+fn interrupted(tool: &str) -> String {
+    format!(
+        "interrupted: cadre stopped while `{tool}` was running, so this call may or may not have taken effect. Check its effects before running it again."
+    )
+}
+
+/// Passes a model client's event on as the agent's event.
+fn model_event(events: &EventHandler, path: &str, e: ModelEvent) {
+    let event = match e {
+        ModelEvent::TextDelta(delta) => Event::Text {
+            agent: path.to_owned(),
+            delta,
+        },
+        ModelEvent::Compacting => Event::Compacting {
+            agent: path.to_owned(),
+        },
+        ModelEvent::Retrying {
+            attempt,
+            wait,
+            reason,
+        } => Event::Retrying {
+            agent: path.to_owned(),
+            attempt,
+            wait_ms: millis(wait),
+            reason,
+        },
+        _ => return,
+    };
+    events(event);
 }
 
 /// Why a request brought no response.

@@ -124,7 +124,9 @@ impl TypedTool for TaskTool {
                 .registry()
                 .get(&input.subagent_type)
                 .is_some_and(|s| s.background);
-        if background {
+        // Delegated subagents are calls the engine keeps in order; one in the background
+        // would make that order depend on timing, so it is awaited like any other.
+        if background && !self.orchestrator.delegates() {
             let (id, cancel, reporter) = self
                 .parent
                 .background

@@ -69,6 +69,12 @@ pub struct RunConfig {
     pub instructions: Arc<Instructions>,
     /// The run's permission mode, rules and who is asked (default: `auto`, no rules).
     pub permissions: Permissions,
+    /// Where the run's steps are journaled when it writes no run folder (a durable engine's
+    /// journal); a run folder's own journal replaces it.
+    pub journal: Option<Arc<dyn Journal>>,
+    /// Where subagents run when not in this process (a durable engine's workers); `None`
+    /// runs them here.
+    pub delegate: Option<Arc<dyn crate::run::delegate::Delegate>>,
 }
 
 impl RunConfig {
@@ -97,6 +103,8 @@ impl RunConfig {
             run_id: None,
             instructions: Arc::default(),
             permissions: Permissions::default(),
+            journal: None,
+            delegate: None,
         }
     }
 }

@@ -211,6 +211,7 @@ impl Orchestrator {
     /// An orchestrator for one run; `events` receives every agent's events.
     pub fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
         let builtins = with_extra_tools(builtin_tools(), &config.tools);
+        let journal = Mutex::new(config.journal.clone());
         Arc::new(Self {
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
@@ -224,7 +225,7 @@ impl Orchestrator {
             records: Mutex::new(Vec::new()),
             counters: DashMap::new(),
             run_dir: Mutex::new(None),
-            journal: Mutex::new(None),
+            journal,
             resumed: DashMap::new(),
             children: DashMap::new(),
             unsaved_id: crate::record::transcript::new_run_id(),
@@ -331,6 +332,50 @@ impl Orchestrator {
         let description: String = task.chars().take(60).collect();
         self.run_primary(spec.clone(), &description, task, Start::Fresh(task))
             .await
+    }
+
+    /// Runs one agent of a run whose subagents are delegated (one invocation of a durable
+    /// engine): the agent `call` names, in this orchestrator's workspace, to its end.
+    /// Returns its outcome and the records of it and of every agent below it.
+    pub async fn run_delegated(
+        self: &Arc<Self>,
+        call: &crate::run::delegate::DelegatedCall,
+    ) -> (AgentOutcome, Vec<AgentRecord>) {
+        let mut spec = call.spec.clone();
+        if call.depth == 0 {
+            if let Some(max_turns) = self.config.max_turns {
+                spec.max_turns = max_turns;
+            }
+        }
+        let me = AgentHandle::new(
+            call.path.clone(),
+            call.depth,
+            call.model.clone(),
+            self.config.workspace.clone(),
+        );
+        let outcome = self
+            .run_agent(
+                &spec,
+                me,
+                &call.description,
+                Start::Fresh(&call.prompt),
+                self.cancel.child_token(),
+                false,
+            )
+            .await;
+        self.config.mcp.shutdown().await;
+        self.close_events();
+        let records = self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        (outcome, records)
+    }
+
+    /// Whether this run's subagents run elsewhere (see [`RunConfig::delegate`]).
+    pub fn delegates(&self) -> bool {
+        self.config.delegate.is_some()
     }
 
     /// Runs the primary agent of type `spec` and writes the summary.
@@ -509,6 +554,7 @@ impl Orchestrator {
                 usage: outcome.usage,
                 elapsed_ms: millis(started.elapsed()),
                 stop: outcome.stop.clone(),
+                worker: None,
             });
         outcome
     }

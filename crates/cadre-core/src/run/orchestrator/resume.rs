@@ -161,6 +161,7 @@ impl Orchestrator {
                 usage: rebuilt.usage,
                 elapsed_ms: 0,
                 stop,
+                worker: None,
             });
     }
 }

@@ -78,6 +78,23 @@ impl Orchestrator {
             }
         };
         let model = self.model_for(spec, &parent.model);
+        if let Some(delegate) = &self.config.delegate {
+            let done = delegate
+                .run(crate::run::delegate::DelegatedCall {
+                    path: path.clone(),
+                    depth,
+                    spec: spec.clone(),
+                    model,
+                    description: description.to_owned(),
+                    prompt: prompt.to_owned(),
+                })
+                .await;
+            self.records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(done.records);
+            return with_report(subagent_result(&path, done.stop, done.text), done.report);
+        }
         // An isolated subagent works in a worktree of its own: its Workspace root, which
         // confines its tools and its sandbox alike.
         let worktree = if spec.is_isolated() {
@@ -123,20 +140,28 @@ impl Orchestrator {
                     ),
                     Err(e) => format!("\n\n[Its worktree could not be committed: {e}]"),
                 };
-                match result {
-                    Ok(text) => Ok(text + &report),
-                    Err(SubagentError::Stopped {
-                        path, stop, last, ..
-                    }) => Err(SubagentError::Stopped {
-                        path,
-                        stop,
-                        last,
-                        report,
-                    }),
-                    Err(other) => Err(other),
-                }
+                with_report(result, report)
             }
         }
+    }
+}
+
+/// A subagent's result with what became of its worktree added.
+fn with_report(
+    result: Result<String, SubagentError>,
+    report: String,
+) -> Result<String, SubagentError> {
+    match result {
+        Ok(text) => Ok(text + &report),
+        Err(SubagentError::Stopped {
+            path, stop, last, ..
+        }) => Err(SubagentError::Stopped {
+            path,
+            stop,
+            last,
+            report,
+        }),
+        Err(other) => Err(other),
     }
 }
 

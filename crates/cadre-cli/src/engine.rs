@@ -1,0 +1,420 @@
+//! `cadre worker` and `cadre run --engine restate`: a run on the workers of a Restate
+//! server, followed from here with the same live roster, usage table and exit codes.
+
+use crate::agents::load_registry_from;
+use crate::args::{RunArgs, WorkerCmd};
+use crate::display::Display;
+use crate::exit::{Code, ConfigError};
+use crate::run::{live_model, model_id, print_problems, require_dirs, user_home, ModelOptions};
+use anyhow::Result;
+use cadre_core::record::transcript::{new_run_id, RunDir};
+use cadre_core::{AgentOutcome, DelegatedCall, Event, RosterEntry, RunSummary, UsageReport};
+use cadre_engine::client::Ingress;
+use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
+use cadre_engine::Worker;
+use cadre_tools::{SandboxMode, ToolLimits};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What `cadre run --engine restate` leaves in the run folder: how to find the run again.
+const ENGINE_FILE: &str = "engine.json";
+
+/// An engine run, as `engine.json` keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EngineRun {
+    run: String,
+    invocation: String,
+    ingress: String,
+    agent: String,
+    model: String,
+    task: String,
+}
+
+/// `cadre worker`: serves the agent services until Ctrl-C or SIGTERM.
+pub async fn worker(cmd: WorkerCmd) -> Result<Code> {
+    let model = live_model(&ModelOptions {
+        provider: cmd.provider,
+        base_url: cmd.base_url.as_deref(),
+        api_version: &cmd.api_version,
+        max_retries: cmd.max_retries,
+        request_timeout: cmd.request_timeout,
+    })?;
+    let listener = tokio::net::TcpListener::bind(cmd.listen)
+        .await
+        .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", cmd.listen)))?;
+    let addr = listener.local_addr()?;
+    let name = cmd.name.unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}:{}", host.trim(), addr.port())
+    });
+    let mut worker = Worker::new(&name, model).tool_limits(ToolLimits {
+        bash_timeout: Duration::from_secs(cmd.bash_timeout),
+        ..ToolLimits::default()
+    });
+    if cmd.allow_unsandboxed_bash {
+        worker = worker.sandbox(SandboxMode::Unsandboxed);
+    }
+    if let Some(dir) = cmd.workspace {
+        let dir = dir.canonicalize().map_err(|e| {
+            ConfigError(format!("cannot use --workspace {}: {e}", dir.display()))
+        })?;
+        worker = worker.workspace(dir);
+    }
+    if let Some(dir) = cmd.cache_dir {
+        worker = worker.cache_dir(dir);
+    }
+    outln!("cadre worker {name} listening on http://{addr}/");
+    let serving = tokio::spawn(cadre_engine::serve(Arc::new(worker), listener, stopped()));
+    if let Some(admin) = &cmd.register {
+        Ingress::register(admin, &format!("http://{addr}/"))
+            .await
+            .map_err(|e| ConfigError(format!("could not register with {admin}: {e}")))?;
+        errln!("cadre: registered http://{addr}/ with {admin}");
+    }
+    let _ = serving.await;
+    Ok(Code::Done)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stopped() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminated => {}
+    }
+}
+
+/// `cadre run --engine restate TASK`: submits the run and follows it to its end.
+pub async fn run(
+    mut args: RunArgs,
+    task: String,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    let root = crate::run::workspace_root(directory)?;
+    let user_dir = user_home(true).map(|h| h.join(".config/cadre"));
+    crate::settings::resolve(&mut args, &root, user_dir.as_deref())?;
+    refuse_local_only(&args)?;
+    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+    let registry = load_registry_from(&root, &args.dirs.agents_dir, true);
+    if !quiet {
+        print_problems(registry.problems());
+    }
+    let spec = cadre_core::primary_spec(&registry, &args.agent)
+        .map_err(|e| ConfigError(e.to_string()))?
+        .clone();
+    let model = model_id(&args)?;
+    let run = new_run_id();
+    let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;
+    let context_tokens = args
+        .context_tokens
+        .or_else(|| cadre_model::known_context_window(&model))
+        .unwrap_or(cadre_core::DEFAULT_CONTEXT_TOKENS);
+    let call = AgentCall {
+        run: run.clone(),
+        agent: DelegatedCall {
+            path: spec.name.clone(),
+            depth: 0,
+            spec,
+            model: model.clone(),
+            description: task.chars().take(60).collect(),
+            prompt: task.clone(),
+        },
+        base,
+        settings: RunSettings {
+            workspace,
+            agents: registry.all().map(WireSpec::new).collect(),
+            max_parallel: u32::try_from(args.max_parallel).unwrap_or(u32::MAX),
+            max_depth: args.max_depth,
+            max_fanout: u32::try_from(cadre_core::Limits::default().max_fanout)
+                .unwrap_or(u32::MAX),
+            budget_tokens: args.budget_tokens,
+            max_tokens: args.max_tokens,
+            max_turns: args.max_turns,
+            context_tokens,
+            compact_at: args.compact_at.0,
+        },
+    };
+    let ingress = Ingress::new(&args.restate_url).map_err(|e| ConfigError(e.to_string()))?;
+    let invocation = ingress.submit(&call).await.map_err(|e| {
+        ConfigError(format!(
+            "{e} (is a Restate server running there, with a `cadre worker` registered? See the README, \"Beyond one machine\")"
+        ))
+    })?;
+    let meta = EngineRun {
+        run,
+        invocation,
+        ingress: args.restate_url.clone(),
+        agent: args.agent.clone(),
+        model,
+        task,
+    };
+    let dir = RunDir::create_named(&root.join(".cadre").join("runs"), &meta.run)?;
+    std::fs::write(
+        dir.path().join(ENGINE_FILE),
+        serde_json::to_vec_pretty(&meta)?,
+    )?;
+    follow(&meta, &dir, &args, quiet).await
+}
+
+/// Options that only a run in this process can honour, refused in plain words.
+fn refuse_local_only(args: &RunArgs) -> Result<()> {
+    let refuse = |what: &str| -> Result<()> {
+        Err(ConfigError(format!(
+            "{what} works only with --engine local: the workers talk to the model and have no terminal"
+        ))
+        .into())
+    };
+    if args.record.is_some() || args.replay.is_some() {
+        return refuse("--record/--replay");
+    }
+    if args.permission_mode.is_some() || !args.allow.is_empty() || !args.deny.is_empty() {
+        return refuse("--permission-mode/--allow/--deny");
+    }
+    if !args.mcp.mcp_config.is_empty() {
+        return refuse("--mcp-config");
+    }
+    Ok(())
+}
+
+/// Where the workers work: the repository and commit (made reachable as
+/// `refs/cadre/RUN/base`), or each worker's own folder outside git.
+async fn workspace_ref(
+    root: &Path,
+    repo: Option<&str>,
+    run: &str,
+    quiet: bool,
+) -> Result<(WorkspaceRef, Option<String>)> {
+    let Ok(top) = git(root, &["rev-parse", "--show-toplevel"]).await else {
+        if repo.is_some() {
+            return Err(ConfigError(format!(
+                "--repo needs a git repository, and {} is not in one",
+                root.display()
+            ))
+            .into());
+        }
+        return Ok((WorkspaceRef::Local, None));
+    };
+    let commit = git(root, &["rev-parse", "HEAD"]).await.map_err(|_| {
+        ConfigError("the repository has no commit yet: the workers start from one, so commit first".into())
+    })?;
+    if !quiet && !git(root, &["status", "--porcelain"]).await?.is_empty() {
+        errln!(
+            "cadre: warning: the workers start from commit {}; uncommitted changes here are not part of the run",
+            &commit[..commit.len().min(12)]
+        );
+    }
+    let base_ref = format!("refs/cadre/{run}/base");
+    let url = match repo {
+        Some(url) => {
+            git(root, &["push", "--quiet", url, &format!("HEAD:{base_ref}")])
+                .await
+                .map_err(|e| ConfigError(format!("cannot push HEAD to --repo {url}: {e}")))?;
+            url.to_owned()
+        }
+        None => {
+            git(root, &["update-ref", &base_ref, &commit]).await?;
+            top
+        }
+    };
+    Ok((WorkspaceRef::Git { url, commit: commit.clone() }, Some(commit)))
+}
+
+/// Runs git in `dir`; its trimmed stdout, or its stderr as the error.
+async fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = tokio::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .await
+        .map_err(|e| ConfigError(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(ConfigError(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The engine run in `root`'s run folder `id` (or a unique prefix of it), if it is one.
+pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
+    let runs = root.join(".cadre").join("runs");
+    let exact = runs.join(id);
+    if exact.join(ENGINE_FILE).is_file() {
+        return Some(exact);
+    }
+    let matching: Vec<PathBuf> = std::fs::read_dir(&runs)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(id))
+                && p.join(ENGINE_FILE).is_file()
+        })
+        .collect();
+    match <[PathBuf; 1]>::try_from(matching) {
+        Ok([one]) => Some(one),
+        Err(_) => None,
+    }
+}
+
+/// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
+pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
+    let text = std::fs::read_to_string(dir.join(ENGINE_FILE))?;
+    let meta: EngineRun = serde_json::from_str(&text).map_err(|e| {
+        ConfigError(format!("{} is damaged: {e}", dir.join(ENGINE_FILE).display()))
+    })?;
+    let dir = RunDir::open(dir)?;
+    follow(&meta, &dir, args, quiet).await
+}
+
+/// Follows the run to its end: the live roster while it runs, then the answer, the usage
+/// table and the exit code of its primary agent's stop. Ctrl-C cancels the run on the
+/// engine; a second Ctrl-C stops following (the run goes on being cancelled).
+async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> Result<Code> {
+    let ingress = Ingress::new(&meta.ingress).map_err(|e| ConfigError(e.to_string()))?;
+    let header = format!("cadre · {} · {} · restate", meta.agent, meta.model);
+    let mut display = Display::new(args.output_format, quiet, &meta.agent, header);
+    let started = Instant::now();
+    let (roster_tx, roster_rx) = tokio::sync::watch::channel((Vec::<Progress>::new(), 0u64));
+    let poller = {
+        let ingress = ingress.clone();
+        let run = meta.run.clone();
+        tokio::spawn(async move {
+            loop {
+                if let (Ok(roster), Ok(tokens)) =
+                    tokio::join!(ingress.roster(&run), ingress.tokens(&run))
+                {
+                    if roster_tx.send((roster, tokens)).is_err() {
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    let _stop_poller = AbortOnDrop(poller);
+    let attach = ingress.attach(&meta.invocation);
+    tokio::pin!(attach);
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut cancelled = false;
+    let report = loop {
+        tokio::select! {
+            report = &mut attach => break report,
+            _ = tokio::signal::ctrl_c() => {
+                if cancelled {
+                    errln!("cadre: no longer following run {}; `cadre resume {}` follows it again", meta.run, meta.run);
+                    return Ok(Code::Cancelled);
+                }
+                cancelled = true;
+                errln!("\ncadre: cancelling run {} on the engine (Ctrl-C again stops following it)", meta.run);
+                if let Err(e) = ingress.cancel(&meta.run).await {
+                    errln!("cadre: could not cancel: {e}");
+                }
+            }
+            _ = ticker.tick() => {
+                let (roster, tokens) = roster_rx.borrow().clone();
+                let entries = entries(&roster, &mut seen, &mut done);
+                display.tick(&entries, done.len(), tokens, started.elapsed());
+            }
+        }
+    };
+    let report = report.map_err(|e| {
+        anyhow::anyhow!("{e}; the run may still be going on: `cadre resume {}` follows it again", meta.run)
+    })?;
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let own = report
+        .records
+        .iter()
+        .find(|r| r.path == meta.agent)
+        .cloned();
+    let text = format!("{}{}", report.text, report.report);
+    let outcome = AgentOutcome {
+        text: text.clone(),
+        stop: report.stop.clone(),
+        turns: own.as_ref().map_or(0, |r| r.turns),
+        tool_calls: own.as_ref().map_or(0, |r| r.tool_calls),
+        usage: own.map(|r| r.usage).unwrap_or_default(),
+        history: Vec::new(),
+    };
+    let summary = RunSummary {
+        run_id: Some(meta.run.clone()),
+        task: meta.task.clone(),
+        answer: text.clone(),
+        stop: report.stop.clone(),
+        elapsed_ms,
+        usage: UsageReport::new(report.records),
+    };
+    if let Err(e) = dir.write_summary(&summary) {
+        errln!("cadre: warning: could not write the run summary: {e}");
+    }
+    // The workers streamed nothing here: the answer is shown as a local run's would be.
+    display.event(&Event::Text {
+        agent: meta.agent.clone(),
+        delta: text,
+    });
+    let shown = crate::run::shown_path(dir.path());
+    display.finish(&outcome, &summary, &meta.model, Some(&shown));
+    Ok(Code::for_stop(&outcome.stop))
+}
+
+/// The roster's lines as the live display shows them, the worker in the tool column;
+/// notes which agents have ended since.
+fn entries(
+    roster: &[Progress],
+    seen: &mut BTreeMap<String, Instant>,
+    done: &mut BTreeSet<String>,
+) -> Vec<RosterEntry> {
+    let running: BTreeSet<&str> = roster.iter().map(|p| p.path.as_str()).collect();
+    for path in seen.keys() {
+        if !running.contains(path.as_str()) {
+            done.insert(path.clone());
+        }
+    }
+    roster
+        .iter()
+        .map(|p| {
+            let started = *seen.entry(p.path.clone()).or_insert_with(Instant::now);
+            RosterEntry {
+                path: p.path.clone(),
+                agent_type: p.agent_type.clone(),
+                description: p.description.clone(),
+                turn: p.turn,
+                current_tool: Some(match &p.tool {
+                    Some(tool) => format!("on {} · {tool}", p.worker),
+                    None => format!("on {}", p.worker),
+                }),
+                tokens: p.tokens,
+                color: None,
+                background: false,
+                started,
+            }
+        })
+        .collect()
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

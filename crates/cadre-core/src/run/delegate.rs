@@ -1,0 +1,49 @@
+//! The seam where a run hands its subagents to somewhere else: a durable engine runs each
+//! one as a call to another worker instead of in this process.
+
+use crate::definitions::spec::AgentSpec;
+use crate::record::usage::AgentRecord;
+use crate::run::outcome::StopKind;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Runs subagents for the run's agents (set as [`RunConfig::delegate`](crate::RunConfig)).
+/// The orchestrator still checks the type, the depth and the parent's fan-out first, and
+/// names the subagent.
+#[async_trait]
+pub trait Delegate: Send + Sync {
+    /// Runs the subagent `call` to its end and returns what it brought back.
+    async fn run(&self, call: DelegatedCall) -> Delegated;
+}
+
+/// One subagent to run elsewhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DelegatedCall {
+    /// Its path in the tree of agents (`main/explore#2`).
+    pub path: String,
+    /// Its depth (1 for a subagent of the primary agent).
+    pub depth: u32,
+    /// Its type.
+    pub spec: AgentSpec,
+    /// The model id it talks to (aliases resolved, `inherit` taken from its parent).
+    pub model: String,
+    /// What it is asked to do, in a few words.
+    pub description: String,
+    /// Its first user message.
+    pub prompt: String,
+}
+
+/// What a subagent run elsewhere brought back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delegated {
+    /// Why it stopped.
+    pub stop: StopKind,
+    /// Its final text.
+    pub text: String,
+    /// What became of its worktree (`\n\n[Its changes are committed on branch …]`), or empty.
+    #[serde(default)]
+    pub report: String,
+    /// The records of it and of every agent below it, for the run's usage.
+    #[serde(default)]
+    pub records: Vec<AgentRecord>,
+}

@@ -1,0 +1,152 @@
+//! Talking to a run through Restate's ingress: submit it, follow its roster, wait for its
+//! answer, cancel it.
+
+use crate::wire::{AgentCall, Progress};
+use cadre_core::Delegated;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Why the ingress could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request did not get through.
+    #[error("cannot reach Restate's ingress at {url}: {source}")]
+    Unreachable {
+        /// What was asked.
+        url: String,
+        /// Why.
+        source: reqwest::Error,
+    },
+    /// Restate answered with an error.
+    #[error("Restate answered {status} to {url}: {body}")]
+    Status {
+        /// What was asked.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// Its body.
+        body: String,
+    },
+    /// The answer was not what the service returns.
+    #[error("unexpected answer from {url}: {why}")]
+    Answer {
+        /// What was asked.
+        url: String,
+        /// What did not fit.
+        why: String,
+    },
+}
+
+/// A client of one Restate ingress.
+#[derive(Debug, Clone)]
+pub struct Ingress {
+    base: String,
+    http: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Sent {
+    invocation_id: String,
+}
+
+impl Ingress {
+    /// A client of the ingress at `base` (`http://127.0.0.1:8080`).
+    pub fn new(base: &str) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|source| ClientError::Unreachable {
+                url: base.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            http,
+        })
+    }
+
+    /// Submits the run's primary agent, keyed by the run id: submitting the same run
+    /// again attaches to the first. Returns the invocation id.
+    pub async fn submit(&self, call: &AgentCall) -> Result<String, ClientError> {
+        let url = format!("{}/CadreAgent/run/send", self.base);
+        let body = serde_json::to_vec(call).map_err(|e| ClientError::Answer {
+            url: url.clone(),
+            why: e.to_string(),
+        })?;
+        let request = self
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("idempotency-key", &call.run)
+            .body(body);
+        let sent: Sent = self.json(&url, request).await?;
+        Ok(sent.invocation_id)
+    }
+
+    /// Waits for the invocation `id` to end and returns the primary agent's report.
+    pub async fn attach(&self, id: &str) -> Result<Delegated, ClientError> {
+        let url = format!("{}/restate/invocation/{id}/attach", self.base);
+        self.json(&url, self.http.get(&url)).await
+    }
+
+    /// The agents of run `run` that are running now.
+    pub async fn roster(&self, run: &str) -> Result<Vec<Progress>, ClientError> {
+        let url = format!("{}/CadreRun/{run}/roster", self.base);
+        self.json(&url, self.http.post(&url).timeout(Duration::from_secs(10)))
+            .await
+    }
+
+    /// Tokens the whole tree of run `run` has used so far.
+    pub async fn tokens(&self, run: &str) -> Result<u64, ClientError> {
+        let url = format!("{}/CadreRun/{run}/tokens", self.base);
+        self.json(&url, self.http.post(&url).timeout(Duration::from_secs(10)))
+            .await
+    }
+
+    /// Asks Restate to cancel run `run`: its primary invocation and every call below it.
+    pub async fn cancel(&self, run: &str) -> Result<(), ClientError> {
+        let url = format!("{}/CadreRun/{run}/cancel/send", self.base);
+        let _: serde_json::Value = self
+            .json(&url, self.http.post(&url).timeout(Duration::from_secs(10)))
+            .await?;
+        Ok(())
+    }
+
+    /// Registers the service endpoint at `uri` with the Restate server whose admin API is
+    /// at `admin` (again, when it was registered before: its services may have changed).
+    pub async fn register(admin: &str, uri: &str) -> Result<(), ClientError> {
+        let client = Self::new(admin)?;
+        let url = format!("{}/deployments", client.base);
+        let body = serde_json::json!({ "uri": uri, "force": true });
+        let _: serde_json::Value = client
+            .json(&url, client.http.post(&url).json(&body).timeout(Duration::from_secs(30)))
+            .await?;
+        Ok(())
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let unreachable = |source| ClientError::Unreachable {
+            url: url.to_owned(),
+            source,
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(unreachable)?;
+        if !status.is_success() {
+            return Err(ClientError::Status {
+                url: url.to_owned(),
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+        }
+        serde_json::from_slice(&body).map_err(|e| ClientError::Answer {
+            url: url.to_owned(),
+            why: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,366 @@
+//! One invocation's driver: the only owner of the Restate context. It runs the agent's
+//! future and serves what the agent asks for, one request at a time and in the order
+//! asked, so the sequence of journal entries is a function of the journal itself.
+
+use crate::pump::{Ask, EffectKind};
+use crate::service::{CadreAgentClient, CadreRunClient};
+use crate::wire::{Acquire, AgentCall, Grant, Progress};
+use crate::worker::{Checkpoints, Worker};
+use cadre_core::record::journal::{ModelStep, Outcome, Work};
+use cadre_core::{Delegated, DelegatedCall, StopKind};
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// A model step as journaled: the step and the worker that ran it.
+#[derive(Debug, Serialize, Deserialize)]
+struct KeptModel {
+    worker: String,
+    step: Value,
+}
+
+/// A tool step as journaled.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kept", rename_all = "snake_case")]
+enum KeptTool {
+    /// It ran: its output, and the checkpoint of the writer's tree after it.
+    Ran {
+        output: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<String>,
+    },
+    /// A changing call whose intent an earlier attempt had journaled: not run again.
+    Interrupted,
+}
+
+/// The HTTP status Restate gives an await cut short by cancellation.
+const CANCELLED: u16 = 409;
+
+/// Runs the agent of `call` on this worker to its end (or replays it from the journal).
+pub(crate) async fn drive(
+    ctx: &Context<'_>,
+    worker: &Arc<Worker>,
+    call: AgentCall,
+) -> Result<Delegated, HandlerError> {
+    // The worker that began this agent, journaled: every payload sent below is built from
+    // journaled values only, so a replay elsewhere sends the same ones.
+    let began_on = worker.name().to_owned();
+    let began_on: String = ctx
+        .run(|| async move { Ok(began_on) })
+        .name("worker")
+        .await?;
+    if call.agent.depth == 0 {
+        ctx.object_client::<CadreRunClient>(call.run.clone())
+            .open(ctx.invocation_id().to_owned())
+            .send();
+    }
+    let mut line = Progress {
+        path: call.agent.path.clone(),
+        agent_type: call.agent.spec.name.clone(),
+        description: call.agent.description.clone(),
+        worker: began_on,
+        ..Progress::default()
+    };
+    ctx.object_client::<CadreRunClient>(call.run.clone())
+        .progress(Json(line.clone()))
+        .send();
+    let prepared = worker.prepare(&call).await?;
+    let mut driver = Driver {
+        ctx,
+        call: &call,
+        nonce: worker.attempt_nonce(),
+        worker: worker.name().to_owned(),
+        tree: prepared.tree.clone(),
+        restored: Arc::new(AtomicBool::new(false)),
+        checkpoint: None,
+        cancel: prepared.orchestrator.cancel_token(),
+        cancelled: false,
+        models: 0,
+    };
+    let mut asks = prepared.asks;
+    let orchestrator = prepared.orchestrator.clone();
+    let agent = orchestrator.run_delegated(&call.agent);
+    tokio::pin!(agent);
+    let mut children = DurableFuturesUnordered::new();
+    let mut waiting: Vec<Option<oneshot::Sender<Delegated>>> = Vec::new();
+    let (outcome, records) = loop {
+        tokio::select! {
+            biased;
+            done = &mut agent => break done,
+            Some(ask) = asks.recv() => match ask {
+                Ask::Call { call: child, reply } => {
+                    if driver.cancelled {
+                        let _ = reply.send(stopped(StopKind::Cancelled));
+                        continue;
+                    }
+                    let input = driver.child_call(child);
+                    children.push(ctx.service_client::<CadreAgentClient>().run(Json(input)).call());
+                    waiting.push(Some(reply));
+                }
+                Ask::Effect { kind, work, reply } => {
+                    let outcome = driver.serve(kind, work, &mut line).await;
+                    let _ = reply.send(outcome);
+                }
+            },
+            next = children.next(), if !children.is_empty() => match next {
+                Ok(Some((i, result))) => {
+                    let report = match result {
+                        Ok(Json(report)) => report,
+                        Err(e) if e.code() == CANCELLED => stopped(StopKind::Cancelled),
+                        Err(e) => stopped(StopKind::ModelError(format!("the subagent failed: {}", e.message()))),
+                    };
+                    if let Some(reply) = waiting.get_mut(i).and_then(Option::take) {
+                        let _ = reply.send(report);
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => driver.on_cancel(),
+            },
+        }
+    };
+    let mut records = records;
+    for record in records.iter_mut().filter(|r| r.path == call.agent.path) {
+        record.worker = Some(line.worker.clone());
+    }
+    let report = match &prepared.tree {
+        Some(tree) => driver.finish(tree.clone()).await?,
+        None => String::new(),
+    };
+    line.done = true;
+    ctx.object_client::<CadreRunClient>(call.run.clone())
+        .progress(Json(line))
+        .send();
+    Ok(Delegated {
+        stop: outcome.stop,
+        text: outcome.text,
+        report,
+        records,
+    })
+}
+
+/// What a `Task` call gets when its subagent never ran to the end.
+fn stopped(stop: StopKind) -> Delegated {
+    Delegated {
+        stop,
+        text: String::new(),
+        report: String::new(),
+        records: Vec::new(),
+    }
+}
+
+/// The state of one invocation's driver.
+struct Driver<'a, 'ctx> {
+    ctx: &'a Context<'ctx>,
+    call: &'a AgentCall,
+    /// This attempt's own mark, journaled as a changing tool's intent.
+    nonce: String,
+    /// This worker's name.
+    worker: String,
+    /// The writing agent's tree, when it has one.
+    tree: Option<Arc<dyn Checkpoints>>,
+    /// Whether this attempt has brought the tree to the journaled checkpoint yet.
+    restored: Arc<AtomicBool>,
+    /// The tree's last journaled checkpoint.
+    checkpoint: Option<String>,
+    /// Cancels the agent's loop.
+    cancel: CancellationToken,
+    /// Whether Restate cancelled the invocation.
+    cancelled: bool,
+    /// Model steps so far (they name the steps).
+    models: u32,
+}
+
+impl Driver<'_, '_> {
+    /// Restate cancelled the invocation: the agent stops at its next step.
+    fn on_cancel(&mut self) {
+        self.cancelled = true;
+        self.cancel.cancel();
+    }
+
+    /// The input of a subagent's invocation; it starts from this agent's last checkpoint.
+    fn child_call(&self, agent: DelegatedCall) -> AgentCall {
+        AgentCall {
+            run: self.call.run.clone(),
+            agent,
+            base: self.checkpoint.clone().or_else(|| self.call.base.clone()),
+            settings: self.call.settings.clone(),
+        }
+    }
+
+    /// The outcome of an await that failed: cancellation stops the agent.
+    fn failed(&mut self, e: &TerminalError) -> Outcome {
+        if e.code() == CANCELLED {
+            self.on_cancel();
+            Outcome::Stopped(StopKind::Cancelled)
+        } else {
+            Outcome::Stopped(StopKind::ModelError(e.message().to_owned()))
+        }
+    }
+
+    /// Runs (or replays) one effect as durable steps.
+    async fn serve(&mut self, kind: EffectKind, work: Work, line: &mut Progress) -> Outcome {
+        if self.cancelled {
+            return Outcome::Stopped(StopKind::Cancelled);
+        }
+        match kind {
+            EffectKind::Model => self.model(work, line).await,
+            EffectKind::Tool { id, name, changing } => self.tool(&id, &name, changing, work).await,
+        }
+    }
+
+    /// A model request, within the run's slots and budget.
+    async fn model(&mut self, work: Work, line: &mut Progress) -> Outcome {
+        let run = self.call.run.clone();
+        let settings = &self.call.settings;
+        let (awakeable, grant) = self.ctx.awakeable::<Json<Grant>>();
+        self.ctx
+            .object_client::<CadreRunClient>(run.clone())
+            .acquire(Json(Acquire {
+                awakeable,
+                max_parallel: settings.max_parallel,
+                budget_tokens: settings.budget_tokens,
+            }))
+            .send();
+        let grant = match grant.await {
+            Ok(Json(grant)) => grant,
+            Err(e) => return self.failed(&e),
+        };
+        let release = |tokens: u64| {
+            self.ctx
+                .object_client::<CadreRunClient>(run.clone())
+                .release(tokens)
+                .send();
+        };
+        if grant.exhausted {
+            release(0);
+            return Outcome::Stopped(StopKind::Budget);
+        }
+        self.models += 1;
+        let worker = self.worker.clone();
+        let kept = self
+            .ctx
+            .run(|| async move {
+                let step = work.await;
+                Ok(Json(KeptModel { worker, step }))
+            })
+            .name(format!("model {}", self.models))
+            .await;
+        let Json(kept) = match kept {
+            Ok(kept) => kept,
+            Err(e) => {
+                release(0);
+                return self.failed(&e);
+            }
+        };
+        let response = match serde_json::from_value::<ModelStep>(kept.step.clone()) {
+            Ok(ModelStep::Response(r)) => Some(r),
+            _ => None,
+        };
+        let tokens = response.as_ref().map_or(0, |r| r.usage.total());
+        release(tokens);
+        line.turn += 1;
+        line.tokens += tokens;
+        line.worker = kept.worker;
+        line.tool = response.and_then(|r| {
+            let names: Vec<String> = r.tool_uses().map(|t| t.name.clone()).collect();
+            (!names.is_empty()).then(|| names.join(", "))
+        });
+        self.ctx
+            .object_client::<CadreRunClient>(run)
+            .progress(Json(line.clone()))
+            .send();
+        Outcome::Ran(kept.step)
+    }
+
+    /// A tool call; a changing one journals its intent first, and a writer's tree is
+    /// checkpointed after it inside the same step.
+    async fn tool(&mut self, id: &str, name: &str, changing: bool, work: Work) -> Outcome {
+        let fresh = if changing {
+            let nonce = self.nonce.clone();
+            let kept = self
+                .ctx
+                .run(|| async move { Ok(nonce) })
+                .name(format!("intent {id}"))
+                .await;
+            match kept {
+                Ok(kept) => kept == self.nonce,
+                Err(e) => return self.failed(&e),
+            }
+        } else {
+            true
+        };
+        let tree = self.tree.clone();
+        let restored = self.restored.clone();
+        let target = self.checkpoint.clone();
+        let message = format!("{}: {name} {id}", self.call.agent.path);
+        let kept = self
+            .ctx
+            .run(|| async move {
+                if let Some(tree) = &tree {
+                    restore(tree.as_ref(), &restored, target.as_deref()).await?;
+                }
+                if !fresh {
+                    // The intent is an earlier attempt's: the call may have taken effect.
+                    return Ok(Json(KeptTool::Interrupted));
+                }
+                let output = work.await;
+                let checkpoint = match &tree {
+                    Some(tree) if changing => Some(tree.checkpoint(&message).await?),
+                    _ => None,
+                };
+                Ok(Json(KeptTool::Ran { output, checkpoint }))
+            })
+            .name(format!("tool {name} {id}"))
+            .await;
+        match kept {
+            Ok(Json(KeptTool::Ran { output, checkpoint })) => {
+                if checkpoint.is_some() {
+                    self.checkpoint = checkpoint;
+                }
+                Outcome::Ran(output)
+            }
+            Ok(Json(KeptTool::Interrupted)) => Outcome::Interrupted,
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    /// Commits and pushes the writer's branch as one last step; its report is journaled.
+    async fn finish(&mut self, tree: Arc<dyn Checkpoints>) -> Result<String, HandlerError> {
+        let restored = self.restored.clone();
+        let target = self.checkpoint.clone();
+        let message = format!(
+            "{}: {}",
+            self.call.agent.path, self.call.agent.description
+        );
+        let report: String = self
+            .ctx
+            .run(|| async move {
+                restore(tree.as_ref(), &restored, target.as_deref()).await?;
+                Ok(tree.finish(&message).await?)
+            })
+            .name("finish")
+            .await?;
+        Ok(report)
+    }
+}
+
+/// Brings the tree to `target` once per attempt: a replay on another worker goes on from
+/// the files the journaled steps left.
+async fn restore(
+    tree: &dyn Checkpoints,
+    restored: &AtomicBool,
+    target: Option<&str>,
+) -> Result<(), HandlerError> {
+    if restored.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    if let Some(sha) = target {
+        tree.restore(sha).await?;
+    }
+    restored.store(true, Ordering::SeqCst);
+    Ok(())
+}

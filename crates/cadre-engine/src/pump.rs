@@ -1,0 +1,109 @@
+//! The agent's side of the seam: its journal and its delegate are one pump that hands every
+//! effect and every subagent to the invocation's driver, which alone holds the Restate
+//! context (two context futures may never be polled at once).
+
+use async_trait::async_trait;
+use cadre_core::record::journal::{Effect, Journal, JournalError, Outcome, Step, Work};
+use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
+use tokio::sync::{mpsc, oneshot};
+
+/// What the agent asks the driver for.
+pub(crate) enum Ask {
+    /// Run (or replay) an effect as one durable step.
+    Effect {
+        /// What it is.
+        kind: EffectKind,
+        /// The work to run when the journal does not hold it yet.
+        work: Work,
+        /// Where the outcome goes.
+        reply: oneshot::Sender<Outcome>,
+    },
+    /// Run a subagent as a call to the agent service.
+    Call {
+        /// The subagent.
+        call: DelegatedCall,
+        /// Where its result goes.
+        reply: oneshot::Sender<Delegated>,
+    },
+}
+
+/// An [`Effect`] that owns its strings, to cross the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EffectKind {
+    /// A model request.
+    Model,
+    /// A tool call.
+    Tool {
+        /// Its `tool_use` id.
+        id: String,
+        /// The tool.
+        name: String,
+        /// Whether running it twice could do harm.
+        changing: bool,
+    },
+}
+
+/// The journal and delegate of one invocation's agent.
+pub(crate) struct Pump {
+    tx: mpsc::UnboundedSender<Ask>,
+}
+
+impl Pump {
+    /// A pump and the receiver its driver serves.
+    pub(crate) fn new() -> (Self, mpsc::UnboundedReceiver<Ask>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx }, rx)
+    }
+}
+
+#[async_trait]
+impl Journal for Pump {
+    async fn append(&self, _step: &Step) -> Result<(), JournalError> {
+        // Restate journals the effects themselves; the loop's bookkeeping steps are
+        // recomputed when the handler runs again.
+        Ok(())
+    }
+
+    async fn steps(&self, _agent: &str) -> Result<Vec<Step>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    fn runs_effects(&self) -> bool {
+        true
+    }
+
+    async fn once(&self, _agent: &str, effect: Effect<'_>, work: Work) -> Outcome {
+        let kind = match effect {
+            Effect::Model => EffectKind::Model,
+            Effect::Tool { id, name, changing } => EffectKind::Tool {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                changing,
+            },
+        };
+        let (reply, answer) = oneshot::channel();
+        if self.tx.send(Ask::Effect { kind, work, reply }).is_err() {
+            return Outcome::Stopped(StopKind::Cancelled);
+        }
+        answer
+            .await
+            .unwrap_or(Outcome::Stopped(StopKind::Cancelled))
+    }
+}
+
+#[async_trait]
+impl Delegate for Pump {
+    async fn run(&self, call: DelegatedCall) -> Delegated {
+        let (reply, answer) = oneshot::channel();
+        let lost = || Delegated {
+            stop: StopKind::Cancelled,
+            text: String::new(),
+            report: String::new(),
+            records: Vec::new(),
+        };
+        if self.tx.send(Ask::Call { call, reply }).is_err() {
+            return lost();
+        }
+        answer.await.unwrap_or_else(|_| lost())
+    }
+}

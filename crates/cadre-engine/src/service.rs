@@ -1,0 +1,151 @@
+//! The Restate services a worker serves: `CadreAgent` runs one agent per invocation, and the
+//! `CadreRun` object (one per run id) holds what the whole tree shares — its model slots,
+//! its token budget, its roster and the primary invocation to cancel.
+
+use crate::driver;
+use crate::wire::{Acquire, AgentCall, Grant, Progress};
+use crate::worker::Worker;
+use cadre_core::Delegated;
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// Runs one agent of a run to its end, as one durable invocation.
+pub struct CadreAgent(pub Arc<Worker>);
+
+#[restate_sdk::service]
+impl CadreAgent {
+    /// Runs the agent `call` names; its model requests and tool calls are durable steps and
+    /// its `Task` calls are calls to this same service, on whichever worker takes them.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: Context<'_>,
+        Json(call): Json<AgentCall>,
+    ) -> Result<Json<Delegated>, HandlerError> {
+        driver::drive(&ctx, &self.0, call).await.map(Json)
+    }
+}
+
+/// What the `CadreRun` object keeps about its slots and budget.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Slots {
+    /// Slots handed out and not yet given back.
+    used: u32,
+    /// Awakeables waiting for a slot, in the order they asked, with the budget they carry.
+    queue: VecDeque<(String, Option<u64>)>,
+    /// Tokens the whole tree has used.
+    tokens: u64,
+}
+
+const SLOTS: &str = "slots";
+const ROSTER: &str = "roster";
+const ROOT: &str = "root";
+
+/// What the whole tree of one run shares, keyed by the run id.
+pub struct CadreRun;
+
+#[restate_sdk::object]
+impl CadreRun {
+    /// Remembers the primary agent's invocation, which `cancel` cancels.
+    #[handler]
+    async fn open(&self, ctx: ObjectContext<'_>, root: String) -> Result<(), HandlerError> {
+        ctx.set(ROOT, root);
+        Ok(())
+    }
+
+    /// Cancels the run's primary invocation (Restate cancels every call below it); false
+    /// when the run never started.
+    #[handler]
+    async fn cancel(&self, ctx: ObjectContext<'_>) -> Result<bool, HandlerError> {
+        match ctx.get::<String>(ROOT).await? {
+            Some(root) => {
+                ctx.invocation_handle(root).cancel();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Asks for a model slot: the awakeable is resolved now when one is free, else when one
+    /// is given back.
+    #[handler]
+    async fn acquire(
+        &self,
+        ctx: ObjectContext<'_>,
+        Json(ask): Json<Acquire>,
+    ) -> Result<(), HandlerError> {
+        let mut slots = ctx.get::<Json<Slots>>(SLOTS).await?.unwrap_or_default().0;
+        if slots.used < ask.max_parallel.max(1) {
+            slots.used += 1;
+            let grant = Grant {
+                exhausted: ask.budget_tokens.is_some_and(|b| slots.tokens >= b),
+            };
+            ctx.resolve_awakeable(&ask.awakeable, Json(grant));
+        } else {
+            slots.queue.push_back((ask.awakeable, ask.budget_tokens));
+        }
+        ctx.set(SLOTS, Json(slots));
+        Ok(())
+    }
+
+    /// Gives a slot back with the tokens its request used: the next in line gets it.
+    #[handler]
+    async fn release(&self, ctx: ObjectContext<'_>, tokens: u64) -> Result<(), HandlerError> {
+        let mut slots = ctx.get::<Json<Slots>>(SLOTS).await?.unwrap_or_default().0;
+        slots.tokens = slots.tokens.saturating_add(tokens);
+        match slots.queue.pop_front() {
+            Some((awakeable, budget)) => {
+                let grant = Grant {
+                    exhausted: budget.is_some_and(|b| slots.tokens >= b),
+                };
+                ctx.resolve_awakeable(&awakeable, Json(grant));
+            }
+            None => slots.used = slots.used.saturating_sub(1),
+        }
+        ctx.set(SLOTS, Json(slots));
+        Ok(())
+    }
+
+    /// Updates one agent's line of the roster (an ended one leaves it).
+    #[handler]
+    async fn progress(
+        &self,
+        ctx: ObjectContext<'_>,
+        Json(line): Json<Progress>,
+    ) -> Result<(), HandlerError> {
+        let mut roster = ctx
+            .get::<Json<BTreeMap<String, Progress>>>(ROSTER)
+            .await?
+            .unwrap_or_default()
+            .0;
+        if line.done {
+            roster.remove(&line.path);
+        } else {
+            roster.insert(line.path.clone(), line);
+        }
+        ctx.set(ROSTER, Json(roster));
+        Ok(())
+    }
+
+    /// The agents running now, by path.
+    #[handler]
+    async fn roster(&self, ctx: SharedObjectContext<'_>) -> Result<Json<Vec<Progress>>, HandlerError> {
+        let roster = ctx
+            .get::<Json<BTreeMap<String, Progress>>>(ROSTER)
+            .await?
+            .unwrap_or_default()
+            .0;
+        Ok(Json(roster.into_values().collect()))
+    }
+
+    /// Tokens the whole tree has used so far.
+    #[handler]
+    async fn tokens(&self, ctx: SharedObjectContext<'_>) -> Result<u64, HandlerError> {
+        Ok(ctx
+            .get::<Json<Slots>>(SLOTS)
+            .await?
+            .map_or(0, |s| s.0.tokens))
+    }
+}

@@ -1,0 +1,213 @@
+//! A worker: the model client, the clone cache and the settings every invocation it serves
+//! shares, and how one invocation's agent is set up on it.
+
+use crate::pump::{Ask, Pump};
+use crate::wire::{AgentCall, WorkspaceRef};
+use async_trait::async_trait;
+use cadre_core::{Instructions, Orchestrator, Registry, RunConfig, SkillSet};
+use cadre_model::Model;
+use cadre_tools::{SandboxMode, ToolLimits, Workspace};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Why a worker could not set up an agent (Restate retries the invocation).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The run works in each worker's own folder, and this worker was started without one.
+    #[error("the run works in each worker's own folder, and this worker has none (start it with --workspace DIR)")]
+    NoWorkspace,
+    /// The folder cannot be a workspace.
+    #[error("cannot work in {dir}: {why}")]
+    Workspace {
+        /// The folder.
+        dir: String,
+        /// Why not.
+        why: String,
+    },
+    /// The run's repository could not be checked out.
+    #[error("{0}")]
+    Checkout(String),
+}
+
+/// A writing agent's tree, checkpointed after each change so another worker can go on
+/// from it.
+#[async_trait]
+pub trait Checkpoints: Send + Sync {
+    /// Commits every change and pushes it where other workers fetch it; its commit id.
+    async fn checkpoint(&self, message: &str) -> Result<String, WorkerError>;
+    /// Makes the tree exactly the checkpoint `sha`.
+    async fn restore(&self, sha: &str) -> Result<(), WorkerError>;
+    /// Commits what is left and pushes the agent's branch; the report its parent reads.
+    async fn finish(&self, message: &str) -> Result<String, WorkerError>;
+}
+
+/// What one worker process shares between the invocations it serves.
+pub struct Worker {
+    name: String,
+    model: Arc<dyn Model>,
+    workspace: Option<PathBuf>,
+    /// Where repositories named by runs are cloned.
+    pub(crate) cache: crate::workspace::CloneCache,
+    sandbox: SandboxMode,
+    tool_limits: ToolLimits,
+    attempts: AtomicU64,
+    started: u128,
+}
+
+/// One invocation's agent, ready to drive.
+pub(crate) struct Prepared {
+    /// The orchestrator of this one agent (its subagents are delegated).
+    pub orchestrator: Arc<Orchestrator>,
+    /// What the agent asks the driver for.
+    pub asks: mpsc::UnboundedReceiver<Ask>,
+    /// The writing agent's tree, when the run names a repository.
+    pub tree: Option<Arc<dyn Checkpoints>>,
+}
+
+impl Worker {
+    /// A worker named `name` (shown in the roster) talking to `model`.
+    pub fn new(name: impl Into<String>, model: Arc<dyn Model>) -> Self {
+        Self {
+            name: name.into(),
+            model,
+            workspace: None,
+            cache: crate::workspace::CloneCache::new(crate::workspace::CloneCache::default_root()),
+            sandbox: SandboxMode::default(),
+            tool_limits: ToolLimits::default(),
+            attempts: AtomicU64::new(0),
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        }
+    }
+
+    /// The folder agents work in for runs that name no repository.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// Where the clones of runs' repositories are kept.
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache = crate::workspace::CloneCache::new(dir.into());
+        self
+    }
+
+    /// Whether `bash` runs under the sandbox.
+    pub fn sandbox(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = mode;
+        self
+    }
+
+    /// The caps of its agents' tools (bash timeout, output size, …).
+    pub fn tool_limits(mut self, limits: ToolLimits) -> Self {
+        self.tool_limits = limits;
+        self
+    }
+
+    /// The worker's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A mark no other attempt of any invocation on any worker carries.
+    pub(crate) fn attempt_nonce(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.name,
+            std::process::id(),
+            self.started,
+            self.attempts.fetch_add(1, Ordering::SeqCst)
+        )
+    }
+
+    /// Sets up the agent of `call`: its workspace, its types, its orchestrator.
+    pub(crate) async fn prepare(&self, call: &AgentCall) -> Result<Prepared, WorkerError> {
+        let spec = &call.agent.spec;
+        let (root, tree) = match &call.settings.workspace {
+            WorkspaceRef::Local => (self.workspace.clone().ok_or(WorkerError::NoWorkspace)?, None),
+            WorkspaceRef::Git { url, commit } => {
+                let base = call.base.as_deref().unwrap_or(commit);
+                if spec.read_only {
+                    let dir = self
+                        .cache
+                        .read_only(url, base)
+                        .await
+                        .map_err(|e| WorkerError::Checkout(e.to_string()))?;
+                    (dir, None)
+                } else {
+                    let tree = self
+                        .cache
+                        .writer(url, base, &call.run, &call.agent.path)
+                        .await
+                        .map_err(|e| WorkerError::Checkout(e.to_string()))?;
+                    let dir = tree.path().to_path_buf();
+                    (dir, Some(Arc::new(crate::git_tree::GitTree::new(tree)) as Arc<dyn Checkpoints>))
+                }
+            }
+        };
+        let workspace = Workspace::new(&root).map_err(|e| WorkerError::Workspace {
+            dir: root.display().to_string(),
+            why: e.to_string(),
+        })?;
+        let mut registry = Registry::default();
+        for wire in call.settings.agents.iter().cloned() {
+            registry.insert(wire.into_spec());
+        }
+        let settings = &call.settings;
+        let mut config = RunConfig::new(Arc::new(workspace), self.model.clone(), &call.agent.model);
+        config.limits.max_depth = settings.max_depth;
+        config.limits.max_fanout = settings.max_fanout as usize;
+        // The run's slots and budget are the `CadreRun` object's; none are kept here.
+        config.limits.max_parallel = usize::MAX >> 4;
+        config.budget_tokens = None;
+        config.max_tokens = settings.max_tokens;
+        config.max_turns = settings.max_turns;
+        config.context_tokens = Some(settings.context_tokens);
+        config.compact_at = settings.compact_at;
+        config.tool_limits = self.tool_limits.clone();
+        config.sandbox = self.sandbox;
+        config.run_id = Some(call.run.clone());
+        // What the checkout holds is the same on every worker; the worker's home is not.
+        config.instructions = Arc::new(Instructions::load(&root, None));
+        config.skills = Arc::new(SkillSet::load(&SkillSet::standard_dirs(&root, None)));
+        let (pump, asks) = Pump::new();
+        let pump = Arc::new(pump);
+        config.journal = Some(pump.clone());
+        config.delegate = Some(pump);
+        let orchestrator = Orchestrator::new(registry, config, cadre_core::no_events());
+        Ok(Prepared {
+            orchestrator,
+            asks,
+            tree,
+        })
+    }
+}
+
+/// Serves `worker`'s services on `listener` (HTTP/2 without TLS, as Restate speaks to
+/// services) until `stop` resolves.
+pub async fn serve(
+    worker: Arc<Worker>,
+    listener: tokio::net::TcpListener,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    use restate_sdk::prelude::*;
+    // A step may run as long as the longest bash command or model stream: Restate must not
+    // take a quiet invocation for a dead one before that.
+    let patient = ServiceOptions::new()
+        .inactivity_timeout(std::time::Duration::from_secs(15 * 60))
+        .abort_timeout(std::time::Duration::from_secs(15 * 60));
+    let endpoint = Endpoint::builder()
+        .bind(
+            crate::service::CadreAgent(worker)
+                .into_service_definition()
+                .options(patient),
+        )
+        .bind(crate::service::CadreRun)
+        .build();
+    HttpServer::new(endpoint)
+        .serve_with_cancel(listener, stop)
+        .await;
+}
