@@ -16,6 +16,10 @@
 //! [`mcp`] holds a real MCP server (the `cadre-test-mcp` binary, over stdio or streamable
 //! HTTP) for testing MCP clients: [`mcp_server_binary`] finds it, [`McpHttpServer`] runs it.
 //!
+//! [`restate`] runs a Restate server and an HAProxy in front of worker replicas for the
+//! engine's tests; a [`Gate`] ([`MockServer::gate`]) holds model requests until the test
+//! lets them go, and [`Captured::completed`] tells whether a reply's body fully went out.
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use cadre_testkit::{Match, MockServer, Reply};
@@ -32,10 +36,11 @@ pub mod mcp;
 pub mod openai;
 pub mod protocol;
 pub mod reply;
+pub mod restate;
 pub mod server;
 pub mod sse;
 
 pub use mcp::{mcp_server_binary, McpHttpServer};
 pub use protocol::check_request;
 pub use reply::{Block, Reply, Usage};
-pub use server::{Captured, InfoRequest, Match, MockServer};
+pub use server::{Captured, Gate, InfoRequest, Match, MockServer};

@@ -514,6 +514,146 @@ async fn serves_while_the_test_thread_blocks() {
     assert!(response.contains("blocking ok"));
 }
 
+/// Waits (up to 5 s) until `cond` holds on the server; false if it never does.
+async fn eventually(cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_holds_matching_requests_until_opened() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("held".into()),
+        vec![Reply::text("one"), Reply::text("two"), Reply::text("three")],
+    );
+    server.route(
+        Match::FirstUserContains("free".into()),
+        vec![Reply::text("free")],
+    );
+    let gate = server.gate(Match::FirstUserContains("held".into()));
+    assert_eq!(gate.waiting(), 0);
+    assert!(!gate.wait_for(1, Duration::from_millis(100)).await);
+
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let resp = post(&server, &request_body("held", false)).await;
+                let body: Value = resp.json().await.unwrap();
+                body["content"][0]["text"].as_str().unwrap().to_owned()
+            })
+        })
+        .collect();
+    assert!(gate.wait_for(2, Duration::from_secs(10)).await);
+    assert_eq!(gate.waiting(), 2);
+    // Held requests are captured, unanswered, and take no reply yet.
+    assert_eq!(server.requests().len(), 2);
+    assert!(server.requests().iter().all(|c| !c.completed));
+    assert_eq!(server.pending_replies(), 4);
+    assert!(held.iter().all(|t| !t.is_finished()));
+
+    // Other traffic passes while the gate is closed.
+    let resp = post(&server, &request_body("free", false)).await;
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap();
+    assert_eq!(gate.waiting(), 2);
+
+    gate.open();
+    assert!(gate.is_open());
+    let mut texts = Vec::new();
+    for t in held {
+        texts.push(t.await.unwrap());
+    }
+    texts.sort();
+    assert_eq!(texts, ["one", "two"]);
+    assert_eq!(gate.waiting(), 0);
+
+    // Open stays open: a later matching request goes straight through.
+    let resp = post(&server, &request_body("held", false)).await;
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap();
+    assert!(eventually(|| server.requests().iter().all(|c| c.completed)).await);
+}
+
+#[tokio::test]
+async fn a_held_request_whose_client_leaves_is_no_longer_counted() {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("after")]);
+    let gate = server.gate(Match::Any);
+    let client = tokio::spawn({
+        let server = server.clone();
+        async move { post(&server, &request_body("hi", false)).await }
+    });
+    assert!(gate.wait_for(1, Duration::from_secs(10)).await);
+    client.abort();
+    let _ = client.await;
+    assert!(
+        eventually(|| gate.waiting() == 0).await,
+        "the gone client is still counted as held"
+    );
+    // The server is not wedged, and the gone request used no reply.
+    gate.open();
+    assert_eq!(server.pending_replies(), 1);
+    let resp = post(&server, &request_body("hi", false)).await;
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["content"][0]["text"], "after");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(!requests[0].completed);
+    assert!(eventually(|| server.requests()[1].completed).await);
+}
+
+#[tokio::test]
+async fn completed_only_when_the_whole_body_went_out() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::text("streamed"),
+            Reply::text("json"),
+            Reply::text("stalled").stall(2),
+            Reply::text("dropped").drop_connection(2),
+        ],
+    );
+    // A whole stream, then a whole JSON body.
+    let text = post(&server, &request_body("hi", true))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("message_stop"), "{text}");
+    post(&server, &request_body("hi", false))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(eventually(|| server.requests().iter().all(|c| c.completed)).await);
+
+    // A stream whose client leaves mid-way stays incomplete.
+    let mut resp = post(&server, &request_body("hi", true)).await;
+    resp.chunk().await.unwrap().unwrap();
+    assert!(!server.requests()[2].completed);
+    drop(resp);
+    assert!(eventually(|| server.in_flight() == 0).await);
+    // And so does one the server broke off.
+    let resp = post(&server, &request_body("hi", true)).await;
+    assert!(resp.text().await.is_err());
+    assert!(eventually(|| server.in_flight() == 0).await);
+    let completed: Vec<bool> = server.requests().iter().map(|c| c.completed).collect();
+    assert_eq!(completed, [true, true, false, false]);
+}
+
+/// The Restate server and HAProxy of the engine's tests.
+#[path = "testkit/restate.rs"]
+mod restate;
+
 /// Drives the `cadre-test-mcp` server with rmcp's own client, over stdio and streamable HTTP.
 mod mcp {
     use std::collections::BTreeSet;

@@ -1,5 +1,11 @@
 //! Answering requests: the server thread, the routes of each API, faults and streams.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::HttpBody;
+use http_body::{Frame, SizeHint};
+
 use super::*;
 
 /// How long a stalled stream stays open when the client never gives up.
@@ -150,14 +156,28 @@ pub(super) async fn handle(
         inner.captured.push(Captured {
             body: body.clone(),
             headers: headers.clone(),
+            completed: false,
         });
         inner.captured.len() - 1
     };
+    let resp = respond(&shared, index, body, &headers, parse_error, dialect, guard).await;
+    watch_completion(resp, shared, index)
+}
 
+/// The answer to captured request `index`.
+async fn respond(
+    shared: &Arc<Shared>,
+    index: usize,
+    body: Value,
+    headers: &[(String, String)],
+    parse_error: Option<serde_json::Error>,
+    dialect: Dialect,
+    guard: InFlight,
+) -> Response {
     let problems = match parse_error {
         Some(e) => vec![format!("body is not valid JSON: {e}")],
-        None if dialect == Dialect::Chat => crate::openai::check_chat_request(&body, &headers),
-        None => check_request(&body, &headers),
+        None if dialect == Dialect::Chat => crate::openai::check_chat_request(&body, headers),
+        None => check_request(&body, headers),
     };
     if !problems.is_empty() {
         {
@@ -182,6 +202,9 @@ pub(super) async fn handle(
             );
         }
     }
+    // Held before it takes a reply, so a request whose client gives up uses none.
+    shared.gate_wait(&body).await;
+
     // The server compacts by itself: an on-demand compaction takes no scripted reply.
     let ask = match dialect {
         Dialect::Messages => crate::compaction::ask(&body),
@@ -344,4 +367,66 @@ pub(super) fn stream_response(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
+}
+
+/// Marks captured request `index` completed once its whole body has been handed to the
+/// connection; a client that leaves first drops the body before that.
+fn watch_completion(resp: Response, shared: Arc<Shared>, index: usize) -> Response {
+    let (parts, body) = resp.into_parts();
+    let mut watched = Completion {
+        inner: body,
+        shared,
+        index,
+        done: false,
+    };
+    if watched.inner.is_end_stream() {
+        watched.finish();
+    }
+    Response::from_parts(parts, Body::new(watched))
+}
+
+struct Completion {
+    inner: Body,
+    shared: Arc<Shared>,
+    index: usize,
+    done: bool,
+}
+
+impl Completion {
+    fn finish(&mut self) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        if let Some(c) = self.shared.lock().captured.get_mut(self.index) {
+            c.completed = true;
+        }
+    }
+}
+
+impl HttpBody for Completion {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            // A sized body (JSON) may never be polled for its end: its last frame is it.
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.finish(),
+            Poll::Ready(None) => this.finish(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }

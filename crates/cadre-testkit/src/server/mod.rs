@@ -60,6 +60,8 @@ pub(super) struct Inner {
     context_window: Option<u64>,
     /// Whether scripted replies may be left unused when the server is dropped.
     allow_unused: bool,
+    /// Gates set by [`MockServer::gate`]; opened ones are pruned when a new one is set.
+    gates: Vec<Arc<GateState>>,
 }
 
 /// State shared between the handle and the server thread.
@@ -148,6 +150,94 @@ impl Shared {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// What a [`Gate`] and the server thread share.
+pub(super) struct GateState {
+    only: Match,
+    open: watch::Sender<bool>,
+    /// Requests held at the gate now.
+    waiting: watch::Sender<usize>,
+}
+
+impl Shared {
+    /// Holds the request at every closed gate it matches until each is opened. A client
+    /// that leaves meanwhile drops this future, and with it its place in the count.
+    async fn gate_wait(&self, body: &Value) {
+        let gates: Vec<Arc<GateState>> = self
+            .lock()
+            .gates
+            .iter()
+            .filter(|g| !*g.open.borrow() && g.only.matches(body))
+            .cloned()
+            .collect();
+        for gate in gates {
+            let mut open = gate.open.subscribe();
+            let _held = Held::new(&gate);
+            // Err only if the sender is gone, and this request holds it.
+            let _ = open.wait_for(|open| *open).await;
+        }
+    }
+}
+
+/// Counts a request as held at a gate until dropped (released, or its client gone).
+struct Held<'a>(&'a GateState);
+
+impl<'a> Held<'a> {
+    fn new(gate: &'a GateState) -> Held<'a> {
+        gate.waiting.send_modify(|w| *w += 1);
+        Held(gate)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.send_modify(|w| *w = w.saturating_sub(1));
+    }
+}
+
+/// Holds the requests that match it, unanswered, until [`open`](Gate::open)ed
+/// (from [`MockServer::gate`]); clones share one gate.
+#[derive(Clone)]
+pub struct Gate {
+    state: Arc<GateState>,
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("only", &self.state.only)
+            .field("open", &self.is_open())
+            .field("waiting", &self.waiting())
+            .finish()
+    }
+}
+
+impl Gate {
+    /// Releases every held request and lets all later ones pass.
+    pub fn open(&self) {
+        self.state.open.send_replace(true);
+    }
+
+    /// Whether [`open`](Self::open) was called.
+    pub fn is_open(&self) -> bool {
+        *self.state.open.borrow()
+    }
+
+    /// How many requests are held at the gate right now (a client that hung up while held
+    /// no longer counts).
+    pub fn waiting(&self) -> usize {
+        *self.state.waiting.borrow()
+    }
+
+    /// Waits until at least `n` requests are held at once; `false` if `timeout` passes first.
+    pub async fn wait_for(&self, n: usize, timeout: Duration) -> bool {
+        let mut waiting = self.state.waiting.subscribe();
+        let reached = tokio::time::timeout(timeout, waiting.wait_for(|w| *w >= n))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        reached
     }
 }
 
@@ -379,6 +469,22 @@ impl MockServer {
             only,
             waiting: 0,
         });
+    }
+
+    /// From now on, holds every request that matches `only` (after it is captured and
+    /// checked, before it takes a reply) until the returned gate is opened. A held request
+    /// whose client hangs up takes no reply. A request that matches several closed gates
+    /// waits for all of them.
+    pub fn gate(&self, only: Match) -> Gate {
+        let state = Arc::new(GateState {
+            only,
+            open: watch::Sender::new(false),
+            waiting: watch::Sender::new(0),
+        });
+        let mut inner = self.shared().lock();
+        inner.gates.retain(|g| !*g.open.borrow());
+        inner.gates.push(Arc::clone(&state));
+        Gate { state }
     }
 
     /// How many requests are in flight right now (streams count until their body ends).

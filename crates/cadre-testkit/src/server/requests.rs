@@ -53,6 +53,10 @@ pub struct Captured {
     pub body: Value,
     /// The headers, names lower-case, in the order received.
     pub headers: Vec<(String, String)>,
+    /// Whether the whole response body went out: false while it is being answered or held,
+    /// and for good when the client left first or the stream was dropped mid-way (a
+    /// truncated reply that ended cleanly counts as complete).
+    pub completed: bool,
 }
 
 /// One `GET` the server received on an information endpoint (`/v1/models`, `/props`).
