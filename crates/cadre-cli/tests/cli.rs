@@ -4565,3 +4565,6 @@ mod permissions {
         }
     }
 }
+
+#[path = "cli/engine.rs"]
+mod engine;
