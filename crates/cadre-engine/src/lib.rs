@@ -1,1 +1,5 @@
 //! cadre on Restate.
+
+pub mod workspace;
+
+pub use workspace::{CloneCache, WorkspaceError, WriterTree};
