@@ -416,8 +416,12 @@ impl WriterTree {
         };
 
         // Deleting a ref the repository lacks is an error, so look first.
+        // (ls-remote matches patterns by their tail, so the name is compared whole.)
         let listed = run(git(&self.repo).args(["ls-remote", &self.url, &self.wip_ref])).await?;
-        if !listed.is_empty() {
+        if listed
+            .lines()
+            .any(|line| line.split('\t').nth(1) == Some(self.wip_ref.as_str()))
+        {
             push(&self.repo, &self.url, &format!(":{}", self.wip_ref)).await?;
         }
 
