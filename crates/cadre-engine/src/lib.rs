@@ -19,3 +19,4 @@ pub mod worker;
 pub mod workspace;
 
 pub use worker::{serve, Worker, WorkerError};
+pub use workspace::{CloneCache, WorkspaceError, WriterTree};

@@ -9,6 +9,7 @@
 pub mod builtin;
 pub mod context;
 pub mod error;
+pub mod git;
 pub mod output;
 pub mod sandbox;
 pub mod typed;

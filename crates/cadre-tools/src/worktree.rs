@@ -6,18 +6,18 @@
 //! what it changed on that branch and removes the folder (or removes both when nothing
 //! changed). [`branches`] and [`delete_branches`] list and clear what a run left behind.
 //!
-//! Everything runs the real `git` binary. Each command gets `GIT_TERMINAL_PROMPT=0` and
-//! none of git's repository-selecting variables (`GIT_DIR`, `GIT_WORK_TREE`,
-//! `GIT_INDEX_FILE`, …), so a cadre started from a git hook or a shell that set them still
-//! acts on the repository of the workspace.
+//! Everything runs the real `git` binary through [`crate::git::Git`]: each command gets
+//! `GIT_TERMINAL_PROMPT=0` and none of git's repository-selecting variables (`GIT_DIR`,
+//! `GIT_WORK_TREE`, `GIT_INDEX_FILE`, …), so a cadre started from a git hook or a shell
+//! that set them still acts on the repository of the workspace.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use tokio::process::Command;
 use tokio::sync::Mutex;
+
+use crate::git::{is_valid_run_id, Git, GitOutput};
 
 /// Serialises the git commands that change the shared repository.
 ///
@@ -28,27 +28,6 @@ use tokio::sync::Mutex;
 /// (`status`, `diff`, `rev-parse`, `for-each-ref`) run freely. A git run outside cadre
 /// meanwhile can still collide; that surfaces as [`WorktreeError::Git`].
 static REPO_LOCK: Mutex<()> = Mutex::const_new(());
-
-/// Variables that would point git at another repository, index or object store: the list
-/// `git rev-parse --local-env-vars` prints, which git itself clears when it switches
-/// repositories.
-const REPOSITORY_ENV: &[&str] = &[
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_CONFIG",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_IMPLICIT_WORK_TREE",
-    "GIT_GRAFT_FILE",
-    "GIT_INDEX_FILE",
-    "GIT_NO_REPLACE_OBJECTS",
-    "GIT_REPLACE_REF_BASE",
-    "GIT_PREFIX",
-    "GIT_SHALLOW_FILE",
-    "GIT_COMMON_DIR",
-];
 
 /// The identity a commit gets when git has none configured, so `finish` works on a fresh
 /// machine without touching the user's git config.
@@ -186,7 +165,7 @@ impl Worktree {
 
         let head = Git::new(&repo)
             .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .output()
+            .out()
             .await?;
         if !head.status.success() {
             return Err(match head.status.code() {
@@ -199,7 +178,7 @@ impl Worktree {
 
         let staged = Git::new(&repo)
             .args(["diff", "--cached", "--quiet"])
-            .output()
+            .out()
             .await?;
         match staged.status.code() {
             Some(0) => {}
@@ -390,7 +369,7 @@ pub async fn delete_branches(
     prune(&repo).await?;
     let list = Git::new(&repo)
         .args(["worktree", "list", "--porcelain"])
-        .output()
+        .out()
         .await?;
     if !list.status.success() {
         return Err(list.failure());
@@ -446,15 +425,7 @@ pub fn agent_slug(agent: &str) -> String {
 
 /// Refuses run ids git would reject in a branch name or that could leave the worktrees folder.
 fn check_run_id(run_id: &str) -> Result<(), WorktreeError> {
-    let ok = !run_id.is_empty()
-        && !run_id.starts_with(['.', '-'])
-        && !run_id.ends_with('.')
-        && !run_id.ends_with(".lock")
-        && !run_id.contains("..")
-        && run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+    if is_valid_run_id(run_id) {
         Ok(())
     } else {
         Err(WorktreeError::InvalidRunId(run_id.to_string()))
@@ -468,7 +439,7 @@ async fn locate(dir: &Path) -> Result<(PathBuf, PathBuf), WorktreeError> {
     let inside = Git::new(dir)
         .env("LC_ALL", "C")
         .args(["rev-parse", "--is-inside-work-tree"])
-        .output()
+        .out()
         .await?;
     let not_a_repository = || WorktreeError::NotARepository {
         dir: dir.to_path_buf(),
@@ -487,7 +458,7 @@ async fn locate(dir: &Path) -> Result<(PathBuf, PathBuf), WorktreeError> {
 
     let out = Git::new(dir)
         .args(["rev-parse", "--show-toplevel", "--show-prefix"])
-        .output()
+        .out()
         .await?;
     if !out.status.success() {
         return Err(out.failure());
@@ -536,10 +507,7 @@ async fn prune(repo: &Path) -> Result<(), WorktreeError> {
 
 /// Whether git config (any level) gives `key` a non-empty value in `dir`.
 async fn configured(dir: &Path, key: &str) -> Result<bool, WorktreeError> {
-    let out = Git::new(dir)
-        .args(["config", "--get", key])
-        .output()
-        .await?;
+    let out = Git::new(dir).args(["config", "--get", key]).out().await?;
     match out.status.code() {
         Some(0) => Ok(!out.stdout_trimmed().is_empty()),
         // 1: the key is not set.
@@ -574,80 +542,25 @@ async fn create_dir_all(dir: &Path) -> Result<(), WorktreeError> {
         })
 }
 
-/// One git command, with the environment every command here gets.
-struct Git {
-    cmd: Command,
-    /// The command as shown in errors.
-    shown: Vec<String>,
-}
-
-/// A finished git command.
-struct GitOutput {
-    status: std::process::ExitStatus,
-    stdout: Vec<u8>,
-    stderr: String,
-    shown: String,
-}
-
-impl Git {
-    /// `git -C dir`.
-    fn new(dir: &Path) -> Self {
-        Self::with_program(OsStr::new("git"), dir)
-    }
-
-    fn with_program(program: &OsStr, dir: &Path) -> Self {
-        let mut cmd = Command::new(program);
-        cmd.env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for var in REPOSITORY_ENV {
-            cmd.env_remove(var);
-        }
-        let git = Self {
-            cmd,
-            shown: vec![program.to_string_lossy().into_owned()],
-        };
-        git.arg("-C").arg(dir)
-    }
-
-    fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
-        let arg = arg.as_ref();
-        self.shown.push(arg.to_string_lossy().into_owned());
-        self.cmd.arg(arg);
-        self
-    }
-
-    fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
-        for arg in args {
-            self = self.arg(arg);
-        }
-        self
-    }
-
-    fn env(mut self, key: &str, value: &str) -> Self {
-        self.cmd.env(key, value);
-        self
-    }
-
+/// Running [`Git`] with this module's errors.
+trait Run {
     /// Runs it, whatever it exits with.
-    async fn output(mut self) -> Result<GitOutput, WorktreeError> {
-        let out = self
-            .cmd
-            .output()
+    async fn out(self) -> Result<GitOutput, WorktreeError>;
+    /// Runs it and returns its stdout, trimmed; failing is an error.
+    async fn run(self) -> Result<String, WorktreeError>;
+    /// [`run`](Run::run), holding [`REPO_LOCK`]: for commands that change the repository.
+    async fn run_locked(self) -> Result<String, WorktreeError>;
+}
+
+impl Run for Git {
+    async fn out(self) -> Result<GitOutput, WorktreeError> {
+        self.output()
             .await
-            .map_err(|source| WorktreeError::GitMissing { source })?;
-        Ok(GitOutput {
-            status: out.status,
-            stdout: out.stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            shown: self.shown.join(" "),
-        })
+            .map_err(|e| WorktreeError::GitMissing { source: e.source })
     }
 
-    /// Runs it and returns its stdout, trimmed; failing is an error.
     async fn run(self) -> Result<String, WorktreeError> {
-        let out = self.output().await?;
+        let out = self.out().await?;
         if out.status.success() {
             Ok(out.stdout_trimmed())
         } else {
@@ -655,28 +568,22 @@ impl Git {
         }
     }
 
-    /// [`run`](Self::run), holding [`REPO_LOCK`]: for commands that change the repository.
     async fn run_locked(self) -> Result<String, WorktreeError> {
         let _turn = REPO_LOCK.lock().await;
         self.run().await
     }
 }
 
-impl GitOutput {
-    fn stdout_trimmed(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).trim().to_string()
-    }
+/// The error for a command that failed.
+trait Failure {
+    fn failure(self) -> WorktreeError;
+}
 
-    /// The error for a command that failed.
+impl Failure for GitOutput {
     fn failure(self) -> WorktreeError {
-        let stderr = if self.stderr.is_empty() {
-            self.status.to_string()
-        } else {
-            self.stderr
-        };
         WorktreeError::Git {
-            command: self.shown,
-            stderr,
+            stderr: self.failure_text(),
+            command: self.command,
         }
     }
 }
@@ -732,7 +639,7 @@ mod tests {
             status: std::process::ExitStatus::from_raw(1 << 8),
             stdout: Vec::new(),
             stderr: String::new(),
-            shown: "git -C . status".to_string(),
+            command: "git -C . status".to_string(),
         };
         assert_eq!(
             out.failure().to_string(),

@@ -1,0 +1,154 @@
+//! Running the `git` binary the way every part of cadre does.
+//!
+//! Each command gets `GIT_TERMINAL_PROMPT=0` (nobody is there to type a password) and none
+//! of git's repository-selecting variables (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE`,
+//! …), so a cadre started from a git hook or a shell that set them still acts on the
+//! repository it names with `-C`.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+/// Variables that would point git at another repository, index or object store: the list
+/// `git rev-parse --local-env-vars` prints, which git itself clears when it switches
+/// repositories.
+pub const REPOSITORY_ENV: &[&str] = &[
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+];
+
+/// One git command, with the environment every command of cadre gets.
+#[derive(Debug)]
+pub struct Git {
+    cmd: Command,
+    /// The command as shown in errors.
+    shown: Vec<String>,
+}
+
+/// A finished git command.
+#[derive(Debug)]
+pub struct GitOutput {
+    /// How it exited.
+    pub status: std::process::ExitStatus,
+    /// What it printed on stdout.
+    pub stdout: Vec<u8>,
+    /// What it printed on stderr, trimmed.
+    pub stderr: String,
+    /// The command as it was run, for errors.
+    pub command: String,
+}
+
+/// The `git` binary could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("`{command}` could not be run: {source}")]
+pub struct GitSpawnError {
+    /// The command as it was to be run.
+    pub command: String,
+    /// What starting it failed with.
+    pub source: std::io::Error,
+}
+
+impl Git {
+    /// `git -C dir`.
+    pub fn new(dir: &Path) -> Self {
+        Self::with_program(OsStr::new("git"), dir)
+    }
+
+    /// `program -C dir`: [`new`](Self::new) with another binary (tests use a missing one).
+    pub fn with_program(program: &OsStr, dir: &Path) -> Self {
+        let mut cmd = Command::new(program);
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for var in REPOSITORY_ENV {
+            cmd.env_remove(var);
+        }
+        let git = Self {
+            cmd,
+            shown: vec![program.to_string_lossy().into_owned()],
+        };
+        git.arg("-C").arg(dir)
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        let arg = arg.as_ref();
+        self.shown.push(arg.to_string_lossy().into_owned());
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        for arg in args {
+            self = self.arg(arg);
+        }
+        self
+    }
+
+    /// Sets an environment variable for the command.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// Runs it, whatever it exits with.
+    pub async fn output(mut self) -> Result<GitOutput, GitSpawnError> {
+        let command = self.shown.join(" ");
+        match self.cmd.output().await {
+            Ok(out) => Ok(GitOutput {
+                status: out.status,
+                stdout: out.stdout,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                command,
+            }),
+            Err(source) => Err(GitSpawnError { command, source }),
+        }
+    }
+}
+
+impl GitOutput {
+    /// Stdout as text, trimmed.
+    pub fn stdout_trimmed(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).trim().to_string()
+    }
+
+    /// What to say when it failed: its stderr, or its exit status when it printed nothing.
+    pub fn failure_text(&self) -> String {
+        if self.stderr.is_empty() {
+            self.status.to_string()
+        } else {
+            self.stderr.clone()
+        }
+    }
+}
+
+/// Whether `run_id` can be part of a branch name and of a folder name: ASCII letters,
+/// digits, `.`, `_` and `-`, not starting with `.` or `-`, no `..`, not ending in `.` or
+/// `.lock`.
+pub fn is_valid_run_id(run_id: &str) -> bool {
+    !run_id.is_empty()
+        && !run_id.starts_with(['.', '-'])
+        && !run_id.ends_with('.')
+        && !run_id.ends_with(".lock")
+        && !run_id.contains("..")
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
