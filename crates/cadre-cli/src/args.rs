@@ -365,7 +365,12 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Engine::Local)]
     pub engine: Engine,
     /// Restate's ingress, for --engine restate.
-    #[arg(long, env = "CADRE_RESTATE_URL", value_name = "URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "CADRE_RESTATE_URL",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub restate_url: String,
     /// For --engine restate: the repository the workers check out and push their branches
     /// to, a URL or path every worker can reach; HEAD is pushed to it as

@@ -58,9 +58,9 @@ pub async fn worker(cmd: WorkerCmd) -> Result<Code> {
         worker = worker.sandbox(SandboxMode::Unsandboxed);
     }
     if let Some(dir) = cmd.workspace {
-        let dir = dir.canonicalize().map_err(|e| {
-            ConfigError(format!("cannot use --workspace {}: {e}", dir.display()))
-        })?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| ConfigError(format!("cannot use --workspace {}: {e}", dir.display())))?;
         worker = worker.workspace(dir);
     }
     if let Some(dir) = cmd.cache_dir {
@@ -137,8 +137,7 @@ pub async fn run(
             agents: registry.all().map(WireSpec::new).collect(),
             max_parallel: u32::try_from(args.max_parallel).unwrap_or(u32::MAX),
             max_depth: args.max_depth,
-            max_fanout: u32::try_from(cadre_core::Limits::default().max_fanout)
-                .unwrap_or(u32::MAX),
+            max_fanout: u32::try_from(cadre_core::Limits::default().max_fanout).unwrap_or(u32::MAX),
             budget_tokens: args.budget_tokens,
             max_tokens: args.max_tokens,
             max_turns: args.max_turns,
@@ -207,7 +206,9 @@ async fn workspace_ref(
         return Ok((WorkspaceRef::Local, None));
     };
     let commit = git(root, &["rev-parse", "HEAD"]).await.map_err(|_| {
-        ConfigError("the repository has no commit yet: the workers start from one, so commit first".into())
+        ConfigError(
+            "the repository has no commit yet: the workers start from one, so commit first".into(),
+        )
     })?;
     if !quiet && !git(root, &["status", "--porcelain"]).await?.is_empty() {
         errln!(
@@ -228,7 +229,13 @@ async fn workspace_ref(
             top
         }
     };
-    Ok((WorkspaceRef::Git { url, commit: commit.clone() }, Some(commit)))
+    Ok((
+        WorkspaceRef::Git {
+            url,
+            commit: commit.clone(),
+        },
+        Some(commit),
+    ))
 }
 
 /// Runs git in `dir`; its trimmed stdout, or its stderr as the error.
@@ -277,7 +284,10 @@ pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
 pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
     let text = std::fs::read_to_string(dir.join(ENGINE_FILE))?;
     let meta: EngineRun = serde_json::from_str(&text).map_err(|e| {
-        ConfigError(format!("{} is damaged: {e}", dir.join(ENGINE_FILE).display()))
+        ConfigError(format!(
+            "{} is damaged: {e}",
+            dir.join(ENGINE_FILE).display()
+        ))
     })?;
     let dir = RunDir::open(dir)?;
     follow(&meta, &dir, args, quiet).await
@@ -337,7 +347,10 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         }
     };
     let report = report.map_err(|e| {
-        anyhow::anyhow!("{e}; the run may still be going on: `cadre resume {}` follows it again", meta.run)
+        anyhow::anyhow!(
+            "{e}; the run may still be going on: `cadre resume {}` follows it again",
+            meta.run
+        )
     })?;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let own = report

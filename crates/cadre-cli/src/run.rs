@@ -129,7 +129,10 @@ fn read_task(task: Option<String>, file: Option<&std::path::Path>) -> Result<Str
 pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let ResumeCmd { run_id, mut args } = cmd;
     let root = workspace_root(directory.clone())?;
-    if let Some(dir) = run_id.as_deref().and_then(|id| crate::engine::find(&root, id)) {
+    if let Some(dir) = run_id
+        .as_deref()
+        .and_then(|id| crate::engine::find(&root, id))
+    {
         return crate::engine::resume(&dir, &args, quiet).await;
     }
     let dir = match run_id {

@@ -71,9 +71,9 @@ pub use record::events::{describe_call, no_events, Event, EventHandler, EventStr
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
-pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
+pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::orchestrator::{
     primary_spec, Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary,
     SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,

@@ -120,7 +120,14 @@ impl Ingress {
         let url = format!("{}/deployments", client.base);
         let body = serde_json::json!({ "uri": uri, "force": true });
         let _: serde_json::Value = client
-            .json(&url, client.http.post(&url).json(&body).timeout(Duration::from_secs(30)))
+            .json(
+                &url,
+                client
+                    .http
+                    .post(&url)
+                    .json(&body)
+                    .timeout(Duration::from_secs(30)),
+            )
             .await?;
         Ok(())
     }

@@ -68,6 +68,11 @@ pub(crate) async fn drive(
     ctx.object_client::<CadreRunClient>(call.run.clone())
         .progress(Json(line.clone()))
         .send();
+    tracing::info!(
+        invocation = ctx.invocation_id(),
+        agent = %call.agent.path,
+        "attempt starts"
+    );
     let prepared = worker.prepare(&call).await?;
     let mut driver = Driver {
         ctx,
@@ -241,9 +246,11 @@ impl Driver<'_, '_> {
         }
         self.models += 1;
         let worker = self.worker.clone();
+        let (agent, n) = (self.call.agent.path.clone(), self.models);
         let kept = self
             .ctx
             .run(|| async move {
+                tracing::info!(%agent, "model step {n} runs");
                 let step = work.await;
                 Ok(Json(KeptModel { worker, step }))
             })
@@ -332,10 +339,7 @@ impl Driver<'_, '_> {
     async fn finish(&mut self, tree: Arc<dyn Checkpoints>) -> Result<String, HandlerError> {
         let restored = self.restored.clone();
         let target = self.checkpoint.clone();
-        let message = format!(
-            "{}: {}",
-            self.call.agent.path, self.call.agent.description
-        );
+        let message = format!("{}: {}", self.call.agent.path, self.call.agent.description);
         let report: String = self
             .ctx
             .run(|| async move {

@@ -131,7 +131,10 @@ impl CadreRun {
 
     /// The agents running now, by path.
     #[handler]
-    async fn roster(&self, ctx: SharedObjectContext<'_>) -> Result<Json<Vec<Progress>>, HandlerError> {
+    async fn roster(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<Progress>>, HandlerError> {
         let roster = ctx
             .get::<Json<BTreeMap<String, Progress>>>(ROSTER)
             .await?

@@ -127,7 +127,10 @@ impl Worker {
     pub(crate) async fn prepare(&self, call: &AgentCall) -> Result<Prepared, WorkerError> {
         let spec = &call.agent.spec;
         let (root, tree) = match &call.settings.workspace {
-            WorkspaceRef::Local => (self.workspace.clone().ok_or(WorkerError::NoWorkspace)?, None),
+            WorkspaceRef::Local => (
+                self.workspace.clone().ok_or(WorkerError::NoWorkspace)?,
+                None,
+            ),
             WorkspaceRef::Git { url, commit } => {
                 let base = call.base.as_deref().unwrap_or(commit);
                 if spec.read_only {
@@ -144,7 +147,10 @@ impl Worker {
                         .await
                         .map_err(|e| WorkerError::Checkout(e.to_string()))?;
                     let dir = tree.path().to_path_buf();
-                    (dir, Some(Arc::new(crate::git_tree::GitTree::new(tree)) as Arc<dyn Checkpoints>))
+                    (
+                        dir,
+                        Some(Arc::new(crate::git_tree::GitTree::new(tree)) as Arc<dyn Checkpoints>),
+                    )
                 }
             }
         };

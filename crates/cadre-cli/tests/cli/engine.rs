@@ -3,10 +3,10 @@
 
 use super::*;
 use cadre_testkit::restate::{engine_or_skip, Haproxy, RestateServer};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Stdio};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A `cadre worker` process, killed when dropped.
@@ -18,15 +18,16 @@ struct WorkerProc {
 impl WorkerProc {
     /// Starts `cadre worker --name NAME` on a free port, talking to the mock at `model`.
     fn start(name: &str, model: &str, home: &Path, extra: &[&str]) -> Self {
+        let log = std::fs::File::create(home.join(format!("{name}.log"))).unwrap();
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-            .args(["worker", "--listen", "127.0.0.1:0", "--name", name])
+            .args(["-v", "worker", "--listen", "127.0.0.1:0", "--name", name])
             .args(extra)
             .env("HOME", home)
             .env("ANTHROPIC_BASE_URL", model)
             .env("ANTHROPIC_API_KEY", "sk-worker-secret")
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -61,7 +62,7 @@ impl Drop for WorkerProc {
 struct Fleet {
     restate: RestateServer,
     workers: Vec<WorkerProc>,
-    _proxy: Haproxy,
+    proxy: Haproxy,
     _home: tempfile::TempDir,
 }
 
@@ -89,7 +90,7 @@ impl Fleet {
         Self {
             restate,
             workers,
-            _proxy: proxy,
+            proxy,
             _home: home,
         }
     }
@@ -117,7 +118,12 @@ fn fan_out_routes(server: &MockServer, n: usize, agent: &str, command: impl Fn(u
     server.route(
         Match::FirstUserContains("FAN-OUT".into()),
         vec![
-            Reply::tool_uses(calls.iter().map(|(id, v)| (id.as_str(), "Task", v.clone())).collect()),
+            Reply::tool_uses(
+                calls
+                    .iter()
+                    .map(|(id, v)| (id.as_str(), "Task", v.clone()))
+                    .collect(),
+            ),
             Reply::text("ALL PARTS DONE").usage(100, 10, 0, 0),
         ],
     );
@@ -125,7 +131,11 @@ fn fan_out_routes(server: &MockServer, n: usize, agent: &str, command: impl Fn(u
         server.route(
             Match::FirstUserContains(format!("PART-{i}:")),
             vec![
-                Reply::tool_use(&format!("toolu_bash_{i}"), "bash", json!({"command": command(i)})),
+                Reply::tool_use(
+                    &format!("toolu_bash_{i}"),
+                    "bash",
+                    json!({"command": command(i)}),
+                ),
                 Reply::text(&format!("part {i} done")).usage(50, 5, 0, 0),
             ],
         );
@@ -141,11 +151,25 @@ async fn a_fan_out_in_the_workers_folder_completes_on_both_replicas() {
     let mock = MockServer::start().await;
     fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
     let folder = dir.path().to_str().unwrap().to_owned();
-    let fleet = Fleet::start(&mock.uri(), &["--workspace", &folder, "--allow-unsandboxed-bash"]).await;
+    let fleet = Fleet::start(
+        &mock.uri(),
+        &["--workspace", &folder, "--allow-unsandboxed-bash"],
+    )
+    .await;
     let out = fleet
-        .run(dir.path(), &["--output-format", "json", "FAN-OUT over eight parts"])
+        .run(
+            dir.path(),
+            &["--output-format", "json", "FAN-OUT over eight parts"],
+        )
         .await;
-    assert_eq!(out.code, 0, "stdout: {}\nstderr: {}\n{}", out.stdout, out.stderr, fleet.restate.log());
+    assert_eq!(
+        out.code,
+        0,
+        "stdout: {}\nstderr: {}\n{}",
+        out.stdout,
+        out.stderr,
+        fleet.restate.log()
+    );
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["answer"], "ALL PARTS DONE");
     let agents = v["agents"].as_array().unwrap();
@@ -157,9 +181,26 @@ async fn a_fan_out_in_the_workers_folder_completes_on_both_replicas() {
         .collect();
     assert_eq!(workers, ["w1", "w2"].into_iter().collect(), "{agents:?}");
     // The key stays with the workers: it reached the model, and nothing the client saw.
-    assert!(mock.requests().iter().all(|r| r.header("x-api-key") == Some("sk-worker-secret")));
+    assert!(mock
+        .requests()
+        .iter()
+        .all(|r| r.header("x-api-key") == Some("sk-worker-secret")));
     assert!(!out.stdout.contains("sk-worker-secret") && !out.stderr.contains("sk-worker-secret"));
     drop(fleet);
+}
+
+/// The id of the one run in `dir`'s run folder.
+fn run_id(dir: &Path) -> String {
+    let runs: Vec<_> = std::fs::read_dir(dir.join(".cadre/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    runs[0]
+        .as_ref()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The text of a request's first user message.
@@ -190,7 +231,16 @@ async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write(
     let ingress = fleet.restate.ingress_url();
     let cwd = dir.path().to_path_buf();
     let run = tokio::spawn(async move {
-        let args = ["run", "--engine", "restate", "--restate-url", &ingress, "--output-format", "json", "FAN-OUT over eight parts"];
+        let args = [
+            "run",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &ingress,
+            "--output-format",
+            "json",
+            "FAN-OUT over eight parts",
+        ];
         cadre_env(&cwd, &[], &args).await
     });
     assert!(
@@ -199,13 +249,59 @@ async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write(
         gate.waiting(),
         fleet.restate.log()
     );
-    fleet.workers[0].kill();
+    // Kill a replica that holds some of them: the roster names the worker of each.
+    let ingress = cadre_engine::client::Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let id = run_id(dir.path());
+    let mut roster = Vec::new();
+    for _ in 0..100 {
+        roster = ingress.roster(&id).await.unwrap();
+        if roster
+            .iter()
+            .filter(|p| p.path != "main" && p.turn >= 1)
+            .count()
+            == 8
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let held_by = |w: &str| {
+        roster
+            .iter()
+            .filter(|p| p.path != "main" && p.worker == w)
+            .count()
+    };
+    let (victim, name) = if held_by("w1") > 0 {
+        (0, "w1")
+    } else {
+        (1, "w2")
+    };
+    let lost = held_by(name);
+    assert!(lost > 0, "no worker holds a subagent: {roster:?}");
+    fleet.workers[victim].kill();
+    // The mock lets go of the dead replica's requests before the gate opens, so no
+    // scripted reply is handed to a client that is gone.
+    for _ in 0..100 {
+        if gate.waiting() == 8 - lost {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        gate.waiting(),
+        8 - lost,
+        "the mock still holds the killed replica's requests"
+    );
     gate.open();
     let out = tokio::time::timeout(Duration::from_secs(120), run)
         .await
         .expect("the run did not end after the kill")
         .unwrap();
-    assert_eq!(out.code, 0, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert_eq!(
+        out.code, 0,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["answer"], "ALL PARTS DONE");
     assert_eq!(v["agents"].as_array().unwrap().len(), 9, "{}", v["agents"]);
@@ -219,12 +315,54 @@ async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write(
     }
     let log: Vec<String> = requests
         .iter()
-        .map(|r| format!("{} ({} messages, completed: {})", first_user(&r.body), r.messages().len(), r.completed))
+        .map(|r| {
+            format!(
+                "{} ({} messages, completed: {})",
+                first_user(&r.body),
+                r.messages().len(),
+                r.completed
+            )
+        })
         .collect();
     let twice = completed.values().filter(|n| **n > 1).count();
-    assert_eq!(twice, 0, "completed requests sent twice; the requests in order:\n{}", log.join("\n"));
+    let restate: Vec<String> = fleet
+        .restate
+        .log()
+        .split("\n20")
+        .filter(|l| l.contains(" WARN ") && !l.contains("octocrab"))
+        .map(|l| l.chars().take(1500).collect())
+        .collect();
+    let invocations = if twice > 0 {
+        fleet
+            .restate
+            .admin_request(
+                reqwest::Method::POST,
+                "/query",
+                Some(json!({"query": "SELECT id, target, status, retry_count, last_failure, last_attempt_server FROM sys_invocation"})),
+            )
+            .await
+            .map(|v| v.to_string())
+            .unwrap_or_else(|e| e.to_string())
+    } else {
+        String::new()
+    };
+    assert_eq!(
+        twice,
+        0,
+        "completed requests sent twice; the requests in order:\n{}\ninvocations: {invocations}\nthe mock's violations: {:?}\nworkers: {}\nhaproxy: {}\nRestate's warnings:\n{}",
+        log.join("\n"),
+        mock.take_violations(),
+        ["w1", "w2"].map(|w| std::fs::read_to_string(fleet._home.path().join(format!("{w}.log"))).unwrap_or_default()).join("\n"),
+        fleet.proxy.log(),
+        restate.join("\n")
+    );
     for i in 1..=8 {
         let log = std::fs::read_to_string(dir.path().join(format!("log-{i}.txt"))).unwrap();
-        assert_eq!(log, "once\n", "subagent {i}'s write ran {} times", log.lines().count());
+        assert_eq!(
+            log,
+            "once\n",
+            "subagent {i}'s write ran {} times",
+            log.lines().count()
+        );
     }
 }
