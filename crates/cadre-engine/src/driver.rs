@@ -8,6 +8,7 @@ use crate::wire::{Acquire, AgentCall, Grant, Progress};
 use crate::worker::{Checkpoints, Worker};
 use cadre_core::record::journal::{ModelStep, Outcome, Work};
 use cadre_core::{Delegated, DelegatedCall, StopKind};
+use cadre_tools::Finished;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -340,11 +341,22 @@ impl Driver<'_, '_> {
         let restored = self.restored.clone();
         let target = self.checkpoint.clone();
         let message = format!("{}: {}", self.call.agent.path, self.call.agent.description);
+        let primary = self.call.agent.depth == 0;
         let report: String = self
             .ctx
             .run(|| async move {
                 restore(tree.as_ref(), &restored, target.as_deref()).await?;
-                Ok(tree.finish(&message).await?)
+                Ok(match tree.finish(&message).await? {
+                    // The person reads the primary agent's answer: no news is no news.
+                    Finished::Unchanged if primary => String::new(),
+                    Finished::Unchanged => {
+                        "\n\n[It changed no file; its worktree was removed and no branch was pushed.]"
+                            .to_owned()
+                    }
+                    Finished::Committed { branch, diffstat } => format!(
+                        "\n\n[Its changes are committed on branch {branch}, pushed to the run's repository:\n{diffstat}]"
+                    ),
+                })
             })
             .name("finish")
             .await?;

@@ -38,20 +38,10 @@ impl Checkpoints for GitTree {
             .map_err(|e| WorkerError::Checkout(e.to_string()))
     }
 
-    async fn finish(&self, message: &str) -> Result<String, WorkerError> {
+    async fn finish(&self, message: &str) -> Result<Finished, WorkerError> {
         let tree = self.0.lock().await.take().ok_or_else(gone)?;
-        let finished = tree
-            .finish(message)
+        tree.finish(message)
             .await
-            .map_err(|e| WorkerError::Checkout(e.to_string()))?;
-        Ok(match finished {
-            Finished::Unchanged => {
-                "\n\n[It changed no file; its worktree was removed and no branch was pushed.]"
-                    .to_owned()
-            }
-            Finished::Committed { branch, diffstat } => format!(
-                "\n\n[Its changes are committed on branch {branch} and pushed to the run's repository:\n{diffstat}]"
-            ),
-        })
+            .map_err(|e| WorkerError::Checkout(e.to_string()))
     }
 }

@@ -39,8 +39,8 @@ pub trait Checkpoints: Send + Sync {
     async fn checkpoint(&self, message: &str) -> Result<String, WorkerError>;
     /// Makes the tree exactly the checkpoint `sha`.
     async fn restore(&self, sha: &str) -> Result<(), WorkerError>;
-    /// Commits what is left and pushes the agent's branch; the report its parent reads.
-    async fn finish(&self, message: &str) -> Result<String, WorkerError>;
+    /// Commits what is left and pushes the agent's branch, when it changed something.
+    async fn finish(&self, message: &str) -> Result<cadre_tools::Finished, WorkerError>;
 }
 
 /// What one worker process shares between the invocations it serves.

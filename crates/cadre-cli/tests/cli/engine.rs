@@ -216,18 +216,37 @@ fn first_user(body: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write() {
-    if !engine_or_skip() {
-        return;
+    if engine_or_skip() {
+        kill_mid_fan_out(false).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_repository_a_replica_killed_mid_fan_out_leaves_each_branch_with_its_write_once() {
+    if engine_or_skip() {
+        kill_mid_fan_out(true).await;
+    }
+}
+
+/// Eight writing subagents, one replica killed while each waits for its second answer.
+/// In a repository (`git`), each writes `log.txt` in its own worktree and its branch is
+/// pushed back; else all write `log-N.txt` in the workers' shared folder.
+async fn kill_mid_fan_out(git: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mock = MockServer::start().await;
-    fan_out_routes(&mock, 8, "code", |i| format!("echo once >> log-{i}.txt"));
+    if git {
+        cadre_testkit::git::init_repo(dir.path());
+        fan_out_routes(&mock, 8, "code", |_| "echo once >> log.txt".into());
+    } else {
+        fan_out_routes(&mock, 8, "code", |i| format!("echo once >> log-{i}.txt"));
+    }
     // Each subagent's second request waits here: by then its write is journaled.
     let gate = mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
         first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
     })));
     let folder = dir.path().to_str().unwrap().to_owned();
-    let mut fleet = Fleet::start(&mock.uri(), &["--workspace", &folder]).await;
+    let extra: &[&str] = if git { &[] } else { &["--workspace", &folder] };
+    let mut fleet = Fleet::start(&mock.uri(), extra).await;
     let ingress = fleet.restate.ingress_url();
     let cwd = dir.path().to_path_buf();
     let run = tokio::spawn(async move {
@@ -356,13 +375,35 @@ async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write(
         fleet.proxy.log(),
         restate.join("\n")
     );
-    for i in 1..=8 {
-        let log = std::fs::read_to_string(dir.path().join(format!("log-{i}.txt"))).unwrap();
-        assert_eq!(
-            log,
-            "once\n",
-            "subagent {i}'s write ran {} times",
-            log.lines().count()
+    if git {
+        let id = run_id(dir.path());
+        let listed = cadre_testkit::git::git(
+            dir.path(),
+            &["branch", "--list", "--format=%(refname:short)", "cadre/*"],
         );
+        let branches: Vec<&str> = listed.lines().collect();
+        let expected: Vec<String> = (1..=8).map(|i| format!("cadre/{id}/code-{i}")).collect();
+        assert_eq!(branches, expected, "{}", v["answer"]);
+        for branch in branches {
+            let log = cadre_testkit::git::git(dir.path(), &["show", &format!("{branch}:log.txt")]);
+            assert_eq!(
+                log,
+                "once\n",
+                "{branch}'s write ran {} times",
+                log.lines().count()
+            );
+        }
+        // The person's own checkout is untouched: the writes are on the branches.
+        assert!(!dir.path().join("log.txt").exists());
+    } else {
+        for i in 1..=8 {
+            let log = std::fs::read_to_string(dir.path().join(format!("log-{i}.txt"))).unwrap();
+            assert_eq!(
+                log,
+                "once\n",
+                "subagent {i}'s write ran {} times",
+                log.lines().count()
+            );
+        }
     }
 }
