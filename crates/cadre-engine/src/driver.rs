@@ -269,7 +269,20 @@ impl Driver<'_, '_> {
             _ => None,
         };
         let tokens = response.as_ref().map_or(0, |r| r.usage.total());
-        release(tokens);
+        // Awaited: what the tree spent is counted before this agent goes on, so a subagent
+        // it starts next already sees it when it asks for a slot.
+        let counted = self
+            .ctx
+            .object_client::<CadreRunClient>(run.clone())
+            .release(tokens)
+            .call()
+            .await;
+        if let Err(e) = counted {
+            // The slot is given back all the same: the call is journaled.
+            if e.code() == CANCELLED {
+                self.on_cancel();
+            }
+        }
         line.turn += 1;
         line.tokens += tokens;
         line.worker = kept.worker;

@@ -123,20 +123,25 @@ fn fan_out_routes(server: &MockServer, n: usize, agent: &str, command: impl Fn(u
                     .iter()
                     .map(|(id, v)| (id.as_str(), "Task", v.clone()))
                     .collect(),
-            ),
+            )
+            .usage(100, 10, 0, 0),
             Reply::text("ALL PARTS DONE").usage(100, 10, 0, 0),
         ],
     );
     for i in 1..=n {
         server.route(
             Match::FirstUserContains(format!("PART-{i}:")),
+            // A little latency, so that subagents' requests overlap as real ones do.
             vec![
                 Reply::tool_use(
                     &format!("toolu_bash_{i}"),
                     "bash",
                     json!({"command": command(i)}),
-                ),
-                Reply::text(&format!("part {i} done")).usage(50, 5, 0, 0),
+                )
+                .delay(Duration::from_millis(50)),
+                Reply::text(&format!("part {i} done"))
+                    .usage(50, 5, 0, 0)
+                    .delay(Duration::from_millis(50)),
             ],
         );
     }
@@ -406,4 +411,257 @@ async fn kill_mid_fan_out(git: bool) {
             );
         }
     }
+}
+
+/// `cadre run --engine restate …` in `dir` as a child process (to signal or kill it).
+fn spawn_client(dir: &Path, ingress: &str, home: &Path, args: &[&str]) -> Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["run", "--engine", "restate", "--restate-url", ingress])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` to end (at most a minute) and returns its exit code, stdout, stderr.
+async fn finish(child: Child) -> Output {
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
+    )
+    .await
+    .expect("the client did not end")
+    .unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writing_tool_cut_off_by_a_crash_is_reported_interrupted_not_run_again() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    fan_out_routes(&mock, 1, "code", |_| {
+        "echo started >> marks.txt && sleep 20".into()
+    });
+    let folder = dir.path().to_str().unwrap().to_owned();
+    let mut fleet = Fleet::start(&mock.uri(), &["--workspace", &folder]).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_client(
+        dir.path(),
+        &fleet.restate.ingress_url(),
+        home.path(),
+        &["--output-format", "json", "FAN-OUT in one part"],
+    );
+    let marks = dir.path().join("marks.txt");
+    for _ in 0..300 {
+        if marks.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(marks.exists(), "the command never started");
+    let ingress = cadre_engine::client::Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let roster = ingress.roster(&run_id(dir.path())).await.unwrap();
+    let running = roster
+        .iter()
+        .find(|p| p.path == "main/code#1")
+        .map(|p| p.worker.clone())
+        .unwrap_or_else(|| panic!("the subagent is not in the roster: {roster:?}"));
+    fleet.workers[usize::from(running == "w2")].kill();
+    let out = finish(client).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&marks).unwrap(),
+        "started\n",
+        "the command ran again"
+    );
+    let told = mock
+        .requests()
+        .into_iter()
+        .find(|r| first_user(&r.body).starts_with("PART-1") && r.messages().len() == 3)
+        .expect("the subagent never asked again");
+    assert!(
+        told.last_user_text()
+            .contains("interrupted: cadre stopped while `bash` was running"),
+        "{}",
+        told.last_user_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    mock.allow_unused_replies();
+    fan_out_routes(&mock, 2, "explore", |_| "echo looked".into());
+    let gate = mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
+        first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
+    })));
+    let folder = dir.path().to_str().unwrap().to_owned();
+    let fleet = Fleet::start(
+        &mock.uri(),
+        &["--workspace", &folder, "--allow-unsandboxed-bash"],
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_client(
+        dir.path(),
+        &fleet.restate.ingress_url(),
+        home.path(),
+        &["FAN-OUT in two parts"],
+    );
+    assert!(gate.wait_for(2, Duration::from_secs(60)).await);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    // The requests in flight finish (a running step is not interrupted); nothing after them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gate.open();
+    let out = finish(client).await;
+    assert_eq!(out.code, 130, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("cancelling run"), "{}", out.stderr);
+    assert!(!out.stdout.contains("ALL PARTS DONE"), "{}", out.stdout);
+    let mains = mock
+        .requests()
+        .iter()
+        .filter(|r| first_user(&r.body).starts_with("FAN-OUT"))
+        .count();
+    assert_eq!(mains, 1, "the primary agent asked again after the cancel");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    fan_out_routes(&mock, 2, "explore", |_| "echo looked".into());
+    let gate = mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
+        first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
+    })));
+    let folder = dir.path().to_str().unwrap().to_owned();
+    let fleet = Fleet::start(
+        &mock.uri(),
+        &["--workspace", &folder, "--allow-unsandboxed-bash"],
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let mut client = spawn_client(
+        dir.path(),
+        &fleet.restate.ingress_url(),
+        home.path(),
+        &["FAN-OUT in two parts"],
+    );
+    assert!(gate.wait_for(2, Duration::from_secs(60)).await);
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let id = run_id(dir.path());
+    let prefix = &id[..id.len() - 2];
+    let resumed = {
+        let dir = dir.path().to_path_buf();
+        let prefix = prefix.to_owned();
+        tokio::spawn(async move { cadre_env(&dir, &[], &["resume", &prefix]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.open();
+    let out = resumed.await.unwrap();
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("ALL PARTS DONE"), "{}", out.stdout);
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(format!(".cadre/runs/{id}/summary.json")))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        summary["usage"]["agents"].as_array().unwrap().len(),
+        3,
+        "{summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_runs_limits_hold_across_workers() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap().to_owned();
+    // Slots: eight subagents on two workers, two model requests in flight at most.
+    let mock = MockServer::start().await;
+    fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
+    let fleet = Fleet::start(
+        &mock.uri(),
+        &["--workspace", &folder, "--allow-unsandboxed-bash"],
+    )
+    .await;
+    // Two subagents' requests must overlap once: the slots are two, not one.
+    mock.hold_until_waiting(
+        Match::FirstUserContains("PART-".into()),
+        2,
+        Duration::from_secs(30),
+    );
+    let out = fleet
+        .run(
+            dir.path(),
+            &[
+                "--max-parallel",
+                "2",
+                "--output-format",
+                "json",
+                "FAN-OUT over eight parts",
+            ],
+        )
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        mock.max_in_flight(),
+        2,
+        "the slots did not hold across the workers"
+    );
+    // One token budget for the tree: the primary's first answer spends it.
+    let mock = MockServer::start().await;
+    mock.allow_unused_replies();
+    fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
+    let fleet = Fleet::start(
+        &mock.uri(),
+        &["--workspace", &folder, "--allow-unsandboxed-bash"],
+    )
+    .await;
+    let out = fleet
+        .run(
+            dir.path(),
+            &[
+                "--budget-tokens",
+                "50",
+                "--output-format",
+                "json",
+                "FAN-OUT over eight parts",
+            ],
+        )
+        .await;
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["stop"], json!({"kind": "budget"}), "{v}");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "requests were sent past the budget"
+    );
 }
