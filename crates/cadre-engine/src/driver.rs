@@ -103,7 +103,7 @@ pub(crate) async fn drive(
                         let _ = reply.send(stopped(StopKind::Cancelled));
                         continue;
                     }
-                    let input = driver.child_call(child);
+                    let input = driver.child_call(*child);
                     children.push(ctx.service_client::<CadreAgentClient>().run(Json(input)).call());
                     waiting.push(Some(reply));
                 }

@@ -21,7 +21,7 @@ pub(crate) enum Ask {
     /// Run a subagent as a call to the agent service.
     Call {
         /// The subagent.
-        call: DelegatedCall,
+        call: Box<DelegatedCall>,
         /// Where its result goes.
         reply: oneshot::Sender<Delegated>,
     },
@@ -101,7 +101,7 @@ impl Delegate for Pump {
             report: String::new(),
             records: Vec::new(),
         };
-        if self.tx.send(Ask::Call { call, reply }).is_err() {
+        if self.tx.send(Ask::Call { call: Box::new(call), reply }).is_err() {
             return lost();
         }
         answer.await.unwrap_or_else(|_| lost())
