@@ -665,3 +665,45 @@ async fn the_runs_limits_hold_across_workers() {
         "requests were sent past the budget"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_worker_that_registers_itself_serves_a_run() {
+    if !engine_or_skip() {
+        return;
+    }
+    // The README's three commands on one machine: a server, `cadre worker --register`, a run.
+    let dir = tempfile::tempdir().unwrap();
+    cadre_testkit::git::init_repo(dir.path());
+    let mock = MockServer::start().await;
+    mock.route(Match::Any, vec![Reply::text("hello from the fleet")]);
+    let restate = RestateServer::start().await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let admin = restate.admin_url();
+    let cache = home.path().join("cache");
+    let _worker = WorkerProc::start(
+        "solo",
+        &mock.uri(),
+        home.path(),
+        &["--register", &admin, "--cache-dir", cache.to_str().unwrap()],
+    );
+    let mut registered = false;
+    for _ in 0..100 {
+        let deployments = restate.deployments().await.unwrap().to_string();
+        if deployments.contains("CadreAgent") {
+            registered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(registered, "the worker did not register itself");
+    let ingress = restate.ingress_url();
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &["run", "--engine", "restate", "--restate-url", &ingress, "say hello"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.trim(), "hello from the fleet");
+    assert!(out.stderr.contains("solo"), "the usage table names no worker: {}", out.stderr);
+}
