@@ -490,10 +490,14 @@ pub fn usage_table(summary: &RunSummary) -> String {
             tool_calls: a.tool_calls,
             usage: a.usage,
         };
-        let outcome = match &a.stop {
+        let mut outcome = match &a.stop {
             StopKind::Done => "done".to_owned(),
             other => other.label().to_owned(),
         };
+        // An engine run names the worker that ran the agent's last step.
+        if let Some(worker) = &a.worker {
+            outcome.push_str(&format!(" on {worker}"));
+        }
         lines.push(row(name, &a.agent_type, &t, &clock(a.elapsed_ms), &outcome));
     }
     if report.by_type.len() > 1 {

@@ -101,7 +101,14 @@ impl Delegate for Pump {
             report: String::new(),
             records: Vec::new(),
         };
-        if self.tx.send(Ask::Call { call: Box::new(call), reply }).is_err() {
+        if self
+            .tx
+            .send(Ask::Call {
+                call: Box::new(call),
+                reply,
+            })
+            .is_err()
+        {
             return lost();
         }
         answer.await.unwrap_or_else(|_| lost())

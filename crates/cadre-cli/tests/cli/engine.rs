@@ -700,10 +700,21 @@ async fn one_worker_that_registers_itself_serves_a_run() {
     let out = cadre_env(
         dir.path(),
         &[],
-        &["run", "--engine", "restate", "--restate-url", &ingress, "say hello"],
+        &[
+            "run",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &ingress,
+            "say hello",
+        ],
     )
     .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(out.stdout.trim(), "hello from the fleet");
-    assert!(out.stderr.contains("solo"), "the usage table names no worker: {}", out.stderr);
+    assert!(
+        out.stderr.contains("solo"),
+        "the usage table names no worker: {}",
+        out.stderr
+    );
 }
