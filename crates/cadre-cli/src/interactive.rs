@@ -48,6 +48,13 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
         resume,
         mut args,
     } = cmd;
+    if args.engine == crate::args::Engine::Restate {
+        return Err(crate::exit::ConfigError(
+            "`cadre chat` runs here; for a run on the engine use `cadre run --engine restate TASK`"
+                .into(),
+        )
+        .into());
+    }
     let root = crate::run::workspace_root(directory.clone())?;
     let mut dir = match (continue_last, resume) {
         (true, _) => crate::sessions::newest(&root, true)?,

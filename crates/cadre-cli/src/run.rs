@@ -135,6 +135,12 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
     {
         return crate::engine::resume(&dir, &args, quiet).await;
     }
+    if args.engine == crate::args::Engine::Restate {
+        return Err(ConfigError(
+            "--engine restate: `cadre resume RUN_ID` follows an engine run again by its id (the run named is not one)".into(),
+        )
+        .into());
+    }
     let dir = match run_id {
         Some(id) => crate::sessions::find(&root, &id)?,
         None => crate::sessions::newest(&root, false)?.ok_or_else(|| {

@@ -74,7 +74,13 @@ pub(crate) async fn drive(
         agent = %call.agent.path,
         "attempt starts"
     );
-    let prepared = worker.prepare(&call).await?;
+    let prepared = match worker.prepare(&call).await {
+        Ok(prepared) => prepared,
+        // A worker set up wrong stays wrong: the run fails and says why, instead of
+        // being retried forever.
+        Err(e) if e.is_lasting() => return Err(TerminalError::new(e.to_string()).into()),
+        Err(e) => return Err(e.into()),
+    };
     let mut driver = Driver {
         ctx,
         call: &call,

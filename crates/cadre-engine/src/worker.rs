@@ -31,6 +31,13 @@ pub enum WorkerError {
     Checkout(String),
 }
 
+impl WorkerError {
+    /// Whether trying again on this worker cannot help (its set-up is wrong).
+    pub fn is_lasting(&self) -> bool {
+        matches!(self, Self::NoWorkspace | Self::Workspace { .. })
+    }
+}
+
 /// A writing agent's tree, checkpointed after each change so another worker can go on
 /// from it.
 #[async_trait]

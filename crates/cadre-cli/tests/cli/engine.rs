@@ -718,3 +718,19 @@ async fn one_worker_that_registers_itself_serves_a_run() {
         out.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn outside_git_a_worker_without_a_folder_fails_the_run_and_says_why() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    mock.allow_unused_replies();
+    mock.route(Match::Any, vec![Reply::text("never")]);
+    let fleet = Fleet::start(&mock.uri(), &[]).await;
+    let out = fleet.run(dir.path(), &["say hello"]).await;
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(out.stderr.contains("--workspace DIR"), "{}", out.stderr);
+    assert!(mock.requests().is_empty());
+}
