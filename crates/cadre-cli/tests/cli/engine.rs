@@ -95,6 +95,12 @@ impl Fleet {
         }
     }
 
+    /// A fleet whose workers share the folder `dir` (runs outside git work there).
+    async fn in_folder(model: &str, dir: &Path) -> Self {
+        let folder = dir.to_str().unwrap().to_owned();
+        Self::start(model, &["--workspace", &folder, "--allow-unsandboxed-bash"]).await
+    }
+
     /// `cadre run --engine restate` in `dir`, with `args` after the engine flags.
     async fn run(&self, dir: &Path, args: &[&str]) -> Output {
         let ingress = self.restate.ingress_url();
@@ -155,12 +161,7 @@ async fn a_fan_out_in_the_workers_folder_completes_on_both_replicas() {
     let dir = tempfile::tempdir().unwrap();
     let mock = MockServer::start().await;
     fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
-    let folder = dir.path().to_str().unwrap().to_owned();
-    let fleet = Fleet::start(
-        &mock.uri(),
-        &["--workspace", &folder, "--allow-unsandboxed-bash"],
-    )
-    .await;
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let out = fleet
         .run(
             dir.path(),
@@ -192,6 +193,13 @@ async fn a_fan_out_in_the_workers_folder_completes_on_both_replicas() {
         .all(|r| r.header("x-api-key") == Some("sk-worker-secret")));
     assert!(!out.stdout.contains("sk-worker-secret") && !out.stderr.contains("sk-worker-secret"));
     drop(fleet);
+}
+
+/// A gate holding each subagent's second request (the first after its tool ran).
+fn second_requests(mock: &MockServer) -> cadre_testkit::Gate {
+    mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
+        first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
+    })))
 }
 
 /// The id of the one run in `dir`'s run folder.
@@ -246,9 +254,7 @@ async fn kill_mid_fan_out(git: bool) {
         fan_out_routes(&mock, 8, "code", |i| format!("echo once >> log-{i}.txt"));
     }
     // Each subagent's second request waits here: by then its write is journaled.
-    let gate = mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
-        first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
-    })));
+    let gate = second_requests(&mock);
     let folder = dir.path().to_str().unwrap().to_owned();
     let extra: &[&str] = if git { &[] } else { &["--workspace", &folder] };
     let mut fleet = Fleet::start(&mock.uri(), extra).await;
@@ -508,15 +514,8 @@ async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
     let mock = MockServer::start().await;
     mock.allow_unused_replies();
     fan_out_routes(&mock, 2, "explore", |_| "echo looked".into());
-    let gate = mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
-        first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
-    })));
-    let folder = dir.path().to_str().unwrap().to_owned();
-    let fleet = Fleet::start(
-        &mock.uri(),
-        &["--workspace", &folder, "--allow-unsandboxed-bash"],
-    )
-    .await;
+    let gate = second_requests(&mock);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let home = tempfile::tempdir().unwrap();
     let client = spawn_client(
         dir.path(),
@@ -553,15 +552,8 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
     let dir = tempfile::tempdir().unwrap();
     let mock = MockServer::start().await;
     fan_out_routes(&mock, 2, "explore", |_| "echo looked".into());
-    let gate = mock.gate(Match::Custom(std::sync::Arc::new(|b: &Value| {
-        first_user(b).starts_with("PART-") && b["messages"].as_array().is_some_and(|m| m.len() >= 3)
-    })));
-    let folder = dir.path().to_str().unwrap().to_owned();
-    let fleet = Fleet::start(
-        &mock.uri(),
-        &["--workspace", &folder, "--allow-unsandboxed-bash"],
-    )
-    .await;
+    let gate = second_requests(&mock);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let home = tempfile::tempdir().unwrap();
     let mut client = spawn_client(
         dir.path(),
@@ -602,15 +594,10 @@ async fn the_runs_limits_hold_across_workers() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().to_str().unwrap().to_owned();
     // Slots: eight subagents on two workers, two model requests in flight at most.
     let mock = MockServer::start().await;
     fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
-    let fleet = Fleet::start(
-        &mock.uri(),
-        &["--workspace", &folder, "--allow-unsandboxed-bash"],
-    )
-    .await;
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     // Two subagents' requests must overlap once: the slots are two, not one.
     mock.hold_until_waiting(
         Match::FirstUserContains("PART-".into()),
@@ -639,11 +626,7 @@ async fn the_runs_limits_hold_across_workers() {
     let mock = MockServer::start().await;
     mock.allow_unused_replies();
     fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
-    let fleet = Fleet::start(
-        &mock.uri(),
-        &["--workspace", &folder, "--allow-unsandboxed-bash"],
-    )
-    .await;
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let out = fleet
         .run(
             dir.path(),
