@@ -473,35 +473,14 @@ impl WriterTree {
     /// Fails unless the folder is still this worktree, on its branch: an agent that removed
     /// its `.git` would otherwise have git look for a repository above it.
     async fn check_intact(&self) -> Result<(), WorkspaceError> {
-        let broken = |why: String| WorkspaceError::NotIntact {
-            path: self.path.clone(),
-            branch: self.branch.clone(),
-            why,
-        };
-        if !tokio::fs::try_exists(self.path.join(".git"))
-            .await
-            .unwrap_or(false)
-        {
-            return Err(broken("it has no .git".to_string()));
+        match cadre_tools::git::not_intact(&self.path, &self.branch).await {
+            None => Ok(()),
+            Some(why) => Err(WorkspaceError::NotIntact {
+                path: self.path.clone(),
+                branch: self.branch.clone(),
+                why,
+            }),
         }
-        let top = run(git(&self.path).args(["rev-parse", "--show-toplevel"]))
-            .await
-            .map_err(|e| broken(e.to_string()))?;
-        if !same_dir(Path::new(&top), &self.path) {
-            return Err(broken(format!("git finds the repository at {top}")));
-        }
-        let head = run(git(&self.path).args(["symbolic-ref", "-q", "HEAD"]))
-            .await
-            .unwrap_or_default();
-        if head != format!("refs/heads/{}", self.branch) {
-            let now = if head.is_empty() {
-                "a detached HEAD"
-            } else {
-                head.as_str()
-            };
-            return Err(broken(format!("it is on {now}")));
-        }
-        Ok(())
     }
 }
 

@@ -139,6 +139,51 @@ impl GitOutput {
     }
 }
 
+/// Why `path` is not a worktree of its own on `branch`, or `None` when it is. An agent that
+/// removed its `.git` would otherwise have git find a repository above it, and `add -A`
+/// would stage that one.
+pub async fn not_intact(path: &Path, branch: &str) -> Option<String> {
+    if !tokio::fs::try_exists(path.join(".git"))
+        .await
+        .unwrap_or(false)
+    {
+        return Some("it has no .git, so git would find the repository above it".to_string());
+    }
+    let top = match Git::new(path)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()
+        .await
+    {
+        Ok(out) if out.status.success() => out.stdout_trimmed(),
+        Ok(out) => return Some(out.failure_text()),
+        Err(e) => return Some(e.to_string()),
+    };
+    let same = match (Path::new(&top).canonicalize(), path.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        return Some(format!("git finds the repository at {top}"));
+    }
+    let head = match Git::new(path)
+        .args(["symbolic-ref", "-q", "HEAD"])
+        .output()
+        .await
+    {
+        Ok(out) if out.status.success() => out.stdout_trimmed(),
+        _ => String::new(),
+    };
+    if head != format!("refs/heads/{branch}") {
+        let now = if head.is_empty() {
+            "a detached HEAD"
+        } else {
+            head.as_str()
+        };
+        return Some(format!("it is on {now}"));
+    }
+    None
+}
+
 /// Whether `run_id` can be part of a branch name and of a folder name: ASCII letters,
 /// digits, `.`, `_` and `-`, not starting with `.` or `-`, no `..`, not ending in `.` or
 /// `.lock`.

@@ -290,37 +290,14 @@ impl Worktree {
     /// its `.git` would otherwise have git find the main repository above it, and `add -A`
     /// would stage the person's own checkout.
     async fn check_intact(&self) -> Result<(), WorktreeError> {
-        let broken = |why: String| WorktreeError::NotIntact {
-            path: self.path.clone(),
-            branch: self.branch.clone(),
-            why,
-        };
-        let top = Git::new(&self.path)
-            .args(["rev-parse", "--show-toplevel"])
-            .run()
-            .await
-            .map_err(|e| broken(e.to_string()))?;
-        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => false,
-        };
-        if !same(Path::new(&top), &self.path) {
-            return Err(broken(format!("git finds the repository at {top}")));
+        match crate::git::not_intact(&self.path, &self.branch).await {
+            None => Ok(()),
+            Some(why) => Err(WorktreeError::NotIntact {
+                path: self.path.clone(),
+                branch: self.branch.clone(),
+                why,
+            }),
         }
-        let head = Git::new(&self.path)
-            .args(["symbolic-ref", "-q", "HEAD"])
-            .run()
-            .await
-            .unwrap_or_default();
-        if head != format!("refs/heads/{}", self.branch) {
-            let now = if head.is_empty() {
-                "a detached HEAD"
-            } else {
-                head.as_str()
-            };
-            return Err(broken(format!("it is on {now}")));
-        }
-        Ok(())
     }
 
     /// Removes the worktree and its branch, whatever they hold.
