@@ -257,7 +257,7 @@ impl Driver<'_, '_> {
         let kept = self
             .ctx
             .run(|| async move {
-                tracing::info!(%agent, "model step {n} runs");
+                tracing::debug!(%agent, "model step {n} runs");
                 let step = work.await;
                 Ok(Json(KeptModel { worker, step }))
             })
