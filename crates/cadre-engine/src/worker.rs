@@ -207,6 +207,14 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()>,
 ) {
     use restate_sdk::prelude::*;
+    // Every call to the run's `CadreRun` object is a short HTTP/2 exchange, and the calls
+    // of one run go one after another: with Nagle's algorithm on, each response's last
+    // small write waits for Restate's delayed ACK (about 40 ms a call). The SDK's server
+    // does not set TCP_NODELAY on what it accepts; Linux gives accepted connections the
+    // listener's setting.
+    if let Err(e) = socket2::SockRef::from(&listener).set_tcp_nodelay(true) {
+        tracing::warn!("cannot set TCP_NODELAY on the worker's socket: {e}");
+    }
     // A step may run as long as the longest bash command or model stream: Restate must not
     // take a quiet invocation for a dead one before that.
     let patient = ServiceOptions::new()
