@@ -92,7 +92,7 @@ impl Ingress {
 
     /// The agents of run `run` that are running now.
     pub async fn roster(&self, run: &str) -> Result<Vec<Progress>, ClientError> {
-        let url = format!("{}/CadreRun/{run}/roster", self.base);
+        let url = format!("{}/CadreRoster/{run}/roster", self.base);
         self.json(&url, self.http.post(&url).timeout(Duration::from_secs(10)))
             .await
     }

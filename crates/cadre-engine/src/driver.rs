@@ -3,7 +3,7 @@
 //! asked, so the sequence of journal entries is a function of the journal itself.
 
 use crate::pump::{Ask, EffectKind};
-use crate::service::{CadreAgentClient, CadreRunClient};
+use crate::service::{CadreAgentClient, CadreRosterClient, CadreRunClient};
 use crate::wire::{Acquire, AgentCall, Grant, Progress};
 use crate::worker::{Checkpoints, Worker};
 use cadre_core::record::journal::{ModelStep, Outcome, Work};
@@ -66,7 +66,7 @@ pub(crate) async fn drive(
         worker: began_on,
         ..Progress::default()
     };
-    ctx.object_client::<CadreRunClient>(call.run.clone())
+    ctx.object_client::<CadreRosterClient>(call.run.clone())
         .progress(Json(line.clone()))
         .send();
     tracing::info!(
@@ -143,7 +143,7 @@ pub(crate) async fn drive(
         None => String::new(),
     };
     line.done = true;
-    ctx.object_client::<CadreRunClient>(call.run.clone())
+    ctx.object_client::<CadreRosterClient>(call.run.clone())
         .progress(Json(line))
         .send();
     Ok(Delegated {
@@ -297,7 +297,7 @@ impl Driver<'_, '_> {
             (!names.is_empty()).then(|| names.join(", "))
         });
         self.ctx
-            .object_client::<CadreRunClient>(run)
+            .object_client::<CadreRosterClient>(run)
             .progress(Json(line.clone()))
             .send();
         Outcome::Ran(kept.step)

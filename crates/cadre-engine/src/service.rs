@@ -1,6 +1,7 @@
-//! The Restate services a worker serves: `CadreAgent` runs one agent per invocation, and the
+//! The Restate services a worker serves: `CadreAgent` runs one agent per invocation; the
 //! `CadreRun` object (one per run id) holds what the whole tree shares — its model slots,
-//! its token budget, its roster and the primary invocation to cancel.
+//! its token budget and the primary invocation to cancel; the `CadreRoster` object (one per
+//! run id) holds the live roster.
 
 use crate::driver;
 use crate::wire::{Acquire, AgentCall, Grant, Progress};
@@ -108,6 +109,22 @@ impl CadreRun {
         Ok(())
     }
 
+    /// Tokens the whole tree has used so far.
+    #[handler]
+    async fn tokens(&self, ctx: SharedObjectContext<'_>) -> Result<u64, HandlerError> {
+        Ok(ctx
+            .get::<Json<Slots>>(SLOTS)
+            .await?
+            .map_or(0, |s| s.0.tokens))
+    }
+}
+
+/// The live roster of one run, keyed by the run id: a key of its own, so that progress
+/// never waits in line behind the run's slots.
+pub struct CadreRoster;
+
+#[restate_sdk::object]
+impl CadreRoster {
     /// Updates one agent's line of the roster (an ended one leaves it).
     #[handler]
     async fn progress(
@@ -141,14 +158,5 @@ impl CadreRun {
             .unwrap_or_default()
             .0;
         Ok(Json(roster.into_values().collect()))
-    }
-
-    /// Tokens the whole tree has used so far.
-    #[handler]
-    async fn tokens(&self, ctx: SharedObjectContext<'_>) -> Result<u64, HandlerError> {
-        Ok(ctx
-            .get::<Json<Slots>>(SLOTS)
-            .await?
-            .map_or(0, |s| s.0.tokens))
     }
 }

@@ -227,6 +227,7 @@ pub async fn serve(
                 .options(patient),
         )
         .bind(crate::service::CadreRun)
+        .bind(crate::service::CadreRoster)
         .build();
     HttpServer::new(endpoint)
         .serve_with_cancel(listener, stop)
