@@ -3,6 +3,9 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+use crate::worker_cmd::whole;
+pub use crate::worker_cmd::{Provider, WorkerCmd};
+
 /// cadre — a multi-agent orchestrator for coding work.
 #[derive(Debug, Parser)]
 #[command(name = "cadre", version, about, long_about = None)]
@@ -233,15 +236,6 @@ pub struct AgentsDirArg {
     pub agents_dir: Vec<std::path::PathBuf>,
 }
 
-/// Which model API to talk to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Provider {
-    /// The Anthropic Messages API.
-    Anthropic,
-    /// An OpenAI-compatible Chat Completions server.
-    Openai,
-}
-
 /// How the result is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -299,53 +293,6 @@ pub struct ResumeCmd {
     /// The model, limits and the rest, as for `cadre run`.
     #[command(flatten)]
     pub args: RunArgs,
-}
-
-/// `cadre worker`.
-#[derive(Debug, Args)]
-pub struct WorkerCmd {
-    /// Where to serve the agent services (HTTP/2 without TLS, as Restate calls services);
-    /// port 0 picks a free one. The address it listens on is printed on stdout.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9080")]
-    pub listen: std::net::SocketAddr,
-    /// This worker's name in the live roster [default: the host name and the port].
-    #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
-    /// The folder agents work in for runs that name no repository (every worker on one
-    /// machine sharing it).
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Where clones of runs' repositories are kept [default: $CADRE_CACHE, else
-    /// ~/.cache/cadre].
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
-    /// Register this worker with the Restate server whose admin API is at URL
-    /// (`http://127.0.0.1:9070`) once it listens. Behind a load balancer, register the
-    /// balancer instead: `restate deployments register http://BALANCER/`.
-    #[arg(long, value_name = "URL")]
-    pub register: Option<String>,
-    /// Which API to talk to: `anthropic` or `openai` (as for `cadre run`).
-    #[arg(long, env = "CADRE_PROVIDER", value_enum, default_value_t = Provider::Anthropic)]
-    pub provider: Provider,
-    /// Base URL of the API [default: $ANTHROPIC_BASE_URL or https://api.anthropic.com;
-    /// with --provider openai: $OPENAI_BASE_URL or https://api.openai.com/v1].
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// How many times a transient API failure is retried.
-    #[arg(long, default_value_t = 4, value_name = "N", value_parser = whole::<u32>(0, Some(100)), allow_negative_numbers = true)]
-    pub max_retries: u32,
-    /// How long a model request may wait for a byte of its answer, in seconds.
-    #[arg(long, default_value_t = cadre_model::HttpOptions::default().idle_timeout.as_secs(), value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
-    pub request_timeout: u64,
-    /// The `anthropic-version` header to send.
-    #[arg(long, default_value = "2026-10-21")]
-    pub api_version: String,
-    /// Timeout of a `bash` call when the model gives none, in seconds.
-    #[arg(long, default_value_t = 120, value_name = "SECS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
-    pub bash_timeout: u64,
-    /// Let read-only agents run `bash` without the Landlock sandbox.
-    #[arg(long)]
-    pub allow_unsandboxed_bash: bool,
 }
 
 /// Where a run's agents run.
@@ -480,28 +427,6 @@ pub struct RunArgs {
     /// (repeatable).
     #[arg(long = "deny", value_name = "RULE", value_parser = parse_rule)]
     pub deny: Vec<String>,
-}
-
-/// A parser of whole numbers from `min` (up to `max`) whose error names the valid range.
-fn whole<T>(min: u64, max: Option<u64>) -> impl Fn(&str) -> Result<T, String> + Clone
-where
-    T: TryFrom<u64>,
-{
-    move |s: &str| {
-        let range = match max {
-            Some(max) => format!("the valid range is {min}..={max}"),
-            None => format!("the valid range is {min}.. ({min} or more)"),
-        };
-        let n: u64 = s
-            .trim()
-            .replace('_', "")
-            .parse()
-            .map_err(|_| format!("expected a whole number; {range}"))?;
-        if n < min || max.is_some_and(|max| n > max) {
-            return Err(format!("{n} is out of range; {range}"));
-        }
-        T::try_from(n).map_err(|_| format!("{n} is too large; {range}"))
-    }
 }
 
 fn parse_permission_mode(s: &str) -> Result<cadre_core::PermissionMode, String> {

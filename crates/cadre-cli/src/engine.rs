@@ -2,21 +2,18 @@
 //! server, followed from here with the same live roster, usage table and exit codes.
 
 use crate::agents::load_registry_from;
-use crate::args::{RunArgs, WorkerCmd};
+use crate::args::RunArgs;
 use crate::display::Display;
 use crate::exit::{Code, ConfigError};
-use crate::run::{live_model, model_id, print_problems, require_dirs, user_home, ModelOptions};
+use crate::run::{model_id, print_problems, require_dirs, user_home};
 use anyhow::Result;
 use cadre_core::record::transcript::{new_run_id, RunDir};
 use cadre_core::{AgentOutcome, DelegatedCall, Event, RosterEntry, RunSummary, UsageReport};
 use cadre_engine::client::Ingress;
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
-use cadre_engine::Worker;
-use cadre_tools::{SandboxMode, ToolLimits};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What `cadre run --engine restate` leaves in the run folder: how to find the run again.
@@ -31,68 +28,6 @@ struct EngineRun {
     agent: String,
     model: String,
     task: String,
-}
-
-/// `cadre worker`: serves the agent services until Ctrl-C or SIGTERM.
-pub async fn worker(cmd: WorkerCmd) -> Result<Code> {
-    let model = live_model(&ModelOptions {
-        provider: cmd.provider,
-        base_url: cmd.base_url.as_deref(),
-        api_version: &cmd.api_version,
-        max_retries: cmd.max_retries,
-        request_timeout: cmd.request_timeout,
-    })?;
-    let listener = tokio::net::TcpListener::bind(cmd.listen)
-        .await
-        .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", cmd.listen)))?;
-    let addr = listener.local_addr()?;
-    let name = cmd.name.unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        format!("{}:{}", host.trim(), addr.port())
-    });
-    let mut worker = Worker::new(&name, model).tool_limits(ToolLimits {
-        bash_timeout: Duration::from_secs(cmd.bash_timeout),
-        ..ToolLimits::default()
-    });
-    if cmd.allow_unsandboxed_bash {
-        worker = worker.sandbox(SandboxMode::Unsandboxed);
-    }
-    if let Some(dir) = cmd.workspace {
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| ConfigError(format!("cannot use --workspace {}: {e}", dir.display())))?;
-        worker = worker.workspace(dir);
-    }
-    if let Some(dir) = cmd.cache_dir {
-        worker = worker.cache_dir(dir);
-    }
-    outln!("cadre worker {name} listening on http://{addr}/");
-    let serving = tokio::spawn(cadre_engine::serve(Arc::new(worker), listener, stopped()));
-    if let Some(admin) = &cmd.register {
-        Ingress::register(admin, &format!("http://{addr}/"))
-            .await
-            .map_err(|e| ConfigError(format!("could not register with {admin}: {e}")))?;
-        errln!("cadre: registered http://{addr}/ with {admin}");
-    }
-    let _ = serving.await;
-    Ok(Code::Done)
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn stopped() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let terminated = async {
-        match term.as_mut() {
-            Some(t) => {
-                t.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminated => {}
-    }
 }
 
 /// `cadre run --engine restate TASK`: submits the run and follows it to its end.

@@ -1,36 +1,7 @@
 //! The `cadre` command.
 
-/// `println!` that ignores a closed pipe (`cadre … | head` must not crash).
-macro_rules! outln {
-    () => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout());
-    }};
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// `print!` that ignores a closed pipe.
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// `eprintln!` that ignores a closed pipe (`cadre … 2>&1 | head` must not crash either).
-macro_rules! errln {
-    () => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr());
-    }};
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+#[macro_use]
+mod macros;
 
 mod agents;
 mod approve;
@@ -41,6 +12,7 @@ mod doctor;
 mod engine;
 mod exit;
 mod interactive;
+mod logging;
 mod mcp;
 mod project;
 mod run;
@@ -49,15 +21,15 @@ mod runs_html;
 mod sessions;
 mod settings;
 mod skills;
+mod worker_cmd;
 
 use args::{Cli, Command};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use std::process::ExitCode;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = parse(Cli::command().get_matches()).unwrap_or_else(|e| e.exit());
-    init_logging(cli.verbose, cli.quiet);
+    logging::init_logging(cli.verbose, cli.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -99,7 +71,10 @@ fn main() -> ExitCode {
                 Ok(root) => mcp::mcp(cmd, &root).await,
                 Err(e) => Err(e),
             },
-            Command::Worker(cmd) => engine::worker(*cmd).await,
+            Command::Worker(mut cmd) => {
+                cmd.verbose = cli.verbose;
+                exec_worker(&cmd)
+            }
             Command::Completions { shell } => Ok(completions(shell)),
         }
     });
@@ -162,22 +137,21 @@ fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
     Ok(cli)
 }
 
-fn init_logging(verbose: u8, quiet: bool) {
-    let default = match (quiet, verbose) {
-        (true, _) => "error",
-        // Retries and a cassette's cut-off last line are already told in plain words; the
-        // log repeats them only with -v.
-        (false, 0) => "warn,cadre_model::retry=error,cadre_model::cassette=error",
-        (false, 1) => "info",
-        _ => "debug",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        // A closed stderr must not turn a log line into a panic.
-        .log_internal_errors(false)
-        .init();
+/// `cadre worker`: hands the parsed options to the `cadre-worker` program beside this one,
+/// which takes this process's place (the same pid, signals and output).
+fn exec_worker(cmd: &args::WorkerCmd) -> anyhow::Result<exit::Code> {
+    use std::os::unix::process::CommandExt;
+    let program = std::env::current_exe()?.with_file_name("cadre-worker");
+    if !program.is_file() {
+        return Err(exit::ConfigError(format!(
+            "`cadre worker` runs the cadre-worker program, and there is none at {} (`cargo install --path crates/cadre-cli` installs both)",
+            program.display()
+        ))
+        .into());
+    }
+    let options = serde_json::to_string(cmd)?;
+    let err = std::process::Command::new(&program)
+        .env(worker_cmd::OPTIONS_ENV, options)
+        .exec();
+    Err(exit::ConfigError(format!("cannot run {}: {err}", program.display())).into())
 }

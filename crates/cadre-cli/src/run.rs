@@ -1,16 +1,15 @@
 //! `cadre run`: the primary agent on one task, with every subagent it delegates to.
 
 use crate::agents::load_registry_from;
-use crate::args::{Provider, ResumeCmd, RunArgs, RunCmd};
+use crate::args::{ResumeCmd, RunArgs, RunCmd};
 use crate::display::Display;
 use crate::exit::{Code, ConfigError};
 use crate::skills::load_skills_from;
+use crate::worker_cmd::Provider;
+pub use crate::worker_cmd::{live_model, ModelOptions};
 use anyhow::Result;
 use cadre_core::{Limits, Orchestrator, RunError, StopKind};
-use cadre_model::{
-    resolve_model_alias, AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel,
-    RecordingModel, ReplayModel,
-};
+use cadre_model::{resolve_model_alias, Model, RecordingModel, ReplayModel};
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use futures::StreamExt;
 use std::path::PathBuf;
@@ -18,13 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-const NO_KEY: &str =
-    "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
-then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
-`ANTHROPIC_API_KEY=sk-ant-... cadre run \"TASK\"`). To use a compatible server instead, \
-also set ANTHROPIC_BASE_URL. Without a key: `--provider openai --model NAME` talks to a local \
-server such as Ollama, and `--replay FILE` replays a recorded run offline.";
 
 /// Prints each problem met loading agent types or skills on stderr, once: a warning says
 /// what was repaired, an error that the file was skipped.
@@ -573,53 +565,6 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
         }
         None => Ok((live, None)),
     }
-}
-
-/// How to reach the model API (the key and base URL come from the environment).
-pub struct ModelOptions<'a> {
-    /// Which API.
-    pub provider: Provider,
-    /// `--base-url`, overriding the environment's.
-    pub base_url: Option<&'a str>,
-    /// The `anthropic-version` header.
-    pub api_version: &'a str,
-    /// Retries of transient failures.
-    pub max_retries: u32,
-    /// Seconds a request may wait for a byte of its answer.
-    pub request_timeout: u64,
-}
-
-/// A live client of the model API; fails, in plain words, without the key it needs.
-pub fn live_model(options: &ModelOptions<'_>) -> Result<Arc<dyn Model>> {
-    Ok(match options.provider {
-        Provider::Anthropic => {
-            // The key and base URL are read in one place, the provider's own.
-            let mut config = AnthropicConfig::from_env().map_err(|_| ConfigError(NO_KEY.into()))?;
-            if let Some(url) = options.base_url {
-                url.clone_into(&mut config.base_url);
-            }
-            options.api_version.clone_into(&mut config.version);
-            config.http.retry.max_retries = options.max_retries;
-            config.http.idle_timeout = Duration::from_secs(options.request_timeout);
-            Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
-        }
-        Provider::Openai => {
-            // Local servers (Ollama, llama.cpp) need no key; hosted ones read OPENAI_API_KEY.
-            let mut config = OpenAiConfig::from_env();
-            if let Some(url) = options.base_url {
-                url.clone_into(&mut config.base_url);
-            }
-            if !config.has_api_key() && config.base_url.contains("api.openai.com") {
-                return Err(ConfigError(
-                    "OPENAI_API_KEY is not set. Set it for api.openai.com, or point OPENAI_BASE_URL (or --base-url) at a local server such as http://localhost:11434/v1 (Ollama), which needs no key.".into(),
-                )
-                .into());
-            }
-            config.http.retry.max_retries = options.max_retries;
-            config.http.idle_timeout = Duration::from_secs(options.request_timeout);
-            Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
-        }
-    })
 }
 
 /// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C cancels `quit`, and the run is
