@@ -175,44 +175,22 @@ async fn workspace_ref(
 
 /// Runs git in `dir`; its trimmed stdout, or its stderr as the error.
 async fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = tokio::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
+    let out = cadre_tools::git::Git::new(dir)
+        .args(args.iter().copied())
         .output()
         .await
         .map_err(|e| ConfigError(format!("cannot run git: {e}")))?;
     if !out.status.success() {
-        return Err(ConfigError(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-        .into());
+        return Err(ConfigError(format!("{}: {}", out.command, out.failure_text())).into());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    Ok(out.stdout_trimmed())
 }
 
 /// The engine run in `root`'s run folder `id` (or a unique prefix of it), if it is one.
 pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
-    let runs = root.join(".cadre").join("runs");
-    let exact = runs.join(id);
-    if exact.join(ENGINE_FILE).is_file() {
-        return Some(exact);
-    }
-    let matching: Vec<PathBuf> = std::fs::read_dir(&runs)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(id))
-                && p.join(ENGINE_FILE).is_file()
-        })
-        .collect();
-    match <[PathBuf; 1]>::try_from(matching) {
-        Ok([one]) => Some(one),
-        Err(_) => None,
-    }
+    crate::sessions::find(root, id)
+        .ok()
+        .filter(|dir| dir.join(ENGINE_FILE).is_file())
 }
 
 /// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
@@ -253,7 +231,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
             }
         })
     };
-    let _stop_poller = AbortOnDrop(poller);
+    let _stop_poller = tokio_util::task::AbortOnDropHandle::new(poller);
     let attach = ingress.attach(&meta.invocation);
     tokio::pin!(attach);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
@@ -356,13 +334,4 @@ fn entries(
             }
         })
         .collect()
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

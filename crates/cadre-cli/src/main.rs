@@ -20,6 +20,7 @@ mod runs;
 mod runs_html;
 mod sessions;
 mod settings;
+mod signals;
 mod skills;
 mod worker_cmd;
 

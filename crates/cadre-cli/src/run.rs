@@ -571,16 +571,7 @@ fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
 /// given up at once (its agents' commands killed, what can be written written).
 fn spawn_signal_watch(cancel: CancellationToken, quit: CancellationToken) {
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let terminated = async {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
+        let terminated = crate::signals::sigterm();
         let by = tokio::select! {
             _ = tokio::signal::ctrl_c() => "Ctrl-C; Ctrl-C again quits at once",
             () = terminated => "SIGTERM; Ctrl-C quits at once",

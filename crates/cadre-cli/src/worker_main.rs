@@ -6,6 +6,7 @@
 mod macros;
 mod exit;
 mod logging;
+mod signals;
 mod worker_cmd;
 
 use anyhow::Result;
@@ -115,17 +116,8 @@ pub async fn worker(cmd: WorkerCmd) -> Result<Code> {
 
 /// Resolves on Ctrl-C or SIGTERM.
 async fn stopped() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let terminated = async {
-        match term.as_mut() {
-            Some(t) => {
-                t.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
-        () = terminated => {}
+        () = signals::sigterm() => {}
     }
 }

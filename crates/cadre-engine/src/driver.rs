@@ -106,7 +106,7 @@ pub(crate) async fn drive(
             Some(ask) = asks.recv() => match ask {
                 Ask::Call { call: child, reply } => {
                     if driver.cancelled {
-                        let _ = reply.send(stopped(StopKind::Cancelled));
+                        let _ = reply.send(Delegated::stopped(StopKind::Cancelled));
                         continue;
                     }
                     let input = driver.child_call(*child);
@@ -122,8 +122,8 @@ pub(crate) async fn drive(
                 Ok(Some((i, result))) => {
                     let report = match result {
                         Ok(Json(report)) => report,
-                        Err(e) if e.code() == CANCELLED => stopped(StopKind::Cancelled),
-                        Err(e) => stopped(StopKind::ModelError(format!("the subagent failed: {}", e.message()))),
+                        Err(e) if e.code() == CANCELLED => Delegated::stopped(StopKind::Cancelled),
+                        Err(e) => Delegated::stopped(StopKind::ModelError(format!("the subagent failed: {}", e.message()))),
                     };
                     if let Some(reply) = waiting.get_mut(i).and_then(Option::take) {
                         let _ = reply.send(report);
@@ -152,16 +152,6 @@ pub(crate) async fn drive(
         report,
         records,
     })
-}
-
-/// What a `Task` call gets when its subagent never ran to the end.
-fn stopped(stop: StopKind) -> Delegated {
-    Delegated {
-        stop,
-        text: String::new(),
-        report: String::new(),
-        records: Vec::new(),
-    }
 }
 
 /// The state of one invocation's driver.

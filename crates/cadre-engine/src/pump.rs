@@ -95,12 +95,7 @@ impl Journal for Pump {
 impl Delegate for Pump {
     async fn run(&self, call: DelegatedCall) -> Delegated {
         let (reply, answer) = oneshot::channel();
-        let lost = || Delegated {
-            stop: StopKind::Cancelled,
-            text: String::new(),
-            report: String::new(),
-            records: Vec::new(),
-        };
+        let lost = || Delegated::stopped(StopKind::Cancelled);
         if self
             .tx
             .send(Ask::Call {

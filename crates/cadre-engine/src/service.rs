@@ -40,6 +40,15 @@ struct Slots {
     tokens: u64,
 }
 
+impl Slots {
+    /// A slot handed out now, under the token budget `budget`.
+    fn grant(&self, budget: Option<u64>) -> Grant {
+        Grant {
+            exhausted: budget.is_some_and(|b| self.tokens >= b),
+        }
+    }
+}
+
 const SLOTS: &str = "slots";
 const ROSTER: &str = "roster";
 const ROOT: &str = "root";
@@ -80,10 +89,7 @@ impl CadreRun {
         let mut slots = ctx.get::<Json<Slots>>(SLOTS).await?.unwrap_or_default().0;
         if slots.used < ask.max_parallel.max(1) {
             slots.used += 1;
-            let grant = Grant {
-                exhausted: ask.budget_tokens.is_some_and(|b| slots.tokens >= b),
-            };
-            ctx.resolve_awakeable(&ask.awakeable, Json(grant));
+            ctx.resolve_awakeable(&ask.awakeable, Json(slots.grant(ask.budget_tokens)));
         } else {
             slots.queue.push_back((ask.awakeable, ask.budget_tokens));
         }
@@ -98,10 +104,7 @@ impl CadreRun {
         slots.tokens = slots.tokens.saturating_add(tokens);
         match slots.queue.pop_front() {
             Some((awakeable, budget)) => {
-                let grant = Grant {
-                    exhausted: budget.is_some_and(|b| slots.tokens >= b),
-                };
-                ctx.resolve_awakeable(&awakeable, Json(grant));
+                ctx.resolve_awakeable(&awakeable, Json(slots.grant(budget)));
             }
             None => slots.used = slots.used.saturating_sub(1),
         }

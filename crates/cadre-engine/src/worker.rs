@@ -56,7 +56,7 @@ pub struct Worker {
     model: Arc<dyn Model>,
     workspace: Option<PathBuf>,
     /// Where repositories named by runs are cloned.
-    pub(crate) cache: crate::workspace::CloneCache,
+    cache: crate::workspace::CloneCache,
     sandbox: SandboxMode,
     tool_limits: ToolLimits,
     attempts: AtomicU64,

@@ -47,3 +47,15 @@ pub struct Delegated {
     #[serde(default)]
     pub records: Vec<AgentRecord>,
 }
+
+impl Delegated {
+    /// A subagent that never ran to its end: it stopped with `stop`, with nothing to show.
+    pub fn stopped(stop: StopKind) -> Self {
+        Self {
+            stop,
+            text: String::new(),
+            report: String::new(),
+            records: Vec::new(),
+        }
+    }
+}
