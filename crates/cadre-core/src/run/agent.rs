@@ -7,7 +7,7 @@ use crate::run::budget::Budget;
 use crate::run::context;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
-use crate::run::rebuild::{final_text, PendingTurn, Rebuilt};
+use crate::run::state::{final_text, PendingTurn, Rebuilt};
 use crate::run::toolset::ToolSet;
 use cadre_model::{
     ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,

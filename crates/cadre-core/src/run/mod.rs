@@ -13,7 +13,7 @@ pub mod orchestrator;
 pub mod outcome;
 pub mod permissions;
 pub mod prompt;
-pub mod rebuild;
+pub mod state;
 pub mod skill_tool;
 pub mod task;
 pub mod toolset;

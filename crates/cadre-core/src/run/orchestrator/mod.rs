@@ -17,7 +17,7 @@ use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::Permissions;
 use crate::run::prompt;
-use crate::run::rebuild::Rebuilt;
+use crate::run::state::Rebuilt;
 use crate::run::skill_tool::SkillTool;
 use crate::run::task::TaskTool;
 use crate::run::toolset::ToolSet;
