@@ -6,12 +6,11 @@ use crate::pump::{Ask, EffectKind};
 use crate::service::{CadreAgentClient, CadreRosterClient, CadreRunClient};
 use crate::wire::{Acquire, AgentCall, Grant, Progress};
 use crate::worker::{Checkpoints, Worker};
-use cadre_core::record::journal::{ModelStep, Outcome, Work};
+use cadre_core::record::journal::{Done, ModelStep, Outcome, Work};
 use cadre_core::{Delegated, DelegatedCall, StopKind};
 use cadre_tools::Finished;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -21,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Serialize, Deserialize)]
 struct KeptModel {
     worker: String,
-    step: Value,
+    step: Done,
 }
 
 /// A tool step as journaled.
@@ -30,7 +29,7 @@ struct KeptModel {
 enum KeptTool {
     /// It ran: its output, and the checkpoint of the writer's tree after it.
     Ran {
-        output: Value,
+        output: Box<Done>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         checkpoint: Option<String>,
     },
@@ -260,8 +259,8 @@ impl Driver<'_, '_> {
                 return self.failed(&e);
             }
         };
-        let response = match serde_json::from_value::<ModelStep>(kept.step.clone()) {
-            Ok(ModelStep::Response(r)) => Some(r),
+        let response = match &kept.step {
+            Done::Model(ModelStep::Response(r)) => Some(r),
             _ => None,
         };
         let tokens = response.as_ref().map_or(0, |r| r.usage.total());
@@ -329,7 +328,10 @@ impl Driver<'_, '_> {
                     Some(tree) if changing => Some(tree.checkpoint(&message).await?),
                     _ => None,
                 };
-                Ok(Json(KeptTool::Ran { output, checkpoint }))
+                Ok(Json(KeptTool::Ran {
+                    output: Box::new(output),
+                    checkpoint,
+                }))
             })
             .name(format!("tool {name} {id}"))
             .await;
@@ -338,7 +340,7 @@ impl Driver<'_, '_> {
                 if checkpoint.is_some() {
                     self.checkpoint = checkpoint;
                 }
-                Outcome::Ran(output)
+                Outcome::Ran(*output)
             }
             Ok(Json(KeptTool::Interrupted)) => Outcome::Interrupted,
             Err(e) => self.failed(&e),

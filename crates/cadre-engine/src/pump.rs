@@ -3,7 +3,9 @@
 //! context (two context futures may never be polled at once).
 
 use async_trait::async_trait;
-use cadre_core::record::journal::{Effect, Journal, JournalError, Outcome, Step, Work};
+use cadre_core::record::journal::{run_here, Effect, Journal, JournalError, Outcome, Step, Work};
+use cadre_tools::Rerun;
+use tokio_util::sync::CancellationToken;
 use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
 use tokio::sync::{mpsc, oneshot};
 
@@ -68,17 +70,25 @@ impl Journal for Pump {
         Ok(Vec::new())
     }
 
-    fn runs_effects(&self) -> bool {
-        true
-    }
-
-    async fn once(&self, _agent: &str, effect: Effect<'_>, work: Work) -> Outcome {
+    async fn once(
+        &self,
+        _agent: &str,
+        effect: Effect<'_>,
+        work: Work,
+        cancel: &CancellationToken,
+    ) -> Outcome {
         let kind = match effect {
             Effect::Model => EffectKind::Model,
-            Effect::Tool { id, name, changing } => EffectKind::Tool {
+            // A subagent is kept as a call to another agent, not as a step of this one: its
+            // tool runs here and asks the driver for the call.
+            Effect::Tool {
+                rerun: Rerun::Resumes,
+                ..
+            } => return run_here(effect, work, cancel).await,
+            Effect::Tool { id, name, rerun } => EffectKind::Tool {
                 id: id.to_owned(),
                 name: name.to_owned(),
-                changing,
+                changing: rerun == Rerun::Never,
             },
         };
         let (reply, answer) = oneshot::channel();

@@ -74,6 +74,20 @@ impl ToolOutput {
     }
 }
 
+/// What a resumed run may do with a tool call that a crash cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rerun {
+    /// Run it again: it only reads, so running it twice does no harm.
+    Repeat,
+    /// Never run it again: it may have changed something, so the model is told it was
+    /// interrupted and checks for itself.
+    Never,
+    /// Call it again: it keeps steps of its own (a subagent) and picks up where it was, so
+    /// it is never kept as one step of its caller.
+    Resumes,
+}
+
 /// Something an agent can do.
 #[async_trait]
 pub trait Tool: Send + Sync {
@@ -89,6 +103,15 @@ pub trait Tool: Send + Sync {
     /// read-only). A tool that only delegates, like `Task`, says yes although it is not.
     fn runs_concurrently(&self) -> bool {
         self.is_read_only()
+    }
+    /// What a resumed run may do with a call of it that a crash cut short (default: repeat
+    /// it when read-only, else report it as interrupted).
+    fn rerun(&self) -> Rerun {
+        if self.is_read_only() {
+            Rerun::Repeat
+        } else {
+            Rerun::Never
+        }
     }
     /// Runs it. Errors become `is_error` results for the model; they never crash the agent.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;

@@ -70,6 +70,14 @@ pub trait TypedTool: Send + Sync + 'static {
     fn runs_concurrently(&self) -> bool {
         self.is_read_only()
     }
+    /// What a resumed run may do with a call that a crash cut short (see [`Tool::rerun`]).
+    fn rerun(&self) -> crate::Rerun {
+        if self.is_read_only() {
+            crate::Rerun::Repeat
+        } else {
+            crate::Rerun::Never
+        }
+    }
     /// The input schema; the default derives it from [`Self::Input`]. Override it only to
     /// add what the type cannot know, such as a list of names known at run time.
     fn input_schema(&self) -> Value {
@@ -99,6 +107,10 @@ impl<T: TypedTool> Tool for T {
 
     fn runs_concurrently(&self) -> bool {
         TypedTool::runs_concurrently(self)
+    }
+
+    fn rerun(&self) -> crate::Rerun {
+        TypedTool::rerun(self)
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

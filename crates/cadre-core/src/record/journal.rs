@@ -11,6 +11,8 @@
 use crate::run::outcome::StopKind;
 use async_trait::async_trait;
 use cadre_model::{ContentBlock, Message, Response, Usage};
+use cadre_tools::{Rerun, ToolOutput};
+use tokio_util::sync::CancellationToken;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -87,6 +89,14 @@ pub enum Step {
         /// What compacting cost.
         usage: Usage,
     },
+    /// Old tool results were cleared to keep the next request inside the context window:
+    /// all but the newest `keep` user messages holding results have their output replaced.
+    Cleared {
+        /// The agent's path.
+        agent: String,
+        /// How many of the newest messages with tool results kept their output.
+        keep: usize,
+    },
     /// A new user message for an agent whose conversation had ended (a follow-up).
     UserMessage {
         /// The agent's path.
@@ -117,6 +127,7 @@ impl Step {
             | Self::ToolResult { agent, .. }
             | Self::UserMessage { agent, .. }
             | Self::Compacted { agent, .. }
+            | Self::Cleared { agent, .. }
             | Self::Finished { agent, .. } => Some(agent),
         }
     }
@@ -148,41 +159,69 @@ pub enum JournalError {
     Encode(#[from] serde_json::Error),
 }
 
-/// Where the steps of a run go and come back from.
+/// Where the steps of a run go and come back from, and how the loop's effects run.
 #[async_trait]
 pub trait Journal: Send + Sync {
     /// Appends `step`; when this returns, the step survives the process being killed.
     async fn append(&self, step: &Step) -> Result<(), JournalError>;
     /// Every step journaled for the agent at `agent` (the run header for `""`), in order.
     async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError>;
-    /// Whether this journal runs the loop's effects itself ([`Journal::once`]): a durable
-    /// engine that replays a run by running it again. The file journal does not: the loop
-    /// acts and appends, and a resume rebuilds the agent from the steps.
-    fn runs_effects(&self) -> bool {
-        false
-    }
-    /// Runs `work`, the effect `effect` of the agent at `agent`, as one durable step —
-    /// or hands back its journaled result without running it. Asked only when
-    /// [`Journal::runs_effects`] says so.
-    async fn once(&self, agent: &str, effect: Effect<'_>, work: Work) -> Outcome {
-        let _ = (agent, effect);
-        Outcome::Ran(work.await)
+    /// Runs `work`, the effect `effect` of the agent at `agent`. The default runs it here
+    /// and now (a model request gives way to `cancel`; a tool call stops by itself, within
+    /// its grace); a durable engine runs it as one durable step instead, or hands back
+    /// the result it kept without running it again.
+    async fn once(
+        &self,
+        agent: &str,
+        effect: Effect<'_>,
+        work: Work,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        let _ = agent;
+        run_here(effect, work, cancel).await
     }
 }
 
-/// An effect of the loop that a durable journal runs as one step.
+/// Runs an effect in this process: what a journal that keeps no effects does.
+pub async fn run_here(effect: Effect<'_>, work: Work, cancel: &CancellationToken) -> Outcome {
+    match effect {
+        Effect::Model => tokio::select! {
+            biased;
+            () = cancel.cancelled() => Outcome::Stopped(StopKind::Cancelled),
+            done = work => Outcome::Ran(done),
+        },
+        Effect::Tool { .. } => Outcome::Ran(work.await),
+    }
+}
+
+/// A journal that keeps nothing: an agent run without a run folder.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoJournal;
+
+#[async_trait]
+impl Journal for NoJournal {
+    async fn append(&self, _step: &Step) -> Result<(), JournalError> {
+        Ok(())
+    }
+
+    async fn steps(&self, _agent: &str) -> Result<Vec<Step>, JournalError> {
+        Ok(Vec::new())
+    }
+}
+
+/// An effect of the loop that a journal runs ([`Journal::once`]).
 #[derive(Debug, Clone, Copy)]
 pub enum Effect<'a> {
-    /// A model request (a compaction's request is one too); its value is a [`ModelStep`].
+    /// A model request (a compaction's request is one too); it gives an [`Done::Model`].
     Model,
-    /// A tool call.
+    /// A tool call; it gives a [`Done::Tool`].
     Tool {
         /// Its `tool_use` id.
         id: &'a str,
         /// The tool.
         name: &'a str,
-        /// Whether running it twice could do harm (it writes, or runs commands).
-        changing: bool,
+        /// What may be done with it after a crash: the tool's own say.
+        rerun: Rerun,
     },
 }
 
@@ -199,14 +238,24 @@ pub enum ModelStep {
     Error(String),
 }
 
-/// The work of one effect; its value is what the step keeps.
-pub type Work = futures::future::BoxFuture<'static, serde_json::Value>;
+/// What an effect gave: the value a durable step keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Done {
+    /// A model request's result.
+    Model(ModelStep),
+    /// A tool call's output.
+    Tool(ToolOutput),
+}
+
+/// The work of one effect.
+pub type Work = futures::future::BoxFuture<'static, Done>;
 
 /// What became of an effect handed to [`Journal::once`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// It ran, now or in an earlier attempt: its value.
-    Ran(serde_json::Value),
+    /// It ran, now or in an earlier attempt: what it gave.
+    Ran(Done),
     /// A changing tool had started in an attempt that died before its result was kept:
     /// it may or may not have taken effect, so it is not run again.
     Interrupted,

@@ -1,21 +1,20 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
 use crate::record::events::{millis, Event, EventHandler};
-use crate::record::journal::{Effect, Journal, ModelStep, Outcome, Step, Work};
+use crate::record::journal::{Done, Effect, Journal, ModelStep, NoJournal, Outcome, Step, Work};
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
-use crate::run::state::{final_text, PendingTurn, Rebuilt};
+use crate::run::state::{final_text, Added, AgentState, Next};
 use crate::run::toolset::ToolSet;
 use cadre_model::{
-    ContentBlock, Message, Model, ModelError, ModelEvent, Request, RequestOrigin, Response, Role,
-    StopReason, SystemBlock, ToolUseBlock, Usage,
+    ContentBlock, Message, Model, ModelEvent, Request, RequestOrigin, Response, Role, SystemBlock,
+    ToolUseBlock,
 };
-use cadre_tools::ToolContext;
+use cadre_tools::{Rerun, ToolContext, ToolOutput};
 use futures::future::join_all;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Semaphore;
@@ -77,185 +76,98 @@ pub trait Inbox: Send + Sync {
     async fn undelivered(&self) -> Option<Vec<ContentBlock>>;
 }
 
-/// Where a loop stands: the conversation and what it has used so far.
-struct Progress {
-    history: Vec<Message>,
-    turns: u32,
-    tool_calls: u32,
-    usage: Usage,
-}
-
 impl Agent {
     /// Runs the loop from `history` (normally one user message) until the agent stops.
     pub async fn run(&self, history: Vec<Message>) -> AgentOutcome {
         history.iter().for_each(|m| self.log(m));
-        self.drive(Progress {
-            history,
-            turns: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-        })
-        .await
+        let state = AgentState::new(&self.config.agent_type, "", history);
+        self.drive(state).await
     }
 
-    /// Carries on an agent rebuilt from its journal: a finished one returns its outcome at
-    /// once; an unanswered tool turn is completed first — calls with a journaled result
-    /// keep it, read-only ones run again, and a changing call that had started is reported
-    /// to the model as interrupted rather than repeated.
-    pub async fn resume(&self, rebuilt: Rebuilt) -> AgentOutcome {
-        let Rebuilt {
-            mut history,
-            turns,
-            tool_calls,
-            mut usage,
-            pending,
-            finished,
-            last_input,
-            ..
-        } = rebuilt;
-        history.iter().for_each(|m| self.log(m));
-        if let Some((stop, text)) = finished {
-            return AgentOutcome {
-                text,
-                stop,
-                turns,
-                tool_calls,
-                usage,
-                history,
-            };
-        }
-        if let Some(turn) = pending {
-            let results = self.finish_turn(turn).await;
-            history.push(Message::new(Role::User, results));
-            self.log(&history[history.len() - 1]);
-        }
+    /// Carries on an agent rebuilt from its journal. It goes through the same loop as a
+    /// fresh one: a finished agent returns its outcome at once, and an unanswered tool turn
+    /// is answered first — calls with a journaled result keep it, read-only ones run again,
+    /// and a changing call that had started is reported to the model as interrupted rather
+    /// than repeated.
+    pub async fn resume(&self, mut state: AgentState) -> AgentOutcome {
+        state.history.iter().for_each(|m| self.log(m));
         // A conversation already past the threshold is compacted before it goes on, so the
         // first request of a continued or resumed run does not carry the whole of it again.
-        if self
-            .config
-            .compact_at
-            .is_some_and(|at| last_input >= at.min(self.summarise_at()))
-        {
-            match self.compact(&history).await {
-                Ok((compacted, used)) => {
-                    history = compacted;
-                    usage.add(&used);
+        let past = |at: u64| state.last_input >= at.min(self.summarise_at());
+        if state.finished.is_none() && state.pending.is_none() && self.config.compact_at.is_some_and(past) {
+            match self.compact(&state.history).await {
+                Ok(compacted) => {
+                    let step = self.compacted(compacted);
+                    self.record(&mut state, step).await;
                 }
                 Err(e) => {
                     tracing::warn!(agent = %self.config.path, "could not compact before going on: {e}")
                 }
             }
         }
-        self.drive(Progress {
-            history,
-            turns,
-            tool_calls,
-            usage,
-        })
-        .await
+        self.drive(state).await
     }
 
-    /// The loop itself.
-    async fn drive(&self, progress: Progress) -> AgentOutcome {
+    /// The loop itself: ask what the state says comes next, do it, journal the step and
+    /// fold it into the state.
+    async fn drive(&self, mut state: AgentState) -> AgentOutcome {
         let started = Instant::now();
-        let Progress {
-            mut history,
-            mut turns,
-            mut tool_calls,
-            mut usage,
-        } = progress;
         // Set once a request refused as too long was answered by compacting, so a second
         // refusal stops the loop instead of compacting forever.
         let mut compacted_for_length = false;
         let stop = loop {
-            if let Some(stop) = self.should_stop(turns) {
-                break stop;
-            }
-            turns += 1;
-            self.emit(Event::Turn {
-                agent: self.config.path.clone(),
-                turn: turns,
-            });
-            let response = match self.send(&history).await {
-                Ok(r) => r,
-                Err(Failed::TooLong(why)) => {
-                    match self.mend_length(&history, &why, compacted_for_length).await {
-                        Some((compacted, used)) => {
-                            history = compacted;
-                            usage.add(&used);
-                            compacted_for_length = true;
-                            // The refused request is sent again: it was no turn.
-                            turns -= 1;
-                            continue;
-                        }
-                        None => break StopKind::ContextWindowExceeded,
+            match state.next() {
+                // Work this agent left running reports before it ends.
+                Next::End(StopKind::Done) => match self.collect_inbox().await {
+                    Some(message) => {
+                        let step = Step::UserMessage { agent: self.config.path.clone(), message };
+                        self.record(&mut state, step).await;
+                    }
+                    None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
+                    None => break StopKind::Done,
+                },
+                Next::End(stop) => break stop,
+                Next::Answer => {
+                    for step in self.answer(&state).await {
+                        self.apply(&mut state, step);
                     }
                 }
-                Err(Failed::Stop(stop)) => break stop,
-            };
-            compacted_for_length = false;
-            // Journaled before anything acts on it: a resumed run never asks for it again.
-            self.journal(Step::Response {
-                agent: self.config.path.clone(),
-                response: response.clone(),
-            })
-            .await;
-            usage.add(&response.usage);
-            self.budget.charge(&response.usage);
-            self.emit(Event::Usage {
-                agent: self.config.path.clone(),
-                usage: response.usage,
-            });
-            if response
-                .content
-                .iter()
-                .any(|b| matches!(b, ContentBlock::Compaction(_)))
-            {
-                self.emit(Event::Compacted {
-                    agent: self.config.path.clone(),
-                    by: "server".into(),
-                    usage: response.usage.compaction,
-                });
-            }
-            let message = sanitized(&response);
-            self.log(&message);
-            match history.last_mut() {
-                // Continuing a paused turn: the new blocks belong to the same assistant turn.
-                Some(last) if last.role == Role::Assistant => last.content.extend(message.content),
-                _ => history.push(message),
-            }
-            let reason = response.stop_reason.clone().unwrap_or(StopReason::EndTurn);
-            let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
-            // A tool_use stop without calls has nothing to answer: it ends the turn.
-            let stop = match terminal(&reason) {
-                None if reason == StopReason::ToolUse && calls.is_empty() => Some(StopKind::Done),
-                other => other,
-            };
-            if let Some(stop) = stop {
-                if stop == StopKind::Done {
-                    if let Some(results) = self.collect_inbox().await {
-                        history.push(results);
-                        self.log(&history[history.len() - 1]);
+                Next::Ask => {
+                    if let Some(stop) = self.should_stop(state.turns) {
+                        break stop;
+                    }
+                    if let Some(step) = self.make_room(&state).await {
+                        self.record(&mut state, step).await;
                         continue;
                     }
-                    if self.ctx.cancel.is_cancelled() {
-                        break StopKind::Cancelled;
+                    self.emit(Event::Turn {
+                        agent: self.config.path.clone(),
+                        turn: state.turns + 1,
+                    });
+                    match self.send(&state.history).await {
+                        Ok(response) => {
+                            compacted_for_length = false;
+                            self.took(&response);
+                            let step = Step::Response { agent: self.config.path.clone(), response };
+                            // Journaled before anything acts on it: a resumed run never asks again.
+                            self.record(&mut state, step).await;
+                        }
+                        Err(Failed::TooLong(why)) => {
+                            match self.mend_length(&state.history, &why, compacted_for_length).await {
+                                Some(compacted) => {
+                                    compacted_for_length = true;
+                                    let step = self.compacted(compacted);
+                                    self.record(&mut state, step).await;
+                                }
+                                None => break StopKind::ContextWindowExceeded,
+                            }
+                        }
+                        Err(Failed::Stop(stop)) => break stop,
                     }
                 }
-                break stop;
             }
-            if reason == StopReason::ToolUse {
-                tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-                history.push(Message::new(Role::User, self.run_tools(calls).await));
-                self.log(&history[history.len() - 1]);
-                if let Some(used) = self.summarise_if_near(&mut history, &response.usage).await {
-                    usage.add(&used);
-                }
-                self.keep_within_context(&mut history, &response.usage);
-            }
-            // The server paused a long turn (pause_turn): sending the history back resumes it.
         };
-        let text = final_text(&history);
+        let AgentState { history, turns, tool_calls, usage, .. } = state;
         self.emit(Event::Finished {
             agent: self.config.path.clone(),
             stop: stop.clone(),
@@ -264,7 +176,7 @@ impl Agent {
             elapsed_ms: millis(started.elapsed()),
         });
         AgentOutcome {
-            text,
+            text: final_text(&history),
             stop,
             turns,
             tool_calls,
@@ -273,8 +185,51 @@ impl Agent {
         }
     }
 
+    /// Journals `step`, then folds it into `state`.
+    async fn record(&self, state: &mut AgentState, step: Step) {
+        self.journal(&step).await;
+        self.apply(state, step);
+    }
+
+    /// Folds a step that is already journaled into `state`, writing what it added to the
+    /// transcript.
+    fn apply(&self, state: &mut AgentState, step: Step) {
+        let added = state.apply(step);
+        let Some(last) = state.history.last() else {
+            return;
+        };
+        match added {
+            Added::Message => self.log(last),
+            Added::Blocks(n) => {
+                let new = last.content[last.content.len().saturating_sub(n)..].to_vec();
+                self.log(&Message::new(last.role, new));
+            }
+            Added::Nothing | Added::Rewritten => {}
+        }
+    }
+
+    /// Charges a response's tokens to the run and tells the events.
+    fn took(&self, response: &Response) {
+        self.budget.charge(&response.usage);
+        self.emit(Event::Usage {
+            agent: self.config.path.clone(),
+            usage: response.usage,
+        });
+        if response
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Compaction(_)))
+        {
+            self.emit(Event::Compacted {
+                agent: self.config.path.clone(),
+                by: "server".into(),
+                usage: response.usage.compaction,
+            });
+        }
+    }
+
     /// Waits for the work this agent left running and returns the user message that reports
-    /// it, journaled; `None` when there is none (or the agent was cancelled meanwhile).
+    /// it; `None` when there is none (or the agent was cancelled meanwhile).
     async fn collect_inbox(&self) -> Option<Message> {
         let inbox = self.inbox.as_ref()?;
         let blocks = tokio::select! {
@@ -282,63 +237,66 @@ impl Agent {
             () = self.ctx.cancel.cancelled() => None,
             blocks = inbox.undelivered() => blocks,
         }?;
-        let message = Message::new(Role::User, blocks);
-        self.journal(Step::UserMessage {
-            agent: self.config.path.clone(),
-            message: message.clone(),
-        })
-        .await;
-        Some(message)
+        Some(Message::new(Role::User, blocks))
     }
 
-    /// Answers every call of a turn cut short by a crash, in call order (see [`Agent::resume`]).
-    async fn finish_turn(&self, turn: PendingTurn) -> Vec<ContentBlock> {
-        let PendingTurn {
-            calls,
-            mut results,
-            started,
-        } = turn;
-        let mut rerun = Vec::new();
-        for call in &calls {
-            if results.contains_key(&call.id) {
+    /// Answers the pending turn's calls that have no result yet and returns their journaled
+    /// results. A changing call journaled as started (by a run that was killed) is reported
+    /// as interrupted instead of run again; every other call runs.
+    async fn answer(&self, state: &AgentState) -> Vec<Step> {
+        let Some(turn) = &state.pending else {
+            return Vec::new();
+        };
+        let mut steps = Vec::new();
+        let mut to_run = Vec::new();
+        for call in &turn.calls {
+            if turn.results.contains_key(&call.id) {
                 continue;
             }
-            if started.contains(&call.id) && !self.safe_to_repeat(&call.name) {
-                let block = ContentBlock::tool_result(&call.id, interrupted(&call.name), true);
-                self.journal(Step::ToolResult {
+            if turn.started.contains(&call.id) && self.rerun(&call.name) == Rerun::Never {
+                let step = Step::ToolResult {
                     agent: self.config.path.clone(),
-                    result: block.clone(),
-                })
-                .await;
-                results.insert(call.id.clone(), block);
+                    result: ContentBlock::tool_result(&call.id, interrupted(&call.name), true),
+                };
+                self.journal(&step).await;
+                steps.push(step);
             } else {
-                rerun.push(call.clone());
+                to_run.push(call.clone());
             }
         }
-        let ids: Vec<String> = rerun.iter().map(|c| c.id.clone()).collect();
-        for (id, block) in ids.into_iter().zip(self.run_tools(rerun).await) {
-            results.insert(id, block);
-        }
-        calls.iter().filter_map(|c| results.remove(&c.id)).collect()
+        steps.extend(self.run_tools(to_run).await);
+        steps
     }
 
-    /// Whether running a call to `name` twice does no harm: read-only tools, any tool of a
-    /// read-only (sandboxed) agent, and `Task`, whose subagent resumes from its own steps.
-    fn safe_to_repeat(&self, name: &str) -> bool {
-        self.ctx.read_only
-            || self.tools.get(name).is_none_or(|t| {
-                t.is_read_only() || t.name() == crate::definitions::registry::TASK_TOOL
-            })
+    /// What a resumed run may do with a call to `name` cut short by a crash: the tool's own
+    /// say, except that a read-only (sandboxed) agent can change nothing.
+    fn rerun(&self, name: &str) -> Rerun {
+        match self.tools.get(name).map(|t| t.rerun()) {
+            Some(Rerun::Resumes) => Rerun::Resumes,
+            Some(_) if self.ctx.read_only => Rerun::Repeat,
+            Some(rerun) => rerun,
+            // An unknown tool runs nothing: it only answers with an error.
+            None => Rerun::Repeat,
+        }
     }
 
     /// Appends a step to the journal, if there is one; a failure to write it is logged and
     /// the run goes on (it only loses the ability to resume from here).
-    pub(crate) async fn journal(&self, step: Step) {
+    pub(crate) async fn journal(&self, step: &Step) {
         if let Some(journal) = &self.journal {
-            if let Err(e) = journal.append(&step).await {
+            if let Err(e) = journal.append(step).await {
                 tracing::warn!(agent = %self.config.path, "could not journal a step: {e}");
             }
         }
+    }
+
+    /// Runs an effect through the journal, which decides how: here and now, or as a
+    /// durable step.
+    async fn effect(&self, effect: Effect<'_>, work: Work) -> Outcome {
+        let journal: &dyn Journal = self.journal.as_deref().unwrap_or(&NoJournal);
+        journal
+            .once(&self.config.path, effect, work, &self.ctx.cancel)
+            .await
     }
 
     /// Whether the loop must stop before sending another request, and why.
@@ -380,67 +338,35 @@ impl Agent {
         request
     }
 
-    /// The journal, when it runs the loop's effects itself (a durable engine).
-    fn durable(&self) -> Option<&Arc<dyn Journal>> {
-        self.journal.as_ref().filter(|j| j.runs_effects())
-    }
-
-    /// Sends one request, streaming text out as events; cancel wins.
+    /// Sends one request, streaming text out as events, under the run's limit on requests
+    /// in flight; the journal runs it (a cancel wins over a request run here).
     pub(crate) async fn call(&self, request: Request) -> Result<Response, Failed> {
-        if let Some(journal) = self.durable() {
-            return self.call_durably(journal, request).await;
-        }
-        let path = &self.config.path;
-        let on_event = |e: ModelEvent| model_event(&self.events, path, e);
-        let call = async {
-            // Waiting for a slot is part of the request: cancel interrupts it too.
-            let _permit = match &self.limiter {
-                Some(limiter) => limiter.acquire().await.ok(),
-                None => None,
-            };
-            self.model.send(request, &on_event).await
-        };
-        tokio::select! {
-            biased;
-            () = self.ctx.cancel.cancelled() => Err(Failed::Stop(StopKind::Cancelled)),
-            r = call => r.map_err(|e: ModelError| {
-                if e.is_context_too_long() {
-                    Failed::TooLong(e.to_string())
-                } else {
-                    Failed::Stop(StopKind::ModelError(e.to_string()))
-                }
-            }),
-        }
-    }
-
-    /// Sends one request as a durable step: the engine runs it once (under the run's
-    /// limits) and a replay gets the kept response, or the kept error, back.
-    async fn call_durably(
-        &self,
-        journal: &Arc<dyn Journal>,
-        request: Request,
-    ) -> Result<Response, Failed> {
         let model = self.model.clone();
         let events = self.events.clone();
         let path = self.config.path.clone();
+        let limiter = self.limiter.clone();
         let work: Work = Box::pin(async move {
+            // Waiting for a slot is part of the request: cancel interrupts it too.
+            let _permit = match &limiter {
+                Some(limiter) => limiter.acquire().await.ok(),
+                None => None,
+            };
             let on_event = |e: ModelEvent| model_event(&events, &path, e);
-            let step = match model.send(request, &on_event).await {
+            Done::Model(match model.send(request, &on_event).await {
                 Ok(response) => ModelStep::Response(response),
                 Err(e) if e.is_context_too_long() => ModelStep::TooLong(e.to_string()),
                 Err(e) => ModelStep::Error(e.to_string()),
-            };
-            serde_json::to_value(step).unwrap_or_else(|e| Value::String(e.to_string()))
+            })
         });
-        match journal.once(&self.config.path, Effect::Model, work).await {
-            Outcome::Ran(value) => match serde_json::from_value::<ModelStep>(value) {
-                Ok(ModelStep::Response(response)) => Ok(response),
-                Ok(ModelStep::TooLong(why)) => Err(Failed::TooLong(why)),
-                Ok(ModelStep::Error(why)) => Err(Failed::Stop(StopKind::ModelError(why))),
-                Err(e) => Err(Failed::Stop(StopKind::ModelError(format!(
-                    "the kept response cannot be read: {e}"
-                )))),
-            },
+        match self.effect(Effect::Model, work).await {
+            Outcome::Ran(Done::Model(ModelStep::Response(response))) => Ok(response),
+            Outcome::Ran(Done::Model(ModelStep::TooLong(why))) => Err(Failed::TooLong(why)),
+            Outcome::Ran(Done::Model(ModelStep::Error(why))) => {
+                Err(Failed::Stop(StopKind::ModelError(why)))
+            }
+            Outcome::Ran(Done::Tool(_)) => Err(Failed::Stop(StopKind::ModelError(
+                "the kept step is not a model response".into(),
+            ))),
             Outcome::Stopped(stop) => Err(Failed::Stop(stop)),
             Outcome::Interrupted => Err(Failed::Stop(StopKind::ModelError(
                 "the request was interrupted".into(),
@@ -448,41 +374,10 @@ impl Agent {
         }
     }
 
-    /// Runs one tool call as a durable step: the engine runs it once, a replay gets the kept
-    /// output back, and a changing call that had started in an attempt that died is
-    /// reported as interrupted instead of run again.
-    async fn tool_durably(
-        &self,
-        journal: &Arc<dyn Journal>,
-        id: &str,
-        name: &str,
-        input: Value,
-        changing: bool,
-    ) -> cadre_tools::ToolOutput {
-        let tools = self.tools.clone();
-        let mut ctx = self.ctx.clone();
-        id.clone_into(&mut ctx.call_id);
-        let tool = name.to_owned();
-        let work: Work = Box::pin(async move {
-            let out = tools.call(&tool, input, &ctx).await;
-            serde_json::to_value(out).unwrap_or_else(|e| Value::String(e.to_string()))
-        });
-        let effect = Effect::Tool { id, name, changing };
-        match journal.once(&self.config.path, effect, work).await {
-            Outcome::Ran(value) => serde_json::from_value(value).unwrap_or_else(|e| {
-                cadre_tools::ToolOutput::error(format!("the kept result cannot be read: {e}"))
-            }),
-            Outcome::Interrupted => cadre_tools::ToolOutput::error(interrupted(name)),
-            Outcome::Stopped(stop) => {
-                cadre_tools::ToolOutput::error(format!("not run: the agent stopped ({stop})"))
-            }
-        }
-    }
-
-    /// Runs one turn's tool calls and returns their results in call order. Calls that may
-    /// run concurrently (read-only tools, `Task`) run together; a writing call waits for
-    /// the ones before it and runs alone.
-    async fn run_tools(&self, calls: Vec<ToolUseBlock>) -> Vec<ContentBlock> {
+    /// Runs one turn's tool calls and returns their journaled results in call order. Calls
+    /// that may run concurrently (read-only tools, `Task`) run together; a writing call
+    /// waits for the ones before it and runs alone.
+    async fn run_tools(&self, calls: Vec<ToolUseBlock>) -> Vec<Step> {
         let mut results = Vec::with_capacity(calls.len());
         let mut batch: Vec<ToolUseBlock> = Vec::new();
         for call in calls {
@@ -497,8 +392,8 @@ impl Agent {
         results
     }
 
-    /// Runs one tool call and turns whatever happens into a tool_result block.
-    async fn run_tool(&self, call: ToolUseBlock) -> ContentBlock {
+    /// Runs one tool call and turns whatever happens into a journaled tool_result step.
+    async fn run_tool(&self, call: ToolUseBlock) -> Step {
         let agent = self.config.path.clone();
         self.emit(Event::ToolCall {
             agent: agent.clone(),
@@ -514,9 +409,9 @@ impl Agent {
             }
             _ => None,
         };
-        let changing = !self.safe_to_repeat(&call.name) && denied.is_none();
-        if changing {
-            self.journal(Step::ToolStarted {
+        let rerun = self.rerun(&call.name);
+        if rerun == Rerun::Never && denied.is_none() {
+            self.journal(&Step::ToolStarted {
                 agent: agent.clone(),
                 id: call.id.clone(),
                 name: call.name.clone(),
@@ -524,28 +419,39 @@ impl Agent {
             .await;
         }
         let out = if self.ctx.cancel.is_cancelled() {
-            cadre_tools::ToolOutput::error("cancelled before it ran")
+            ToolOutput::error("cancelled before it ran")
         } else if let Some(why) = denied {
-            cadre_tools::ToolOutput::error(why)
+            ToolOutput::error(why)
         } else if let Some(bad) = &call.invalid_input {
-            cadre_tools::ToolOutput::error(format!(
+            ToolOutput::error(format!(
                 "invalid input for `{}`: the arguments were not valid JSON: {}; the text was: {}",
                 call.name, bad.error, bad.text
             ))
-        } else if let Some(journal) = self
-            .durable()
-            .filter(|_| call.name != crate::definitions::registry::TASK_TOOL)
-        {
-            // A `Task` call is kept by the engine as a call to another agent, not a step.
-            self.tool_durably(journal, &call.id, &call.name, call.input, changing)
-                .await
         } else {
+            let tools = self.tools.clone();
             let mut ctx = self.ctx.clone();
             ctx.call_id.clone_from(&call.id);
-            self.tools.call(&call.name, call.input, &ctx).await
+            let name = call.name.clone();
+            let work: Work =
+                Box::pin(async move { Done::Tool(tools.call(&name, call.input, &ctx).await) });
+            let effect = Effect::Tool {
+                id: &call.id,
+                name: &call.name,
+                rerun,
+            };
+            match self.effect(effect, work).await {
+                Outcome::Ran(Done::Tool(out)) => out,
+                Outcome::Ran(Done::Model(_)) => {
+                    ToolOutput::error("the kept step is not this tool's result")
+                }
+                Outcome::Interrupted => ToolOutput::error(interrupted(&call.name)),
+                Outcome::Stopped(stop) => {
+                    ToolOutput::error(format!("not run: the agent stopped ({stop})"))
+                }
+            }
         };
         self.emit(Event::ToolResult {
-            agent,
+            agent: agent.clone(),
             id: call.id.clone(),
             name: call.name,
             is_error: out.is_error,
@@ -566,12 +472,12 @@ impl Agent {
                     .map(|i| ContentBlock::image(i.media_type, i.data)),
             );
         }
-        self.journal(Step::ToolResult {
-            agent: self.config.path.clone(),
-            result: block.clone(),
-        })
-        .await;
-        block
+        let step = Step::ToolResult {
+            agent,
+            result: block,
+        };
+        self.journal(&step).await;
+        step
     }
 
     fn log(&self, message: &Message) {
@@ -623,31 +529,4 @@ pub(crate) enum Failed {
     Stop(StopKind),
     /// The server refused the request as too long for the context window.
     TooLong(String),
-}
-
-/// The response as an assistant message, with any unparsable or non-object tool input
-/// replaced by `{}` (and the note of it dropped) so the history stays valid for the API.
-pub(crate) fn sanitized(response: &Response) -> Message {
-    let mut message = response.to_message();
-    for block in &mut message.content {
-        if let ContentBlock::ToolUse(t) = block {
-            if t.invalid_input.take().is_some() || !t.input.is_object() {
-                t.input = Value::Object(Default::default());
-            }
-        }
-    }
-    message
-}
-
-/// The outcome a stop reason ends the loop with, or `None` when the loop goes on
-/// (`tool_use`, `pause_turn`, `compaction`).
-pub(crate) fn terminal(reason: &StopReason) -> Option<StopKind> {
-    match reason {
-        StopReason::ToolUse | StopReason::PauseTurn | StopReason::Compaction => None,
-        StopReason::EndTurn | StopReason::StopSequence => Some(StopKind::Done),
-        StopReason::MaxTokens => Some(StopKind::MaxTokens),
-        StopReason::Refusal => Some(StopKind::Refusal),
-        StopReason::ModelContextWindowExceeded => Some(StopKind::ContextWindowExceeded),
-        StopReason::Other(other) => Some(StopKind::Other(other.clone())),
-    }
 }

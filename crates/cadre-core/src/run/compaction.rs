@@ -7,6 +7,7 @@ use crate::record::journal::Step;
 use crate::run::agent::{Agent, Failed};
 use crate::run::context;
 use crate::run::outcome::StopKind;
+use crate::run::state::AgentState;
 use cadre_model::{CompactionUsage, ContentBlock, Message, Role, Usage};
 
 impl Agent {
@@ -32,7 +33,7 @@ impl Agent {
         history: &[Message],
         why: &str,
         again: bool,
-    ) -> Option<(Vec<Message>, Usage)> {
+    ) -> Option<Compaction> {
         if again || self.config.compact_at.is_none() {
             tracing::warn!(agent = %self.config.path, "{why}");
             return None;
@@ -50,12 +51,9 @@ impl Agent {
     /// Compacts `history` now and returns what replaces it, with what that cost: where the
     /// server compacts, one `compaction` block it wrote (stop reason `compaction`); elsewhere
     /// a user message holding a summary cadre asked the model for. A last user message that
-    /// answers no tool call (a new question) is kept as asked, after the summary. The step
-    /// is journaled, so a resumed run starts from the compacted history.
-    pub async fn compact(
-        &self,
-        history: &[Message],
-    ) -> Result<(Vec<Message>, Usage), CompactError> {
+    /// answers no tool call (a new question) is kept as asked, after the summary. Nothing is
+    /// journaled yet: [`Agent::compacted`] makes the step.
+    pub async fn compact(&self, history: &[Message]) -> Result<Compaction, CompactError> {
         let (older, newest) = match history.split_last() {
             Some((last, older))
                 if last.role == Role::User
@@ -69,7 +67,7 @@ impl Agent {
             }
             _ => (history, None),
         };
-        let (mut compacted, used, by) = self.compact_all(older).await?;
+        let (mut compacted, usage, by) = self.compact_all(older).await?;
         if let Some(newest) = newest {
             match compacted.last_mut() {
                 Some(last) if last.role == Role::User => {
@@ -78,8 +76,11 @@ impl Agent {
                 _ => compacted.push(newest.clone()),
             }
         }
-        self.record_compaction(&compacted, used, by).await;
-        Ok((compacted, used))
+        Ok(Compaction {
+            history: compacted,
+            usage,
+            by,
+        })
     }
 
     /// Compacts all of `history`: the replacement, what it cost, and who wrote it.
@@ -116,32 +117,35 @@ impl Agent {
         Ok((compacted, used, "server"))
     }
 
-    /// Summarises old turns once the last request came near the window, for models whose
-    /// server does not compact; returns what the summary cost. A failure is logged and the
-    /// clearing of old tool results remains.
-    pub(crate) async fn summarise_if_near(
-        &self,
-        history: &mut Vec<Message>,
-        last: &Usage,
-    ) -> Option<Usage> {
-        if self.config.compact_at.is_none()
-            || self.model.server_compaction()
-            || last.context_size() < self.summarise_at()
+    /// What must happen before the next request so that it fits, as a step: old turns
+    /// summarised once the last request came near the window (for models whose server does
+    /// not compact), else old tool results cleared. `None` when the history fits as it is.
+    pub(crate) async fn make_room(&self, state: &AgentState) -> Option<Step> {
+        let last = state.last_input;
+        if self.config.compact_at.is_some()
+            && !self.model.server_compaction()
+            && last >= self.summarise_at()
             // Too few turns yet: nothing older than the ones kept as they are.
-            || context::summary_split(history, context::KEEP_TURNS).is_none()
+            && context::summary_split(&state.history, context::KEEP_TURNS).is_some()
+        {
+            match self.compact(&state.history).await {
+                Ok(compacted) => return Some(self.compacted(compacted)),
+                // Clearing old tool results remains.
+                Err(e) => {
+                    tracing::warn!(agent = %self.config.path, "could not summarise the conversation: {e}")
+                }
+            }
+        }
+        if (last as f64) < self.config.context_tokens as f64 * context::CLEAR_AT
+            || !context::would_clear(&state.history, context::KEEP_RECENT)
         {
             return None;
         }
-        match self.compact(history).await {
-            Ok((compacted, used)) => {
-                *history = compacted;
-                Some(used)
-            }
-            Err(e) => {
-                tracing::warn!(agent = %self.config.path, "could not summarise the conversation: {e}");
-                None
-            }
-        }
+        tracing::info!(agent = %self.config.path, used = last, "clearing old tool results to stay within the context window");
+        Some(Step::Cleared {
+            agent: self.config.path.clone(),
+            keep: context::KEEP_RECENT,
+        })
     }
 
     /// Asks the model for a summary of `older` (which ends with a user message), with the
@@ -161,44 +165,43 @@ impl Agent {
         Ok((summary, summarising_call(&response.usage)))
     }
 
-    /// Journals, logs, charges and reports a compaction that replaced the history.
-    async fn record_compaction(&self, history: &[Message], used: Usage, by: &str) {
-        self.journal(Step::Compacted {
-            agent: self.config.path.clone(),
-            history: history.to_vec(),
-            usage: used,
-        })
-        .await;
+    /// Logs, charges and reports a compaction, and returns the step that replaces the
+    /// history with it (to be journaled and applied).
+    pub fn compacted(&self, compaction: Compaction) -> Step {
+        let Compaction { history, usage, by } = compaction;
         if let Some(t) = &self.transcript {
             t.record(
                 "compacted",
-                serde_json::json!({"by": by, "usage": used.compaction, "history": history}),
+                serde_json::json!({"by": by, "usage": usage.compaction, "history": history}),
             );
         }
-        self.budget.charge(&used);
+        self.budget.charge(&usage);
         self.emit(Event::Usage {
             agent: self.config.path.clone(),
-            usage: used,
+            usage,
         });
         self.emit(Event::Compacted {
             agent: self.config.path.clone(),
             by: by.to_owned(),
-            usage: used.compaction,
+            usage: usage.compaction,
         });
+        Step::Compacted {
+            agent: self.config.path.clone(),
+            history,
+            usage,
+        }
     }
+}
 
-    /// Clears old tool results once the last request came near the context window, so the
-    /// next one still fits.
-    pub(crate) fn keep_within_context(&self, history: &mut [Message], last: &Usage) {
-        let used = last.context_size();
-        if (used as f64) < self.config.context_tokens as f64 * context::CLEAR_AT {
-            return;
-        }
-        let cleared = context::clear_old_tool_results(history, context::KEEP_RECENT);
-        if cleared > 0 {
-            tracing::info!(agent = %self.config.path, used, cleared, "cleared old tool results to stay within the context window");
-        }
-    }
+/// What compacting a conversation gave.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    /// The history that replaces the conversation.
+    pub history: Vec<Message>,
+    /// What compacting cost.
+    pub usage: Usage,
+    /// Who wrote it: `server` or `cadre`.
+    pub by: &'static str,
 }
 
 /// The usage of a request that only summarised, counted as one compaction.

@@ -77,23 +77,12 @@ pub fn replace_with_summary(history: &[Message], split: usize, summary: &str) ->
 /// messages with [`CLEARED`]; returns how many results were cleared. The tool_use/tool_result
 /// pairing is untouched, so the history stays valid for the API.
 pub fn clear_old_tool_results(history: &mut [Message], keep: usize) -> usize {
-    let holds_results = |m: &Message| {
-        m.role == Role::User
-            && m.content
-                .iter()
-                .any(|b| matches!(b, ContentBlock::ToolResult(_)))
-    };
-    let with_results: Vec<usize> = (0..history.len())
-        .filter(|&i| holds_results(&history[i]))
-        .collect();
-    let old = with_results.len().saturating_sub(keep);
+    let old = old_results(history, keep);
     let mut cleared = 0;
-    for &i in &with_results[..old] {
+    for i in old {
         for block in &mut history[i].content {
             if let ContentBlock::ToolResult(r) = block {
-                let already =
-                    matches!(r.content.as_slice(), [ContentBlock::Text(t)] if t.text == CLEARED);
-                if !already {
+                if !is_cleared(r) {
                     r.content = vec![ContentBlock::text(CLEARED)];
                     cleared += 1;
                 }
@@ -101,6 +90,36 @@ pub fn clear_old_tool_results(history: &mut [Message], keep: usize) -> usize {
         }
     }
     cleared
+}
+
+/// Whether [`clear_old_tool_results`] would clear anything.
+pub fn would_clear(history: &[Message], keep: usize) -> bool {
+    old_results(history, keep).into_iter().any(|i| {
+        history[i].content.iter().any(|b| match b {
+            ContentBlock::ToolResult(r) => !is_cleared(r),
+            _ => false,
+        })
+    })
+}
+
+/// The indexes of the user messages holding tool results, all but the newest `keep`.
+fn old_results(history: &[Message], keep: usize) -> Vec<usize> {
+    let holds_results = |m: &Message| {
+        m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult(_)))
+    };
+    let mut with_results: Vec<usize> = (0..history.len())
+        .filter(|&i| holds_results(&history[i]))
+        .collect();
+    with_results.truncate(with_results.len().saturating_sub(keep));
+    with_results
+}
+
+/// Whether a tool result's output was cleared already.
+fn is_cleared(r: &cadre_model::ToolResultBlock) -> bool {
+    matches!(r.content.as_slice(), [ContentBlock::Text(t)] if t.text == CLEARED)
 }
 
 #[cfg(test)]

@@ -1,14 +1,21 @@
-//! An agent rebuilt from its journaled steps: its history as the loop had built it, what it
-//! had used, and the tool calls of its last turn that have no result yet.
+//! An agent's state as its steps leave it — the one place where a model response, tool
+//! results, a compaction or a message become the next history.
+//!
+//! The live loop ([`crate::Agent`]) journals each step and then applies it here; a resumed
+//! run folds the journal's steps through the same [`AgentState::apply`]. So a resumed agent
+//! holds exactly the history the live one held at that step, and a rule changed here
+//! changes both.
 
 use crate::record::journal::Step;
+use crate::run::context;
 use crate::run::outcome::StopKind;
-use cadre_model::{ContentBlock, Message, Role, StopReason, ToolUseBlock, Usage};
+use cadre_model::{ContentBlock, Message, Response, Role, StopReason, ToolUseBlock, Usage};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
 /// The state of one agent, as its steps leave it.
 #[derive(Debug, Clone, Default)]
-pub struct Rebuilt {
+pub struct AgentState {
     /// Its type.
     pub agent_type: String,
     /// What it was asked to do.
@@ -32,11 +39,11 @@ pub struct Rebuilt {
     /// a follow-up.
     pub cancelled: bool,
     /// The size of its last request (input and output tokens of the last response), to
-    /// tell whether it must be compacted before it goes on.
+    /// tell whether it must be compacted or cleared before it goes on; 0 once it was.
     pub last_input: u64,
 }
 
-/// A turn whose tool calls were not all answered when the run stopped.
+/// A turn whose tool calls were not all answered yet.
 #[derive(Debug, Clone, Default)]
 pub struct PendingTurn {
     /// The calls, in order.
@@ -47,9 +54,44 @@ pub struct PendingTurn {
     pub started: HashSet<String>,
 }
 
-impl Rebuilt {
+/// What the loop does next, as the state says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Send the history to the model.
+    Ask,
+    /// Run the pending turn's calls that have no result yet.
+    Answer,
+    /// The conversation ended, so.
+    End(StopKind),
+}
+
+/// What applying a step added to the history (for the transcript).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// Nothing new in the history.
+    Nothing,
+    /// A new last message.
+    Message,
+    /// The last `n` blocks of the last message (a paused turn going on, a follow-up
+    /// joining a user message).
+    Blocks(usize),
+    /// The history was replaced or rewritten (compaction, clearing).
+    Rewritten,
+}
+
+impl AgentState {
+    /// A fresh agent about to send `history` (normally one user message).
+    pub fn new(agent_type: &str, description: &str, history: Vec<Message>) -> Self {
+        Self {
+            agent_type: agent_type.to_owned(),
+            description: description.to_owned(),
+            history,
+            ..Self::default()
+        }
+    }
+
     /// Rebuilds an agent from `steps` (its own, in order); `None` when it never started.
-    pub fn from_steps(steps: &[Step]) -> Option<Self> {
+    pub fn from_steps(steps: impl IntoIterator<Item = Step>) -> Option<Self> {
         let mut me: Option<Self> = None;
         for step in steps {
             match step {
@@ -58,14 +100,7 @@ impl Rebuilt {
                     description,
                     history,
                     ..
-                } => {
-                    me = Some(Self {
-                        agent_type: agent_type.clone(),
-                        description: description.clone(),
-                        history: history.clone(),
-                        ..Self::default()
-                    });
-                }
+                } => me = Some(Self::new(&agent_type, &description, history)),
                 other => {
                     if let Some(me) = &mut me {
                         me.apply(other);
@@ -76,91 +111,132 @@ impl Rebuilt {
         me
     }
 
-    fn apply(&mut self, step: &Step) {
+    /// What the loop does next.
+    pub fn next(&self) -> Next {
+        match (&self.finished, &self.pending) {
+            (Some((stop, _)), _) => Next::End(stop.clone()),
+            (None, Some(_)) => Next::Answer,
+            (None, None) => Next::Ask,
+        }
+    }
+
+    /// Folds one step into the state: the loop's rules, written once.
+    pub fn apply(&mut self, step: Step) -> Added {
         let was_cancelled = self.cancelled;
         self.cancelled = false;
         match step {
-            Step::Response { response, .. } => {
-                self.turns += 1;
-                self.usage.add(&response.usage);
-                self.last_input = response.usage.context_size();
-                let message = crate::run::agent::sanitized(response);
-                match self.history.last_mut() {
-                    Some(last) if last.role == Role::Assistant => {
-                        last.content.extend(message.content)
-                    }
-                    _ => self.history.push(message),
-                }
-                let stop = response.stop_reason.clone().unwrap_or(StopReason::EndTurn);
-                match crate::run::agent::terminal(&stop) {
-                    Some(kind) => self.finished = Some((kind, final_text(&self.history))),
-                    None if stop == StopReason::ToolUse => {
-                        let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
-                        if calls.is_empty() {
-                            self.finished = Some((StopKind::Done, final_text(&self.history)));
-                        } else {
-                            self.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-                            self.pending = Some(PendingTurn {
-                                calls,
-                                ..PendingTurn::default()
-                            });
-                        }
-                    }
-                    None => {}
-                }
-            }
+            Step::Response { response, .. } => self.respond(response),
             Step::ToolStarted { id, .. } => {
                 if let Some(p) = &mut self.pending {
-                    p.started.insert(id.clone());
+                    p.started.insert(id);
                 }
+                Added::Nothing
             }
-            Step::ToolResult { result, .. } => {
-                let ContentBlock::ToolResult(r) = result else {
-                    return;
-                };
-                let Some(p) = &mut self.pending else {
-                    return;
-                };
-                p.results.insert(r.tool_use_id.clone(), result.clone());
-                if p.calls.iter().all(|c| p.results.contains_key(&c.id)) {
-                    let results = p
-                        .calls
-                        .iter()
-                        .filter_map(|c| p.results.remove(&c.id))
-                        .collect();
-                    self.history.push(Message::new(Role::User, results));
-                    self.pending = None;
-                }
-            }
+            Step::ToolResult { result, .. } => self.answered(result),
             Step::Spawned { call, child, .. } => {
-                self.spawned.insert(call.clone(), child.clone());
+                self.spawned.insert(call, child);
+                Added::Nothing
             }
-            Step::UserMessage { message, .. } => self.follow_up(message.clone()),
+            Step::UserMessage { message, .. } => self.follow_up(message),
             Step::Compacted { history, usage, .. } => {
-                self.history.clone_from(history);
-                self.usage.add(usage);
+                self.history = history;
+                self.usage.add(&usage);
                 self.pending = None;
                 self.last_input = 0;
                 // Compacting an ended conversation (`/compact`) leaves it ended as it was,
                 // so it still takes a follow-up.
                 self.cancelled = was_cancelled;
+                Added::Rewritten
+            }
+            Step::Cleared { keep, .. } => {
+                context::clear_old_tool_results(&mut self.history, keep);
+                self.last_input = 0;
+                Added::Rewritten
             }
             // A cancelled agent (Ctrl-C) may be resumed like a killed one.
             Step::Finished {
                 stop: StopKind::Cancelled,
                 ..
-            } => self.cancelled = true,
-            Step::Finished { stop, text, .. } => self.finished = Some((stop.clone(), text.clone())),
-            Step::Run { .. } | Step::Started { .. } => {}
+            } => {
+                self.cancelled = true;
+                Added::Nothing
+            }
+            Step::Finished { stop, text, .. } => {
+                self.finished = Some((stop, text));
+                Added::Nothing
+            }
+            Step::Run { .. } | Step::Started { .. } => Added::Nothing,
         }
     }
-}
 
-impl Rebuilt {
-    /// Adds a person's follow-up. A turn cut short by a cancel is closed first (its
-    /// unanswered calls answered as cancelled), and a follow-up to a user message joins it,
-    /// so the history stays valid for the API.
-    pub fn follow_up(&mut self, message: Message) {
+    /// A model response: a turn, its usage, the assistant message (joined to the last one
+    /// when a paused turn goes on), and what it asks for next.
+    fn respond(&mut self, response: Response) -> Added {
+        self.turns += 1;
+        self.usage.add(&response.usage);
+        self.last_input = response.usage.context_size();
+        let reason = response.stop_reason.clone().unwrap_or(StopReason::EndTurn);
+        let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
+        let content = sanitized(response.content);
+        let added = match self.history.last_mut() {
+            Some(last) if last.role == Role::Assistant => {
+                let n = content.len();
+                last.content.extend(content);
+                Added::Blocks(n)
+            }
+            _ => {
+                self.history.push(Message::new(Role::Assistant, content));
+                Added::Message
+            }
+        };
+        match terminal(&reason) {
+            Some(kind) => self.finished = Some((kind, final_text(&self.history))),
+            // A tool_use stop without calls has nothing to answer: it ends the turn.
+            None if reason == StopReason::ToolUse && calls.is_empty() => {
+                self.finished = Some((StopKind::Done, final_text(&self.history)));
+            }
+            None if reason == StopReason::ToolUse => {
+                self.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
+                self.pending = Some(PendingTurn {
+                    calls,
+                    ..PendingTurn::default()
+                });
+            }
+            // The server paused a long turn (pause_turn): sending the history back resumes it.
+            None => {}
+        }
+        added
+    }
+
+    /// A tool's result: kept until every call of the turn has one, then one user message
+    /// with all of them, in call order.
+    fn answered(&mut self, result: ContentBlock) -> Added {
+        let ContentBlock::ToolResult(r) = &result else {
+            return Added::Nothing;
+        };
+        let Some(p) = &mut self.pending else {
+            return Added::Nothing;
+        };
+        p.results.insert(r.tool_use_id.clone(), result);
+        if !p.calls.iter().all(|c| p.results.contains_key(&c.id)) {
+            return Added::Nothing;
+        }
+        let results = p
+            .calls
+            .iter()
+            .filter_map(|c| p.results.remove(&c.id))
+            .collect();
+        self.history.push(Message::new(Role::User, results));
+        self.pending = None;
+        Added::Message
+    }
+
+    /// Adds a user message to a conversation that ended (a person's follow-up, or work
+    /// that reported after the agent's answer). A turn cut short by a cancel is closed first
+    /// (its unanswered calls answered as cancelled), and a message that follows a user
+    /// message joins it, so the history stays valid for the API.
+    pub fn follow_up(&mut self, message: Message) -> Added {
+        let mut added = Added::Nothing;
         if let Some(p) = self.pending.take() {
             let results = p
                 .calls
@@ -176,13 +252,55 @@ impl Rebuilt {
                 })
                 .collect();
             self.history.push(Message::new(Role::User, results));
-        }
-        match self.history.last_mut() {
-            Some(last) if last.role == Role::User => last.content.extend(message.content),
-            _ => self.history.push(message),
+            added = Added::Rewritten;
         }
         self.finished = None;
         self.cancelled = false;
+        match self.history.last_mut() {
+            Some(last) if last.role == Role::User => {
+                let n = message.content.len();
+                last.content.extend(message.content);
+                if added == Added::Nothing {
+                    Added::Blocks(n)
+                } else {
+                    added
+                }
+            }
+            _ => {
+                self.history.push(message);
+                if added == Added::Nothing {
+                    Added::Message
+                } else {
+                    added
+                }
+            }
+        }
+    }
+}
+
+/// A response's content as history, with any unparsable or non-object tool input replaced
+/// by `{}` (and the note of it dropped) so the history stays valid for the API.
+fn sanitized(mut content: Vec<ContentBlock>) -> Vec<ContentBlock> {
+    for block in &mut content {
+        if let ContentBlock::ToolUse(t) = block {
+            if t.invalid_input.take().is_some() || !t.input.is_object() {
+                t.input = Value::Object(Default::default());
+            }
+        }
+    }
+    content
+}
+
+/// The outcome a stop reason ends the loop with, or `None` when the loop goes on
+/// (`tool_use`, `pause_turn`, `compaction`).
+pub(crate) fn terminal(reason: &StopReason) -> Option<StopKind> {
+    match reason {
+        StopReason::ToolUse | StopReason::PauseTurn | StopReason::Compaction => None,
+        StopReason::EndTurn | StopReason::StopSequence => Some(StopKind::Done),
+        StopReason::MaxTokens => Some(StopKind::MaxTokens),
+        StopReason::Refusal => Some(StopKind::Refusal),
+        StopReason::ModelContextWindowExceeded => Some(StopKind::ContextWindowExceeded),
+        StopReason::Other(other) => Some(StopKind::Other(other.clone())),
     }
 }
 
@@ -252,7 +370,7 @@ mod tests {
                 usage: cost,
             },
         ];
-        let r = Rebuilt::from_steps(&steps).unwrap();
+        let r = AgentState::from_steps(steps.clone()).unwrap();
         assert_eq!(r.history, compacted);
         assert_eq!(r.usage.compaction.count, 1);
         assert_eq!(r.usage.total(), 12 + 900);
@@ -267,7 +385,7 @@ mod tests {
             text: String::new(),
         });
         cancelled.push(steps[3].clone());
-        let r = Rebuilt::from_steps(&cancelled).unwrap();
+        let r = AgentState::from_steps(cancelled).unwrap();
         assert!(r.cancelled);
         assert_eq!(r.history, compacted);
     }
@@ -292,7 +410,7 @@ mod tests {
             },
             result("b"),
         ];
-        let r = Rebuilt::from_steps(&steps).unwrap();
+        let r = AgentState::from_steps(steps.clone()).unwrap();
         assert_eq!(r.history.len(), 4, "{:?}", r.history);
         assert_eq!((r.turns, r.tool_calls, r.usage.input_tokens), (2, 3, 20));
         let p = r.pending.unwrap();
@@ -307,16 +425,16 @@ mod tests {
             "model": "x", "content": [{"type": "text", "text": "all done"}],
             "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
         ));
-        let r = Rebuilt::from_steps(&more).unwrap();
+        let r = AgentState::from_steps(more.clone()).unwrap();
         assert!(r.pending.is_none());
         assert_eq!(r.finished, Some((StopKind::Done, "all done".into())));
         more.push(Step::UserMessage {
             agent: "main".into(),
             message: Message::user_text("and then?"),
         });
-        let r = Rebuilt::from_steps(&more).unwrap();
+        let r = AgentState::from_steps(more.clone()).unwrap();
         assert!(r.finished.is_none());
         assert_eq!(r.history.last().unwrap().text(), "and then?");
-        assert!(Rebuilt::from_steps(&steps[1..]).is_none());
+        assert!(AgentState::from_steps(steps[1..].to_vec()).is_none());
     }
 }

@@ -109,6 +109,12 @@ impl TypedTool for TaskTool {
         true
     }
 
+    fn rerun(&self) -> cadre_tools::Rerun {
+        // Its subagent journals its own steps: a resumed run calls it again and the subagent
+        // picks up where it was, found by this call's id.
+        cadre_tools::Rerun::Resumes
+    }
+
     async fn run(&self, input: TaskInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
             return Ok(ToolOutput::error(format!(

@@ -13,7 +13,8 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// An ordered set of tools, looked up by name.
 #[derive(Clone, Default)]
 pub struct ToolSet {
-    tools: Vec<Arc<dyn Tool>>,
+    // Shared: a call clones the set into its own task, which must cost one count.
+    tools: Arc<Vec<Arc<dyn Tool>>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -34,8 +35,9 @@ impl ToolSet {
 
     /// Adds a tool, replacing one of the same name.
     pub fn insert(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.retain(|t| t.name() != tool.name());
-        self.tools.push(tool);
+        let tools = Arc::make_mut(&mut self.tools);
+        tools.retain(|t| t.name() != tool.name());
+        tools.push(tool);
     }
 
     /// The tool called `name`.

@@ -17,7 +17,7 @@ use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::Permissions;
 use crate::run::prompt;
-use crate::run::state::Rebuilt;
+use crate::run::state::AgentState;
 use crate::run::skill_tool::SkillTool;
 use crate::run::task::TaskTool;
 use crate::run::toolset::ToolSet;
@@ -157,7 +157,7 @@ pub struct Orchestrator {
     run_dir: Mutex<Option<RunDir>>,
     journal: Mutex<Option<Arc<dyn Journal>>>,
     /// Agents rebuilt from the journal of a resumed run, by path.
-    resumed: DashMap<String, Rebuilt>,
+    resumed: DashMap<String, AgentState>,
     /// The subagent each journaled `Task` call started: (parent path, call id) → path.
     children: DashMap<(String, String), String>,
     /// The run's id when it writes no run folder (worktree branches are named by it).
@@ -204,7 +204,7 @@ fn with_extra_tools(builtins: Vec<Arc<dyn Tool>>, extra: &[Arc<dyn Tool>]) -> Ve
 /// How an agent starts: on a fresh prompt, or from its journal.
 enum Start<'a> {
     Fresh(&'a str),
-    Resume(Box<Rebuilt>),
+    Resume(Box<AgentState>),
 }
 
 impl Orchestrator {
@@ -405,7 +405,7 @@ impl Orchestrator {
         self.config.mcp.shutdown().await;
         // Agents of the journal that no call reached again (a subagent cancelled before the
         // resume, whose parent already has its result) still count in the usage.
-        let left: Vec<(String, Rebuilt)> = self
+        let left: Vec<(String, AgentState)> = self
             .resumed
             .iter()
             .filter(|e| e.value().finished.is_none())

@@ -67,14 +67,19 @@ impl Orchestrator {
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token(), None)
             .await;
-        let result = agent.compact(&rebuilt.history).await;
+        let result = match agent.compact(&rebuilt.history).await {
+            Ok(compaction) => {
+                let used = compaction.usage;
+                agent.journal(&agent.compacted(compaction)).await;
+                Ok(used)
+            }
+            Err(e) => Err(RunError::Compact(e.to_string())),
+        };
         for server in own_servers {
             server.shutdown().await;
         }
         self.config.mcp.shutdown().await;
         result
-            .map(|(_, used)| used)
-            .map_err(|e| RunError::Compact(e.to_string()))
     }
 
     /// Opens the run folder `dir` and rebuilds its tree from the journal: the folder, the
@@ -82,7 +87,7 @@ impl Orchestrator {
     pub(super) async fn load_run(
         &self,
         dir: &Path,
-    ) -> Result<(RunDir, Arc<dyn Journal>, AgentSpec, Rebuilt, String), RunError> {
+    ) -> Result<(RunDir, Arc<dyn Journal>, AgentSpec, AgentState, String), RunError> {
         let run_dir = RunDir::open(dir)?;
         let id = run_dir.id().to_owned();
         let (journal, notes) = FileJournal::open(dir).map_err(|e| match e {
@@ -116,11 +121,11 @@ impl Orchestrator {
         &self,
         journal: &Arc<dyn Journal>,
         path: &str,
-    ) -> Result<Option<Rebuilt>, RunError> {
+    ) -> Result<Option<AgentState>, RunError> {
         let mut root = None;
         let mut queue = vec![path.to_owned()];
         while let Some(path) = queue.pop() {
-            let Some(rebuilt) = Rebuilt::from_steps(&journal.steps(&path).await?) else {
+            let Some(rebuilt) = AgentState::from_steps(journal.steps(&path).await?) else {
                 continue;
             };
             for (call, child) in &rebuilt.spawned {
@@ -147,7 +152,7 @@ impl Orchestrator {
     }
 
     /// Counts the usage of an agent that ran before the resume and will not run again.
-    pub(super) fn record_earlier(&self, path: &str, rebuilt: &Rebuilt, stop: StopKind) {
+    pub(super) fn record_earlier(&self, path: &str, rebuilt: &AgentState, stop: StopKind) {
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -55,7 +55,7 @@ impl Orchestrator {
             // It had finished: its result stands (its usage was counted when it was loaded).
             Some((
                 path,
-                Rebuilt {
+                AgentState {
                     finished: Some((stop, text)),
                     ..
                 },
