@@ -4,10 +4,10 @@
 
 use async_trait::async_trait;
 use cadre_core::record::journal::{run_here, Effect, Journal, JournalError, Outcome, Step, Work};
-use cadre_tools::Rerun;
-use tokio_util::sync::CancellationToken;
 use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
+use cadre_tools::Rerun;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 /// What the agent asks the driver for.
 pub(crate) enum Ask {

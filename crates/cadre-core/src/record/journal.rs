@@ -12,13 +12,13 @@ use crate::run::outcome::StopKind;
 use async_trait::async_trait;
 use cadre_model::{ContentBlock, Message, Response, Usage};
 use cadre_tools::{Rerun, ToolOutput};
-use tokio_util::sync::CancellationToken;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 /// The journal's file name inside a run folder.
 pub const JOURNAL_FILE: &str = "journal.jsonl";

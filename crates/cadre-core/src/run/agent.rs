@@ -94,7 +94,10 @@ impl Agent {
         // A conversation already past the threshold is compacted before it goes on, so the
         // first request of a continued or resumed run does not carry the whole of it again.
         let past = |at: u64| state.last_input >= at.min(self.summarise_at());
-        if state.finished.is_none() && state.pending.is_none() && self.config.compact_at.is_some_and(past) {
+        if state.finished.is_none()
+            && state.pending.is_none()
+            && self.config.compact_at.is_some_and(past)
+        {
             match self.compact(&state.history).await {
                 Ok(compacted) => {
                     let step = self.compacted(compacted);
@@ -120,7 +123,10 @@ impl Agent {
                 // Work this agent left running reports before it ends.
                 Next::End(StopKind::Done) => match self.collect_inbox().await {
                     Some(message) => {
-                        let step = Step::UserMessage { agent: self.config.path.clone(), message };
+                        let step = Step::UserMessage {
+                            agent: self.config.path.clone(),
+                            message,
+                        };
                         self.record(&mut state, step).await;
                     }
                     None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
@@ -148,12 +154,18 @@ impl Agent {
                         Ok(response) => {
                             compacted_for_length = false;
                             self.took(&response);
-                            let step = Step::Response { agent: self.config.path.clone(), response };
+                            let step = Step::Response {
+                                agent: self.config.path.clone(),
+                                response,
+                            };
                             // Journaled before anything acts on it: a resumed run never asks again.
                             self.record(&mut state, step).await;
                         }
                         Err(Failed::TooLong(why)) => {
-                            match self.mend_length(&state.history, &why, compacted_for_length).await {
+                            match self
+                                .mend_length(&state.history, &why, compacted_for_length)
+                                .await
+                            {
                                 Some(compacted) => {
                                     compacted_for_length = true;
                                     let step = self.compacted(compacted);
@@ -167,7 +179,13 @@ impl Agent {
                 }
             }
         };
-        let AgentState { history, turns, tool_calls, usage, .. } = state;
+        let AgentState {
+            history,
+            turns,
+            tool_calls,
+            usage,
+            ..
+        } = state;
         self.emit(Event::Finished {
             agent: self.config.path.clone(),
             stop: stop.clone(),

@@ -13,7 +13,9 @@ pub mod orchestrator;
 pub mod outcome;
 pub mod permissions;
 pub mod prompt;
-pub mod state;
 pub mod skill_tool;
+pub mod state;
+#[cfg(test)]
+mod state_props;
 pub mod task;
 pub mod toolset;
