@@ -8,11 +8,12 @@ use crate::skills::load_skills_from;
 use crate::worker_cmd::Provider;
 pub use crate::worker_cmd::{live_model, ModelOptions};
 use anyhow::Result;
+use cadre_core::record::journal::JournaledRun;
 use cadre_core::{Limits, Orchestrator, RunError, StopKind};
 use cadre_model::{resolve_model_alias, Model, RecordingModel, ReplayModel};
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use futures::StreamExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -330,8 +331,14 @@ impl Session {
             let run = async {
                 match job {
                     Job::Fresh(task) => orchestrator.run(&args.agent, task).await,
-                    Job::Resume(dir) => orchestrator.resume(dir, None).await,
-                    Job::Continue(dir, task) => orchestrator.resume(dir, Some(task)).await,
+                    Job::Resume(dir) => match journaled(dir) {
+                        Ok(run) => orchestrator.resume(run, None).await,
+                        Err(e) => Err(e),
+                    },
+                    Job::Continue(dir, task) => match journaled(dir) {
+                        Ok(run) => orchestrator.resume(run, Some(task)).await,
+                        Err(e) => Err(e),
+                    },
                 }
             };
             tokio::pin!(run);
@@ -401,7 +408,7 @@ impl Session {
     pub async fn compact(&self, dir: &std::path::Path) -> Result<cadre_model::Usage> {
         let orchestrator = self.orchestrator()?;
         orchestrator
-            .compact(dir)
+            .compact(journaled(dir).map_err(|e| ConfigError(e.to_string()))?)
             .await
             .map_err(|e| ConfigError(e.to_string()).into())
     }
@@ -583,4 +590,13 @@ fn spawn_signal_watch(cancel: CancellationToken, quit: CancellationToken) {
             quit.cancel();
         }
     });
+}
+
+/// The run folder `dir` opened to go on with, its journal read.
+fn journaled(dir: &Path) -> Result<JournaledRun, RunError> {
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    JournaledRun::open(dir)?.ok_or(RunError::NoJournal(id))
 }

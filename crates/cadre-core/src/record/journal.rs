@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// The journal's file name inside a run folder.
@@ -263,13 +263,56 @@ pub enum Outcome {
     Stopped(StopKind),
 }
 
-/// The journal as a JSON Lines file, one step per line, each written whole and flushed.
+/// The journal as a JSON Lines file, one step per line, each written whole.
+///
+/// One thread of its own writes the file, so no agent's task blocks on it: each append
+/// waits for its line to be written, and lines that arrive while a write is under way go
+/// out together in the next one (only the last line of the file can ever be cut off).
 #[derive(Debug)]
 pub struct FileJournal {
     file: PathBuf,
-    out: Mutex<File>,
+    writer: Writer,
     /// The steps read when the journal was opened, by agent, for rebuilding.
     earlier: HashMap<String, Vec<Step>>,
+    /// What those steps say of the run.
+    state: Option<RunState>,
+}
+
+/// A line to write, and who waits for it.
+type Line = (
+    Vec<u8>,
+    oneshot::Sender<Result<(), (std::io::ErrorKind, String)>>,
+);
+
+/// The handle of the thread that writes a journal's file; it ends when the journal does.
+#[derive(Debug)]
+struct Writer(std::sync::mpsc::Sender<Line>);
+
+impl Writer {
+    fn start(mut out: File, file: &Path) -> Result<Self, JournalError> {
+        let (tx, rx) = std::sync::mpsc::channel::<Line>();
+        std::thread::Builder::new()
+            .name("cadre-journal".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    let bytes: Vec<u8> = batch
+                        .iter()
+                        .flat_map(|(line, _)| line.iter().copied())
+                        .collect();
+                    let written = out.write_all(&bytes).map_err(|e| (e.kind(), e.to_string()));
+                    for (_, done) in batch {
+                        let _ = done.send(written.clone());
+                    }
+                }
+            })
+            .map_err(|source| JournalError::Io {
+                file: file.to_path_buf(),
+                source,
+            })?;
+        Ok(Self(tx))
+    }
 }
 
 /// What opening an existing journal found besides its steps.
@@ -289,9 +332,10 @@ impl FileJournal {
             source,
         })?;
         Ok(Self {
+            writer: Writer::start(out, &file)?,
             file,
-            out: Mutex::new(out),
             earlier: HashMap::new(),
+            state: None,
         })
     }
 
@@ -308,6 +352,7 @@ impl FileJournal {
         out.set_len(keep_bytes).map_err(io)?;
         let mut out = out;
         std::io::Seek::seek(&mut out, std::io::SeekFrom::End(0)).map_err(io)?;
+        let state = RunState::from_steps(&steps);
         let mut earlier: HashMap<String, Vec<Step>> = HashMap::new();
         for step in steps {
             let key = step.agent().unwrap_or_default().to_owned();
@@ -315,9 +360,10 @@ impl FileJournal {
         }
         Ok((
             Self {
+                writer: Writer::start(out, &file)?,
                 file,
-                out: Mutex::new(out),
                 earlier,
+                state,
             },
             notes,
         ))
@@ -334,14 +380,18 @@ impl Journal for FileJournal {
     async fn append(&self, step: &Step) -> Result<(), JournalError> {
         let mut line = serde_json::to_vec(step)?;
         line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        // One write per line: a line is either whole in the file or cut off at its end.
-        out.write_all(&line)
-            .and_then(|()| out.flush())
-            .map_err(|source| JournalError::Io {
-                file: self.file.clone(),
-                source,
-            })
+        let (done, written) = oneshot::channel();
+        let gone = || std::io::Error::other("the journal's writer stopped");
+        let io = |source| JournalError::Io {
+            file: self.file.clone(),
+            source,
+        };
+        self.writer.0.send((line, done)).map_err(|_| io(gone()))?;
+        match written.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err((kind, why))) => Err(io(std::io::Error::new(kind, why))),
+            Err(_) => Err(io(gone())),
+        }
     }
 
     async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError> {
@@ -368,30 +418,69 @@ pub fn run_state(dir: &Path) -> Result<Option<RunState>, JournalError> {
         return Ok(None);
     }
     let (steps, _, _) = read_steps(&file)?;
-    let Some(Step::Run {
-        agent_type, task, ..
-    }) = steps.first().cloned()
-    else {
-        return Ok(None);
-    };
-    let mut finished = None;
-    for step in &steps {
-        match step {
-            Step::Finished { agent, stop, .. } if *agent == agent_type => {
-                finished = Some(stop.clone())
-            }
-            Step::UserMessage { agent, .. } if *agent == agent_type => finished = None,
-            _ => {}
+    Ok(RunState::from_steps(&steps))
+}
+
+/// A run folder opened to go on with: its journal, read once, open for appending, and what
+/// it says of the run.
+#[derive(Debug)]
+pub struct JournaledRun {
+    /// The run folder.
+    pub dir: PathBuf,
+    /// Its journal.
+    pub journal: FileJournal,
+    /// What the journal says of the run.
+    pub state: RunState,
+    /// What opening it found (a cut-off last line).
+    pub notes: OpenNotes,
+}
+
+impl JournaledRun {
+    /// Opens the run folder `dir`; `None` when it has no journal, or one without a run header
+    /// (made by an older cadre).
+    pub fn open(dir: &Path) -> Result<Option<Self>, JournalError> {
+        if !dir.join(JOURNAL_FILE).is_file() {
+            return Ok(None);
         }
+        let (journal, notes) = FileJournal::open(dir)?;
+        let Some(state) = journal.state.clone() else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            dir: dir.to_path_buf(),
+            journal,
+            state,
+            notes,
+        }))
     }
-    Ok(Some(RunState {
-        agent_type,
-        task,
-        finished,
-    }))
 }
 
 impl RunState {
+    /// What `steps`, a whole journal in order, say of the run; `None` without a run header.
+    fn from_steps(steps: &[Step]) -> Option<Self> {
+        let Some(Step::Run {
+            agent_type, task, ..
+        }) = steps.first()
+        else {
+            return None;
+        };
+        let mut finished = None;
+        for step in steps {
+            match step {
+                Step::Finished { agent, stop, .. } if agent == agent_type => {
+                    finished = Some(stop.clone())
+                }
+                Step::UserMessage { agent, .. } if agent == agent_type => finished = None,
+                _ => {}
+            }
+        }
+        Some(Self {
+            agent_type: agent_type.clone(),
+            task: task.clone(),
+            finished,
+        })
+    }
+
     /// Whether `cadre resume` can carry it on: it never ended, or was cancelled.
     pub fn resumable(&self) -> bool {
         matches!(self.finished, None | Some(StopKind::Cancelled))

@@ -7,7 +7,7 @@ use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
 use crate::definitions::skills::SkillSet;
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::{millis, Event, EventHandler, EventStream};
-use crate::record::journal::{FileJournal, Journal, JournalError, Step};
+use crate::record::journal::{FileJournal, Journal, JournalError, JournaledRun, Step};
 use crate::record::transcript::{RunDir, Transcript};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
@@ -30,7 +30,7 @@ use cadre_tools::{
 use dashmap::DashMap;
 use serde::Serialize;
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;

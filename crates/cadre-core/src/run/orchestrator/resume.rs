@@ -3,26 +3,27 @@
 use super::*;
 
 impl Orchestrator {
-    /// Carries on the run in the run folder `dir` from its journal: every agent that was
-    /// running is rebuilt and goes on; no journaled model request is sent again and no
-    /// journaled tool call runs again. With `follow_up`, the run must have finished, and
-    /// its primary conversation continues with that new user message.
+    /// Carries on the run in `run` (a run folder whose journal was read once, when it was
+    /// opened) from its journal: every agent that was running is rebuilt and goes on; no
+    /// journaled model request is sent again and no journaled tool call runs again. With
+    /// `follow_up`, the run must have finished, and its primary conversation continues with
+    /// that new user message.
     pub async fn resume(
         self: &Arc<Self>,
-        dir: &Path,
+        run: JournaledRun,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let result = self.carry_on(dir, follow_up).await;
+        let result = self.carry_on(run, follow_up).await;
         self.close_events();
         result
     }
 
     async fn carry_on(
         self: &Arc<Self>,
-        dir: &Path,
+        run: JournaledRun,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(dir).await?;
+        let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(run).await?;
         let id = run_dir.id().to_owned();
         match (follow_up, &rebuilt.finished) {
             (None, Some((stop, _))) => {
@@ -55,8 +56,8 @@ impl Orchestrator {
     /// Compacts the primary conversation of the ended run in `dir` now (the `/compact` of
     /// an interactive session), so the next follow-up starts from the summary; returns what
     /// compacting cost.
-    pub async fn compact(self: &Arc<Self>, dir: &Path) -> Result<Usage, RunError> {
-        let (run_dir, journal, spec, rebuilt, _) = self.load_run(dir).await?;
+    pub async fn compact(self: &Arc<Self>, run: JournaledRun) -> Result<Usage, RunError> {
+        let (run_dir, journal, spec, rebuilt, _) = self.load_run(run).await?;
         if rebuilt.finished.is_none() && !rebuilt.cancelled {
             return Err(RunError::NotFinished(run_dir.id().to_owned()));
         }
@@ -82,36 +83,30 @@ impl Orchestrator {
         result
     }
 
-    /// Opens the run folder `dir` and rebuilds its tree from the journal: the folder, the
-    /// journal, the primary agent's type, its rebuilt state, and the run's task.
+    /// Rebuilds the tree of the opened run from its journal: the folder, the journal, the
+    /// primary agent's type, its rebuilt state, and the run's task.
     pub(super) async fn load_run(
         &self,
-        dir: &Path,
+        run: JournaledRun,
     ) -> Result<(RunDir, Arc<dyn Journal>, AgentSpec, AgentState, String), RunError> {
-        let run_dir = RunDir::open(dir)?;
+        let JournaledRun {
+            dir,
+            journal,
+            state,
+            notes,
+        } = run;
+        let run_dir = RunDir::open(&dir)?;
         let id = run_dir.id().to_owned();
-        let (journal, notes) = FileJournal::open(dir).map_err(|e| match e {
-            JournalError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                RunError::NoJournal(id.clone())
-            }
-            other => RunError::Journal(other),
-        })?;
         if notes.dropped_partial_line {
             tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
         }
-        let Some(Step::Run {
-            agent_type, task, ..
-        }) = journal.steps("").await?.into_iter().next()
-        else {
-            return Err(RunError::NoJournal(id));
-        };
-        let spec = primary_spec(&self.registry, &agent_type)?.clone();
+        let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
         let journal: Arc<dyn Journal> = Arc::new(journal);
         let primary = self.load_tree(&journal, &spec.name).await?;
         let Some(rebuilt) = primary else {
             return Err(RunError::NoJournal(id));
         };
-        Ok((run_dir, journal, spec, rebuilt, task))
+        Ok((run_dir, journal, spec, rebuilt, state.task))
     }
 
     /// Rebuilds the agent at `path` and, through the subagents its `Task` calls started,
