@@ -9,8 +9,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use cadre_core::{AgentSpec, Event, Mode, Orchestrator};
-//! use cadre_model::AnthropicConfig;
+//! use cadre_core::{AgentSpec, AnthropicConfig, Event, Mode, Orchestrator};
 //! use futures::StreamExt;
 //!
 //! // An agent type defined in code: a read-only reviewer the primary agent may delegate to.
@@ -61,6 +60,23 @@
 pub mod definitions;
 pub mod record;
 pub mod run;
+
+// One dependency is enough to embed cadre: the crates below it come along, whole and by
+// their common names.
+pub use cadre_mcp as mcp;
+pub use cadre_model as model;
+pub use cadre_model::{
+    AnthropicConfig, ContentBlock, Message, Model, ModelError, OpenAiConfig, Response, Role, Usage,
+};
+pub use cadre_tools as tools;
+pub use cadre_tools::{
+    Json, SandboxMode, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, TypedTool, Workspace,
+};
+
+/// The README's code, compiled as a doctest so it cannot drift from the library.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};

@@ -6,12 +6,13 @@ use crate::definitions::instructions::Instructions;
 use crate::definitions::registry::Registry;
 use crate::definitions::skills::{Skill, SkillSet};
 use crate::definitions::spec::AgentSpec;
+use crate::definitions::tools::{is_mcp_name, resolve_tool_name, SKILL_TOOL, TASK_TOOL};
 use crate::record::events::EventHandler;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
 use crate::run::permissions::Permissions;
 use cadre_mcp::McpServers;
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
-use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
+use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace, BUILTIN_TOOL_NAMES};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -377,6 +378,89 @@ impl OrchestratorBuilder {
                 }
             }),
         };
+        check_tools(&registry, &config.tools)?;
         Ok(Orchestrator::new(registry, config, events))
+    }
+}
+
+/// Fails on the first tool name an agent type gives (in `tools` or `disallowed_tools`) that
+/// no tool answers to: a typo would otherwise leave the agent without the tool, or with one
+/// it was meant not to have. Types loaded from files were repaired, with a warning, when
+/// they were read; this catches the ones made in code.
+fn check_tools(registry: &Registry, extra: &[Arc<dyn Tool>]) -> Result<(), RunError> {
+    let extra: Vec<&str> = extra.iter().map(|t| t.name()).collect();
+    let known = |name: &str| {
+        name == "*"
+            || is_mcp_name(name)
+            || resolve_tool_name(name).is_some()
+            || extra.contains(&name)
+    };
+    for spec in registry.all() {
+        for name in spec.tools.iter().chain(&spec.disallowed_tools) {
+            // `Bash(git diff:*)` and `Task(explore)` are about the tool before the bracket.
+            let tool = name.split('(').next().unwrap_or_default().trim();
+            if known(tool) {
+                continue;
+            }
+            let mut names: Vec<&str> = BUILTIN_TOOL_NAMES.to_vec();
+            names.extend([TASK_TOOL, SKILL_TOOL]);
+            names.extend(&extra);
+            let mut scored: Vec<(f64, &str)> = names
+                .into_iter()
+                .map(|n| {
+                    (
+                        strsim::jaro_winkler(&tool.to_lowercase(), &n.to_lowercase()),
+                        n,
+                    )
+                })
+                .filter(|(score, _)| *score > 0.8)
+                .collect();
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            return Err(RunError::UnknownTool {
+                agent: spec.name.clone(),
+                tool: name.clone(),
+                closest: scored
+                    .into_iter()
+                    .take(2)
+                    .map(|(_, n)| n.to_owned())
+                    .collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definitions::spec::Mode;
+
+    fn with_tools(tools: &[&str]) -> Registry {
+        let mut registry = Registry::shipped();
+        registry.insert(AgentSpec {
+            name: "reviewer".into(),
+            description: "Reviews.".into(),
+            mode: Mode::Subagent,
+            tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+            ..AgentSpec::default()
+        });
+        registry
+    }
+
+    #[test]
+    fn an_unknown_tool_name_is_an_error_naming_the_closest() {
+        let e = check_tools(&with_tools(&["raed_file", "grep"]), &[]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "agent type \"reviewer\" names the tool \"raed_file\", which is no tool of this orchestrator (did you mean read_file or edit_file?)"
+        );
+        assert!(check_tools(
+            &with_tools(&["Read", "Bash(git diff:*)", "mcp__docs__find", "*"]),
+            &[]
+        )
+        .is_ok());
+        assert!(check_tools(&Registry::shipped(), &[]).is_ok());
+        let e = check_tools(&with_tools(&["zzz"]), &[]).unwrap_err();
+        assert!(!e.to_string().contains("did you mean"), "{e}");
     }
 }

@@ -118,6 +118,19 @@ pub const DEFAULT_COMPACT_AT: u64 = 150_000;
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// An agent type names a tool that no one provides.
+    #[error("agent type {agent:?} names the tool {tool:?}, which is no tool of this orchestrator{}", closest_hint(.closest))]
+    UnknownTool {
+        /// The agent type.
+        agent: String,
+        /// The name as written.
+        tool: String,
+        /// The known names closest to it, best first.
+        closest: Vec<String>,
+    },
+    /// This orchestrator already ran: it is one run's handle.
+    #[error("this orchestrator already ran; build another for the next run")]
+    AlreadyRan,
     /// No model was given to the builder.
     #[error("no model: give the builder a model client, or an Anthropic or OpenAI-compatible configuration")]
     NoModel,
@@ -176,4 +189,12 @@ pub enum RunError {
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),
+}
+
+/// ` (did you mean …?)` for the closest names, or nothing.
+fn closest_hint(closest: &[String]) -> String {
+    match closest {
+        [] => String::new(),
+        names => format!(" (did you mean {}?)", names.join(" or ")),
+    }
 }

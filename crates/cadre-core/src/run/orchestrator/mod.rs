@@ -148,6 +148,8 @@ pub struct Orchestrator {
     events: EventHandler,
     budget: Budget,
     limiter: Arc<Semaphore>,
+    /// Whether its one run began (see [`Orchestrator::run`]).
+    ran: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
     locks: Arc<PathLocks>,
     builtins: Vec<Arc<dyn Tool>>,
@@ -215,6 +217,7 @@ impl Orchestrator {
         Arc::new(Self {
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
+            ran: std::sync::atomic::AtomicBool::new(false),
             registry,
             config,
             events,
@@ -302,9 +305,19 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        self.first_run()?;
         let result = self.start(agent_type, task).await;
         self.close_events();
         result
+    }
+
+    /// Claims this orchestrator for its one run: a second run, resume or compaction is
+    /// refused, since the run's folder, journal, roster and usage belong to the first.
+    pub(super) fn first_run(&self) -> Result<(), RunError> {
+        if self.ran.swap(true, Ordering::SeqCst) {
+            return Err(RunError::AlreadyRan);
+        }
+        Ok(())
     }
 
     async fn start(

@@ -13,6 +13,7 @@ impl Orchestrator {
         run: JournaledRun,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        self.first_run()?;
         let result = self.carry_on(run, follow_up).await;
         self.close_events();
         result
@@ -57,6 +58,7 @@ impl Orchestrator {
     /// an interactive session), so the next follow-up starts from the summary; returns what
     /// compacting cost.
     pub async fn compact(self: &Arc<Self>, run: JournaledRun) -> Result<Usage, RunError> {
+        self.first_run()?;
         let (run_dir, journal, spec, rebuilt, _) = self.load_run(run).await?;
         if rebuilt.finished.is_none() && !rebuilt.cancelled {
             return Err(RunError::NotFinished(run_dir.id().to_owned()));
