@@ -1,6 +1,6 @@
 //! The crate's one integration test binary.
 //!
-//! The top level drives the real `AnthropicModel` against the `cadre-testkit` mock Messages
+//! [`anthropic`] drives the real `AnthropicModel` against the `cadre-testkit` mock Messages
 //! API; [`openai`] drives `OpenAiModel` against a small Chat Completions mock defined there;
 //! [`record_replay`] records conversations through `RecordingModel` and replays them;
 //! [`context_window`] asks `OpenAiModel` for the window servers report. The
