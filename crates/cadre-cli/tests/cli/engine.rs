@@ -154,6 +154,10 @@ fn fan_out_routes(server: &MockServer, n: usize, agent: &str, command: impl Fn(u
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn a_fan_out_in_the_workers_folder_completes_on_both_replicas() {
     if !engine_or_skip() {
         return;
@@ -228,6 +232,10 @@ fn first_user(body: &Value) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write() {
     if engine_or_skip() {
         kill_mid_fan_out(false).await;
@@ -235,6 +243,10 @@ async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn in_a_repository_a_replica_killed_mid_fan_out_leaves_each_branch_with_its_write_once() {
     if engine_or_skip() {
         kill_mid_fan_out(true).await;
@@ -451,6 +463,10 @@ async fn finish(child: Child) -> Output {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn a_writing_tool_cut_off_by_a_crash_is_reported_interrupted_not_run_again() {
     if !engine_or_skip() {
         return;
@@ -506,6 +522,10 @@ async fn a_writing_tool_cut_off_by_a_crash_is_reported_interrupted_not_run_again
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
     if !engine_or_skip() {
         return;
@@ -545,6 +565,10 @@ async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
     if !engine_or_skip() {
         return;
@@ -589,6 +613,10 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn the_runs_limits_hold_across_workers() {
     if !engine_or_skip() {
         return;
@@ -650,6 +678,10 @@ async fn the_runs_limits_hold_across_workers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn one_worker_that_registers_itself_serves_a_run() {
     if !engine_or_skip() {
         return;
@@ -703,6 +735,10 @@ async fn one_worker_that_registers_itself_serves_a_run() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn outside_git_a_worker_without_a_folder_fails_the_run_and_says_why() {
     if !engine_or_skip() {
         return;

@@ -1,5 +1,5 @@
 use super::*;
-use cadre_testkit::mcp_server_binary;
+use cadre_testkit::{mcp_server_binary, prereq};
 
 fn write_config(dir: &Path, servers: Value) {
     let config = json!({ "mcpServers": servers });
@@ -118,20 +118,19 @@ async fn mcp_list_shows_tools_and_check_reports_a_server_that_fails_with_its_std
 }
 
 /// The published filesystem server from npm, as a user would install it (`.ci/run`
-/// installs it; elsewhere the test says how and passes unless CI requires it).
+/// installs it; elsewhere the test is ignored, with the reason).
 #[tokio::test]
+#[cfg_attr(
+    not(has_npm_mcp),
+    ignore = "needs the npm MCP server: npm install --prefix target/npm-mcp @modelcontextprotocol/server-filesystem (as .ci/run does)"
+)]
 async fn mcp_list_works_with_a_published_server_from_npm() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let bin = root.join("target/npm-mcp/node_modules/.bin/mcp-server-filesystem");
-    if !bin.exists() {
-        assert!(
-            std::env::var_os("CADRE_REQUIRE_NPM_MCP").is_none(),
-            "{} is missing; .ci/run installs it",
-            bin.display()
-        );
-        eprintln!("note: install it with `npm install --prefix target/npm-mcp @modelcontextprotocol/server-filesystem` to run this test");
+    let Some(bin) = prereq::find_or_skip(
+        &prereq::NPM_MCP_FILESYSTEM,
+        "npm install --prefix target/npm-mcp @modelcontextprotocol/server-filesystem",
+    ) else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("hello.txt"), "hello\n").unwrap();
     write_config(

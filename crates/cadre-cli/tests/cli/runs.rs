@@ -1,4 +1,5 @@
 use super::*;
+use cadre_testkit::prereq;
 
 /// The task of the older run: it must come back escaped in every view.
 const TASK: &str = "Survey the code <img src=x onerror=alert(1)>";
@@ -240,26 +241,11 @@ fn assert_self_contained_and_escaped(html: &str) {
     assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
 }
 
-#[tokio::test]
-async fn the_html_timeline_has_a_lane_per_agent_and_renders_in_a_browser() {
-    let runs = two_runs().await;
+/// The fleet run's page, and the page of a copy whose transcripts have no times (as an
+/// older cadre wrote them), both written into `out`.
+async fn timed_and_untimed_pages(runs: &Runs, out: &Path) -> (String, String) {
     let ws = runs.dir.path();
-    let out = tempfile::tempdir().unwrap();
-    let html = html_of(ws, &runs.fleet, out.path()).await;
-    assert_eq!(count(&html, "data-agent=\""), 4);
-    for path in ["main", "main/explore#1", "main/explore#2", "main/plan#1"] {
-        assert!(html.contains(&format!("data-agent=\"{path}\"")), "{path}");
-    }
-    // Every agent made 2 turns; the parent's 3 Task calls and one call per subagent.
-    assert_eq!(count(&html, "class=\"bar turn\""), 8);
-    assert_eq!(count(&html, "class=\"bar tool\""), 6);
-    assert!(
-        html.contains("data-mode=\"time\""),
-        "transcripts carry times"
-    );
-    assert_self_contained_and_escaped(&html);
-
-    // Transcripts of an older cadre, without times: the same lanes, evenly spaced.
+    let html = html_of(ws, &runs.fleet, out).await;
     let old = copy_run(ws, &runs.fleet);
     let folder = old.path().join(".cadre/runs").join(&runs.fleet);
     for entry in std::fs::read_dir(&folder).unwrap() {
@@ -280,14 +266,48 @@ async fn the_html_timeline_has_a_lane_per_agent_and_renders_in_a_browser() {
             std::fs::write(&path, text.join("\n") + "\n").unwrap();
         }
     }
-    let untimed = html_of(old.path(), &runs.fleet, out.path()).await;
+    let untimed = html_of(old.path(), &runs.fleet, out).await;
+    (html, untimed)
+}
+
+#[tokio::test]
+async fn the_html_timeline_has_a_lane_per_agent() {
+    let runs = two_runs().await;
+    let out = tempfile::tempdir().unwrap();
+    let (html, untimed) = timed_and_untimed_pages(&runs, out.path()).await;
+    assert_eq!(count(&html, "data-agent=\""), 4);
+    for path in ["main", "main/explore#1", "main/explore#2", "main/plan#1"] {
+        assert!(html.contains(&format!("data-agent=\"{path}\"")), "{path}");
+    }
+    // Every agent made 2 turns; the parent's 3 Task calls and one call per subagent.
+    assert_eq!(count(&html, "class=\"bar turn\""), 8);
+    assert_eq!(count(&html, "class=\"bar tool\""), 6);
+    assert!(
+        html.contains("data-mode=\"time\""),
+        "transcripts carry times"
+    );
+    assert_self_contained_and_escaped(&html);
+
+    // Transcripts of an older cadre, without times: the same lanes, evenly spaced.
     assert!(untimed.contains("data-mode=\"steps\""));
     assert!(untimed.contains("evenly spaced"));
     assert_eq!(count(&untimed, "data-agent=\""), 4);
     assert_eq!(count(&untimed, "class=\"bar turn\""), 8);
+}
 
-    // Run the page's script in a real browser: it must finish without an error.
-    let Some(chromium) = chromium() else { return };
+/// The page's script, run in a real browser, finishes without an error.
+#[tokio::test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium: apt-get install chromium (as .ci/run does)"
+)]
+async fn the_html_timeline_renders_in_a_browser() {
+    let Some(chromium) = prereq::find_or_skip(&prereq::CHROMIUM, "apt-get install chromium") else {
+        return;
+    };
+    let runs = two_runs().await;
+    let out = tempfile::tempdir().unwrap();
+    let (html, untimed) = timed_and_untimed_pages(&runs, out.path()).await;
     for (name, page) in [("timed", &html), ("untimed", &untimed)] {
         let file = out.path().join(format!("{name}.html"));
         std::fs::write(&file, page).unwrap();
@@ -315,23 +335,6 @@ async fn runs_help_says_what_each_command_shows() {
     for want in ["--limit", "--json", "newest first", "unfinished"] {
         assert!(help.stdout.contains(want), "{want}: {}", help.stdout);
     }
-}
-
-/// Debian's chromium, or `None` (with a note) where it is missing and CI does not
-/// require it (`.ci/run` installs it and sets CADRE_REQUIRE_CHROMIUM=1).
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .flat_map(|dir| ["chromium", "chromium-browser"].map(|n| dir.join(n)))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CADRE_REQUIRE_CHROMIUM").is_none_or(|v| v != "1"),
-            "CADRE_REQUIRE_CHROMIUM=1 but chromium is not on PATH; .ci/run installs it"
-        );
-        eprintln!("note: the browser check of the HTML page is skipped: install chromium (apt-get install chromium) to run it");
-    }
-    found
 }
 
 /// The page's DOM after its script ran, as headless chromium serialises it.

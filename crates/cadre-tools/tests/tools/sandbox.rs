@@ -267,6 +267,10 @@ fn write_attempts() -> Vec<(&'static str, Needs, &'static str)> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_landlock),
+    ignore = "needs Landlock ABI 3 (Linux 6.2+, landlock in the lsm= boot parameter): the kernel cannot confine writes"
+)]
 async fn bash_read_only_agent_cannot_write() {
     if !landlock_or_skip("bash_read_only_agent_cannot_write") {
         return;
@@ -307,6 +311,10 @@ async fn bash_read_only_agent_cannot_write() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_landlock),
+    ignore = "needs Landlock ABI 3 (Linux 6.2+, landlock in the lsm= boot parameter): the kernel cannot confine writes"
+)]
 async fn bash_read_only_agent_can_use_its_tmpdir() {
     if !landlock_or_skip("bash_read_only_agent_can_use_its_tmpdir") {
         return;
@@ -338,6 +346,10 @@ async fn bash_read_only_agent_can_use_its_tmpdir() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_landlock),
+    ignore = "needs Landlock ABI 3 (Linux 6.2+, landlock in the lsm= boot parameter): the kernel cannot confine writes"
+)]
 async fn bash_writing_agent_writes_only_in_the_workspace() {
     if !landlock_or_skip("bash_writing_agent_writes_only_in_the_workspace") {
         return;
@@ -390,6 +402,10 @@ async fn bash_writing_agent_writes_only_in_the_workspace() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_landlock),
+    ignore = "needs Landlock ABI 3 (Linux 6.2+, landlock in the lsm= boot parameter): the kernel cannot confine writes"
+)]
 async fn bash_network_can_be_denied() {
     if !landlock_or_skip("bash_network_can_be_denied") {
         return;
@@ -438,6 +454,10 @@ fn status_field(path: &str, key: &str) -> String {
 /// Landlock and the seccomp filter bind only the short-lived spawning thread: cadre's own
 /// threads, new threads and later unsandboxed children can still write anywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_landlock),
+    ignore = "needs Landlock ABI 3 (Linux 6.2+, landlock in the lsm= boot parameter): the kernel cannot confine writes"
+)]
 async fn bash_sandbox_leaves_cadre_unrestricted() {
     if !landlock_or_skip("bash_sandbox_leaves_cadre_unrestricted") {
         return;
