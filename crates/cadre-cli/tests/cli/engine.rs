@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A `cadre worker` process, killed when dropped.
 struct WorkerProc {
@@ -446,6 +446,57 @@ fn spawn_client(dir: &Path, ingress: &str, home: &Path, args: &[&str]) -> Child 
         .unwrap()
 }
 
+/// Whether run `id`'s roster lists its primary agent (an agent leaves it when it ends).
+async fn main_listed(ingress: &cadre_engine::client::Ingress, id: &str) -> bool {
+    let roster = ingress.roster(id).await.unwrap();
+    roster.iter().any(|p| p.path == "main")
+}
+
+/// Waits (up to a minute) until `ready`, polling; fails the test naming `what` if never.
+async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether process `pid` has a TCP connection established to `port`, as `/proc` shows it:
+/// the socket inodes among its open files, looked up in the kernel's TCP tables.
+fn connected_to(pid: u32, port: u16) -> bool {
+    const ESTABLISHED: &str = "01";
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let sockets: Vec<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        text.lines().skip(1).any(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = cols
+                .get(2)
+                .and_then(|remote| remote.rsplit_once(':'))
+                .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
+            remote_port == Some(port)
+                && cols.get(3) == Some(&ESTABLISHED)
+                && cols
+                    .get(9)
+                    .is_some_and(|inode| sockets.iter().any(|s| s == inode))
+        })
+    })
+}
+
 /// Waits for `child` to end (at most a minute) and returns its exit code, stdout, stderr.
 async fn finish(child: Child) -> Output {
     let out = tokio::time::timeout(
@@ -544,13 +595,30 @@ async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
         &["FAN-OUT in two parts"],
     );
     assert!(gate.wait_for(2, Duration::from_secs(60)).await);
+    let ingress = cadre_engine::client::Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let id = run_id(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !main_listed(&ingress, &id).await {
+        assert!(
+            Instant::now() < deadline,
+            "the primary agent never showed in the roster"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-    // The requests in flight finish (a running step is not interrupted); nothing after them.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The cancel has reached the primary agent once it has left the roster. The requests in
+    // flight then finish (a running step is not interrupted); nothing comes after them.
+    while main_listed(&ingress, &id).await {
+        assert!(
+            Instant::now() < deadline,
+            "the cancel never stopped the primary agent"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     gate.open();
     let out = finish(client).await;
     assert_eq!(out.code, 130, "{}\n{}", out.stdout, out.stderr);
@@ -590,14 +658,27 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
     client.wait().unwrap();
     let id = run_id(dir.path());
     let prefix = &id[..id.len() - 2];
-    let resumed = {
-        let dir = dir.path().to_path_buf();
-        let prefix = prefix.to_owned();
-        tokio::spawn(async move { cadre_env(&dir, &[], &["resume", &prefix]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let resume_home = tempfile::tempdir().unwrap();
+    let resumed = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["resume", prefix])
+        .current_dir(dir.path())
+        .env("HOME", resume_home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("CADRE_MODEL")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run goes on only once `cadre resume` follows it.
+    let ingress = fleet.restate.ingress_addr().port();
+    wait_until("cadre resume to reach the engine", || {
+        connected_to(resumed.id(), ingress)
+    })
+    .await;
     gate.open();
-    let out = resumed.await.unwrap();
+    let out = finish(resumed).await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("ALL PARTS DONE"), "{}", out.stdout);
     let summary: Value = serde_json::from_str(

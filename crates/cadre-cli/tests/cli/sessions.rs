@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `cadre` started in the background, to be killed.
@@ -30,6 +31,21 @@ async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
+fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let pipe = std::io::BufReader::new(child.stderr.take().unwrap());
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(pipe).map_while(Result::ok) {
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    text
 }
 
 fn journal(dir: &Path) -> String {
@@ -261,14 +277,21 @@ async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary
         .args(["run", "PARENT task"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let stderr = collect_stderr(&mut child);
     let pid_file = dir.path().join("sleeper.pid");
     wait_for("the subagent's command to start", || pid_file.exists()).await;
     let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_for("cadre to take the first Ctrl-C", || {
+        stderr
+            .lock()
+            .unwrap()
+            .contains("cadre: stopping every agent")
+    })
+    .await;
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
@@ -316,10 +339,12 @@ async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_
             json!({"command": "echo $$ > main.pid; sleep 300"}),
         )],
     );
+    let input_closed = dir.path().join("mcp-input-closed");
     let stubborn = format!(
-        "trap '' TERM; echo $$ > {pid}; {bin}; sleep 300",
+        "trap '' TERM; echo $$ > {pid}; {bin}; touch {closed}; sleep 300",
         pid = dir.path().join("mcp.pid").display(),
-        bin = cadre_testkit::mcp_server_binary().display()
+        bin = cadre_testkit::mcp_server_binary().display(),
+        closed = input_closed.display()
     );
     std::fs::write(
         dir.path().join(".mcp.json"),
@@ -350,7 +375,7 @@ async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_
     let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
     // The server's shutdown has begun: its input is closed, SIGTERM is coming.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_for("the MCP server's input to close", || input_closed.exists()).await;
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
