@@ -19,6 +19,8 @@
 //! [`restate`] runs a Restate server and an HAProxy in front of worker replicas for the
 //! engine's tests; a [`Gate`] ([`MockServer::gate`]) holds model requests until the test
 //! lets them go, and [`Captured::completed`] tells whether a reply's body fully went out.
+//! [`prereq`] finds the outside programs some tests need, for those tests and for the build
+//! scripts that mark them ignored where a program is missing.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -34,6 +36,7 @@ pub mod compaction;
 pub mod git;
 pub mod mcp;
 pub mod openai;
+pub mod prereq;
 pub mod protocol;
 pub mod reply;
 pub mod restate;

@@ -35,6 +35,8 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
+use crate::prereq;
+
 /// How long [`RestateServer::start`] waits for both health endpoints.
 const RESTATE_START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -42,36 +44,9 @@ const RESTATE_START_TIMEOUT: Duration = Duration::from_secs(60);
 const HAPROXY_START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Set (to anything but `0`) to fail, not skip, engine tests whose programs are missing.
-pub const REQUIRE_ENV: &str = "CADRE_REQUIRE_RESTATE";
+pub const REQUIRE_ENV: &str = prereq::RESTATE.require_env;
 
-/// Where `.ci/run` installs the server from npm, relative to the workspace root.
-const NPM_SERVER: &str =
-    "target/npm-restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server";
-
-/// The native `restate-server` binary: `$CADRE_RESTATE_SERVER`, else the npm install under
-/// the workspace's `target/npm-restate`, else `restate-server` on `PATH`.
-///
-/// The npm package's own `restate-server` is a node wrapper; this is the binary it wraps,
-/// so killing the process really stops the server.
-pub fn restate_server_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("CADRE_RESTATE_SERVER") {
-        let path = PathBuf::from(path);
-        return path.is_file().then_some(path);
-    }
-    let npm = workspace_root().join(NPM_SERVER);
-    if npm.is_file() {
-        return Some(npm);
-    }
-    on_path("restate-server")
-}
-
-/// The `haproxy` binary: on `PATH`, else Debian's `/usr/sbin/haproxy`.
-pub fn haproxy_binary() -> Option<PathBuf> {
-    on_path("haproxy").or_else(|| {
-        let debian = PathBuf::from("/usr/sbin/haproxy");
-        debian.is_file().then_some(debian)
-    })
-}
+pub use crate::prereq::{haproxy_binary, restate_server_binary};
 
 /// `Ok` when both the Restate server and HAProxy are found, else what is missing and how to
 /// install it.
@@ -87,8 +62,9 @@ pub fn engine_available() -> Result<(), String> {
         ));
     } else if restate_server_binary().is_none() {
         missing.push(format!(
-            "restate-server (set CADRE_RESTATE_SERVER, or `npm install --prefix target/npm-restate \
-             @restatedev/restate-server@1.7.12` to get {NPM_SERVER})"
+            "restate-server (set CADRE_RESTATE_SERVER, or `npm install --prefix {} \
+             @restatedev/restate-server@1.7.12`)",
+            prereq::NPM_RESTATE
         ));
     }
     if haproxy_binary().is_none() {
@@ -104,30 +80,21 @@ pub fn engine_available() -> Result<(), String> {
 /// Whether an engine test can run: `true` when [`engine_available`]; otherwise prints a
 /// note and returns `false` (the test returns early), or panics when `CADRE_REQUIRE_RESTATE`
 /// is set, so CI cannot skip it by accident.
+///
+/// Engine tests are also marked ignored where the programs were missing at build time
+/// (see [`crate::prereq`]); this is the check for a program gone since.
 #[allow(clippy::panic)] // Test helper: failing the test is its purpose when CI requires it.
 pub fn engine_or_skip() -> bool {
     match engine_available() {
         Ok(()) => true,
         Err(message) => {
-            if std::env::var_os(REQUIRE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+            if prereq::required(REQUIRE_ENV) {
                 panic!("{REQUIRE_ENV} is set but the engine test cannot run: {message}; .ci/run installs both");
             }
             eprintln!("note: engine test skipped: {message}");
             false
         }
     }
-}
-
-/// The workspace root: two levels above this crate's manifest.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// `N` distinct free TCP ports on 127.0.0.1, all bound at once so none repeats. They are

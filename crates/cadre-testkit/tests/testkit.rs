@@ -365,16 +365,21 @@ async fn barrier_opens_with_three_concurrent_requests() {
     );
     server.hold_until_in_flight(3, Duration::from_secs(10));
     let started = Instant::now();
-    let tasks: Vec<_> = (0..3)
-        .map(|i| {
-            let server = server.clone();
-            tokio::spawn(async move {
-                // Staggered so the first ones really are held.
-                tokio::time::sleep(Duration::from_millis(100 * i)).await;
-                post(&server, &request_body("hi", false)).await.status()
-            })
-        })
-        .collect();
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let client = server.clone();
+        tasks.push(tokio::spawn(async move {
+            post(&client, &request_body("hi", false)).await.status()
+        }));
+        // The next is sent once this one waits at the barrier, so the first ones really are
+        // held.
+        if i < 2 {
+            assert!(
+                eventually(|| server.in_flight() == i + 1).await,
+                "request {i} was not held"
+            );
+        }
+    }
     for t in tasks {
         assert_eq!(t.await.unwrap(), 200);
     }

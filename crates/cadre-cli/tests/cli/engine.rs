@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A `cadre worker` process, killed when dropped.
 struct WorkerProc {
@@ -154,6 +154,10 @@ fn fan_out_routes(server: &MockServer, n: usize, agent: &str, command: impl Fn(u
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn a_fan_out_in_the_workers_folder_completes_on_both_replicas() {
     if !engine_or_skip() {
         return;
@@ -228,6 +232,10 @@ fn first_user(body: &Value) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write() {
     if engine_or_skip() {
         kill_mid_fan_out(false).await;
@@ -235,6 +243,10 @@ async fn a_replica_killed_mid_fan_out_repeats_no_completed_request_and_no_write(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn in_a_repository_a_replica_killed_mid_fan_out_leaves_each_branch_with_its_write_once() {
     if engine_or_skip() {
         kill_mid_fan_out(true).await;
@@ -434,6 +446,57 @@ fn spawn_client(dir: &Path, ingress: &str, home: &Path, args: &[&str]) -> Child 
         .unwrap()
 }
 
+/// Whether run `id`'s roster lists its primary agent (an agent leaves it when it ends).
+async fn main_listed(ingress: &cadre_engine::client::Ingress, id: &str) -> bool {
+    let roster = ingress.roster(id).await.unwrap();
+    roster.iter().any(|p| p.path == "main")
+}
+
+/// Waits (up to a minute) until `ready`, polling; fails the test naming `what` if never.
+async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether process `pid` has a TCP connection established to `port`, as `/proc` shows it:
+/// the socket inodes among its open files, looked up in the kernel's TCP tables.
+fn connected_to(pid: u32, port: u16) -> bool {
+    const ESTABLISHED: &str = "01";
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let sockets: Vec<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        text.lines().skip(1).any(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = cols
+                .get(2)
+                .and_then(|remote| remote.rsplit_once(':'))
+                .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
+            remote_port == Some(port)
+                && cols.get(3) == Some(&ESTABLISHED)
+                && cols
+                    .get(9)
+                    .is_some_and(|inode| sockets.iter().any(|s| s == inode))
+        })
+    })
+}
+
 /// Waits for `child` to end (at most a minute) and returns its exit code, stdout, stderr.
 async fn finish(child: Child) -> Output {
     let out = tokio::time::timeout(
@@ -451,6 +514,10 @@ async fn finish(child: Child) -> Output {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn a_writing_tool_cut_off_by_a_crash_is_reported_interrupted_not_run_again() {
     if !engine_or_skip() {
         return;
@@ -506,6 +573,10 @@ async fn a_writing_tool_cut_off_by_a_crash_is_reported_interrupted_not_run_again
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
     if !engine_or_skip() {
         return;
@@ -524,13 +595,30 @@ async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
         &["FAN-OUT in two parts"],
     );
     assert!(gate.wait_for(2, Duration::from_secs(60)).await);
+    let ingress = cadre_engine::client::Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let id = run_id(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !main_listed(&ingress, &id).await {
+        assert!(
+            Instant::now() < deadline,
+            "the primary agent never showed in the roster"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-    // The requests in flight finish (a running step is not interrupted); nothing after them.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The cancel has reached the primary agent once it has left the roster. The requests in
+    // flight then finish (a running step is not interrupted); nothing comes after them.
+    while main_listed(&ingress, &id).await {
+        assert!(
+            Instant::now() < deadline,
+            "the cancel never stopped the primary agent"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     gate.open();
     let out = finish(client).await;
     assert_eq!(out.code, 130, "{}\n{}", out.stdout, out.stderr);
@@ -545,6 +633,10 @@ async fn ctrl_c_cancels_the_run_on_the_engine_and_exits_130() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
     if !engine_or_skip() {
         return;
@@ -566,14 +658,27 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
     client.wait().unwrap();
     let id = run_id(dir.path());
     let prefix = &id[..id.len() - 2];
-    let resumed = {
-        let dir = dir.path().to_path_buf();
-        let prefix = prefix.to_owned();
-        tokio::spawn(async move { cadre_env(&dir, &[], &["resume", &prefix]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let resume_home = tempfile::tempdir().unwrap();
+    let resumed = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["resume", prefix])
+        .current_dir(dir.path())
+        .env("HOME", resume_home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("CADRE_MODEL")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run goes on only once `cadre resume` follows it.
+    let ingress = fleet.restate.ingress_addr().port();
+    wait_until("cadre resume to reach the engine", || {
+        connected_to(resumed.id(), ingress)
+    })
+    .await;
     gate.open();
-    let out = resumed.await.unwrap();
+    let out = finish(resumed).await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("ALL PARTS DONE"), "{}", out.stdout);
     let summary: Value = serde_json::from_str(
@@ -589,6 +694,10 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn the_runs_limits_hold_across_workers() {
     if !engine_or_skip() {
         return;
@@ -650,6 +759,10 @@ async fn the_runs_limits_hold_across_workers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn one_worker_that_registers_itself_serves_a_run() {
     if !engine_or_skip() {
         return;
@@ -703,6 +816,10 @@ async fn one_worker_that_registers_itself_serves_a_run() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn outside_git_a_worker_without_a_folder_fails_the_run_and_says_why() {
     if !engine_or_skip() {
         return;

@@ -73,6 +73,10 @@ async fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn restate_servers_start_side_by_side_register_and_restart() {
     if !engine_or_skip() {
         return;
@@ -130,6 +134,10 @@ async fn restate_servers_start_side_by_side_register_and_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn haproxy_balances_h2c_and_marks_a_stopped_worker_down() {
     if !engine_or_skip() {
         return;

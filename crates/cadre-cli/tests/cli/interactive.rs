@@ -1,0 +1,114 @@
+use super::*;
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_session_takes_follow_ups_survives_a_cancelled_turn_and_shows_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::LastUserContains("hello there".into()),
+        vec![Reply::text("FIRST-REPLY").usage(100, 10, 0, 0)],
+    );
+    server.route(
+        Match::LastUserContains("second message".into()),
+        vec![Reply::text("SECOND-REPLY").usage(200, 20, 0, 0)],
+    );
+    server.route(
+        Match::LastUserContains("delegate now".into()),
+        vec![Reply::tasks([("t1", "explore", "Slow job")])],
+    );
+    server.route(
+        Match::FirstUserContains("Slow job".into()),
+        vec![Reply::text("too late").delay(Duration::from_secs(120))],
+    );
+    server.route(
+        Match::LastUserContains("after cancel".into()),
+        vec![Reply::text("STILL-HERE")],
+    );
+    server.route(
+        Match::LastUserContains("after compacting".into()),
+        vec![Reply::text("FROM-THE-SUMMARY")],
+    );
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    cmd.current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env("TERM", "dumb")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG");
+    let requests = {
+        let server = server.clone();
+        move || server.requests()
+    };
+    let session = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        p.exp_string("/help").unwrap();
+        p.send_line("hello there").unwrap();
+        p.exp_string("FIRST-REPLY").unwrap();
+        p.send_line("second message").unwrap();
+        p.exp_string("SECOND-REPLY").unwrap();
+        p.send_line("delegate now").unwrap();
+        // Wait until the subagent's request is with the model, then cancel the turn.
+        let start = std::time::Instant::now();
+        while !requests().iter().any(|r| r.first_user_text() == "Slow job") {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the subagent never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p.send_control('c').unwrap();
+        p.exp_string("cancelling this turn").unwrap();
+        p.send_line("after cancel").unwrap();
+        p.exp_string("STILL-HERE").unwrap();
+        p.send_line("/compact").unwrap();
+        p.exp_string("compacted:").unwrap();
+        p.send_line("after compacting").unwrap();
+        p.exp_string("FROM-THE-SUMMARY").unwrap();
+        p.send_line("/usage").unwrap();
+        p.exp_string("total").unwrap();
+        p.send_control('d').unwrap();
+        p.exp_string("session saved as run").unwrap();
+        p.exp_eof().unwrap();
+    });
+    session.await.unwrap();
+    let all = server.requests();
+    // The follow-up carried the first exchange.
+    let second = all
+        .iter()
+        .find(|r| r.last_user_text().contains("second message"))
+        .unwrap();
+    assert_eq!(second.messages().len(), 3);
+    assert_eq!(second.messages()[1]["content"][0]["text"], "FIRST-REPLY");
+    // After the cancel, the conversation went on from a valid history: the cancelled
+    // Task call answered as an error, then the new message.
+    let after = all
+        .iter()
+        .find(|r| r.last_user_text().contains("after cancel"))
+        .unwrap();
+    let last = after.messages().last().unwrap();
+    assert_eq!(last["content"][0]["type"], "tool_result");
+    assert_eq!(last["content"][0]["is_error"], true);
+    // /compact asked for a summary of it all; the next message went after the block.
+    let summarize = all
+        .iter()
+        .find(|r| r.body["compaction"]["type"] == "summarize")
+        .unwrap();
+    assert!(summarize.messages().len() > 4);
+    let compacted = all
+        .iter()
+        .find(|r| r.last_user_text().contains("after compacting"))
+        .unwrap();
+    assert_eq!(compacted.messages().len(), 2);
+    assert_eq!(compacted.messages()[0]["content"][0]["type"], "compaction");
+    // One run folder for the whole session.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join(".cadre/runs"))
+            .unwrap()
+            .count(),
+        1
+    );
+}

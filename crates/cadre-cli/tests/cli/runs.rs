@@ -1,0 +1,370 @@
+use super::*;
+use cadre_testkit::prereq;
+
+/// The task of the older run: it must come back escaped in every view.
+const TASK: &str = "Survey the code <img src=x onerror=alert(1)>";
+
+struct Runs {
+    dir: tempfile::TempDir,
+    /// The fleet run (4 agents, done).
+    fleet: String,
+    /// The newer run, stopped at its turn limit (1 agent).
+    stopped: String,
+}
+
+/// Two real runs in one workspace: a fleet that finishes, then one that hits max turns.
+async fn two_runs() -> Runs {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "pub fn alpha() {}\n").unwrap();
+    let server = MockServer::start().await;
+    fleet_routes(&server);
+    server.route(
+        Match::FirstUserContains("Count".into()),
+        vec![Reply::tool_use("l1", "list_files", json!({}))],
+    );
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", TASK]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--max-turns", "1", "Count the files"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let mut fleet = None;
+    let mut stopped = None;
+    for entry in std::fs::read_dir(dir.path().join(".cadre/runs")).unwrap() {
+        let entry = entry.unwrap();
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(entry.path().join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        let id = entry.file_name().to_str().unwrap().to_owned();
+        if summary["task"] == TASK {
+            fleet = Some(id);
+        } else {
+            stopped = Some(id);
+        }
+    }
+    Runs {
+        dir,
+        fleet: fleet.unwrap(),
+        stopped: stopped.unwrap(),
+    }
+}
+
+/// The line of `text` that starts (after indentation) with `name` followed by a space.
+fn row<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row {name:?} in:\n{text}"))
+}
+
+/// Copies the run folder `id` of `from` into a fresh workspace, where it can be altered.
+fn copy_run(from: &Path, id: &str) -> tempfile::TempDir {
+    let to = tempfile::tempdir().unwrap();
+    let dest = to.path().join(".cadre/runs").join(id);
+    std::fs::create_dir_all(&dest).unwrap();
+    for entry in std::fs::read_dir(from.join(".cadre/runs").join(id)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dest.join(entry.file_name())).unwrap();
+    }
+    to
+}
+
+#[tokio::test]
+async fn list_and_show_read_back_finished_and_unfinished_runs() {
+    let runs = two_runs().await;
+    let ws = runs.dir.path();
+    let ws_arg = ws.to_str().unwrap();
+
+    // Newest first, each with its outcome and agent count; -C works from anywhere.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let list = cadre_env(elsewhere.path(), &[], &["-C", ws_arg, "runs", "list"]).await;
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", list.stdout);
+    assert!(lines[1].starts_with(&runs.stopped), "{}", list.stdout);
+    assert!(lines[1].contains("max turns"), "{}", lines[1]);
+    assert!(lines[1].contains("Count the files"), "{}", lines[1]);
+    assert!(lines[2].starts_with(&runs.fleet), "{}", list.stdout);
+    assert!(lines[2].contains(" done "), "{}", lines[2]);
+    let agents = |line: &str| -> String {
+        let after = line.split_whitespace().collect::<Vec<_>>();
+        // id, date, time, outcome (one or two words), agents…
+        let at = if after[3] == "max" { 5 } else { 4 };
+        after[at].to_owned()
+    };
+    assert_eq!(agents(lines[1]), "1", "{}", lines[1]);
+    assert_eq!(agents(lines[2]), "4", "{}", lines[2]);
+    let date = runs.fleet.get(0..4).unwrap();
+    assert!(lines[2].contains(&format!("{date}-")), "{}", lines[2]);
+
+    let limited = cadre_env(ws, &[], &["runs", "list", "--limit", "1"]).await;
+    assert_eq!(limited.stdout.lines().count(), 3, "{}", limited.stdout);
+    assert!(limited.stdout.contains("1 older run(s) not shown"));
+
+    let json = cadre_env(ws, &[], &["runs", "list", "--json"]).await;
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let items: Value = serde_json::from_str(&json.stdout).unwrap();
+    let items = items.as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["id"], runs.stopped.as_str());
+    assert_eq!(items[0]["outcome"], "max turns");
+    assert_eq!(items[0]["agents"], 1);
+    assert_eq!(items[1]["id"], runs.fleet.as_str());
+    assert_eq!(items[1]["outcome"], "done");
+    assert_eq!(items[1]["finished"], true);
+    assert_eq!(items[1]["agents"], 4);
+    assert_eq!(items[1]["task"], TASK);
+    assert!(items[1]["tokens"].as_u64().unwrap() > 0);
+    assert!(items[1]["started"].as_str().unwrap().ends_with('Z'));
+
+    // The tree, each agent with its outcome, turns and tool calls; then task and answer.
+    let show = cadre_env(ws, &[], &["runs", "show", &runs.fleet]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let text = &show.stdout;
+    assert!(text.contains(&format!("run {}", runs.fleet)), "{text}");
+    assert!(row(text, "main").starts_with("main "), "{text}");
+    for (name, kind, tools) in [
+        ("explore#1", "explore", "1"),
+        ("explore#2", "explore", "1"),
+        ("plan#1", "plan", "1"),
+    ] {
+        let line = row(text, name);
+        assert!(line.starts_with(&format!("  {name}")), "{line}");
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cols[1..5], [kind, "done", "2", tools], "{line}");
+    }
+    let main: Vec<&str> = row(text, "main").split_whitespace().collect();
+    assert_eq!(&main[1..5], ["main", "done", "2", "3"], "{text}");
+    assert!(text.contains(TASK), "{text}");
+    assert!(
+        text.contains("Survey complete: alpha, beta, gamma."),
+        "{text}"
+    );
+
+    let latest = cadre_env(ws, &[], &["runs", "show", "latest"]).await;
+    assert_eq!(latest.code, 0, "{}", latest.stderr);
+    assert!(latest.stdout.contains(&format!("run {}", runs.stopped)));
+    assert!(row(&latest.stdout, "main").contains("max turns"));
+
+    // Unknown or ambiguous ids are usage errors that say which ids exist.
+    let unknown = cadre_env(ws, &[], &["runs", "show", "19990101"]).await;
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+    assert!(
+        unknown.stderr.contains("no run \"19990101\""),
+        "{}",
+        unknown.stderr
+    );
+    assert!(unknown.stderr.contains(&runs.fleet), "{}", unknown.stderr);
+    assert!(unknown.stderr.contains(&runs.stopped), "{}", unknown.stderr);
+    let ambiguous = cadre_env(ws, &[], &["runs", "show", "2"]).await;
+    assert_eq!(ambiguous.code, 2);
+    assert!(
+        ambiguous.stderr.contains("matches 2 runs"),
+        "{}",
+        ambiguous.stderr
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let none = cadre_env(empty.path(), &[], &["runs", "list"]).await;
+    assert_eq!(none.code, 0);
+    assert!(none.stdout.contains("no runs yet"), "{}", none.stdout);
+    assert_eq!(none.stdout.lines().count(), 1);
+    let none = cadre_env(empty.path(), &[], &["runs", "show", "latest"]).await;
+    assert_eq!(none.code, 2);
+
+    // A run killed mid-way: no summary, and one explorer without its outcome line. A
+    // journal another version might write beside the transcripts is left alone.
+    let copy = copy_run(ws, &runs.fleet);
+    let folder = copy.path().join(".cadre/runs").join(&runs.fleet);
+    std::fs::remove_file(folder.join("summary.json")).unwrap();
+    std::fs::write(folder.join("journal.jsonl"), "{\"step\":1}\n").unwrap();
+    let explorer = folder.join("main.explore-2.jsonl");
+    let kept: Vec<String> = std::fs::read_to_string(&explorer)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("{\"") || !l.contains("\"type\":\"outcome\""))
+        .map(str::to_owned)
+        .collect();
+    std::fs::write(&explorer, kept.join("\n") + "\n").unwrap();
+    let list = cadre_env(copy.path(), &[], &["runs", "list", "--json"]).await;
+    let items: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(items[0]["outcome"], "unfinished", "{}", list.stdout);
+    assert_eq!(items[0]["finished"], false);
+    assert_eq!(items[0]["agents"], 4);
+    assert_eq!(items[0]["unfinished_agents"], 1);
+    assert_eq!(items[0]["task"], TASK);
+    // Alone in its workspace, a run is found by any prefix of its id.
+    let show = cadre_env(copy.path(), &[], &["runs", "show", &runs.fleet[..8]]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let text = &show.stdout;
+    assert!(text.contains("unfinished"), "{text}");
+    assert!(text.contains("no summary.json"), "{text}");
+    assert!(row(text, "explore#1").contains(" done "), "{text}");
+    let cols: Vec<String> = row(text, "explore#2")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(&cols[1..5], ["explore", "unfinished", "2", "1"], "{text}");
+    assert!(text.contains("answer: (none"), "{text}");
+}
+
+/// How many times `needle` occurs in `text`.
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+/// The page of run `id` in `ws`, written by `cadre runs show ID --html`.
+async fn html_of(ws: &Path, id: &str, out: &Path) -> String {
+    let file = out.join(format!("{id}.html"));
+    let res = cadre_env(
+        ws,
+        &[],
+        &["runs", "show", id, "--html", file.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(res.code, 0, "{}", res.stderr);
+    std::fs::read_to_string(&file).unwrap()
+}
+
+fn assert_self_contained_and_escaped(html: &str) {
+    for bad in ["<script src", "<link", "@import", "url("] {
+        assert!(!html.contains(bad), "the page references {bad:?}");
+    }
+    assert!(
+        !html.to_ascii_lowercase().contains("http"),
+        "the page names a URL"
+    );
+    assert!(!html.contains("<img"), "the task went in as HTML");
+    assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+}
+
+/// The fleet run's page, and the page of a copy whose transcripts have no times (as an
+/// older cadre wrote them), both written into `out`.
+async fn timed_and_untimed_pages(runs: &Runs, out: &Path) -> (String, String) {
+    let ws = runs.dir.path();
+    let html = html_of(ws, &runs.fleet, out).await;
+    let old = copy_run(ws, &runs.fleet);
+    let folder = old.path().join(".cadre/runs").join(&runs.fleet);
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        // The journal is no transcript: it has no times to remove.
+        if path.extension().is_some_and(|x| x == "jsonl")
+            && path.file_name().is_some_and(|n| n != "journal.jsonl")
+        {
+            let text: Vec<String> = std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let mut v: Value = serde_json::from_str(l).unwrap();
+                    v.as_object_mut().unwrap().remove("t").unwrap();
+                    v.to_string()
+                })
+                .collect();
+            std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        }
+    }
+    let untimed = html_of(old.path(), &runs.fleet, out).await;
+    (html, untimed)
+}
+
+#[tokio::test]
+async fn the_html_timeline_has_a_lane_per_agent() {
+    let runs = two_runs().await;
+    let out = tempfile::tempdir().unwrap();
+    let (html, untimed) = timed_and_untimed_pages(&runs, out.path()).await;
+    assert_eq!(count(&html, "data-agent=\""), 4);
+    for path in ["main", "main/explore#1", "main/explore#2", "main/plan#1"] {
+        assert!(html.contains(&format!("data-agent=\"{path}\"")), "{path}");
+    }
+    // Every agent made 2 turns; the parent's 3 Task calls and one call per subagent.
+    assert_eq!(count(&html, "class=\"bar turn\""), 8);
+    assert_eq!(count(&html, "class=\"bar tool\""), 6);
+    assert!(
+        html.contains("data-mode=\"time\""),
+        "transcripts carry times"
+    );
+    assert_self_contained_and_escaped(&html);
+
+    // Transcripts of an older cadre, without times: the same lanes, evenly spaced.
+    assert!(untimed.contains("data-mode=\"steps\""));
+    assert!(untimed.contains("evenly spaced"));
+    assert_eq!(count(&untimed, "data-agent=\""), 4);
+    assert_eq!(count(&untimed, "class=\"bar turn\""), 8);
+}
+
+/// The page's script, run in a real browser, finishes without an error.
+#[tokio::test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium: apt-get install chromium (as .ci/run does)"
+)]
+async fn the_html_timeline_renders_in_a_browser() {
+    let Some(chromium) = prereq::find_or_skip(&prereq::CHROMIUM, "apt-get install chromium") else {
+        return;
+    };
+    let runs = two_runs().await;
+    let out = tempfile::tempdir().unwrap();
+    let (html, untimed) = timed_and_untimed_pages(&runs, out.path()).await;
+    for (name, page) in [("timed", &html), ("untimed", &untimed)] {
+        let file = out.path().join(format!("{name}.html"));
+        std::fs::write(&file, page).unwrap();
+        let dom = dump_dom(&chromium, &file).await;
+        assert!(dom.contains("data-ready=\"ok\""), "{name}: {dom}");
+        assert_eq!(count(&dom, "data-agent=\""), 4, "{name}: {dom}");
+        assert!(count(&dom, "class=\"tick\"") >= 2, "{name}: no time axis");
+        assert!(!dom.contains("<img"), "{name}: the task became an element");
+    }
+}
+
+#[tokio::test]
+async fn runs_help_says_what_each_command_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = cadre_env(dir.path(), &[], &["runs", "--help"]).await;
+    assert_eq!(help.code, 0);
+    for want in ["list", "show", ".cadre/runs"] {
+        assert!(help.stdout.contains(want), "{want}: {}", help.stdout);
+    }
+    let help = cadre_env(dir.path(), &[], &["runs", "show", "--help"]).await;
+    for want in ["latest", "prefix", "--html", "unfinished", "self-contained"] {
+        assert!(help.stdout.contains(want), "{want}: {}", help.stdout);
+    }
+    let help = cadre_env(dir.path(), &[], &["runs", "list", "--help"]).await;
+    for want in ["--limit", "--json", "newest first", "unfinished"] {
+        assert!(help.stdout.contains(want), "{want}: {}", help.stdout);
+    }
+}
+
+/// The page's DOM after its script ran, as headless chromium serialises it.
+async fn dump_dom(chromium: &Path, page: &Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .arg("--dump-dom")
+    .arg(format!("file://{}", page.display()))
+    .env("HOME", profile.path())
+    .timeout(std::time::Duration::from_secs(120));
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && !dom.is_empty(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(profile);
+    dom
+}

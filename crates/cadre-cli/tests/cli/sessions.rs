@@ -1,0 +1,479 @@
+use super::*;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// `cadre` started in the background, to be killed.
+fn spawn_cadre(dir: &Path, base_url: &str, home: &Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", base_url)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
+fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let pipe = std::io::BufReader::new(child.stderr.take().unwrap());
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(pipe).map_while(Result::ok) {
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    text
+}
+
+fn journal(dir: &Path) -> String {
+    let runs = dir.join(".cadre/runs");
+    let Ok(mut entries) = std::fs::read_dir(&runs) else {
+        return String::new();
+    };
+    let Some(Ok(run)) = entries.next() else {
+        return String::new();
+    };
+    std::fs::read_to_string(run.path().join("journal.jsonl")).unwrap_or_default()
+}
+
+fn key(r: &cadre_testkit::Captured) -> String {
+    format!(
+        "{}|{}",
+        r.system_text(),
+        serde_json::to_string(&r.body["messages"]).unwrap()
+    )
+}
+
+fn kill(child: &mut std::process::Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn a_killed_fan_out_resumes_without_repeating_requests_or_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([
+                ("t1", "code", "Writer job"),
+                ("t2", "explore", "Reader job"),
+                ("t3", "explore", "Quick job"),
+            ]),
+            Reply::text("all three done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Writer job".into()),
+        vec![
+            Reply::tool_use(
+                "w1",
+                "write_file",
+                json!({"path": "written.txt", "content": "once\n"}),
+            ),
+            Reply::tool_use(
+                "w2",
+                "bash",
+                json!({"command": "echo $$ > bash.pid; sleep 300; echo late >> written.txt"}),
+            ),
+            Reply::text("writer done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Reader job".into()),
+        vec![
+            Reply::tool_use("r1", "list_files", json!({})),
+            // In flight when the run is killed.
+            Reply::text("never seen").delay(Duration::from_secs(120)),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Quick job".into()),
+        vec![Reply::text("quick done")],
+    );
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "PARENT task"],
+    );
+    let reader_requests = |s: &MockServer| {
+        s.requests()
+            .iter()
+            .filter(|r| r.first_user_text() == "Reader job")
+            .count()
+    };
+    wait_for(
+        "the bash write to start, the reader to wait and quick to finish",
+        || {
+            dir.path().join("bash.pid").exists()
+                && reader_requests(&server) == 2
+                && journal(dir.path()).contains("quick done")
+        },
+    )
+    .await;
+    kill(&mut child);
+    // The orphaned command would still write: end it as a crash of the machine would.
+    let pid: i32 = std::fs::read_to_string(dir.path().join("bash.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let before = server.requests();
+    // The one request that never completed: the reader's second.
+    let unfinished = before
+        .iter()
+        .filter(|r| r.first_user_text() == "Reader job")
+        .nth(1)
+        .map(key)
+        .unwrap();
+    let completed: std::collections::HashSet<String> = before
+        .iter()
+        .map(key)
+        .filter(|k| *k != unfinished)
+        .collect();
+    server.route(
+        Match::FirstUserContains("Reader job".into()),
+        vec![Reply::text("reader done")],
+    );
+
+    let out = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+        &["resume"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("all three done"), "{}", out.stdout);
+    let after = server.requests();
+    for r in &after[before.len()..] {
+        assert!(
+            !completed.contains(&key(r)),
+            "sent again: {}",
+            r.first_user_text()
+        );
+    }
+    // write_file ran once; the interrupted bash write was reported, not rerun.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("written.txt")).unwrap(),
+        "once\n"
+    );
+    let writer = after
+        .iter()
+        .rfind(|r| r.first_user_text() == "Writer job")
+        .unwrap();
+    let result = &writer.messages().last().unwrap()["content"][0];
+    assert_eq!(result["is_error"], true);
+    assert!(result["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("interrupted"));
+    let parent = after
+        .iter()
+        .rfind(|r| r.first_user_text() == "PARENT task")
+        .unwrap();
+    let texts: Vec<String> = parent.messages().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, ["writer done", "reader done", "quick done"]);
+    // The summary covers both parts of the run: all four agents.
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let run = runs[0].as_ref().unwrap().path();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["usage"]["agents"].as_array().unwrap().len(),
+        4,
+        "{summary}"
+    );
+    // Resuming a finished run says so.
+    let again = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+        &["resume", run.file_name().unwrap().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("already finished"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // cadre's own temp folder, to see that no sandbox folder is left in it.
+    let tmp = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![Reply::tasks([("t1", "code", "Sleeper")])],
+    );
+    server.route(
+        Match::FirstUserContains("Sleeper".into()),
+        vec![Reply::tool_use(
+            "s1",
+            "bash",
+            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+        )],
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("TMPDIR", tmp.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("RUST_LOG")
+        .args(["run", "PARENT task"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = collect_stderr(&mut child);
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the subagent's command to start", || pid_file.exists()).await;
+    let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+    wait_for("cadre to take the first Ctrl-C", || {
+        stderr
+            .lock()
+            .unwrap()
+            .contains("cadre: stopping every agent")
+    })
+    .await;
+    let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_ok();
+    assert!(
+        !alive,
+        "the subagent's command (group {sleeper}) was orphaned"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("cadre-sandbox-"))
+        .collect();
+    assert!(left.is_empty(), "sandbox folders left: {left:?}");
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .collect();
+    let run = runs[0].as_ref().unwrap().path();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
+}
+
+/// The defect: a second Ctrl-C called `process::exit`, so whatever the first one was
+/// still waiting for was left behind. Here that is an MCP server that ignores both the
+/// end of its input and SIGTERM, whose polite shutdown takes seconds: the second Ctrl-C
+/// comes while cadre waits for it, and must still kill it and write the summary.
+#[tokio::test]
+async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![Reply::tool_use(
+            "b1",
+            "bash",
+            json!({"command": "echo $$ > main.pid; sleep 300"}),
+        )],
+    );
+    let input_closed = dir.path().join("mcp-input-closed");
+    let stubborn = format!(
+        "trap '' TERM; echo $$ > {pid}; {bin}; touch {closed}; sleep 300",
+        pid = dir.path().join("mcp.pid").display(),
+        bin = cadre_testkit::mcp_server_binary().display(),
+        closed = input_closed.display()
+    );
+    std::fs::write(
+        dir.path().join(".mcp.json"),
+        json!({"mcpServers": {"stubborn": {"command": "bash", "args": ["-c", stubborn]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("RUST_LOG")
+        .args(["run", "PARENT task"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let main_pid = dir.path().join("main.pid");
+    wait_for("the command to start", || main_pid.exists()).await;
+    let mcp_pid: i32 = std::fs::read_to_string(dir.path().join("mcp.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+    // The server's shutdown has begun: its input is closed, SIGTERM is coming.
+    wait_for("the MCP server's input to close", || input_closed.exists()).await;
+    let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    // Dead, or a zombie nobody has reaped yet.
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+    };
+    wait_for("the MCP server to be killed", || gone(mcp_pid)).await;
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .collect();
+    let run = runs[0].as_ref().unwrap().path();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
+}
+
+#[tokio::test]
+async fn continue_sends_the_conversation_with_the_follow_up_and_a_continued_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("FIRST".into()),
+        vec![
+            Reply::tool_use("l1", "list_files", json!({})),
+            Reply::text("first answer"),
+        ],
+    );
+    let env = [
+        ("ANTHROPIC_BASE_URL", server.uri()),
+        ("ANTHROPIC_API_KEY", "k".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = cadre_env(dir.path(), &env, &["run", "FIRST question"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // A follow-up that is killed while the model answers it…
+    server.route(
+        Match::LastUserContains("SECOND".into()),
+        vec![Reply::text("lost").delay(Duration::from_secs(120))],
+    );
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--continue", "SECOND question"],
+    );
+    wait_for("the follow-up request", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.last_user_text().contains("SECOND"))
+    })
+    .await;
+    kill(&mut child);
+    // …sent the whole conversation plus the new message.
+    let sent = server.requests().pop().unwrap();
+    let messages = sent.messages();
+    assert_eq!(messages.len(), 5, "{messages:?}");
+    assert_eq!(messages[0]["content"][0]["text"], "FIRST question");
+    assert_eq!(messages[3]["content"][0]["text"], "first answer");
+    assert_eq!(messages[4]["content"][0]["text"], "SECOND question");
+    // …and resumes like any run.
+    server.route(
+        Match::LastUserContains("SECOND".into()),
+        vec![Reply::text("second answer")],
+    );
+    let out = cadre_env(dir.path(), &env, &["resume"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("second answer"), "{}", out.stdout);
+    let last = server.requests().pop().unwrap();
+    assert_eq!(last.messages().len(), 5);
+    // A second follow-up by id; still one run folder.
+    server.route(
+        Match::LastUserContains("THIRD".into()),
+        vec![Reply::text("third answer")],
+    );
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let id = runs[0].as_ref().unwrap().file_name().into_string().unwrap();
+    let out = cadre_env(
+        dir.path(),
+        &env,
+        &["run", "--resume", &id[..12], "THIRD question"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(server.requests().pop().unwrap().messages().len(), 7);
+    // Nothing to continue elsewhere: a clear usage error.
+    let empty = tempfile::tempdir().unwrap();
+    let out = cadre_env(empty.path(), &env, &["run", "-c", "more"]).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("no finished run"), "{}", out.stderr);
+}
