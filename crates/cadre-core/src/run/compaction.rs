@@ -4,6 +4,7 @@
 
 use crate::record::events::Event;
 use crate::record::journal::Step;
+use crate::record::transcript::TranscriptRecord;
 use crate::run::agent::{Agent, Failed};
 use crate::run::context;
 use crate::run::outcome::StopKind;
@@ -170,10 +171,11 @@ impl Agent {
         })
         .await;
         if let Some(t) = &self.transcript {
-            t.record(
-                "compacted",
-                serde_json::json!({"by": by, "usage": used.compaction, "history": history}),
-            );
+            t.write(TranscriptRecord::Compacted {
+                by: by.to_owned(),
+                usage: used.compaction,
+                history: history.into(),
+            });
         }
         self.budget.charge(&used);
         self.emit(Event::Usage {
