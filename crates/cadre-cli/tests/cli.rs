@@ -4568,3 +4568,6 @@ mod permissions {
 
 #[path = "cli/engine.rs"]
 mod engine;
+
+#[path = "cli/exit_codes.rs"]
+mod exit_codes;

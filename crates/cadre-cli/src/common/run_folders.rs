@@ -1,76 +1,58 @@
 //! Finding runs to resume or continue in `.cadre/runs/`.
 
-use crate::exit::ConfigError;
-use anyhow::Result;
+use crate::common::exit::{CliError, Result};
 use cadre_core::record::journal::{run_state, RunState};
+use cadre_core::RunDir;
 use std::path::{Path, PathBuf};
 
 /// The run folders of the workspace at `root`, newest first (ids start with a UTC time).
-fn run_dirs(root: &Path) -> Vec<PathBuf> {
-    let runs = root.join(".cadre").join("runs");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
+fn run_dirs(root: &Path) -> Vec<RunDir> {
+    // An unreadable runs folder holds no run to go on from.
+    let mut dirs = RunDir::all_in(&RunDir::runs_root(root)).unwrap_or_default();
     dirs.reverse();
     dirs
 }
 
 /// The newest run with a journal that can take a follow-up (`finished`), or that can be
 /// resumed (cancelled runs are both).
-pub fn newest(root: &Path, finished: bool) -> Result<Option<PathBuf>> {
-    for dir in run_dirs(root) {
-        if let Ok(Some(state)) = run_state(&dir) {
-            let fits = if finished {
-                state.continuable()
-            } else {
-                state.resumable()
-            };
-            if fits {
-                return Ok(Some(dir));
-            }
-        }
-    }
-    Ok(None)
+pub fn newest(root: &Path, finished: bool) -> Option<PathBuf> {
+    run_dirs(root).into_iter().find_map(|dir| {
+        let state = run_state(dir.path()).ok()??;
+        let fits = if finished {
+            state.continuable()
+        } else {
+            state.resumable()
+        };
+        fits.then(|| dir.path().to_path_buf())
+    })
 }
 
 /// The run folder for `id`: an exact id or a unique prefix of one.
 pub fn find(root: &Path, id: &str) -> Result<PathBuf> {
     let dirs = run_dirs(root);
-    let name = |d: &PathBuf| {
-        d.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    if let Some(exact) = dirs.iter().find(|d| name(d) == id) {
-        return Ok(exact.clone());
+    if let Some(exact) = dirs.iter().find(|d| d.id() == id) {
+        return Ok(exact.path().to_path_buf());
     }
-    let matching: Vec<&PathBuf> = dirs.iter().filter(|d| name(d).starts_with(id)).collect();
+    let matching: Vec<&RunDir> = dirs.iter().filter(|d| d.id().starts_with(id)).collect();
+    let ids = |dirs: &[&RunDir]| dirs.iter().map(|d| d.id()).collect::<Vec<_>>().join(", ");
     match matching.as_slice() {
-        [one] => Ok((*one).clone()),
+        [one] => Ok(one.path().to_path_buf()),
         [] => {
-            let newest: Vec<String> = dirs.iter().take(5).map(name).collect();
-            Err(ConfigError(format!(
+            let newest: Vec<&RunDir> = dirs.iter().take(5).collect();
+            Err(CliError::config(format!(
                 "no run {id:?} in .cadre/runs/; the newest are: {}",
                 if newest.is_empty() {
                     "(none)".into()
                 } else {
-                    newest.join(", ")
+                    ids(&newest)
                 }
-            ))
-            .into())
+            )))
         }
-        many => Err(ConfigError(format!(
+        many => Err(CliError::config(format!(
             "{id:?} matches {} runs ({}); give more of the id",
             many.len(),
-            many.iter().map(|d| name(d)).collect::<Vec<_>>().join(", ")
-        ))
-        .into()),
+            ids(many)
+        ))),
     }
 }
 
@@ -78,14 +60,17 @@ pub fn find(root: &Path, id: &str) -> Result<PathBuf> {
 pub fn primary_type(dir: &Path) -> Result<String> {
     match run_state(dir) {
         Ok(Some(RunState { agent_type, .. })) => Ok(agent_type),
-        Ok(None) => Err(ConfigError(format!(
+        Ok(None) => Err(CliError::config(format!(
             "run {} has no journal to go on from (it was made by an older cadre)",
             dir.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
-        ))
-        .into()),
-        Err(e) => Err(ConfigError(e.to_string()).into()),
+        ))),
+        // The journal is there but cannot be read: the run folder is damaged.
+        Err(e) => Err(CliError::failed_from(
+            format!("cannot go on from the run in {}", dir.display()),
+            e,
+        )),
     }
 }
 
@@ -96,11 +81,7 @@ pub fn print_runs(root: &Path) {
         outln!("no runs yet in .cadre/runs/");
     }
     for dir in dirs.iter().take(20) {
-        let id = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (state, task) = match run_state(dir) {
+        let (state, task) = match run_state(dir.path()) {
             Ok(Some(s)) => (
                 s.finished
                     .as_ref()
@@ -110,6 +91,6 @@ pub fn print_runs(root: &Path) {
             _ => ("(no journal)".to_owned(), String::new()),
         };
         let task: String = task.chars().take(60).collect();
-        outln!("{id:<24} {state:<11} {task}");
+        outln!("{:<24} {state:<11} {task}", dir.id());
     }
 }
