@@ -169,6 +169,8 @@ mod engine;
 
 #[path = "cli/definitions.rs"]
 mod definitions;
+#[path = "cli/exit_codes.rs"]
+mod exit_codes;
 #[path = "cli/fleet.rs"]
 mod fleet;
 #[path = "cli/run_command.rs"]

@@ -84,6 +84,10 @@ pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
+pub use record::run_dir::{AgentPath, RunDir};
+pub use record::transcript::{
+    AgentHeader, OutcomeRecord, Recorded, Transcript, TranscriptLine, TranscriptRecord,
+};
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;

@@ -286,7 +286,7 @@ impl Engine {
         // A fresh run id each time: the submission is keyed by it.
         let run = format!(
             "{}-bench{}",
-            cadre_core::record::transcript::new_run_id(),
+            cadre_core::record::run_dir::new_run_id(),
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let call = agent_call(run, n);

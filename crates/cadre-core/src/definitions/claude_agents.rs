@@ -9,7 +9,8 @@
 use crate::definitions::frontmatter::{self, split, FrontMatterError};
 use crate::definitions::skills::{scalar_text, Fields};
 use crate::definitions::spec::{
-    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, LISTED_DESCRIPTION_CHARS,
+    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
+    LISTED_DESCRIPTION_CHARS,
 };
 pub use crate::definitions::tools::DROPPED_TOOLS;
 use serde_yaml::{Mapping, Value};
@@ -109,7 +110,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
     let description = fields.string("description").unwrap_or_default();
     let model = fields
         .string("model")
-        .unwrap_or_else(|| "inherit".to_owned());
+        .unwrap_or_else(|| INHERIT_MODEL.to_owned());
     let max_turns = fields.number("maxTurns");
     // Without `tools`, a Claude Code agent gets every tool; an empty value gives none.
     let tools = if fields.has("tools") {

@@ -3,7 +3,9 @@
 //! `Edit(src/**)`, `Read(./secrets/**)` (gitignore-style globs from the workspace root),
 //! bare `Bash` or `Read` for the whole tool, and `mcp__server__tool`.
 
-use crate::definitions::tools::{DROPPED_TOOLS, SKILL_TOOL, TASK_TOOL};
+use crate::definitions::tools::{
+    DROPPED_TOOLS, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL,
+};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -210,8 +212,8 @@ fn rule_tools(name: &str) -> Option<Vec<&'static str>> {
         "Grep" => &["grep"],
         "Task" | "task" | "Agent" => &[TASK_TOOL],
         "Skill" | "skill" => &[SKILL_TOOL],
-        "TaskOutput" => &["TaskOutput"],
-        "TaskStop" => &["TaskStop"],
+        TASK_OUTPUT_TOOL => &[TASK_OUTPUT_TOOL],
+        TASK_STOP_TOOL => &[TASK_STOP_TOOL],
         other => return cadre_tools::canonical_tool_name(other).map(|t| vec![t]),
     };
     Some(tools.to_vec())

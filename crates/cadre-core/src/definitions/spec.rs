@@ -219,7 +219,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 fn inherit() -> String {
-    "inherit".into()
+    INHERIT_MODEL.into()
 }
 
 fn all_tools() -> Vec<String> {
@@ -317,6 +317,9 @@ pub fn check_name(name: &str) -> Result<Option<String>, String> {
     }))
 }
 
+/// The `model` of an agent type that talks to its parent's model (the default).
+pub const INHERIT_MODEL: &str = "inherit";
+
 /// How many characters of a description are shown where agent types and skills are listed
 /// in a prompt; longer ones load and are shortened there.
 pub const LISTED_DESCRIPTION_CHARS: usize = 1024;
@@ -324,7 +327,7 @@ pub const LISTED_DESCRIPTION_CHARS: usize = 1024;
 /// Whether `model` is `inherit`, a known alias, or looks like a full model id (has a digit
 /// or one of `-./:`); a bare word that is none of these is a mistyped alias.
 pub fn valid_model(model: &str) -> bool {
-    matches!(model, "inherit" | "opus" | "sonnet" | "haiku")
+    matches!(model, INHERIT_MODEL | "opus" | "sonnet" | "haiku")
         || (!model.is_empty()
             && !model.contains(char::is_whitespace)
             && model

@@ -11,6 +11,10 @@ use std::path::Path;
 pub const TASK_TOOL: &str = "Task";
 /// The name of the skill-loading tool.
 pub const SKILL_TOOL: &str = "Skill";
+/// The name of the tool that reads a background subagent's result (it comes with Task).
+pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
+/// The name of the tool that stops a background subagent (it comes with Task).
+pub const TASK_STOP_TOOL: &str = "TaskStop";
 
 /// Claude Code tools cadre does not provide; an agent file naming one still loads, without it.
 pub const DROPPED_TOOLS: [&str; 9] = [
@@ -30,7 +34,7 @@ pub const DROPPED_TOOLS: [&str; 9] = [
 pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
     match name {
         // The tools of background subagents come with Task.
-        TASK_TOOL | "task" | "Agent" | "TaskOutput" | "TaskStop" => Some(TASK_TOOL),
+        TASK_TOOL | "task" | "Agent" | TASK_OUTPUT_TOOL | TASK_STOP_TOOL => Some(TASK_TOOL),
         SKILL_TOOL | "skill" => Some(SKILL_TOOL),
         other => canonical_tool_name(other),
     }

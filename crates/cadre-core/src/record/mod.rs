@@ -1,7 +1,8 @@
-//! What a run leaves behind: the events every agent emits, transcripts on disk, and usage
-//! rolled up per agent and per type.
+//! What a run leaves behind: the events every agent emits, its folder on disk (journal,
+//! transcripts, summary), and usage rolled up per agent and per type.
 
 pub mod events;
 pub mod journal;
+pub mod run_dir;
 pub mod transcript;
 pub mod usage;

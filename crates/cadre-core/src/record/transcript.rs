@@ -1,98 +1,167 @@
-//! Run folders on disk: one JSONL transcript per agent and a summary per run.
+//! Transcripts: one JSON Lines file per agent in its run folder, each line one
+//! [`TranscriptLine`], written as the agent goes and read back by whoever browses the run.
 
-use cadre_model::Message;
-use serde::Serialize;
-use serde_json::{json, Value};
+use crate::run::outcome::{AgentOutcome, StopKind};
+use cadre_model::{CompactionUsage, Message, Usage};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufWriter, Write};
+use std::path::Path;
 use std::sync::Mutex;
+use std::time::SystemTime;
 
-/// `.cadre/runs/<run-id>/`: where one run's transcripts and summary go.
-#[derive(Debug, Clone)]
-pub struct RunDir {
-    dir: PathBuf,
-    id: String,
+/// One line of a transcript: when it was written, and what it holds. On disk it is one
+/// JSON object, `{"type": KIND, "t": TIME, ...fields}`, its keys in alphabetical order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptLine<'a> {
+    /// When it was written (RFC 3339, UTC, milliseconds), so a run's agents can be laid on
+    /// one timeline; transcripts from before times were recorded have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<String>,
+    /// What it holds.
+    #[serde(flatten)]
+    pub record: TranscriptRecord<'a>,
 }
 
-impl RunDir {
-    /// Creates `<runs>/<run-id>/`, the id made from the current UTC time and the process id.
-    pub fn create(runs: &Path) -> std::io::Result<Self> {
-        Self::create_named(runs, &new_run_id())
-    }
+/// What a transcript line holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TranscriptRecord<'a> {
+    /// The agent's header: its first line.
+    Agent(AgentHeader),
+    /// One message of the agent's conversation.
+    Message {
+        /// The message.
+        message: Cow<'a, Message>,
+    },
+    /// The conversation was compacted: `history` replaces it from here on.
+    Compacted {
+        /// Why: `auto`, `overflow`, `manual`, …
+        by: String,
+        /// What compacting cost.
+        usage: CompactionUsage,
+        /// The conversation from here on.
+        history: Cow<'a, [Message]>,
+    },
+    /// How the agent ended: its last line.
+    Outcome(OutcomeRecord),
+    /// A line of a kind this version does not know (a newer cadre's).
+    #[serde(other)]
+    Other,
+}
 
-    /// Creates a run folder named `id`, or `id-1`, `id-2`, … when that is taken. An id that
-    /// is not one plain folder name (ASCII letters, digits, `.`, `_`, `-`, not starting
-    /// with `.` or `-`) is refused, so no id can lead outside `runs`.
-    pub fn create_named(runs: &Path, id: &str) -> std::io::Result<Self> {
-        let plain = !id.is_empty()
-            && !id.starts_with(['.', '-'])
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-        if !plain {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{id:?} is not a run id (letters, digits, '.', '_' and '-' only)"),
-            ));
-        }
-        for n in 0..1000u32 {
-            let id = match n {
-                0 => id.to_owned(),
-                n => format!("{id}-{n}"),
-            };
-            let dir = runs.join(&id);
-            match std::fs::create_dir_all(runs).and_then(|()| std::fs::create_dir(&dir)) {
-                Ok(()) => return Ok(Self { dir, id }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(std::io::Error::other("could not find a free run id"))
-    }
+/// The first line of an agent's transcript: who it is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentHeader {
+    /// Its path (`main/explore#2`).
+    pub path: String,
+    /// Its agent type.
+    pub agent_type: String,
+    /// What it was asked to do, in a few words.
+    pub description: String,
+    /// The model it talks to.
+    pub model: String,
+    /// Its system prompt.
+    pub system: String,
+    /// The tools it was given.
+    pub tools: Vec<String>,
+}
 
-    /// An existing run folder (to resume or continue the run in it).
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
-        if !dir.is_dir() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("no run folder {}", dir.display()),
-            ));
+/// The last line of an agent's transcript: how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeRecord {
+    /// Why it stopped.
+    #[serde(default)]
+    pub stop: Recorded<StopKind>,
+    /// Its final text.
+    #[serde(default)]
+    pub text: String,
+    /// Model requests made.
+    #[serde(default)]
+    pub turns: u32,
+    /// Tool calls made.
+    #[serde(default)]
+    pub tool_calls: u32,
+    /// Tokens it used itself; absent in transcripts that did not record it.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+}
+
+impl From<&AgentOutcome> for OutcomeRecord {
+    fn from(outcome: &AgentOutcome) -> Self {
+        Self {
+            stop: Recorded::Known(outcome.stop.clone()),
+            text: outcome.text.clone(),
+            turns: outcome.turns,
+            tool_calls: outcome.tool_calls,
+            usage: Some(outcome.usage),
         }
-        let id = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            id,
+    }
+}
+
+/// A value as a record holds it: one this version reads, or one another version wrote,
+/// kept as written (so a newer cadre's stop still shows its kind).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recorded<T> {
+    /// A value this version knows.
+    Known(T),
+    /// A value it does not, as written (`null` when it is missing).
+    Unknown(serde_json::Value),
+}
+
+impl<T> Default for Recorded<T> {
+    fn default() -> Self {
+        Self::Unknown(serde_json::Value::Null)
+    }
+}
+
+impl TranscriptLine<'static> {
+    /// Reads one line. A line of a kind (or shape) this version does not know reads as
+    /// [`TranscriptRecord::Other`], keeping its time; `None` when it is not a JSON object
+    /// at all (a line cut short by a crash).
+    pub fn parse(line: &str) -> Option<Self> {
+        if let Ok(line) = serde_json::from_str::<Self>(line) {
+            return Some(line);
+        }
+        #[derive(Deserialize)]
+        struct Timed {
+            #[serde(default)]
+            t: Option<String>,
+        }
+        let timed = serde_json::from_str::<Timed>(line).ok()?;
+        Some(Self {
+            t: timed.t,
+            record: TranscriptRecord::Other,
         })
     }
 
-    /// The run id.
-    pub fn id(&self) -> &str {
-        &self.id
+    /// Every line of the transcript `file` that reads (see [`parse`](Self::parse)), in order.
+    pub fn read_all(file: &Path) -> std::io::Result<Vec<Self>> {
+        let reader = std::io::BufReader::new(File::open(file)?);
+        let mut lines = Vec::new();
+        for line in reader.lines() {
+            // A read error ends the file: what came before still reads.
+            let Ok(line) = line else { break };
+            lines.extend(Self::parse(&line));
+        }
+        Ok(lines)
+    }
+}
+
+impl TranscriptLine<'_> {
+    /// When it was written, if the line says.
+    pub fn time(&self) -> Option<SystemTime> {
+        humantime::parse_rfc3339_weak(self.t.as_deref()?).ok()
     }
 
-    /// The folder.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Opens the transcript of the agent at `path` (`main/explore#2` → `main.explore-2.jsonl`).
-    /// An agent that goes on after a resume writes its whole history anew.
-    pub fn transcript(&self, agent_path: &str) -> std::io::Result<Transcript> {
-        let name = agent_path.replace('/', ".").replace('#', "-");
-        let file = File::create(self.dir.join(format!("{name}.jsonl")))?;
-        Ok(Transcript {
-            out: Mutex::new(BufWriter::new(file)),
-        })
-    }
-
-    /// Writes `summary.json`.
-    pub fn write_summary(&self, summary: &impl Serialize) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
-        std::fs::write(self.dir.join("summary.json"), text + "\n")
+    /// The line as written to the file, without its newline.
+    fn to_json(&self) -> serde_json::Result<String> {
+        // Through a `Value`, whose objects keep their keys sorted: the order transcripts
+        // have always had, so files written before and after read the same byte for byte.
+        serde_json::to_string(&serde_json::to_value(self)?)
     }
 }
 
@@ -104,17 +173,22 @@ pub struct Transcript {
 }
 
 impl Transcript {
-    /// Appends one record (`{"type": kind, "t": time, ...fields}`); `t` is the UTC time it
-    /// was written (RFC 3339, milliseconds), so a run's agents can be laid on one timeline.
-    pub fn record(&self, kind: &str, fields: Value) {
-        let t = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        let mut line = json!({"type": kind, "t": t});
-        if let (Value::Object(l), Value::Object(f)) = (&mut line, fields) {
-            l.extend(f);
-        }
+    /// Creates (or empties) the transcript `file`.
+    pub(crate) fn create(file: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            out: Mutex::new(BufWriter::new(File::create(file)?)),
+        })
+    }
+
+    /// Appends one record, stamped with the UTC time it is written.
+    pub fn write(&self, record: TranscriptRecord<'_>) {
+        let t = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let line = TranscriptLine { t: Some(t), record };
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let written = serde_json::to_writer(&mut *out, &line)
+        let written = line
+            .to_json()
             .map_err(std::io::Error::other)
+            .and_then(|text| out.write_all(text.as_bytes()))
             .and_then(|()| out.write_all(b"\n"))
             .and_then(|()| out.flush());
         if let Err(e) = written {
@@ -124,51 +198,38 @@ impl Transcript {
 
     /// Appends one message of the conversation.
     pub fn message(&self, message: &Message) {
-        self.record("message", json!({ "message": message }));
+        self.write(TranscriptRecord::Message {
+            message: Cow::Borrowed(message),
+        });
     }
-}
 
-/// A new run id: the UTC time and the process id (`20261201-101500-1234`).
-pub fn new_run_id() -> String {
-    format!(
-        "{}-{}",
-        utc_stamp(std::time::SystemTime::now()),
-        std::process::id()
-    )
-}
-
-/// `YYYYMMDD-HHMMSS` (UTC) for a moment.
-fn utc_stamp(at: std::time::SystemTime) -> String {
-    // "2026-11-29T17:50:00Z" → "20261129-175000"
-    humantime::format_rfc3339_seconds(at)
-        .to_string()
-        .chars()
-        .filter_map(|c| match c {
-            'T' => Some('-'),
-            c if c.is_ascii_digit() => Some(c),
-            _ => None,
-        })
-        .collect()
+    /// Appends the agent's outcome.
+    pub fn outcome(&self, outcome: &AgentOutcome) {
+        self.write(TranscriptRecord::Outcome(outcome.into()));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stamps_are_utc_dates() {
-        let at = |s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
-        assert_eq!(utc_stamp(at(0)), "19700101-000000");
-        assert_eq!(utc_stamp(at(1_709_210_096)), "20240229-123456");
-    }
+    use crate::record::run_dir::{AgentPath, RunDir};
+    use serde_json::{json, Value};
 
     #[test]
     fn transcript_lines_are_whole_json() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path()).unwrap();
-        let t = run.transcript("main/explore#2").unwrap();
+        let path = AgentPath::parse("main/explore#2");
+        let t = run.transcript(&path).unwrap();
         t.message(&Message::user_text("hi"));
-        t.record("outcome", json!({"stop": "done"}));
+        t.outcome(&AgentOutcome {
+            text: "done".into(),
+            stop: StopKind::Done,
+            turns: 1,
+            tool_calls: 0,
+            usage: Usage::default(),
+            history: Vec::new(),
+        });
         let text = std::fs::read_to_string(run.path().join("main.explore-2.jsonl")).unwrap();
         let lines: Vec<Value> = text
             .lines()
@@ -176,9 +237,131 @@ mod tests {
             .collect();
         assert_eq!(lines[0]["message"]["content"][0]["text"], "hi");
         assert_eq!(lines[1]["type"], "outcome");
+        assert_eq!(lines[1]["stop"], json!({"kind": "done"}));
         for line in &lines {
             let t = line["t"].as_str().unwrap();
             assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
         }
+        let back = TranscriptLine::read_all(&run.transcript_file(&path)).unwrap();
+        assert_eq!(back.len(), 2);
+        assert!(back[0].time().is_some());
+        assert!(matches!(
+            &back[1].record,
+            TranscriptRecord::Outcome(OutcomeRecord {
+                stop: Recorded::Known(StopKind::Done),
+                turns: 1,
+                ..
+            })
+        ));
+    }
+
+    /// Each record, written as a line, is byte for byte what the untyped writer of earlier
+    /// versions wrote: `{"type": kind, "t": time}` with the fields merged in.
+    #[test]
+    fn lines_are_written_as_before() {
+        let t = "2026-12-01T10:15:00.123Z";
+        let old = |kind: &str, fields: Value| {
+            let mut line = json!({"type": kind, "t": t});
+            if let (Value::Object(l), Value::Object(f)) = (&mut line, fields) {
+                l.extend(f);
+            }
+            serde_json::to_string(&line).unwrap()
+        };
+        let new = |record: TranscriptRecord<'_>| {
+            TranscriptLine {
+                t: Some(t.to_owned()),
+                record,
+            }
+            .to_json()
+            .unwrap()
+        };
+        let message = Message::user_text("hi");
+        let outcome = AgentOutcome {
+            text: "the answer".into(),
+            stop: StopKind::ModelError("boom".into()),
+            turns: 3,
+            tool_calls: 2,
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            },
+            history: Vec::new(),
+        };
+        let cases = [
+            (
+                new(TranscriptRecord::Agent(AgentHeader {
+                    path: "main/explore#1".into(),
+                    agent_type: "explore".into(),
+                    description: "look".into(),
+                    model: "m".into(),
+                    system: "be brief".into(),
+                    tools: vec!["read_file".into(), "grep".into()],
+                })),
+                old(
+                    "agent",
+                    json!({"path": "main/explore#1", "agent_type": "explore", "description": "look", "model": "m", "system": "be brief", "tools": ["read_file", "grep"]}),
+                ),
+            ),
+            (
+                new(TranscriptRecord::Message {
+                    message: Cow::Borrowed(&message),
+                }),
+                old("message", json!({ "message": message })),
+            ),
+            (
+                new(TranscriptRecord::Compacted {
+                    by: "auto".into(),
+                    usage: CompactionUsage::default(),
+                    history: Cow::Borrowed(std::slice::from_ref(&message)),
+                }),
+                old(
+                    "compacted",
+                    json!({"by": "auto", "usage": CompactionUsage::default(), "history": [message]}),
+                ),
+            ),
+            (
+                new(TranscriptRecord::Outcome((&outcome).into())),
+                old(
+                    "outcome",
+                    json!({"stop": outcome.stop, "text": outcome.text, "turns": outcome.turns, "tool_calls": outcome.tool_calls, "usage": outcome.usage}),
+                ),
+            ),
+        ];
+        for (new, old) in cases {
+            assert_eq!(new, old);
+            let back = TranscriptLine::parse(&new).unwrap();
+            assert_eq!(back.to_json().unwrap(), new);
+        }
+    }
+
+    #[test]
+    fn lines_of_other_versions_still_read() {
+        // Written before times were recorded.
+        let line = TranscriptLine::parse(r#"{"type":"agent","path":"main"}"#).unwrap();
+        assert_eq!(line.t, None);
+        assert!(matches!(&line.record, TranscriptRecord::Agent(h) if h.path == "main"));
+        // A newer cadre's stop keeps its kind; a newer kind of line keeps its time.
+        let line =
+            TranscriptLine::parse(r#"{"type":"outcome","stop":{"kind":"asleep"},"turns":2}"#)
+                .unwrap();
+        match line.record {
+            TranscriptRecord::Outcome(o) => {
+                assert_eq!(o.stop, Recorded::Unknown(json!({"kind": "asleep"})));
+                assert_eq!(o.turns, 2);
+                assert_eq!(o.usage, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let line = TranscriptLine::parse(r#"{"type":"dream","t":"2026-12-01T10:15:00Z"}"#).unwrap();
+        assert_eq!(line.record, TranscriptRecord::Other);
+        assert!(line.time().is_some());
+        let line =
+            TranscriptLine::parse(r#"{"type":"message","message":{"role":"robot"},"t":"x"}"#)
+                .unwrap();
+        assert_eq!(line.record, TranscriptRecord::Other);
+        assert_eq!(line.t.as_deref(), Some("x"));
+        // A line cut short by a crash does not read.
+        assert!(TranscriptLine::parse(r#"{"type":"mess"#).is_none());
     }
 }

@@ -1,5 +1,6 @@
 //! Token use and outcomes rolled up per agent, per agent type, and for the whole run.
 
+use crate::record::run_dir::AgentPath;
 use crate::run::outcome::StopKind;
 use cadre_model::Usage;
 use serde::{Deserialize, Serialize};
@@ -68,7 +69,7 @@ impl UsageReport {
     /// Rolls up `agents`, listed in tree order (`main`, then `main/explore#1`,
     /// `main/explore#2`, … with numbers compared as numbers).
     pub fn new(mut agents: Vec<AgentRecord>) -> Self {
-        agents.sort_by_cached_key(|a| tree_key(&a.path));
+        agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
         let mut by_type: BTreeMap<String, Totals> = BTreeMap::new();
         let mut total = Totals::default();
         for r in &agents {
@@ -80,42 +81,5 @@ impl UsageReport {
             by_type,
             total,
         }
-    }
-}
-
-/// Sort key of an agent path that puts a tree in order: each segment as (type, number).
-pub fn tree_key(path: &str) -> Vec<(String, u64)> {
-    path.split('/')
-        .map(|seg| match seg.rsplit_once('#') {
-            Some((name, n)) => (name.to_owned(), n.parse().unwrap_or(0)),
-            None => (seg.to_owned(), 0),
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tree_order_compares_numbers_as_numbers() {
-        let mut paths = vec![
-            "main/explore#10",
-            "main/explore#2",
-            "main",
-            "main/code#1/explore#1",
-            "main/code#1",
-        ];
-        paths.sort_by_cached_key(|p| tree_key(p));
-        assert_eq!(
-            paths,
-            [
-                "main",
-                "main/code#1",
-                "main/code#1/explore#1",
-                "main/explore#2",
-                "main/explore#10"
-            ]
-        );
     }
 }

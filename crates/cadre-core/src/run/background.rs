@@ -16,10 +16,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// The name of the tool that reads a background subagent's result.
-pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
-/// The name of the tool that stops a background subagent.
-pub const TASK_STOP_TOOL: &str = "TaskStop";
+pub use crate::definitions::tools::{TASK_OUTPUT_TOOL, TASK_STOP_TOOL};
 
 /// What a subagent handed back: its final text, or why it failed.
 pub type TaskResult = Result<String, SubagentError>;

@@ -4,6 +4,7 @@
 
 use crate::record::events::Event;
 use crate::record::journal::Step;
+use crate::record::transcript::TranscriptRecord;
 use crate::run::agent::{Agent, Failed};
 use crate::run::context;
 use crate::run::outcome::StopKind;
@@ -170,10 +171,11 @@ impl Agent {
     pub fn compacted(&self, compaction: Compaction) -> Step {
         let Compaction { history, usage, by } = compaction;
         if let Some(t) = &self.transcript {
-            t.record(
-                "compacted",
-                serde_json::json!({"by": by, "usage": usage.compaction, "history": history}),
-            );
+            t.write(TranscriptRecord::Compacted {
+                by: by.to_owned(),
+                usage: usage.compaction,
+                history: history.as_slice().into(),
+            });
         }
         self.budget.charge(&usage);
         self.emit(Event::Usage {

@@ -6,6 +6,7 @@
 use crate::definitions::permissions::{allowed_by, CallView, PermissionMode, Rule, RuleError};
 use crate::definitions::registry::{SKILL_TOOL, TASK_TOOL};
 use crate::definitions::spec::AgentSpec;
+use crate::definitions::tools::{TASK_OUTPUT_TOOL, TASK_STOP_TOOL};
 use crate::run::toolset::ToolSet;
 use cadre_tools::{SandboxMode, ToolContext};
 use serde::{Deserialize, Serialize};
@@ -373,7 +374,10 @@ impl AgentPermissions {
 /// read-only agent, which the kernel sandbox confines, and (outside `plan`, which says so
 /// itself) the file tools of a read-only type, which refuse by themselves.
 fn changes(name: &str, tools: &ToolSet, ctx: &ToolContext, plan: bool) -> bool {
-    if matches!(name, TASK_TOOL | SKILL_TOOL | "TaskOutput" | "TaskStop") {
+    if matches!(
+        name,
+        TASK_TOOL | SKILL_TOOL | TASK_OUTPUT_TOOL | TASK_STOP_TOOL
+    ) {
         return false;
     }
     if name == "bash" && ctx.read_only && ctx.sandbox == SandboxMode::Landlock {

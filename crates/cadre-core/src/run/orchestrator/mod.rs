@@ -5,10 +5,11 @@
 use crate::definitions::permissions::PermissionMode;
 use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
 use crate::definitions::skills::SkillSet;
-use crate::definitions::spec::AgentSpec;
+use crate::definitions::spec::{AgentSpec, INHERIT_MODEL};
 use crate::record::events::{millis, Event, EventHandler, EventStream};
 use crate::record::journal::{FileJournal, Journal, JournalError, JournaledRun, Step};
-use crate::record::transcript::{RunDir, Transcript};
+use crate::record::run_dir::{new_run_id, AgentPath, RunDir};
+use crate::record::transcript::{AgentHeader, Transcript, TranscriptRecord};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
 use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
@@ -29,7 +30,6 @@ use cadre_tools::{
 };
 use dashmap::DashMap;
 use serde::Serialize;
-use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -231,7 +231,7 @@ impl Orchestrator {
             journal,
             resumed: DashMap::new(),
             children: DashMap::new(),
-            unsaved_id: crate::record::transcript::new_run_id(),
+            unsaved_id: new_run_id(),
             streams: RwLock::default(),
         })
     }
@@ -481,7 +481,7 @@ impl Orchestrator {
     /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
     fn model_for(&self, spec: &AgentSpec, parent_model: &str) -> String {
         match spec.model.as_str() {
-            "inherit" => parent_model.to_owned(),
+            INHERIT_MODEL => parent_model.to_owned(),
             other => resolve_model_alias(other).to_owned(),
         }
     }
@@ -551,7 +551,7 @@ impl Orchestrator {
             server.shutdown().await;
         }
         if let Some(t) = &transcript {
-            t.record("outcome", json!({"stop": outcome.stop, "text": outcome.text, "turns": outcome.turns, "tool_calls": outcome.tool_calls, "usage": outcome.usage}));
+            t.outcome(&outcome);
         }
         self.roster.remove(&path);
         self.records
@@ -579,19 +579,16 @@ impl Orchestrator {
         description: &str,
     ) -> Option<Arc<Transcript>> {
         let dir = self.run_dir()?;
-        match dir.transcript(&agent.config.path) {
+        match dir.transcript(&AgentPath::parse(&agent.config.path)) {
             Ok(t) => {
-                t.record(
-                    "agent",
-                    json!({
-                        "path": agent.config.path,
-                        "agent_type": spec.name,
-                        "description": description,
-                        "model": agent.config.model,
-                        "system": agent.config.system,
-                        "tools": agent.tools.names(),
-                    }),
-                );
+                t.write(TranscriptRecord::Agent(AgentHeader {
+                    path: agent.config.path.clone(),
+                    agent_type: spec.name.clone(),
+                    description: description.to_owned(),
+                    model: agent.config.model.clone(),
+                    system: agent.config.system.clone(),
+                    tools: agent.tools.names().into_iter().map(str::to_owned).collect(),
+                }));
                 Some(Arc::new(t))
             }
             Err(e) => {

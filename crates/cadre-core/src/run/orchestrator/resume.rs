@@ -131,9 +131,9 @@ impl Orchestrator {
                 queue.push(child.clone());
             }
             // New subagents must not take a path the journal already uses.
-            if let Some((kind, n)) = path.rsplit('/').next().and_then(|l| l.split_once('#')) {
-                let n: u32 = n.parse().unwrap_or(0);
-                let mut c = self.counters.entry(kind.to_owned()).or_insert(0);
+            let at = AgentPath::parse(&path);
+            if let Some(n) = at.ordinal() {
+                let mut c = self.counters.entry(at.agent_type().to_owned()).or_insert(0);
                 *c = (*c).max(n);
             }
             if root.is_none() {

@@ -67,7 +67,9 @@ impl Orchestrator {
                     *c += 1;
                     *c
                 };
-                let path = format!("{}/{}#{n}", parent.path, spec.name);
+                let path = AgentPath::parse(&parent.path)
+                    .child(&spec.name, n)
+                    .to_string();
                 self.journal(Step::Spawned {
                     agent: parent.path.clone(),
                     call: call.to_owned(),

@@ -1,14 +1,27 @@
 //! Command-line arguments.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+mod given;
+pub mod worker;
+
+pub use given::{Given, Source};
+pub use worker::{whole, Provider, WorkerCmd};
+
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-use crate::worker_cmd::whole;
-pub use crate::worker_cmd::{Provider, WorkerCmd};
+/// What `cadre --help` says of how cadre ends.
+const EXIT_CODES: &str = "Exit codes:
+  0    the agent finished
+  1    it stopped early (turn limit, token budget, refusal, max tokens, context full)
+  2    bad usage or configuration (no key, bad folder or flag, unknown agent type)
+  3    the model API failed
+  4    cadre itself failed (a file it could not read or write, a damaged run folder,
+       the engine lost while following a run)
+  130  cancelled with Ctrl-C or SIGTERM";
 
 /// cadre — a multi-agent orchestrator for coding work.
 #[derive(Debug, Parser)]
-#[command(name = "cadre", version, about, long_about = None)]
+#[command(name = "cadre", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     /// The workspace folder: the agents work there and their tools cannot leave it
     /// (default: the project root, the nearest folder from the current one up with .cadre/,
@@ -412,7 +425,7 @@ pub struct RunArgs {
     /// Which of these options were given (flag or environment), so the settings files
     /// fill only the others.
     #[arg(skip)]
-    pub given: crate::settings::Given,
+    pub given: Given,
     /// What agents may do unasked: `auto` (as their types allow), `ask` (the person is asked
     /// before a writing tool or `bash` outside the allow rules; denied when there is no
     /// terminal), `deny-writes` (those calls are denied) or `plan` (read-only) [default: auto].
@@ -463,4 +476,30 @@ pub fn parse_compact_at(s: &str) -> Result<CompactAtArg, String> {
         ));
     }
     Ok(CompactAtArg(Some(n)))
+}
+
+/// The command line of this process; on a usage error, clap's message and exit code 2.
+pub fn from_env() -> Cli {
+    parse(Cli::command().get_matches()).unwrap_or_else(|e| e.exit())
+}
+
+/// The command line from clap's matches, with what the run options' matches say was given
+/// (a flag, the environment) noted, so settings files fill only the rest.
+pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let mut leaf = &matches;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    let args = match &mut cli.command {
+        Some(Command::Run(cmd)) => Some(&mut cmd.args),
+        Some(Command::Chat(cmd)) => Some(&mut cmd.args),
+        Some(Command::Resume(cmd)) => Some(&mut cmd.args),
+        Some(Command::Config(ConfigCommand::Show(cmd))) => Some(&mut cmd.args),
+        _ => None,
+    };
+    if let Some(args) = args {
+        args.given = Given::from_matches(leaf);
+    }
+    Ok(cli)
 }

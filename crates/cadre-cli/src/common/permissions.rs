@@ -2,8 +2,7 @@
 //! `ask` mode puts to the person at the terminal (allow once, always, or deny).
 
 use crate::args::RunArgs;
-use crate::exit::ConfigError;
-use anyhow::Result;
+use crate::common::exit::{CliError, Result};
 use cadre_core::{ApprovalRequest, Approver, Decision, Permissions};
 use indicatif::ProgressBar;
 use rustyline::error::ReadlineError;
@@ -55,19 +54,19 @@ pub fn permissions(
     // The settings files first: a flag's mode wins, and the flags' rules add to theirs.
     permissions
         .apply(settings, "settings")
-        .map_err(|e| ConfigError(format!("settings: {e}")))?;
+        .map_err(|e| CliError::config_from("settings", e))?;
     if let Some(mode) = args.permission_mode {
         permissions.mode = mode;
     }
     for rule in &args.allow {
         permissions
             .allow(rule, "--allow")
-            .map_err(|e| ConfigError(format!("--allow: {e}")))?;
+            .map_err(|e| CliError::config_from("--allow", e))?;
     }
     for rule in &args.deny {
         permissions
             .deny(rule, "--deny")
-            .map_err(|e| ConfigError(format!("--deny: {e}")))?;
+            .map_err(|e| CliError::config_from("--deny", e))?;
     }
     if !interactive {
         return Ok((permissions, None));

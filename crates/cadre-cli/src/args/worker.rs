@@ -1,25 +1,12 @@
-//! `cadre worker`'s options and how a model client is made from options like them — shared
-//! by `cadre` and the `cadre-worker` program it hands the worker to, so the `cadre` binary
-//! does not carry the Restate SDK (and local runs start as fast as before).
+//! `cadre worker`'s options, shared by `cadre` and the `cadre-worker` program it hands them
+//! to (so the `cadre` binary does not carry the Restate SDK), and the option parsers both use.
 
-use crate::exit::ConfigError;
-use anyhow::Result;
-use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
-use clap::{Args, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// The environment variable `cadre worker` hands its parsed options to `cadre-worker` in.
 pub const OPTIONS_ENV: &str = "CADRE_WORKER_OPTIONS";
-
-const NO_KEY: &str =
-    "ANTHROPIC_API_KEY is not set. Create a key at https://console.anthropic.com/settings/keys, \
-then run `export ANTHROPIC_API_KEY=sk-ant-...` (or put it before the command: \
-`ANTHROPIC_API_KEY=sk-ant-... cadre run \"TASK\"`). To use a compatible server instead, \
-also set ANTHROPIC_BASE_URL. Without a key: `--provider openai --model NAME` talks to a local \
-server such as Ollama, and `--replay FILE` replays a recorded run offline.";
 
 /// Which model API to talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -31,7 +18,7 @@ pub enum Provider {
 }
 
 /// A parser of whole numbers from `min` (up to `max`) whose error names the valid range.
-pub(crate) fn whole<T>(min: u64, max: Option<u64>) -> impl Fn(&str) -> Result<T, String> + Clone
+pub fn whole<T>(min: u64, max: Option<u64>) -> impl Fn(&str) -> Result<T, String> + Clone
 where
     T: TryFrom<u64>,
 {
@@ -102,49 +89,30 @@ pub struct WorkerCmd {
     pub verbose: u8,
 }
 
-/// How to reach the model API (the key and base URL come from the environment).
-pub struct ModelOptions<'a> {
-    /// Which API.
-    pub provider: Provider,
-    /// `--base-url`, overriding the environment's.
-    pub base_url: Option<&'a str>,
-    /// The `anthropic-version` header.
-    pub api_version: &'a str,
-    /// Retries of transient failures.
-    pub max_retries: u32,
-    /// Seconds a request may wait for a byte of its answer.
-    pub request_timeout: u64,
+/// Serves cadre's agents to a Restate server (`cadre worker --help` says more).
+#[derive(Debug, Parser)]
+#[command(name = "cadre-worker", version)]
+pub struct WorkerCli {
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// The worker's options.
+    #[command(flatten)]
+    pub cmd: WorkerCmd,
 }
 
-/// A live client of the model API; fails, in plain words, without the key it needs.
-pub fn live_model(options: &ModelOptions<'_>) -> Result<Arc<dyn Model>> {
-    Ok(match options.provider {
-        Provider::Anthropic => {
-            // The key and base URL are read in one place, the provider's own.
-            let mut config = AnthropicConfig::from_env().map_err(|_| ConfigError(NO_KEY.into()))?;
-            if let Some(url) = options.base_url {
-                url.clone_into(&mut config.base_url);
-            }
-            options.api_version.clone_into(&mut config.version);
-            config.http.retry.max_retries = options.max_retries;
-            config.http.idle_timeout = Duration::from_secs(options.request_timeout);
-            Arc::new(AnthropicModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
+/// The options `cadre-worker` runs with: what `cadre worker` handed over in
+/// [`OPTIONS_ENV`], else its own command line; an error when the handed-over options do not
+/// read.
+pub fn worker_options() -> Result<WorkerCmd, serde_json::Error> {
+    match std::env::var(OPTIONS_ENV) {
+        Ok(options) => serde_json::from_str(&options),
+        Err(_) => {
+            let cli = WorkerCli::parse();
+            Ok(WorkerCmd {
+                verbose: cli.verbose,
+                ..cli.cmd
+            })
         }
-        Provider::Openai => {
-            // Local servers (Ollama, llama.cpp) need no key; hosted ones read OPENAI_API_KEY.
-            let mut config = OpenAiConfig::from_env();
-            if let Some(url) = options.base_url {
-                url.clone_into(&mut config.base_url);
-            }
-            if !config.has_api_key() && config.base_url.contains("api.openai.com") {
-                return Err(ConfigError(
-                    "OPENAI_API_KEY is not set. Set it for api.openai.com, or point OPENAI_BASE_URL (or --base-url) at a local server such as http://localhost:11434/v1 (Ollama), which needs no key.".into(),
-                )
-                .into());
-            }
-            config.http.retry.max_retries = options.max_retries;
-            config.http.idle_timeout = Duration::from_secs(options.request_timeout);
-            Arc::new(OpenAiModel::new(config).map_err(|e| ConfigError(e.to_string()))?)
-        }
-    })
+    }
 }

@@ -1,15 +1,15 @@
 //! `cadre config show|check`.
 
 use crate::args::ConfigCommand;
-use crate::exit::Code;
-use crate::settings::{self, SettingsFile};
-use anyhow::Result;
+use crate::common::exit::{Code, Result};
+use crate::common::project::{user_dir, workspace_root};
+use crate::common::settings::{self, SettingsFile};
 use std::path::PathBuf;
 
 /// Runs one `cadre config` command.
 pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
-    let root = crate::run::workspace_root(directory)?;
-    let user_dir = crate::run::user_home(true).map(|h| h.join(".config/cadre"));
+    let root = workspace_root(directory)?;
+    let user_dir = user_dir(true);
     match cmd {
         ConfigCommand::Show(cmd) => {
             let mut args = cmd.args;
@@ -40,7 +40,7 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
             // Strict: an unknown key is a problem here, not just a warning.
             match settings::files(&root, user_dir.as_deref()) {
                 Err(e) => {
-                    errln!("{e}");
+                    errln!("{}", e.report());
                     Ok(Code::StoppedEarly)
                 }
                 Ok(files) => {

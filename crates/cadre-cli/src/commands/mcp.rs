@@ -1,32 +1,11 @@
-//! `cadre mcp list|check`, and the MCP configuration every command reads.
+//! `cadre mcp list|check`: the configured MCP servers, started, and their tools.
 
-use crate::args::{McpArgs, McpCommand};
-use crate::exit::{Code, ConfigError};
-use anyhow::Result;
-use cadre_mcp::{McpConfig, McpServers, Timeouts};
+use crate::args::McpCommand;
+use crate::common::definitions::load_servers;
+use crate::common::display::{first_sentence, truncate};
+use crate::common::exit::{Code, Result};
+use crate::common::project::user_dir;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// The MCP servers for a project at `root`: `~/.config/cadre/mcp.json` (unless
-/// `include_user` is false), the project's `.mcp.json`, then each `--mcp-config` file.
-pub fn load_servers(root: &Path, args: &McpArgs, include_user: bool) -> Result<McpServers> {
-    if let Some(missing) = args.mcp_config.iter().find(|f| !f.is_file()) {
-        return Err(ConfigError(format!(
-            "cannot use --mcp-config {}: no such file",
-            missing.display()
-        ))
-        .into());
-    }
-    let home = crate::run::user_home(include_user);
-    let mut files = McpConfig::standard_files(root, home.as_deref());
-    files.extend(args.mcp_config.iter().cloned());
-    let config = McpConfig::load(&files, &args.mcp_config);
-    let timeouts = Timeouts {
-        call: Duration::from_secs(args.mcp_timeout.max(1)),
-        ..Timeouts::default()
-    };
-    Ok(McpServers::new(config, root.to_path_buf(), timeouts))
-}
 
 /// Runs one `cadre mcp` command.
 pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
@@ -36,9 +15,10 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
     };
     let mut args = args;
     if args.mcp_config.is_empty() {
-        let user_dir = crate::run::user_home(true).map(|h| h.join(".config/cadre"));
-        args.mcp_config
-            .extend(crate::settings::mcp_config(root, user_dir.as_deref())?);
+        args.mcp_config.extend(crate::common::settings::mcp_config(
+            root,
+            user_dir(true).as_deref(),
+        )?);
     }
     let servers = load_servers(root, &args, true)?;
     let config = servers.config();
@@ -76,7 +56,7 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
                 );
                 if !check {
                     for tool in server.tools() {
-                        let first = first_sentence(&tool.description);
+                        let first = truncate(first_sentence(&tool.description), 101);
                         outln!("  {:<40} {first}", cadre_mcp::tool_name(name, &tool.name));
                     }
                 }
@@ -114,15 +94,4 @@ fn display_path(path: &Path, root: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
-}
-
-/// The first sentence (or line) of `text`, at most 100 characters.
-fn first_sentence(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    let end = line.find(". ").map_or(line.len(), |i| i + 1);
-    let sentence = &line[..end];
-    match sentence.char_indices().nth(100) {
-        Some((i, _)) => format!("{}…", &sentence[..i]),
-        None => sentence.to_owned(),
-    }
 }

@@ -2,9 +2,12 @@
 //! subagent, and the closing usage table; or JSON for programs.
 
 use crate::args::OutputFormat;
-use cadre_core::{describe_call, AgentOutcome, Event, RosterEntry, RunSummary, StopKind, Totals};
+use cadre_core::{
+    describe_call, AgentOutcome, AgentPath, Event, RosterEntry, RunSummary, StopKind, Totals,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Renders events as they arrive and the roster on each tick.
@@ -264,7 +267,7 @@ impl Display {
             }
         }
         for e in subagents.iter().take(20) {
-            let name = e.path.rsplit('/').next().unwrap_or(&e.path);
+            let name = AgentPath::parse(&e.path).name();
             // A background subagent is marked: its parent is not waiting for it.
             let description = if e.background {
                 format!("[bg] {}", e.description)
@@ -384,6 +387,33 @@ fn paint(text: &str, color: Option<&str>) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
+/// `path` as a person would type it from where cadre was started: relative to the current
+/// folder when inside it, else as it is.
+pub fn shown_path(path: &Path) -> PathBuf {
+    let inside = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf));
+    match inside {
+        Some(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
+        Some(rel) => rel,
+        None => path.to_path_buf(),
+    }
+}
+
+/// The first sentence of a description, for one-line listings.
+pub fn first_sentence(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or_default();
+    match line.find(". ") {
+        Some(i) => &line[..=i],
+        None => line,
+    }
+}
+
+/// Text on one line: its runs of whitespace made one space.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Token counts in a short human form: 950, 12.4k, 3.1M.
 pub fn human_tokens(n: u64) -> String {
     match n {
@@ -483,7 +513,7 @@ pub fn usage_table(summary: &RunSummary) -> String {
         "agent", "type", "turns", "tools", "input (cached)", "output", "time"
     )];
     for a in &report.agents {
-        let name = a.path.rsplit('/').next().unwrap_or(&a.path);
+        let name = AgentPath::parse(&a.path).name();
         let t = Totals {
             agents: 1,
             turns: a.turns,
@@ -498,7 +528,13 @@ pub fn usage_table(summary: &RunSummary) -> String {
         if let Some(worker) = &a.worker {
             outcome.push_str(&format!(" on {worker}"));
         }
-        lines.push(row(name, &a.agent_type, &t, &clock(a.elapsed_ms), &outcome));
+        lines.push(row(
+            &name,
+            &a.agent_type,
+            &t,
+            &clock(a.elapsed_ms),
+            &outcome,
+        ));
     }
     if report.by_type.len() > 1 {
         for (kind, t) in &report.by_type {

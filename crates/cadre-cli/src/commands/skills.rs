@@ -1,60 +1,47 @@
 //! `cadre skills list|show|check`.
 
 use crate::args::{SkillsCommand, SkillsDirArg};
-use crate::exit::{Code, ConfigError};
-use anyhow::Result;
+use crate::common::definitions::{check_report, load_skills, print_problems};
+use crate::common::display::{fit_lines, stdout_width};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::project::user_home;
 use cadre_core::{Skill, SkillSet};
 use serde_yaml::{Mapping, Value};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The skills for a project at `root`: the user's, the project's and any `--skills-dir`
-/// folders, nearer winning. Only front matter is read.
-pub fn load_skills(root: &Path, extra: &[PathBuf]) -> Result<SkillSet> {
-    crate::run::require_dirs(extra, "--skills-dir")?;
-    Ok(load_skills_from(root, extra, true))
-}
-
-/// Like [`load_skills`]; without the user's own folders when `include_user` is false.
-pub fn load_skills_from(root: &Path, extra: &[PathBuf], include_user: bool) -> SkillSet {
-    let home = crate::run::user_home(include_user);
-    let mut dirs = SkillSet::standard_dirs(root, home.as_deref());
-    dirs.extend(extra.iter().cloned());
-    SkillSet::load(&dirs)
-}
-
 /// The skills shipped with cadre, compiled in: (path under the skills folder, contents,
 /// executable).
 const SHIPPED: [(&str, &str, bool); 6] = [
     (
         "code-review/SKILL.md",
-        include_str!("../../../skills/code-review/SKILL.md"),
+        include_str!("../../../../skills/code-review/SKILL.md"),
         false,
     ),
     (
         "code-review/references/checklist.md",
-        include_str!("../../../skills/code-review/references/checklist.md"),
+        include_str!("../../../../skills/code-review/references/checklist.md"),
         false,
     ),
     (
         "code-review/scripts/changed-files.sh",
-        include_str!("../../../skills/code-review/scripts/changed-files.sh"),
+        include_str!("../../../../skills/code-review/scripts/changed-files.sh"),
         true,
     ),
     (
         "commit-message/SKILL.md",
-        include_str!("../../../skills/commit-message/SKILL.md"),
+        include_str!("../../../../skills/commit-message/SKILL.md"),
         false,
     ),
     (
         "writing-tests/SKILL.md",
-        include_str!("../../../skills/writing-tests/SKILL.md"),
+        include_str!("../../../../skills/writing-tests/SKILL.md"),
         false,
     ),
     (
         "writing-tests/references/determinism.md",
-        include_str!("../../../skills/writing-tests/references/determinism.md"),
+        include_str!("../../../../skills/writing-tests/references/determinism.md"),
         false,
     ),
 ];
@@ -87,9 +74,9 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
         SkillsCommand::List(SkillsDirArg { skills_dir }) => {
             let set = load_skills(root, &skills_dir)?;
-            crate::run::print_problems(set.problems());
+            print_problems(set.problems());
             if set.is_empty() && set.problems().is_empty() {
-                let home = crate::run::user_home(true);
+                let home = user_home(true);
                 let mut searched = SkillSet::standard_dirs(root, home.as_deref());
                 searched.extend(skills_dir.iter().cloned());
                 let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
@@ -130,10 +117,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
                     folder(s)
                 );
             }
-            emit(&crate::display::fit_lines(
-                &out,
-                crate::display::stdout_width(),
-            ));
+            emit(&fit_lines(&out, stdout_width()));
             if !set.problems().is_empty() {
                 errln!(
                     "\n{} problem(s) in skills; run `cadre skills check` to see them",
@@ -144,10 +128,10 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
         }
         SkillsCommand::Show { name, dirs } => {
             let set = load_skills(root, &dirs.skills_dir)?;
-            crate::run::print_problems(set.problems());
+            print_problems(set.problems());
             let skill = set.get(&name).ok_or_else(|| {
                 let known: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
-                ConfigError(format!(
+                CliError::config(format!(
                     "there is no skill {name:?}; the skills are: {}",
                     if known.is_empty() {
                         "(none)".to_owned()
@@ -156,7 +140,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
                     }
                 ))
             })?;
-            let body = skill.read_body().map_err(|e| ConfigError(e.to_string()))?;
+            let body = skill.read_body().map_err(CliError::invalid)?;
             let mut out = format!("# from {}\n---\n", skill.file.display());
             out.push_str(&serde_yaml::to_string(&front_matter(skill)).unwrap_or_default());
             let _ = writeln!(out, "---\n{body}");
@@ -172,14 +156,15 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             Ok(Code::Done)
         }
         SkillsCommand::Install { force } => {
-            let home = crate::run::user_home(true).ok_or_else(|| {
-                ConfigError(
-                    "HOME is not set, so there is no ~/.config/cadre/skills to install into".into(),
+            let home = user_home(true).ok_or_else(|| {
+                CliError::config(
+                    "HOME is not set, so there is no ~/.config/cadre/skills to install into",
                 )
             })?;
             let dest = home.join(".config/cadre/skills");
-            let (written, kept) = install(&dest, force)
-                .map_err(|e| ConfigError(format!("cannot install into {}: {e}", dest.display())))?;
+            let (written, kept) = install(&dest, force).map_err(|e| {
+                CliError::failed_from(format!("cannot install into {}", dest.display()), e)
+            })?;
             for p in &written {
                 outln!("installed {}", p.display());
             }
@@ -191,7 +176,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
         SkillsCommand::Check { dirs, strict } => {
             let set = load_skills(root, &dirs.skills_dir)?;
             let ok = format!("{} skills OK", set.len());
-            Ok(crate::agents::check_report(set.problems(), strict, &ok))
+            Ok(check_report(set.problems(), strict, &ok))
         }
     }
 }

@@ -6,13 +6,10 @@
 //! defaults never hide a file's value). Reading is forgiving: an unknown key is a warning;
 //! a bad value is an error naming `file:line`.
 
-use crate::args::{parse_compact_at, Provider, RunArgs};
-use crate::exit::ConfigError;
+use crate::args::{parse_compact_at, Provider, RunArgs, Source};
+use crate::common::exit::CliError;
 use cadre_core::{PermissionMode, PermissionSettings};
-use clap::parser::ValueSource;
-use clap::ArgMatches;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 
@@ -43,74 +40,6 @@ pub const KEYS: [&str; 14] = [
 /// The tables a file may hold.
 const TABLES: [&str; 3] = ["limits", "compaction", "permissions"];
 
-/// The command-line option (clap id) each setting stands for, and the environment variable
-/// clap reads for it, if any.
-const FLAGS: [(&str, &str, Option<&str>); 11] = [
-    ("model", "model", Some("CADRE_MODEL")),
-    ("provider", "provider", Some("CADRE_PROVIDER")),
-    ("base_url", "base_url", None),
-    ("mcp_config", "mcp_config", None),
-    ("limits.max_parallel", "max_parallel", None),
-    ("limits.max_depth", "max_depth", None),
-    ("limits.max_turns", "max_turns", None),
-    ("limits.budget_tokens", "budget_tokens", None),
-    ("limits.max_tokens", "max_tokens", None),
-    ("limits.context_tokens", "context_tokens", None),
-    ("compaction.compact_at", "compact_at", None),
-];
-
-/// Where a value came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// cadre's own default.
-    Default,
-    /// A flag on the command line.
-    Flag,
-    /// This environment variable.
-    Env(String),
-    /// This line of this settings file (as named in messages).
-    File(String, usize),
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Default => f.write_str("default"),
-            Source::Flag => f.write_str("flag"),
-            Source::Env(var) => write!(f, "env {var}"),
-            Source::File(file, line) => write!(f, "{file}:{line}"),
-        }
-    }
-}
-
-/// The options of one command that were given on the command line or through the
-/// environment, by setting name; filled from clap's matches before the command runs.
-#[derive(Debug, Clone, Default)]
-pub struct Given(BTreeMap<&'static str, Source>);
-
-impl Given {
-    /// What `matches` (the innermost subcommand's) says was given.
-    pub fn from_matches(matches: &ArgMatches) -> Self {
-        let mut given = BTreeMap::new();
-        for (key, id, env) in FLAGS {
-            // Only commands that take the run options have these ids.
-            if matches.try_contains_id(id).is_err() {
-                continue;
-            }
-            match matches.value_source(id) {
-                Some(ValueSource::CommandLine) => {
-                    given.insert(key, Source::Flag);
-                }
-                Some(ValueSource::EnvVariable) => {
-                    given.insert(key, Source::Env(env.unwrap_or(id).to_owned()));
-                }
-                _ => {}
-            }
-        }
-        Self(given)
-    }
-}
-
 /// One value as a file gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Value {
@@ -136,7 +65,7 @@ pub struct SettingsFile {
 impl SettingsFile {
     /// Reads `path`, named `label` in messages. A missing file is an empty one; a file
     /// that is not TOML, or a value of the wrong kind, is an error naming the line.
-    pub fn read(path: &Path, label: String) -> Result<Self, ConfigError> {
+    pub fn read(path: &Path, label: String) -> Result<Self, CliError> {
         let mut file = Self {
             label,
             found: false,
@@ -146,12 +75,17 @@ impl SettingsFile {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(file),
-            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", file.label))),
+            Err(e) => {
+                return Err(CliError::config_from(
+                    format!("cannot read {}", file.label),
+                    e,
+                ))
+            }
         };
         file.found = true;
         let doc = DeTable::parse(&text).map_err(|e| {
             let line = e.span().map_or(0, |s| line_of(&text, s.start));
-            ConfigError(format!(
+            CliError::config(format!(
                 "{}:{line}: not valid TOML: {}",
                 file.label,
                 e.message().trim()
@@ -168,7 +102,7 @@ impl SettingsFile {
         prefix: &str,
         text: &str,
         dir: &Path,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<(), CliError> {
         for (key, value) in table.iter() {
             let line = line_of(text, key.span().start);
             // Liberal: `max-parallel` is `max_parallel`, `Model` is `model`.
@@ -201,7 +135,7 @@ impl SettingsFile {
             };
             let line = line_of(text, value.span().start);
             let parsed = parse_value(key, value.get_ref(), dir)
-                .map_err(|e| ConfigError(format!("{}:{line}: {key} {e}", self.label)))?;
+                .map_err(|e| CliError::config(format!("{}:{line}: {key} {e}", self.label)))?;
             self.values.insert(key, (parsed, line));
         }
         Ok(())
@@ -342,7 +276,7 @@ impl Settings {
 
 /// The settings files for a project at `root`; the user's from `user_dir` (their
 /// `~/.config/cadre`), left out when `None`.
-pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, ConfigError> {
+pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, CliError> {
     let mut files = vec![SettingsFile::read(
         &root.join(PROJECT_FILE),
         root.join(PROJECT_FILE).display().to_string(),
@@ -361,7 +295,7 @@ pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, 
 
 /// The `mcp_config` file the settings name (the project's winning), for commands that take
 /// no other run options (`cadre mcp`).
-pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
+pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
     Ok(files(root, user_dir)?
         .iter()
         .find_map(|f| match f.get("mcp_config") {
@@ -376,7 +310,7 @@ pub fn resolve(
     args: &mut RunArgs,
     root: &Path,
     user_dir: Option<&Path>,
-) -> Result<Settings, ConfigError> {
+) -> Result<Settings, CliError> {
     let files = files(root, user_dir)?;
     let given = std::mem::take(&mut args.given);
     let mut entries = Vec::new();
@@ -387,7 +321,7 @@ pub fn resolve(
             .find_map(|f| f.get(key))
             .map(|(v, s)| (v.clone(), s))
     };
-    let source_of = |key: &str| given.0.get(key).cloned();
+    let source_of = |key: &str| given.source(key);
 
     macro_rules! setting {
         ($key:literal, |$v:ident| $apply:expr, $show:expr) => {{
@@ -565,7 +499,11 @@ pub fn resolve(
 mod tests {
     use super::*;
 
-    fn read(text: &str) -> Result<SettingsFile, ConfigError> {
+    fn read_err(text: &str) -> String {
+        read(text).unwrap_err().report()
+    }
+
+    fn read(text: &str) -> Result<SettingsFile, CliError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(PROJECT_FILE);
         std::fs::write(&path, text).unwrap();
@@ -591,22 +529,22 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_line() {
-        let e = read("\n[limits]\nmax_turns = -1\n").unwrap_err();
+        let e = read_err("\n[limits]\nmax_turns = -1\n");
         assert!(
-            e.0.starts_with("cadre.toml:3: limits.max_turns must be a whole number from 1 to"),
+            e.starts_with("cadre.toml:3: limits.max_turns must be a whole number from 1 to"),
             "{e}"
         );
-        let e = read("[permissions]\ndeny = [1]\n").unwrap_err();
+        let e = read_err("[permissions]\ndeny = [1]\n");
         assert_eq!(
-            e.0,
+            e,
             "cadre.toml:2: permissions.deny must be a list of strings; 1 is not one"
         );
-        let e = read("model = \n").unwrap_err();
-        assert!(e.0.starts_with("cadre.toml:1: not valid TOML"), "{e}");
+        let e = read_err("model = \n");
+        assert!(e.starts_with("cadre.toml:1: not valid TOML"), "{e}");
         // Permission modes and rules are checked where the file and line are known.
-        let e = read("[permissions]\nmode = \"sometimes\"\n").unwrap_err();
-        assert!(e.0.starts_with("cadre.toml:2: permissions.mode "), "{e}");
-        let e = read("[permissions]\nallow = [\"Teleport(x)\"]\n").unwrap_err();
-        assert!(e.0.starts_with("cadre.toml:2: permissions.allow "), "{e}");
+        let e = read_err("[permissions]\nmode = \"sometimes\"\n");
+        assert!(e.starts_with("cadre.toml:2: permissions.mode "), "{e}");
+        let e = read_err("[permissions]\nallow = [\"Teleport(x)\"]\n");
+        assert!(e.starts_with("cadre.toml:2: permissions.allow "), "{e}");
     }
 }

@@ -1,23 +1,23 @@
-//! `cadre worker` and `cadre run --engine restate`: a run on the workers of a Restate
-//! server, followed from here with the same live roster, usage table and exit codes.
+//! `cadre run --engine restate` and `cadre resume` of such a run: a run on the workers of
+//! a Restate server (each a `cadre worker`), followed from here with the same live roster,
+//! usage table and exit codes as a local one.
 
-use crate::agents::load_registry_from;
 use crate::args::RunArgs;
-use crate::display::Display;
-use crate::exit::{Code, ConfigError};
-use crate::run::{model_id, print_problems, require_dirs, user_home};
-use anyhow::Result;
-use cadre_core::record::transcript::{new_run_id, RunDir};
-use cadre_core::{AgentOutcome, DelegatedCall, Event, RosterEntry, RunSummary, UsageReport};
+use crate::common::definitions::{load_registry_from, print_problems};
+use crate::common::display::{shown_path, Display};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::model::model_id;
+use crate::common::project::{require_dirs, user_dir, workspace_root};
+use cadre_core::record::run_dir::new_run_id;
+use cadre_core::{
+    AgentOutcome, DelegatedCall, Event, RosterEntry, RunDir, RunSummary, UsageReport,
+};
 use cadre_engine::client::Ingress;
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// What `cadre run --engine restate` leaves in the run folder: how to find the run again.
-const ENGINE_FILE: &str = "engine.json";
 
 /// An engine run, as `engine.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,18 +37,15 @@ pub async fn run(
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Code> {
-    let root = crate::run::workspace_root(directory)?;
-    let user_dir = user_home(true).map(|h| h.join(".config/cadre"));
-    crate::settings::resolve(&mut args, &root, user_dir.as_deref())?;
+    let root = workspace_root(directory)?;
+    crate::common::settings::resolve(&mut args, &root, user_dir(true).as_deref())?;
     refuse_local_only(&args)?;
     require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
     let registry = load_registry_from(&root, &args.dirs.agents_dir, true);
     if !quiet {
         print_problems(registry.problems());
     }
-    let spec = cadre_core::primary_spec(&registry, &args.agent)
-        .map_err(|e| ConfigError(e.to_string()))?
-        .clone();
+    let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;
@@ -80,11 +77,15 @@ pub async fn run(
             compact_at: args.compact_at.0,
         },
     };
-    let ingress = Ingress::new(&args.restate_url).map_err(|e| ConfigError(e.to_string()))?;
+    let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
     let invocation = ingress.submit(&call).await.map_err(|e| {
-        ConfigError(format!(
-            "{e} (is a Restate server running there, with a `cadre worker` registered? See the README, \"Beyond one machine\")"
-        ))
+        CliError::config_from(
+            format!(
+                "cannot submit the run to {} (is a Restate server running there, with a `cadre worker` registered? See the README, \"Beyond one machine\")",
+                args.restate_url
+            ),
+            e,
+        )
     })?;
     let meta = EngineRun {
         run,
@@ -94,21 +95,21 @@ pub async fn run(
         model,
         task,
     };
-    let dir = RunDir::create_named(&root.join(".cadre").join("runs"), &meta.run)?;
-    std::fs::write(
-        dir.path().join(ENGINE_FILE),
-        serde_json::to_vec_pretty(&meta)?,
-    )?;
+    let dir = RunDir::create_named(&RunDir::runs_root(&root), &meta.run)?;
+    let note = serde_json::to_vec_pretty(&meta)
+        .map_err(|e| CliError::failed_from("cannot encode the engine run's note", e))?;
+    std::fs::write(dir.engine_file(), note).map_err(|e| {
+        CliError::failed_from(format!("cannot write {}", dir.engine_file().display()), e)
+    })?;
     follow(&meta, &dir, &args, quiet).await
 }
 
 /// Options that only a run in this process can honour, refused in plain words.
 fn refuse_local_only(args: &RunArgs) -> Result<()> {
     let refuse = |what: &str| -> Result<()> {
-        Err(ConfigError(format!(
+        Err(CliError::config(format!(
             "{what} works only with --engine local: the workers talk to the model and have no terminal"
-        ))
-        .into())
+        )))
     };
     if args.record.is_some() || args.replay.is_some() {
         return refuse("--record/--replay");
@@ -132,17 +133,16 @@ async fn workspace_ref(
 ) -> Result<(WorkspaceRef, Option<String>)> {
     let Ok(top) = git(root, &["rev-parse", "--show-toplevel"]).await else {
         if repo.is_some() {
-            return Err(ConfigError(format!(
+            return Err(CliError::config(format!(
                 "--repo needs a git repository, and {} is not in one",
                 root.display()
-            ))
-            .into());
+            )));
         }
         return Ok((WorkspaceRef::Local, None));
     };
     let commit = git(root, &["rev-parse", "HEAD"]).await.map_err(|_| {
-        ConfigError(
-            "the repository has no commit yet: the workers start from one, so commit first".into(),
+        CliError::config(
+            "the repository has no commit yet: the workers start from one, so commit first",
         )
     })?;
     if !quiet && !git(root, &["status", "--porcelain"]).await?.is_empty() {
@@ -156,7 +156,9 @@ async fn workspace_ref(
         Some(url) => {
             git(root, &["push", "--quiet", url, &format!("HEAD:{base_ref}")])
                 .await
-                .map_err(|e| ConfigError(format!("cannot push HEAD to --repo {url}: {e}")))?;
+                .map_err(|e| {
+                    CliError::config_from(format!("cannot push HEAD to --repo {url}"), e)
+                })?;
             url.to_owned()
         }
         None => {
@@ -179,30 +181,32 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String> {
         .args(args.iter().copied())
         .output()
         .await
-        .map_err(|e| ConfigError(format!("cannot run git: {e}")))?;
+        .map_err(|e| CliError::config_from("cannot run git", e))?;
     if !out.status.success() {
-        return Err(ConfigError(format!("{}: {}", out.command, out.failure_text())).into());
+        return Err(CliError::config(format!(
+            "{}: {}",
+            out.command,
+            out.failure_text()
+        )));
     }
     Ok(out.stdout_trimmed())
 }
 
 /// The engine run in `root`'s run folder `id` (or a unique prefix of it), if it is one.
 pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
-    crate::sessions::find(root, id)
+    crate::common::run_folders::find(root, id)
         .ok()
-        .filter(|dir| dir.join(ENGINE_FILE).is_file())
+        .filter(|dir| RunDir::open(dir).is_ok_and(|d| d.engine_file().is_file()))
 }
 
 /// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
 pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
-    let text = std::fs::read_to_string(dir.join(ENGINE_FILE))?;
-    let meta: EngineRun = serde_json::from_str(&text).map_err(|e| {
-        ConfigError(format!(
-            "{} is damaged: {e}",
-            dir.join(ENGINE_FILE).display()
-        ))
-    })?;
     let dir = RunDir::open(dir)?;
+    let file = dir.engine_file();
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| CliError::failed_from(format!("cannot read {}", file.display()), e))?;
+    let meta: EngineRun = serde_json::from_str(&text)
+        .map_err(|e| CliError::failed_from(format!("{} is damaged", file.display()), e))?;
     follow(&meta, &dir, args, quiet).await
 }
 
@@ -210,7 +214,7 @@ pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
 /// table and the exit code of its primary agent's stop. Ctrl-C cancels the run on the
 /// engine; a second Ctrl-C stops following (the run goes on being cancelled).
 async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> Result<Code> {
-    let ingress = Ingress::new(&meta.ingress).map_err(|e| ConfigError(e.to_string()))?;
+    let ingress = Ingress::new(&meta.ingress).map_err(CliError::invalid)?;
     let header = format!("cadre · {} · {} · restate", meta.agent, meta.model);
     let mut display = Display::new(args.output_format, quiet, &meta.agent, header);
     let started = Instant::now();
@@ -260,9 +264,12 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         }
     };
     let report = report.map_err(|e| {
-        anyhow::anyhow!(
-            "{e}; the run may still be going on: `cadre resume {}` follows it again",
-            meta.run
+        CliError::failed_from(
+            format!(
+                "lost run {} while following it (it may still be going on: `cadre resume {}` follows it again)",
+                meta.run, meta.run
+            ),
+            e,
         )
     })?;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -296,7 +303,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         agent: meta.agent.clone(),
         delta: text,
     });
-    let shown = crate::run::shown_path(dir.path());
+    let shown = shown_path(dir.path());
     display.finish(&outcome, &summary, &meta.model, Some(&shown));
     Ok(Code::for_stop(&outcome.stop))
 }

@@ -1,7 +1,7 @@
 //! `cadre doctor`: what the sandbox can enforce on this machine, and what the project holds.
 
-use crate::exit::Code;
-use crate::project::{Found, ROOT_MARKERS};
+use crate::common::exit::Code;
+use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
 use cadre_core::definitions::instructions::Origin;
 use cadre_core::Instructions;
 use cadre_tools::landlock_status;
@@ -49,10 +49,10 @@ pub fn doctor(directory: Option<PathBuf>) -> Code {
 /// The project root and how it was found, the instruction files with their sizes, and the
 /// settings files.
 fn project(directory: Option<PathBuf>) {
-    let (root, found) = match crate::run::project_root(directory) {
+    let (root, found) = match project_root(directory) {
         Ok(r) => r,
         Err(e) => {
-            outln!("project root      {e:#}");
+            outln!("project root      {}", e.report());
             return;
         }
     };
@@ -68,7 +68,7 @@ fn project(directory: Option<PathBuf>) {
         "project root      {}  ({how}; tools cannot leave it)",
         root.display()
     );
-    let user_dir = crate::run::user_home(true).map(|h| h.join(".config/cadre"));
+    let user_dir = user_dir(true);
     let instructions = Instructions::load(&root, user_dir.as_deref());
     if instructions.files().is_empty() {
         outln!("instructions      none (AGENTS.md, CLAUDE.md or .claude/CLAUDE.md at the root; ~/.config/cadre/AGENTS.md)");
@@ -89,7 +89,7 @@ fn project(directory: Option<PathBuf>) {
     for p in instructions.problems() {
         outln!("                  {p}");
     }
-    match crate::settings::files(&root, user_dir.as_deref()) {
+    match crate::common::settings::files(&root, user_dir.as_deref()) {
         Ok(files) => {
             for (i, f) in files.iter().enumerate() {
                 outln!(
@@ -100,7 +100,7 @@ fn project(directory: Option<PathBuf>) {
                 );
             }
         }
-        Err(e) => outln!("settings          {e}"),
+        Err(e) => outln!("settings          {}", e.report()),
     }
 }
 

@@ -1,11 +1,13 @@
 //! `cadre chat` (and `cadre` alone on a terminal): a conversation with the primary agent, one
 //! turn per message, kept as one run so it can be resumed or continued like any other.
 
-use crate::args::ChatCmd;
-use crate::display::usage_table;
-use crate::exit::Code;
-use crate::run::{Job, Session, Signals};
-use anyhow::Result;
+use crate::args::{ChatCmd, Engine};
+use crate::common::definitions::load_skills_from;
+use crate::common::display::{first_sentence, human_tokens, usage_table};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::project::workspace_root;
+use crate::common::run_folders::{find, newest, open_run, print_runs};
+use crate::common::session::{Job, Session, Signals};
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
@@ -48,24 +50,23 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
         resume,
         mut args,
     } = cmd;
-    if args.engine == crate::args::Engine::Restate {
-        return Err(crate::exit::ConfigError(
-            "`cadre chat` runs here; for a run on the engine use `cadre run --engine restate TASK`"
-                .into(),
-        )
-        .into());
+    if args.engine == Engine::Restate {
+        return Err(CliError::config(
+            "`cadre chat` runs here; for a run on the engine use `cadre run --engine restate TASK`",
+        ));
     }
-    let root = crate::run::workspace_root(directory.clone())?;
+    let root = workspace_root(directory.clone())?;
     let mut dir = match (continue_last, resume) {
-        (true, _) => crate::sessions::newest(&root, true)?,
-        (false, Some(id)) => Some(crate::sessions::find(&root, &id)?),
+        (true, _) => newest(&root, true),
+        (false, Some(id)) => Some(find(&root, &id)?),
         (false, None) => None,
     };
     if let Some(d) = &dir {
-        args.agent = crate::sessions::primary_type(d)?;
+        args.agent = open_run(d)?.state.agent_type;
     }
     let session = Session::prepare(args, directory, false)?;
-    let mut editor = rustyline::Editor::<Continuation, rustyline::history::DefaultHistory>::new()?;
+    let mut editor = rustyline::Editor::<Continuation, rustyline::history::DefaultHistory>::new()
+        .map_err(|e| CliError::failed_from("cannot read from the terminal", e))?;
     editor.set_helper(Some(Continuation));
     let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/cadre/history"));
     if let Some(h) = &history {
@@ -88,7 +89,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                 continue;
             }
             Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(CliError::failed_from("cannot read from the terminal", e)),
         };
         let text = line.trim();
         if text.is_empty() {
@@ -100,40 +101,32 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
             "/help" => errln!("{HELP}"),
             "/agents" => {
                 for s in session.registry.all() {
-                    outln!(
-                        "{:<16} {}",
-                        s.name,
-                        crate::agents::first_sentence(&s.description)
-                    );
+                    outln!("{:<16} {}", s.name, first_sentence(&s.description));
                 }
             }
             "/skills" => {
-                let skills = crate::skills::load_skills_from(
+                let skills = load_skills_from(
                     &session.root,
                     &session.args.skills.skills_dir,
                     session.args.replay.is_none(),
                 );
                 for s in skills.all() {
-                    outln!(
-                        "{:<16} {}",
-                        s.name,
-                        crate::agents::first_sentence(&s.description)
-                    );
+                    outln!("{:<16} {}", s.name, first_sentence(&s.description));
                 }
             }
             "/usage" => match &last_summary {
                 Some(summary) => outln!("{}", usage_table(summary)),
                 None => outln!("no tokens used yet"),
             },
-            "/runs" => crate::sessions::print_runs(&session.root),
+            "/runs" => print_runs(&session.root),
             "/compact" => match &dir {
                 None => errln!("/compact: nothing to compact yet"),
                 Some(d) => match session.compact(d).await {
                     Ok(used) => errln!(
                         "compacted: the conversation so far is now a summary ({} tokens)",
-                        crate::display::human_tokens(used.total())
+                        human_tokens(used.total())
                     ),
-                    Err(e) => errln!("/compact: {e:#}"),
+                    Err(e) => errln!("/compact: {}", e.report()),
                 },
             },
             command if command.starts_with('/') => {
@@ -142,15 +135,21 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
             message => {
                 let job = match &dir {
                     None => Job::Fresh(message.to_owned()),
-                    Some(d) => Job::Continue(d.clone(), message.to_owned()),
+                    Some(d) => match open_run(d) {
+                        Ok(run) => Job::Continue(run, message.to_owned()),
+                        Err(e) => {
+                            errln!("{}", e.report());
+                            continue;
+                        }
+                    },
                 };
-                match session.turn(&job, false, Signals::Turn).await {
+                match session.turn(job, false, Signals::Turn).await {
                     Ok(turn) => {
                         code = turn.code;
                         dir = turn.dir.or(dir);
                         last_summary = Some(turn.summary);
                     }
-                    Err(e) => errln!("cadre: {e:#}"),
+                    Err(e) => errln!("cadre: {}", e.report()),
                 }
             }
         }

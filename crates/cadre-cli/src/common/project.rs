@@ -1,6 +1,7 @@
 //! The project root: where agent types, skills, MCP configuration, instructions, settings
 //! and run folders are found, and the folder every tool is confined to.
 
+use crate::common::exit::{CliError, Result};
 use std::path::{Path, PathBuf};
 
 /// What marks a folder as a project root, in the order they are named in messages.
@@ -47,6 +48,56 @@ fn marker_of(dir: &Path) -> Option<&'static str> {
             p.is_dir()
         }
     })
+}
+
+/// The folder to work in: `-C DIR`, else the project root found from the current folder
+/// up (see [`find_root`]); a missing folder is a plain error.
+pub fn workspace_root(directory: Option<PathBuf>) -> Result<PathBuf> {
+    project_root(directory).map(|(root, _)| root)
+}
+
+/// [`workspace_root`], and how it was found.
+pub fn project_root(directory: Option<PathBuf>) -> Result<(PathBuf, Found)> {
+    match directory {
+        Some(dir) if dir.exists() && !dir.is_dir() => Err(CliError::config(format!(
+            "cannot use -C {}: it is a file, not a folder",
+            dir.display()
+        ))),
+        Some(dir) if !dir.is_dir() => Err(CliError::config(format!(
+            "cannot use -C {}: no such folder",
+            dir.display()
+        ))),
+        Some(dir) => Ok((dir, Found::Flag)),
+        None => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| CliError::config_from("cannot read the current folder", e))?;
+            Ok(find_root(&cwd, user_home(true).as_deref()))
+        }
+    }
+}
+
+/// The user's home folder, whose agent and skill folders are loaded unless `include_user`
+/// is false (a replay must not depend on them).
+pub fn user_home(include_user: bool) -> Option<PathBuf> {
+    include_user
+        .then(|| std::env::var_os("HOME").map(PathBuf::from))
+        .flatten()
+}
+
+/// The user's cadre folder (`~/.config/cadre`), unless `include_user` is false.
+pub fn user_dir(include_user: bool) -> Option<PathBuf> {
+    user_home(include_user).map(|h| h.join(".config/cadre"))
+}
+
+/// Fails unless every folder given with `flag` exists: a typo must not pass silently.
+pub fn require_dirs(dirs: &[PathBuf], flag: &str) -> Result<()> {
+    match dirs.iter().find(|d| !d.is_dir()) {
+        Some(d) => Err(CliError::config(format!(
+            "cannot use {flag} {}: no such folder",
+            d.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Whether `root` is inside a git repository (it or a folder above holds `.git`).

@@ -1,8 +1,8 @@
 //! `cadre runs show ID --html FILE`: one self-contained page (inline CSS and JS, nothing
 //! fetched) with a timeline lane per agent, its turns and tool calls as bars.
 
-use crate::display::{clock, human_tokens, truncate};
-use crate::runs::{AgentView, Call, RecordKind, RunView};
+use super::view::{AgentView, Call, RecordKind, RunView};
+use crate::common::display::{clock, human_tokens, truncate};
 use cadre_core::describe_call;
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -434,7 +434,7 @@ const JS: &str = r#"
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runs::{Record, Stop};
+    use crate::commands::runs::view::{Record, Stop};
 
     #[test]
     fn escaping_covers_text_and_attributes() {

@@ -1,0 +1,74 @@
+//! One module per command of `cadre`, each built on [`crate::common`] alone: no command
+//! borrows from another.
+
+pub mod agents;
+pub mod chat;
+pub mod completions;
+pub mod config;
+pub mod doctor;
+pub mod mcp;
+pub mod resume;
+pub mod run;
+pub mod runs;
+pub mod skills;
+pub mod worker;
+
+use crate::args::{Cli, Command};
+use crate::common::exit::{Code, Result};
+use crate::common::project::workspace_root;
+use clap::CommandFactory;
+
+/// Runs the command `cli` names (`cadre` alone: [`default_command`]).
+pub async fn dispatch(cli: Cli) -> Result<Code> {
+    let Cli {
+        directory,
+        verbose,
+        quiet,
+        command,
+    } = cli;
+    let command = match command {
+        Some(command) => command,
+        None => match default_command() {
+            Ok(command) => command,
+            Err(code) => return Ok(code),
+        },
+    };
+    match command {
+        Command::Chat(cmd) => chat::chat(*cmd, directory).await,
+        Command::Run(cmd) => run::run_cmd(*cmd, directory, quiet).await,
+        Command::Resume(cmd) => resume::resume_cmd(*cmd, directory, quiet).await,
+        Command::Doctor => Ok(doctor::doctor(directory)),
+        Command::Config(cmd) => config::config(cmd, directory),
+        Command::Agents(cmd) => agents::agents(cmd, &workspace_root(directory)?),
+        Command::Skills(cmd) => skills::skills(cmd, &workspace_root(directory)?),
+        Command::Runs(cmd) => runs::runs(cmd, &workspace_root(directory)?).await,
+        Command::Mcp(cmd) => mcp::mcp(cmd, &workspace_root(directory)?).await,
+        Command::Worker(mut cmd) => {
+            cmd.verbose = verbose;
+            worker::exec(&cmd)
+        }
+        Command::Completions { shell } => Ok(completions::completions(shell)),
+    }
+}
+
+/// `cadre` alone: an interactive session on a terminal, the help otherwise.
+fn default_command() -> std::result::Result<Command, Code> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        errln!("cadre: no command given; `cadre run TASK` runs a task, and `cadre` on a terminal opens an interactive session (see `cadre --help`)");
+        return Err(Code::Config);
+    }
+    // The global options given (-C, -v) stay; `chat` brings its defaults.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    argv.push("chat".into());
+    match Cli::command()
+        .try_get_matches_from(argv)
+        .and_then(crate::args::parse)
+    {
+        Ok(Cli {
+            command: Some(command),
+            ..
+        }) => Ok(command),
+        _ => Err(Code::Config),
+    }
+}

@@ -1,0 +1,481 @@
+//! Past runs read back from `.cadre/runs/<run-id>/`: the summary when the run finished,
+//! otherwise whatever its transcripts say.
+
+use cadre_core::{
+    AgentPath, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
+};
+use cadre_model::{ContentBlock, Message, Role, Usage};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::SystemTime;
+
+/// Every run under `runs`, newest first. A missing folder means no runs; a folder with
+/// neither a summary nor a transcript is not a run.
+pub fn find_runs(runs: &Path) -> std::io::Result<Vec<RunDir>> {
+    let mut found: Vec<(Option<SystemTime>, RunDir)> = RunDir::all_in(runs)?
+        .into_iter()
+        .filter(RunDir::holds_a_run)
+        .map(|dir| (first_time(&dir).or_else(|| id_time(dir.id())), dir))
+        .collect();
+    // Two runs may start in the same second; their first records' times still tell them apart.
+    found.sort_by(|(ta, a), (tb, b)| tb.cmp(ta).then_with(|| b.id().cmp(a.id())));
+    Ok(found.into_iter().map(|(_, dir)| dir).collect())
+}
+
+/// The time in a run id (`20261201-101500-1234` → 2026-12-01T10:15:00Z).
+pub fn id_time(id: &str) -> Option<SystemTime> {
+    // Byte slicing below needs ASCII; a folder named otherwise has no time in its name.
+    if !id.is_ascii() {
+        return None;
+    }
+    let (date, time) = (id.get(0..8)?, id.get(9..15)?);
+    if id.as_bytes().get(8) != Some(&b'-') {
+        return None;
+    }
+    let text = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &date[0..4],
+        &date[4..6],
+        &date[6..8],
+        &time[0..2],
+        &time[2..4],
+        &time[4..6]
+    );
+    humantime::parse_rfc3339(&text).ok()
+}
+
+/// A run's start for people: `2026-12-01 10:15` (UTC), from its id.
+fn start_label(id: &str) -> String {
+    match id_time(id) {
+        Some(t) => {
+            let text = humantime::format_rfc3339_seconds(t).to_string();
+            text.get(0..16).unwrap_or(&text).replace('T', " ")
+        }
+        None => "?".to_owned(),
+    }
+}
+
+/// When the run's first transcript record was written, if its transcripts carry times.
+fn first_time(dir: &RunDir) -> Option<SystemTime> {
+    dir.transcript_files()
+        .iter()
+        .filter_map(|p| {
+            let file = std::fs::File::open(p).ok()?;
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut line).ok()?;
+            TranscriptLine::parse(&line)?.time()
+        })
+        .min()
+}
+
+/// How an agent or a run ended.
+#[derive(Debug, Clone)]
+pub struct Stop {
+    /// A short label: `done`, `max turns`, …
+    pub label: String,
+    /// The whole story: `the model API failed: …`.
+    pub detail: String,
+}
+
+impl Stop {
+    fn from_recorded(stop: &Recorded<StopKind>) -> Self {
+        match stop {
+            Recorded::Known(stop) => Self {
+                label: stop.label().to_owned(),
+                detail: stop.to_string(),
+            },
+            // A stop a newer cadre wrote: show its kind as written.
+            Recorded::Unknown(value) => {
+                let kind = value
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .replace('_', " ");
+                Self {
+                    label: kind.clone(),
+                    detail: kind,
+                }
+            }
+        }
+    }
+
+    /// Whether it finished its work.
+    pub fn is_done(&self) -> bool {
+        self.label == "done"
+    }
+}
+
+/// One line of a transcript, as far as browsing needs it.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// When it was written; transcripts from before times were recorded have none.
+    pub t: Option<SystemTime>,
+    /// What it holds.
+    pub kind: RecordKind,
+}
+
+/// What a transcript line holds.
+#[derive(Debug, Clone)]
+pub enum RecordKind {
+    /// The agent's header line.
+    Agent,
+    /// A model response, with the tool calls it asked for.
+    Response {
+        /// Its text.
+        text: String,
+        /// Its tool calls.
+        calls: Vec<Call>,
+    },
+    /// The results of the previous response's tool calls.
+    Results {
+        /// The tool_use ids answered, each with whether it failed.
+        answered: Vec<(String, bool)>,
+    },
+    /// The prompt (or another plain user message).
+    Prompt(String),
+    /// The agent's outcome line.
+    Outcome,
+    /// A record this version does not know.
+    Other,
+}
+
+/// One tool call asked for in a response.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The tool_use id.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Its input.
+    pub input: Value,
+}
+
+/// One agent of a run.
+#[derive(Debug, Clone, Default)]
+pub struct AgentView {
+    /// Its path: `main`, `main/explore#1`.
+    pub path: String,
+    /// Its agent type.
+    pub agent_type: String,
+    /// What it was asked to do, in a few words.
+    pub description: String,
+    /// The model it talked to.
+    pub model: String,
+    /// How it ended; `None` while unfinished.
+    pub stop: Option<Stop>,
+    /// Model requests made.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Tokens it used itself, when recorded (agents that never finished have none).
+    pub usage: Option<Usage>,
+    /// How long it ran, when known.
+    pub elapsed_ms: Option<u64>,
+    /// Its transcript.
+    pub records: Vec<Record>,
+}
+
+impl AgentView {
+    /// Its name in a tree: the last step of its path (`explore#1`).
+    pub fn name(&self) -> String {
+        AgentPath::parse(&self.path).name()
+    }
+
+    /// How deep it is: 0 for the primary agent.
+    pub fn depth(&self) -> usize {
+        AgentPath::parse(&self.path).depth()
+    }
+
+    /// Its outcome label, `unfinished` when it has none.
+    pub fn outcome(&self) -> &str {
+        self.stop
+            .as_ref()
+            .map_or("unfinished", |s| s.label.as_str())
+    }
+
+    /// Tokens used, 0 when unknown.
+    pub fn tokens(&self) -> u64 {
+        self.usage.map_or(0, |u| u.total())
+    }
+
+    fn from_transcript(path: &Path) -> Option<Self> {
+        let lines = TranscriptLine::read_all(path).ok()?;
+        let mut agent = Self::default();
+        let mut outcome_time = None;
+        for line in lines {
+            let t = line.time();
+            let kind = match line.record {
+                TranscriptRecord::Agent(header) => {
+                    agent.path = header.path;
+                    agent.agent_type = header.agent_type;
+                    agent.description = header.description;
+                    agent.model = header.model;
+                    RecordKind::Agent
+                }
+                TranscriptRecord::Message { message } => message_kind(&message),
+                TranscriptRecord::Outcome(OutcomeRecord {
+                    stop,
+                    turns,
+                    tool_calls,
+                    usage,
+                    ..
+                }) => {
+                    agent.stop = Some(Stop::from_recorded(&stop));
+                    agent.turns = turns;
+                    agent.tool_calls = tool_calls;
+                    agent.usage = usage;
+                    outcome_time = t;
+                    RecordKind::Outcome
+                }
+                TranscriptRecord::Compacted { .. } | TranscriptRecord::Other => RecordKind::Other,
+            };
+            agent.records.push(Record { t, kind });
+        }
+        if agent.path.is_empty() {
+            return None;
+        }
+        if agent.stop.is_none() {
+            // Unfinished: count what the transcript shows so far.
+            for r in &agent.records {
+                if let RecordKind::Response { calls, .. } = &r.kind {
+                    agent.turns += 1;
+                    agent.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
+                }
+            }
+        }
+        let start = agent.records.first().and_then(|r| r.t);
+        let end = outcome_time.or_else(|| agent.records.iter().rev().find_map(|r| r.t));
+        agent.elapsed_ms = match (start, end) {
+            (Some(s), Some(e)) => e
+                .duration_since(s)
+                .ok()
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            _ => None,
+        };
+        Some(agent)
+    }
+}
+
+fn message_kind(m: &Message) -> RecordKind {
+    match m.role {
+        Role::Assistant => RecordKind::Response {
+            text: m.text(),
+            calls: m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse(u) => Some(Call {
+                        id: u.id.clone(),
+                        name: u.name.clone(),
+                        input: u.input.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect(),
+        },
+        Role::User => {
+            let answered: Vec<(String, bool)> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolResult(r) => Some((r.tool_use_id.clone(), r.is_error)),
+                    _ => None,
+                })
+                .collect();
+            if answered.is_empty() {
+                RecordKind::Prompt(m.text())
+            } else {
+                RecordKind::Results { answered }
+            }
+        }
+    }
+}
+
+/// `summary.json` as far as browsing needs it; missing fields default, so summaries from
+/// other versions still read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SavedSummary {
+    task: String,
+    answer: String,
+    stop: Recorded<StopKind>,
+    elapsed_ms: u64,
+    usage: SavedUsage,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SavedUsage {
+    agents: Vec<SavedAgent>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SavedAgent {
+    path: String,
+    agent_type: String,
+    description: String,
+    model: String,
+    turns: u32,
+    tool_calls: u32,
+    usage: Usage,
+    elapsed_ms: u64,
+    stop: Recorded<StopKind>,
+}
+
+/// One run, read back.
+#[derive(Debug, Clone)]
+pub struct RunView {
+    /// The run id.
+    pub id: String,
+    /// When it started, as people read it (`2026-12-01 10:15`, UTC).
+    pub started: String,
+    /// The task given to the primary agent.
+    pub task: String,
+    /// The primary agent's answer, when the run finished.
+    pub answer: Option<String>,
+    /// How the run ended; `None` when it has no summary (killed, or still running).
+    pub stop: Option<Stop>,
+    /// Wall time, when known.
+    pub elapsed_ms: Option<u64>,
+    /// Every agent, in tree order.
+    pub agents: Vec<AgentView>,
+}
+
+impl RunView {
+    /// Reads one run folder: its transcripts, and its summary when it has one.
+    pub fn load(dir: &RunDir) -> Self {
+        let id = dir.id();
+        let mut agents: Vec<AgentView> = dir
+            .transcript_files()
+            .iter()
+            .filter_map(|p| AgentView::from_transcript(p))
+            .collect();
+        let summary = match std::fs::read_to_string(dir.summary_file()) {
+            Ok(text) => match serde_json::from_str::<SavedSummary>(&text) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    errln!(
+                        "cadre: {id}/summary.json cannot be read ({e}); showing the transcripts"
+                    );
+                    None
+                }
+            },
+            Err(_) => None,
+        };
+        if let Some(summary) = &summary {
+            // The summary is the record of what each agent used; transcripts add the timeline.
+            for saved in &summary.usage.agents {
+                let at = match agents.iter().position(|a| a.path == saved.path) {
+                    Some(at) => at,
+                    None => {
+                        agents.push(AgentView {
+                            path: saved.path.clone(),
+                            ..AgentView::default()
+                        });
+                        agents.len() - 1
+                    }
+                };
+                let a = &mut agents[at];
+                a.agent_type.clone_from(&saved.agent_type);
+                a.description.clone_from(&saved.description);
+                a.model.clone_from(&saved.model);
+                a.turns = saved.turns;
+                a.tool_calls = saved.tool_calls;
+                a.usage = Some(saved.usage);
+                a.elapsed_ms = Some(saved.elapsed_ms);
+                a.stop = Some(Stop::from_recorded(&saved.stop));
+            }
+        }
+        agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
+        let prompt = agents
+            .iter()
+            .find(|a| a.depth() == 0)
+            .and_then(|a| {
+                a.records.iter().find_map(|r| match &r.kind {
+                    RecordKind::Prompt(text) => Some(text.clone()),
+                    _ => None,
+                })
+            })
+            .unwrap_or_default();
+        let derived_elapsed = {
+            let times = agents
+                .iter()
+                .flat_map(|a| a.records.iter().filter_map(|r| r.t));
+            let (first, last) = times.fold((None, None), |(lo, hi): (Option<SystemTime>, _), t| {
+                (
+                    Some(lo.map_or(t, |lo| lo.min(t))),
+                    Some(hi.map_or(t, |hi: SystemTime| hi.max(t))),
+                )
+            });
+            match (first, last) {
+                (Some(a), Some(b)) => b
+                    .duration_since(a)
+                    .ok()
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                _ => None,
+            }
+        };
+        match summary {
+            Some(s) => RunView {
+                id: id.to_owned(),
+                started: start_label(id),
+                task: if s.task.is_empty() { prompt } else { s.task },
+                answer: Some(s.answer),
+                stop: Some(Stop::from_recorded(&s.stop)),
+                elapsed_ms: Some(s.elapsed_ms),
+                agents,
+            },
+            None => RunView {
+                id: id.to_owned(),
+                started: start_label(id),
+                task: prompt,
+                answer: None,
+                stop: None,
+                elapsed_ms: derived_elapsed,
+                agents,
+            },
+        }
+    }
+
+    /// The run's outcome label, `unfinished` without a summary.
+    pub fn outcome(&self) -> &str {
+        self.stop
+            .as_ref()
+            .map_or("unfinished", |s| s.label.as_str())
+    }
+
+    /// Tokens used by every agent whose usage is known.
+    pub fn tokens(&self) -> u64 {
+        self.agents.iter().map(AgentView::tokens).sum()
+    }
+
+    /// The run as one object of `cadre runs list --json`.
+    pub fn list_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "started": id_time(&self.id).map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            "task": self.task,
+            "outcome": self.outcome(),
+            "finished": self.stop.is_some(),
+            "agents": self.agents.len(),
+            "unfinished_agents": self.agents.iter().filter(|a| a.stop.is_none()).count(),
+            "tokens": self.tokens(),
+            "elapsed_ms": self.elapsed_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_give_their_start_time() {
+        assert_eq!(start_label("20261201-101500-1234"), "2026-12-01 10:15");
+        assert_eq!(start_label("20261201-101500-1234-2"), "2026-12-01 10:15");
+        assert_eq!(start_label("not-an-id"), "?");
+        assert_eq!(start_label("20261301-101500-1"), "?");
+    }
+}

@@ -1,0 +1,88 @@
+//! `cadre worker`: this machine's agents served to a Restate server. `cadre` hands the
+//! parsed options to the `cadre-worker` program beside it ([`exec`]), which serves them
+//! ([`serve`]): only that program carries the Restate SDK.
+
+use crate::args::worker::{WorkerCmd, OPTIONS_ENV};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::model::{live_model, ModelOptions};
+use crate::common::signals::sigterm;
+use cadre_engine::client::Ingress;
+use cadre_engine::Worker;
+use cadre_tools::{SandboxMode, ToolLimits};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `cadre worker`: runs the `cadre-worker` program beside this one with the parsed
+/// options, in this process's place (the same pid, signals and output).
+pub fn exec(cmd: &WorkerCmd) -> Result<Code> {
+    use std::os::unix::process::CommandExt;
+    let program = std::env::current_exe()?.with_file_name("cadre-worker");
+    if !program.is_file() {
+        return Err(CliError::config(format!(
+            "`cadre worker` runs the cadre-worker program, and there is none at {} (`cargo install --path crates/cadre-cli` installs both)",
+            program.display()
+        )));
+    }
+    let options = serde_json::to_string(cmd)
+        .map_err(|e| CliError::failed_from("cannot hand the options to cadre-worker", e))?;
+    let err = std::process::Command::new(&program)
+        .env(OPTIONS_ENV, options)
+        .exec();
+    Err(CliError::config_from(
+        format!("cannot run {}", program.display()),
+        err,
+    ))
+}
+
+/// `cadre-worker`: serves the agent services until Ctrl-C or SIGTERM.
+pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
+    let model = live_model(&ModelOptions {
+        provider: cmd.provider,
+        base_url: cmd.base_url.as_deref(),
+        api_version: &cmd.api_version,
+        max_retries: cmd.max_retries,
+        request_timeout: cmd.request_timeout,
+    })?;
+    let listener = tokio::net::TcpListener::bind(cmd.listen)
+        .await
+        .map_err(|e| CliError::config_from(format!("cannot listen on {}", cmd.listen), e))?;
+    let addr = listener.local_addr()?;
+    let name = cmd.name.unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}:{}", host.trim(), addr.port())
+    });
+    let mut worker = Worker::new(&name, model).tool_limits(ToolLimits {
+        bash_timeout: Duration::from_secs(cmd.bash_timeout),
+        ..ToolLimits::default()
+    });
+    if cmd.allow_unsandboxed_bash {
+        worker = worker.sandbox(SandboxMode::Unsandboxed);
+    }
+    if let Some(dir) = cmd.workspace {
+        let dir = dir.canonicalize().map_err(|e| {
+            CliError::config_from(format!("cannot use --workspace {}", dir.display()), e)
+        })?;
+        worker = worker.workspace(dir);
+    }
+    if let Some(dir) = cmd.cache_dir {
+        worker = worker.cache_dir(dir);
+    }
+    outln!("cadre worker {name} listening on http://{addr}/");
+    let serving = tokio::spawn(cadre_engine::serve(Arc::new(worker), listener, stopped()));
+    if let Some(admin) = &cmd.register {
+        Ingress::register(admin, &format!("http://{addr}/"))
+            .await
+            .map_err(|e| CliError::config_from(format!("could not register with {admin}"), e))?;
+        errln!("cadre: registered http://{addr}/ with {admin}");
+    }
+    let _ = serving.await;
+    Ok(Code::Done)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stopped() {
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = sigterm() => {}
+    }
+}

@@ -1,0 +1,98 @@
+//! What a project defines, loaded the same way for every command: agent types, skills and
+//! MCP servers, and the problems met loading them.
+
+use crate::args::McpArgs;
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::project::{require_dirs, user_home};
+use cadre_core::{Problem, Registry, SkillSet};
+use cadre_mcp::{McpConfig, McpServers, Timeouts};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The registry for a project at `root`: shipped types, then the user's, the project's and
+/// any `--agents-dir` folders, nearer winning.
+pub fn load_registry(root: &Path, extra: &[PathBuf]) -> Result<Registry> {
+    require_dirs(extra, "--agents-dir")?;
+    Ok(load_registry_from(root, extra, true))
+}
+
+/// Like [`load_registry`]; without the user's own folders when `include_user` is false.
+pub fn load_registry_from(root: &Path, extra: &[PathBuf], include_user: bool) -> Registry {
+    let home = user_home(include_user);
+    let mut dirs = Registry::standard_dirs(root, home.as_deref());
+    dirs.extend(extra.iter().cloned());
+    Registry::load(&dirs)
+}
+
+/// The skills for a project at `root`: the user's, the project's and any `--skills-dir`
+/// folders, nearer winning. Only front matter is read.
+pub fn load_skills(root: &Path, extra: &[PathBuf]) -> Result<SkillSet> {
+    require_dirs(extra, "--skills-dir")?;
+    Ok(load_skills_from(root, extra, true))
+}
+
+/// Like [`load_skills`]; without the user's own folders when `include_user` is false.
+pub fn load_skills_from(root: &Path, extra: &[PathBuf], include_user: bool) -> SkillSet {
+    let home = user_home(include_user);
+    let mut dirs = SkillSet::standard_dirs(root, home.as_deref());
+    dirs.extend(extra.iter().cloned());
+    SkillSet::load(&dirs)
+}
+
+/// The MCP servers for a project at `root`: `~/.config/cadre/mcp.json` (unless
+/// `include_user` is false), the project's `.mcp.json`, then each `--mcp-config` file.
+pub fn load_servers(root: &Path, args: &McpArgs, include_user: bool) -> Result<McpServers> {
+    if let Some(missing) = args.mcp_config.iter().find(|f| !f.is_file()) {
+        return Err(CliError::config(format!(
+            "cannot use --mcp-config {}: no such file",
+            missing.display()
+        )));
+    }
+    let home = user_home(include_user);
+    let mut files = McpConfig::standard_files(root, home.as_deref());
+    files.extend(args.mcp_config.iter().cloned());
+    let config = McpConfig::load(&files, &args.mcp_config);
+    let timeouts = Timeouts {
+        call: Duration::from_secs(args.mcp_timeout.max(1)),
+        ..Timeouts::default()
+    };
+    Ok(McpServers::new(config, root.to_path_buf(), timeouts))
+}
+
+/// Prints each problem met loading agent types or skills on stderr, once: a warning says
+/// what was repaired, an error that the file was skipped.
+pub fn print_problems(problems: &[Problem]) {
+    for p in problems {
+        if p.warning {
+            errln!("cadre: {p}");
+        } else {
+            errln!("cadre: skipped: {p}");
+        }
+    }
+}
+
+/// Prints the problems `cadre … check` found and returns its exit code: 1 on any error;
+/// warnings are worth reading, not failing on, unless `strict` makes each one an error.
+pub fn check_report(problems: &[Problem], strict: bool, ok: &str) -> Code {
+    for p in problems {
+        let p = Problem {
+            warning: p.warning && !strict,
+            ..p.clone()
+        };
+        outln!("{p}");
+    }
+    let errors = problems.iter().filter(|p| !p.warning || strict).count();
+    let warnings = problems.len() - errors;
+    if errors == 0 {
+        let note = if warnings > 0 {
+            format!(", {warnings} warning(s)")
+        } else {
+            String::new()
+        };
+        outln!("{ok}{note}");
+        Code::Done
+    } else {
+        outln!("{errors} error(s)");
+        Code::StoppedEarly
+    }
+}

@@ -1,0 +1,97 @@
+//! Finding runs to resume or continue in `.cadre/runs/`.
+
+use crate::common::exit::{CliError, Result};
+use cadre_core::record::journal::{run_state, JournaledRun};
+use cadre_core::RunDir;
+use std::path::{Path, PathBuf};
+
+/// The run folders of the workspace at `root`, newest first (ids start with a UTC time).
+fn run_dirs(root: &Path) -> Vec<RunDir> {
+    // An unreadable runs folder holds no run to go on from.
+    let mut dirs = RunDir::all_in(&RunDir::runs_root(root)).unwrap_or_default();
+    dirs.reverse();
+    dirs
+}
+
+/// The newest run with a journal that can take a follow-up (`finished`), or that can be
+/// resumed (cancelled runs are both).
+pub fn newest(root: &Path, finished: bool) -> Option<PathBuf> {
+    run_dirs(root).into_iter().find_map(|dir| {
+        let state = run_state(dir.path()).ok()??;
+        let fits = if finished {
+            state.continuable()
+        } else {
+            state.resumable()
+        };
+        fits.then(|| dir.path().to_path_buf())
+    })
+}
+
+/// The run folder for `id`: an exact id or a unique prefix of one.
+pub fn find(root: &Path, id: &str) -> Result<PathBuf> {
+    let dirs = run_dirs(root);
+    if let Some(exact) = dirs.iter().find(|d| d.id() == id) {
+        return Ok(exact.path().to_path_buf());
+    }
+    let matching: Vec<&RunDir> = dirs.iter().filter(|d| d.id().starts_with(id)).collect();
+    let ids = |dirs: &[&RunDir]| dirs.iter().map(|d| d.id()).collect::<Vec<_>>().join(", ");
+    match matching.as_slice() {
+        [one] => Ok(one.path().to_path_buf()),
+        [] => {
+            let newest: Vec<&RunDir> = dirs.iter().take(5).collect();
+            Err(CliError::config(format!(
+                "no run {id:?} in .cadre/runs/; the newest are: {}",
+                if newest.is_empty() {
+                    "(none)".into()
+                } else {
+                    ids(&newest)
+                }
+            )))
+        }
+        many => Err(CliError::config(format!(
+            "{id:?} matches {} runs ({}); give more of the id",
+            many.len(),
+            ids(many)
+        ))),
+    }
+}
+
+/// The run in `dir` opened to go on with: its journal is read once, here, and what it says
+/// (the primary agent's type, whether it ended) travels with it to the core.
+pub fn open_run(dir: &Path) -> Result<JournaledRun> {
+    match JournaledRun::open(dir) {
+        Ok(Some(run)) => Ok(run),
+        Ok(None) => Err(CliError::config(format!(
+            "run {} has no journal to go on from (it was made by an older cadre)",
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ))),
+        // The journal is there but cannot be read: the run folder is damaged.
+        Err(e) => Err(CliError::failed_from(
+            format!("cannot go on from the run in {}", dir.display()),
+            e,
+        )),
+    }
+}
+
+/// One line per run of the workspace, newest first: id, state, task.
+pub fn print_runs(root: &Path) {
+    let dirs = run_dirs(root);
+    if dirs.is_empty() {
+        outln!("no runs yet in .cadre/runs/");
+    }
+    for dir in dirs.iter().take(20) {
+        let (state, task) = match run_state(dir.path()) {
+            Ok(Some(s)) => (
+                s.finished
+                    .as_ref()
+                    .map_or("unfinished".to_owned(), |f| f.label().to_owned()),
+                s.task,
+            ),
+            _ => ("(no journal)".to_owned(), String::new()),
+        };
+        let task: String = task.chars().take(60).collect();
+        outln!("{:<24} {state:<11} {task}", dir.id());
+    }
+}

@@ -1,0 +1,368 @@
+//! A local run: the orchestrator built from the options, the project's definitions and the
+//! model, and each turn of the primary agent followed with the live display — for `cadre
+//! run`, `cadre resume` and every message of `cadre chat`.
+
+use crate::args::{OutputFormat, RunArgs};
+use crate::common::definitions::{
+    load_registry_from, load_servers, load_skills_from, print_problems,
+};
+use crate::common::display::{shown_path, Display};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::model::{build_model, model_id};
+use crate::common::permissions::{self, Ask};
+use crate::common::project::{require_dirs, user_dir, user_home, workspace_root};
+use crate::common::run_folders::open_run;
+use cadre_core::record::journal::JournaledRun;
+use cadre_core::{Limits, Orchestrator, RunDir, RunError, StopKind};
+use cadre_model::Model;
+use cadre_tools::{SandboxMode, ToolLimits, Workspace};
+use futures::StreamExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What the primary agent is asked to do.
+pub enum Job {
+    /// A new run on this task.
+    Fresh(String),
+    /// Carry on this killed run.
+    Resume(JournaledRun),
+    /// Continue this finished run with this follow-up.
+    Continue(JournaledRun, String),
+}
+
+/// Runs the primary agent and prints what it does; returns the exit code.
+pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
+    let session = Session::prepare(args, directory, quiet)?;
+    Ok(session.turn(job, quiet, Signals::Process).await?.code)
+}
+
+/// How Ctrl-C is handled during a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signals {
+    /// Ctrl-C or SIGTERM cancels the run; a second Ctrl-C exits at once (`cadre run`).
+    Process,
+    /// Ctrl-C cancels this turn and every subagent it started, nothing more (interactive).
+    Turn,
+}
+
+/// Everything a run needs that stays the same from one turn to the next.
+pub struct Session {
+    /// The workspace folder.
+    pub root: PathBuf,
+    /// The options it was started with.
+    pub args: RunArgs,
+    /// The agent types.
+    pub registry: cadre_core::Registry,
+    workspace: Arc<Workspace>,
+    skills: Arc<cadre_core::SkillSet>,
+    mcp: Arc<cadre_mcp::McpServers>,
+    model: Arc<dyn Model>,
+    /// The model id of the primary agent.
+    pub model_id: String,
+    /// The run id a recording notes in its cassette, or a replay takes from it.
+    run_id: Option<String>,
+    /// The project's instructions, read once for every agent of every turn.
+    instructions: Arc<cadre_core::Instructions>,
+    /// The permission mode and rules, and what the person allowed for the session.
+    permissions: cadre_core::Permissions,
+    /// Questions for the person at the terminal, when there is one (`ask` mode).
+    asks: Option<tokio::sync::Mutex<mpsc::UnboundedReceiver<Ask>>>,
+}
+
+impl Session {
+    /// Loads agent types, skills and MCP configuration and builds the model client; checks
+    /// that `args.agent` may run as the primary agent.
+    pub fn prepare(mut args: RunArgs, directory: Option<PathBuf>, quiet: bool) -> Result<Self> {
+        let root = workspace_root(directory)?;
+        // A cassette must replay the same on every machine: recording and replaying both
+        // leave out everything of the user's own (~/.config/cadre, ~/.claude): settings,
+        // instructions, agent types, skills, MCP servers.
+        let portable = args.record.is_some() || args.replay.is_some();
+        let include_user = !portable;
+        let user_dir = user_dir(include_user);
+        let settings = crate::common::settings::resolve(&mut args, &root, user_dir.as_deref())?;
+        let instructions = cadre_core::Instructions::load(&root, user_dir.as_deref());
+        if !quiet {
+            settings
+                .warnings()
+                .for_each(|w| errln!("cadre: warning: {w}"));
+            print_problems(instructions.problems());
+            if portable {
+                note_left_out();
+            }
+        }
+        if let Err(e) = crate::common::project::write_gitignore(&root) {
+            errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
+        }
+        let workspace = Workspace::new(&root)
+            .map_err(|e| CliError::config_from(format!("cannot work in {}", root.display()), e))?;
+        require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+        require_dirs(&args.skills.skills_dir, "--skills-dir")?;
+        let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+        let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
+        let mcp = load_servers(&root, &args.mcp, include_user)?;
+        if !quiet {
+            for p in &mcp.config().problems {
+                errln!("cadre: skipped: {p}");
+            }
+            print_problems(registry.problems());
+            print_problems(skills.problems());
+        }
+        cadre_core::primary_spec(&registry, &args.agent).map_err(|e| match e {
+            RunError::UnknownAgent { .. } => {
+                CliError::config(format!("{e} (see `cadre agents list`)"))
+            }
+            e => e.into(),
+        })?;
+        let model_id = model_id(&args)?;
+        let (model, run_id) = build_model(&args)?;
+        let (permissions, asks) =
+            permissions::permissions(&args, &settings.permissions, permissions::can_ask())?;
+        Ok(Self {
+            permissions,
+            asks: asks.map(tokio::sync::Mutex::new),
+            run_id,
+            instructions: Arc::new(instructions),
+            root,
+            args,
+            registry,
+            workspace: Arc::new(workspace),
+            skills: Arc::new(skills),
+            mcp: Arc::new(mcp),
+            model,
+            model_id,
+        })
+    }
+
+    /// A fresh orchestrator for one turn (its own cancel token and usage).
+    pub fn orchestrator(&self) -> Result<Arc<Orchestrator>> {
+        let args = &self.args;
+        let mut builder = Orchestrator::builder()
+            .workspace_handle(self.workspace.clone())
+            .model(self.model.clone())
+            .model_id(&self.model_id)
+            .registry(self.registry.clone())
+            .skills(self.skills.clone())
+            .mcp(self.mcp.clone())
+            .instructions(self.instructions.clone())
+            .limits(Limits {
+                max_parallel: args.max_parallel.max(1),
+                max_depth: args.max_depth,
+                ..Limits::default()
+            })
+            .max_tokens(args.max_tokens)
+            .compact_at(args.compact_at.0)
+            .tool_limits(ToolLimits {
+                bash_timeout: Duration::from_secs(args.bash_timeout),
+                ..ToolLimits::default()
+            });
+        if let Some(n) = args.budget_tokens {
+            builder = builder.budget_tokens(n);
+        }
+        if let Some(n) = args.context_tokens {
+            builder = builder.context_tokens(n);
+        }
+        if let Some(n) = args.max_turns {
+            builder = builder.max_turns(n);
+        }
+        if let Some(id) = &self.run_id {
+            builder = builder.run_id(id);
+        }
+        if !args.no_transcripts {
+            builder = builder.runs_dir(RunDir::runs_root(&self.root));
+        }
+        if args.allow_unsandboxed_bash {
+            builder = builder.sandbox(SandboxMode::Unsandboxed);
+        }
+        Ok(builder.permissions(self.permissions.clone()).build()?)
+    }
+
+    /// Runs one job with the live display.
+    pub async fn turn(&self, job: Job, quiet: bool, signals: Signals) -> Result<Turn> {
+        let args = &self.args;
+        let orchestrator = self.orchestrator()?;
+        let mut events = orchestrator.events();
+        let task = match &job {
+            Job::Fresh(t) | Job::Continue(_, t) => t.clone(),
+            Job::Resume(_) => String::new(),
+        };
+        let turn_cancel = CancellationToken::new();
+        // Cancelled by a second Ctrl-C: stop waiting for the agents at all.
+        let quit = CancellationToken::new();
+        match signals {
+            Signals::Process => spawn_signal_watch(orchestrator.cancel_token(), quit.clone()),
+            Signals::Turn => {
+                let cancel = orchestrator.cancel_token();
+                let done = turn_cancel.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {
+                            errln!("\ncadre: cancelling this turn");
+                            cancel.cancel();
+                        }
+                        () = done.cancelled() => {}
+                    }
+                });
+            }
+        }
+        let _stop_watch = turn_cancel.clone().drop_guard();
+        let header = format!("cadre · {} · {}", args.agent, self.model_id);
+        let mut display = Display::new(args.output_format, quiet, &args.agent, header);
+        let started = Instant::now();
+        let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        // Questions for the person, one at a time; the display pauses while one is open.
+        let mut asks = match &self.asks {
+            Some(asks) => Some(asks.lock().await),
+            None => None,
+        };
+        let mut answering: Option<tokio::sync::oneshot::Receiver<()>> = None;
+        let result = {
+            let run = async {
+                match job {
+                    Job::Fresh(_) => orchestrator.run(&args.agent, &task).await,
+                    Job::Resume(run) => orchestrator.resume(run, None).await,
+                    Job::Continue(run, _) => orchestrator.resume(run, Some(&task)).await,
+                }
+            };
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    result = &mut run => break Some(result),
+                    () = quit.cancelled() => break None,
+                    Some(ask) = next_ask(&mut asks), if answering.is_none() => {
+                        answering = Some(permissions::start(ask, display.pause()));
+                    }
+                    _ = answered(&mut answering), if answering.is_some() => {
+                        answering = None;
+                        display.resume();
+                    }
+                    Some(event) = events.next() => display.event(&event),
+                    _ = ticker.tick() => display.tick(
+                        &orchestrator.roster(),
+                        orchestrator.usage().agents.len(),
+                        orchestrator.tokens_used(),
+                        started.elapsed(),
+                    ),
+                }
+            }
+        };
+        while let Some(event) = events.try_next() {
+            display.event(&event);
+        }
+        let (outcome, summary) = match result {
+            Some(result) => result?,
+            // The run's future is dropped above: its commands' process groups are killed
+            // and sandbox folders removed as their owners drop; the summary is what ended.
+            None => {
+                let task = task.as_str();
+                let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let summary = orchestrator.abandon(task, elapsed);
+                let outcome = cadre_core::AgentOutcome {
+                    text: String::new(),
+                    stop: StopKind::Cancelled,
+                    turns: 0,
+                    tool_calls: 0,
+                    usage: Default::default(),
+                    history: Vec::new(),
+                };
+                (outcome, summary)
+            }
+        };
+        let run_dir = orchestrator.run_dir().map(|d| shown_path(d.path()));
+        display.finish(&outcome, &summary, &self.model_id, run_dir.as_deref());
+        if let StopKind::ModelError(e) = &outcome.stop {
+            if quiet || args.output_format != OutputFormat::Text {
+                errln!("cadre: {e}");
+            }
+        }
+        Ok(Turn {
+            code: Code::for_stop(&outcome.stop),
+            dir: orchestrator.run_dir().map(|d| d.path().to_path_buf()),
+            summary,
+        })
+    }
+}
+
+impl Session {
+    /// Compacts the conversation of the run in `dir` now; returns what it cost.
+    pub async fn compact(&self, dir: &std::path::Path) -> Result<cadre_model::Usage> {
+        let orchestrator = self.orchestrator()?;
+        Ok(orchestrator.compact(open_run(dir)?).await?)
+    }
+}
+
+/// The next question for the person, if the session has a terminal to ask on.
+async fn next_ask(
+    asks: &mut Option<tokio::sync::MutexGuard<'_, mpsc::UnboundedReceiver<Ask>>>,
+) -> Option<Ask> {
+    match asks {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the open question is answered.
+async fn answered(answering: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    match answering {
+        Some(done) => {
+            let _ = done.await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// What one turn left.
+pub struct Turn {
+    /// The exit code it stands for.
+    pub code: Code,
+    /// Its run folder, if transcripts are written.
+    pub dir: Option<PathBuf>,
+    /// Its summary (usage covers the whole run, earlier turns too).
+    pub summary: cadre_core::RunSummary,
+}
+
+/// With --record or --replay, says which of the user's own files exist and are not read.
+fn note_left_out() {
+    let Some(home) = user_home(true) else {
+        return;
+    };
+    let left: Vec<String> = [
+        ".claude/agents",
+        ".config/cadre/agents",
+        ".config/cadre/skills",
+        ".config/cadre/mcp.json",
+        ".config/cadre/config.toml",
+        ".config/cadre/AGENTS.md",
+    ]
+    .iter()
+    .filter(|p| home.join(p).exists())
+    .map(|p| format!("~/{p}"))
+    .collect();
+    if !left.is_empty() {
+        errln!(
+            "cadre: not read while recording or replaying, so the cassette replays the same everywhere: {} (put what the run needs in the project, or pass --agents-dir / --skills-dir)",
+            left.join(", ")
+        );
+    }
+}
+
+/// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C cancels `quit`, and the run is
+/// given up at once (its agents' commands killed, what can be written written).
+fn spawn_signal_watch(cancel: CancellationToken, quit: CancellationToken) {
+    tokio::spawn(async move {
+        let terminated = crate::common::signals::sigterm();
+        let by = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "Ctrl-C; Ctrl-C again quits at once",
+            () = terminated => "SIGTERM; Ctrl-C quits at once",
+        };
+        errln!("\ncadre: stopping every agent ({by})");
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            errln!("cadre: quitting now");
+            quit.cancel();
+        }
+    });
+}
