@@ -60,6 +60,18 @@ async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     }
 }
 
+/// Waits (up to a minute) until `ready`, polling; fails the test naming `what` if never.
+async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// A parent that sends two explorers and a planner at once, each doing one tool call.
 fn fleet_routes(server: &MockServer) {
     server.route(

@@ -40,7 +40,7 @@ use crate::prereq;
 /// How long [`RestateServer::start`] waits for both health endpoints.
 const RESTATE_START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How long [`Haproxy::start`] waits for its port.
+/// How long [`Haproxy::start`] waits for its port and stats socket.
 const HAPROXY_START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Set (to anything but `0`) to fail, not skip, engine tests whose programs are missing.
@@ -418,7 +418,7 @@ pub struct Haproxy {
 
 impl Haproxy {
     /// Writes the configuration and starts `haproxy` on a free port of 127.0.0.1, waiting
-    /// (up to 20 s) until the port accepts connections. `backends` are `(name, address)`.
+    /// (up to 20 s) until the port and the stats socket accept connections. `backends` are `(name, address)`.
     pub fn start(backends: &[(String, SocketAddr)]) -> io::Result<Haproxy> {
         let mut attempt = 1;
         loop {
@@ -435,10 +435,8 @@ impl Haproxy {
         let dir = tempfile::Builder::new().prefix("cadre-haproxy").tempdir()?;
         let [addr] = free_addrs()?;
         let config = dir.path().join("haproxy.cfg");
-        std::fs::write(
-            &config,
-            haproxy_config(addr, backends, &dir.path().join("stats.sock")),
-        )?;
+        let stats = dir.path().join("stats.sock");
+        std::fs::write(&config, haproxy_config(addr, backends, &stats))?;
         let log = dir.path().join("haproxy.log");
         let mut cmd = Command::new(binary);
         cmd.arg("-db").arg("-f").arg(&config);
@@ -448,7 +446,10 @@ impl Haproxy {
             if let Some(status) = child.try_wait()? {
                 return Err(exited_early("haproxy", status, &log));
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+            // Ready once it serves both the port and the stats socket it binds next to it.
+            if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+                && UnixStream::connect(&stats).is_ok()
+            {
                 return Ok(Haproxy { child, dir, addr });
             }
             if started.elapsed() > HAPROXY_START_TIMEOUT {
@@ -456,7 +457,7 @@ impl Haproxy {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
-                        "haproxy not listening after {HAPROXY_START_TIMEOUT:?}; its log ends:\n{}",
+                        "haproxy not serving its port and stats socket after {HAPROXY_START_TIMEOUT:?}; its log ends:\n{}",
                         tail(&log, 40)
                     ),
                 ));

@@ -452,15 +452,6 @@ async fn main_listed(ingress: &cadre_engine::client::Ingress, id: &str) -> bool 
     roster.iter().any(|p| p.path == "main")
 }
 
-/// Waits (up to a minute) until `ready`, polling; fails the test naming `what` if never.
-async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Whether process `pid` has a TCP connection established to `port`, as `/proc` shows it:
 /// the socket inodes among its open files, looked up in the kernel's TCP tables.
 fn connected_to(pid: u32, port: u16) -> bool {
@@ -673,7 +664,7 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
         .unwrap();
     // The run goes on only once `cadre resume` follows it.
     let ingress = fleet.restate.ingress_addr().port();
-    wait_until("cadre resume to reach the engine", || {
+    wait_for("cadre resume to reach the engine", || {
         connected_to(resumed.id(), ingress)
     })
     .await;

@@ -1,6 +1,6 @@
 use super::*;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `cadre` started in the background, to be killed.
 fn spawn_cadre(dir: &Path, base_url: &str, home: &Path, args: &[&str]) -> std::process::Child {
@@ -20,17 +20,6 @@ fn spawn_cadre(dir: &Path, base_url: &str, home: &Path, args: &[&str]) -> std::p
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap()
-}
-
-async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
