@@ -3,8 +3,8 @@
 use crate::args::{SkillsCommand, SkillsDirArg};
 use crate::exit::{Code, ConfigError};
 use anyhow::Result;
+use cadre_core::definitions::yaml::{self, Mapping, Value};
 use cadre_core::{Skill, SkillSet};
-use serde_yaml::{Mapping, Value};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -158,7 +158,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             })?;
             let body = skill.read_body().map_err(|e| ConfigError(e.to_string()))?;
             let mut out = format!("# from {}\n---\n", skill.file.display());
-            out.push_str(&serde_yaml::to_string(&front_matter(skill)).unwrap_or_default());
+            out.push_str(&yaml::to_string(&front_matter(skill)).unwrap_or_default());
             let _ = writeln!(out, "---\n{body}");
             let files = skill.files();
             let _ = writeln!(out, "\n# files in {}", skill.dir.display());
