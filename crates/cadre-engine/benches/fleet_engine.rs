@@ -430,7 +430,7 @@ fn main() {
             let f = engine.run(ScriptedModel::new(l, n, k), n, timeout).await;
             row("engine", n, k, l, &f, pid);
             if let Ok(sql) = std::env::var("CADRE_BENCH_SQL") {
-                let v = reqwest::Client::new()
+                let v = cadre_testkit::http_client()
                     .post(format!("{}query", engine.restate.admin_url()))
                     .header("accept", "application/json")
                     .json(&json!({ "query": sql }))

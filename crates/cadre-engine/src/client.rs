@@ -17,6 +17,12 @@ pub enum ClientError {
         /// Why.
         source: reqwest::Error,
     },
+    /// The HTTP client's TLS could not be set up.
+    #[error("cannot set up TLS for the ingress client: {source}")]
+    Tls {
+        /// Why.
+        source: rustls::Error,
+    },
     /// Restate answered with an error.
     #[error("Restate answered {status} to {url}: {body}")]
     Status {
@@ -53,7 +59,8 @@ struct Sent {
 impl Ingress {
     /// A client of the ingress at `base` (`http://127.0.0.1:8080`).
     pub fn new(base: &str) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
+        let http = cadre_model::http_client_builder()
+            .map_err(|source| ClientError::Tls { source })?
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|source| ClientError::Unreachable {

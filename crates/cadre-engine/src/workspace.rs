@@ -24,7 +24,8 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex as StdMutex};
 
-use cadre_tools::git::{is_valid_run_id, Git, GitOutput};
+use cadre_tools::git::{create_dir_all, is_valid_run_id, not_intact, same_dir, Git, GitError};
+use cadre_tools::worktree::{branch_name, commit, remove};
 use cadre_tools::{agent_slug, Finished};
 use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
@@ -66,14 +67,9 @@ pub enum WorkspaceError {
         /// What starting it failed with.
         source: std::io::Error,
     },
-    /// A git command failed.
-    #[error("`{command}` failed: {stderr}")]
-    Git {
-        /// The command as it was run.
-        command: String,
-        /// What git printed on stderr (trimmed), or its exit status when it printed nothing.
-        stderr: String,
-    },
+    /// A git command failed, or a folder for it could not be made.
+    #[error(transparent)]
+    Git(GitError),
     /// The repository has no such commit, even after fetching its branches and tags.
     #[error(
         "the repository {url} has no commit {commit} (fetched it, then all branches and tags)"
@@ -182,16 +178,18 @@ impl CloneCache {
         discard_tree(&repo, &partial).await?;
         prune(&repo).await?;
         create_dir_all(&dir).await?;
-        run(git(&repo)
+        git(&repo)
             .args(["worktree", "add", "--quiet", "--detach"])
             .arg(&partial)
-            .arg(&sha))
-        .await?;
-        run(git(&repo)
+            .arg(&sha)
+            .run()
+            .await?;
+        git(&repo)
             .args(["worktree", "move"])
             .arg(&partial)
-            .arg(&path))
-        .await?;
+            .arg(&path)
+            .run()
+            .await?;
         Ok(path)
     }
 
@@ -212,7 +210,7 @@ impl CloneCache {
         }
         let (repo, base, _lock) = self.fetched(url, base).await?;
         let slug = agent_slug(agent);
-        let branch = format!("cadre/{run_id}/{slug}");
+        let branch = branch_name(run_id, &slug);
         let run_dir = self.root.join("worktrees").join(url_key(url)).join(run_id);
         let tree = WriterTree {
             path: run_dir.join(&slug),
@@ -228,22 +226,23 @@ impl CloneCache {
             // A replay: no git of the agent's is still at work on this tree, so an index
             // lock left by one that died with its worker is stale, and would fail every
             // later `git add`.
-            let lock = run(git(&tree.path).args(["rev-parse", "--git-path", "index.lock"])).await?;
+            let lock = git(&tree.path)
+                .args(["rev-parse", "--git-path", "index.lock"])
+                .run()
+                .await?;
             remove_file_if_any(&tree.path.join(lock)).await?;
             return Ok(tree);
         }
         discard_tree(&tree.repo, &tree.path).await?;
         prune(&tree.repo).await?;
         create_dir_all(&run_dir).await?;
-        let has_branch = out(git(&tree.repo).args([
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{}", tree.branch),
-        ]))
-        .await?
-        .status
-        .success();
+        let has_branch = git(&tree.repo)
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/{}", tree.branch))
+            .output()
+            .await?
+            .status
+            .success();
         let add = git(&tree.repo).args(["worktree", "add", "--quiet"]);
         let add = if has_branch {
             add.arg(&tree.path).arg(&tree.branch)
@@ -252,7 +251,7 @@ impl CloneCache {
                 .arg(&tree.path)
                 .arg(&tree.base)
         };
-        run(add).await?;
+        add.run().await?;
         Ok(tree)
     }
 
@@ -271,9 +270,13 @@ impl CloneCache {
         if !is_bare_repo(&repo).await {
             remove_dir_all(&repo).await?;
             create_dir_all(&repos).await?;
-            run(git(&repos).args(["init", "--quiet", "--bare"]).arg(&repo)).await?;
+            git(&repos)
+                .args(["init", "--quiet", "--bare"])
+                .arg(&repo)
+                .run()
+                .await?;
         }
-        if let Some(sha) = resolve(&repo, commit).await? {
+        if let Some(sha) = git(&repo).resolve(commit).await? {
             return Ok((repo, sha, lock));
         }
         if is_full_id(commit) {
@@ -281,21 +284,24 @@ impl CloneCache {
             let _ = fetch(
                 &repo,
                 url,
-                &format!("+{commit}:{CACHE_REFS}/commits/{commit}"),
+                &[&format!("+{commit}:{CACHE_REFS}/commits/{commit}")],
             )
             .await;
-            if let Some(sha) = resolve(&repo, commit).await? {
+            if let Some(sha) = git(&repo).resolve(commit).await? {
                 return Ok((repo, sha, lock));
             }
         }
-        fetch_all(&repo, url).await?;
+        // Every branch and tag, under CACHE_REFS.
+        let heads = format!("+refs/heads/*:{CACHE_REFS}/heads/*");
+        let tags = format!("+refs/tags/*:{CACHE_REFS}/tags/*");
+        fetch(&repo, url, &[&heads, &tags]).await?;
         // A branch or tag name: fetched again on every call, so it means what it means now.
         for name in [
             commit.to_string(),
             format!("{CACHE_REFS}/heads/{commit}"),
             format!("{CACHE_REFS}/tags/{commit}"),
         ] {
-            if let Some(sha) = resolve(&repo, &name).await? {
+            if let Some(sha) = git(&repo).resolve(&name).await? {
                 return Ok((repo, sha, lock));
             }
         }
@@ -360,36 +366,39 @@ impl WriterTree {
     /// outputs.
     pub async fn restore(&self, sha: &str) -> Result<(), WorkspaceError> {
         self.check_intact().await?;
-        let head = run(git(&self.path).args(["rev-parse", "--verify", "HEAD"])).await?;
-        if head == sha && self.is_clean().await? {
+        let head = self.head().await?;
+        if head == sha && git(&self.path).is_clean().await? {
             return Ok(());
         }
-        if resolve(&self.repo, sha).await?.is_none() {
+        if git(&self.repo).resolve(sha).await?.is_none() {
             let _lock = self.locks.lock_repo(&self.repo).await?;
             let _ = fetch(
                 &self.repo,
                 &self.url,
-                &format!("+{}:{}", self.wip_ref, self.cache_ref),
+                &[&format!("+{}:{}", self.wip_ref, self.cache_ref)],
             )
             .await;
-            if resolve(&self.repo, sha).await?.is_none() && is_full_id(sha) {
+            if git(&self.repo).resolve(sha).await?.is_none() && is_full_id(sha) {
                 let _ = fetch(
                     &self.repo,
                     &self.url,
-                    &format!("+{sha}:{CACHE_REFS}/commits/{sha}"),
+                    &[&format!("+{sha}:{CACHE_REFS}/commits/{sha}")],
                 )
                 .await;
             }
-            if resolve(&self.repo, sha).await?.is_none() {
+            if git(&self.repo).resolve(sha).await?.is_none() {
                 return Err(WorkspaceError::CommitNotFound {
                     url: self.url.clone(),
                     commit: sha.to_string(),
                 });
             }
         }
-        run(git(&self.path).args(["reset", "--quiet", "--hard", sha])).await?;
+        git(&self.path)
+            .args(["reset", "--quiet", "--hard", sha])
+            .run()
+            .await?;
         // -ff: nested repositories the agent made are not part of the checkpoint either.
-        run(git(&self.path).args(["clean", "-ffdq"])).await?;
+        git(&self.path).args(["clean", "-ffdq"]).run().await?;
         Ok(())
     }
 
@@ -406,9 +415,7 @@ impl WriterTree {
                 &format!("{head}:refs/heads/{}", self.branch),
             )
             .await?;
-            let diffstat =
-                run(git(&self.path).args(["diff", "--stat", "--no-color", &self.base, &head]))
-                    .await?;
+            let diffstat = git(&self.path).diffstat(&self.base, &head).await?;
             Finished::Committed {
                 branch: self.branch.clone(),
                 diffstat,
@@ -417,7 +424,10 @@ impl WriterTree {
 
         // Deleting a ref the repository lacks is an error, so look first.
         // (ls-remote matches patterns by their tail, so the name is compared whole.)
-        let listed = run(git(&self.repo).args(["ls-remote", &self.url, &self.wip_ref])).await?;
+        let listed = git(&self.repo)
+            .args(["ls-remote", &self.url, &self.wip_ref])
+            .run()
+            .await?;
         if listed
             .lines()
             .any(|line| line.split('\t').nth(1) == Some(self.wip_ref.as_str()))
@@ -426,54 +436,40 @@ impl WriterTree {
         }
 
         let _lock = self.locks.lock_repo(&self.repo).await?;
-        run(git(&self.repo)
-            .args(["worktree", "remove", "--force"])
-            .arg(&self.path))
-        .await?;
         // The work is on the repository now; the clone keeps only what runs fetch.
-        run(git(&self.repo).args(["branch", "--quiet", "-D", &self.branch])).await?;
-        run(git(&self.repo).args(["update-ref", "-d", &self.cache_ref])).await?;
-        if let Some(run_dir) = self.path.parent() {
-            // Fails, as wanted, while another agent of the run still has its worktree there.
-            let _ = tokio::fs::remove_dir(run_dir).await;
-        }
+        remove(|| git(&self.repo), &self.path, Some(&self.branch)).await?;
+        git(&self.repo)
+            .args(["update-ref", "-d", &self.cache_ref])
+            .run()
+            .await?;
         Ok(finished)
     }
 
     /// Stages everything and commits it when anything is staged; returns HEAD's id.
     async fn commit_all(&self, message: &str, what: &str) -> Result<String, WorkspaceError> {
-        run(git(&self.path).args(["add", "--all"])).await?;
-        let staged = out(git(&self.path).args(["diff", "--cached", "--quiet"])).await?;
-        match staged.status.code() {
-            Some(0) => {}
-            Some(1) => {
-                let message = match message.trim() {
-                    "" => format!("cadre: {what} of {}", self.branch),
-                    _ => message.to_string(),
-                };
-                let mut commit = git(&self.path);
-                for (key, value) in IDENTITY {
-                    commit = commit.env(key, value);
-                }
-                run(commit.args(["commit", "--quiet", "--no-verify", "-m", &message])).await?;
+        git(&self.path).args(["add", "--all"]).run().await?;
+        if git(&self.path).has_staged().await? {
+            let mut identity = git(&self.path);
+            for (key, value) in IDENTITY {
+                identity = identity.env(key, value);
             }
-            _ => return Err(failure(staged)),
+            commit(identity, message, what, &self.branch).await?;
         }
-        run(git(&self.path).args(["rev-parse", "--verify", "HEAD"])).await
+        self.head().await
     }
 
-    /// Whether nothing differs from HEAD, new files included.
-    async fn is_clean(&self) -> Result<bool, WorkspaceError> {
-        let status =
-            run(git(&self.path).args(["status", "--porcelain", "--untracked-files=normal"]))
-                .await?;
-        Ok(status.is_empty())
+    /// HEAD's commit id.
+    async fn head(&self) -> Result<String, WorkspaceError> {
+        Ok(git(&self.path)
+            .args(["rev-parse", "--verify", "HEAD"])
+            .run()
+            .await?)
     }
 
     /// Fails unless the folder is still this worktree, on its branch: an agent that removed
     /// its `.git` would otherwise have git look for a repository above it.
     async fn check_intact(&self) -> Result<(), WorkspaceError> {
-        match cadre_tools::git::not_intact(&self.path, &self.branch).await {
+        match not_intact(&self.path, &self.branch).await {
             None => Ok(()),
             Some(why) => Err(WorkspaceError::NotIntact {
                 path: self.path.clone(),
@@ -569,77 +565,20 @@ fn git(dir: &Path) -> Git {
     git
 }
 
-/// Runs it, whatever it exits with.
-async fn out(git: Git) -> Result<GitOutput, WorkspaceError> {
-    git.output().await.map_err(|e| WorkspaceError::GitMissing {
-        command: e.command,
-        source: e.source,
-    })
-}
-
-/// Runs it and returns its stdout, trimmed; failing is an error.
-async fn run(git: Git) -> Result<String, WorkspaceError> {
-    let out = out(git).await?;
-    if out.status.success() {
-        Ok(out.stdout_trimmed())
-    } else {
-        Err(failure(out))
-    }
-}
-
-/// The error for a command that failed.
-fn failure(out: GitOutput) -> WorkspaceError {
-    WorkspaceError::Git {
-        stderr: out.failure_text(),
-        command: out.command,
-    }
-}
-
-/// The full id of the commit `name` names in `repo`, if it has it.
-async fn resolve(repo: &Path, name: &str) -> Result<Option<String>, WorkspaceError> {
-    let out = out(git(repo).args([
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        "--end-of-options",
-        &format!("{name}^{{commit}}"),
-    ]))
-    .await?;
-    match out.status.code() {
-        Some(0) => Ok(Some(out.stdout_trimmed())),
-        // `--verify --quiet` answers 1, saying nothing, for a name that is no commit here.
-        Some(1) => Ok(None),
-        _ => Err(failure(out)),
-    }
-}
-
-/// Fetches `refspec` from `url` into `repo`.
-async fn fetch(repo: &Path, url: &str, refspec: &str) -> Result<(), WorkspaceError> {
-    run(git(repo).args([
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        url,
-        refspec,
-    ]))
-    .await
-    .map(drop)
-}
-
-/// Fetches every branch and tag of `url` into `repo`, under [`CACHE_REFS`].
-async fn fetch_all(repo: &Path, url: &str) -> Result<(), WorkspaceError> {
-    run(git(repo).args([
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        url,
-        &format!("+refs/heads/*:{CACHE_REFS}/heads/*"),
-        &format!("+refs/tags/*:{CACHE_REFS}/tags/*"),
-    ]))
-    .await
-    .map(drop)
+/// Fetches `refspecs` from `url` into `repo`.
+async fn fetch(repo: &Path, url: &str, refspecs: &[&str]) -> Result<(), WorkspaceError> {
+    git(repo)
+        .args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            url,
+        ])
+        .args(refspecs)
+        .run()
+        .await?;
+    Ok(())
 }
 
 /// Force-pushes `refspec` from `repo` to `url`.
@@ -647,9 +586,11 @@ async fn fetch_all(repo: &Path, url: &str) -> Result<(), WorkspaceError> {
 /// To the URL rather than a configured remote, so pushing writes no remote-tracking ref
 /// in the clone and needs no lock.
 async fn push(repo: &Path, url: &str, refspec: &str) -> Result<(), WorkspaceError> {
-    run(git(repo).args(["push", "--quiet", "--force", "--no-verify", url, refspec]))
-        .await
-        .map(drop)
+    git(repo)
+        .args(["push", "--quiet", "--force", "--no-verify", url, refspec])
+        .run()
+        .await?;
+    Ok(())
 }
 
 /// Whether `repo` is a bare repository of its own.
@@ -660,7 +601,11 @@ async fn is_bare_repo(repo: &Path) -> bool {
     {
         return false;
     }
-    match run(git(repo).args(["rev-parse", "--is-bare-repository", "--absolute-git-dir"])).await {
+    let answer = git(repo)
+        .args(["rev-parse", "--is-bare-repository", "--absolute-git-dir"])
+        .run()
+        .await;
+    match answer {
         Ok(answer) => {
             let mut lines = answer.lines();
             lines.next() == Some("true")
@@ -678,7 +623,11 @@ async fn is_checkout_of(path: &Path, sha: &str) -> bool {
     {
         return false;
     }
-    match run(git(path).args(["rev-parse", "--show-toplevel", "HEAD"])).await {
+    match git(path)
+        .args(["rev-parse", "--show-toplevel", "HEAD"])
+        .run()
+        .await
+    {
         Ok(answer) => {
             let mut lines = answer.lines();
             lines
@@ -696,35 +645,19 @@ async fn discard_tree(repo: &Path, path: &Path) -> Result<(), WorkspaceError> {
         return Ok(());
     }
     // Fails when git no longer knows it as a worktree; removing the folder is what counts.
-    let _ = run(git(repo)
+    let _ = git(repo)
         .args(["worktree", "remove", "--force", "--force"])
-        .arg(path))
-    .await;
+        .arg(path)
+        .run()
+        .await;
     remove_dir_all(path).await
 }
 
 /// `git worktree prune`: forgets worktrees whose folder is gone, so their branch and path
 /// can be checked out again.
 async fn prune(repo: &Path) -> Result<(), WorkspaceError> {
-    run(git(repo).args(["worktree", "prune"])).await.map(drop)
-}
-
-/// Whether two paths name the same existing folder.
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
-}
-
-/// `mkdir -p`.
-async fn create_dir_all(dir: &Path) -> Result<(), WorkspaceError> {
-    tokio::fs::create_dir_all(dir)
-        .await
-        .map_err(|source| WorkspaceError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })
+    git(repo).args(["worktree", "prune"]).run().await?;
+    Ok(())
 }
 
 /// `rm -f`.
@@ -756,6 +689,15 @@ async fn remove_dir_all(dir: &Path) -> Result<(), WorkspaceError> {
             path: dir.to_path_buf(),
             source,
         }),
+    }
+}
+
+impl From<GitError> for WorkspaceError {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::Spawn { command, source } => WorkspaceError::GitMissing { command, source },
+            e => WorkspaceError::Git(e),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod workspace {
 
     use cadre_engine::workspace::{CloneCache, WorkspaceError};
     use cadre_testkit::git::{git, init_repo};
+    use cadre_tools::git::GitError;
     use cadre_tools::Finished;
     use tempfile::TempDir;
 
@@ -535,7 +536,7 @@ mod workspace {
             .repo(missing.to_str().unwrap(), &origin.sha)
             .await
             .unwrap_err();
-        let WorkspaceError::Git { command, stderr } = &err else {
+        let WorkspaceError::Git(GitError::Failed { command, stderr }) = &err else {
             panic!("expected Git, got {err:?}");
         };
         assert!(command.contains("fetch"), "{command}");

@@ -162,9 +162,9 @@ impl Server {
                 ServerConfig::Http { url, headers, .. } => {
                     let mut custom = std::collections::HashMap::new();
                     for (k, v) in headers {
-                        let key = reqwest_013::header::HeaderName::from_bytes(k.as_bytes())
+                        let key = reqwest::header::HeaderName::from_bytes(k.as_bytes())
                             .map_err(|e| format!("bad header name {k:?}: {e}"))?;
-                        let value = reqwest_013::header::HeaderValue::from_str(v)
+                        let value = reqwest::header::HeaderValue::from_str(v)
                             .map_err(|e| format!("bad value for header {k:?}: {e}"))?;
                         custom.insert(key, value);
                     }
@@ -328,20 +328,10 @@ async fn keep_tail(server: String, stderr: tokio::process::ChildStderr, tail: Ar
     }
 }
 
-/// An HTTP client for MCP servers: rustls with the ring provider and the webpki roots,
-/// configured here rather than process-wide, so embedding programs keep their own choice.
-fn http_client() -> Result<reqwest_013::Client, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+/// An HTTP client for MCP servers, set up as every client of cadre is.
+fn http_client() -> Result<reqwest::Client, String> {
+    cadre_model::http_client_builder()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    reqwest_013::Client::builder()
-        .tls_backend_preconfigured(tls)
         .build()
         .map_err(|e| e.to_string())
 }

@@ -22,7 +22,7 @@ pub use openai::{OpenAiConfig, OpenAiModel};
 pub use record::RecordingModel;
 pub use replay::ReplayModel;
 pub use retry::RetryPolicy;
-pub use transport::HttpOptions;
+pub use transport::{http_client_builder, HttpOptions};
 pub use types::*;
 
 use async_trait::async_trait;

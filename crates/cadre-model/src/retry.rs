@@ -4,8 +4,9 @@
 //! runs a tool twice: retrying is always safe here.
 
 use crate::{EventSink, ModelError, ModelEvent};
-use rand::Rng;
+use std::collections::hash_map::RandomState;
 use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 /// The longest `retry-after` cadre honours; a server asking for more gets this.
@@ -59,10 +60,8 @@ impl RetryPolicy {
             return wait.min(MAX_RETRY_AFTER);
         }
         let ceiling = self.backoff_ceiling(retry);
-        // backon's jitter adds up to 100% on top of the delay rather than drawing below it,
-        // so full jitter is drawn here directly.
         let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
-        Duration::from_nanos(rand::thread_rng().gen_range(0..=nanos))
+        Duration::from_nanos(uniform_up_to(nanos))
     }
 
     /// Runs `attempt` (given the attempt number, 1 for the first) until it succeeds, fails
@@ -119,6 +118,15 @@ impl RetryPolicy {
     }
 }
 
+/// A number drawn evenly from `0..=max`. Jitter needs no strong randomness: the standard
+/// library's randomly keyed hasher, fresh keys on every call, is enough to spread retries.
+fn uniform_up_to(max: u64) -> u64 {
+    let random = RandomState::new().build_hasher().finish();
+    // Scales the 64 random bits onto 0..=max (multiply-shift, no division bias to speak of).
+    let scaled = (u128::from(random) * (u128::from(max) + 1)) >> 64;
+    u64::try_from(scaled).unwrap_or(max)
+}
+
 /// Collapses whitespace runs (newlines included) so a reason fits one line.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -169,6 +177,17 @@ mod tests {
                 assert!(p.delay_for(retry, &overloaded()) <= p.backoff_ceiling(retry));
             }
         }
+    }
+
+    #[test]
+    fn jitter_stays_in_range_and_varies() {
+        assert_eq!(uniform_up_to(0), 0);
+        let draws: Vec<u64> = (0..64).map(|_| uniform_up_to(1_000)).collect();
+        assert!(draws.iter().all(|&d| d <= 1_000), "{draws:?}");
+        assert!(draws.iter().any(|&d| d != draws[0]), "{draws:?}");
+        // The low half and the high half are both reached.
+        assert!(draws.iter().any(|&d| d < 500) && draws.iter().any(|&d| d >= 500));
+        let _ = uniform_up_to(u64::MAX);
     }
 
     #[test]

@@ -15,7 +15,26 @@ use futures::StreamExt;
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// A client builder whose TLS is rustls with the ring provider and the webpki roots,
+/// offering HTTP/2 and HTTP/1.1. Every HTTP client of cadre starts here. The TLS setup is
+/// the client's own, not installed process-wide, so a program embedding cadre keeps its
+/// choice.
+pub fn http_client_builder() -> Result<reqwest::ClientBuilder, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // reqwest leaves a preconfigured client's protocols as given: offer both, as it would.
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+}
 
 /// How a provider talks HTTP: retries, streaming and timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,20 +172,17 @@ impl Transport {
         secret: Option<String>,
         parse_error: ErrorParser,
     ) -> Result<Self, ModelError> {
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
+        let setup =
+            |why: String| ModelError::Config(format!("Could not set up the HTTP client: {why}"));
+        let client = http_client_builder()
+            .map_err(|e| setup(e.to_string()))?
             .default_headers(headers)
             // A redirect could carry the key to another host.
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(options.connect_timeout)
             .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| {
-                ModelError::Config(format!(
-                    "Could not set up the HTTP client: {}",
-                    innermost(&e)
-                ))
-            })?;
+            .map_err(|e| setup(innermost(&e)))?;
         Ok(Self {
             client,
             endpoint,
@@ -552,12 +568,48 @@ mod tests {
         assert_eq!(transport(None).redact(KEY), KEY);
     }
 
+    /// The client's TLS works without a process-wide provider and offers HTTP/2: a local
+    /// listener reads its ClientHello (then hangs up, so the request itself fails).
+    #[tokio::test]
+    async fn the_client_speaks_tls_offering_http2() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut acceptor = rustls::server::Acceptor::default();
+            let mut buf = vec![0; 16 * 1024];
+            loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client hung up before its ClientHello");
+                acceptor.read_tls(&mut &buf[..n]).unwrap();
+                if let Some(accepted) = acceptor.accept().map_err(|(e, _)| e).unwrap() {
+                    let hello = accepted.client_hello();
+                    let alpn: Vec<Vec<u8>> = hello.alpn().unwrap().map(<[u8]>::to_vec).collect();
+                    return (hello.server_name().map(str::to_owned), alpn);
+                }
+            }
+        });
+        let client = http_client_builder().unwrap().build().unwrap();
+        let sent = client
+            .get(format!("https://localhost:{port}/"))
+            .send()
+            .await;
+        assert!(sent.is_err());
+        let (name, alpn) = server.await.unwrap();
+        assert_eq!(name.as_deref(), Some("localhost"));
+        assert_eq!(alpn, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+    }
+
     #[tokio::test]
     async fn refused_connection_in_plain_words() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
-        let e = reqwest::Client::new()
+        let e = http_client_builder()
+            .unwrap()
+            .build()
+            .unwrap()
             .get(format!("http://127.0.0.1:{port}/"))
             .send()
             .await

@@ -47,3 +47,16 @@ pub use mcp::{mcp_server_binary, McpHttpServer};
 pub use protocol::check_request;
 pub use reply::{Block, Reply, Usage};
 pub use server::{Captured, Gate, InfoRequest, Match, MockServer};
+
+/// A reqwest client builder for tests. cadre builds reqwest without a crypto provider of its
+/// own, so the ring provider is installed process-wide first (harmless when one already is).
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
+
+/// A reqwest client for tests with reqwest's defaults (see [`http_client_builder`]).
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}

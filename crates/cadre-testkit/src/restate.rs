@@ -182,7 +182,7 @@ impl RestateServer {
     /// admin `/health` and ingress `/restate/health` answer 200.
     pub async fn start() -> io::Result<RestateServer> {
         let dir = tempfile::Builder::new().prefix("cadre-restate").tempdir()?;
-        let client = reqwest::Client::builder()
+        let client = crate::http_client_builder()
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(io::Error::other)?;

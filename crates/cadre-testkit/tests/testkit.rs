@@ -21,7 +21,7 @@ fn request_body(first_user: &str, stream: bool) -> Value {
 }
 
 async fn post(server: &MockServer, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
+    cadre_testkit::http_client()
         .post(format!("{}/v1/messages", server.uri()))
         .header("x-api-key", "test-key")
         .header("anthropic-version", "2023-06-01")
@@ -433,7 +433,7 @@ async fn protocol_violation_answered_400() {
         ]
     });
     // No anthropic-version header either.
-    let resp = reqwest::Client::new()
+    let resp = cadre_testkit::http_client()
         .post(format!("{}/v1/messages", server.uri()))
         .header("x-api-key", "k")
         .json(&body)
@@ -457,7 +457,7 @@ async fn protocol_violation_answered_400() {
 async fn unknown_path_is_flagged() {
     let server = MockServer::start().await;
     server.allow_unused_replies();
-    let resp = reqwest::Client::new()
+    let resp = cadre_testkit::http_client()
         .post(format!("{}/v1/complete", server.uri()))
         .send()
         .await
@@ -470,7 +470,7 @@ async fn unknown_path_is_flagged() {
 async fn models_and_props_answer_what_was_set() {
     let server = MockServer::start().await;
     let get = |path: &str| {
-        reqwest::Client::new()
+        cadre_testkit::http_client()
             .get(format!("{}{path}", server.uri()))
             .bearer_auth("test-key")
             .send()

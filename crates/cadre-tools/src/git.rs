@@ -6,7 +6,7 @@
 //! repository it names with `-C`.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use tokio::process::Command;
@@ -53,14 +53,34 @@ pub struct GitOutput {
     pub command: String,
 }
 
-/// The `git` binary could not be started.
+/// A git command that could not be run or failed, or a folder for git that could not be
+/// made.
 #[derive(Debug, thiserror::Error)]
-#[error("`{command}` could not be run: {source}")]
-pub struct GitSpawnError {
-    /// The command as it was to be run.
-    pub command: String,
-    /// What starting it failed with.
-    pub source: std::io::Error,
+pub enum GitError {
+    /// The `git` binary could not be started.
+    #[error("`{command}` could not be run: {source}")]
+    Spawn {
+        /// The command as it was to be run.
+        command: String,
+        /// What starting it failed with.
+        source: std::io::Error,
+    },
+    /// The command failed.
+    #[error("`{command}` failed: {stderr}")]
+    Failed {
+        /// The command as it was run.
+        command: String,
+        /// What git printed on stderr (trimmed), or its exit status when it printed nothing.
+        stderr: String,
+    },
+    /// A folder could not be made.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The folder involved.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
 }
 
 impl Git {
@@ -109,7 +129,7 @@ impl Git {
     }
 
     /// Runs it, whatever it exits with.
-    pub async fn output(mut self) -> Result<GitOutput, GitSpawnError> {
+    pub async fn output(mut self) -> Result<GitOutput, GitError> {
         let command = self.shown.join(" ");
         match self.cmd.output().await {
             Ok(out) => Ok(GitOutput {
@@ -118,12 +138,77 @@ impl Git {
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
                 command,
             }),
-            Err(source) => Err(GitSpawnError { command, source }),
+            Err(source) => Err(GitError::Spawn { command, source }),
         }
+    }
+
+    /// Runs it and returns its stdout, trimmed; failing is an error.
+    pub async fn run(self) -> Result<String, GitError> {
+        let out = self.output().await?;
+        if out.status.success() {
+            Ok(out.stdout_trimmed())
+        } else {
+            Err(out.failure())
+        }
+    }
+
+    /// Adds `rev-parse --verify --quiet <name>^{commit}` and runs it: the full id of the
+    /// commit `name` names, or `None` when it names none.
+    pub async fn resolve(self, name: &str) -> Result<Option<String>, GitError> {
+        // No ref or commit id starts with `-`, and git would read it as an option.
+        if name.starts_with('-') {
+            return Ok(None);
+        }
+        let out = self
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("{name}^{{commit}}"))
+            .output()
+            .await?;
+        match out.status.code() {
+            Some(0) => Ok(Some(out.stdout_trimmed())),
+            // `--verify --quiet` answers 1, saying nothing, for a name that is no commit here.
+            Some(1) => Ok(None),
+            _ => Err(out.failure()),
+        }
+    }
+
+    /// Adds `diff --cached --quiet` and runs it: whether anything is staged.
+    pub async fn has_staged(self) -> Result<bool, GitError> {
+        let out = self.args(["diff", "--cached", "--quiet"]).output().await?;
+        match out.status.code() {
+            Some(0) => Ok(false),
+            Some(1) => Ok(true),
+            _ => Err(out.failure()),
+        }
+    }
+
+    /// Adds `status --porcelain` and runs it: whether nothing differs from HEAD, new files
+    /// included even where the user's config hides untracked files from status.
+    pub async fn is_clean(self) -> Result<bool, GitError> {
+        let status = self
+            .args(["status", "--porcelain", "--untracked-files=normal"])
+            .run()
+            .await?;
+        Ok(status.is_empty())
+    }
+
+    /// Adds `diff --stat` and runs it: the diffstat from `from` to `to`, trimmed.
+    pub async fn diffstat(self, from: &str, to: &str) -> Result<String, GitError> {
+        self.args(["diff", "--stat", "--no-color", from, to])
+            .run()
+            .await
     }
 }
 
 impl GitOutput {
+    /// The error for this command, which failed.
+    pub fn failure(self) -> GitError {
+        GitError::Failed {
+            stderr: self.failure_text(),
+            command: self.command,
+        }
+    }
+
     /// Stdout as text, trimmed.
     pub fn stdout_trimmed(&self) -> String {
         String::from_utf8_lossy(&self.stdout).trim().to_string()
@@ -158,11 +243,7 @@ pub async fn not_intact(path: &Path, branch: &str) -> Option<String> {
         Ok(out) => return Some(out.failure_text()),
         Err(e) => return Some(e.to_string()),
     };
-    let same = match (Path::new(&top).canonicalize(), path.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if !same {
+    if !same_dir(Path::new(&top), path) {
         return Some(format!("git finds the repository at {top}"));
     }
     let head = match Git::new(path)
@@ -182,6 +263,24 @@ pub async fn not_intact(path: &Path, branch: &str) -> Option<String> {
         return Some(format!("it is on {now}"));
     }
     None
+}
+
+/// Whether two paths name the same existing folder.
+pub fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// `mkdir -p`.
+pub async fn create_dir_all(dir: &Path) -> Result<(), GitError> {
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|source| GitError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Whether `run_id` can be part of a branch name and of a folder name: ASCII letters,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::Mutex;
 
-use crate::git::{is_valid_run_id, Git, GitOutput};
+use crate::git::{create_dir_all, is_valid_run_id, Git, GitError};
 
 /// Serialises the git commands that change the shared repository.
 ///
@@ -97,15 +97,10 @@ pub enum WorktreeError {
         /// What was found instead.
         why: String,
     },
-    /// A git command failed.
-    #[error("`{command}` failed: {stderr}")]
-    Git {
-        /// The command as it was run.
-        command: String,
-        /// What git printed on stderr (trimmed), or its exit status when it printed nothing.
-        stderr: String,
-    },
-    /// Creating a folder for the worktrees failed.
+    /// A git command failed, or a folder for it could not be made.
+    #[error(transparent)]
+    Git(GitError),
+    /// The worktrees' `.gitignore` could not be written.
     #[error("{}: {source}", path.display())]
     Io {
         /// The folder or file involved.
@@ -163,31 +158,15 @@ impl Worktree {
         check_run_id(run_id)?;
         let (repo, prefix) = locate(workspace_root).await?;
 
-        let head = Git::new(&repo)
-            .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .out()
-            .await?;
-        if !head.status.success() {
-            return Err(match head.status.code() {
-                // `--verify --quiet` answers 1, saying nothing, when HEAD names no commit.
-                Some(1) => WorktreeError::NoCommit { repo },
-                _ => head.failure(),
-            });
-        }
-        let base = head.stdout_trimmed();
-
-        let staged = Git::new(&repo)
-            .args(["diff", "--cached", "--quiet"])
-            .out()
-            .await?;
-        match staged.status.code() {
-            Some(0) => {}
-            Some(1) => return Err(WorktreeError::DirtyIndex { repo }),
-            _ => return Err(staged.failure()),
+        let Some(base) = Git::new(&repo).resolve("HEAD").await? else {
+            return Err(WorktreeError::NoCommit { repo });
+        };
+        if Git::new(&repo).has_staged().await? {
+            return Err(WorktreeError::DirtyIndex { repo });
         }
 
         let slug = agent_slug(agent);
-        let branch = format!("cadre/{run_id}/{slug}");
+        let branch = branch_name(run_id, &slug);
         let worktrees = repo.join(".cadre").join("worktrees");
         let path = worktrees.join(run_id).join(&slug);
         create_dir_all(&worktrees.join(run_id)).await?;
@@ -195,12 +174,13 @@ impl Worktree {
 
         // The commit id rather than `HEAD`, so the branch starts exactly at `base` even if
         // the main checkout moves meanwhile.
-        Git::new(&repo)
-            .args(["worktree", "add", "--quiet", "-b", &branch])
-            .arg(&path)
-            .arg(&base)
-            .run_locked()
-            .await?;
+        run_locked(
+            Git::new(&repo)
+                .args(["worktree", "add", "--quiet", "-b", &branch])
+                .arg(&path)
+                .arg(&base),
+        )
+        .await?;
 
         let worktree = Worktree {
             path,
@@ -241,12 +221,7 @@ impl Worktree {
     /// branch.
     pub async fn finish(self, message: &str) -> Result<Finished, WorktreeError> {
         self.check_intact().await?;
-        // New files count even where the user's config hides untracked files from status.
-        let status = Git::new(&self.path)
-            .args(["status", "--porcelain", "--untracked-files=normal"])
-            .run()
-            .await?;
-        if status.is_empty() {
+        if Git::new(&self.path).is_clean().await? {
             let head = Git::new(&self.path)
                 .args(["rev-parse", "--verify", "HEAD"])
                 .run()
@@ -256,31 +231,17 @@ impl Worktree {
                 return Ok(Finished::Unchanged);
             }
         } else {
-            Git::new(&self.path)
-                .args(["add", "-A"])
-                .run_locked()
-                .await?;
-            let mut commit = Git::new(&self.path);
+            run_locked(Git::new(&self.path).args(["add", "-A"])).await?;
+            let mut identity = Git::new(&self.path);
             for (key, value) in FALLBACK_IDENTITY {
                 if !configured(&self.path, key).await? {
-                    commit = commit.arg("-c").arg(format!("{key}={value}"));
+                    identity = identity.arg("-c").arg(format!("{key}={value}"));
                 }
             }
-            let message = match message.trim() {
-                "" => format!("cadre: work of {}", self.branch),
-                _ => message.to_string(),
-            };
-            // No hooks: nobody is left to act on a failing pre-commit or commit-msg hook,
-            // and the commit only preserves the agent's work on its branch for review.
-            commit
-                .args(["commit", "--quiet", "--no-verify", "-m", &message])
-                .run_locked()
-                .await?;
+            let _turn = REPO_LOCK.lock().await;
+            commit(identity, message, "work", &self.branch).await?;
         }
-        let diffstat = Git::new(&self.path)
-            .args(["diff", "--stat", "--no-color", &self.base, "HEAD"])
-            .run()
-            .await?;
+        let diffstat = Git::new(&self.path).diffstat(&self.base, "HEAD").await?;
         let branch = self.branch.clone();
         self.remove(false).await?;
         Ok(Finished::Committed { branch, diffstat })
@@ -307,21 +268,9 @@ impl Worktree {
 
     /// Removes the worktree folder (and the branch when `branch` is true).
     async fn remove(self, branch: bool) -> Result<(), WorktreeError> {
-        Git::new(&self.repo)
-            .args(["worktree", "remove", "--force"])
-            .arg(&self.path)
-            .run_locked()
-            .await?;
-        if branch {
-            Git::new(&self.repo)
-                .args(["branch", "-D", &self.branch])
-                .run_locked()
-                .await?;
-        }
-        if let Some(run_dir) = self.path.parent() {
-            // Fails, as wanted, while another agent of the run still has its worktree there.
-            let _ = tokio::fs::remove_dir(run_dir).await;
-        }
+        let branch = branch.then_some(self.branch.as_str());
+        let _turn = REPO_LOCK.lock().await;
+        remove(|| Git::new(&self.repo), &self.path, branch).await?;
         Ok(())
     }
 }
@@ -346,10 +295,10 @@ pub async fn delete_branches(
     prune(&repo).await?;
     let list = Git::new(&repo)
         .args(["worktree", "list", "--porcelain"])
-        .out()
+        .output()
         .await?;
     if !list.status.success() {
-        return Err(list.failure());
+        return Err(list.failure().into());
     }
     for line in list.stdout.split(|&b| b == b'\n') {
         let Some(path) = line.strip_prefix(b"worktree ") else {
@@ -357,20 +306,18 @@ pub async fn delete_branches(
         };
         let path = Path::new(OsStr::from_bytes(path));
         if path.starts_with(&run_dir) {
-            Git::new(&repo)
-                .args(["worktree", "remove", "--force"])
-                .arg(path)
-                .run_locked()
-                .await?;
+            run_locked(
+                Git::new(&repo)
+                    .args(["worktree", "remove", "--force"])
+                    .arg(path),
+            )
+            .await?;
         }
     }
 
     let branches = run_branches(&repo, run_id).await?;
     for branch in &branches {
-        Git::new(&repo)
-            .args(["branch", "-D", branch])
-            .run_locked()
-            .await?;
+        run_locked(Git::new(&repo).args(["branch", "--quiet", "-D", branch])).await?;
     }
     prune(&repo).await?;
     let _ = tokio::fs::remove_dir(&run_dir).await;
@@ -400,6 +347,53 @@ pub fn agent_slug(agent: &str) -> String {
     slug
 }
 
+/// The branch of agent `slug` of run `run_id`: `cadre/<run id>/<slug>`.
+pub fn branch_name(run_id: &str, slug: &str) -> String {
+    format!("cadre/{run_id}/{slug}")
+}
+
+/// Commits what is staged in the worktree `git` runs in (with the identity it carries),
+/// with `message`, or `cadre: <what> of <branch>` when that is blank.
+///
+/// No hooks: nobody is left to act on a failing pre-commit or commit-msg hook, and the
+/// commit only preserves the agent's work on its branch.
+pub async fn commit(git: Git, message: &str, what: &str, branch: &str) -> Result<(), GitError> {
+    let message = match message.trim() {
+        "" => format!("cadre: {what} of {branch}"),
+        _ => message.to_string(),
+    };
+    git.args(["commit", "--quiet", "--no-verify", "-m", &message])
+        .run()
+        .await?;
+    Ok(())
+}
+
+/// Removes the worktree at `path` from the repository `repo` runs git in, whatever it holds,
+/// and `branch` with it when given; then the run's folder above it, unless another agent of
+/// the run still has its worktree there.
+pub async fn remove(
+    repo: impl Fn() -> Git,
+    path: &Path,
+    branch: Option<&str>,
+) -> Result<(), GitError> {
+    repo()
+        .args(["worktree", "remove", "--force"])
+        .arg(path)
+        .run()
+        .await?;
+    if let Some(branch) = branch {
+        repo()
+            .args(["branch", "--quiet", "-D", branch])
+            .run()
+            .await?;
+    }
+    if let Some(run_dir) = path.parent() {
+        // Fails, as wanted, while another agent of the run still has its worktree there.
+        let _ = tokio::fs::remove_dir(run_dir).await;
+    }
+    Ok(())
+}
+
 /// Refuses run ids git would reject in a branch name or that could leave the worktrees folder.
 fn check_run_id(run_id: &str) -> Result<(), WorktreeError> {
     if is_valid_run_id(run_id) {
@@ -416,7 +410,7 @@ async fn locate(dir: &Path) -> Result<(PathBuf, PathBuf), WorktreeError> {
     let inside = Git::new(dir)
         .env("LC_ALL", "C")
         .args(["rev-parse", "--is-inside-work-tree"])
-        .out()
+        .output()
         .await?;
     let not_a_repository = || WorktreeError::NotARepository {
         dir: dir.to_path_buf(),
@@ -425,7 +419,7 @@ async fn locate(dir: &Path) -> Result<(PathBuf, PathBuf), WorktreeError> {
         return Err(if inside.stderr.contains("not a git repository") {
             not_a_repository()
         } else {
-            inside.failure()
+            inside.failure().into()
         });
     }
     // "false" inside a `.git` folder or a bare repository.
@@ -435,10 +429,10 @@ async fn locate(dir: &Path) -> Result<(PathBuf, PathBuf), WorktreeError> {
 
     let out = Git::new(dir)
         .args(["rev-parse", "--show-toplevel", "--show-prefix"])
-        .out()
+        .output()
         .await?;
     if !out.status.success() {
-        return Err(out.failure());
+        return Err(out.failure().into());
     }
     let mut lines = out.stdout.split(|&b| b == b'\n');
     let top = lines.next().unwrap_or_default();
@@ -475,21 +469,21 @@ async fn run_branches(repo: &Path, run_id: &str) -> Result<Vec<String>, Worktree
 
 /// `git worktree prune`.
 async fn prune(repo: &Path) -> Result<(), WorktreeError> {
-    Git::new(repo)
-        .args(["worktree", "prune"])
-        .run_locked()
-        .await
-        .map(drop)
+    run_locked(Git::new(repo).args(["worktree", "prune"])).await?;
+    Ok(())
 }
 
 /// Whether git config (any level) gives `key` a non-empty value in `dir`.
 async fn configured(dir: &Path, key: &str) -> Result<bool, WorktreeError> {
-    let out = Git::new(dir).args(["config", "--get", key]).out().await?;
+    let out = Git::new(dir)
+        .args(["config", "--get", key])
+        .output()
+        .await?;
     match out.status.code() {
         Some(0) => Ok(!out.stdout_trimmed().is_empty()),
         // 1: the key is not set.
         Some(1) => Ok(false),
-        _ => Err(out.failure()),
+        _ => Err(out.failure().into()),
     }
 }
 
@@ -509,58 +503,17 @@ async fn ignore_all(worktrees: &Path) -> Result<(), WorktreeError> {
     .map_err(|source| WorktreeError::Io { path: file, source })
 }
 
-/// `mkdir -p`.
-async fn create_dir_all(dir: &Path) -> Result<(), WorktreeError> {
-    tokio::fs::create_dir_all(dir)
-        .await
-        .map_err(|source| WorktreeError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })
+/// [`Git::run`], holding [`REPO_LOCK`]: for commands that change the repository.
+async fn run_locked(git: Git) -> Result<String, GitError> {
+    let _turn = REPO_LOCK.lock().await;
+    git.run().await
 }
 
-/// Running [`Git`] with this module's errors.
-trait Run {
-    /// Runs it, whatever it exits with.
-    async fn out(self) -> Result<GitOutput, WorktreeError>;
-    /// Runs it and returns its stdout, trimmed; failing is an error.
-    async fn run(self) -> Result<String, WorktreeError>;
-    /// [`run`](Run::run), holding [`REPO_LOCK`]: for commands that change the repository.
-    async fn run_locked(self) -> Result<String, WorktreeError>;
-}
-
-impl Run for Git {
-    async fn out(self) -> Result<GitOutput, WorktreeError> {
-        self.output()
-            .await
-            .map_err(|e| WorktreeError::GitMissing { source: e.source })
-    }
-
-    async fn run(self) -> Result<String, WorktreeError> {
-        let out = self.out().await?;
-        if out.status.success() {
-            Ok(out.stdout_trimmed())
-        } else {
-            Err(out.failure())
-        }
-    }
-
-    async fn run_locked(self) -> Result<String, WorktreeError> {
-        let _turn = REPO_LOCK.lock().await;
-        self.run().await
-    }
-}
-
-/// The error for a command that failed.
-trait Failure {
-    fn failure(self) -> WorktreeError;
-}
-
-impl Failure for GitOutput {
-    fn failure(self) -> WorktreeError {
-        WorktreeError::Git {
-            stderr: self.failure_text(),
-            command: self.command,
+impl From<GitError> for WorktreeError {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::Spawn { source, .. } => WorktreeError::GitMissing { source },
+            e => WorktreeError::Git(e),
         }
     }
 }
@@ -575,6 +528,7 @@ mod tests {
             .args(["status"])
             .run()
             .await
+            .map_err(WorktreeError::from)
             .err();
         let Some(err @ WorktreeError::GitMissing { .. }) = err else {
             panic!("expected GitMissing, got {err:?}");
@@ -611,6 +565,7 @@ mod tests {
 
     #[test]
     fn a_failure_without_stderr_names_the_exit_status() {
+        use crate::git::GitOutput;
         use std::os::unix::process::ExitStatusExt;
         let out = GitOutput {
             status: std::process::ExitStatus::from_raw(1 << 8),

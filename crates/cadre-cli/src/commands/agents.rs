@@ -64,7 +64,10 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                 .as_ref()
                 .map_or("(shipped with cadre)".into(), |p| p.display().to_string());
             outln!("# from {source}");
-            out!("{}", serde_yaml::to_string(spec).unwrap_or_default());
+            out!(
+                "{}",
+                cadre_core::definitions::yaml::to_string(spec).unwrap_or_default()
+            );
             Ok(Code::Done)
         }
         AgentsCommand::Check { dirs, strict } => {

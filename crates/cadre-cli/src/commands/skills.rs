@@ -5,8 +5,8 @@ use crate::common::definitions::{check_report, load_skills, print_problems};
 use crate::common::display::{fit_lines, stdout_width};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::user_home;
+use cadre_core::definitions::yaml::{self, Mapping, Value};
 use cadre_core::{Skill, SkillSet};
-use serde_yaml::{Mapping, Value};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -142,7 +142,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             })?;
             let body = skill.read_body().map_err(CliError::invalid)?;
             let mut out = format!("# from {}\n---\n", skill.file.display());
-            out.push_str(&serde_yaml::to_string(&front_matter(skill)).unwrap_or_default());
+            out.push_str(&yaml::to_string(&front_matter(skill)).unwrap_or_default());
             let _ = writeln!(out, "---\n{body}");
             let files = skill.files();
             let _ = writeln!(out, "\n# files in {}", skill.dir.display());

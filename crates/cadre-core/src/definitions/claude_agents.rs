@@ -13,7 +13,7 @@ use crate::definitions::spec::{
     LISTED_DESCRIPTION_CHARS,
 };
 pub use crate::definitions::tools::DROPPED_TOOLS;
-use serde_yaml::{Mapping, Value};
+use crate::definitions::yaml::{Mapping, Value};
 use std::path::Path;
 
 /// `max_turns` when the file gives no `maxTurns`, as for cadre's own agent files.

@@ -66,13 +66,13 @@ fn is_delimiter(line: &str) -> bool {
 }
 
 /// Where a YAML parse error is, as a 1-based (line, column) of the whole file, and the
-/// message without serde_yaml's own copy of the position.
-pub fn yaml_error(e: &serde_yaml::Error) -> ((usize, usize), String) {
+/// message without the YAML reader's own copy of the position.
+pub fn yaml_error(e: &crate::definitions::yaml::Error) -> ((usize, usize), String) {
     let pos = e.location().map_or((1, 1), |l| (l.line() + 1, l.column()));
     (pos, without_positions(&e.to_string()))
 }
 
-/// `message` without serde_yaml's ` at line N column M` parts (the position is reported
+/// `message` without the YAML reader's ` at line N column M` parts (the position is reported
 /// separately, and relative to the front matter they would be off by one).
 pub(crate) fn without_positions(message: &str) -> String {
     let mut out = String::new();
@@ -151,7 +151,8 @@ mod tests {
     #[test]
     fn positions_are_lines_of_the_file() {
         let yaml = "name: a\ndescription: [x\n";
-        let e = serde_yaml::from_str::<serde_yaml::Value>(yaml).unwrap_err();
+        let e = crate::definitions::yaml::from_str::<crate::definitions::yaml::Value>(yaml)
+            .unwrap_err();
         let ((line, _), msg) = yaml_error(&e);
         assert_eq!(line, 4, "{msg}");
         assert_eq!(

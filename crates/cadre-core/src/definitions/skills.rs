@@ -7,8 +7,8 @@
 
 use crate::definitions::frontmatter::{self, read_front_matter, FrontMatterError};
 use crate::definitions::spec::{check_name, Problem};
+use crate::definitions::yaml::{Mapping, Value};
 use serde::Serialize;
-use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};

@@ -2,6 +2,7 @@
 
 use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules, Rule};
 use crate::definitions::tools::{is_mcp_name, map_tools, SKILL_TOOL};
+use crate::definitions::yaml;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -399,9 +400,9 @@ impl AgentSpec {
     /// where a list belongs, say) is an error. Every problem has its position; the spec
     /// comes back unless there was an error.
     pub fn parse_yaml(file: &Path, text: &str) -> (Option<Self>, Vec<Problem>) {
-        let yaml_problem = |e: serde_yaml::Error, fallback: (usize, usize)| {
+        let yaml_problem = |e: yaml::Error, fallback: (usize, usize)| {
             let pos = e.location().map_or(fallback, |l| (l.line(), l.column()));
-            // The position is already in front of the message; drop serde_yaml's copy.
+            // The position is already in front of the message; drop the reader's copy.
             let msg = e.to_string();
             let msg = match msg.rfind(" at line ") {
                 Some(i) => msg[..i].to_owned(),
@@ -409,12 +410,12 @@ impl AgentSpec {
             };
             Problem::at(file, pos, msg)
         };
-        let (value, mut problems) = match crate::definitions::yaml::read(file, text, 1) {
+        let (value, mut problems) = match yaml::read(file, text, 1) {
             Ok(read) => read,
             Err(e) => return (None, vec![yaml_problem(e, (0, 0))]),
         };
         let repaired = !problems.is_empty();
-        let serde_yaml::Value::Mapping(mut map) = value else {
+        let yaml::Value::Mapping(mut map) = value else {
             let msg = "expected a mapping of keys (name: …, description: …, prompt: …)";
             return (None, vec![Problem::at(file, (1, 1), msg)]);
         };
@@ -440,10 +441,10 @@ impl AgentSpec {
         });
         let parsed = if !repaired && !unknown {
             // From the text, so a type error has its exact position.
-            serde_yaml::from_str::<AgentSpec>(text).map_err(|e| yaml_problem(e, (0, 0)))
+            yaml::from_str::<AgentSpec>(text).map_err(|e| yaml_problem(e, (0, 0)))
         } else {
-            serde_path_to_error::deserialize::<_, AgentSpec>(serde_yaml::Value::Mapping(map))
-                .map_err(|e| {
+            serde_path_to_error::deserialize::<_, AgentSpec>(yaml::Value::Mapping(map)).map_err(
+                |e| {
                     // A value knows no positions: find the field the error names.
                     let key = e.path().to_string();
                     let inner = e.into_inner();
@@ -452,7 +453,8 @@ impl AgentSpec {
                         p.message = format!("{key}: {}", p.message);
                     }
                     p
-                })
+                },
+            )
         };
         match parsed {
             Ok(mut spec) => {

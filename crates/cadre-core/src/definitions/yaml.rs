@@ -8,20 +8,18 @@
 
 use crate::definitions::frontmatter::without_positions;
 use crate::definitions::spec::Problem;
-use serde_yaml::{Mapping, Value};
 use std::path::Path;
+
+// The YAML crate is named here alone; the rest of cadre reaches it through this module.
+pub use yaml_serde::{from_str, to_string, Error, Mapping, Value};
 
 /// Reads `yaml`, whose first line is line `first_line` of `file`. Strict YAML comes back
 /// as is; text that is not strict YAML but reads as top-level `key: value` entries comes
 /// back as a mapping with one warning per repair. The strict error is returned when the
 /// text cannot be repaired (no keys at all, or a broken `[…]`/`{…}` collection, whose
 /// meaning cannot be guessed).
-pub fn read(
-    file: &Path,
-    yaml: &str,
-    first_line: usize,
-) -> Result<(Value, Vec<Problem>), serde_yaml::Error> {
-    let strict = match serde_yaml::from_str::<Value>(yaml) {
+pub fn read(file: &Path, yaml: &str, first_line: usize) -> Result<(Value, Vec<Problem>), Error> {
+    let strict = match from_str::<Value>(yaml) {
         Ok(value) => return Ok((value, Vec::new())),
         Err(e) => e,
     };
@@ -141,7 +139,7 @@ fn line_by_line(yaml: &str) -> Option<(Mapping, Vec<Repair>)> {
 /// The entry's value when the entry alone is strict YAML, else why not.
 fn parse_alone(entry: &Entry) -> Result<Value, String> {
     let text = entry.lines.join("\n") + "\n";
-    match serde_yaml::from_str::<Value>(&text) {
+    match from_str::<Value>(&text) {
         Ok(Value::Mapping(mut map)) if map.len() == 1 => map
             .remove(entry.key)
             .ok_or_else(|| "a key YAML reads differently".into()),
@@ -239,10 +237,7 @@ mod tests {
             text(&map, "description"),
             "Use when testing. Triggers on: 'p-value', 'regression'"
         );
-        assert_eq!(
-            map["tools"],
-            serde_yaml::from_str::<Value>("[Read, Bash]").unwrap()
-        );
+        assert_eq!(map["tools"], from_str::<Value>("[Read, Bash]").unwrap());
         assert_eq!(text(&map, "notes"), "line one\nline two\n");
         assert!(map["meta"].is_mapping());
         assert_eq!(problems.len(), 1, "{problems:?}");
@@ -269,7 +264,7 @@ mod tests {
         let (map, _) = read_ok("tools:\n  - Read\n  - Grep: a: b\nname: x: y\n");
         assert_eq!(
             map["tools"],
-            serde_yaml::from_str::<Value>("[Read, 'Grep: a: b']").unwrap()
+            from_str::<Value>("[Read, 'Grep: a: b']").unwrap()
         );
         assert_eq!(text(&map, "name"), "x: y");
     }

@@ -48,7 +48,7 @@ impl Drop for Worker {
 }
 
 fn h2c_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    cadre_testkit::http_client_builder()
         .http2_prior_knowledge()
         .timeout(Duration::from_secs(20))
         .build()
@@ -56,7 +56,7 @@ fn h2c_client() -> reqwest::Client {
 }
 
 async fn get(url: &str) -> (reqwest::StatusCode, String) {
-    let resp = reqwest::get(url).await.unwrap();
+    let resp = cadre_testkit::http_client().get(url).send().await.unwrap();
     (resp.status(), resp.text().await.unwrap())
 }
 
