@@ -183,3 +183,42 @@ async fn the_builder_says_what_is_missing() {
     let err = o.run("nope", "x").await.unwrap_err().to_string();
     assert!(err.contains("primary types: main"), "{err}");
 }
+
+#[tokio::test]
+async fn an_orchestrator_runs_once_and_a_type_typo_fails_at_build() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Say hi".into()),
+        vec![Reply::text("hi")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = Orchestrator::builder()
+        .model(mock_model(&server, 0))
+        .workspace(dir.path())
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run("main", "Say hi").await.unwrap();
+    assert_eq!(outcome.text, "hi");
+    let err = o.run("main", "Say hi").await.unwrap_err();
+    assert!(matches!(err, RunError::AlreadyRan), "{err}");
+
+    let err = Orchestrator::builder()
+        .model(mock_model(&server, 0))
+        .workspace(dir.path())
+        .agent(AgentSpec {
+            name: "counter".into(),
+            description: "Counts.".into(),
+            mode: Mode::Subagent,
+            tools: vec!["word_cuont".into()],
+            ..AgentSpec::default()
+        })
+        .tool(WordCount)
+        .build()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("\"word_cuont\"")
+            && err.to_string().contains("did you mean word_count"),
+        "{err}"
+    );
+}

@@ -305,7 +305,6 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        self.first_run()?;
         let result = self.start(agent_type, task).await;
         self.close_events();
         result
@@ -326,6 +325,8 @@ impl Orchestrator {
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let spec = primary_spec(&self.registry, agent_type)?;
+        // A run that could not begin (an unknown type) leaves the orchestrator unused.
+        self.first_run()?;
         if let Some(runs) = &self.config.runs_dir {
             let dir = match &self.config.run_id {
                 Some(id) => RunDir::create_named(runs, id)?,
