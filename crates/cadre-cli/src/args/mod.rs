@@ -270,27 +270,32 @@ pub struct RunCmd {
     /// Read the task from FILE.
     #[arg(long, value_name = "FILE", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,
-    /// Continue the newest finished run of this workspace: its primary conversation goes on
-    /// with TASK as the next user message, in the same run folder.
-    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
-    pub continue_last: bool,
-    /// Continue the finished run RUN_ID (or a unique prefix of it) with TASK as a follow-up.
-    #[arg(long, value_name = "RUN_ID")]
-    pub resume: Option<String>,
+    /// Which earlier run TASK follows up, if any.
+    #[command(flatten)]
+    pub follow: FollowUp,
     /// Everything else.
     #[command(flatten)]
     pub args: RunArgs,
 }
 
-/// `cadre chat`.
+/// `--continue` / `--resume RUN_ID`: going on with an earlier run of this workspace.
 #[derive(Debug, Args)]
-pub struct ChatCmd {
-    /// Go on with the newest run of this workspace that can take a follow-up.
+pub struct FollowUp {
+    /// Go on with the newest run of this workspace that can take a follow-up: its primary
+    /// conversation goes on with the next message, in the same run folder.
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     pub continue_last: bool,
     /// Go on with the run RUN_ID (or a unique prefix of it).
     #[arg(long, value_name = "RUN_ID")]
     pub resume: Option<String>,
+}
+
+/// `cadre chat`.
+#[derive(Debug, Args)]
+pub struct ChatCmd {
+    /// Which earlier run the conversation goes on with, if any.
+    #[command(flatten)]
+    pub follow: FollowUp,
     /// The model, limits and the rest, as for `cadre run`.
     #[command(flatten)]
     pub args: RunArgs,

@@ -1,7 +1,7 @@
 //! `cadre chat` (and `cadre` alone on a terminal): a conversation with the primary agent, one
 //! turn per message, kept as one run so it can be resumed or continued like any other.
 
-use crate::args::{ChatCmd, Engine};
+use crate::args::{ChatCmd, Engine, FollowUp};
 use crate::common::definitions::load_skills_from;
 use crate::common::display::{first_sentence, human_tokens, usage_table};
 use crate::common::exit::{CliError, Code, Result};
@@ -46,8 +46,10 @@ impl Validator for Continuation {
 /// Runs the session until Ctrl-D or `/exit`.
 pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     let ChatCmd {
-        continue_last,
-        resume,
+        follow: FollowUp {
+            continue_last,
+            resume,
+        },
         mut args,
     } = cmd;
     if args.engine == Engine::Restate {

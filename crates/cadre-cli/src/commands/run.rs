@@ -1,7 +1,7 @@
 //! `cadre run`: the primary agent on one task, with every subagent it delegates to — here,
 //! or on the workers of a Restate server (`--engine restate`).
 
-use crate::args::{Engine, RunCmd};
+use crate::args::{Engine, FollowUp, RunCmd};
 use crate::common::engine;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
@@ -14,8 +14,10 @@ pub async fn run_cmd(cmd: RunCmd, directory: Option<PathBuf>, quiet: bool) -> Re
     let RunCmd {
         task,
         task_file,
-        continue_last,
-        resume,
+        follow: FollowUp {
+            continue_last,
+            resume,
+        },
         mut args,
     } = cmd;
     let task = read_task(task, task_file.as_deref())?;
