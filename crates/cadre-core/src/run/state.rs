@@ -218,7 +218,10 @@ impl AgentState {
             return Added::Nothing;
         };
         p.results.insert(r.tool_use_id.clone(), result);
-        if !p.calls.iter().all(|c| p.results.contains_key(&c.id)) {
+        // Counted first: a turn of many calls (a fan-out) must not be scanned per result.
+        if p.results.len() < p.calls.len()
+            || !p.calls.iter().all(|c| p.results.contains_key(&c.id))
+        {
             return Added::Nothing;
         }
         let results = p
