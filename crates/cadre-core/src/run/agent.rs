@@ -139,42 +139,8 @@ impl Agent {
                     }
                 }
                 Next::Ask => {
-                    if let Some(stop) = self.should_stop(state.turns) {
+                    if let Some(stop) = self.ask(&mut state, &mut compacted_for_length).await {
                         break stop;
-                    }
-                    if let Some(step) = self.make_room(&state).await {
-                        self.record(&mut state, step).await;
-                        continue;
-                    }
-                    self.emit(Event::Turn {
-                        agent: self.config.path.clone(),
-                        turn: state.turns + 1,
-                    });
-                    match self.send(&state.history).await {
-                        Ok(response) => {
-                            compacted_for_length = false;
-                            self.took(&response);
-                            let step = Step::Response {
-                                agent: self.config.path.clone(),
-                                response,
-                            };
-                            // Journaled before anything acts on it: a resumed run never asks again.
-                            self.record(&mut state, step).await;
-                        }
-                        Err(Failed::TooLong(why)) => {
-                            match self
-                                .mend_length(&state.history, &why, compacted_for_length)
-                                .await
-                            {
-                                Some(compacted) => {
-                                    compacted_for_length = true;
-                                    let step = self.compacted(compacted);
-                                    self.record(&mut state, step).await;
-                                }
-                                None => break StopKind::ContextWindowExceeded,
-                            }
-                        }
-                        Err(Failed::Stop(stop)) => break stop,
                     }
                 }
             }
@@ -200,6 +166,53 @@ impl Agent {
             tool_calls,
             usage,
             history,
+        }
+    }
+
+    /// One request: unless the agent must stop (and why), make room in the context if the
+    /// last request came near its limit, send the history, and record the response — or,
+    /// refused as too long, compact once and let the loop ask again.
+    async fn ask(
+        &self,
+        state: &mut AgentState,
+        compacted_for_length: &mut bool,
+    ) -> Option<StopKind> {
+        if let Some(stop) = self.should_stop(state.turns) {
+            return Some(stop);
+        }
+        if let Some(step) = self.make_room(state).await {
+            self.record(state, step).await;
+            return None;
+        }
+        self.emit(Event::Turn {
+            agent: self.config.path.clone(),
+            turn: state.turns + 1,
+        });
+        match self.send(&state.history).await {
+            Ok(response) => {
+                *compacted_for_length = false;
+                self.took(&response);
+                let step = Step::Response {
+                    agent: self.config.path.clone(),
+                    response,
+                };
+                // Journaled before anything acts on it: a resumed run never asks again.
+                self.record(state, step).await;
+                None
+            }
+            Err(Failed::TooLong(why)) => {
+                let Some(compacted) = self
+                    .mend_length(&state.history, &why, *compacted_for_length)
+                    .await
+                else {
+                    return Some(StopKind::ContextWindowExceeded);
+                };
+                *compacted_for_length = true;
+                let step = self.compacted(compacted);
+                self.record(state, step).await;
+                None
+            }
+            Err(Failed::Stop(stop)) => Some(stop),
         }
     }
 

@@ -219,8 +219,7 @@ impl AgentState {
         };
         p.results.insert(r.tool_use_id.clone(), result);
         // Counted first: a turn of many calls (a fan-out) must not be scanned per result.
-        if p.results.len() < p.calls.len()
-            || !p.calls.iter().all(|c| p.results.contains_key(&c.id))
+        if p.results.len() < p.calls.len() || !p.calls.iter().all(|c| p.results.contains_key(&c.id))
         {
             return Added::Nothing;
         }
