@@ -194,21 +194,6 @@ pub async fn run_here(effect: Effect<'_>, work: Work, cancel: &CancellationToken
     }
 }
 
-/// A journal that keeps nothing: an agent run without a run folder.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoJournal;
-
-#[async_trait]
-impl Journal for NoJournal {
-    async fn append(&self, _step: &Step) -> Result<(), JournalError> {
-        Ok(())
-    }
-
-    async fn steps(&self, _agent: &str) -> Result<Vec<Step>, JournalError> {
-        Ok(Vec::new())
-    }
-}
-
 /// An effect of the loop that a journal runs ([`Journal::once`]).
 #[derive(Debug, Clone, Copy)]
 pub enum Effect<'a> {

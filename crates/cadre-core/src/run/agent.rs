@@ -1,7 +1,7 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
 use crate::record::events::{millis, Event, EventHandler};
-use crate::record::journal::{Done, Effect, Journal, ModelStep, NoJournal, Outcome, Step, Work};
+use crate::record::journal::{run_here, Done, Effect, Journal, ModelStep, Outcome, Step, Work};
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
@@ -292,7 +292,7 @@ impl Agent {
                 self.journal(&step).await;
                 steps.push(step);
             } else {
-                to_run.push(call.clone());
+                to_run.push(call);
             }
         }
         steps.extend(self.run_tools(to_run).await);
@@ -324,10 +324,15 @@ impl Agent {
     /// Runs an effect through the journal, which decides how: here and now, or as a
     /// durable step.
     async fn effect(&self, effect: Effect<'_>, work: Work) -> Outcome {
-        let journal: &dyn Journal = self.journal.as_deref().unwrap_or(&NoJournal);
-        journal
-            .once(&self.config.path, effect, work, &self.ctx.cancel)
-            .await
+        match &self.journal {
+            Some(journal) => {
+                journal
+                    .once(&self.config.path, effect, work, &self.ctx.cancel)
+                    .await
+            }
+            // What a journal that keeps nothing would do, without its call's allocation.
+            None => run_here(effect, work, &self.ctx.cancel).await,
+        }
     }
 
     /// Whether the loop must stop before sending another request, and why.
@@ -408,9 +413,9 @@ impl Agent {
     /// Runs one turn's tool calls and returns their journaled results in call order. Calls
     /// that may run concurrently (read-only tools, `Task`) run together; a writing call
     /// waits for the ones before it and runs alone.
-    async fn run_tools(&self, calls: Vec<ToolUseBlock>) -> Vec<Step> {
+    async fn run_tools(&self, calls: Vec<&ToolUseBlock>) -> Vec<Step> {
         let mut results = Vec::with_capacity(calls.len());
-        let mut batch: Vec<ToolUseBlock> = Vec::new();
+        let mut batch: Vec<&ToolUseBlock> = Vec::new();
         for call in calls {
             if !self.tools.runs_concurrently(&call.name) {
                 results.extend(join_all(batch.drain(..).map(|c| self.run_tool(c))).await);
@@ -424,7 +429,7 @@ impl Agent {
     }
 
     /// Runs one tool call and turns whatever happens into a journaled tool_result step.
-    async fn run_tool(&self, call: ToolUseBlock) -> Step {
+    async fn run_tool(&self, call: &ToolUseBlock) -> Step {
         let agent = self.config.path.clone();
         self.emit(Event::ToolCall {
             agent: agent.clone(),
@@ -463,8 +468,10 @@ impl Agent {
             let mut ctx = self.ctx.clone();
             ctx.call_id.clone_from(&call.id);
             let name = call.name.clone();
+            // The input is cloned here, for the call alone: the pending turn keeps the calls.
+            let input = call.input.clone();
             let work: Work =
-                Box::pin(async move { Done::Tool(tools.call(&name, call.input, &ctx).await) });
+                Box::pin(async move { Done::Tool(tools.call(&name, input, &ctx).await) });
             let effect = Effect::Tool {
                 id: &call.id,
                 name: &call.name,
@@ -484,7 +491,7 @@ impl Agent {
         self.emit(Event::ToolResult {
             agent: agent.clone(),
             id: call.id.clone(),
-            name: call.name,
+            name: call.name.clone(),
             is_error: out.is_error,
             summary: out
                 .content
@@ -495,7 +502,7 @@ impl Agent {
                 .take(120)
                 .collect(),
         });
-        let mut block = ContentBlock::tool_result(call.id, out.content, out.is_error);
+        let mut block = ContentBlock::tool_result(&call.id, out.content, out.is_error);
         if let ContentBlock::ToolResult(result) = &mut block {
             result.content.extend(
                 out.images
