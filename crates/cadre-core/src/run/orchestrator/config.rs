@@ -24,8 +24,9 @@ impl Default for Limits {
     }
 }
 
-/// Everything an orchestrator needs besides its registry.
-pub struct RunConfig {
+/// Everything an orchestrator needs besides its registry, as
+/// [`OrchestratorBuilder`](crate::OrchestratorBuilder) settles it.
+pub(crate) struct RunConfig {
     /// The folder every agent works in.
     pub workspace: Arc<Workspace>,
     /// The model client every agent talks through.
@@ -79,7 +80,7 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// A configuration with default limits and no transcripts.
-    pub fn new(
+    pub(crate) fn new(
         workspace: Arc<Workspace>,
         model: Arc<dyn Model>,
         model_id: impl Into<String>,
