@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// Why the ingress could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The request did not get through.
     #[error("cannot reach Restate's ingress at {url}: {source}")]

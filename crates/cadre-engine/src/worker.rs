@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 /// Why a worker could not set up an agent (Restate retries the invocation).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkerError {
     /// The run works in each worker's own folder, and this worker was started without one.
     #[error("the run works in each worker's own folder, and this worker has none (start it with --workspace DIR)")]

@@ -57,6 +57,7 @@ const CACHE_REFS: &str = "refs/cadre-cache";
 
 /// Why a checkout, checkpoint or push failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkspaceError {
     /// The `git` binary could not be run.
     #[error("`{command}` could not be run ({source}); cadre workers need git installed")]

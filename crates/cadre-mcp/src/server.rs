@@ -26,6 +26,7 @@ const STDERR_TAIL_BYTES: usize = 4096;
 
 /// Why a server could not be used.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// No server of that name is configured.
     #[error("no MCP server named {name:?} is configured; the servers are: {known}")]

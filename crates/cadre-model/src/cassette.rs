@@ -27,6 +27,7 @@ pub const CASSETTE_FORMAT: u32 = 1;
 
 /// The first line of a cassette.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CassetteHeader {
     /// The format version ([`CASSETTE_FORMAT`]).
     pub cadre_cassette: u32,
@@ -55,6 +56,7 @@ impl Default for CassetteHeader {
 
 /// The parts of a request a cassette keeps (every `cache_control` removed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordedRequest {
     /// Model id.
     pub model: String,
@@ -100,6 +102,7 @@ impl RecordedRequest {
 
 /// One recorded request and its response: one line of a cassette.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Exchange {
     /// The request's [`request_key`].
     pub key: String,

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// The API answered with an HTTP error; `message` is the API's own.
     #[error("the model API answered {status} ({kind}): {message}")]

@@ -103,6 +103,7 @@ pub struct Sandbox {
 
 /// What Landlock can enforce on this machine, probed once per process.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SandboxStatus {
     /// The Landlock ABI version the kernel offers; 0 when Landlock is missing or disabled.
     pub abi: u32,
@@ -131,6 +132,7 @@ pub enum Enforcement {
 
 /// Why a sandboxed command could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SandboxError {
     /// The kernel cannot enforce what the policy needs.
     #[error("{0}")]

@@ -118,6 +118,7 @@ pub const DEFAULT_COMPACT_AT: u64 = 150_000;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// An agent type names a tool that no one provides.
     #[error("agent type {agent:?} names the tool {tool:?}, which is no tool of this orchestrator{}", closest_hint(.closest))]

@@ -168,6 +168,7 @@ fn with_report(
 /// Why a `Task` call brought back no result: its parent receives this as an `is_error`
 /// tool result, in these words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubagentError {
     /// No subagent type of that name.
     #[error("unknown subagent_type {name:?}; the subagent types are: {known}")]
