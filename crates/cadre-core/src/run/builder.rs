@@ -326,10 +326,9 @@ impl OrchestratorBuilder {
             (Some(w), _) => w,
             (None, dir) => {
                 let dir = dir.unwrap_or_else(|| PathBuf::from("."));
-                Arc::new(Workspace::new(&dir).map_err(|e| RunError::Workspace {
-                    why: e.to_string(),
-                    dir,
-                })?)
+                Arc::new(
+                    Workspace::new(&dir).map_err(|source| RunError::Workspace { dir, source })?,
+                )
             }
         };
         let mut registry = match self.agents {

@@ -142,12 +142,12 @@ pub enum RunError {
     )]
     NoModelId,
     /// The workspace folder cannot be used.
-    #[error("cannot work in {}: {why}", .dir.display())]
+    #[error("cannot work in {}: {source}", .dir.display())]
     Workspace {
         /// The folder.
         dir: PathBuf,
         /// Why not.
-        why: String,
+        source: cadre_tools::ToolError,
     },
     /// The model client could not be made.
     #[error("{0}")]
@@ -187,7 +187,7 @@ pub enum RunError {
     },
     /// Compacting the conversation failed.
     #[error("could not compact the conversation: {0}")]
-    Compact(String),
+    Compact(#[source] crate::run::compaction::CompactError),
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),
