@@ -527,7 +527,7 @@ impl Locks {
                 .map_err(|(_, errno)| std::io::Error::from(errno))
         })
         .await
-        .map_err(|e| std::io::Error::other(e.to_string()))
+        .map_err(std::io::Error::other)
         .and_then(|locked| locked)
         .map_err(io(&path))?;
         Ok(RepoLock {
