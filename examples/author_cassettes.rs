@@ -194,7 +194,7 @@ const PLAN_DUE: &str = "Plan how to add due dates to todo items: `todo add TEXT 
 /// the CLI loads for `-C examples/sample-project` (shipped and project agents and skills,
 /// no user folders, default limits).
 async fn author_quickstart() -> anyhow::Result<()> {
-    use cadre_core::{no_events, Orchestrator, Registry, RunConfig, SkillSet};
+    use cadre_core::{Orchestrator, Registry, SkillSet};
     let research = [
         task("toolu_q1", "explore", "Map the storage", EXPLORE_STORAGE),
         task("toolu_q2", "explore", "Map the add command", EXPLORE_CLI),
@@ -220,14 +220,13 @@ async fn author_quickstart() -> anyhow::Result<()> {
     let root = cadre_examples::sample_project();
     let registry = Registry::load(&Registry::standard_dirs(&root, None));
     let skills = SkillSet::load(&SkillSet::standard_dirs(&root, None));
-    let workspace = Arc::new(cadre_tools::Workspace::new(&root)?);
-    let mut config = RunConfig::new(
-        workspace,
-        recorder("quickstart", script)?,
-        cadre_model::DEFAULT_MODEL,
-    );
-    config.skills = Arc::new(skills);
-    let orchestrator = Orchestrator::new(registry, config, no_events());
+    let orchestrator = Orchestrator::builder()
+        .model(recorder("quickstart", script)?)
+        .model_id(cadre_model::DEFAULT_MODEL)
+        .workspace(&root)
+        .registry(registry)
+        .skills(Arc::new(skills))
+        .build()?;
     let (outcome, summary) = orchestrator.run("main", QUICKSTART_TASK).await?;
     println!(
         "quickstart: {} ({} agents)",

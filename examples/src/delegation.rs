@@ -1,11 +1,8 @@
 //! Delegation: the primary agent sends explore and plan subagents at once, then a code
 //! subagent, through the orchestrator — cadre as a library in a few lines.
 
-use cadre_core::{
-    AgentOutcome, Event, EventHandler, Orchestrator, Registry, RunConfig, RunSummary,
-};
+use cadre_core::{AgentOutcome, Event, EventHandler, Orchestrator, RunSummary};
 use cadre_model::Model;
-use cadre_tools::Workspace;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,9 +35,11 @@ pub async fn run(
             _ => {}
         }
     });
-    let workspace = Arc::new(Workspace::new(project)?);
-    let config = RunConfig::new(workspace, model, cadre_model::DEFAULT_MODEL);
-    let orchestrator = Orchestrator::new(Registry::shipped(), config, events);
+    let orchestrator = Orchestrator::builder()
+        .model(model)
+        .workspace(project)
+        .on_event_handler(events)
+        .build()?;
     Ok(orchestrator.run("main", task).await?)
 }
 

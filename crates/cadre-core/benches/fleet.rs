@@ -15,7 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use async_trait::async_trait;
-use cadre_core::{no_events, Limits, Orchestrator, Registry, RunConfig, StopKind};
+use cadre_core::{Limits, Orchestrator, StopKind};
 use cadre_model::{
     AnthropicConfig, AnthropicModel, ContentBlock, EventSink, Model, ModelError, Request, Response,
     RetryPolicy, Role, StopReason, Usage,
@@ -122,18 +122,19 @@ async fn run_with(
     max_parallel: usize,
     runs_dir: Option<std::path::PathBuf>,
 ) -> Figures {
-    let mut config = RunConfig::new(
-        Arc::new(Workspace::new(dir).unwrap()),
-        model,
-        "claude-sonnet-5-5",
-    );
-    config.runs_dir = runs_dir;
-    config.limits = Limits {
-        max_parallel,
-        max_depth: 2,
-        max_fanout: 10_000,
-    };
-    let orchestrator = Orchestrator::new(Registry::shipped(), config, no_events());
+    let mut builder = Orchestrator::builder()
+        .workspace_handle(Arc::new(Workspace::new(dir).unwrap()))
+        .model(model)
+        .model_id("claude-sonnet-5-5")
+        .limits(Limits {
+            max_parallel,
+            max_depth: 2,
+            max_fanout: 10_000,
+        });
+    if let Some(runs_dir) = runs_dir {
+        builder = builder.runs_dir(runs_dir);
+    }
+    let orchestrator = builder.build().unwrap();
     let cpu0 = cpu_time();
     let started = Instant::now();
     let (outcome, summary) = orchestrator.run("main", "Run the jobs").await.unwrap();

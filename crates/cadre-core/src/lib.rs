@@ -95,8 +95,8 @@ pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::orchestrator::{
-    primary_spec, Limits, Orchestrator, RosterEntry, RunConfig, RunError, RunSummary,
-    SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+    primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
+    DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::outcome::{AgentOutcome, StopKind};
 pub use run::permissions::{

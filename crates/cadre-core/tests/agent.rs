@@ -29,10 +29,13 @@ fn mock_model(server: &MockServer, retries: u32) -> Arc<AnthropicModel> {
     Arc::new(AnthropicModel::new(config).unwrap())
 }
 
-/// A run in `dir` through the mock (no retries, default limits, no transcripts).
-fn run_config(server: &MockServer, dir: &std::path::Path) -> cadre_core::RunConfig {
-    let workspace = Arc::new(Workspace::new(dir).unwrap());
-    cadre_core::RunConfig::new(workspace, mock_model(server, 0), "claude-sonnet-5-5")
+/// An orchestrator working in `dir` through the mock (no retries, the shipped agent types,
+/// default limits, no transcripts, events dropped).
+fn mock_builder(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    cadre_core::Orchestrator::builder()
+        .model(mock_model(server, 0))
+        .model_id("claude-sonnet-5-5")
+        .workspace(dir)
 }
 
 fn agent(

@@ -25,7 +25,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use async_trait::async_trait;
-use cadre_core::{no_events, DelegatedCall, Limits, Orchestrator, Registry, RunConfig, StopKind};
+use cadre_core::{DelegatedCall, Limits, Orchestrator, Registry, StopKind};
 use cadre_engine::client::Ingress;
 use cadre_engine::wire::{AgentCall, RunSettings, WireSpec, WorkspaceRef};
 use cadre_engine::{serve, Worker};
@@ -170,13 +170,17 @@ fn status_mib(pid: &str, key: &str) -> f64 {
 
 /// The scenario in process, as cadre-core's `fleet` bench runs it.
 async fn in_process(model: Arc<ScriptedModel>, dir: &std::path::Path, n: usize) -> Figures {
-    let mut config = RunConfig::new(Arc::new(Workspace::new(dir).unwrap()), model.clone(), MODEL);
-    config.limits = Limits {
-        max_parallel: n,
-        max_depth: 2,
-        max_fanout: 10_000,
-    };
-    let orchestrator = Orchestrator::new(Registry::shipped(), config, no_events());
+    let orchestrator = Orchestrator::builder()
+        .workspace_handle(Arc::new(Workspace::new(dir).unwrap()))
+        .model(model.clone())
+        .model_id(MODEL)
+        .limits(Limits {
+            max_parallel: n,
+            max_depth: 2,
+            max_fanout: 10_000,
+        })
+        .build()
+        .unwrap();
     let cpu0 = cpu_time();
     let started = Instant::now();
     let (outcome, _) = orchestrator.run("main", TASK).await.unwrap();

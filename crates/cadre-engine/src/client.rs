@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// Why the ingress could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The request did not get through.
     #[error("cannot reach Restate's ingress at {url}: {source}")]
@@ -33,13 +34,21 @@ pub enum ClientError {
         /// Its body.
         body: String,
     },
+    /// The request could not be encoded.
+    #[error("the request to {url} could not be encoded: {source}")]
+    Encode {
+        /// Where it was going.
+        url: String,
+        /// Why.
+        source: serde_json::Error,
+    },
     /// The answer was not what the service returns.
-    #[error("unexpected answer from {url}: {why}")]
+    #[error("unexpected answer from {url}: {source}")]
     Answer {
         /// What was asked.
         url: String,
         /// What did not fit.
-        why: String,
+        source: serde_json::Error,
     },
 }
 
@@ -77,9 +86,9 @@ impl Ingress {
     /// again attaches to the first. Returns the invocation id.
     pub async fn submit(&self, call: &AgentCall) -> Result<String, ClientError> {
         let url = format!("{}/CadreAgent/run/send", self.base);
-        let body = serde_json::to_vec(call).map_err(|e| ClientError::Answer {
+        let body = serde_json::to_vec(call).map_err(|source| ClientError::Encode {
             url: url.clone(),
-            why: e.to_string(),
+            source,
         })?;
         let request = self
             .http
@@ -158,9 +167,9 @@ impl Ingress {
                 body: String::from_utf8_lossy(&body).into_owned(),
             });
         }
-        serde_json::from_slice(&body).map_err(|e| ClientError::Answer {
+        serde_json::from_slice(&body).map_err(|source| ClientError::Answer {
             url: url.to_owned(),
-            why: e.to_string(),
+            source,
         })
     }
 }

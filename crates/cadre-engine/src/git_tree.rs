@@ -16,32 +16,22 @@ impl GitTree {
     }
 }
 
-fn gone() -> WorkerError {
-    WorkerError::Checkout("the agent's worktree was already finished".into())
-}
-
 #[async_trait]
 impl Checkpoints for GitTree {
     async fn checkpoint(&self, message: &str) -> Result<String, WorkerError> {
         let tree = self.0.lock().await;
-        let tree = tree.as_ref().ok_or_else(gone)?;
-        tree.checkpoint(message)
-            .await
-            .map_err(|e| WorkerError::Checkout(e.to_string()))
+        let tree = tree.as_ref().ok_or(WorkerError::TreeGone)?;
+        Ok(tree.checkpoint(message).await?)
     }
 
     async fn restore(&self, sha: &str) -> Result<(), WorkerError> {
         let tree = self.0.lock().await;
-        let tree = tree.as_ref().ok_or_else(gone)?;
-        tree.restore(sha)
-            .await
-            .map_err(|e| WorkerError::Checkout(e.to_string()))
+        let tree = tree.as_ref().ok_or(WorkerError::TreeGone)?;
+        Ok(tree.restore(sha).await?)
     }
 
     async fn finish(&self, message: &str) -> Result<Finished, WorkerError> {
-        let tree = self.0.lock().await.take().ok_or_else(gone)?;
-        tree.finish(message)
-            .await
-            .map_err(|e| WorkerError::Checkout(e.to_string()))
+        let tree = self.0.lock().await.take().ok_or(WorkerError::TreeGone)?;
+        Ok(tree.finish(message).await?)
     }
 }

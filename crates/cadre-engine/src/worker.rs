@@ -4,7 +4,7 @@
 use crate::pump::{Ask, Pump};
 use crate::wire::{AgentCall, WorkspaceRef};
 use async_trait::async_trait;
-use cadre_core::{Instructions, Orchestrator, Registry, RunConfig, SkillSet};
+use cadre_core::{Instructions, Limits, Orchestrator, Registry, RunError, SkillSet};
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -14,27 +14,38 @@ use tokio::sync::mpsc;
 
 /// Why a worker could not set up an agent (Restate retries the invocation).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkerError {
     /// The run works in each worker's own folder, and this worker was started without one.
     #[error("the run works in each worker's own folder, and this worker has none (start it with --workspace DIR)")]
     NoWorkspace,
     /// The folder cannot be a workspace.
-    #[error("cannot work in {dir}: {why}")]
+    #[error("cannot work in {dir}: {source}")]
     Workspace {
         /// The folder.
         dir: String,
         /// Why not.
-        why: String,
+        source: cadre_tools::ToolError,
     },
-    /// The run's repository could not be checked out.
+    /// The run's repository could not be checked out, checkpointed or pushed.
     #[error("{0}")]
-    Checkout(String),
+    Checkout(#[from] crate::workspace::WorkspaceError),
+    /// The agent's worktree was asked for after it was finished.
+    #[error("the agent's worktree was already finished")]
+    TreeGone,
+    /// The agent types the run sent cannot make an orchestrator (a tool name no tool
+    /// answers to).
+    #[error("{0}")]
+    Setup(#[source] RunError),
 }
 
 impl WorkerError {
-    /// Whether trying again on this worker cannot help (its set-up is wrong).
+    /// Whether trying again on this worker cannot help (its set-up, or the run's, is wrong).
     pub fn is_lasting(&self) -> bool {
-        matches!(self, Self::NoWorkspace | Self::Workspace { .. })
+        matches!(
+            self,
+            Self::NoWorkspace | Self::Workspace { .. } | Self::Setup(_)
+        )
     }
 }
 
@@ -141,18 +152,13 @@ impl Worker {
             WorkspaceRef::Git { url, commit } => {
                 let base = call.base.as_deref().unwrap_or(commit);
                 if spec.read_only {
-                    let dir = self
-                        .cache
-                        .read_only(url, base)
-                        .await
-                        .map_err(|e| WorkerError::Checkout(e.to_string()))?;
+                    let dir = self.cache.read_only(url, base).await?;
                     (dir, None)
                 } else {
                     let tree = self
                         .cache
                         .writer(url, base, &call.run, &call.agent.path)
-                        .await
-                        .map_err(|e| WorkerError::Checkout(e.to_string()))?;
+                        .await?;
                     let dir = tree.path().to_path_buf();
                     (
                         dir,
@@ -161,36 +167,45 @@ impl Worker {
                 }
             }
         };
-        let workspace = Workspace::new(&root).map_err(|e| WorkerError::Workspace {
+        let workspace = Workspace::new(&root).map_err(|source| WorkerError::Workspace {
             dir: root.display().to_string(),
-            why: e.to_string(),
+            source,
         })?;
         let mut registry = Registry::default();
         for wire in call.settings.agents.iter().cloned() {
             registry.insert(wire.into_spec());
         }
         let settings = &call.settings;
-        let mut config = RunConfig::new(Arc::new(workspace), self.model.clone(), &call.agent.model);
-        config.limits.max_depth = settings.max_depth;
-        config.limits.max_fanout = settings.max_fanout as usize;
-        // The run's slots and budget are the `CadreRun` object's; none are kept here.
-        config.limits.max_parallel = usize::MAX >> 4;
-        config.budget_tokens = None;
-        config.max_tokens = settings.max_tokens;
-        config.max_turns = settings.max_turns;
-        config.context_tokens = Some(settings.context_tokens);
-        config.compact_at = settings.compact_at;
-        config.tool_limits = self.tool_limits.clone();
-        config.sandbox = self.sandbox;
-        config.run_id = Some(call.run.clone());
-        // What the checkout holds is the same on every worker; the worker's home is not.
-        config.instructions = Arc::new(Instructions::load(&root, None));
-        config.skills = Arc::new(SkillSet::load(&SkillSet::standard_dirs(&root, None)));
         let (pump, asks) = Pump::new();
         let pump = Arc::new(pump);
-        config.journal = Some(pump.clone());
-        config.delegate = Some(pump);
-        let orchestrator = Orchestrator::new(registry, config, cadre_core::no_events());
+        let mut builder = Orchestrator::builder()
+            .workspace_handle(Arc::new(workspace))
+            .model(self.model.clone())
+            .model_id(&call.agent.model)
+            .registry(registry)
+            .limits(Limits {
+                max_depth: settings.max_depth,
+                max_fanout: settings.max_fanout as usize,
+                // The run's slots and budget are the `CadreRun` object's; none are kept here.
+                max_parallel: usize::MAX >> 4,
+            })
+            .max_tokens(settings.max_tokens)
+            .context_tokens(settings.context_tokens)
+            .compact_at(settings.compact_at)
+            .tool_limits(self.tool_limits.clone())
+            .sandbox(self.sandbox)
+            .run_id(&call.run)
+            // What the checkout holds is the same on every worker; the worker's home is not.
+            .instructions(Arc::new(Instructions::load(&root, None)))
+            .skills(Arc::new(SkillSet::load(&SkillSet::standard_dirs(
+                &root, None,
+            ))))
+            .journal(pump.clone())
+            .delegate(pump);
+        if let Some(turns) = settings.max_turns {
+            builder = builder.max_turns(turns);
+        }
+        let orchestrator = builder.build().map_err(WorkerError::Setup)?;
         Ok(Prepared {
             orchestrator,
             asks,

@@ -58,6 +58,7 @@ const CACHE_REFS: &str = "refs/cadre-cache";
 
 /// Why a checkout, checkpoint or push failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkspaceError {
     /// The `git` binary could not be run.
     #[error("`{command}` could not be run ({source}); cadre workers need git installed")]
@@ -522,7 +523,7 @@ impl Locks {
                 .map_err(|(_, errno)| std::io::Error::from(errno))
         })
         .await
-        .map_err(|e| std::io::Error::other(e.to_string()))
+        .map_err(std::io::Error::other)
         .and_then(|locked| locked)
         .map_err(io(&path))?;
         Ok(RepoLock {

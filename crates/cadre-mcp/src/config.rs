@@ -12,6 +12,7 @@ use std::time::Duration;
 
 /// How to reach one MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerConfig {
     /// A child process speaking MCP on its stdin and stdout.
     Stdio {
@@ -177,6 +178,7 @@ fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
 
 /// A problem met reading MCP configuration; the other servers still load.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConfigProblem {
     /// The file.
     pub file: PathBuf,

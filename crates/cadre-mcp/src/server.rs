@@ -26,6 +26,7 @@ const STDERR_TAIL_BYTES: usize = 4096;
 
 /// Why a server could not be used.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// No server of that name is configured.
     #[error("no MCP server named {name:?} is configured; the servers are: {known}")]
@@ -47,7 +48,24 @@ pub enum McpError {
         message: String,
         /// The end of what it wrote to stderr.
         stderr: String,
+        /// The error underneath, when there is one (shared: a failed start is handed to
+        /// every agent that asks for the server).
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
     },
+}
+
+/// An error beneath a failed start.
+type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Why a start failed: what to say, and the error underneath when there is one.
+type Failure = (String, Option<Cause>);
+
+/// Turns an error into a [`Failure`] worded by `message`, keeping the error.
+fn caused<E: std::error::Error + Send + Sync + 'static>(
+    message: impl FnOnce(&E) -> String,
+) -> impl FnOnce(E) -> Failure {
+    move |e| (message(&e), Some(Arc::new(e)))
 }
 
 fn stderr_note(stderr: &str) -> String {
@@ -116,10 +134,11 @@ impl Server {
         timeouts: Timeouts,
     ) -> Result<Self, McpError> {
         let stderr = Arc::new(Mutex::new(String::new()));
-        let fail = |message: String, stderr: &Arc<Mutex<String>>| McpError::Start {
+        let fail = |(message, source): Failure, stderr: &Arc<Mutex<String>>| McpError::Start {
             server: name.to_owned(),
             message,
             stderr: stderr.lock().map(|s| s.clone()).unwrap_or_default(),
+            source,
         };
         let info = ClientConfig::new(
             ClientCapabilities::default(),
@@ -151,24 +170,25 @@ impl Server {
                     let (transport, child_stderr) = TokioChildProcess::builder(wrap)
                         .stderr(std::process::Stdio::piped())
                         .spawn()
-                        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+                        .map_err(caused(|e| format!("cannot run {command:?}: {e}")))?;
                     if let Some(err) = child_stderr {
                         tokio::spawn(keep_tail(name.to_owned(), err, stderr.clone()));
                     }
-                    info.clone().serve(transport).await.map_err(|e| {
+                    info.clone().serve(transport).await.map_err(caused(|e| {
                         format!("it exited or closed its output before the MCP handshake ({e})")
-                    })
+                    }))
                 }
                 ServerConfig::Http { url, headers, .. } => {
                     let mut custom = std::collections::HashMap::new();
                     for (k, v) in headers {
                         let key = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                            .map_err(|e| format!("bad header name {k:?}: {e}"))?;
+                            .map_err(caused(|e| format!("bad header name {k:?}: {e}")))?;
                         let value = reqwest::header::HeaderValue::from_str(v)
-                            .map_err(|e| format!("bad value for header {k:?}: {e}"))?;
+                            .map_err(caused(|e| format!("bad value for header {k:?}: {e}")))?;
                         custom.insert(key, value);
                     }
-                    let client = http_client().map_err(|e| format!("cannot set up HTTP: {e}"))?;
+                    let client =
+                        http_client().map_err(|e| (format!("cannot set up HTTP: {e}"), Some(e)))?;
                     let mut http = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(custom);
                     // rmcp's default reconnects forever: a crashed server would hold every
@@ -182,19 +202,22 @@ impl Server {
                     info.clone()
                         .serve(transport)
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(caused(|e| format!("{e}")))
                 }
             }
         };
         let service = match tokio::time::timeout(timeouts.start, connect).await {
             Ok(Ok(service)) => service,
-            Ok(Err(message)) => {
+            Ok(Err(failure)) => {
                 settle_stderr().await;
-                return Err(fail(message, &stderr));
+                return Err(fail(failure, &stderr));
             }
             Err(_) => {
                 return Err(fail(
-                    format!("no MCP handshake within {} s", timeouts.start.as_secs_f64()),
+                    (
+                        format!("no MCP handshake within {} s", timeouts.start.as_secs_f64()),
+                        None,
+                    ),
                     &stderr,
                 ))
             }
@@ -204,9 +227,15 @@ impl Server {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
                 settle_stderr().await;
-                return Err(fail(format!("listing its tools failed: {e}"), &stderr));
+                let failure = caused(|e| format!("listing its tools failed: {e}"))(e);
+                return Err(fail(failure, &stderr));
             }
-            Err(_) => return Err(fail("it did not list its tools in time".into(), &stderr)),
+            Err(_) => {
+                return Err(fail(
+                    ("it did not list its tools in time".into(), None),
+                    &stderr,
+                ))
+            }
         };
         let tools = listed
             .into_iter()
@@ -329,9 +358,9 @@ async fn keep_tail(server: String, stderr: tokio::process::ChildStderr, tail: Ar
 }
 
 /// An HTTP client for MCP servers, set up as every client of cadre is.
-fn http_client() -> Result<reqwest::Client, String> {
+fn http_client() -> Result<reqwest::Client, Cause> {
     cadre_model::http_client_builder()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| Arc::new(e) as Cause)?
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| Arc::new(e) as Cause)
 }

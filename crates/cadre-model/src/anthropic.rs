@@ -201,10 +201,9 @@ impl Decoder for Messages<'_> {
     }
 
     fn body(self, body: &[u8]) -> Result<Response, ModelError> {
-        serde_json::from_slice(body).map_err(|e| {
-            ModelError::Protocol(format!(
-                "the response body is not a valid Messages API response: {e}"
-            ))
+        serde_json::from_slice(body).map_err(|e| ModelError::Malformed {
+            what: "the response body is not a valid Messages API response".into(),
+            source: Box::new(e),
         })
     }
 }
@@ -253,13 +252,13 @@ mod tests {
     #[test]
     fn bad_setup_is_a_config_error() {
         let err = AnthropicModel::new(AnthropicConfig::new("  ")).unwrap_err();
-        assert!(matches!(err, ModelError::Config(_)), "{err}");
+        assert!(err.is_config(), "{err}");
         let err =
             AnthropicModel::new(AnthropicConfig::new(KEY).with_base_url("not a url")).unwrap_err();
-        assert!(matches!(err, ModelError::Config(_)), "{err}");
+        assert!(err.is_config(), "{err}");
         let err =
             AnthropicModel::new(AnthropicConfig::new(KEY).with_base_url("ftp://x")).unwrap_err();
-        assert!(matches!(err, ModelError::Config(_)), "{err}");
+        assert!(err.is_config(), "{err}");
         let err = AnthropicModel::new(AnthropicConfig::new("bad\nkey")).unwrap_err();
         assert!(!err.to_string().contains("bad\nkey"));
     }

@@ -27,6 +27,7 @@ pub const CASSETTE_FORMAT: u32 = 1;
 
 /// The first line of a cassette.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CassetteHeader {
     /// The format version ([`CASSETTE_FORMAT`]).
     pub cadre_cassette: u32,
@@ -55,6 +56,7 @@ impl Default for CassetteHeader {
 
 /// The parts of a request a cassette keeps (every `cache_control` removed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordedRequest {
     /// Model id.
     pub model: String,
@@ -100,6 +102,7 @@ impl RecordedRequest {
 
 /// One recorded request and its response: one line of a cassette.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Exchange {
     /// The request's [`request_key`].
     pub key: String,
@@ -147,11 +150,9 @@ impl Cassette {
     /// Reads and parses the cassette at `path`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ModelError::Replay(format!(
-                "the cassette {} could not be read: {e}",
-                path.display()
-            ))
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Cassette {
+            what: format!("replay: the cassette {} could not be read", path.display()),
+            source: Box::new(source),
         })?;
         Self::parse(&text, &path.display().to_string())
     }
@@ -168,11 +169,13 @@ impl Cassette {
         let Some(((_, first), rest)) = lines.split_first() else {
             return Err(bad("is empty (no header line)".into()));
         };
-        let header: CassetteHeader = serde_json::from_str(first).map_err(|e| {
-            bad(format!(
-                "does not start with a cadre cassette header ({e}); is it a cassette?"
-            ))
-        })?;
+        let header: CassetteHeader =
+            serde_json::from_str(first).map_err(|source| ModelError::Cassette {
+                what: format!(
+                    "replay: the cassette {name} does not start with a cadre cassette header (is it a cassette?)"
+                ),
+                source: Box::new(source),
+            })?;
         if header.cadre_cassette != CASSETTE_FORMAT {
             return Err(bad(format!(
                 "has format version {}, but this cadre reads version {CASSETTE_FORMAT} (it was written by {})",
@@ -192,7 +195,14 @@ impl Cassette {
                     );
                     truncated_tail = Some(*line_no);
                 }
-                Err(e) => return Err(bad(format!("has an unreadable line {line_no}: {e}"))),
+                Err(source) => {
+                    return Err(ModelError::Cassette {
+                        what: format!(
+                            "replay: the cassette {name} has an unreadable line {line_no}"
+                        ),
+                        source: Box::new(source),
+                    })
+                }
             }
         }
         Ok(Self {

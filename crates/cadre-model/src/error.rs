@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// The API answered with an HTTP error; `message` is the API's own.
     #[error("the model API answered {status} ({kind}): {message}")]
@@ -39,16 +40,47 @@ pub enum ModelError {
     /// No bytes arrived for too long.
     #[error("the model API sent nothing for {0:?}")]
     Idle(Duration),
+    /// What the server sent could not be parsed; `what` says which part.
+    #[error("the model API's response stream was malformed: {what}: {source}")]
+    Malformed {
+        /// The part that could not be parsed.
+        what: String,
+        /// The parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The provider was set up wrongly (no key, bad URL, …).
     #[error("{0}")]
     Config(String),
+    /// The provider's base URL is not a URL it can use.
+    #[error("The {api} base URL {url:?} {problem} ({source}).")]
+    BaseUrl {
+        /// The API it is for (`Anthropic`, `OpenAI-compatible`).
+        api: &'static str,
+        /// The base URL as given.
+        url: String,
+        /// What is wrong with it.
+        problem: &'static str,
+        /// The URL parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The HTTP client could not be set up.
+    #[error("Could not set up the HTTP client: {}", crate::transport::innermost(.0))]
+    HttpClient(#[source] reqwest::Error),
+    /// The request could not be encoded as JSON.
+    #[error("The request could not be encoded as JSON: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// A cassette could not be read, parsed or written; `what` says which and what for.
+    #[error("{what}: {source}")]
+    Cassette {
+        /// The cassette and what was being done with it.
+        what: String,
+        /// The file's or the JSON's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Replaying a cassette failed: no recorded response matches, or the request differs
     /// from the recorded one; the message names the agent and shows a diff.
     #[error("replay: {0}")]
     Replay(String),
-    /// Writing a cassette failed while recording.
-    #[error("recording: {0}")]
-    Record(String),
     /// A transient failure that kept happening until the retry policy gave up.
     #[error("gave up after {attempts} attempts: {last}")]
     RetriesExhausted {
@@ -66,10 +98,16 @@ impl ModelError {
         match self {
             Self::Api { status, .. } => *status == 429 || *status >= 500,
             Self::StreamError { kind, .. } => kind != "invalid_request_error",
-            Self::Connect { .. } | Self::Protocol(_) | Self::Idle(_) => true,
-            Self::Config(_) | Self::Replay(_) | Self::Record(_) | Self::RetriesExhausted { .. } => {
-                false
+            Self::Connect { .. } | Self::Protocol(_) | Self::Malformed { .. } | Self::Idle(_) => {
+                true
             }
+            Self::Config(_)
+            | Self::BaseUrl { .. }
+            | Self::HttpClient(_)
+            | Self::Encode(_)
+            | Self::Cassette { .. }
+            | Self::Replay(_)
+            | Self::RetriesExhausted { .. } => false,
         }
     }
 
@@ -99,6 +137,15 @@ impl ModelError {
         ]
         .iter()
         .any(|p| text.contains(p))
+    }
+
+    /// Whether the provider was set up wrongly (no key, a bad URL, an HTTP client that
+    /// cannot be made): a matter of configuration, not of the API.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            Self::Config(_) | Self::BaseUrl { .. } | Self::HttpClient(_)
+        )
     }
 
     /// The wait the server asked for, if it said.

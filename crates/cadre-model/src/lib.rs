@@ -43,6 +43,7 @@ pub fn resolve_model_alias(name: &str) -> &str {
 
 /// What a model reports while a response streams in.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ModelEvent {
     /// A piece of answer text.
     TextDelta(String),

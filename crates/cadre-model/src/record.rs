@@ -46,11 +46,12 @@ impl RecordingModel {
         run_id: Option<&str>,
     ) -> Result<Self, ModelError> {
         let path = path.as_ref().to_path_buf();
-        let fail = |e: std::io::Error| {
-            ModelError::Record(format!(
-                "the cassette {} could not be created: {e}",
+        let fail = |source: std::io::Error| ModelError::Cassette {
+            what: format!(
+                "recording: the cassette {} could not be created",
                 path.display()
-            ))
+            ),
+            source: Box::new(source),
         };
         let mut file = File::create(&path).map_err(fail)?;
         let header = CassetteHeader {
@@ -58,8 +59,9 @@ impl RecordingModel {
             run_id: run_id.map(str::to_owned),
             ..CassetteHeader::default()
         };
-        let mut line = serde_json::to_string(&header).map_err(|e| {
-            ModelError::Record(format!("the cassette header could not be encoded: {e}"))
+        let mut line = serde_json::to_string(&header).map_err(|source| ModelError::Cassette {
+            what: "recording: the cassette header could not be encoded".into(),
+            source: Box::new(source),
         })?;
         line.push('\n');
         file.write_all(line.as_bytes()).map_err(fail)?;
@@ -83,22 +85,24 @@ impl RecordingModel {
     }
 
     fn append(&self, exchange: &Exchange) -> Result<(), ModelError> {
-        let mut line = serde_json::to_string(exchange).map_err(|e| {
-            ModelError::Record(format!(
-                "an exchange of agent {} could not be encoded: {e}",
+        let mut line = serde_json::to_string(exchange).map_err(|source| ModelError::Cassette {
+            what: format!(
+                "recording: an exchange of agent {} could not be encoded",
                 exchange.agent
-            ))
+            ),
+            source: Box::new(source),
         })?;
         line.push('\n');
         // A poisoned lock only means another writer panicked; the file is still whole lines.
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         file.write_all(line.as_bytes())
             .and_then(|()| file.flush())
-            .map_err(|e| {
-                ModelError::Record(format!(
-                    "the cassette {} could not be written: {e}",
+            .map_err(|source| ModelError::Cassette {
+                what: format!(
+                    "recording: the cassette {} could not be written",
                     self.path.display()
-                ))
+                ),
+                source: Box::new(source),
             })?;
         self.recorded.fetch_add(1, Ordering::SeqCst);
         Ok(())

@@ -83,10 +83,9 @@ impl StreamAssembler {
             tracing::debug!(event = name, "skipping an event after message_stop");
             return Ok(());
         }
-        let v: Value = serde_json::from_str(data).map_err(|e| {
-            ModelError::Protocol(format!(
-                "the data of a `{name}` event is not valid JSON: {e}"
-            ))
+        let v: Value = serde_json::from_str(data).map_err(|e| ModelError::Malformed {
+            what: format!("the data of a `{name}` event is not valid JSON"),
+            source: Box::new(e),
         })?;
         match name {
             "message_start" => self.message_start(&v),
@@ -153,9 +152,11 @@ impl StreamAssembler {
         let raw = v
             .get("content_block")
             .ok_or_else(|| missing(EV, "content_block"))?;
-        let block: ContentBlock = serde_json::from_value(raw.clone()).map_err(|e| {
-            ModelError::Protocol(format!("the block in a `{EV}` event is malformed: {e}"))
-        })?;
+        let block: ContentBlock =
+            serde_json::from_value(raw.clone()).map_err(|e| ModelError::Malformed {
+                what: format!("the block in a `{EV}` event is malformed"),
+                source: Box::new(e),
+            })?;
         if self.blocks.contains_key(&index) {
             return Err(ModelError::Protocol(format!("block {index} started twice")));
         }
@@ -336,10 +337,11 @@ fn finalize(slot: &mut Slot) -> Result<(), ModelError> {
                 .and_then(Value::as_str)
                 .unwrap_or("unknown")
                 .to_owned();
-            let input = parsed.map_err(|e| {
-                ModelError::Protocol(format!(
-                    "the input the model streamed for a `{kind}` block is not valid JSON: {e}"
-                ))
+            let input = parsed.map_err(|e| ModelError::Malformed {
+                what: format!(
+                    "the input the model streamed for a `{kind}` block is not valid JSON"
+                ),
+                source: Box::new(e),
             })?;
             if let Some(obj) = raw.as_object_mut() {
                 obj.insert("input".into(), input);
@@ -781,7 +783,7 @@ mod tests {
         let err = r
             .push_raw("content_block_delta", "{\"index\": 0, ")
             .unwrap_err();
-        assert!(matches!(err, ModelError::Protocol(_)));
+        assert!(matches!(err, ModelError::Malformed { .. }));
         assert!(err.to_string().contains("content_block_delta"), "{err}");
         let err = r.push(
             "content_block_delta",

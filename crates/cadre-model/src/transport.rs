@@ -128,12 +128,13 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     /// `{base_url}{path}`; fails unless the base is an http(s) URL. `api` names it in errors.
-    pub(crate) fn new(api: &str, base_url: &str, path: &str) -> Result<Self, ModelError> {
+    pub(crate) fn new(api: &'static str, base_url: &str, path: &str) -> Result<Self, ModelError> {
         let base = base_url.trim().trim_end_matches('/');
-        let parsed = Url::parse(base).map_err(|e| {
-            ModelError::Config(format!(
-                "The {api} base URL {base:?} is not a valid URL ({e})."
-            ))
+        let parsed = Url::parse(base).map_err(|e| ModelError::BaseUrl {
+            api,
+            url: base.to_owned(),
+            problem: "is not a valid URL",
+            source: Box::new(e),
         })?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.cannot_be_a_base() {
             return Err(ModelError::Config(format!(
@@ -141,8 +142,11 @@ impl Endpoint {
                 strip_credentials(&parsed)
             )));
         }
-        let url = Url::parse(&format!("{base}{path}")).map_err(|e| {
-            ModelError::Config(format!("The {api} base URL {base:?} is not usable ({e})."))
+        let url = Url::parse(&format!("{base}{path}")).map_err(|e| ModelError::BaseUrl {
+            api,
+            url: base.to_owned(),
+            problem: "is not usable",
+            source: Box::new(e),
         })?;
         Ok(Self {
             url,
@@ -182,7 +186,7 @@ impl Transport {
             .connect_timeout(options.connect_timeout)
             .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| setup(innermost(&e)))?;
+            .map_err(ModelError::HttpClient)?;
         Ok(Self {
             client,
             endpoint,
@@ -210,9 +214,7 @@ impl Transport {
         events: EventSink<'_>,
         decoder: impl Fn() -> D + Sync,
     ) -> Result<Response, ModelError> {
-        let body = Bytes::from(serde_json::to_vec(body).map_err(|e| {
-            ModelError::Config(format!("The request could not be encoded as JSON: {e}"))
-        })?);
+        let body = Bytes::from(serde_json::to_vec(body).map_err(ModelError::Encode)?);
         tracing::debug!(
             url = %self.endpoint.shown,
             model = %model,
@@ -296,9 +298,10 @@ impl Transport {
                 }
                 Some(Err(EventStreamError::Transport(e))) => return Err(self.transport_error(&e)),
                 Some(Err(e)) => {
-                    return Err(ModelError::Protocol(format!(
-                        "the event stream could not be parsed: {e}"
-                    )))
+                    return Err(ModelError::Malformed {
+                        what: "the event stream could not be parsed".into(),
+                        source: Box::new(e),
+                    })
                 }
             }
         }
@@ -457,7 +460,7 @@ fn transport_reason(e: &reqwest::Error) -> String {
 }
 
 /// The deepest cause's message: reqwest's own wording adds the URL and little else.
-fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut last = e;
     while let Some(next) = last.source() {
         last = next;
@@ -487,7 +490,7 @@ mod tests {
         assert_eq!(e.shown, "http://localhost:8080/proxy");
         for bad in ["not a url", "ftp://x"] {
             let err = Endpoint::new("Test", bad, "/v1/x").unwrap_err();
-            assert!(matches!(err, ModelError::Config(_)), "{err}");
+            assert!(err.is_config(), "{err}");
             assert!(err.to_string().contains("The Test base URL"), "{err}");
         }
     }

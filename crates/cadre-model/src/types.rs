@@ -263,6 +263,7 @@ pub struct CompactionBlock {
 
 /// One content block of a message.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ContentBlock {
     /// `text`.
     Text(TextBlock),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// A tool failure; the agent loop turns it into an `is_error` result.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The input did not match the schema (missing field, wrong type, …).
     #[error("invalid input: {0}")]

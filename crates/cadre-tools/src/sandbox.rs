@@ -103,6 +103,7 @@ pub struct Sandbox {
 
 /// What Landlock can enforce on this machine, probed once per process.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SandboxStatus {
     /// The Landlock ABI version the kernel offers; 0 when Landlock is missing or disabled.
     pub abi: u32,
@@ -131,6 +132,7 @@ pub enum Enforcement {
 
 /// Why a sandboxed command could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SandboxError {
     /// The kernel cannot enforce what the policy needs.
     #[error("{0}")]
@@ -140,10 +142,16 @@ pub enum SandboxError {
     Landlock(#[from] RulesetError),
     /// The command itself could not be started (e.g. the program does not exist).
     #[error("{0}")]
-    Spawn(io::Error),
-    /// The helper thread could not be started or died.
+    Spawn(#[source] io::Error),
+    /// The helper thread needs a tokio runtime, and there is none.
+    #[error("sandbox helper thread: no tokio runtime: {0}")]
+    NoRuntime(#[source] tokio::runtime::TryCurrentError),
+    /// The helper thread could not be started.
     #[error("sandbox helper thread: {0}")]
-    Thread(String),
+    Thread(#[source] io::Error),
+    /// The helper thread ended without an answer.
+    #[error("sandbox helper thread: it ended without an answer")]
+    ThreadLost,
 }
 
 /// A private scratch folder for one call, removed (with everything in it) when dropped.
@@ -211,8 +219,7 @@ impl Sandbox {
         scratch: &ScratchDir,
     ) -> Result<(Child, Enforcement), SandboxError> {
         command.env("TMPDIR", scratch.path());
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| SandboxError::Thread(format!("no tokio runtime: {e}")))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(SandboxError::NoRuntime)?;
         let sandbox = *self;
         let workspace = workspace.to_path_buf();
         let scratch = scratch.path().to_path_buf();
@@ -234,9 +241,8 @@ impl Sandbox {
                     kill_group(&child);
                 }
             })
-            .map_err(|e| SandboxError::Thread(e.to_string()))?;
-        rx.await
-            .map_err(|_| SandboxError::Thread("it ended without an answer".to_string()))?
+            .map_err(SandboxError::Thread)?;
+        rx.await.map_err(|_| SandboxError::ThreadLost)?
     }
 
     /// Restricts the calling thread (and everything it forks from now on) for good.

@@ -36,6 +36,7 @@ const FALLBACK_IDENTITY: [(&str, &str); 2] =
 
 /// Why a worktree could not be created, finished or cleared.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorktreeError {
     /// The `git` binary could not be run.
     #[error(

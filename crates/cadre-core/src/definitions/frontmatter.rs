@@ -9,6 +9,7 @@ pub const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
 
 /// Why a file's front matter could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrontMatterError {
     /// The first line is not `---`.
     #[error("missing front matter: the file must start with a line `---`, then YAML (name, description, …), then a line `---`")]

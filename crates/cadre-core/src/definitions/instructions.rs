@@ -44,6 +44,7 @@ pub enum Origin {
 
 /// One file that went into the instructions.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InstructionFile {
     /// How it is named in the prompt: relative to the project root, or under `~/.config/cadre`.
     pub label: String,

@@ -146,6 +146,9 @@ pub struct RuleError {
     pub rule: String,
     /// What is wrong with it.
     pub why: String,
+    /// The glob error behind a bad path pattern.
+    #[source]
+    pub source: Option<globset::Error>,
 }
 
 /// One allow or deny rule, read from Claude Code's syntax.
@@ -232,6 +235,7 @@ impl Rule {
         let err = |why: &str| RuleError {
             rule: text.to_owned(),
             why: why.to_owned(),
+            source: None,
         };
         let (name, inner) = match text.find('(') {
             Some(open) if text.ends_with(')') => (
@@ -280,7 +284,11 @@ impl Rule {
                 Spec::Name(inner.to_owned())
             }
             Some(inner) if tools.iter().all(|t| is_path_tool(t)) => {
-                Spec::Paths(path_glob(inner, home).map_err(|why| err(&why))?)
+                Spec::Paths(path_glob(inner, home).map_err(|(why, source)| RuleError {
+                    rule: text.to_owned(),
+                    why,
+                    source,
+                })?)
             }
             Some(_) => return Err(err(&format!("{name} takes no pattern; write it bare"))),
         };
@@ -611,11 +619,15 @@ fn split_command(command: &str) -> (Vec<String>, bool) {
 /// `./secrets/**`, `/docs/*.md`; one without a `/` matches at any depth), absolute with
 /// `//`, or from the home folder with `~/`. A pattern also covers what is inside a folder it
 /// matches.
-fn path_glob(pattern: &str, home: Option<&Path>) -> Result<PathGlob, String> {
+fn path_glob(
+    pattern: &str,
+    home: Option<&Path>,
+) -> Result<PathGlob, (String, Option<globset::Error>)> {
+    let bad = |e: globset::Error| (format!("bad path pattern: {e}"), Some(e));
     let (absolute, body) = if let Some(abs) = pattern.strip_prefix("//") {
         (true, format!("/{abs}"))
     } else if let Some(rest) = pattern.strip_prefix("~/") {
-        let home = home.ok_or("`~/` needs HOME to be set")?;
+        let home = home.ok_or_else(|| ("`~/` needs HOME to be set".to_owned(), None))?;
         (
             true,
             format!("{}/{rest}", globset::escape(&home.to_string_lossy())),
@@ -641,10 +653,10 @@ fn path_glob(pattern: &str, home: Option<&Path>) -> Result<PathGlob, String> {
         let glob = GlobBuilder::new(&p)
             .literal_separator(true)
             .build()
-            .map_err(|e| format!("bad path pattern: {e}"))?;
+            .map_err(bad)?;
         set.add(glob);
     }
-    let set = set.build().map_err(|e| format!("bad path pattern: {e}"))?;
+    let set = set.build().map_err(bad)?;
     Ok(PathGlob { set, absolute })
 }
 

@@ -57,6 +57,7 @@ pub struct Skill {
 
 /// One file inside a skill folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SkillFile {
     /// Its path relative to the skill folder.
     pub path: PathBuf,
@@ -66,6 +67,7 @@ pub struct SkillFile {
 
 /// Why a skill's body could not be given.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SkillError {
     /// No skill has that name.
     #[error("unknown skill {name:?}; the skills are: {known}")]

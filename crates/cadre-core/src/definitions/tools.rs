@@ -49,6 +49,7 @@ pub fn is_mcp_name(name: &str) -> bool {
 
 /// A `tools` or `disallowed_tools` list after mapping.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct MappedTools {
     /// The names cadre uses, without duplicates, in the order written.
     pub names: Vec<String>,

@@ -9,6 +9,7 @@ use std::time::Duration;
 /// Something that happened in one agent, named by its path (`main`, `main/explore#2`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Event {
     /// An agent started.
     Started {

@@ -26,6 +26,7 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// One step of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Step {
     /// The run began: the primary agent's type and task.
     Run {
@@ -135,6 +136,7 @@ impl Step {
 
 /// Why the journal could not be written or read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JournalError {
     /// Reading or writing failed.
     #[error("journal {}: {source}", file.display())]
@@ -266,6 +268,7 @@ pub struct FileJournal {
 
 /// What opening an existing journal found besides its steps.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OpenNotes {
     /// The last line was cut off (the process died while writing it) and was dropped; the
     /// step it held never took effect, since the loop acts only after a step is written.
@@ -344,6 +347,7 @@ impl Journal for FileJournal {
 
 /// What a run folder's journal says of the run as a whole.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunState {
     /// The primary agent's type.
     pub agent_type: String,
@@ -367,6 +371,7 @@ pub fn run_state(dir: &Path) -> Result<Option<RunState>, JournalError> {
 /// A run folder opened to go on with: its journal, read once, open for appending, and what
 /// it says of the run.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct JournaledRun {
     /// The run folder.
     pub dir: PathBuf,

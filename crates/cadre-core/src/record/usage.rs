@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 /// What one agent did, recorded when it finished.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct AgentRecord {
     /// Its path (`main/explore#2`).
     pub path: String,
@@ -56,6 +57,7 @@ impl Totals {
 
 /// Usage of a whole run: every agent, each type, and the total.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct UsageReport {
     /// One record per agent, in the order they started.
     pub agents: Vec<AgentRecord>,

@@ -381,6 +381,9 @@ impl Agent {
         let events = self.events.clone();
         let path = self.config.path.clone();
         let limiter = self.limiter.clone();
+        // Boxed, so the work waiting for its slot holds a pointer, not the whole request:
+        // with thousands of agents waiting at once, that is most of what they hold.
+        let request = Box::new(request);
         let work: Work = Box::pin(async move {
             // Waiting for a slot is part of the request: cancel interrupts it too.
             let _permit = match &limiter {
@@ -388,7 +391,7 @@ impl Agent {
                 None => None,
             };
             let on_event = |e: ModelEvent| model_event(&events, &path, e);
-            Done::Model(match model.send(request, &on_event).await {
+            Done::Model(match model.send(*request, &on_event).await {
                 Ok(response) => ModelStep::Response(response),
                 Err(e) if e.is_context_too_long() => ModelStep::TooLong(e.to_string()),
                 Err(e) => ModelStep::Error(e.to_string()),

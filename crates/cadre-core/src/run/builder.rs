@@ -8,6 +8,8 @@ use crate::definitions::skills::{Skill, SkillSet};
 use crate::definitions::spec::AgentSpec;
 use crate::definitions::tools::{is_mcp_name, resolve_tool_name, SKILL_TOOL, TASK_TOOL};
 use crate::record::events::EventHandler;
+use crate::record::journal::Journal;
+use crate::run::delegate::Delegate;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
 use crate::run::permissions::Permissions;
 use cadre_mcp::McpServers;
@@ -59,6 +61,8 @@ pub struct OrchestratorBuilder {
     instructions: Option<Arc<Instructions>>,
     permissions: Option<Permissions>,
     run_id: Option<String>,
+    journal: Option<Arc<dyn Journal>>,
+    delegate: Option<Arc<dyn Delegate>>,
     handlers: Vec<EventHandler>,
 }
 
@@ -90,6 +94,8 @@ impl Orchestrator {
             instructions: None,
             permissions: None,
             run_id: None,
+            journal: None,
+            delegate: None,
             handlers: Vec::new(),
         }
     }
@@ -271,6 +277,20 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// Journals the run's steps to `journal` when it writes no run folder (a durable
+    /// engine's journal); a run folder's own journal takes its place.
+    pub fn journal(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// Runs subagents through `delegate` instead of in this process (a durable engine's
+    /// workers); the orchestrator still checks the type, the depth and the fan-out first.
+    pub fn delegate(mut self, delegate: Arc<dyn Delegate>) -> Self {
+        self.delegate = Some(delegate);
+        self
+    }
+
     /// Calls `handler` with every event of every agent, on the agent's task: keep it
     /// quick. For a `Stream` instead, see [`Orchestrator::events`].
     pub fn on_event(mut self, handler: impl Fn(crate::Event) + Send + Sync + 'static) -> Self {
@@ -306,10 +326,9 @@ impl OrchestratorBuilder {
             (Some(w), _) => w,
             (None, dir) => {
                 let dir = dir.unwrap_or_else(|| PathBuf::from("."));
-                Arc::new(Workspace::new(&dir).map_err(|e| RunError::Workspace {
-                    why: e.to_string(),
-                    dir,
-                })?)
+                Arc::new(
+                    Workspace::new(&dir).map_err(|source| RunError::Workspace { dir, source })?,
+                )
             }
         };
         let mut registry = match self.agents {
@@ -369,6 +388,8 @@ impl OrchestratorBuilder {
             config.permissions = v;
         }
         config.run_id = self.run_id;
+        config.journal = self.journal;
+        config.delegate = self.delegate;
         let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {
             Ok([one]) => one,
             Err(none) if none.is_empty() => crate::record::events::no_events(),

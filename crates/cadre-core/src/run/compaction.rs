@@ -197,6 +197,7 @@ impl Agent {
 
 /// What compacting a conversation gave.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Compaction {
     /// The history that replaces the conversation.
     pub history: Vec<Message>,
@@ -220,6 +221,7 @@ fn summarising_call(usage: &Usage) -> Usage {
 
 /// Why compacting a conversation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompactError {
     /// The request failed or was cancelled.
     #[error("{0}")]

@@ -7,7 +7,8 @@ use crate::run::outcome::StopKind;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-/// Runs subagents for the run's agents (set as [`RunConfig::delegate`](crate::RunConfig)).
+/// Runs subagents for the run's agents (given with
+/// [`OrchestratorBuilder::delegate`](crate::OrchestratorBuilder::delegate)).
 /// The orchestrator still checks the type, the depth and the parent's fan-out first, and
 /// names the subagent.
 #[async_trait]

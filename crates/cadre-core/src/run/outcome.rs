@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Why an agent stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopKind {
     /// The model finished (`end_turn` or `stop_sequence`).
     Done,

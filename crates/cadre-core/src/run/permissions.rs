@@ -30,6 +30,7 @@ pub struct PermissionSettings {
 
 /// A question for the person: may this call run?
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ApprovalRequest {
     /// The asking agent's path (`main`, `main/code#1`).
     pub agent: String,
@@ -49,6 +50,7 @@ pub struct ApprovalRequest {
 
 /// The person's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Run this call.
     AllowOnce,

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 /// The state of one agent, as its steps leave it.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct AgentState {
     /// Its type.
     pub agent_type: String,
@@ -45,6 +46,7 @@ pub struct AgentState {
 
 /// A turn whose tool calls were not all answered yet.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PendingTurn {
     /// The calls, in order.
     pub calls: Vec<ToolUseBlock>,

@@ -7,16 +7,15 @@
 
 use crate::definitions::registry::Registry;
 use crate::definitions::spec::{AgentSpec, Mode};
-use crate::record::events::no_events;
 use crate::record::journal::{Journal, JournalError, Step};
 use crate::run::context;
-use crate::run::orchestrator::{Orchestrator, RunConfig};
+use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
 use async_trait::async_trait;
 use cadre_model::{
     ContentBlock, EventSink, Message, Model, ModelError, Request, Response, Role, StopReason, Usage,
 };
-use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, Workspace};
+use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -347,17 +346,19 @@ fn check(scripts: Vec<Vec<Turn>>, compact: bool) -> Result<(), TestCaseError> {
     let mut registry = Registry::default();
     registry.insert(spec("main", Mode::Primary, &["peek", "poke", "Task"]));
     registry.insert(spec("worker", Mode::Subagent, &["peek", "poke"]));
-    let mut config = RunConfig::new(
-        Arc::new(Workspace::new(dir.path()).unwrap()),
-        model.clone(),
-        "m",
-    );
-    config.tools = vec![Arc::new(Echo("peek")), Arc::new(Echo("poke"))];
-    config.context_tokens = Some(WINDOW);
-    // Without compaction, old tool results are cleared instead.
-    config.compact_at = compact.then_some(WINDOW);
-    config.journal = Some(journal.clone());
-    let orchestrator = Orchestrator::new(registry, config, no_events());
+    let orchestrator = Orchestrator::builder()
+        .model(model.clone())
+        .model_id("m")
+        .workspace(dir.path())
+        .registry(registry)
+        .tool(Echo("peek"))
+        .tool(Echo("poke"))
+        .context_tokens(WINDOW)
+        // Without compaction, old tool results are cleared instead.
+        .compact_at(compact.then_some(WINDOW))
+        .journal(journal.clone())
+        .build()
+        .unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,5 +1,5 @@
 use super::*;
-use cadre_core::{Orchestrator, Registry};
+use cadre_core::Orchestrator;
 
 fn task(id: &str, kind: &str, job: &str) -> (String, String, Value) {
     (
@@ -20,9 +20,10 @@ fn turn(calls: Vec<(String, String, Value)>) -> Reply {
 }
 
 fn orchestrator(server: &MockServer, dir: &std::path::Path) -> Arc<Orchestrator> {
-    let mut run = run_config(server, dir);
-    run.runs_dir = Some(dir.join(".cadre/runs"));
-    Orchestrator::new(Registry::shipped(), run, Arc::new(|_| {}))
+    mock_builder(server, dir)
+        .runs_dir(dir.join(".cadre/runs"))
+        .build()
+        .unwrap()
 }
 
 fn parent_requests(server: &MockServer) -> Vec<cadre_testkit::Captured> {

@@ -174,13 +174,16 @@ async fn the_builder_says_what_is_missing() {
         err.to_string().starts_with("cannot work in /nonexistent"),
         "{err}"
     );
-    let o = Orchestrator::builder()
-        .model(mock_model(&server, 0))
-        .build()
-        .unwrap();
-    let err = o.run("explore", "x").await.unwrap_err();
+    // An orchestrator runs once, refused or not: each question gets its own.
+    let build = || {
+        Orchestrator::builder()
+            .model(mock_model(&server, 0))
+            .build()
+            .unwrap()
+    };
+    let err = build().run("explore", "x").await.unwrap_err();
     assert!(matches!(err, RunError::NotPrimary(_)), "{err}");
-    let err = o.run("nope", "x").await.unwrap_err().to_string();
+    let err = build().run("nope", "x").await.unwrap_err().to_string();
     assert!(err.contains("primary types: main"), "{err}");
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use cadre_core::{AgentSpec, Limits, Mode, Orchestrator, Registry};
+use cadre_core::{AgentSpec, Mode, Orchestrator, Registry};
 use cadre_model::{OpenAiConfig, OpenAiModel, COMPACT_BETA};
 use cadre_testkit::compaction as mock;
 
@@ -149,10 +149,11 @@ async fn subagents_compact_on_their_own_while_their_parent_does_not() {
     let spec = spec.unwrap();
     assert_eq!(spec.mode, Mode::Subagent);
     registry.insert(spec);
-    let mut run = run_config(&server, dir.path());
-    run.limits = Limits::default();
-    run.runs_dir = Some(dir.path().join(".cadre/runs"));
-    let o = Orchestrator::new(registry, run, Arc::new(|_| {}));
+    let o = mock_builder(&server, dir.path())
+        .registry(registry)
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .build()
+        .unwrap();
     let (outcome, summary) = o.run("main", "PARENT task").await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
     let by_path = |p: &str| {
@@ -267,13 +268,12 @@ async fn summarised_with_window(n_ctx: Option<u64>) -> bool {
     let config = OpenAiConfig::new()
         .with_base_url(format!("{}/v1", server.uri()))
         .with_retry(RetryPolicy::none());
-    let workspace = Arc::new(Workspace::new(dir.path()).unwrap());
-    let run = cadre_core::RunConfig::new(
-        workspace,
-        Arc::new(OpenAiModel::new(config).unwrap()),
-        "local-model",
-    );
-    let o = Orchestrator::new(Registry::shipped(), run, Arc::new(|_| {}));
+    let o = Orchestrator::builder()
+        .model(Arc::new(OpenAiModel::new(config).unwrap()))
+        .model_id("local-model")
+        .workspace(dir.path())
+        .build()
+        .unwrap();
     let (outcome, _) = o.run("main", "the task").await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
     server

@@ -170,10 +170,11 @@ fn every_skill_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
 }
 
 fn orchestrator(server: &MockServer, dir: &Path) -> Arc<Orchestrator> {
-    let mut run = run_config(server, dir);
-    run.skills = Arc::new(SkillSet::load(&[corpus().join("skills")]));
-    let registry = Registry::load(&[corpus().join("agents")]);
-    Orchestrator::new(registry, run, Arc::new(|_| {}))
+    mock_builder(server, dir)
+        .registry(Registry::load(&[corpus().join("agents")]))
+        .skills(Arc::new(SkillSet::load(&[corpus().join("skills")])))
+        .build()
+        .unwrap()
 }
 
 /// The `Task` tool definition offered in `request`.

@@ -1,6 +1,6 @@
 use super::*;
 use async_trait::async_trait;
-use cadre_core::{Limits, Orchestrator, Registry};
+use cadre_core::{Limits, Orchestrator};
 use cadre_tools::{Tool, ToolError, ToolOutput};
 
 struct Panics;
@@ -144,12 +144,13 @@ async fn endless_and_enormous_output_is_capped_and_the_command_killed() {
 }
 
 fn orchestrator(server: &MockServer, dir: &std::path::Path) -> Arc<Orchestrator> {
-    let mut run = run_config(server, dir);
-    run.limits = Limits {
-        max_parallel: 64,
-        ..Limits::default()
-    };
-    Orchestrator::new(Registry::shipped(), run, cadre_core::no_events())
+    mock_builder(server, dir)
+        .limits(Limits {
+            max_parallel: 64,
+            ..Limits::default()
+        })
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]

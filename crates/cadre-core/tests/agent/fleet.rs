@@ -10,20 +10,17 @@ fn orchestrator(
     limits: Limits,
     budget: Option<u64>,
 ) -> (Arc<Orchestrator>, Arc<Mutex<Vec<Event>>>) {
-    let mut run = run_config(server, dir);
-    run.limits = limits;
-    run.budget_tokens = budget;
-    run.runs_dir = Some(dir.join(".cadre/runs"));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
-    (
-        Orchestrator::new(
-            registry,
-            run,
-            Arc::new(move |e| sink.lock().unwrap().push(e)),
-        ),
-        seen,
-    )
+    let mut builder = mock_builder(server, dir)
+        .registry(registry)
+        .limits(limits)
+        .runs_dir(dir.join(".cadre/runs"))
+        .on_event(move |e| sink.lock().unwrap().push(e));
+    if let Some(tokens) = budget {
+        builder = builder.budget_tokens(tokens);
+    }
+    (builder.build().unwrap(), seen)
 }
 
 async fn run(o: &Arc<Orchestrator>, prompt: &str) -> (AgentOutcome, RunSummary) {

@@ -1,5 +1,5 @@
 use super::*;
-use cadre_core::{AgentSpec, Orchestrator, Registry};
+use cadre_core::{AgentSpec, Registry};
 use cadre_mcp::{McpConfig, McpServers, Timeouts};
 use cadre_testkit::{mcp_server_binary, McpHttpServer};
 use std::path::Path;
@@ -44,9 +44,11 @@ async fn run(
     mcp: Arc<McpServers>,
     task: &str,
 ) -> AgentOutcome {
-    let mut config = run_config(server, dir);
-    config.mcp = mcp;
-    let o = Orchestrator::new(registry, config, cadre_core::no_events());
+    let o = mock_builder(server, dir)
+        .registry(registry)
+        .mcp(mcp)
+        .build()
+        .unwrap();
     o.run("main", task).await.unwrap().0
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use cadre_core::{Orchestrator, Registry, SkillSet};
+use cadre_core::SkillSet;
 use std::path::Path;
 
 /// The tool definitions the model is offered must not change by accident: recorded
@@ -16,9 +16,10 @@ async fn the_tool_schemas_offered_to_the_model_match_the_snapshot() {
     .unwrap();
     let server = MockServer::start().await;
     server.route(Match::Any, vec![Reply::text("done")]);
-    let mut run = run_config(&server, dir.path());
-    run.skills = Arc::new(SkillSet::load(&[dir.path().join("skills")]));
-    let o = Orchestrator::new(Registry::shipped(), run, Arc::new(|_| {}));
+    let o = mock_builder(&server, dir.path())
+        .skills(Arc::new(SkillSet::load(&[dir.path().join("skills")])))
+        .build()
+        .unwrap();
     o.run("main", "hello").await.unwrap();
     let tools = server.requests()[0].body["tools"].clone();
     // The body is parsed as it arrived, so key order is compared too wherever the JSON

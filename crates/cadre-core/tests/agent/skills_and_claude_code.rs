@@ -15,9 +15,11 @@ fn orchestrator(
     registry: Registry,
     skills: SkillSet,
 ) -> Arc<Orchestrator> {
-    let mut run = run_config(server, dir);
-    run.skills = Arc::new(skills);
-    Orchestrator::new(registry, run, Arc::new(|_| {}))
+    mock_builder(server, dir)
+        .registry(registry)
+        .skills(Arc::new(skills))
+        .build()
+        .unwrap()
 }
 
 /// The tool results sent in `request`'s last message.

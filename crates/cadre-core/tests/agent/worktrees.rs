@@ -1,5 +1,5 @@
 use super::*;
-use cadre_core::{AgentSpec, Orchestrator, Registry};
+use cadre_core::{AgentSpec, Registry};
 use cadre_testkit::git::{git, init_repo};
 use std::path::Path;
 
@@ -93,9 +93,11 @@ async fn isolated_writers_change_one_file_at_once_each_on_its_own_branch() {
         2,
         Duration::from_secs(60),
     );
-    let mut run = run_config(&server, dir.path());
-    run.runs_dir = Some(dir.path().join(".cadre/runs"));
-    let o = Orchestrator::new(registry(), run, Arc::new(|_| {}));
+    let o = mock_builder(&server, dir.path())
+        .registry(registry())
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .build()
+        .unwrap();
     let (outcome, summary) = o.run("main", "PARENT task").await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
     let id = summary.run_id.clone().unwrap();
@@ -164,11 +166,10 @@ async fn outside_a_git_repository_an_isolated_subagent_fails_clearly_and_the_run
         Match::FirstUserContains("Look".into()),
         vec![Reply::text("looked")],
     );
-    let o = Orchestrator::new(
-        registry(),
-        run_config(&server, dir.path()),
-        Arc::new(|_| {}),
-    );
+    let o = mock_builder(&server, dir.path())
+        .registry(registry())
+        .build()
+        .unwrap();
     let (outcome, _) = o.run("main", "PARENT task").await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done);
     assert_eq!(outcome.text, "went on");

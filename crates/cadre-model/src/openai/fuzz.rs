@@ -35,6 +35,7 @@ fn check<S: Strategy>(
 fn clear(err: &ModelError) -> Result<(), TestCaseError> {
     let detail = match err {
         ModelError::Protocol(m) => m.clone(),
+        ModelError::Malformed { what, source } => format!("{what} {source}"),
         ModelError::StreamError { kind, message } => {
             prop_assert!(!kind.trim().is_empty(), "{err:?}");
             message.clone()

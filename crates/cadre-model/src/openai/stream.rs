@@ -201,8 +201,10 @@ impl ChunkAssembler {
             self.done = true;
             return Ok(());
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| ModelError::Protocol(format!("a stream chunk is not valid JSON: {e}")))?;
+        let chunk: Value = serde_json::from_str(data).map_err(|e| ModelError::Malformed {
+            what: "a stream chunk is not valid JSON".into(),
+            source: Box::new(e),
+        })?;
         if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
             return Err(stream_error(err));
         }
@@ -291,10 +293,9 @@ pub(super) fn decode_completion(
     model: &str,
     ids: &AtomicU64,
 ) -> Result<Response, ModelError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ModelError::Protocol(format!(
-            "the response body is not a valid Chat Completions response: {e}"
-        ))
+    let v: Value = serde_json::from_slice(body).map_err(|e| ModelError::Malformed {
+        what: "the response body is not a valid Chat Completions response".into(),
+        source: Box::new(e),
     })?;
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(stream_error(err));

@@ -127,7 +127,8 @@ fn defaults_and_debug_redaction() {
 #[test]
 fn bad_setup_is_a_config_error() {
     let err = OpenAiModel::new(OpenAiConfig::new().with_base_url("nope")).unwrap_err();
-    assert!(matches!(err, ModelError::Config(_)));
+    assert!(matches!(err, ModelError::BaseUrl { .. }) && err.is_config());
+    assert!(std::error::Error::source(&err).is_some());
     let err = OpenAiModel::new(OpenAiConfig::new().with_api_key("bad\nkey-12345678")).unwrap_err();
     assert!(!err.to_string().contains("key-12345678"));
 }
@@ -299,7 +300,7 @@ fn stream_endings() {
         .unwrap_err();
     assert!(matches!(err, ModelError::StreamError { .. }) && err.is_transient());
     let err = a.push("{nope", &ids, &crate::ignore_events).unwrap_err();
-    assert!(matches!(err, ModelError::Protocol(_)));
+    assert!(matches!(err, ModelError::Malformed { .. }) && err.is_transient());
 }
 
 #[test]

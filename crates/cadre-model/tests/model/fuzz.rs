@@ -69,12 +69,16 @@ fn clear(err: &ModelError) -> Result<(), TestCaseError> {
         ModelError::Api { kind, message, .. } => vec![kind, message],
         ModelError::StreamError { kind, message } => vec![kind, message],
         ModelError::Connect { reason, .. } => vec![reason],
-        ModelError::Protocol(m)
-        | ModelError::Config(m)
-        | ModelError::Replay(m)
-        | ModelError::Record(m) => vec![m],
+        ModelError::Protocol(m) | ModelError::Config(m) | ModelError::Replay(m) => vec![m],
+        // What failed, and the error underneath, which must be clear too.
+        ModelError::Malformed { what, source } | ModelError::Cassette { what, source } => {
+            prop_assert!(!source.to_string().trim().is_empty(), "{err:?}");
+            vec![what]
+        }
         ModelError::Idle(_) => vec![],
         ModelError::RetriesExhausted { last, .. } => return clear(last),
+        // Variants whose text is all their own: their message is checked above.
+        _ => vec![],
     };
     for d in detail {
         prop_assert!(
@@ -592,7 +596,7 @@ fn apply_text_edit(text: &str, edit: &TextEdit) -> String {
     lines.join("\n")
 }
 
-/// `Cassette::parse` gives `Ok` or a clear `Replay` error naming the file; whatever it
+/// `Cassette::parse` gives `Ok` or a clear `Replay` or `Cassette` error naming the file; whatever it
 /// accepts writes back to text it reads as the same cassette.
 fn parses_cleanly(text: &str) -> Result<Option<Cassette>, TestCaseError> {
     match Cassette::parse(text, "fuzz.jsonl") {
@@ -609,7 +613,10 @@ fn parses_cleanly(text: &str) -> Result<Option<Cassette>, TestCaseError> {
         }
         Err(e) => {
             clear(&e)?;
-            prop_assert!(matches!(e, ModelError::Replay(_)), "{e:?}");
+            prop_assert!(
+                matches!(e, ModelError::Replay(_) | ModelError::Cassette { .. }),
+                "{e:?}"
+            );
             prop_assert!(e.to_string().contains("fuzz.jsonl"), "{e}");
             Ok(None)
         }

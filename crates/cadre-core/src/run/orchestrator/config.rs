@@ -24,8 +24,9 @@ impl Default for Limits {
     }
 }
 
-/// Everything an orchestrator needs besides its registry.
-pub struct RunConfig {
+/// Everything an orchestrator needs besides its registry, as
+/// [`OrchestratorBuilder`](crate::OrchestratorBuilder) settles it.
+pub(crate) struct RunConfig {
     /// The folder every agent works in.
     pub workspace: Arc<Workspace>,
     /// The model client every agent talks through.
@@ -79,7 +80,7 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// A configuration with default limits and no transcripts.
-    pub fn new(
+    pub(crate) fn new(
         workspace: Arc<Workspace>,
         model: Arc<dyn Model>,
         model_id: impl Into<String>,
@@ -117,6 +118,7 @@ pub const DEFAULT_COMPACT_AT: u64 = 150_000;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// An agent type names a tool that no one provides.
     #[error("agent type {agent:?} names the tool {tool:?}, which is no tool of this orchestrator{}", closest_hint(.closest))]
@@ -140,12 +142,12 @@ pub enum RunError {
     )]
     NoModelId,
     /// The workspace folder cannot be used.
-    #[error("cannot work in {}: {why}", .dir.display())]
+    #[error("cannot work in {}: {source}", .dir.display())]
     Workspace {
         /// The folder.
         dir: PathBuf,
         /// Why not.
-        why: String,
+        source: cadre_tools::ToolError,
     },
     /// The model client could not be made.
     #[error("{0}")]
@@ -185,7 +187,7 @@ pub enum RunError {
     },
     /// Compacting the conversation failed.
     #[error("could not compact the conversation: {0}")]
-    Compact(String),
+    Compact(#[source] crate::run::compaction::CompactError),
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),

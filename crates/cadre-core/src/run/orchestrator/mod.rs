@@ -210,8 +210,9 @@ enum Start<'a> {
 }
 
 impl Orchestrator {
-    /// An orchestrator for one run; `events` receives every agent's events.
-    pub fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
+    /// An orchestrator for one run; `events` receives every agent's events. Programs get
+    /// one from [`Orchestrator::builder`], which checks the configuration first.
+    pub(crate) fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
         let builtins = with_extra_tools(builtin_tools(), &config.tools);
         let journal = Mutex::new(config.journal.clone());
         Arc::new(Self {
@@ -387,7 +388,7 @@ impl Orchestrator {
         (outcome, records)
     }
 
-    /// Whether this run's subagents run elsewhere (see [`RunConfig::delegate`]).
+    /// Whether this run's subagents run elsewhere (see [`OrchestratorBuilder::delegate`](crate::OrchestratorBuilder::delegate)).
     pub fn delegates(&self) -> bool {
         self.config.delegate.is_some()
     }

@@ -76,7 +76,7 @@ impl Orchestrator {
                 agent.journal(&agent.compacted(compaction)).await;
                 Ok(used)
             }
-            Err(e) => Err(RunError::Compact(e.to_string())),
+            Err(e) => Err(RunError::Compact(e)),
         };
         for server in own_servers {
             server.shutdown().await;

@@ -1,6 +1,7 @@
 //! Running one subagent for a parent's `Task` call: its path, its worktree, its result.
 
 use super::*;
+use cadre_tools::{ToolError, WorktreeError};
 
 impl Orchestrator {
     /// Runs one subagent for a `Task` call and returns its final text, or why it failed.
@@ -104,7 +105,7 @@ impl Orchestrator {
                 .await
                 .map_err(|e| SubagentError::Worktree {
                     path: path.clone(),
-                    reason: e.to_string(),
+                    source: Arc::new(e),
                 })?;
             Some(wt)
         } else {
@@ -119,9 +120,9 @@ impl Orchestrator {
                         tracing::warn!("could not remove the worktree of {path}: {e}");
                     }
                 }
-                return Err(SubagentError::Worktree {
+                return Err(SubagentError::WorktreeWorkspace {
                     path,
-                    reason: format!("its worktree cannot be a workspace: {e}"),
+                    source: Arc::new(e),
                 });
             }
         };
@@ -169,7 +170,8 @@ fn with_report(
 
 /// Why a `Task` call brought back no result: its parent receives this as an `is_error`
 /// tool result, in these words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubagentError {
     /// No subagent type of that name.
     #[error("unknown subagent_type {name:?}; the subagent types are: {known}")]
@@ -201,12 +203,20 @@ pub enum SubagentError {
         limit: usize,
     },
     /// An isolated subagent could not get its worktree.
-    #[error("subagent {path} could not get its own worktree: {reason}")]
+    #[error("subagent {path} could not get its own worktree: {source}")]
     Worktree {
         /// The subagent's path.
         path: String,
+        /// Why (shared, so the error can be handed to every reader of a background result).
+        source: Arc<WorktreeError>,
+    },
+    /// An isolated subagent's worktree was made but cannot be a workspace.
+    #[error("subagent {path} could not get its own worktree: its worktree cannot be a workspace: {source}")]
+    WorktreeWorkspace {
+        /// The subagent's path.
+        path: String,
         /// Why.
-        reason: String,
+        source: Arc<ToolError>,
     },
     /// Its background task ended without handing back anything (it was aborted).
     #[error("it ended without a result: its task was stopped")]
