@@ -56,9 +56,12 @@ fn quickstart_task() -> String {
 }
 
 /// A copy of the sample project (the quick start's workspace) in a temp folder.
+/// A copy of the sample project as the repository has it: without the run folders that
+/// running the README's quick start leaves in it.
 fn sample_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("examples/sample-project"), dir.path());
+    let _ = std::fs::remove_dir_all(dir.path().join(".cadre"));
     dir
 }
 

@@ -280,7 +280,7 @@ impl Agent {
         };
         let mut steps = Vec::new();
         let mut to_run = Vec::new();
-        for call in &turn.calls {
+        for call in state.pending_calls() {
             if turn.results.contains_key(&call.id) {
                 continue;
             }
@@ -471,7 +471,7 @@ impl Agent {
             let mut ctx = self.ctx.clone();
             ctx.call_id.clone_from(&call.id);
             let name = call.name.clone();
-            // The input is cloned here, for the call alone: the pending turn keeps the calls.
+            // The input is cloned here, for the call alone: the history keeps the calls.
             let input = call.input.clone();
             let work: Work =
                 Box::pin(async move { Done::Tool(tools.call(&name, input, &ctx).await) });

@@ -48,12 +48,51 @@ pub struct AgentState {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct PendingTurn {
-    /// The calls, in order.
-    pub calls: Vec<ToolUseBlock>,
+    /// The calls, in order. Their input is in the history's last assistant message, not
+    /// here: a fan-out of thousands of calls keeps one copy of it.
+    pub calls: Vec<PendingCall>,
     /// Results journaled so far, by call id.
     pub results: HashMap<String, ContentBlock>,
     /// Calls journaled as started (changing tools only).
     pub started: HashSet<String>,
+}
+
+/// One call of a pending turn.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PendingCall {
+    /// Its `tool_use` id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The call as the model sent it, kept only where the history holds a repaired copy
+    /// (input that was not a JSON object), so the tool is told what was wrong.
+    pub as_sent: Option<ToolUseBlock>,
+}
+
+impl AgentState {
+    /// The pending turn's calls, as the model sent them, in call order.
+    pub fn pending_calls(&self) -> Vec<&ToolUseBlock> {
+        let Some(turn) = &self.pending else {
+            return Vec::new();
+        };
+        let mut in_history: HashMap<&str, &ToolUseBlock> = HashMap::new();
+        if let Some(last) = self.history.last().filter(|m| m.role == Role::Assistant) {
+            for block in &last.content {
+                if let ContentBlock::ToolUse(t) = block {
+                    in_history.insert(&t.id, t);
+                }
+            }
+        }
+        turn.calls
+            .iter()
+            .filter_map(|c| {
+                c.as_sent
+                    .as_ref()
+                    .or_else(|| in_history.get(c.id.as_str()).copied())
+            })
+            .collect()
+    }
 }
 
 /// What the loop does next, as the state says.
@@ -178,7 +217,14 @@ impl AgentState {
         self.usage.add(&response.usage);
         self.last_input = response.usage.context_size();
         let reason = response.stop_reason.clone().unwrap_or(StopReason::EndTurn);
-        let calls: Vec<ToolUseBlock> = response.tool_uses().cloned().collect();
+        let calls: Vec<PendingCall> = response
+            .tool_uses()
+            .map(|t| PendingCall {
+                id: t.id.clone(),
+                name: t.name.clone(),
+                as_sent: needs_repair(t).then(|| t.clone()),
+            })
+            .collect();
         let content = sanitized(response.content);
         let added = match self.history.last_mut() {
             Some(last) if last.role == Role::Assistant => {
@@ -287,12 +333,18 @@ impl AgentState {
 fn sanitized(mut content: Vec<ContentBlock>) -> Vec<ContentBlock> {
     for block in &mut content {
         if let ContentBlock::ToolUse(t) = block {
-            if t.invalid_input.take().is_some() || !t.input.is_object() {
+            if needs_repair(t) {
+                t.invalid_input = None;
                 t.input = Value::Object(Default::default());
             }
         }
     }
     content
+}
+
+/// Whether a call's input cannot go back to the API as it is (not JSON, or not an object).
+fn needs_repair(call: &ToolUseBlock) -> bool {
+    call.invalid_input.is_some() || !call.input.is_object()
 }
 
 /// The outcome a stop reason ends the loop with, or `None` when the loop goes on
