@@ -280,19 +280,36 @@ impl Agent {
         };
         let mut steps = Vec::new();
         let mut to_run = Vec::new();
-        for call in state.pending_calls() {
+        for (call, sent) in state.pending_calls() {
             if turn.results.contains_key(&call.id) {
                 continue;
             }
-            if turn.started.contains(&call.id) && self.rerun(&call.name) == Rerun::Never {
+            // Answered without running: a changing call a crash cut short, or (never by the
+            // loop's own steps) a call the history no longer holds, which would else be
+            // waited for for ever.
+            let unrun = match sent {
+                Some(_)
+                    if turn.started.contains(&call.id)
+                        && self.rerun(&call.name) == Rerun::Never =>
+                {
+                    Some(interrupted(&call.name))
+                }
+                Some(sent) => {
+                    to_run.push(sent);
+                    None
+                }
+                None => Some(format!(
+                    "`{}` was not run: its call is missing from the conversation",
+                    call.name
+                )),
+            };
+            if let Some(why) = unrun {
                 let step = Step::ToolResult {
                     agent: self.config.path.clone(),
-                    result: ContentBlock::tool_result(&call.id, interrupted(&call.name), true),
+                    result: ContentBlock::tool_result(&call.id, why, true),
                 };
                 self.journal(&step).await;
                 steps.push(step);
-            } else {
-                to_run.push(call);
             }
         }
         steps.extend(self.run_tools(to_run).await);

@@ -71,8 +71,9 @@ pub struct PendingCall {
 }
 
 impl AgentState {
-    /// The pending turn's calls, as the model sent them, in call order.
-    pub fn pending_calls(&self) -> Vec<&ToolUseBlock> {
+    /// The pending turn's calls in call order, each with the call as the model sent it
+    /// (`None` only if the history lost it, which no step does).
+    pub fn pending_calls(&self) -> Vec<(&PendingCall, Option<&ToolUseBlock>)> {
         let Some(turn) = &self.pending else {
             return Vec::new();
         };
@@ -86,10 +87,12 @@ impl AgentState {
         }
         turn.calls
             .iter()
-            .filter_map(|c| {
-                c.as_sent
+            .map(|c| {
+                let sent = c
+                    .as_sent
                     .as_ref()
-                    .or_else(|| in_history.get(c.id.as_str()).copied())
+                    .or_else(|| in_history.get(c.id.as_str()).copied());
+                (c, sent)
             })
             .collect()
     }
