@@ -3,11 +3,10 @@
 //! context (two context futures may never be polled at once).
 
 use async_trait::async_trait;
-use cadre_core::record::journal::{run_here, Effect, Journal, JournalError, Outcome, Step, Work};
+use cadre_core::record::journal::{Effect, Journal, JournalError, Outcome, Run, Step, Work};
 use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
 use cadre_tools::Rerun;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 /// What the agent asks the driver for.
 pub(crate) enum Ask {
@@ -70,13 +69,7 @@ impl Journal for Pump {
         Ok(Vec::new())
     }
 
-    async fn once(
-        &self,
-        _agent: &str,
-        effect: Effect<'_>,
-        work: Work,
-        cancel: &CancellationToken,
-    ) -> Outcome {
+    fn once(&self, _agent: &str, effect: Effect<'_>, work: Work) -> Run {
         let kind = match effect {
             Effect::Model => EffectKind::Model,
             // A subagent is kept as a call to another agent, not as a step of this one: its
@@ -84,20 +77,23 @@ impl Journal for Pump {
             Effect::Tool {
                 rerun: Rerun::Resumes,
                 ..
-            } => return run_here(effect, work, cancel).await,
+            } => return Run::Here(work),
             Effect::Tool { id, name, rerun } => EffectKind::Tool {
                 id: id.to_owned(),
                 name: name.to_owned(),
                 changing: rerun == Rerun::Never,
             },
         };
-        let (reply, answer) = oneshot::channel();
-        if self.tx.send(Ask::Effect { kind, work, reply }).is_err() {
-            return Outcome::Stopped(StopKind::Cancelled);
-        }
-        answer
-            .await
-            .unwrap_or(Outcome::Stopped(StopKind::Cancelled))
+        let tx = self.tx.clone();
+        Run::Durably(Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            if tx.send(Ask::Effect { kind, work, reply }).is_err() {
+                return Outcome::Stopped(StopKind::Cancelled);
+            }
+            answer
+                .await
+                .unwrap_or(Outcome::Stopped(StopKind::Cancelled))
+        }))
     }
 }
 

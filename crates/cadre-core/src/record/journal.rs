@@ -168,20 +168,22 @@ pub trait Journal: Send + Sync {
     async fn append(&self, step: &Step) -> Result<(), JournalError>;
     /// Every step journaled for the agent at `agent` (the run header for `""`), in order.
     async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError>;
-    /// Runs `work`, the effect `effect` of the agent at `agent`. The default runs it here
-    /// and now (a model request gives way to `cancel`; a tool call stops by itself, within
-    /// its grace); a durable engine runs it as one durable step instead, or hands back
-    /// the result it kept without running it again.
-    async fn once(
-        &self,
-        agent: &str,
-        effect: Effect<'_>,
-        work: Work,
-        cancel: &CancellationToken,
-    ) -> Outcome {
-        let _ = agent;
-        run_here(effect, work, cancel).await
+    /// How `work`, the effect `effect` of the agent at `agent`, runs. The default hands it
+    /// back to run here and now ([`Run::Here`]: a model request gives way to a cancel, a
+    /// tool call stops by itself, within its grace); a durable engine returns one durable
+    /// step instead ([`Run::Durably`]), which runs it or hands back the result it kept.
+    fn once(&self, agent: &str, effect: Effect<'_>, work: Work) -> Run {
+        let _ = (agent, effect);
+        Run::Here(work)
     }
+}
+
+/// How a journal has an effect run (see [`Journal::once`]).
+pub enum Run {
+    /// Run it here and now ([`run_here`]).
+    Here(Work),
+    /// Await this durable step instead.
+    Durably(futures::future::BoxFuture<'static, Outcome>),
 }
 
 /// Runs an effect in this process: what a journal that keeps no effects does.

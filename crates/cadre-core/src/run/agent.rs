@@ -1,7 +1,9 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
 use crate::record::events::{millis, Event, EventHandler};
-use crate::record::journal::{run_here, Done, Effect, Journal, ModelStep, Outcome, Step, Work};
+use crate::record::journal::{
+    run_here, Done, Effect, Journal, ModelStep, Outcome, Run, Step, Work,
+};
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
@@ -350,14 +352,13 @@ impl Agent {
     /// Runs an effect through the journal, which decides how: here and now, or as a
     /// durable step.
     async fn effect(&self, effect: Effect<'_>, work: Work) -> Outcome {
-        match &self.journal {
-            Some(journal) => {
-                journal
-                    .once(&self.config.path, effect, work, &self.ctx.cancel)
-                    .await
-            }
-            // What a journal that keeps nothing would do, without its call's allocation.
-            None => run_here(effect, work, &self.ctx.cancel).await,
+        let run = match &self.journal {
+            Some(journal) => journal.once(&self.config.path, effect, work),
+            None => Run::Here(work),
+        };
+        match run {
+            Run::Here(work) => run_here(effect, work, &self.ctx.cancel).await,
+            Run::Durably(step) => step.await,
         }
     }
 
