@@ -264,8 +264,6 @@ pub struct FileJournal {
     out: Mutex<File>,
     /// The steps read when the journal was opened, by agent, for rebuilding.
     earlier: HashMap<String, Vec<Step>>,
-    /// What those steps say of the run.
-    state: Option<RunState>,
 }
 
 /// What opening an existing journal found besides its steps.
@@ -289,7 +287,6 @@ impl FileJournal {
             out: Mutex::new(out),
             file,
             earlier: HashMap::new(),
-            state: None,
         })
     }
 
@@ -306,7 +303,6 @@ impl FileJournal {
         out.set_len(keep_bytes).map_err(io)?;
         let mut out = out;
         std::io::Seek::seek(&mut out, std::io::SeekFrom::End(0)).map_err(io)?;
-        let state = RunState::from_steps(&steps);
         let mut earlier: HashMap<String, Vec<Step>> = HashMap::new();
         for step in steps {
             let key = step.agent().unwrap_or_default().to_owned();
@@ -317,7 +313,6 @@ impl FileJournal {
                 out: Mutex::new(out),
                 file,
                 earlier,
-                state,
             },
             notes,
         ))
@@ -393,7 +388,15 @@ impl JournaledRun {
             return Ok(None);
         }
         let (journal, notes) = FileJournal::open(dir)?;
-        let Some(state) = journal.state.clone() else {
+        // The header and the primary agent's steps are all that say how the run stands.
+        let header = journal.earlier.get("").and_then(|steps| steps.first());
+        let primary = match header {
+            Some(Step::Run { agent_type, .. }) => journal.earlier.get(agent_type),
+            _ => None,
+        };
+        let Some(state) =
+            RunState::from_steps(header.into_iter().chain(primary.into_iter().flatten()))
+        else {
             return Ok(None);
         };
         Ok(Some(Self {
@@ -406,11 +409,13 @@ impl JournaledRun {
 }
 
 impl RunState {
-    /// What `steps`, a whole journal in order, say of the run; `None` without a run header.
-    fn from_steps(steps: &[Step]) -> Option<Self> {
+    /// What `steps`, in journal order from the run header on, say of the run; `None`
+    /// without a run header.
+    fn from_steps<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Option<Self> {
+        let mut steps = steps.into_iter();
         let Some(Step::Run {
             agent_type, task, ..
-        }) = steps.first()
+        }) = steps.next()
         else {
             return None;
         };

@@ -182,17 +182,7 @@ impl Agent {
         if let Some(stop) = self.should_stop(state.turns) {
             return Some(stop);
         }
-        // Making room asks the model for a summary: its future is large and rarely needed,
-        // so it is boxed, and only built near the window, to keep every waiting agent small.
-        let near = state.last_input as f64
-            >= (self.summarise_at() as f64)
-                .min(self.config.context_tokens as f64 * context::CLEAR_AT);
-        let room = if near {
-            Box::pin(self.make_room(state)).await
-        } else {
-            None
-        };
-        if let Some(step) = room {
+        if let Some(step) = self.make_room(state).await {
             self.record(state, step).await;
             return None;
         }
@@ -213,8 +203,9 @@ impl Agent {
                 None
             }
             Err(Failed::TooLong(why)) => {
-                let Some(compacted) =
-                    Box::pin(self.mend_length(&state.history, &why, *compacted_for_length)).await
+                let Some(compacted) = self
+                    .mend_length(&state.history, &why, *compacted_for_length)
+                    .await
                 else {
                     return Some(StopKind::ContextWindowExceeded);
                 };

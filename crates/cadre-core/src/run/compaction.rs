@@ -68,7 +68,9 @@ impl Agent {
             }
             _ => (history, None),
         };
-        let (mut compacted, usage, by) = self.compact_all(older).await?;
+        // Boxed: asking for a summary is a whole model request, rarely made, and every
+        // waiting agent's future would otherwise be sized for it.
+        let (mut compacted, usage, by) = Box::pin(self.compact_all(older)).await?;
         if let Some(newest) = newest {
             match compacted.last_mut() {
                 Some(last) if last.role == Role::User => {
