@@ -67,6 +67,7 @@ fn agent(
         transcript: None,
         journal: None,
         inbox: None,
+        team: None,
         permissions: None,
     };
     (agent, seen)
@@ -151,3 +152,8 @@ mod builder;
 
 #[path = "agent/single_agent.rs"]
 mod single_agent;
+
+/// Teams: named members that stay, message each other exactly once and in order, share a
+/// task list claimed atomically, and stop at their caps.
+#[path = "agent/team.rs"]
+mod team;

@@ -16,6 +16,9 @@ pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
 /// The name of the tool that stops a background subagent (it comes with Task).
 pub const TASK_STOP_TOOL: &str = "TaskStop";
 
+/// The name agent files use for the team's tools (any of them gives all of them).
+pub const TEAM_TOOL: &str = "SendMessage";
+
 /// Claude Code tools cadre does not provide; an agent file naming one still loads, without it.
 pub const DROPPED_TOOLS: [&str; 9] = [
     "WebFetch",
@@ -36,6 +39,9 @@ pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
         // The tools of background subagents come with Task.
         TASK_TOOL | "task" | "Agent" | TASK_OUTPUT_TOOL | TASK_STOP_TOOL => Some(TASK_TOOL),
         SKILL_TOOL | "skill" => Some(SKILL_TOOL),
+        // The team's tools come together (Claude Code's names; Codex's spelled its way).
+        "SendMessage" | "send_message" | "ListMembers" | "list_agents" | "CloseMember"
+        | "close_agent" | "TaskCreate" | "TaskUpdate" | "TaskList" | "TaskGet" => Some(TEAM_TOOL),
         other => canonical_tool_name(other),
     }
 }

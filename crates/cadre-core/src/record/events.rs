@@ -98,6 +98,55 @@ pub enum Event {
         /// This response's usage.
         usage: Usage,
     },
+    /// A team member sent a message (or cadre sent a notice on a member's behalf).
+    Message {
+        /// The sender's path.
+        agent: String,
+        /// The sender's name.
+        from: String,
+        /// The recipient's name.
+        to: String,
+        /// Its number among the messages from `from` to `to`.
+        seq: u64,
+        /// What it says.
+        text: String,
+        /// Whether it is cadre's notice that a member went idle.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        notice: bool,
+    },
+    /// A message was given to its recipient as part of a user turn.
+    Delivered {
+        /// The recipient's path.
+        agent: String,
+        /// The sender's name.
+        from: String,
+        /// The message's number from that sender.
+        seq: u64,
+    },
+    /// A team member ended its turn and waits for messages.
+    Idle {
+        /// Its path.
+        agent: String,
+    },
+    /// A waiting team member was woken by a message.
+    Woken {
+        /// Its path.
+        agent: String,
+    },
+    /// A task of the run's shared list was created or changed.
+    TaskChanged {
+        /// The path of the agent that changed it.
+        agent: String,
+        /// The task's id.
+        id: u32,
+        /// Its subject.
+        subject: String,
+        /// Its status.
+        status: crate::run::team::TaskStatus,
+        /// Its owner's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
+    },
     /// An agent stopped.
     Finished {
         /// Its path.
@@ -126,6 +175,11 @@ impl Event {
             | Self::ToolCall { agent, .. }
             | Self::ToolResult { agent, .. }
             | Self::Usage { agent, .. }
+            | Self::Message { agent, .. }
+            | Self::Delivered { agent, .. }
+            | Self::Idle { agent, .. }
+            | Self::Woken { agent, .. }
+            | Self::TaskChanged { agent, .. }
             | Self::Finished { agent, .. } => agent,
         }
     }

@@ -9,6 +9,7 @@
 //! call started ([`Step::Spawned`]), so subagents are found again by call id.
 
 use crate::run::outcome::StopKind;
+use crate::run::team::{Envelope, TeamChange};
 use async_trait::async_trait;
 use cadre_model::{ContentBlock, Message, Response, Usage};
 use cadre_tools::{Rerun, ToolOutput};
@@ -19,6 +20,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
+
+/// The key the team's steps are kept under (no agent path looks like it).
+pub const TEAM_STEPS: &str = "@team";
 
 /// The journal's file name inside a run folder.
 pub const JOURNAL_FILE: &str = "journal.jsonl";
@@ -105,6 +109,21 @@ pub enum Step {
         /// The message.
         message: Message,
     },
+    /// A change to the run's team (a member joined or closed, a message sent, the task list
+    /// changed); grouped under [`TEAM_STEPS`], not under the agent that made it.
+    Team {
+        /// The path of the agent that made the change.
+        by: String,
+        /// The change.
+        change: TeamChange,
+    },
+    /// Messages given to an agent as (part of) a user turn.
+    Delivered {
+        /// The recipient's path.
+        agent: String,
+        /// The messages, in the order given.
+        messages: Vec<Envelope>,
+    },
     /// An agent ended.
     Finished {
         /// The agent's path.
@@ -121,6 +140,7 @@ impl Step {
     pub fn agent(&self) -> Option<&str> {
         match self {
             Self::Run { .. } => None,
+            Self::Team { .. } => Some(TEAM_STEPS),
             Self::Started { agent, .. }
             | Self::Spawned { agent, .. }
             | Self::Response { agent, .. }
@@ -129,6 +149,7 @@ impl Step {
             | Self::UserMessage { agent, .. }
             | Self::Compacted { agent, .. }
             | Self::Cleared { agent, .. }
+            | Self::Delivered { agent, .. }
             | Self::Finished { agent, .. } => Some(agent),
         }
     }

@@ -10,6 +10,7 @@ use crate::run::context;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
+use crate::run::team::{Envelope, Seat};
 use crate::run::toolset::ToolSet;
 use cadre_model::{
     ContentBlock, Message, Model, ModelEvent, Request, RequestOrigin, Response, Role, SystemBlock,
@@ -68,6 +69,9 @@ pub struct Agent {
     pub inbox: Option<Arc<dyn Inbox>>,
     /// What its calls are checked against before they run; `None` checks nothing.
     pub permissions: Option<Arc<AgentPermissions>>,
+    /// Its place in the run's team, when it is a member: messages reach it between turns,
+    /// and when it has answered it waits for more instead of ending.
+    pub team: Option<Seat>,
 }
 
 /// Results that reach an agent after the tool call that started them returned.
@@ -123,14 +127,8 @@ impl Agent {
         let stop = loop {
             match state.next() {
                 // Work this agent left running reports before it ends.
-                Next::End(StopKind::Done) => match self.collect_inbox().await {
-                    Some(message) => {
-                        let step = Step::UserMessage {
-                            agent: self.config.path.clone(),
-                            message,
-                        };
-                        self.record(&mut state, step).await;
-                    }
+                Next::End(StopKind::Done) => match self.collect_inbox(&state).await {
+                    Some(step) => self.record(&mut state, step).await,
                     None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
                     None => break StopKind::Done,
                 },
@@ -138,6 +136,12 @@ impl Agent {
                 Next::Answer => {
                     for step in self.answer(&state).await {
                         self.apply(&mut state, step);
+                    }
+                    // Messages that came while it worked go with its tool results.
+                    if let Some(seat) = self.team.as_ref().filter(|_| state.pending.is_none()) {
+                        if let Some(given) = seat.arrived().await {
+                            self.record(&mut state, self.delivered(given)).await;
+                        }
                     }
                 }
                 Next::Ask => {
@@ -261,16 +265,37 @@ impl Agent {
         }
     }
 
-    /// Waits for the work this agent left running and returns the user message that reports
-    /// it; `None` when there is none (or the agent was cancelled meanwhile).
-    async fn collect_inbox(&self) -> Option<Message> {
-        let inbox = self.inbox.as_ref()?;
-        let blocks = tokio::select! {
-            biased;
-            () = self.ctx.cancel.cancelled() => None,
-            blocks = inbox.undelivered() => blocks,
-        }?;
-        Some(Message::new(Role::User, blocks))
+    /// What comes after the agent's answer: the results of work it left running, else (a
+    /// team member) the next messages for it, waited for; `None` when nothing comes (or it
+    /// was cancelled meanwhile).
+    async fn collect_inbox(&self, state: &AgentState) -> Option<Step> {
+        if let Some(inbox) = &self.inbox {
+            let blocks = tokio::select! {
+                biased;
+                () = self.ctx.cancel.cancelled() => return None,
+                blocks = inbox.undelivered() => blocks,
+            };
+            if let Some(blocks) = blocks {
+                return Some(Step::UserMessage {
+                    agent: self.config.path.clone(),
+                    message: Message::new(Role::User, blocks),
+                });
+            }
+        }
+        let seat = self.team.as_ref()?;
+        let answer = final_text(&state.history);
+        let given = seat
+            .idle(&answer, state.woken, state.turns, &self.ctx.cancel)
+            .await?;
+        Some(self.delivered(given))
+    }
+
+    /// The step that gives this agent `messages`.
+    fn delivered(&self, messages: Vec<Envelope>) -> Step {
+        Step::Delivered {
+            agent: self.config.path.clone(),
+            messages,
+        }
     }
 
     /// Answers the pending turn's calls that have no result yet and returns their journaled

@@ -12,6 +12,7 @@ use crate::record::journal::Journal;
 use crate::run::delegate::Delegate;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
 use crate::run::permissions::Permissions;
+use crate::run::team::TeamLimits;
 use cadre_mcp::McpServers;
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace, BUILTIN_TOOL_NAMES};
@@ -63,6 +64,7 @@ pub struct OrchestratorBuilder {
     run_id: Option<String>,
     journal: Option<Arc<dyn Journal>>,
     delegate: Option<Arc<dyn Delegate>>,
+    team: Option<TeamLimits>,
     handlers: Vec<EventHandler>,
 }
 
@@ -96,6 +98,7 @@ impl Orchestrator {
             run_id: None,
             journal: None,
             delegate: None,
+            team: None,
             handlers: Vec::new(),
         }
     }
@@ -291,6 +294,15 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// Makes the run a team run under `limits`: `Task` takes a `name`, which starts a
+    /// member that stays after it answers, and agents that may start members get the team
+    /// tools (`SendMessage`, the shared task list, …). A run whose primary type lists a
+    /// team tool is one anyway, under the default limits.
+    pub fn team(mut self, limits: TeamLimits) -> Self {
+        self.team = Some(limits);
+        self
+    }
+
     /// Calls `handler` with every event of every agent, on the agent's task: keep it
     /// quick. For a `Stream` instead, see [`Orchestrator::events`].
     pub fn on_event(mut self, handler: impl Fn(crate::Event) + Send + Sync + 'static) -> Self {
@@ -390,6 +402,7 @@ impl OrchestratorBuilder {
         config.run_id = self.run_id;
         config.journal = self.journal;
         config.delegate = self.delegate;
+        config.team = self.team;
         let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {
             Ok([one]) => one,
             Err(none) if none.is_empty() => crate::record::events::no_events(),

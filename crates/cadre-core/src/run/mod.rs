@@ -18,4 +18,5 @@ pub mod state;
 #[cfg(test)]
 mod state_props;
 pub mod task;
+pub mod team;
 pub mod toolset;

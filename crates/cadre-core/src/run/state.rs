@@ -42,6 +42,9 @@ pub struct AgentState {
     /// The size of its last request (input and output tokens of the last response), to
     /// tell whether it must be compacted or cleared before it goes on; 0 once it was.
     pub last_input: u64,
+    /// Whether the last messages it was given held one a member wrote (not only cadre's
+    /// notices): the turn they start earns its starter a notice when it ends.
+    pub woken: bool,
 }
 
 /// A turn whose tool calls were not all answered yet.
@@ -182,6 +185,14 @@ impl AgentState {
                 Added::Nothing
             }
             Step::UserMessage { message, .. } => self.follow_up(message),
+            Step::Delivered { messages, .. } => {
+                self.woken = messages.iter().any(|m| !m.notice);
+                let blocks = messages
+                    .iter()
+                    .map(|m| ContentBlock::text(m.render()))
+                    .collect();
+                self.follow_up(Message::new(Role::User, blocks))
+            }
             Step::Compacted { history, usage, .. } => {
                 self.history = history;
                 self.usage.add(&usage);
@@ -209,7 +220,7 @@ impl AgentState {
                 self.finished = Some((stop, text));
                 Added::Nothing
             }
-            Step::Run { .. } | Step::Started { .. } => Added::Nothing,
+            Step::Run { .. } | Step::Started { .. } | Step::Team { .. } => Added::Nothing,
         }
     }
 

@@ -22,6 +22,9 @@ pub struct TaskTool {
     allowed: Vec<String>,
 }
 
+/// The input fields only a team run's `Task` offers.
+const TEAM_FIELDS: [&str; 1] = ["name"];
+
 /// What `Task` takes.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -35,12 +38,22 @@ pub struct TaskInput {
     /// Return at once with a task id and let the subagent work meanwhile (default false).
     #[serde(default)]
     pub run_in_background: bool,
+    /// A name makes the subagent a team member: it stays after it answers, waiting for
+    /// messages (SendMessage) addressed to this name, which must be new in the run.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 impl TaskTool {
     /// A `Task` tool for `parent`, offering the subagent types of the orchestrator's
     /// registry that `allowed` names (every one when it is empty).
-    pub fn new(orchestrator: Arc<Orchestrator>, parent: AgentHandle, allowed: Vec<String>) -> Self {
+    /// In a team run (`team`), a call may name the subagent to start a member that stays.
+    pub fn new(
+        orchestrator: Arc<Orchestrator>,
+        parent: AgentHandle,
+        allowed: Vec<String>,
+        team: bool,
+    ) -> Self {
         let types: Vec<(String, String)> = orchestrator
             .registry()
             .subagents()
@@ -58,9 +71,19 @@ impl TaskTool {
              With run_in_background: true, Task returns at once with a task id and the \
              subagent works while you go on; TaskOutput gives its result (or waits for it), \
              TaskStop cancels it, and results you have not collected reach you when you end \
-             your turn.\n\n\
-             Available subagent types:\n",
+             your turn.\n\n",
         );
+        if team {
+            description.push_str(
+                "With a name, the subagent joins your team as a member: Task returns its first \
+                 answer, and it then stays, waiting. SendMessage to its name gives it more work \
+                 with its conversation intact; when it finishes a turn you started with a \
+                 message, you are told with its reply. Members can message each other and \
+                 share the task list (TaskCreate, TaskUpdate, TaskList). Close members whose \
+                 work is done with CloseMember; the run closes the rest when you answer.\n\n",
+            );
+        }
+        description.push_str("Available subagent types:\n");
         for (name, desc) in &types {
             description.push_str(&format!("- {name}: {desc}\n"));
         }
@@ -72,6 +95,13 @@ impl TaskTool {
             schema.pointer_mut("/properties/subagent_type"),
         ) {
             t.insert("enum".into(), names.into());
+        }
+        if !team {
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                for field in TEAM_FIELDS {
+                    props.remove(field);
+                }
+            }
         }
         Self {
             orchestrator,
@@ -122,6 +152,23 @@ impl TypedTool for TaskTool {
                 input.subagent_type,
                 self.allowed.join(", ")
             )));
+        }
+        if let Some(name) = input.name.as_deref().map(str::trim) {
+            let task = TaskCall {
+                subagent_type: &input.subagent_type,
+                description: &input.description,
+                prompt: &input.prompt,
+                call: &ctx.call_id,
+                background: false,
+            };
+            let result = self
+                .orchestrator
+                .start_member(&self.parent, &task, name, &ctx.cancel)
+                .await;
+            return Ok(match result {
+                Ok(text) => ToolOutput::ok(text),
+                Err(why) => ToolOutput::error(why.to_string()),
+            });
         }
         // A type marked `background` always runs so (Claude Code's `background: true`).
         let background = input.run_in_background

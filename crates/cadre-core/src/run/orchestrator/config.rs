@@ -76,6 +76,9 @@ pub(crate) struct RunConfig {
     /// Where subagents run when not in this process (a durable engine's workers); `None`
     /// runs them here.
     pub delegate: Option<Arc<dyn crate::run::delegate::Delegate>>,
+    /// Whether this is a team run, and its limits; `None` makes it one only when the
+    /// primary type lists a team tool.
+    pub team: Option<crate::run::team::TeamLimits>,
 }
 
 impl RunConfig {
@@ -106,6 +109,7 @@ impl RunConfig {
             permissions: Permissions::default(),
             journal: None,
             delegate: None,
+            team: None,
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::run::prompt;
 use crate::run::skill_tool::SkillTool;
 use crate::run::state::AgentState;
 use crate::run::task::TaskTool;
+use crate::run::team::{team_tools, Seat, Team};
 use crate::run::toolset::ToolSet;
 use cadre_mcp::McpServers;
 use cadre_model::{resolve_model_alias, Message, Model, Usage};
@@ -38,6 +39,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 mod config;
+mod members;
 mod resume;
 mod subagent;
 
@@ -63,6 +65,12 @@ pub struct RosterEntry {
     pub color: Option<String>,
     /// Whether it runs in the background (its parent goes on meanwhile).
     pub background: bool,
+    /// Its name in the run's team, when it is a member started with one.
+    pub member: Option<String>,
+    /// Whether it is a team member waiting for a message (its turn is over).
+    pub waiting: bool,
+    /// Team messages waiting for it.
+    pub unread: u32,
     /// When it started.
     #[serde(skip)]
     pub started: Instant,
@@ -100,6 +108,9 @@ pub struct AgentHandle {
     /// The folder its tools are confined to: the run's workspace, or the worktree of an
     /// isolated subagent (whose own subagents work there too).
     pub(crate) workspace: Arc<Workspace>,
+    /// Its name in the run's team, when it is a member (the primary agent, or a subagent
+    /// started with a name).
+    pub(crate) member: Option<String>,
 }
 
 impl AgentHandle {
@@ -120,6 +131,7 @@ impl AgentHandle {
             running: Arc::default(),
             background: Arc::default(),
             workspace,
+            member: None,
         }
     }
 }
@@ -166,6 +178,10 @@ pub struct Orchestrator {
     unsaved_id: String,
     /// The event streams handed out by [`Orchestrator::events`].
     streams: RwLock<Vec<tokio::sync::mpsc::UnboundedSender<Event>>>,
+    /// The run's team: its members, their messages and the shared task list.
+    team: Arc<Team>,
+    /// Whether this is a team run (`Task` takes a name; see [`RunConfig::team`]).
+    teams_on: std::sync::atomic::AtomicBool,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -219,8 +235,6 @@ impl Orchestrator {
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
             ran: std::sync::atomic::AtomicBool::new(false),
-            registry,
-            config,
             events,
             cancel: CancellationToken::new(),
             locks: Arc::default(),
@@ -234,6 +248,10 @@ impl Orchestrator {
             children: DashMap::new(),
             unsaved_id: new_run_id(),
             streams: RwLock::default(),
+            team: Arc::new(Team::new(config.team.clone().unwrap_or_default())),
+            teams_on: std::sync::atomic::AtomicBool::new(false),
+            registry,
+            config,
         })
     }
 
@@ -406,7 +424,8 @@ impl Orchestrator {
             spec.max_turns = max_turns;
         }
         let model = self.model_for(&spec, &self.config.model_id);
-        let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        let mut me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        me.member = self.open_team(&spec).await;
         let outcome = self
             .run_agent(
                 &spec,
@@ -417,6 +436,9 @@ impl Orchestrator {
                 false,
             )
             .await;
+        // The primary answered with nothing left in flight, or stopped: every member still
+        // open is closed (one at work is cancelled), and the run waits for them to end.
+        self.team.finish().await;
         self.config.mcp.shutdown().await;
         // Agents of the journal that no call reached again (a subagent cancelled before the
         // resume, whose parent already has its result) still count in the usage.
@@ -502,6 +524,7 @@ impl Orchestrator {
         let (agent, own_servers) = self.build_agent(spec, &me, cancel, Some(description)).await;
         let transcript = agent.transcript.clone();
         let children = me.background.clone();
+        let member = me.member.clone().filter(|_| me.depth > 0);
         let AgentHandle { path, model, .. } = me;
         self.roster.insert(
             path.clone(),
@@ -514,6 +537,9 @@ impl Orchestrator {
                 tokens: 0,
                 color: spec.color.clone(),
                 background,
+                member,
+                waiting: false,
+                unread: 0,
                 started,
             },
         );
@@ -651,11 +677,25 @@ impl Orchestrator {
                 .cloned(),
         );
         let delegates = names.iter().any(|n| n == TASK_TOOL);
+        let seat = me
+            .member
+            .as_ref()
+            .map(|name| Seat::new(self.team.clone(), name, &me.path, me.depth == 0));
+        let teams_on = self.teams_on.load(Ordering::Relaxed);
+        if let Some(seat) = &seat {
+            // Named members always talk; the primary agent has a seat only in a team run.
+            if me.depth > 0 || teams_on {
+                for tool in team_tools(seat, delegates && teams_on) {
+                    tools.insert(tool);
+                }
+            }
+        }
         if delegates {
             tools.insert(Arc::new(TaskTool::new(
                 self.clone(),
                 me.clone(),
                 spec.subagent_types.clone(),
+                teams_on && seat.is_some(),
             )));
             tools.insert(Arc::new(TaskOutputTool(me.background.clone())));
             tools.insert(Arc::new(TaskStopTool(me.background.clone())));
@@ -720,6 +760,7 @@ impl Orchestrator {
                 .clone(),
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
             permissions,
+            team: seat,
         };
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
@@ -783,7 +824,20 @@ impl Orchestrator {
                 Event::Compacting { .. } => entry.current_tool = Some("compacting…".into()),
                 Event::Compacted { .. } => entry.current_tool = None,
                 Event::Usage { usage, .. } => entry.tokens += usage.total(),
+                Event::Idle { .. } => entry.waiting = true,
+                Event::Woken { .. } => entry.waiting = false,
+                Event::Delivered { .. } => entry.unread = entry.unread.saturating_sub(1),
                 _ => {}
+            }
+        }
+        if let Event::Message { to, .. } = &event {
+            let recipient = self
+                .roster
+                .iter()
+                .find(|e| e.member.as_deref() == Some(to.as_str()) || e.path == *to)
+                .map(|e| e.key().clone());
+            if let Some(mut entry) = recipient.and_then(|p| self.roster.get_mut(&p)) {
+                entry.unread += 1;
             }
         }
         {

@@ -39,6 +39,7 @@ impl Orchestrator {
         }
         *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
         *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal.clone());
+        self.restore_team(&journal).await?;
         if let Some(text) = follow_up {
             let message = Message::user_text(text);
             journal

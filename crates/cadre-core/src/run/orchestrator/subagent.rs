@@ -18,20 +18,7 @@ impl Orchestrator {
             call,
             background,
         } = *task;
-        let Some(spec) = self
-            .registry
-            .get(subagent_type)
-            .filter(|s| s.mode.is_subagent())
-        else {
-            let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
-            return Err(SubagentError::UnknownType {
-                name: subagent_type.to_owned(),
-                known: known.join(", "),
-            });
-        };
-        if let Some(why) = spec.unusable() {
-            return Err(SubagentError::Unusable(why));
-        }
+        let spec = self.subagent_spec(subagent_type)?;
         let depth = parent.depth + 1;
         if depth > self.config.limits.max_depth {
             return Err(SubagentError::DepthLimit {
@@ -218,6 +205,9 @@ pub enum SubagentError {
         /// Why.
         source: Arc<ToolError>,
     },
+    /// A team member could not be started.
+    #[error("{0}")]
+    Team(String),
     /// Its background task ended without handing back anything (it was aborted).
     #[error("it ended without a result: its task was stopped")]
     Lost,
@@ -236,7 +226,11 @@ pub enum SubagentError {
 }
 
 /// What a parent's `Task` call gets from a subagent that stopped with `stop`.
-fn subagent_result(path: &str, stop: StopKind, text: String) -> Result<String, SubagentError> {
+pub(super) fn subagent_result(
+    path: &str,
+    stop: StopKind,
+    text: String,
+) -> Result<String, SubagentError> {
     match stop {
         StopKind::Done if text.trim().is_empty() => {
             Ok(format!("({path} finished without a final message)"))

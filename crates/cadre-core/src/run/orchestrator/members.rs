@@ -1,0 +1,252 @@
+//! Team members: opening a run's team, starting a named subagent that stays after it
+//! answers, and bringing the team back when a run is resumed.
+
+use super::subagent::subagent_result;
+use super::*;
+use crate::definitions::tools::{resolve_tool_name, TEAM_TOOL};
+use crate::record::journal::TEAM_STEPS;
+use crate::run::background::TaskResult;
+use crate::run::team::{Member, TeamChange, TeamState};
+use tokio::sync::watch;
+
+impl Orchestrator {
+    /// Opens the run's team with the primary agent of type `spec` as its first member, and
+    /// starts again the members a resumed run left open. Returns the primary's member name
+    /// in a team run, `None` otherwise.
+    pub(super) async fn open_team(self: &Arc<Self>, spec: &AgentSpec) -> Option<String> {
+        let lists_team = spec
+            .tools
+            .iter()
+            .any(|t| resolve_tool_name(t) == Some(TEAM_TOOL));
+        let restored = !self.team.snapshot().await.members.is_empty();
+        let on = self.config.team.is_some() || lists_team || restored;
+        self.teams_on.store(on, Ordering::Relaxed);
+        if !on {
+            return None;
+        }
+        let journal = self
+            .journal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let me = Arc::downgrade(self);
+        self.team.attach(
+            journal,
+            Arc::new(move |e| {
+                if let Some(o) = me.upgrade() {
+                    o.observe(e);
+                }
+            }),
+        );
+        self.team.lead(&spec.name, &spec.name, &spec.name).await;
+        self.restart_members().await;
+        Some(spec.name.clone())
+    }
+
+    /// Starts the subagent of `task` as the team member `name`, which stays after it
+    /// answers; returns its first answer.
+    pub(crate) async fn start_member(
+        self: &Arc<Self>,
+        parent: &AgentHandle,
+        task: &TaskCall<'_>,
+        name: &str,
+        cancel: &CancellationToken,
+    ) -> TaskResult {
+        let spec = self.subagent_spec(task.subagent_type)?.clone();
+        let depth = parent.depth + 1;
+        if depth > self.config.limits.max_depth {
+            return Err(SubagentError::DepthLimit {
+                limit: self.config.limits.max_depth,
+                parent: parent.path.clone(),
+            });
+        }
+        let Some(starter) = parent.member.clone() else {
+            return Err(SubagentError::Team(
+                "only a team member can start a named member; start it without a name".into(),
+            ));
+        };
+        if spec.is_isolated() || self.delegates() {
+            return Err(SubagentError::Team(format!(
+                "{} cannot be a named member: {}; start it without a name",
+                spec.name,
+                if self.delegates() {
+                    "a run on the engine has no teams"
+                } else {
+                    "it works in a worktree of its own, and members share the run's workspace"
+                }
+            )));
+        }
+        let model = self.model_for(&spec, &parent.model);
+        // A resumed run: this call started the member before.
+        if let Some(path) = self.resumed_child(&parent.path, task.call) {
+            if let Some(member) = self.team.snapshot().await.member_at(&path).cloned() {
+                // Started again when the team was opened: wait for its answer.
+                if let Some(rx) = self.team.answers(&member.name).await {
+                    return self.team.answer(rx, cancel).await;
+                }
+                let rebuilt = match self.resumed.remove(&path).map(|(_, s)| s) {
+                    Some(AgentState {
+                        finished: Some((stop, text)),
+                        ..
+                    }) => return subagent_result(&path, stop, text),
+                    rebuilt => rebuilt,
+                };
+                // It never got to its first step: it starts now.
+                let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
+                me.member = Some(member.name.clone());
+                let rx = self
+                    .spawn_member(spec, me, task.description, task.prompt, rebuilt)
+                    .await;
+                return self.team.answer(rx, cancel).await;
+            }
+        }
+        self.team
+            .may_join(name)
+            .await
+            .map_err(|e| SubagentError::Team(e.to_string()))?;
+        let n = {
+            let mut c = self.counters.entry(spec.name.clone()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        let path = AgentPath::parse(&parent.path)
+            .child(&spec.name, n)
+            .to_string();
+        self.journal(Step::Spawned {
+            agent: parent.path.clone(),
+            call: task.call.to_owned(),
+            child: path.clone(),
+        })
+        .await;
+        let member = Member {
+            name: name.to_owned(),
+            path: path.clone(),
+            agent_type: spec.name.clone(),
+            starter: Some(starter),
+            last_asked: task.description.to_owned(),
+            closed: false,
+        };
+        self.team.join(&parent.path, member).await;
+        let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
+        me.member = Some(name.to_owned());
+        let rx = self
+            .spawn_member(spec, me, task.description, task.prompt, None)
+            .await;
+        self.team.answer(rx, cancel).await
+    }
+
+    /// Runs the member `me` on a task of its own (it outlives the call that started it);
+    /// returns where its answers go.
+    async fn spawn_member(
+        self: &Arc<Self>,
+        spec: AgentSpec,
+        me: AgentHandle,
+        description: &str,
+        prompt: &str,
+        rebuilt: Option<AgentState>,
+    ) -> watch::Receiver<Option<TaskResult>> {
+        // Its own token under the run's: the call that started it ends, the member stays.
+        let cancel = self.cancel.child_token();
+        let name = me.member.clone().unwrap_or_default();
+        let rx = self.team.seat(&name, cancel.clone()).await;
+        let this = self.clone();
+        let (description, prompt) = (description.to_owned(), prompt.to_owned());
+        let handle = tokio::spawn(async move {
+            let path = me.path.clone();
+            let start = match rebuilt {
+                Some(state) => Start::Resume(Box::new(state)),
+                None => Start::Fresh(&prompt),
+            };
+            let outcome = this
+                .run_agent(&spec, me, &description, start, cancel, false)
+                .await;
+            let result = subagent_result(&path, outcome.stop, outcome.text);
+            this.team.ended(&name, &path, result).await;
+        });
+        self.team.keep(handle);
+        rx
+    }
+
+    /// Rebuilds the team of a resumed run from its journal: the changes in order, with the
+    /// messages each member's own steps say it was given taken out of its inbox.
+    pub(super) async fn restore_team(&self, journal: &Arc<dyn Journal>) -> Result<(), RunError> {
+        let changes: Vec<TeamChange> = journal
+            .steps(TEAM_STEPS)
+            .await?
+            .into_iter()
+            .filter_map(|s| match s {
+                Step::Team { change, .. } => Some(change),
+                _ => None,
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut state = TeamState::default();
+        let paths: Vec<(String, String)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                TeamChange::Joined { member } => Some((member.name.clone(), member.path.clone())),
+                _ => None,
+            })
+            .collect();
+        for (name, path) in paths {
+            for step in journal.steps(&path).await? {
+                if let Step::Delivered { messages, .. } = step {
+                    state.delivered(&name, &messages);
+                }
+            }
+        }
+        for change in changes {
+            state.apply(change);
+        }
+        self.team.restore(state).await;
+        Ok(())
+    }
+
+    /// Starts again every member of a resumed run that was not closed, from its journal:
+    /// one that was waiting waits again (and gets what was sent to it and not given), one
+    /// that was working goes on. A member with no steps yet is started by its starter's
+    /// call, which the resumed run makes again.
+    async fn restart_members(self: &Arc<Self>) {
+        let state = self.team.snapshot().await;
+        for member in state.members.values() {
+            if member.closed || member.starter.is_none() {
+                continue;
+            }
+            let Some((path, rebuilt)) = self.resumed.remove(&member.path) else {
+                continue;
+            };
+            let Some(spec) = self.registry.get(&member.agent_type).cloned() else {
+                continue;
+            };
+            // It runs again, so its earlier record gives way to the one it ends with.
+            self.records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|r| r.path != path);
+            let depth = u32::try_from(AgentPath::parse(&path).depth()).unwrap_or(1);
+            let model = self.model_for(&spec, &self.config.model_id);
+            let mut me = AgentHandle::new(path, depth, model, self.config.workspace.clone());
+            me.member = Some(member.name.clone());
+            let description = rebuilt.description.clone();
+            self.spawn_member(spec, me, &description, "", Some(rebuilt))
+                .await;
+        }
+    }
+
+    /// The subagent type `name`, if a `Task` call may start it.
+    pub(super) fn subagent_spec(&self, name: &str) -> Result<&AgentSpec, SubagentError> {
+        let Some(spec) = self.registry.get(name).filter(|s| s.mode.is_subagent()) else {
+            let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
+            return Err(SubagentError::UnknownType {
+                name: name.to_owned(),
+                known: known.join(", "),
+            });
+        };
+        if let Some(why) = spec.unusable() {
+            return Err(SubagentError::Unusable(why));
+        }
+        Ok(spec)
+    }
+}

@@ -1,0 +1,842 @@
+//! Teams: named agents that stay after they answer, message each other and share a task
+//! list — with every change journaled before it takes effect, so a resumed run loses no
+//! message and delivers none twice.
+//!
+//! A `Task` call with a `name` starts a member. When a member ends its turn it waits
+//! ([`Seat::idle`]) for a message, which wakes it with its history intact; a message to a
+//! busy member waits for its next tool results ([`Seat::arrived`]). Either way a message
+//! reaches the recipient between turns, never inside one, as a journaled
+//! [`Step::Delivered`] that the agent's state folds into its history. The primary agent is
+//! a member too: when it has answered it waits until nothing is left in flight, and then the
+//! run ends and the members still waiting are closed.
+
+mod state;
+mod tools;
+
+pub use state::{Envelope, Member, SharedTask, TaskStatus, TeamChange, TeamState};
+pub use tools::{team_tools, TEAM_TOOL_NAMES};
+
+use crate::record::events::{Event, EventHandler};
+use crate::record::journal::{Journal, Step};
+use crate::run::background::TaskResult;
+use crate::run::orchestrator::SubagentError;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How far a team may go.
+#[derive(Debug, Clone)]
+pub struct TeamLimits {
+    /// Most members (the primary agent aside) not closed at once.
+    pub max_members: usize,
+    /// Longest message, in bytes.
+    pub max_message_bytes: usize,
+    /// Most messages one member may have waiting; a send beyond is refused.
+    pub max_unread: usize,
+    /// Most messages members may send in the whole run; a runaway exchange stops there.
+    pub max_messages: usize,
+}
+
+impl Default for TeamLimits {
+    fn default() -> Self {
+        Self {
+            max_members: 16,
+            max_message_bytes: 32 * 1024,
+            max_unread: 32,
+            max_messages: 500,
+        }
+    }
+}
+
+/// Why a team change was refused: the calling agent gets this as an `is_error`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TeamError {
+    /// No member has that name.
+    #[error("there is no member named {name:?}; the members are: {known}")]
+    UnknownMember {
+        /// The name asked for.
+        name: String,
+        /// The members there are.
+        known: String,
+    },
+    /// The name is taken.
+    #[error("a member named {0:?} already exists; choose another name")]
+    NameTaken(String),
+    /// The name is not one cadre takes.
+    #[error("{0:?} is not a usable member name: use 1 to 64 letters, digits, '-' or '_'")]
+    BadName(String),
+    /// The run has as many members as it may.
+    #[error("refused: the run already has {0} members (its limit); close one (CloseMember) or give the work to an existing member")]
+    TooManyMembers(usize),
+    /// The recipient was closed.
+    #[error("{0} was closed and takes no more messages")]
+    Closed(String),
+    /// A member wrote to itself.
+    #[error("a member cannot send a message to itself")]
+    ToSelf,
+    /// The message is too long.
+    #[error("the message is {size} bytes; the limit is {limit}: shorten it, or put the details in a file and send its path")]
+    TooLong {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The recipient's inbox is full.
+    #[error("{name}'s inbox is full ({limit} unread messages): wait until it has read them before sending more")]
+    InboxFull {
+        /// The recipient.
+        name: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// The run's cap on messages is reached.
+    #[error("this run has reached its cap of {0} messages: no more messages can be sent. Finish your part with what you have and answer")]
+    Cap(usize),
+    /// No task has that id.
+    #[error("there is no task #{id}; the tasks are: {known}")]
+    UnknownTask {
+        /// The id asked for.
+        id: u32,
+        /// The ids there are.
+        known: String,
+    },
+    /// Another member owns the task.
+    #[error("task #{id} is owned by {owner}; only its owner can change it")]
+    Owned {
+        /// The task.
+        id: u32,
+        /// Its owner.
+        owner: String,
+    },
+    /// The task is completed already.
+    #[error("task #{0} is already completed")]
+    Done(u32),
+    /// The task is blocked.
+    #[error("task #{id} cannot be started: it is blocked by {blockers}, not completed yet")]
+    Blocked {
+        /// The task.
+        id: u32,
+        /// The tasks blocking it, with their status.
+        blockers: String,
+    },
+    /// Only the member that started another may close it.
+    #[error("{name} was started by {starter}; only its starter may close it")]
+    NotStarter {
+        /// The member.
+        name: String,
+        /// Its starter.
+        starter: String,
+    },
+}
+
+/// What a member is doing, as far as the team can tell.
+struct Live {
+    /// Stops it (closing a running member cancels it).
+    cancel: CancellationToken,
+    /// Its answer each time it goes idle (a `Task` call that started it waits for the first).
+    answer: watch::Sender<Option<TaskResult>>,
+}
+
+/// The team's journaled state and what only the live run knows (who is running).
+#[derive(Default)]
+struct Inner {
+    state: TeamState,
+    /// Members (the primary aside) that are working now, not waiting for a message.
+    running: HashSet<String>,
+    live: HashMap<String, Live>,
+}
+
+/// A run's team.
+pub struct Team {
+    inner: tokio::sync::Mutex<Inner>,
+    /// Bumped on every change, so waiters look again.
+    changed: watch::Sender<u64>,
+    limits: TeamLimits,
+    journal: Mutex<Option<Arc<dyn Journal>>>,
+    events: Mutex<Option<EventHandler>>,
+    /// The tasks running members, awaited when the run ends.
+    handles: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Team {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Team {
+    /// An empty team under `limits`.
+    pub fn new(limits: TeamLimits) -> Self {
+        Self {
+            inner: tokio::sync::Mutex::default(),
+            changed: watch::channel(0).0,
+            limits,
+            journal: Mutex::default(),
+            events: Mutex::default(),
+            handles: Mutex::default(),
+        }
+    }
+
+    /// Where the team's changes are journaled and its events go.
+    pub(crate) fn attach(&self, journal: Option<Arc<dyn Journal>>, events: EventHandler) {
+        *lock(&self.journal) = journal;
+        *lock(&self.events) = Some(events);
+    }
+
+    /// The team as it stands.
+    pub async fn snapshot(&self) -> TeamState {
+        self.inner.lock().await.state.clone()
+    }
+
+    /// Whether the member `name` is working now.
+    pub async fn is_running(&self, name: &str) -> bool {
+        self.inner.lock().await.running.contains(name)
+    }
+
+    /// Starts over from a journaled team (a resumed run): its state, with every member not
+    /// closed counted as working until it says otherwise.
+    pub(crate) async fn restore(&self, state: TeamState) {
+        let mut inner = self.inner.lock().await;
+        inner.running = state
+            .members
+            .values()
+            .filter(|m| !m.closed && m.starter.is_some())
+            .map(|m| m.name.clone())
+            .collect();
+        inner.state = state;
+    }
+
+    fn emit(&self, event: Event) {
+        let events = lock(&self.events).clone();
+        if let Some(events) = events {
+            events(event);
+        }
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Journals `change` made by the agent at `by` and folds it into `inner`.
+    async fn change(&self, inner: &mut Inner, by: &str, change: TeamChange) {
+        let journal = lock(&self.journal).clone();
+        if let Some(journal) = journal {
+            let step = Step::Team {
+                by: by.to_owned(),
+                change: change.clone(),
+            };
+            if let Err(e) = journal.append(&step).await {
+                tracing::warn!("could not journal a team change: {e}");
+            }
+        }
+        inner.state.apply(change);
+    }
+
+    /// Registers the primary agent as the member `name` at `path`.
+    pub(crate) async fn lead(&self, name: &str, path: &str, agent_type: &str) {
+        let mut inner = self.inner.lock().await;
+        if inner.state.members.contains_key(name) {
+            return;
+        }
+        let member = Member {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            agent_type: agent_type.to_owned(),
+            starter: None,
+            last_asked: String::new(),
+            closed: false,
+        };
+        self.change(&mut inner, path, TeamChange::Joined { member })
+            .await;
+    }
+
+    /// Checks that a member named `name` may join now.
+    pub(crate) async fn may_join(&self, name: &str) -> Result<(), TeamError> {
+        let inner = self.inner.lock().await;
+        check_name(name)?;
+        if inner.state.members.contains_key(name) {
+            return Err(TeamError::NameTaken(name.to_owned()));
+        }
+        let live = inner
+            .state
+            .members
+            .values()
+            .filter(|m| !m.closed && m.starter.is_some())
+            .count();
+        if live >= self.limits.max_members {
+            return Err(TeamError::TooManyMembers(self.limits.max_members));
+        }
+        Ok(())
+    }
+
+    /// Adds `member` (checked by [`Team::may_join`]), working from now on.
+    pub(crate) async fn join(&self, by: &str, member: Member) {
+        let mut inner = self.inner.lock().await;
+        let name = member.name.clone();
+        if !inner.state.members.contains_key(&name) {
+            self.change(&mut inner, by, TeamChange::Joined { member })
+                .await;
+        }
+        inner.running.insert(name);
+        drop(inner);
+        self.bump();
+    }
+
+    /// Notes the member `name`'s cancel token and returns where its answers go.
+    pub(crate) async fn seat(
+        &self,
+        name: &str,
+        cancel: CancellationToken,
+    ) -> watch::Receiver<Option<TaskResult>> {
+        let mut inner = self.inner.lock().await;
+        let live = inner.live.entry(name.to_owned()).or_insert_with(|| Live {
+            cancel: cancel.clone(),
+            answer: watch::channel(None).0,
+        });
+        live.cancel = cancel;
+        live.answer.subscribe()
+    }
+
+    /// Where the answers of the member `name` go, if it runs now.
+    pub(crate) async fn answers(&self, name: &str) -> Option<watch::Receiver<Option<TaskResult>>> {
+        let inner = self.inner.lock().await;
+        inner.live.get(name).map(|l| l.answer.subscribe())
+    }
+
+    /// Waits for the next answer of the member `name` (a `Task` call that started it).
+    pub(crate) async fn answer(
+        &self,
+        mut rx: watch::Receiver<Option<TaskResult>>,
+        cancel: &CancellationToken,
+    ) -> TaskResult {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(SubagentError::Lost),
+            r = rx.wait_for(Option::is_some) => r.ok().and_then(|r| r.clone()).unwrap_or(Err(SubagentError::Lost)),
+        }
+    }
+
+    /// Keeps the task running a member, to await it when the run ends.
+    pub(crate) fn keep(&self, handle: tokio::task::JoinHandle<()>) {
+        lock(&self.handles).push(handle);
+    }
+
+    /// A member's agent ended with `result` (`Ok` with its answer when it was closed): it is
+    /// closed for good, and a `Task` call still waiting for it gets the result.
+    pub(crate) async fn ended(&self, name: &str, path: &str, result: TaskResult) {
+        let mut inner = self.inner.lock().await;
+        inner.running.remove(name);
+        if let Some(live) = inner.live.get(name) {
+            live.answer.send_modify(|a| {
+                if a.is_none() || result.is_err() {
+                    *a = Some(result);
+                }
+            });
+        }
+        let open = inner.state.members.get(name).is_some_and(|m| !m.closed);
+        if open {
+            let change = TeamChange::Closed {
+                name: name.to_owned(),
+            };
+            self.change(&mut inner, path, change).await;
+        }
+        drop(inner);
+        self.bump();
+    }
+
+    /// Sends `text` from `from` to `to` (by name; `*` is every other member). `key` makes
+    /// the send happen once: sent again under the same key (a resumed run re-running the
+    /// call), it returns what the first send did.
+    pub async fn send(
+        &self,
+        by: &str,
+        from: &str,
+        to: &str,
+        text: &str,
+        key: &str,
+    ) -> Result<Vec<Envelope>, TeamError> {
+        let mut inner = self.inner.lock().await;
+        let state = &inner.state;
+        let recipients: Vec<String> = if to == "*" {
+            state
+                .members
+                .values()
+                .filter(|m| m.name != from && !m.closed)
+                .map(|m| m.name.clone())
+                .collect()
+        } else {
+            vec![to.to_owned()]
+        };
+        let keyed = |r: &str| {
+            if recipients.len() > 1 {
+                format!("{key}/{r}")
+            } else {
+                key.to_owned()
+            }
+        };
+        // Sent already (a resumed run): the first send stands.
+        let earlier: Vec<Envelope> = recipients
+            .iter()
+            .filter_map(|r| state.sent_under(from, &keyed(r)).cloned())
+            .collect();
+        if !earlier.is_empty() {
+            return Ok(earlier);
+        }
+        if text.len() > self.limits.max_message_bytes {
+            return Err(TeamError::TooLong {
+                size: text.len(),
+                limit: self.limits.max_message_bytes,
+            });
+        }
+        for r in &recipients {
+            let Some(member) = state.members.get(r) else {
+                return Err(TeamError::UnknownMember {
+                    name: r.clone(),
+                    known: state.names(),
+                });
+            };
+            if r == from {
+                return Err(TeamError::ToSelf);
+            }
+            if member.closed {
+                return Err(TeamError::Closed(r.clone()));
+            }
+            if state.unread(r) >= self.limits.max_unread {
+                return Err(TeamError::InboxFull {
+                    name: r.clone(),
+                    limit: self.limits.max_unread,
+                });
+            }
+        }
+        if state.sent_by_members() + recipients.len() > self.limits.max_messages {
+            return Err(TeamError::Cap(self.limits.max_messages));
+        }
+        let mut sent = Vec::new();
+        for r in &recipients {
+            let message = Envelope {
+                from: from.to_owned(),
+                to: r.clone(),
+                seq: inner.state.next_seq(from, r),
+                text: text.to_owned(),
+                notice: false,
+                key: keyed(r),
+            };
+            self.post(&mut inner, by, message.clone()).await;
+            sent.push(message);
+        }
+        drop(inner);
+        self.bump();
+        Ok(sent)
+    }
+
+    /// Journals and queues one message.
+    async fn post(&self, inner: &mut Inner, by: &str, message: Envelope) {
+        self.emit(Event::Message {
+            agent: by.to_owned(),
+            from: message.from.clone(),
+            to: message.to.clone(),
+            seq: message.seq,
+            text: message.text.clone(),
+            notice: message.notice,
+        });
+        self.change(inner, by, TeamChange::Sent { message }).await;
+    }
+
+    /// Takes the messages waiting for `name`, marking them given; the caller journals them
+    /// as delivered before anything acts on them.
+    fn take(&self, inner: &mut Inner, name: &str, path: &str) -> Vec<Envelope> {
+        let waiting: Vec<Envelope> = inner
+            .state
+            .inboxes
+            .get(name)
+            .map(|q| q.iter().map(|&i| inner.state.messages[i].clone()).collect())
+            .unwrap_or_default();
+        inner.state.delivered(name, &waiting);
+        for m in &waiting {
+            self.emit(Event::Delivered {
+                agent: path.to_owned(),
+                from: m.from.clone(),
+                seq: m.seq,
+            });
+        }
+        waiting
+    }
+
+    /// Closes the member `name` on behalf of `by` (its starter, or the run ending), and
+    /// every member it started; a member at work is cancelled.
+    pub async fn close(&self, by: Option<&str>, name: &str) -> Result<Vec<String>, TeamError> {
+        let mut inner = self.inner.lock().await;
+        let Some(member) = inner.state.members.get(name) else {
+            return Err(TeamError::UnknownMember {
+                name: name.to_owned(),
+                known: inner.state.names(),
+            });
+        };
+        if let (Some(by), Some(starter)) = (by, &member.starter) {
+            if by != starter {
+                return Err(TeamError::NotStarter {
+                    name: name.to_owned(),
+                    starter: starter.clone(),
+                });
+            }
+        }
+        let mut closed = Vec::new();
+        let mut queue = vec![name.to_owned()];
+        while let Some(n) = queue.pop() {
+            let Some(m) = inner.state.members.get(&n).cloned() else {
+                continue;
+            };
+            queue.extend(
+                inner
+                    .state
+                    .members
+                    .values()
+                    .filter(|c| c.starter.as_deref() == Some(&n))
+                    .map(|c| c.name.clone()),
+            );
+            if m.closed || m.starter.is_none() {
+                continue;
+            }
+            self.change(&mut inner, &m.path, TeamChange::Closed { name: n.clone() })
+                .await;
+            // One at work is cancelled; one waiting sees it was closed and ends.
+            if let Some(live) = inner.live.get(&n).filter(|_| inner.running.contains(&n)) {
+                live.cancel.cancel();
+            }
+            closed.push(n);
+        }
+        drop(inner);
+        self.bump();
+        Ok(closed)
+    }
+
+    /// The run is over: closes every member still open and waits for their agents to end.
+    pub(crate) async fn finish(&self) {
+        let names: Vec<String> = {
+            let inner = self.inner.lock().await;
+            inner
+                .state
+                .members
+                .values()
+                .filter(|m| !m.closed && m.starter.is_some())
+                .map(|m| m.name.clone())
+                .collect()
+        };
+        for name in names {
+            let _ = self.close(None, &name).await;
+        }
+        let handles: Vec<_> = lock(&self.handles).drain(..).collect();
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+
+    /// Creates a task of the shared list.
+    pub async fn create_task(
+        &self,
+        by: &str,
+        creator: &str,
+        subject: &str,
+        description: &str,
+        blocked_by: Vec<u32>,
+        key: &str,
+    ) -> Result<SharedTask, TeamError> {
+        let mut inner = self.inner.lock().await;
+        if let Some(made) = inner.state.created_under(creator, key) {
+            return Ok(made.clone());
+        }
+        if let Some(&id) = blocked_by
+            .iter()
+            .find(|id| !inner.state.tasks.contains_key(id))
+        {
+            return Err(TeamError::UnknownTask {
+                id,
+                known: task_ids(&inner.state),
+            });
+        }
+        let id = inner.state.tasks.keys().next_back().map_or(1, |n| n + 1);
+        let task = SharedTask {
+            id,
+            subject: subject.to_owned(),
+            description: description.to_owned(),
+            blocked_by,
+            status: TaskStatus::Pending,
+            owner: None,
+            created_by: creator.to_owned(),
+            key: key.to_owned(),
+        };
+        self.change(
+            &mut inner,
+            by,
+            TeamChange::TaskCreated { task: task.clone() },
+        )
+        .await;
+        self.task_event(by, &task);
+        Ok(task)
+    }
+
+    /// Changes a task's status or owner for the member `who`. Claiming is atomic: a task
+    /// owned by another member cannot be taken, and a blocked one cannot be started.
+    pub async fn update_task(
+        &self,
+        by: &str,
+        who: &str,
+        id: u32,
+        status: Option<TaskStatus>,
+        owner: Option<String>,
+    ) -> Result<SharedTask, TeamError> {
+        let mut inner = self.inner.lock().await;
+        let state = &inner.state;
+        let Some(task) = state.tasks.get(&id) else {
+            return Err(TeamError::UnknownTask {
+                id,
+                known: task_ids(state),
+            });
+        };
+        let status = status.unwrap_or(task.status);
+        // Starting or completing a task claims it for whoever does it, unless an owner is
+        // named.
+        let owner = match (owner, status) {
+            (Some(o), _) if o.is_empty() => None,
+            (Some(o), _) => Some(o),
+            (None, TaskStatus::Pending) => task.owner.clone(),
+            (None, _) => task.owner.clone().or_else(|| Some(who.to_owned())),
+        };
+        if let Some(o) = &owner {
+            if !state.members.contains_key(o) {
+                return Err(TeamError::UnknownMember {
+                    name: o.clone(),
+                    known: state.names(),
+                });
+            }
+        }
+        if let Some(current) = &task.owner {
+            if current != who {
+                return Err(TeamError::Owned {
+                    id,
+                    owner: current.clone(),
+                });
+            }
+        }
+        if status == TaskStatus::InProgress && task.status == TaskStatus::Completed {
+            return Err(TeamError::Done(id));
+        }
+        if status != TaskStatus::Pending {
+            let blockers: Vec<String> = task
+                .blocked_by
+                .iter()
+                .filter_map(|b| state.tasks.get(b))
+                .filter(|b| b.status != TaskStatus::Completed)
+                .map(|b| format!("#{} ({})", b.id, b.status))
+                .collect();
+            if !blockers.is_empty() {
+                return Err(TeamError::Blocked {
+                    id,
+                    blockers: blockers.join(", "),
+                });
+            }
+        }
+        self.change(
+            &mut inner,
+            by,
+            TeamChange::TaskUpdated { id, status, owner },
+        )
+        .await;
+        let task = inner.state.tasks.get(&id).cloned();
+        drop(inner);
+        self.bump();
+        let task = task.ok_or_else(|| TeamError::UnknownTask {
+            id,
+            known: String::new(),
+        })?;
+        self.task_event(by, &task);
+        Ok(task)
+    }
+
+    fn task_event(&self, by: &str, task: &SharedTask) {
+        self.emit(Event::TaskChanged {
+            agent: by.to_owned(),
+            id: task.id,
+            subject: task.subject.clone(),
+            status: task.status,
+            owner: task.owner.clone(),
+        });
+    }
+}
+
+/// One agent's place in the team: what the loop asks between turns.
+#[derive(Clone)]
+pub struct Seat {
+    team: Arc<Team>,
+    /// Its member name.
+    pub name: String,
+    /// Its agent path.
+    pub path: String,
+    /// Whether it is the primary agent (it waits for the team rather than for a message).
+    pub primary: bool,
+}
+
+impl std::fmt::Debug for Seat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seat")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Seat {
+    /// The seat of the member `name` at `path` in `team`.
+    pub fn new(team: Arc<Team>, name: &str, path: &str, primary: bool) -> Self {
+        Self {
+            team,
+            name: name.to_owned(),
+            path: path.to_owned(),
+            primary,
+        }
+    }
+
+    /// The team it belongs to.
+    pub fn team(&self) -> &Arc<Team> {
+        &self.team
+    }
+
+    /// Messages that arrived while the agent was busy, to go with its tool results.
+    pub async fn arrived(&self) -> Option<Vec<Envelope>> {
+        let mut inner = self.team.inner.lock().await;
+        if inner.state.unread(&self.name) == 0 {
+            return None;
+        }
+        let given = self.team.take(&mut inner, &self.name, &self.path);
+        Some(given).filter(|g| !g.is_empty())
+    }
+
+    /// The agent ended its turn with `answer` after `turns` requests (`woken`: the turn
+    /// began with a member's message). Tells whoever waits for its answer, tells its
+    /// starter once when a member's message started the turn, then waits for a message —
+    /// or, for the primary agent, until nothing is left in flight. `None` when it is to
+    /// stop: closed, cancelled, or (the primary) the team is done.
+    pub async fn idle(
+        &self,
+        answer: &str,
+        woken: bool,
+        turns: u32,
+        cancel: &CancellationToken,
+    ) -> Option<Vec<Envelope>> {
+        let team = &self.team;
+        let mut rx = team.changed.subscribe();
+        let mut told = false;
+        {
+            let mut inner = team.inner.lock().await;
+            inner.running.remove(&self.name);
+            if let Some(live) = inner.live.get(&self.name) {
+                live.answer.send_replace(Some(Ok(answer.to_owned())));
+            }
+            let starter = inner
+                .state
+                .members
+                .get(&self.name)
+                .and_then(|m| m.starter.clone())
+                .filter(|s| inner.state.members.get(s).is_some_and(|m| !m.closed));
+            let key = format!("idle@{turns}");
+            if let Some(starter) = starter.filter(|_| woken) {
+                if inner.state.sent_under(&self.name, &key).is_none() {
+                    let notice = Envelope {
+                        seq: inner.state.next_seq(&self.name, &starter),
+                        from: self.name.clone(),
+                        to: starter,
+                        text: format!(
+                            "{} finished its turn and is waiting for messages. Its last reply:\n{}",
+                            self.name,
+                            answer.trim()
+                        ),
+                        notice: true,
+                        key,
+                    };
+                    team.post(&mut inner, &self.path, notice).await;
+                }
+            }
+        }
+        team.bump();
+        loop {
+            {
+                let mut inner = team.inner.lock().await;
+                if inner.state.unread(&self.name) > 0 {
+                    let given = team.take(&mut inner, &self.name, &self.path);
+                    inner.running.insert(self.name.clone());
+                    if let Some(first) = given.iter().find(|m| !m.notice) {
+                        let what: String = first.text.chars().take(60).collect();
+                        let change = TeamChange::Asked {
+                            name: self.name.clone(),
+                            what: format!("{}: {what}", first.from),
+                        };
+                        team.change(&mut inner, &self.path, change).await;
+                    }
+                    drop(inner);
+                    if told {
+                        team.emit(Event::Woken {
+                            agent: self.path.clone(),
+                        });
+                    }
+                    team.bump();
+                    return Some(given);
+                }
+                let closed = inner
+                    .state
+                    .members
+                    .get(&self.name)
+                    .is_some_and(|m| m.closed);
+                let done =
+                    self.primary && inner.running.is_empty() && !inner.state.any_undelivered();
+                if closed || done {
+                    return None;
+                }
+            }
+            if !told {
+                told = true;
+                team.emit(Event::Idle {
+                    agent: self.path.clone(),
+                });
+            }
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return None,
+                changed = rx.changed() => if changed.is_err() { return None },
+            }
+        }
+    }
+}
+
+/// Checks a member name: short, and plain enough to write in a message.
+fn check_name(name: &str) -> Result<(), TeamError> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(TeamError::BadName(name.to_owned()))
+    }
+}
+
+fn task_ids(state: &TeamState) -> String {
+    if state.tasks.is_empty() {
+        return "none yet".into();
+    }
+    state
+        .tasks
+        .keys()
+        .map(|id| format!("#{id}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

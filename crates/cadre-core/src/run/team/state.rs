@@ -1,0 +1,341 @@
+//! A team's state as its journaled changes leave it: the members, every message sent and
+//! which were delivered, and the shared task list. The live team applies each change here
+//! after journaling it; a resumed run folds the journal's changes through the same
+//! [`TeamState::apply`], so the two cannot disagree.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fmt;
+
+/// One member of a run's team: the primary agent, or a subagent started with a name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Member {
+    /// The name others address it by.
+    pub name: String,
+    /// Its agent path (`main/code#1`).
+    pub path: String,
+    /// Its agent type.
+    pub agent_type: String,
+    /// The name of the member that started it (`None` for the primary agent).
+    pub starter: Option<String>,
+    /// What it was last asked, in a few words.
+    pub last_asked: String,
+    /// Whether it was closed (it takes no more messages).
+    pub closed: bool,
+}
+
+/// One message between members.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Envelope {
+    /// The sender's name.
+    pub from: String,
+    /// The recipient's name.
+    pub to: String,
+    /// Its number among the messages from `from` to `to`, from 1.
+    pub seq: u64,
+    /// What it says.
+    pub text: String,
+    /// Whether cadre sent it on the sender's behalf (a member went idle), not the sender.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notice: bool,
+    /// What makes a send happen once: the sender's tool call id, or the idle turn a notice
+    /// reports. A resumed run that sends it again finds it sent.
+    pub key: String,
+}
+
+impl Envelope {
+    /// The text the recipient's conversation carries for it.
+    pub fn render(&self) -> String {
+        if self.notice {
+            format!(
+                "<team-notice from=\"{}\">\n{}\n</team-notice>",
+                self.from, self.text
+            )
+        } else {
+            format!(
+                "<team-message from=\"{}\" seq=\"{}\">\n{}\n</team-message>",
+                self.from, self.seq, self.text
+            )
+        }
+    }
+}
+
+/// Where a shared task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Not started.
+    Pending,
+    /// Its owner is working on it.
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+        })
+    }
+}
+
+/// One task of the run's shared list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SharedTask {
+    /// Its id (`1`, `2`, …).
+    pub id: u32,
+    /// A one-line subject.
+    pub subject: String,
+    /// What is to be done.
+    pub description: String,
+    /// The tasks that must be completed before this one can be started.
+    pub blocked_by: Vec<u32>,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// The member that owns it.
+    pub owner: Option<String>,
+    /// Who created it.
+    pub created_by: String,
+    /// The call that created it, so a resumed run re-running that call finds it made.
+    #[serde(default)]
+    pub key: String,
+}
+
+/// One change to a team, journaled before it takes effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TeamChange {
+    /// A member joined.
+    Joined {
+        /// It.
+        member: Member,
+    },
+    /// A message was sent (and queued for its recipient).
+    Sent {
+        /// It.
+        message: Envelope,
+    },
+    /// A member was asked something new (a message woke it).
+    Asked {
+        /// Its name.
+        name: String,
+        /// What, in a few words.
+        what: String,
+    },
+    /// A member was closed.
+    Closed {
+        /// Its name.
+        name: String,
+    },
+    /// A task was added to the list.
+    TaskCreated {
+        /// It.
+        task: SharedTask,
+    },
+    /// A task's status or owner changed.
+    TaskUpdated {
+        /// Its id.
+        id: u32,
+        /// Its new status.
+        status: TaskStatus,
+        /// Its new owner.
+        owner: Option<String>,
+    },
+}
+
+/// A team as its changes leave it.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct TeamState {
+    /// The members, by name.
+    pub members: BTreeMap<String, Member>,
+    /// Every message sent, in the order sent.
+    pub messages: Vec<Envelope>,
+    /// The messages each member has not been given yet (indexes into `messages`), oldest
+    /// first.
+    pub inboxes: HashMap<String, VecDeque<usize>>,
+    /// The shared task list, by id.
+    pub tasks: BTreeMap<u32, SharedTask>,
+    /// The last sequence number per (sender, recipient).
+    seqs: HashMap<(String, String), u64>,
+    /// The message each (sender, key) sent, so a send is never made twice.
+    sent_keys: HashMap<(String, String), usize>,
+    /// Messages delivered, as (recipient, sender, seq).
+    delivered: HashSet<(String, String, u64)>,
+}
+
+impl TeamState {
+    /// Folds one change into the state: the team's rules, written once.
+    pub fn apply(&mut self, change: TeamChange) {
+        match change {
+            TeamChange::Joined { member } => {
+                self.members.insert(member.name.clone(), member);
+            }
+            TeamChange::Sent { message } => {
+                let pair = (message.from.clone(), message.to.clone());
+                let seq = self.seqs.entry(pair).or_insert(0);
+                *seq = (*seq).max(message.seq);
+                let i = self.messages.len();
+                self.sent_keys
+                    .insert((message.from.clone(), message.key.clone()), i);
+                let undelivered = !self.delivered.contains(&(
+                    message.to.clone(),
+                    message.from.clone(),
+                    message.seq,
+                ));
+                if undelivered {
+                    self.inboxes
+                        .entry(message.to.clone())
+                        .or_default()
+                        .push_back(i);
+                }
+                self.messages.push(message);
+            }
+            TeamChange::Asked { name, what } => {
+                if let Some(m) = self.members.get_mut(&name) {
+                    m.last_asked = what;
+                }
+            }
+            TeamChange::Closed { name } => {
+                if let Some(m) = self.members.get_mut(&name) {
+                    m.closed = true;
+                }
+            }
+            TeamChange::TaskCreated { task } => {
+                self.tasks.insert(task.id, task);
+            }
+            TeamChange::TaskUpdated { id, status, owner } => {
+                if let Some(t) = self.tasks.get_mut(&id) {
+                    t.status = status;
+                    t.owner = owner;
+                }
+            }
+        }
+    }
+
+    /// Marks messages given to `to` (its journal says so), taking them out of its inbox.
+    pub fn delivered<'a>(&mut self, to: &str, given: impl IntoIterator<Item = &'a Envelope>) {
+        let mut any = false;
+        for m in given {
+            any |= self
+                .delivered
+                .insert((to.to_owned(), m.from.clone(), m.seq));
+        }
+        if !any {
+            return;
+        }
+        let (messages, delivered) = (&self.messages, &self.delivered);
+        if let Some(inbox) = self.inboxes.get_mut(to) {
+            inbox.retain(|&i| {
+                let m = &messages[i];
+                !delivered.contains(&(m.to.clone(), m.from.clone(), m.seq))
+            });
+        }
+    }
+
+    /// Whether the message `from` sent to `to` with number `seq` was delivered.
+    pub fn was_delivered(&self, to: &str, from: &str, seq: u64) -> bool {
+        self.delivered
+            .contains(&(to.to_owned(), from.to_owned(), seq))
+    }
+
+    /// The next sequence number from `from` to `to`.
+    pub fn next_seq(&self, from: &str, to: &str) -> u64 {
+        self.seqs
+            .get(&(from.to_owned(), to.to_owned()))
+            .copied()
+            .unwrap_or(0)
+            + 1
+    }
+
+    /// The message `from` sent under `key`, if it did.
+    pub fn sent_under(&self, from: &str, key: &str) -> Option<&Envelope> {
+        self.sent_keys
+            .get(&(from.to_owned(), key.to_owned()))
+            .map(|&i| &self.messages[i])
+    }
+
+    /// How many messages `name` has not been given yet.
+    pub fn unread(&self, name: &str) -> usize {
+        self.inboxes.get(name).map_or(0, VecDeque::len)
+    }
+
+    /// Whether some message waits for any member.
+    pub fn any_undelivered(&self) -> bool {
+        self.inboxes.values().any(|q| !q.is_empty())
+    }
+
+    /// Messages members sent themselves (notices excluded): what the run's cap counts.
+    pub fn sent_by_members(&self) -> usize {
+        self.messages.iter().filter(|m| !m.notice).count()
+    }
+
+    /// The task `creator` made under `key`, if it did.
+    pub fn created_under(&self, creator: &str, key: &str) -> Option<&SharedTask> {
+        self.tasks
+            .values()
+            .find(|t| t.created_by == creator && t.key == key && !key.is_empty())
+    }
+
+    /// The member at agent path `path`.
+    pub fn member_at(&self, path: &str) -> Option<&Member> {
+        self.members.values().find(|m| m.path == path)
+    }
+
+    /// The names of the members, for messages that list them.
+    pub fn names(&self) -> String {
+        self.members
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(from: &str, to: &str, seq: u64, key: &str) -> TeamChange {
+        TeamChange::Sent {
+            message: Envelope {
+                from: from.into(),
+                to: to.into(),
+                seq,
+                text: format!("{from}->{to} #{seq}"),
+                notice: false,
+                key: key.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn messages_queue_per_recipient_and_leave_the_queue_once_delivered() {
+        let mut s = TeamState::default();
+        s.apply(sent("a", "b", 1, "c1"));
+        s.apply(sent("a", "b", 2, "c2"));
+        s.apply(sent("c", "b", 1, "c3"));
+        assert_eq!(s.unread("b"), 3);
+        assert_eq!(s.next_seq("a", "b"), 3);
+        assert_eq!(s.next_seq("b", "a"), 1);
+        let first = s.messages[0].clone();
+        s.delivered("b", [&first]);
+        assert_eq!(s.unread("b"), 2);
+        assert!(s.was_delivered("b", "a", 1) && !s.was_delivered("b", "a", 2));
+        assert_eq!(s.sent_under("a", "c2").map(|m| m.seq), Some(2));
+        // A resumed run folds the deliveries first, then the sends: the delivered one
+        // does not come back.
+        let mut r = TeamState::default();
+        r.delivered("b", [&first]);
+        r.apply(sent("a", "b", 1, "c1"));
+        r.apply(sent("a", "b", 2, "c2"));
+        assert_eq!(r.unread("b"), 1);
+    }
+}
