@@ -337,6 +337,9 @@ fn entries(
                 tokens: p.tokens,
                 color: None,
                 background: false,
+                member: None,
+                waiting: false,
+                unread: 0,
                 started,
             }
         })
