@@ -42,6 +42,7 @@ pub async fn ask(
         transcript: None,
         journal: None,
         inbox: None,
+        team: None,
         permissions: None,
     };
     Ok(agent.run(vec![Message::user_text(question)]).await)
