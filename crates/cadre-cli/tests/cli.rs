@@ -187,3 +187,7 @@ mod exit_codes;
 mod fleet;
 #[path = "cli/run_command.rs"]
 mod run_command;
+/// Teams through the binary: a killed team run resumes with every message delivered once,
+/// no member started twice and the task list intact; team runs are refused on the engine.
+#[path = "cli/team.rs"]
+mod team;

@@ -103,4 +103,5 @@ pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
 };
 pub use run::skill_tool::SkillTool;
+pub use run::team::{Seat, Team, TeamError, TeamLimits};
 pub use run::toolset::ToolSet;

@@ -346,6 +346,15 @@ pub struct RunArgs {
     /// The primary agent's type.
     #[arg(long, default_value = "main")]
     pub agent: String,
+    /// Make the run a team run: `Task` takes a `name`, which starts a member that stays
+    /// after it answers; members message each other (SendMessage) and share a task list.
+    /// A primary type that lists a team tool (the shipped `lead`) makes one anyway.
+    #[arg(long)]
+    pub team: bool,
+    /// Most messages the members of a team run may send in all (a runaway exchange stops
+    /// there).
+    #[arg(long, default_value_t = 500, value_name = "N", value_parser = whole::<usize>(1, None), allow_negative_numbers = true)]
+    pub max_messages: usize,
     /// Most model requests in flight at once across every agent of the run.
     #[arg(long, default_value_t = 16, value_name = "N", value_parser = whole::<usize>(1, None), allow_negative_numbers = true)]
     pub max_parallel: usize,

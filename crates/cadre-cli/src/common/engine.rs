@@ -46,6 +46,7 @@ pub async fn run(
         print_problems(registry.problems());
     }
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
+    refuse_team(&args, &spec)?;
     let model = model_id(&args)?;
     let run = new_run_id();
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;
@@ -121,6 +122,23 @@ fn refuse_local_only(args: &RunArgs) -> Result<()> {
         return refuse("--mcp-config");
     }
     Ok(())
+}
+
+/// Teams run in one process: the engine refuses a team run rather than run it without its
+/// members' messages.
+fn refuse_team(args: &RunArgs, spec: &cadre_core::AgentSpec) -> Result<()> {
+    let lists = spec.tools.iter().find(|t| {
+        cadre_core::definitions::tools::resolve_tool_name(t)
+            == Some(cadre_core::definitions::tools::TEAM_TOOL)
+    });
+    let what = match (args.team, lists) {
+        (true, _) => "--team".to_owned(),
+        (false, Some(tool)) => format!("the agent type {} (it lists {tool})", spec.name),
+        (false, None) => return Ok(()),
+    };
+    Err(CliError::config(format!(
+        "{what}: teams run only with --engine local; the engine has no team messages or shared task list yet"
+    )))
 }
 
 /// Where the workers work: the repository and commit (made reachable as

@@ -171,6 +171,12 @@ impl Session {
         if let Some(id) = &self.run_id {
             builder = builder.run_id(id);
         }
+        if args.team {
+            builder = builder.team(cadre_core::TeamLimits {
+                max_messages: args.max_messages,
+                ..cadre_core::TeamLimits::default()
+            });
+        }
         if !args.no_transcripts {
             builder = builder.runs_dir(RunDir::runs_root(&self.root));
         }

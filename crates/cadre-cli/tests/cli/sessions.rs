@@ -3,7 +3,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// `cadre` started in the background, to be killed.
-fn spawn_cadre(dir: &Path, base_url: &str, home: &Path, args: &[&str]) -> std::process::Child {
+pub(crate) fn spawn_cadre(
+    dir: &Path,
+    base_url: &str,
+    home: &Path,
+    args: &[&str],
+) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
         .current_dir(dir)
         .env("HOME", home)
@@ -37,7 +42,7 @@ fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
     text
 }
 
-fn journal(dir: &Path) -> String {
+pub(crate) fn journal(dir: &Path) -> String {
     let runs = dir.join(".cadre/runs");
     let Ok(mut entries) = std::fs::read_dir(&runs) else {
         return String::new();
@@ -48,7 +53,7 @@ fn journal(dir: &Path) -> String {
     std::fs::read_to_string(run.path().join("journal.jsonl")).unwrap_or_default()
 }
 
-fn key(r: &cadre_testkit::Captured) -> String {
+pub(crate) fn key(r: &cadre_testkit::Captured) -> String {
     format!(
         "{}|{}",
         r.system_text(),
@@ -56,7 +61,7 @@ fn key(r: &cadre_testkit::Captured) -> String {
     )
 }
 
-fn kill(child: &mut std::process::Child) {
+pub(crate) fn kill(child: &mut std::process::Child) {
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -8,10 +8,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The agent types shipped with cadre, compiled in so `cadre` works in any folder.
-const SHIPPED: [(&str, &str); 4] = [
+const SHIPPED: [(&str, &str); 5] = [
     (
         "agents/main.yaml",
         include_str!("../../../../agents/main.yaml"),
+    ),
+    (
+        "agents/lead.yaml",
+        include_str!("../../../../agents/lead.yaml"),
     ),
     (
         "agents/explore.yaml",

@@ -24,10 +24,13 @@ impl Orchestrator {
         run: JournaledRun,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        // The run ended when its primary agent's end was journaled; one that answered and
+        // waited for its team, or was killed right after answering, has not.
+        let ended = run.state.finished.clone();
         let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(run).await?;
         let id = run_dir.id().to_owned();
-        match (follow_up, &rebuilt.finished) {
-            (None, Some((stop, _))) => {
+        match (follow_up, &ended) {
+            (None, Some(stop)) if *stop != StopKind::Cancelled => {
                 return Err(RunError::AlreadyFinished {
                     id,
                     stop: stop.to_string(),

@@ -1,0 +1,184 @@
+use super::sessions::{journal, key, kill, spawn_cadre};
+use super::*;
+use std::time::Duration;
+
+/// Matches the requests of the agent whose first message holds `who` and whose last user
+/// message holds `last`.
+fn when(who: &str, last: &str) -> Match {
+    let (who, last) = (who.to_owned(), last.to_owned());
+    Match::Custom(std::sync::Arc::new(move |b: &Value| {
+        let msgs = b["messages"].as_array().cloned().unwrap_or_default();
+        msgs.first().is_some_and(|m| m.to_string().contains(&who))
+            && msgs.last().is_some_and(|m| m.to_string().contains(&last))
+    }))
+}
+
+fn send(id: &str, text: &str) -> (&'static str, &'static str, Value) {
+    let id: &'static str = Box::leak(id.to_owned().into_boxed_str());
+    (id, "SendMessage", json!({"to": "beta", "message": text}))
+}
+
+/// Every `<team-message from="alpha" seq="N">` of a history, in order.
+fn seqs_from_alpha(history: &[Value]) -> Vec<u64> {
+    let text = serde_json::to_string(history).unwrap();
+    text.split("team-message from=\\\"alpha\\\" seq=\\\"")
+        .skip(1)
+        .map(|s| s.split('\\').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_killed_team_run_resumes_with_every_message_delivered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("LEAD".into()),
+        std::iter::once(Reply::tool_uses(vec![
+            ("c1", "TaskCreate", json!({"subject": "answer three messages"})),
+            (
+                "t1",
+                "Task",
+                json!({"description": "Job alpha", "prompt": "Job alpha", "subagent_type": "code", "name": "alpha"}),
+            ),
+            (
+                "t2",
+                "Task",
+                json!({"description": "Job beta", "prompt": "Job beta", "subagent_type": "code", "name": "beta"}),
+            ),
+        ]))
+        .chain(vec![Reply::text("lead done"); 10])
+        .collect(),
+    );
+    // alpha sends two messages, then a third, then waits.
+    server.route(when("Job alpha", "m3"), vec![Reply::text("alpha waits")]);
+    server.route(
+        when("Job alpha", "Sent to beta as message #2"),
+        vec![Reply::tool_uses(vec![send("a3", "m3")])],
+    );
+    server.route(
+        when("Job alpha", "Job alpha"),
+        vec![Reply::tool_uses(vec![send("a1", "m1"), send("a2", "m2")])],
+    );
+    server.route(
+        when("Job alpha", "Sent to"),
+        vec![Reply::text("alpha waits"); 4],
+    );
+    // beta is given the first two, and its request is in flight when the run is killed.
+    server.route(
+        when("Job beta", "m1"),
+        vec![Reply::text("never seen").delay(Duration::from_secs(120))],
+    );
+    server.route(
+        when("Job beta", "Job beta"),
+        vec![Reply::text("beta ready")],
+    );
+
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--team", "LEAD task"],
+    );
+    let beta_requests = |s: &MockServer| {
+        s.requests()
+            .iter()
+            .filter(|r| r.first_user_text() == "Job beta")
+            .count()
+    };
+    wait_for(
+        "beta to hold two messages, alpha to send the third and the lead to answer",
+        || {
+            let j = journal(dir.path());
+            beta_requests(&server) == 2
+                && j.contains("\"text\":\"m3\"")
+                && j.contains("alpha waits")
+                && j.contains("lead done")
+        },
+    )
+    .await;
+    kill(&mut child);
+    let before = server.requests();
+    let unfinished = before
+        .iter()
+        .filter(|r| r.first_user_text() == "Job beta")
+        .nth(1)
+        .map(key)
+        .unwrap();
+    let completed: std::collections::HashSet<String> = before
+        .iter()
+        .map(key)
+        .filter(|k| *k != unfinished)
+        .collect();
+    server.route(
+        when("Job beta", "m3"),
+        vec![Reply::tool_use(
+            "b2",
+            "TaskUpdate",
+            json!({"task_id": 1, "status": "completed"}),
+        )],
+    );
+    server.route(
+        when("Job beta", "completed"),
+        vec![Reply::text("beta got three")],
+    );
+    server.route(when("Job beta", "m1"), vec![Reply::text("beta got two")]);
+
+    let out = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+        &["resume"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("lead done"), "{}", out.stdout);
+    let after = server.requests();
+    for r in &after[before.len()..] {
+        assert!(
+            !completed.contains(&key(r)),
+            "sent again: {}",
+            r.first_user_text()
+        );
+    }
+    // beta got each of alpha's messages once, in order, across the kill.
+    let last_beta = after
+        .iter()
+        .rfind(|r| r.first_user_text() == "Job beta")
+        .unwrap();
+    assert_eq!(seqs_from_alpha(last_beta.messages()), vec![1, 2, 3]);
+    // No member started twice; the task list came back and was completed once.
+    let j = journal(dir.path());
+    assert_eq!(j.matches("\"change\":\"joined\"").count(), 3, "{j}");
+    assert_eq!(j.matches("\"step\":\"started\"").count(), 3, "{j}");
+    assert_eq!(j.matches("\"change\":\"task_created\"").count(), 1, "{j}");
+    assert_eq!(
+        j.matches("\"status\":\"completed\",\"owner\":\"beta\"")
+            .count(),
+        1,
+        "{j}"
+    );
+}
+
+#[tokio::test]
+async fn a_team_run_is_refused_on_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cadre_offline(
+        dir.path(),
+        &["run", "--engine", "restate", "--team", "anything"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--team"), "{}", out.stderr);
+    assert!(out.stderr.contains("--engine local"), "{}", out.stderr);
+    let out = cadre_offline(
+        dir.path(),
+        &["run", "--engine", "restate", "--agent", "lead", "anything"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("lead"), "{}", out.stderr);
+}
