@@ -207,7 +207,7 @@ async fn agents_check_shows_a_claude_code_files_dropped_tools_as_warnings_and_ex
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     for want in [
         ".claude/agents/reviewer.md:4:14: warning: tool \"WebFetch\" dropped from tools: cadre does not provide it",
-        "5 agent types OK, 1 warning(s)",
+        "6 agent types OK, 1 warning(s)",
     ] {
         assert!(out.stdout.contains(want), "no {want:?} in:\n{}", out.stdout);
     }

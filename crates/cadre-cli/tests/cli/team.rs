@@ -182,3 +182,64 @@ async fn a_team_run_is_refused_on_the_engine() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("lead"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn a_recorded_team_run_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("LEAD".into()),
+        vec![
+            Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "Job alpha", "prompt": "Job alpha", "subagent_type": "explore", "name": "alpha"}),
+            ),
+            Reply::text("lead done: alpha said hello"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job alpha".into()),
+        vec![
+            Reply::tool_use(
+                "a1",
+                "SendMessage",
+                json!({"to": "main", "message": "hello from alpha"}),
+            ),
+            Reply::text("alpha done"),
+        ],
+    );
+    let cassette = dir.path().join("team.jsonl");
+    let cassette_arg = cassette.to_str().unwrap();
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--team", "--record", cassette_arg, "LEAD task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("lead done"), "{}", out.stdout);
+    // The lead was given alpha's message with its Task result, in one user turn.
+    let lead_last = server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.first_user_text() == "LEAD task")
+        .unwrap();
+    let last = lead_last.messages().last().unwrap().to_string();
+    assert!(
+        last.contains("tool_result") && last.contains("hello from alpha"),
+        "{last}"
+    );
+    let out = cadre_offline(
+        dir.path(),
+        &["run", "--team", "--replay", cassette_arg, "LEAD task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("lead done: alpha said hello"),
+        "{}",
+        out.stdout
+    );
+}

@@ -421,3 +421,66 @@ async fn a_runaway_exchange_stops_at_the_cap_and_a_full_inbox_is_an_error() {
         .unwrap();
     assert!(sent <= 20, "the exchange ran on: {sent}");
 }
+
+#[tokio::test]
+async fn a_claude_code_agent_file_listing_the_team_tools_gets_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews a change; tells the coder what to fix.\ntools: Read, Grep, SendMessage, TaskList, TaskUpdate\n---\nYou review code and message the coder.\n",
+    )
+    .unwrap();
+    let mut registry = cadre_core::Registry::shipped();
+    registry.load_dirs(&[agents]);
+    let problems: Vec<String> = registry.problems().iter().map(|p| p.to_string()).collect();
+    assert!(
+        problems
+            .iter()
+            .all(|p| !p.contains("SendMessage") && !p.contains("Task")),
+        "{problems:?}"
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("LEAD".into()),
+        vec![
+            Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "review", "prompt": "Review it", "subagent_type": "reviewer", "name": "rev"}),
+            ),
+            Reply::text("lead done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Review it".into()),
+        vec![Reply::text("looks fine")],
+    );
+    let o = mock_builder(&server, dir.path())
+        .registry(registry)
+        .team(TeamLimits::default())
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run("main", "LEAD task").await.unwrap();
+    assert_eq!(outcome.text, "lead done");
+    let reviewer = requests_of(&server, "Review it");
+    let tools = reviewer[0].tool_names();
+    for t in ["read_file", "grep", "SendMessage", "TaskList", "TaskUpdate"] {
+        assert!(tools.iter().any(|n| n == t), "{t} missing from {tools:?}");
+    }
+    assert!(!tools.iter().any(|n| n == "bash"), "{tools:?}");
+    // The lead's Task takes a name in a team run.
+    let lead = requests_of(&server, "LEAD");
+    let task = lead[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Task")
+        .unwrap()
+        .clone();
+    assert!(
+        task["input_schema"]["properties"]["name"].is_object(),
+        "{task}"
+    );
+}
