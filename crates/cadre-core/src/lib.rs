@@ -86,7 +86,7 @@ pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::run_dir::{AgentPath, RunDir};
 pub use record::transcript::{
-    AgentHeader, OutcomeRecord, Recorded, Transcript, TranscriptLine, TranscriptRecord,
+    AgentHeader, Earlier, OutcomeRecord, Recorded, Transcript, TranscriptLine, TranscriptRecord,
 };
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};

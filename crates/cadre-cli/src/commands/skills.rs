@@ -69,6 +69,16 @@ fn install(dest: &Path, force: bool) -> std::io::Result<(Vec<PathBuf>, Vec<PathB
     Ok((written, kept))
 }
 
+/// What is said when no skill was found: where they were looked for (the user's own
+/// folders too, when `include_user`).
+pub fn none_found(root: &Path, skills_dir: &[PathBuf], include_user: bool) -> String {
+    let home = user_home(include_user);
+    let mut searched = SkillSet::standard_dirs(root, home.as_deref());
+    searched.extend(skills_dir.iter().cloned());
+    let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+    format!("no skills found; searched: {}", list.join(", "))
+}
+
 /// Runs one `cadre skills` command.
 pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
@@ -76,11 +86,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             let set = load_skills(root, &skills_dir)?;
             print_problems(set.problems());
             if set.is_empty() && set.problems().is_empty() {
-                let home = user_home(true);
-                let mut searched = SkillSet::standard_dirs(root, home.as_deref());
-                searched.extend(skills_dir.iter().cloned());
-                let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
-                errln!("no skills found; searched: {}", list.join(", "));
+                errln!("{}", none_found(root, &skills_dir, true));
                 return Ok(Code::Done);
             }
             // Columns as wide as their longest entry, so the descriptions line up; lines

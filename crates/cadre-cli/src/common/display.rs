@@ -26,6 +26,9 @@ pub struct Display {
     pending: String,
     /// Whether the primary agent's current attempt has printed text (a retry repeats it).
     printed_this_turn: bool,
+    /// Whether any of the answer was printed yet: a resumed or continued run starts at a
+    /// later turn, and its first text needs no gap before it.
+    printed_any: bool,
     header: String,
     /// Whether a question to the person holds the terminal; events wait in `queued`.
     paused: bool,
@@ -54,6 +57,7 @@ impl Display {
             new_turn: false,
             pending: String::new(),
             printed_this_turn: false,
+            printed_any: false,
             header,
             paused: false,
             queued: Vec::new(),
@@ -106,7 +110,7 @@ impl Display {
             self.at_line_start = true;
         }
         if let Event::Turn { agent, turn } = event {
-            self.new_turn |= *agent == self.primary && *turn > 1;
+            self.new_turn |= *agent == self.primary && *turn > 1 && self.printed_any;
             if *agent == self.primary {
                 self.printed_this_turn = false;
             }
@@ -128,6 +132,7 @@ impl Display {
         if let Event::Text { agent, delta } = event {
             if *agent == self.primary {
                 self.printed_this_turn = true;
+                self.printed_any = true;
                 // Text of a later turn starts a new paragraph.
                 let gap = match (std::mem::take(&mut self.new_turn), self.at_line_start) {
                     (true, false) => "\n\n",
