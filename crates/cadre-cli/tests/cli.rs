@@ -187,3 +187,7 @@ mod exit_codes;
 mod fleet;
 #[path = "cli/run_command.rs"]
 mod run_command;
+
+/// What a person sees on a terminal: the live block, questions and widths.
+#[path = "cli/screen.rs"]
+mod screen;

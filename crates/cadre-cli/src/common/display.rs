@@ -79,6 +79,16 @@ impl Display {
         }
     }
 
+    /// Shows a line of cadre's own (a signal received) on stderr, above the live block.
+    pub fn note(&mut self, text: &str) {
+        match self.live.as_ref().filter(|_| !self.paused) {
+            // The terminal echoed `^C` inside the block, which is redrawn over it.
+            Some(pb) => pb.suspend(|| errln!("{text}")),
+            // Elsewhere the line may follow the echo or a partial line of the answer.
+            None => errln!("\n{text}"),
+        }
+    }
+
     /// Shows one event.
     pub fn event(&mut self, event: &Event) {
         if self.paused {
