@@ -281,6 +281,11 @@ impl Display {
                 text.push_str(&truncate(&row, width));
             }
         }
+        // A narrow terminal shortens the description first, then the tool: the turn and
+        // the tokens always show. Fixed: the indent, the name, " turn NNN " and " NNNNNNN tok".
+        let room = width.saturating_sub(2 + 12 + 10 + 12);
+        let description_width = room.saturating_sub(31).clamp(room.min(8), 32);
+        let tool_width = room.saturating_sub(description_width + 1).min(30);
         for e in subagents.iter().take(20) {
             let name = AgentPath::parse(&e.path).name();
             // A background subagent is marked: its parent is not waiting for it.
@@ -290,10 +295,10 @@ impl Display {
                 e.description.clone()
             };
             let rest = format!(
-                " {:<32} turn {:<3} {:<30} {:>7} tok",
-                truncate(&description, 32),
+                " {:<description_width$} turn {:<3} {:<tool_width$} {:>7} tok",
+                truncate(&description, description_width),
                 e.turn,
-                truncate(e.current_tool.as_deref().unwrap_or("thinking"), 30),
+                truncate(e.current_tool.as_deref().unwrap_or("thinking"), tool_width),
                 human_tokens(e.tokens),
             );
             // Cut before painting, so the colour codes do not count as width.

@@ -139,3 +139,76 @@ async fn ctrl_c_leaves_no_trace_of_the_live_block() {
         assert!(text.contains("cancel"), "{args:?}:\n{text}");
     }
 }
+
+/// Everything the session printed so far and for `time` more.
+fn read_for(p: &mut rexpect::session::PtySession, time: Duration) -> String {
+    let start = std::time::Instant::now();
+    let mut out = String::new();
+    while start.elapsed() < time {
+        match p.try_read() {
+            Some(c) => out.push(c),
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    out
+}
+
+/// On a narrow terminal a subagent's row shortens its description, keeping its turn, its
+/// tool and its tokens.
+#[tokio::test]
+async fn a_narrow_terminal_shortens_the_description_not_the_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("NARROW".into()),
+        vec![
+            Reply::tasks([(
+                "t1",
+                "explore",
+                "Look at every file in the project carefully",
+            )]),
+            Reply::text("ALL-DONE"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Look at every".into()),
+        vec![
+            Reply::tool_use("l1", "list_files", json!({})),
+            Reply::text("found").delay(Duration::from_secs(3)),
+        ],
+    );
+    let cmd = on_terminal(dir.path(), home.path(), &server, 60, &["run", "NARROW"]);
+    let watched = server.clone();
+    let shown = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        let start = std::time::Instant::now();
+        while watched
+            .requests()
+            .iter()
+            .filter(|r| r.first_user_text().starts_with("Look at every"))
+            .count()
+            < 2
+        {
+            assert!(start.elapsed() < Duration::from_secs(30), "no second turn");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let shown = read_for(&mut p, Duration::from_millis(800));
+        p.exp_string("ALL-DONE").unwrap();
+        p.exp_eof().unwrap();
+        shown
+    })
+    .await
+    .unwrap();
+    let rows = screen(&shown, 60);
+    let row = rows
+        .iter()
+        .rev()
+        .find(|r| r.starts_with("  explore#1"))
+        .unwrap_or_else(|| panic!("no row for the subagent:\n{}", rows.join("\n")));
+    assert!(row.chars().count() <= 60, "{row:?}");
+    assert!(row.contains("turn 2"), "{row:?}");
+    assert!(row.contains("thinking"), "{row:?}");
+    assert!(row.ends_with(" tok"), "{row:?}");
+    assert!(row.contains("job"), "{row:?}");
+}
