@@ -67,6 +67,15 @@ impl Display {
     /// Stops drawing while a question holds the terminal; returns the live block, to be
     /// hidden while the question is open.
     pub fn pause(&mut self) -> Option<ProgressBar> {
+        // The model's text before the call it asks about is read before the question.
+        if !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending) + "\n";
+            match &self.live {
+                Some(pb) => pb.suspend(|| write_stdout(&line)),
+                None => write_stdout(&line),
+            }
+            self.at_line_start = true;
+        }
         self.paused = true;
         self.live.clone()
     }

@@ -239,6 +239,10 @@ impl Session {
                     () = quit.cancelled() => break None,
                     Some(note) = notes.recv() => display.note(note),
                     Some(ask) = next_ask(&mut asks), if answering.is_none() => {
+                        // What the agent said before asking is shown before the question.
+                        while let Some(event) = events.try_next() {
+                            display.event(&event);
+                        }
                         answering = Some(permissions::start(ask, display.pause()));
                     }
                     _ = answered(&mut answering), if answering.is_some() => {

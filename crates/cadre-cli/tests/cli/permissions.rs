@@ -150,7 +150,8 @@ async fn two_subagents_asking_at_once_are_asked_one_after_the_other() {
         assert_eq!(before.matches("asks to run").count(), 1, "{before}");
         // While the first question is open, the second is not put: an answer that is
         // none is asked again, and nothing else was printed meanwhile.
-        p.send_line("maybe").unwrap();
+        p.send("x").unwrap();
+        p.flush().unwrap();
         let meanwhile = p.exp_string("allow? [y/a/n] ").unwrap();
         assert!(meanwhile.contains("answer y (allow once)"), "{meanwhile}");
         assert!(!meanwhile.contains("asks to run"), "{meanwhile}");

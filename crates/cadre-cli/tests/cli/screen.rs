@@ -212,3 +212,60 @@ async fn a_narrow_terminal_shortens_the_description_not_the_tool() {
     assert!(row.ends_with(" tok"), "{row:?}");
     assert!(row.contains("job"), "{row:?}");
 }
+
+/// `--permission-mode ask`: the model's text before the call shows before the question,
+/// and one key answers it.
+#[tokio::test]
+async fn a_question_follows_the_text_before_it_and_takes_one_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use(
+                "w1",
+                "write_file",
+                json!({"path": "note.txt", "content": "hi"}),
+            )
+            .with_text_before("I will write the note now."),
+            Reply::text("ALL-DONE"),
+        ],
+    );
+    let cmd = on_terminal(
+        dir.path(),
+        home.path(),
+        &server,
+        100,
+        &["run", "--permission-mode", "ask", "write a note"],
+    );
+    let asked = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(15_000)).unwrap();
+        let mut asked = p.exp_string("allow?").unwrap();
+        asked += "allow?";
+        // Let anything that would come late arrive.
+        asked += &read_for(&mut p, Duration::from_millis(300));
+        p.send("y").unwrap();
+        p.flush().unwrap();
+        p.exp_string("ALL-DONE").unwrap();
+        p.exp_eof().unwrap();
+        asked
+    })
+    .await
+    .unwrap();
+    let rows = screen(&asked, 100);
+    let at = |text: &str| {
+        rows.iter()
+            .position(|r| r.contains(text))
+            .unwrap_or_else(|| panic!("no {text:?} on the screen:\n{}", rows.join("\n")))
+    };
+    assert!(
+        at("I will write the note now.") < at("asks to run write_file"),
+        "{}",
+        rows.join("\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("note.txt")).unwrap(),
+        "hi"
+    );
+}
