@@ -703,6 +703,9 @@ impl Orchestrator {
         ctx.sandbox = self.config.sandbox;
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
+        if let Some(p) = &permissions {
+            p.withhold(&mut tools, &ctx);
+        }
         let this = self.clone();
         let mut agent = Agent {
             config: AgentConfig {
