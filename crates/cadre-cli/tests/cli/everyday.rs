@@ -600,6 +600,16 @@ async fn agents_and_skills_listings_keep_their_columns_and_fit_the_width() {
             assert!(l.chars().count() <= 70, "{args:?}: too wide: {l:?}");
         }
         assert!(narrow.stdout.contains(row), "{}", narrow.stdout);
+        // Piped with a wide COLUMNS, a line is cut at that width, no sooner.
+        let wide = cadre_env(dir.path(), &[("COLUMNS", "200")], &args).await;
+        let line = wide.stdout.lines().find(|l| l.starts_with(row)).unwrap();
+        assert_eq!(line.chars().count(), 200, "{args:?}: {line:?}");
+        if args[0] == "agents" {
+            assert!(
+                line.contains("bash,read_file,list_files,grep,write_file,edit_file,Skill,Task"),
+                "{line:?}"
+            );
+        }
     }
 }
 
