@@ -78,6 +78,11 @@ pub use cadre_tools::{
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The library guide's code (the README links to it), compiled as a doctest too.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDoctests;
+
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::{tools_for, Registry};
