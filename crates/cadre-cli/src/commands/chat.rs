@@ -113,7 +113,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                 if skills.is_empty() {
                     errln!(
                         "{}",
-                        crate::commands::skills::none_found(
+                        crate::common::definitions::no_skills_found(
                             &session.root,
                             &session.args.skills.skills_dir,
                             include_user

@@ -1,12 +1,12 @@
 //! `cadre skills list|show|check`.
 
 use crate::args::{SkillsCommand, SkillsDirArg};
-use crate::common::definitions::{check_report, load_skills, print_problems};
+use crate::common::definitions::{check_report, load_skills, no_skills_found, print_problems};
 use crate::common::display::{fit_lines, stdout_width};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::user_home;
 use cadre_core::definitions::yaml::{self, Mapping, Value};
-use cadre_core::{Skill, SkillSet};
+use cadre_core::Skill;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -69,16 +69,6 @@ fn install(dest: &Path, force: bool) -> std::io::Result<(Vec<PathBuf>, Vec<PathB
     Ok((written, kept))
 }
 
-/// What is said when no skill was found: where they were looked for (the user's own
-/// folders too, when `include_user`).
-pub fn none_found(root: &Path, skills_dir: &[PathBuf], include_user: bool) -> String {
-    let home = user_home(include_user);
-    let mut searched = SkillSet::standard_dirs(root, home.as_deref());
-    searched.extend(skills_dir.iter().cloned());
-    let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
-    format!("no skills found; searched: {}", list.join(", "))
-}
-
 /// Runs one `cadre skills` command.
 pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
@@ -86,7 +76,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             let set = load_skills(root, &skills_dir)?;
             print_problems(set.problems());
             if set.is_empty() && set.problems().is_empty() {
-                errln!("{}", none_found(root, &skills_dir, true));
+                errln!("{}", no_skills_found(root, &skills_dir, true));
                 return Ok(Code::Done);
             }
             // Columns as wide as their longest entry, so the descriptions line up; lines
