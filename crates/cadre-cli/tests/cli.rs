@@ -191,3 +191,7 @@ mod run_command;
 /// no member started twice and the task list intact; team runs are refused on the engine.
 #[path = "cli/team.rs"]
 mod team;
+
+/// What a person sees on a terminal: the live block, questions and widths.
+#[path = "cli/screen.rs"]
+mod screen;

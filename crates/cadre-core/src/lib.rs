@@ -78,6 +78,11 @@ pub use cadre_tools::{
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The library guide's code (the README links to it), compiled as a doctest too.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDoctests;
+
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::{tools_for, Registry};
@@ -86,7 +91,7 @@ pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::run_dir::{AgentPath, RunDir};
 pub use record::transcript::{
-    AgentHeader, OutcomeRecord, Recorded, Transcript, TranscriptLine, TranscriptRecord,
+    AgentHeader, Earlier, OutcomeRecord, Recorded, Transcript, TranscriptLine, TranscriptRecord,
 };
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};

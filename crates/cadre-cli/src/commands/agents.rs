@@ -2,12 +2,12 @@
 
 use crate::args::{AgentsCommand, AgentsDirArg};
 use crate::common::definitions::{check_report, load_registry, print_problems};
-use crate::common::display::{first_sentence, fit_lines, stdout_width, truncate};
+use crate::common::display::{fit_lines, one_line, stdout_width, truncate};
 use crate::common::exit::{CliError, Code, Result};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// How wide the tools column of `cadre agents list` is; longer lists are cut.
+/// How wide the tools column of `cadre agents list` is at least when lines must be cut.
 const TOOLS_WIDTH: usize = 44;
 
 /// Runs one `cadre agents` command.
@@ -24,22 +24,35 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
                 .max()
                 .unwrap_or(0)
                 .max(4);
+            // A tool list is cut only where the description would otherwise get fewer
+            // than 40 columns of the width, and never below TOOLS_WIDTH.
+            let width = stdout_width();
+            let longest = reg
+                .all()
+                .map(|s| s.tools.join(",").chars().count())
+                .max()
+                .unwrap_or(0);
+            let tools_width = match width {
+                None => longest,
+                Some(w) => longest.min(TOOLS_WIDTH.max(w.saturating_sub(name_width + 21 + 40))),
+            }
+            .max("tools".len());
             let mut text = format!(
-                "{:<name_width$} {:<9} {:<9} {:<TOOLS_WIDTH$} description\n",
+                "{:<name_width$} {:<9} {:<9} {:<tools_width$} description\n",
                 "name", "mode", "access", "tools"
             );
             for s in reg.all() {
                 let mode = format!("{:?}", s.mode).to_lowercase();
                 let access = if s.read_only { "read-only" } else { "writes" };
-                let desc = first_sentence(&s.description);
-                let tools = truncate(&s.tools.join(","), TOOLS_WIDTH);
+                let desc = one_line(&s.description);
+                let tools = truncate(&s.tools.join(","), tools_width);
                 let _ = writeln!(
                     text,
-                    "{:<name_width$} {mode:<9} {access:<9} {tools:<TOOLS_WIDTH$} {desc}",
+                    "{:<name_width$} {mode:<9} {access:<9} {tools:<tools_width$} {desc}",
                     s.name
                 );
             }
-            out!("{}", fit_lines(&text, stdout_width()));
+            out!("{}", fit_lines(&text, width));
             if !reg.problems().is_empty() {
                 errln!(
                     "\n{} problem(s) in agent files; run `cadre agents check` to see them",

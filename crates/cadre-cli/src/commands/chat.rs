@@ -107,11 +107,19 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                 }
             }
             "/skills" => {
-                let skills = load_skills_from(
-                    &session.root,
-                    &session.args.skills.skills_dir,
-                    session.args.replay.is_none(),
-                );
+                let include_user = session.args.replay.is_none();
+                let skills =
+                    load_skills_from(&session.root, &session.args.skills.skills_dir, include_user);
+                if skills.is_empty() {
+                    errln!(
+                        "{}",
+                        crate::common::definitions::no_skills_found(
+                            &session.root,
+                            &session.args.skills.skills_dir,
+                            include_user
+                        )
+                    );
+                }
                 for s in skills.all() {
                     outln!("{:<16} {}", s.name, first_sentence(&s.description));
                 }
@@ -147,7 +155,12 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                 };
                 match session.turn(job, false, Signals::Turn).await {
                     Ok(turn) => {
-                        code = turn.code;
+                        // A turn cancelled with Ctrl-C is the person's choice, not a failure
+                        // of the session: leaving afterwards is a normal exit.
+                        code = match turn.code {
+                            Code::Cancelled => Code::Done,
+                            other => other,
+                        };
                         dir = turn.dir.or(dir);
                         last_summary = Some(turn.summary);
                     }

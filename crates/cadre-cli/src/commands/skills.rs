@@ -1,12 +1,12 @@
 //! `cadre skills list|show|check`.
 
 use crate::args::{SkillsCommand, SkillsDirArg};
-use crate::common::definitions::{check_report, load_skills, print_problems};
+use crate::common::definitions::{check_report, load_skills, no_skills_found, print_problems};
 use crate::common::display::{fit_lines, stdout_width};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::user_home;
 use cadre_core::definitions::yaml::{self, Mapping, Value};
-use cadre_core::{Skill, SkillSet};
+use cadre_core::Skill;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -76,11 +76,7 @@ pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
             let set = load_skills(root, &skills_dir)?;
             print_problems(set.problems());
             if set.is_empty() && set.problems().is_empty() {
-                let home = user_home(true);
-                let mut searched = SkillSet::standard_dirs(root, home.as_deref());
-                searched.extend(skills_dir.iter().cloned());
-                let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
-                errln!("no skills found; searched: {}", list.join(", "));
+                errln!("{}", no_skills_found(root, &skills_dir, true));
                 return Ok(Code::Done);
             }
             // Columns as wide as their longest entry, so the descriptions line up; lines

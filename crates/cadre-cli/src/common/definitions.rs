@@ -96,3 +96,13 @@ pub fn check_report(problems: &[Problem], strict: bool, ok: &str) -> Code {
         Code::StoppedEarly
     }
 }
+
+/// What is said when no skill was found: where they were looked for (the user's own
+/// folders too, when `include_user`).
+pub fn no_skills_found(root: &Path, skills_dir: &[PathBuf], include_user: bool) -> String {
+    let home = user_home(include_user);
+    let mut searched = SkillSet::standard_dirs(root, home.as_deref());
+    searched.extend(skills_dir.iter().cloned());
+    let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+    format!("no skills found; searched: {}", list.join(", "))
+}

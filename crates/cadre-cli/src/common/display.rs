@@ -26,6 +26,9 @@ pub struct Display {
     pending: String,
     /// Whether the primary agent's current attempt has printed text (a retry repeats it).
     printed_this_turn: bool,
+    /// Whether any of the answer was printed yet: a resumed or continued run starts at a
+    /// later turn, and its first text needs no gap before it.
+    printed_any: bool,
     header: String,
     /// Whether a question to the person holds the terminal; events wait in `queued`.
     paused: bool,
@@ -54,6 +57,7 @@ impl Display {
             new_turn: false,
             pending: String::new(),
             printed_this_turn: false,
+            printed_any: false,
             header,
             paused: false,
             queued: Vec::new(),
@@ -63,6 +67,15 @@ impl Display {
     /// Stops drawing while a question holds the terminal; returns the live block, to be
     /// hidden while the question is open.
     pub fn pause(&mut self) -> Option<ProgressBar> {
+        // The model's text before the call it asks about is read before the question.
+        if !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending) + "\n";
+            match &self.live {
+                Some(pb) => pb.suspend(|| write_stdout(&line)),
+                None => write_stdout(&line),
+            }
+            self.at_line_start = true;
+        }
         self.paused = true;
         self.live.clone()
     }
@@ -72,6 +85,16 @@ impl Display {
         self.paused = false;
         for event in std::mem::take(&mut self.queued) {
             self.event(&event);
+        }
+    }
+
+    /// Shows a line of cadre's own (a signal received) on stderr, above the live block.
+    pub fn note(&mut self, text: &str) {
+        match self.live.as_ref().filter(|_| !self.paused) {
+            // The terminal echoed `^C` inside the block, which is redrawn over it.
+            Some(pb) => pb.suspend(|| errln!("{text}")),
+            // Elsewhere the line may follow the echo or a partial line of the answer.
+            None => errln!("\n{text}"),
         }
     }
 
@@ -106,7 +129,7 @@ impl Display {
             self.at_line_start = true;
         }
         if let Event::Turn { agent, turn } = event {
-            self.new_turn |= *agent == self.primary && *turn > 1;
+            self.new_turn |= *agent == self.primary && *turn > 1 && self.printed_any;
             if *agent == self.primary {
                 self.printed_this_turn = false;
             }
@@ -128,6 +151,7 @@ impl Display {
         if let Event::Text { agent, delta } = event {
             if *agent == self.primary {
                 self.printed_this_turn = true;
+                self.printed_any = true;
                 // Text of a later turn starts a new paragraph.
                 let gap = match (std::mem::take(&mut self.new_turn), self.at_line_start) {
                     (true, false) => "\n\n",
@@ -266,6 +290,11 @@ impl Display {
                 text.push_str(&truncate(&row, width));
             }
         }
+        // A narrow terminal shortens the description first, then the tool: the turn and
+        // the tokens always show. Fixed: the indent, the name, " turn NNN " and " NNNNNNN tok".
+        let room = width.saturating_sub(2 + 12 + 10 + 12);
+        let description_width = room.saturating_sub(31).clamp(room.min(8), 32);
+        let tool_width = room.saturating_sub(description_width + 1).min(30);
         for e in subagents.iter().take(20) {
             let name = AgentPath::parse(&e.path).name();
             // A background subagent is marked: its parent is not waiting for it.
@@ -275,10 +304,10 @@ impl Display {
                 e.description.clone()
             };
             let rest = format!(
-                " {:<32} turn {:<3} {:<30} {:>7} tok",
-                truncate(&description, 32),
+                " {:<description_width$} turn {:<3} {:<tool_width$} {:>7} tok",
+                truncate(&description, description_width),
                 e.turn,
-                truncate(e.current_tool.as_deref().unwrap_or("thinking"), 30),
+                truncate(e.current_tool.as_deref().unwrap_or("thinking"), tool_width),
                 human_tokens(e.tokens),
             );
             // Cut before painting, so the colour codes do not count as width.

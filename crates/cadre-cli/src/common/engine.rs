@@ -82,7 +82,7 @@ pub async fn run(
     let invocation = ingress.submit(&call).await.map_err(|e| {
         CliError::config_from(
             format!(
-                "cannot submit the run to {} (is a Restate server running there, with a `cadre worker` registered? See the README, \"Beyond one machine\")",
+                "cannot submit the run to {} (is a Restate server running there, with a `cadre worker` registered? see docs/engine.md)",
                 args.restate_url
             ),
             e,

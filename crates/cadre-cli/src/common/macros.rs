@@ -31,3 +31,11 @@ macro_rules! errln {
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
+
+/// `eprint!` that ignores a closed pipe.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}

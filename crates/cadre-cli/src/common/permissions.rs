@@ -4,8 +4,8 @@
 use crate::args::RunArgs;
 use crate::common::exit::{CliError, Result};
 use cadre_core::{ApprovalRequest, Approver, Decision, Permissions};
+use console::Key;
 use indicatif::ProgressBar;
-use rustyline::error::ReadlineError;
 use std::io::IsTerminal;
 use tokio::sync::{mpsc, oneshot};
 
@@ -113,22 +113,27 @@ fn question(request: &ApprovalRequest) -> Decision {
         "       [y] allow once   [a] always allow {} this session   [n] deny",
         request.always
     );
-    let Ok(mut editor) = rustyline::DefaultEditor::new() else {
-        return Decision::Deny;
-    };
+    err!("allow? [y/a/n] ");
+    // One key answers, as in Claude Code; Enter and other keys are passed over.
+    let term = console::Term::stderr();
     loop {
-        match editor.readline("allow? [y/a/n] ") {
-            Ok(line) => match line.trim().to_ascii_lowercase().as_str() {
-                "y" | "yes" | "once" => return Decision::AllowOnce,
-                "a" | "always" => return Decision::AllowAlways,
-                "n" | "no" | "d" | "deny" => return Decision::Deny,
-                _ => errln!("       answer y (allow once), a (always this session) or n (deny)"),
-            },
-            Err(ReadlineError::Interrupted | ReadlineError::Eof) => return Decision::Deny,
+        let (decision, said) = match term.read_key_raw() {
+            Ok(Key::Char('y' | 'Y')) => (Decision::AllowOnce, "allowed once"),
+            Ok(Key::Char('a' | 'A')) => (Decision::AllowAlways, "always allowed this session"),
+            Ok(Key::Char('n' | 'N' | 'd' | 'D') | Key::Escape | Key::CtrlC) => {
+                (Decision::Deny, "denied")
+            }
+            Ok(Key::Char(_)) => {
+                err!("\n       answer y (allow once), a (always this session) or n (deny)\nallow? [y/a/n] ");
+                continue;
+            }
+            Ok(_) => continue,
             Err(e) => {
                 tracing::warn!("could not read the answer: {e}");
-                return Decision::Deny;
+                (Decision::Deny, "denied")
             }
-        }
+        };
+        errln!("{said}");
+        return decision;
     }
 }

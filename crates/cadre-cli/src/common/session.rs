@@ -198,15 +198,20 @@ impl Session {
         let turn_cancel = CancellationToken::new();
         // Cancelled by a second Ctrl-C: stop waiting for the agents at all.
         let quit = CancellationToken::new();
+        // What the signal watch has to say goes through the display, which clears its live
+        // block around it: written straight to the terminal, it would break the redraw.
+        let (notes_tx, mut notes) = mpsc::unbounded_channel::<&'static str>();
         match signals {
-            Signals::Process => spawn_signal_watch(orchestrator.cancel_token(), quit.clone()),
+            Signals::Process => {
+                spawn_signal_watch(orchestrator.cancel_token(), quit.clone(), notes_tx)
+            }
             Signals::Turn => {
                 let cancel = orchestrator.cancel_token();
                 let done = turn_cancel.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = tokio::signal::ctrl_c() => {
-                            errln!("\ncadre: cancelling this turn");
+                            let _ = notes_tx.send("cadre: cancelling this turn");
                             cancel.cancel();
                         }
                         () = done.cancelled() => {}
@@ -238,7 +243,12 @@ impl Session {
                 tokio::select! {
                     result = &mut run => break Some(result),
                     () = quit.cancelled() => break None,
+                    Some(note) = notes.recv() => display.note(note),
                     Some(ask) = next_ask(&mut asks), if answering.is_none() => {
+                        // What the agent said before asking is shown before the question.
+                        while let Some(event) = events.try_next() {
+                            display.event(&event);
+                        }
                         answering = Some(permissions::start(ask, display.pause()));
                     }
                     _ = answered(&mut answering), if answering.is_some() => {
@@ -257,6 +267,9 @@ impl Session {
         };
         while let Some(event) = events.try_next() {
             display.event(&event);
+        }
+        while let Ok(note) = notes.try_recv() {
+            display.note(note);
         }
         let (outcome, summary) = match result {
             Some(result) => result?,
@@ -357,17 +370,21 @@ fn note_left_out() {
 
 /// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C cancels `quit`, and the run is
 /// given up at once (its agents' commands killed, what can be written written).
-fn spawn_signal_watch(cancel: CancellationToken, quit: CancellationToken) {
+fn spawn_signal_watch(
+    cancel: CancellationToken,
+    quit: CancellationToken,
+    notes: mpsc::UnboundedSender<&'static str>,
+) {
     tokio::spawn(async move {
         let terminated = crate::common::signals::sigterm();
-        let by = tokio::select! {
-            _ = tokio::signal::ctrl_c() => "Ctrl-C; Ctrl-C again quits at once",
-            () = terminated => "SIGTERM; Ctrl-C quits at once",
+        let note = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "cadre: stopping every agent (Ctrl-C; Ctrl-C again quits at once)",
+            () = terminated => "cadre: stopping every agent (SIGTERM; Ctrl-C quits at once)",
         };
-        errln!("\ncadre: stopping every agent ({by})");
+        let _ = notes.send(note);
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
-            errln!("cadre: quitting now");
+            let _ = notes.send("cadre: quitting now");
             quit.cancel();
         }
     });

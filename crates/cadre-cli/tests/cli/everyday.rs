@@ -600,6 +600,16 @@ async fn agents_and_skills_listings_keep_their_columns_and_fit_the_width() {
             assert!(l.chars().count() <= 70, "{args:?}: too wide: {l:?}");
         }
         assert!(narrow.stdout.contains(row), "{}", narrow.stdout);
+        // Piped with a wide COLUMNS, a line is cut at that width, no sooner.
+        let wide = cadre_env(dir.path(), &[("COLUMNS", "200")], &args).await;
+        let line = wide.stdout.lines().find(|l| l.starts_with(row)).unwrap();
+        assert_eq!(line.chars().count(), 200, "{args:?}: {line:?}");
+        if args[0] == "agents" {
+            assert!(
+                line.contains("bash,read_file,list_files,grep,write_file,edit_file,Skill,Task"),
+                "{line:?}"
+            );
+        }
     }
 }
 
@@ -696,4 +706,58 @@ async fn live_rows_are_cut_to_a_narrow_terminal() {
         }
     }
     assert!(subagent_rows > 0, "no subagent row:\n{shown}");
+}
+
+/// The README names every option of `cadre run`, opens with a contents list of its
+/// sections, and links the deep sections moved to docs/, which exist.
+#[tokio::test]
+async fn the_readme_lists_every_run_option_and_its_contents() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let help = cadre_offline(&repo(), &["run", "--help"]).await;
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    // Global options are documented by their short forms (-C, -q, -v).
+    let global = ["--help", "--directory", "--quiet", "--verbose"];
+    let mut missing = Vec::new();
+    for line in help.stdout.lines() {
+        let Some(at) = line.find("--") else { continue };
+        let flag: String = line[at..]
+            .chars()
+            .take_while(|c| *c == '-' || c.is_ascii_alphanumeric())
+            .collect();
+        let documented = readme.contains(&format!("`{flag}"));
+        if line.trim_start().starts_with('-') && !global.contains(&flag.as_str()) && !documented {
+            missing.push(flag);
+        }
+    }
+    assert!(missing.is_empty(), "not in the README: {missing:?}");
+    // The contents list comes before the first section and links each one.
+    let first_section = readme.find("\n## ").unwrap();
+    let contents = &readme[..first_section];
+    for heading in readme.lines().filter_map(|l| l.strip_prefix("## ")) {
+        let anchor: String = heading
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == ' ' || *c == '-')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        assert!(
+            contents.contains(&format!("(#{anchor})")),
+            "no contents entry for {heading:?}"
+        );
+    }
+    for doc in ["docs/engine.md", "docs/library.md", "docs/permissions.md"] {
+        assert!(readme.contains(&format!("({doc})")), "no link to {doc}");
+        assert!(repo().join(doc).is_file(), "{doc} is missing");
+    }
+    // The set-up commands stay near the top.
+    let quick_start = readme
+        .find("cargo run -p cadre-cli -- -C examples/sample-project")
+        .unwrap();
+    let tests = readme.find("cargo test --workspace").unwrap();
+    assert!(readme[..quick_start.max(tests)].lines().count() < 60);
+    // write_file's rule is told as edit_file's is.
+    assert!(
+        readme.contains("`write_file` creates a file freely but\n  overwrites an existing one only if the agent read it first"),
+        "the README does not say when write_file overwrites"
+    );
 }

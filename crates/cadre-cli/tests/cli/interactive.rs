@@ -112,3 +112,115 @@ async fn a_session_takes_follow_ups_survives_a_cancelled_turn_and_shows_usage() 
         1
     );
 }
+
+/// The row of `agent` in the closing table within `text`: its columns.
+fn table_row(text: &str, agent: &str) -> Vec<String> {
+    text.lines()
+        .rev()
+        .find(|l| l.split_whitespace().next() == Some(agent))
+        .unwrap_or_else(|| panic!("no {agent} row in:\n{text}"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A chat session whose turn was cancelled: leaving at once is a normal exit, and the
+/// session continued later counts the cancelled subagent's turns and time as they were.
+/// `/skills` with no skill says where it looked.
+#[tokio::test]
+async fn a_chat_in_parts_keeps_its_counts_and_leaves_cleanly_after_a_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::LastUserContains("delegate now".into()),
+        vec![Reply::tasks([("t1", "explore", "Slow job")])],
+    );
+    server.route(
+        Match::FirstUserContains("Slow job".into()),
+        vec![
+            Reply::tool_use("l1", "list_files", json!({})).delay(Duration::from_millis(1100)),
+            Reply::text("too late").delay(Duration::from_secs(120)),
+        ],
+    );
+    server.route(
+        Match::LastUserContains("after cancel".into()),
+        vec![Reply::text("STILL-HERE")],
+    );
+    let chat = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+        cmd.current_dir(dir.path())
+            .env("HOME", home.path())
+            .env("ANTHROPIC_API_KEY", "k")
+            .env("ANTHROPIC_BASE_URL", server.uri())
+            .env("TERM", "dumb")
+            .env_remove("CADRE_MODEL")
+            .env_remove("CADRE_PROVIDER")
+            .env_remove("RUST_LOG")
+            .args(args);
+        cmd
+    };
+    let requests = {
+        let server = server.clone();
+        move || server.requests()
+    };
+    let first = chat(&["chat"]);
+    let (cancelled, status) = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(first, Some(30_000)).unwrap();
+        p.exp_string("/help").unwrap();
+        p.send_line("delegate now").unwrap();
+        // The subagent's second request is with the model: it made one turn and a call.
+        let start = std::time::Instant::now();
+        while requests()
+            .iter()
+            .filter(|r| r.first_user_text() == "Slow job")
+            .count()
+            < 2
+        {
+            assert!(start.elapsed() < Duration::from_secs(30), "no second turn");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p.send_control('c').unwrap();
+        p.exp_string("cancelling this turn").unwrap();
+        let table = p.exp_string("transcripts:").unwrap();
+        p.send_control('d').unwrap();
+        p.exp_string("session saved as run").unwrap();
+        p.exp_eof().unwrap();
+        (table, p.process().wait().unwrap())
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(status, rexpect::process::WaitStatus::Exited(_, 0)),
+        "leaving after a cancelled turn: {status:?}"
+    );
+    let before = table_row(&cancelled, "explore#1");
+    let second = chat(&["chat", "--continue"]);
+    let (skills, after) = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(second, Some(30_000)).unwrap();
+        p.exp_string("/help").unwrap();
+        p.send_line("/skills").unwrap();
+        let skills = p.exp_string("\n").map(|_| ()).and_then(|()| {
+            p.send_line("after cancel")?;
+            p.exp_string("STILL-HERE")
+        });
+        let skills = skills.unwrap();
+        let table = p.exp_string("transcripts:").unwrap();
+        p.send_control('d').unwrap();
+        p.exp_eof().unwrap();
+        (skills, table)
+    })
+    .await
+    .unwrap();
+    assert!(skills.contains("no skills found; searched:"), "{skills}");
+    let now = table_row(&after, "explore#1");
+    // agent, type, turns, tools, input, (cached), output, time, outcome.
+    assert_eq!(
+        now[2..4],
+        before[2..4],
+        "turns and tools:\n{cancelled}\n{after}"
+    );
+    assert_eq!(now[4], before[4], "tokens:\n{cancelled}\n{after}");
+    assert_ne!(now[7], "0:00", "time:\n{after}");
+    assert_eq!(now[7], before[7], "time:\n{cancelled}\n{after}");
+}

@@ -471,3 +471,178 @@ async fn continue_sends_the_conversation_with_the_follow_up_and_a_continued_run_
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("no finished run"), "{}", out.stderr);
 }
+
+/// The times of `main.jsonl`'s records, in order.
+fn record_times(transcript: &str) -> Vec<String> {
+    transcript
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["t"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// How many message records of `transcript` hold `text`.
+fn messages_with(transcript: &str, text: &str) -> usize {
+    transcript
+        .lines()
+        .filter(|l| l.contains(r#""type":"message""#) && l.contains(text))
+        .count()
+}
+
+/// A run in several parts (a follow-up, a kill and a resume) keeps one record per step with
+/// the time it happened, and its times, turns and tokens add up over the parts.
+#[tokio::test]
+async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let slow = Duration::from_millis(1200);
+    server.route(
+        Match::FirstUserContains("FIRST".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Slow look")]),
+            Reply::text("first answer"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Slow look".into()),
+        vec![Reply::text("looked").usage(100, 10, 0, 0).delay(slow)],
+    );
+    let env = [
+        ("ANTHROPIC_BASE_URL", server.uri()),
+        ("ANTHROPIC_API_KEY", "k".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = cadre_env(dir.path(), &env, &["run", "FIRST question"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let run = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let main = run.join("main.jsonl");
+    let first_part = std::fs::read_to_string(&main).unwrap();
+    let summary = |run: &Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
+    };
+    let explorer = |s: &Value| -> Value {
+        s["usage"]["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["path"] == "main/explore#1")
+            .cloned()
+            .unwrap()
+    };
+    let before = explorer(&summary(&run));
+    assert!(before["elapsed_ms"].as_u64().unwrap() >= 1200, "{before}");
+
+    // A follow-up that takes as long again.
+    server.route(
+        Match::LastUserContains("SECOND".into()),
+        vec![Reply::text("second answer").delay(slow)],
+    );
+    let out = cadre_env(dir.path(), &env, &["run", "--continue", "SECOND question"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The answer is the first thing on stdout: no empty line before it.
+    assert!(out.stdout.starts_with("second answer"), "{:?}", out.stdout);
+    let both_parts = std::fs::read_to_string(&main).unwrap();
+    // The first part's records are kept as written, with their own times; the follow-up's
+    // are added after them.
+    assert!(
+        both_parts.starts_with(&first_part),
+        "main.jsonl was rewritten:\n{first_part}\n---\n{both_parts}"
+    );
+    let times = record_times(&both_parts);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert_eq!(
+        messages_with(&both_parts, "SECOND question"),
+        1,
+        "{both_parts}"
+    );
+    assert_eq!(
+        messages_with(&both_parts, "first answer"),
+        1,
+        "{both_parts}"
+    );
+    // The subagent of the first part keeps its time, turns and tokens.
+    let s = summary(&run);
+    let after = explorer(&s);
+    for key in ["elapsed_ms", "turns", "usage"] {
+        assert_eq!(after[key], before[key], "{key}: {before} then {after}");
+    }
+    // The run's time covers both parts, in the summary, the closing table and the list.
+    assert!(s["elapsed_ms"].as_u64().unwrap() >= 2400, "{s}");
+    let table_time = |stderr: &str, agent: &str| -> String {
+        let row = stderr
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(agent))
+            .unwrap_or_else(|| panic!("no {agent} row:\n{stderr}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        cols.iter()
+            .rev()
+            .find(|c| c.contains(':'))
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(
+        table_time(&out.stderr, "explore#1"),
+        "0:00",
+        "{}",
+        out.stderr
+    );
+    assert!(
+        table_time(&out.stderr, "total").as_str() >= "0:02",
+        "{}",
+        out.stderr
+    );
+    let list = cadre_env(dir.path(), &env, &["runs", "list"]).await;
+    let row = list.stdout.lines().nth(1).unwrap();
+    let time = row.split_whitespace().find(|c| c.contains(':')).unwrap();
+    assert!(time >= "0:02", "{}", list.stdout);
+
+    // A third part killed while the model answers, then resumed: still appended, and the
+    // total covers every part.
+    server.route(
+        Match::LastUserContains("THIRD".into()),
+        vec![Reply::text("lost").delay(Duration::from_secs(120))],
+    );
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--continue", "THIRD question"],
+    );
+    wait_for("the third request", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.last_user_text().contains("THIRD"))
+    })
+    .await;
+    kill(&mut child);
+    let three_parts = std::fs::read_to_string(&main).unwrap();
+    assert!(three_parts.starts_with(&both_parts), "{three_parts}");
+    server.route(
+        Match::LastUserContains("THIRD".into()),
+        vec![Reply::text("third answer")],
+    );
+    let out = cadre_env(dir.path(), &env, &["resume"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("third answer"), "{:?}", out.stdout);
+    let all = std::fs::read_to_string(&main).unwrap();
+    assert!(all.starts_with(&three_parts), "{all}");
+    assert_eq!(messages_with(&all, "THIRD question"), 1, "{all}");
+    assert_eq!(messages_with(&all, "first answer"), 1, "{all}");
+    let s = summary(&run);
+    assert!(s["elapsed_ms"].as_u64().unwrap() >= 2400, "{s}");
+    assert_eq!(explorer(&s)["elapsed_ms"], before["elapsed_ms"], "{s}");
+    assert!(
+        table_time(&out.stderr, "total").as_str() >= "0:02",
+        "{}",
+        out.stderr
+    );
+}

@@ -136,10 +136,10 @@ impl RunDir {
         self.dir.join(format!("{}.{JSONL}", agent.transcript_key()))
     }
 
-    /// Creates the transcript of the agent at `agent`. An agent that goes on after a
-    /// resume writes its whole history anew.
+    /// Opens the transcript of the agent at `agent`, creating it or, for an agent that
+    /// goes on after a follow-up or a resume, adding to it.
     pub fn transcript(&self, agent: &AgentPath) -> std::io::Result<Transcript> {
-        Transcript::create(&self.transcript_file(agent))
+        Transcript::open(&self.transcript_file(agent))
     }
 
     /// The run's transcripts, by name: its `.jsonl` files whose first line is an agent's

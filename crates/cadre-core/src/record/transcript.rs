@@ -87,6 +87,10 @@ pub struct OutcomeRecord {
     /// Tokens it used itself; absent in transcripts that did not record it.
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// How long it has run, in milliseconds, over every part of the run so far (a run goes
+    /// on after a follow-up or a resume); absent in transcripts that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
 }
 
 impl From<&AgentOutcome> for OutcomeRecord {
@@ -97,6 +101,7 @@ impl From<&AgentOutcome> for OutcomeRecord {
             turns: outcome.turns,
             tool_calls: outcome.tool_calls,
             usage: Some(outcome.usage),
+            elapsed_ms: None,
         }
     }
 }
@@ -165,19 +170,142 @@ impl TranscriptLine<'_> {
     }
 }
 
+/// What an agent's transcript holds from the earlier parts of its run (a run continued
+/// or resumed goes on in the same transcript).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Earlier {
+    /// How long the agent ran in them, in milliseconds: each finished part as its outcome
+    /// says, a part cut short (the run killed) from its first line to its last.
+    pub elapsed_ms: u64,
+    /// How many messages of the agent's history the transcript holds.
+    pub messages: usize,
+    /// How many content blocks of the last of them it holds.
+    pub last_blocks: usize,
+}
+
+impl Earlier {
+    /// Reads what `lines` (a transcript's, in order) hold.
+    pub fn of(lines: &[TranscriptLine<'_>]) -> Self {
+        let mut elapsed = 0u64;
+        // The start of the part being read, while it has no outcome yet.
+        let mut part: Option<SystemTime> = None;
+        let mut last: Option<SystemTime> = None;
+        let span = |from: Option<SystemTime>, to: Option<SystemTime>| match (from, to) {
+            (Some(a), Some(b)) => b
+                .duration_since(a)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            _ => 0,
+        };
+        // (role, blocks) of each message of the history the lines rebuild.
+        let mut history: Vec<(cadre_model::Role, usize)> = Vec::new();
+        for line in lines {
+            let t = line.time();
+            match &line.record {
+                TranscriptRecord::Agent(_) => {
+                    elapsed += span(part, last);
+                    part = t;
+                }
+                TranscriptRecord::Message { message } => match history.last_mut() {
+                    // A turn that went on (or a follow-up joining a user message) is logged
+                    // as its new blocks: they belong to the message before.
+                    Some((role, n)) if *role == message.role => *n += message.content.len(),
+                    _ => history.push((message.role, message.content.len())),
+                },
+                TranscriptRecord::Compacted { history: h, .. } => {
+                    history = h.iter().map(|m| (m.role, m.content.len())).collect();
+                }
+                TranscriptRecord::Outcome(o) => {
+                    elapsed = match o.elapsed_ms {
+                        Some(total) => total,
+                        None => elapsed + span(part, t),
+                    };
+                    part = None;
+                }
+                TranscriptRecord::Other => {}
+            }
+            last = t.or(last);
+        }
+        elapsed += span(part, last);
+        Self {
+            elapsed_ms: elapsed,
+            messages: history.len(),
+            last_blocks: history.last().map_or(0, |(_, n)| *n),
+        }
+    }
+
+    /// Reads what the transcript `file` holds (nothing when it does not exist).
+    pub fn of_file(file: &Path) -> Self {
+        TranscriptLine::read_all(file).map_or_else(|_| Self::default(), |lines| Self::of(&lines))
+    }
+}
+
 /// One agent's history as JSON Lines, each line written whole and flushed, so the file is
 /// valid JSONL whenever the run stops.
 #[derive(Debug)]
 pub struct Transcript {
     out: Mutex<BufWriter<File>>,
+    earlier: Earlier,
 }
 
 impl Transcript {
-    /// Creates (or empties) the transcript `file`.
-    pub(crate) fn create(file: &Path) -> std::io::Result<Self> {
+    /// Opens the transcript `file` to add to it, creating it when it does not exist: an
+    /// agent that goes on after a follow-up or a resume keeps its earlier records, each
+    /// with the time it was written.
+    pub(crate) fn open(file: &Path) -> std::io::Result<Self> {
+        let earlier = Earlier::of_file(file);
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)?;
+        // A line cut short by a kill is ended, so the next record starts a line of its own.
+        let len = out.metadata()?.len();
+        if len > 0 {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut reader = File::open(file)?;
+            reader.seek(SeekFrom::Start(len - 1))?;
+            let mut end = [0u8];
+            reader.read_exact(&mut end)?;
+            if end[0] != b'\n' {
+                out.write_all(b"\n")?;
+            }
+        }
         Ok(Self {
-            out: Mutex::new(BufWriter::new(File::create(file)?)),
+            out: Mutex::new(BufWriter::new(out)),
+            earlier,
         })
+    }
+
+    /// What the transcript held when it was opened.
+    pub fn earlier(&self) -> Earlier {
+        self.earlier
+    }
+
+    /// Writes what `history` (the agent's, rebuilt to go on) holds beyond what the
+    /// transcript already did: the follow-up, or what a killed run journaled last.
+    pub fn catch_up(&self, history: &[Message]) {
+        let Earlier {
+            messages,
+            last_blocks,
+            ..
+        } = self.earlier;
+        // A transcript that does not match the history (written by another version, or
+        // missing a compaction) gets the history whole.
+        let matches = messages > 0
+            && history
+                .get(messages - 1)
+                .is_some_and(|m| m.content.len() >= last_blocks);
+        if !matches {
+            history.iter().for_each(|m| self.message(m));
+            return;
+        }
+        let last = &history[messages - 1];
+        if last.content.len() > last_blocks {
+            self.message(&Message::new(
+                last.role,
+                last.content[last_blocks..].to_vec(),
+            ));
+        }
+        history[messages..].iter().for_each(|m| self.message(m));
     }
 
     /// Appends one record, stamped with the UTC time it is written.
@@ -206,6 +334,13 @@ impl Transcript {
     /// Appends the agent's outcome.
     pub fn outcome(&self, outcome: &AgentOutcome) {
         self.write(TranscriptRecord::Outcome(outcome.into()));
+    }
+
+    /// Appends the agent's outcome with how long it has run over every part of the run.
+    pub fn outcome_after(&self, outcome: &AgentOutcome, elapsed_ms: u64) {
+        let mut record = OutcomeRecord::from(outcome);
+        record.elapsed_ms = Some(elapsed_ms);
+        self.write(TranscriptRecord::Outcome(record));
     }
 }
 
@@ -333,6 +468,54 @@ mod tests {
             let back = TranscriptLine::parse(&new).unwrap();
             assert_eq!(back.to_json().unwrap(), new);
         }
+    }
+
+    /// Finished parts count as their outcome says, a killed part from its first line to
+    /// its last; the history counts joined turns as one message.
+    #[test]
+    fn earlier_parts_add_up() {
+        let line = |t: &str, record: TranscriptRecord<'static>| TranscriptLine {
+            t: Some(format!("2026-12-01T10:00:{t}Z")),
+            record,
+        };
+        let header = || TranscriptRecord::Agent(AgentHeader::default());
+        let message = |role, text: &str| TranscriptRecord::Message {
+            message: Cow::Owned(Message::new(
+                role,
+                vec![cadre_model::ContentBlock::text(text)],
+            )),
+        };
+        let outcome = |elapsed_ms| {
+            let mut o = OutcomeRecord::from(&AgentOutcome {
+                text: String::new(),
+                stop: StopKind::Done,
+                turns: 1,
+                tool_calls: 0,
+                usage: Usage::default(),
+                history: Vec::new(),
+            });
+            o.elapsed_ms = elapsed_ms;
+            TranscriptRecord::Outcome(o)
+        };
+        use cadre_model::Role::{Assistant, User};
+        let lines = vec![
+            line("00", header()),
+            line("00", message(User, "hi")),
+            line("02", message(Assistant, "hello")),
+            line("02", outcome(Some(2500))),
+            // Idle time between parts does not count.
+            line("30", header()),
+            line("30", message(User, "more")),
+            line("31", message(User, "and more")),
+            // Killed here.
+            line("34", message(Assistant, "ok")),
+        ];
+        let earlier = Earlier::of(&lines);
+        assert_eq!(earlier.elapsed_ms, 2500 + 4000);
+        assert_eq!((earlier.messages, earlier.last_blocks), (4, 1));
+        let mut older = lines.clone();
+        older[3] = line("02", outcome(None));
+        assert_eq!(Earlier::of(&older).elapsed_ms, 2000 + 4000);
     }
 
     #[test]

@@ -96,7 +96,6 @@ impl Agent {
     /// and a changing call that had started is reported to the model as interrupted rather
     /// than repeated.
     pub async fn resume(&self, mut state: AgentState) -> AgentOutcome {
-        state.history.iter().for_each(|m| self.log(m));
         // A conversation already past the threshold is compacted before it goes on, so the
         // first request of a continued or resumed run does not carry the whole of it again.
         let past = |at: u64| state.last_input >= at.min(self.summarise_at());

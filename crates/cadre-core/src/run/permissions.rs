@@ -333,6 +333,20 @@ impl AgentPermissions {
         }
     }
 
+    /// Takes out of `tools` those the agent's mode refuses whatever the call: in `plan`,
+    /// every tool that may change something (its type's pattern-limited tools stay, since
+    /// their patterns decide). The model is not offered a tool it could only waste a turn on.
+    pub(crate) fn withhold(&self, tools: &mut ToolSet, ctx: &ToolContext) {
+        if self.mode != PermissionMode::Plan {
+            return;
+        }
+        let all = tools.clone();
+        tools.retain(|t| {
+            let name = t.name();
+            self.limited.iter().any(|l| l == name) || !changes(name, &all, ctx, true)
+        });
+    }
+
     /// What the call needs before it may run, if anything.
     fn need(&self, call: &CallView, tools: &ToolSet, ctx: &ToolContext) -> Option<Need> {
         let name = call.tool;

@@ -40,6 +40,11 @@ impl ToolSet {
         tools.push(tool);
     }
 
+    /// Keeps only the tools for which `keep` says so.
+    pub fn retain(&mut self, mut keep: impl FnMut(&dyn Tool) -> bool) {
+        Arc::make_mut(&mut self.tools).retain(|t| keep(t.as_ref()));
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.name() == name)

@@ -2,7 +2,7 @@
 //! otherwise whatever its transcripts say.
 
 use cadre_core::{
-    AgentPath, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
+    AgentPath, Earlier, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
 };
 use cadre_model::{ContentBlock, Message, Role, Usage};
 use serde::Deserialize;
@@ -201,8 +201,9 @@ impl AgentView {
 
     fn from_transcript(path: &Path) -> Option<Self> {
         let lines = TranscriptLine::read_all(path).ok()?;
+        // Each part of a run in several parts counts from its first record to its last.
+        let earlier = Earlier::of(&lines);
         let mut agent = Self::default();
-        let mut outcome_time = None;
         for line in lines {
             let t = line.time();
             let kind = match line.record {
@@ -225,7 +226,6 @@ impl AgentView {
                     agent.turns = turns;
                     agent.tool_calls = tool_calls;
                     agent.usage = usage;
-                    outcome_time = t;
                     RecordKind::Outcome
                 }
                 TranscriptRecord::Compacted { .. } | TranscriptRecord::Other => RecordKind::Other,
@@ -244,15 +244,11 @@ impl AgentView {
                 }
             }
         }
-        let start = agent.records.first().and_then(|r| r.t);
-        let end = outcome_time.or_else(|| agent.records.iter().rev().find_map(|r| r.t));
-        agent.elapsed_ms = match (start, end) {
-            (Some(s), Some(e)) => e
-                .duration_since(s)
-                .ok()
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            _ => None,
-        };
+        agent.elapsed_ms = agent
+            .records
+            .iter()
+            .any(|r| r.t.is_some())
+            .then_some(earlier.elapsed_ms);
         Some(agent)
     }
 }
@@ -433,7 +429,12 @@ impl RunView {
                 task: prompt,
                 answer: None,
                 stop: None,
-                elapsed_ms: derived_elapsed,
+                // The primary agent ran through every part of the run.
+                elapsed_ms: agents
+                    .iter()
+                    .find(|a| a.depth() == 0)
+                    .and_then(|a| a.elapsed_ms)
+                    .or(derived_elapsed),
                 agents,
             },
         }

@@ -9,7 +9,7 @@ use crate::definitions::spec::{AgentSpec, INHERIT_MODEL};
 use crate::record::events::{millis, Event, EventHandler, EventStream};
 use crate::record::journal::{FileJournal, Journal, JournalError, JournaledRun, Step};
 use crate::record::run_dir::{new_run_id, AgentPath, RunDir};
-use crate::record::transcript::{AgentHeader, Transcript, TranscriptRecord};
+use crate::record::transcript::{AgentHeader, Earlier, Transcript, TranscriptRecord};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
 use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
@@ -420,6 +420,8 @@ impl Orchestrator {
         start: Start<'_>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let started = Instant::now();
+        // The run's time covers its earlier parts: the primary agent ran through each.
+        let earlier = self.earlier(&spec.name).elapsed_ms;
         if let Some(max_turns) = self.config.max_turns {
             spec.max_turns = max_turns;
         }
@@ -450,13 +452,14 @@ impl Orchestrator {
             .collect();
         for (path, rebuilt) in left {
             self.resumed.remove(&path);
-            self.record_earlier(&path, &rebuilt, StopKind::Cancelled);
+            let elapsed = self.earlier(&path).elapsed_ms;
+            self.record_earlier(&path, &rebuilt, StopKind::Cancelled, elapsed);
         }
         let summary = self.summarise_run(
             task,
             &outcome.text,
             outcome.stop.clone(),
-            millis(started.elapsed()),
+            earlier + millis(started.elapsed()),
         );
         Ok((outcome, summary))
     }
@@ -502,6 +505,13 @@ impl Orchestrator {
             .clone()
     }
 
+    /// What the transcript of the agent at `path` holds from earlier parts of the run.
+    fn earlier(&self, path: &str) -> Earlier {
+        self.run_dir().map_or_else(Earlier::default, |d| {
+            Earlier::of_file(&d.transcript_file(&AgentPath::parse(path)))
+        })
+    }
+
     /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
     fn model_for(&self, spec: &AgentSpec, parent_model: &str) -> String {
         match spec.model.as_str() {
@@ -523,6 +533,8 @@ impl Orchestrator {
         let started = Instant::now();
         let (agent, own_servers) = self.build_agent(spec, &me, cancel, Some(description)).await;
         let transcript = agent.transcript.clone();
+        // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
+        let earlier = transcript.as_ref().map_or(0, |t| t.earlier().elapsed_ms);
         let children = me.background.clone();
         let member = me.member.clone().filter(|_| me.depth > 0);
         let AgentHandle { path, model, .. } = me;
@@ -563,7 +575,12 @@ impl Orchestrator {
                 .await;
                 agent.run(history).await
             }
-            Start::Resume(rebuilt) => agent.resume(*rebuilt).await,
+            Start::Resume(rebuilt) => {
+                if let Some(t) = &transcript {
+                    t.catch_up(&rebuilt.history);
+                }
+                agent.resume(*rebuilt).await
+            }
         };
         // Background subagents never outlive their parent: one that stopped early (turn
         // limit, budget, error) takes them down with it.
@@ -578,8 +595,9 @@ impl Orchestrator {
         for server in own_servers {
             server.shutdown().await;
         }
+        let elapsed_ms = earlier + millis(started.elapsed());
         if let Some(t) = &transcript {
-            t.outcome(&outcome);
+            t.outcome_after(&outcome, elapsed_ms);
         }
         self.roster.remove(&path);
         self.records
@@ -593,7 +611,7 @@ impl Orchestrator {
                 turns: outcome.turns,
                 tool_calls: outcome.tool_calls,
                 usage: outcome.usage,
-                elapsed_ms: millis(started.elapsed()),
+                elapsed_ms,
                 stop: outcome.stop.clone(),
                 worker: None,
             });
@@ -725,6 +743,9 @@ impl Orchestrator {
         ctx.sandbox = self.config.sandbox;
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
+        if let Some(p) = &permissions {
+            p.withhold(&mut tools, &ctx);
+        }
         let this = self.clone();
         let mut agent = Agent {
             config: AgentConfig {

@@ -108,7 +108,7 @@ impl Orchestrator {
         }
         let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
         let journal: Arc<dyn Journal> = Arc::new(journal);
-        let primary = self.load_tree(&journal, &spec.name).await?;
+        let primary = self.load_tree(&journal, &spec.name, &run_dir).await?;
         let Some(rebuilt) = primary else {
             return Err(RunError::NoJournal(id));
         };
@@ -122,6 +122,7 @@ impl Orchestrator {
         &self,
         journal: &Arc<dyn Journal>,
         path: &str,
+        run_dir: &RunDir,
     ) -> Result<Option<AgentState>, RunError> {
         let mut root = None;
         let mut queue = vec![path.to_owned()];
@@ -145,7 +146,8 @@ impl Orchestrator {
                 continue;
             }
             if let Some((stop, _)) = &rebuilt.finished {
-                self.record_earlier(&path, &rebuilt, stop.clone());
+                let elapsed = Earlier::of_file(&run_dir.transcript_file(&at)).elapsed_ms;
+                self.record_earlier(&path, &rebuilt, stop.clone(), elapsed);
             }
             self.resumed.insert(path, rebuilt);
         }
@@ -153,7 +155,13 @@ impl Orchestrator {
     }
 
     /// Counts the usage of an agent that ran before the resume and will not run again.
-    pub(super) fn record_earlier(&self, path: &str, rebuilt: &AgentState, stop: StopKind) {
+    pub(super) fn record_earlier(
+        &self,
+        path: &str,
+        rebuilt: &AgentState,
+        stop: StopKind,
+        elapsed_ms: u64,
+    ) {
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -165,7 +173,7 @@ impl Orchestrator {
                 turns: rebuilt.turns,
                 tool_calls: rebuilt.tool_calls,
                 usage: rebuilt.usage,
-                elapsed_ms: 0,
+                elapsed_ms,
                 stop,
                 worker: None,
             });
