@@ -15,7 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use async_trait::async_trait;
-use cadre_core::{Event, Limits, Orchestrator, StopKind, TeamLimits};
+use cadre_core::{AgentSpec, Event, Limits, Mode, Orchestrator, StopKind, TeamLimits};
 use cadre_model::{
     ContentBlock, EventSink, Model, ModelError, Request, Response, Role, StopReason, Usage,
 };
@@ -85,7 +85,7 @@ impl Model for RingModel {
                         ContentBlock::tool_use(
                             id(),
                             "Task",
-                            json!({"description": format!("member {i}"), "prompt": format!("member {i}"), "subagent_type": "explore", "name": format!("m{i}")}),
+                            json!({"description": format!("member {i}"), "prompt": format!("member {i}"), "subagent_type": "ring", "name": format!("m{i}")}),
                         )
                     })
                     .collect();
@@ -163,6 +163,18 @@ async fn ring(members: usize, hops: usize) {
         .workspace_handle(Arc::new(Workspace::new(dir.path()).unwrap()))
         .model(model)
         .model_id("claude-sonnet-5-5")
+        // Every hop is a model turn of some member, and every notice one of the primary's.
+        .agent(AgentSpec {
+            name: "ring".into(),
+            description: "Passes tokens on.".into(),
+            mode: Mode::Subagent,
+            tools: vec!["read_file".into()],
+            read_only: true,
+            max_turns: u32::MAX,
+            prompt: "You pass tokens on.".into(),
+            ..AgentSpec::default()
+        })
+        .max_turns(u32::MAX)
         .limits(Limits {
             max_parallel: 64,
             max_depth: 2,
@@ -175,7 +187,12 @@ async fn ring(members: usize, hops: usize) {
             ..TeamLimits::default()
         })
         .on_event(move |e| {
-            if let Event::Message { text, .. } = e {
+            if let Event::Message {
+                text,
+                notice: false,
+                ..
+            } = e
+            {
                 sends.lock().unwrap().sent.insert(text, Instant::now());
             }
         })
