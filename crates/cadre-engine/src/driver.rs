@@ -241,6 +241,13 @@ impl Driver<'_, '_> {
             return Outcome::Stopped(StopKind::Budget);
         }
         self.models += 1;
+        // The roster shows the turn under way, from its request on, as a local run's does.
+        line.turn += 1;
+        line.tool = None;
+        self.ctx
+            .object_client::<CadreRosterClient>(run.clone())
+            .progress(Json(line.clone()))
+            .send();
         let worker = self.worker.clone();
         let (agent, n) = (self.call.agent.path.clone(), self.models);
         let kept = self
@@ -278,7 +285,6 @@ impl Driver<'_, '_> {
                 self.on_cancel();
             }
         }
-        line.turn += 1;
         line.tokens += tokens;
         line.worker = kept.worker;
         line.tool = response.and_then(|r| {

@@ -4,7 +4,7 @@
 use crate::pump::{Ask, Pump};
 use crate::wire::{AgentCall, WorkspaceRef};
 use async_trait::async_trait;
-use cadre_core::{Instructions, Limits, Orchestrator, Registry, RunError, SkillSet};
+use cadre_core::{Instructions, Limits, Orchestrator, Permissions, Registry, RunError, SkillSet};
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -37,6 +37,13 @@ pub enum WorkerError {
     /// answers to).
     #[error("{0}")]
     Setup(#[source] RunError),
+    /// The run's permission rules cannot be read here.
+    #[error("the run's permissions: {0}")]
+    Permissions(#[source] cadre_core::RuleError),
+    /// The run asks for something a worker does not do (an MCP server): running it
+    /// without would silently change what its agents may do.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl WorkerError {
@@ -44,7 +51,11 @@ impl WorkerError {
     pub fn is_lasting(&self) -> bool {
         matches!(
             self,
-            Self::NoWorkspace | Self::Workspace { .. } | Self::Setup(_)
+            Self::NoWorkspace
+                | Self::Workspace { .. }
+                | Self::Setup(_)
+                | Self::Permissions(_)
+                | Self::Unsupported(_)
         )
     }
 }
@@ -144,6 +155,20 @@ impl Worker {
     /// Sets up the agent of `call`: its workspace, its types, its orchestrator.
     pub(crate) async fn prepare(&self, call: &AgentCall) -> Result<Prepared, WorkerError> {
         let spec = &call.agent.spec;
+        // The client refuses these first; a worker checks again rather than trust it.
+        if let Some(wire) = call
+            .settings
+            .agents
+            .iter()
+            .find(|w| !w.spec.mcp_servers.is_empty())
+        {
+            return Err(WorkerError::Unsupported(format!(
+                "agent type {} names MCP servers, and workers run none",
+                wire.spec.name
+            )));
+        }
+        let permissions = Permissions::from_snapshot(&call.settings.permissions)
+            .map_err(WorkerError::Permissions)?;
         let (root, tree) = match &call.settings.workspace {
             WorkspaceRef::Local => (
                 self.workspace.clone().ok_or(WorkerError::NoWorkspace)?,
@@ -200,6 +225,7 @@ impl Worker {
             .skills(Arc::new(SkillSet::load(&SkillSet::standard_dirs(
                 &root, None,
             ))))
+            .permissions(permissions)
             .journal(pump.clone())
             .delegate(pump);
         if let Some(turns) = settings.max_turns {
