@@ -1,7 +1,7 @@
 //! Talking to a run through Restate's ingress: submit it, follow its roster, wait for its
 //! answer, cancel it.
 
-use crate::wire::{AgentCall, Progress};
+use crate::wire::{AgentCall, AgentTranscript, Progress};
 use cadre_core::Delegated;
 use serde::Deserialize;
 use std::time::Duration;
@@ -121,6 +121,13 @@ impl Ingress {
     pub async fn roster(&self, run: &str) -> Result<Vec<Progress>, ClientError> {
         let url = format!("{}/CadreRoster/{run}/roster", self.base);
         self.json(&url, self.http.post(&url).timeout(Duration::from_secs(10)))
+            .await
+    }
+
+    /// The transcripts of run `run`'s agents that have ended.
+    pub async fn transcripts(&self, run: &str) -> Result<Vec<AgentTranscript>, ClientError> {
+        let url = format!("{}/CadreRoster/{run}/transcripts", self.base);
+        self.json(&url, self.http.post(&url).timeout(Duration::from_secs(60)))
             .await
     }
 

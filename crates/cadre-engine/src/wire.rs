@@ -142,3 +142,13 @@ pub struct Progress {
     #[serde(default)]
     pub done: bool,
 }
+
+/// One agent's transcript, as its worker wrote it (the JSONL a local run writes), kept by
+/// the run's `CadreRoster` object until the client takes it into the run folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTranscript {
+    /// The agent's path.
+    pub path: String,
+    /// Its transcript, line by line.
+    pub text: String,
+}

@@ -93,6 +93,19 @@ pub(crate) struct Prepared {
     pub asks: mpsc::UnboundedReceiver<Ask>,
     /// The writing agent's tree, when the run names a repository.
     pub tree: Option<Arc<dyn Checkpoints>>,
+    /// Where the agent's transcript is written, to be carried to the client; removed when
+    /// dropped.
+    pub transcripts: Option<tempfile::TempDir>,
+}
+
+/// The transcript the agent at `path` of run `run` wrote in `dir`, if any.
+pub(crate) fn written_transcript(
+    dir: Option<&tempfile::TempDir>,
+    run: &str,
+    path: &str,
+) -> Option<String> {
+    let dir = cadre_core::RunDir::open(&dir?.path().join(run)).ok()?;
+    std::fs::read_to_string(dir.transcript_file(&cadre_core::AgentPath::parse(path))).ok()
 }
 
 impl Worker {
@@ -201,6 +214,12 @@ impl Worker {
             registry.insert(wire.into_spec());
         }
         let settings = &call.settings;
+        // The transcript is worth having, not worth failing the agent for.
+        let transcripts = tempfile::Builder::new()
+            .prefix("cadre-transcript-")
+            .tempdir()
+            .map_err(|e| tracing::warn!("no transcript for {}: {e}", call.agent.path))
+            .ok();
         let (pump, asks) = Pump::new();
         let pump = Arc::new(pump);
         let mut builder = Orchestrator::builder()
@@ -231,11 +250,15 @@ impl Worker {
         if let Some(turns) = settings.max_turns {
             builder = builder.max_turns(turns);
         }
+        if let Some(dir) = &transcripts {
+            builder = builder.runs_dir(dir.path());
+        }
         let orchestrator = builder.build().map_err(WorkerError::Setup)?;
         Ok(Prepared {
             orchestrator,
             asks,
             tree,
+            transcripts,
         })
     }
 }

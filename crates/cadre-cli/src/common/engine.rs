@@ -11,7 +11,7 @@ use crate::common::project::{require_dirs, user_dir, workspace_root};
 use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
-    AgentOutcome, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
+    AgentOutcome, AgentPath, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
     UsageReport,
 };
 use cadre_engine::client::Ingress;
@@ -350,6 +350,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
             e,
         )
     })?;
+    keep_transcripts(&ingress, &meta.run, dir).await;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let own = report
         .records
@@ -384,6 +385,24 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     let shown = shown_path(dir.path());
     display.finish(&outcome, &summary, &meta.model, Some(&shown));
     Ok(Code::for_stop(&outcome.stop))
+}
+
+/// Writes the transcripts the workers kept into the run folder, as a local run's are, so
+/// that every `cadre runs` command reads an engine run the same way.
+async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
+    let transcripts = match ingress.transcripts(run).await {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("cadre: warning: could not fetch the run's transcripts: {e}");
+            return;
+        }
+    };
+    for t in transcripts {
+        let file = dir.transcript_file(&AgentPath::parse(&t.path));
+        if let Err(e) = std::fs::write(&file, t.text) {
+            errln!("cadre: warning: could not write {}: {e}", file.display());
+        }
+    }
 }
 
 /// The roster's lines as the live display shows them, the worker in the tool column;

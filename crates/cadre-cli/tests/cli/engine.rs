@@ -799,6 +799,13 @@ async fn one_worker_that_registers_itself_serves_a_run() {
     .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(out.stdout.trim(), "hello from the fleet");
+    // The run's id comes first, in text mode as in json.
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("cadre: run ") && first.contains("on the engine at"),
+        "{}",
+        out.stderr
+    );
     assert!(
         out.stderr.contains("solo"),
         "the usage table names no worker: {}",
@@ -1120,6 +1127,36 @@ async fn an_engine_run_says_its_id_is_listed_and_resume_finds_it_without_one() {
     assert_eq!(runs[0]["id"], id.as_str(), "{runs}");
     assert_eq!(runs[0]["outcome"], "done", "{runs}");
     assert_eq!(runs[0]["engine"], true, "{runs}");
+    // The run folder holds each agent's transcript, with times, as a local run's does.
+    let folder = dir.path().join(format!(".cadre/runs/{id}"));
+    for agent in ["main", "main.explore-1", "main.explore-2"] {
+        let text = std::fs::read_to_string(folder.join(format!("{agent}.jsonl")))
+            .unwrap_or_else(|e| panic!("no transcript of {agent}: {e}\n{}", out.stderr));
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(lines.len() >= 4, "{agent}: {text}");
+        assert!(lines.iter().all(|l| l["t"].is_string()), "{agent}: {text}");
+    }
+    let show = cadre_env(dir.path(), &[], &["runs", "show", &id]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout.contains("FAN-OUT in two parts"),
+        "{}",
+        show.stdout
+    );
+    let page = dir.path().join("run.html");
+    let html = cadre_env(
+        dir.path(),
+        &[],
+        &["runs", "show", &id, "--html", page.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(page.contains("title=\"turn 1 ·"), "the lanes are empty");
+    assert!(!page.contains("carry no times"));
 }
 
 #[tokio::test]
