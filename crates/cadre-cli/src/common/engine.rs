@@ -269,6 +269,12 @@ pub fn newest_unfinished(root: &Path) -> Option<PathBuf> {
 
 /// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
 pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
+    // The workers hold the rules the run started with; new ones here would be ignored.
+    if args.permission_mode.is_some() || !args.allow.is_empty() || !args.deny.is_empty() {
+        return Err(CliError::config(
+            "--permission-mode/--allow/--deny: an engine run keeps the rules it started with, and `cadre resume` only follows it again",
+        ));
+    }
     let dir = RunDir::open(dir)?;
     let file = dir.engine_file();
     let text = std::fs::read_to_string(&file)

@@ -1103,6 +1103,14 @@ async fn an_engine_run_says_its_id_is_listed_and_resume_finds_it_without_one() {
         .unwrap_or_else(|| panic!("the engine run is not listed: {}", listed.stdout));
     assert!(line.contains("on engine"), "{line}");
     assert!(line.contains("FAN-OUT in two parts"), "{line}");
+    // Rules cannot be changed on the way: the workers keep the ones the run started with.
+    let changed = cadre_env(dir.path(), &[], &["resume", &id, "--deny", "Bash(rm:*)"]).await;
+    assert_eq!(changed.code, 2, "{}", changed.stderr);
+    assert!(
+        changed.stderr.contains("keeps the rules it started with"),
+        "{}",
+        changed.stderr
+    );
     let resumed = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
         .args(["resume", "--output-format", "json"])
         .current_dir(dir.path())
