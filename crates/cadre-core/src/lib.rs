@@ -106,6 +106,7 @@ pub use run::orchestrator::{
 pub use run::outcome::{AgentOutcome, StopKind};
 pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
+    PermissionsSnapshot, RuleFrom,
 };
 pub use run::skill_tool::SkillTool;
 pub use run::team::{Seat, Team, TeamError, TeamLimits};

@@ -221,6 +221,7 @@ fn agent_call(run: String, n: usize) -> AgentCall {
             max_turns: None,
             context_tokens: 200_000,
             compact_at: None,
+            permissions: Default::default(),
         },
     }
 }

@@ -1,7 +1,7 @@
 //! Talking to a run through Restate's ingress: submit it, follow its roster, wait for its
 //! answer, cancel it.
 
-use crate::wire::{AgentCall, Progress};
+use crate::wire::{AgentCall, AgentTranscript, Progress};
 use cadre_core::Delegated;
 use serde::Deserialize;
 use std::time::Duration;
@@ -11,8 +11,10 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum ClientError {
     /// The request did not get through.
-    #[error("cannot reach Restate's ingress at {url}: {source}")]
+    #[error("cannot reach Restate's {api} at {url}: {source}")]
     Unreachable {
+        /// Which of Restate's APIs: `ingress` or `admin API`.
+        api: &'static str,
         /// What was asked.
         url: String,
         /// Why.
@@ -57,6 +59,8 @@ pub enum ClientError {
 pub struct Ingress {
     base: String,
     http: reqwest::Client,
+    /// Which of Restate's APIs `base` is, for messages.
+    api: &'static str,
 }
 
 #[derive(Deserialize)]
@@ -68,17 +72,24 @@ struct Sent {
 impl Ingress {
     /// A client of the ingress at `base` (`http://127.0.0.1:8080`).
     pub fn new(base: &str) -> Result<Self, ClientError> {
+        Self::of(base, "ingress")
+    }
+
+    /// A client of Restate's API `api` at `base`.
+    fn of(base: &str, api: &'static str) -> Result<Self, ClientError> {
         let http = cadre_model::http_client_builder()
             .map_err(|source| ClientError::Tls { source })?
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|source| ClientError::Unreachable {
+                api,
                 url: base.to_owned(),
                 source,
             })?;
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             http,
+            api,
         })
     }
 
@@ -113,6 +124,13 @@ impl Ingress {
             .await
     }
 
+    /// The transcripts of run `run`'s agents that have ended.
+    pub async fn transcripts(&self, run: &str) -> Result<Vec<AgentTranscript>, ClientError> {
+        let url = format!("{}/CadreRoster/{run}/transcripts", self.base);
+        self.json(&url, self.http.post(&url).timeout(Duration::from_secs(60)))
+            .await
+    }
+
     /// Tokens the whole tree of run `run` has used so far.
     pub async fn tokens(&self, run: &str) -> Result<u64, ClientError> {
         let url = format!("{}/CadreRun/{run}/tokens", self.base);
@@ -132,7 +150,7 @@ impl Ingress {
     /// Registers the service endpoint at `uri` with the Restate server whose admin API is
     /// at `admin` (again, when it was registered before: its services may have changed).
     pub async fn register(admin: &str, uri: &str) -> Result<(), ClientError> {
-        let client = Self::new(admin)?;
+        let client = Self::of(admin, "admin API")?;
         let url = format!("{}/deployments", client.base);
         let body = serde_json::json!({ "uri": uri, "force": true });
         let _: serde_json::Value = client
@@ -154,6 +172,7 @@ impl Ingress {
         request: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
         let unreachable = |source| ClientError::Unreachable {
+            api: self.api,
             url: url.to_owned(),
             source,
         };

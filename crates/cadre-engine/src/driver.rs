@@ -4,7 +4,7 @@
 
 use crate::pump::{Ask, EffectKind};
 use crate::service::{CadreAgentClient, CadreRosterClient, CadreRunClient};
-use crate::wire::{Acquire, AgentCall, Grant, Progress};
+use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
 use crate::worker::{Checkpoints, Worker};
 use cadre_core::record::journal::{Done, ModelStep, Outcome, Work};
 use cadre_core::{Delegated, DelegatedCall, StopKind};
@@ -141,6 +141,32 @@ pub(crate) async fn drive(
         Some(tree) => driver.finish(tree.clone()).await?,
         None => String::new(),
     };
+    // Journaled first: a replay elsewhere writes its own transcript, with other times, and
+    // must send what the first attempt sent.
+    let written = crate::worker::written_transcript(
+        prepared.transcripts.as_ref(),
+        &call.run,
+        &call.agent.path,
+    );
+    let Json(kept) = ctx
+        .run(|| async move { Ok(Json(written)) })
+        .name("transcript")
+        .await?;
+    if let Some(text) = kept {
+        // Awaited: the client asks for the transcripts once the primary agent has ended, and
+        // a one-way call might not have been kept by then.
+        let stored = ctx
+            .object_client::<CadreRosterClient>(call.run.clone())
+            .keep(Json(AgentTranscript {
+                path: call.agent.path.clone(),
+                text,
+            }))
+            .call()
+            .await;
+        if let Err(e) = stored {
+            tracing::warn!(agent = %call.agent.path, "the transcript was not kept: {}", e.message());
+        }
+    }
     line.done = true;
     ctx.object_client::<CadreRosterClient>(call.run.clone())
         .progress(Json(line))
@@ -241,6 +267,13 @@ impl Driver<'_, '_> {
             return Outcome::Stopped(StopKind::Budget);
         }
         self.models += 1;
+        // The roster shows the turn under way, from its request on, as a local run's does.
+        line.turn += 1;
+        line.tool = None;
+        self.ctx
+            .object_client::<CadreRosterClient>(run.clone())
+            .progress(Json(line.clone()))
+            .send();
         let worker = self.worker.clone();
         let (agent, n) = (self.call.agent.path.clone(), self.models);
         let kept = self
@@ -278,7 +311,6 @@ impl Driver<'_, '_> {
                 self.on_cancel();
             }
         }
-        line.turn += 1;
         line.tokens += tokens;
         line.worker = kept.worker;
         line.tool = response.and_then(|r| {

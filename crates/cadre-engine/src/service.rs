@@ -4,7 +4,7 @@
 //! run id) holds the live roster.
 
 use crate::driver;
-use crate::wire::{Acquire, AgentCall, Grant, Progress};
+use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
 use crate::worker::Worker;
 use cadre_core::Delegated;
 use restate_sdk::prelude::*;
@@ -52,6 +52,8 @@ impl Slots {
 const SLOTS: &str = "slots";
 const ROSTER: &str = "roster";
 const ROOT: &str = "root";
+/// The prefix of the keys agents' transcripts are kept under.
+const TRANSCRIPT: &str = "transcript:";
 
 /// What the whole tree of one run shares, keyed by the run id.
 pub struct CadreRun;
@@ -161,5 +163,38 @@ impl CadreRoster {
             .unwrap_or_default()
             .0;
         Ok(Json(roster.into_values().collect()))
+    }
+
+    /// Keeps an ended agent's transcript for the client.
+    #[handler]
+    async fn keep(
+        &self,
+        ctx: ObjectContext<'_>,
+        Json(transcript): Json<AgentTranscript>,
+    ) -> Result<(), HandlerError> {
+        ctx.set(&format!("{TRANSCRIPT}{}", transcript.path), transcript.text);
+        Ok(())
+    }
+
+    /// The transcripts of the run's agents that have ended, by path.
+    #[handler]
+    async fn transcripts(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<AgentTranscript>>, HandlerError> {
+        let mut out = Vec::new();
+        for key in ctx.get_keys().await? {
+            let Some(path) = key.strip_prefix(TRANSCRIPT) else {
+                continue;
+            };
+            if let Some(text) = ctx.get::<String>(&key).await? {
+                out.push(AgentTranscript {
+                    path: path.to_owned(),
+                    text,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Json(out))
     }
 }

@@ -2,7 +2,7 @@
 //! handler sends is built only from its input and from journaled values, so a replay on
 //! another worker sends the same bytes (Restate compares them).
 
-use cadre_core::{AgentSpec, DelegatedCall};
+use cadre_core::{AgentSpec, DelegatedCall, PermissionsSnapshot};
 use serde::{Deserialize, Serialize};
 
 /// One agent to run: the input of `CadreAgent/run`, for the primary agent and each subagent.
@@ -46,6 +46,10 @@ pub struct RunSettings {
     /// Input tokens at which conversations are compacted; `None` never compacts.
     #[serde(default)]
     pub compact_at: Option<u64>,
+    /// The run's permission mode and rules (the settings files' and the flags'), checked
+    /// on the worker as a local run checks them. Required: a payload without them comes
+    /// from a client that did not send them, and running it would drop its rules.
+    pub permissions: PermissionsSnapshot,
 }
 
 /// Where a run's agents work.
@@ -127,7 +131,7 @@ pub struct Progress {
     pub description: String,
     /// The worker that ran its latest step.
     pub worker: String,
-    /// Model requests made.
+    /// The turn under way (model requests started), as a local run's roster counts it.
     pub turn: u32,
     /// Tokens used.
     pub tokens: u64,
@@ -137,4 +141,14 @@ pub struct Progress {
     /// Whether it has ended (its line leaves the roster).
     #[serde(default)]
     pub done: bool,
+}
+
+/// One agent's transcript, as its worker wrote it (the JSONL a local run writes), kept by
+/// the run's `CadreRoster` object until the client takes it into the run folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTranscript {
+    /// The agent's path.
+    pub path: String,
+    /// Its transcript, line by line.
+    pub text: String,
 }

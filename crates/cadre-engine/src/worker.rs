@@ -4,7 +4,7 @@
 use crate::pump::{Ask, Pump};
 use crate::wire::{AgentCall, WorkspaceRef};
 use async_trait::async_trait;
-use cadre_core::{Instructions, Limits, Orchestrator, Registry, RunError, SkillSet};
+use cadre_core::{Instructions, Limits, Orchestrator, Permissions, Registry, RunError, SkillSet};
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -37,6 +37,13 @@ pub enum WorkerError {
     /// answers to).
     #[error("{0}")]
     Setup(#[source] RunError),
+    /// The run's permission rules cannot be read here.
+    #[error("the run's permissions: {0}")]
+    Permissions(#[source] cadre_core::RuleError),
+    /// The run asks for something a worker does not do (an MCP server): running it
+    /// without would silently change what its agents may do.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl WorkerError {
@@ -44,7 +51,11 @@ impl WorkerError {
     pub fn is_lasting(&self) -> bool {
         matches!(
             self,
-            Self::NoWorkspace | Self::Workspace { .. } | Self::Setup(_)
+            Self::NoWorkspace
+                | Self::Workspace { .. }
+                | Self::Setup(_)
+                | Self::Permissions(_)
+                | Self::Unsupported(_)
         )
     }
 }
@@ -82,6 +93,19 @@ pub(crate) struct Prepared {
     pub asks: mpsc::UnboundedReceiver<Ask>,
     /// The writing agent's tree, when the run names a repository.
     pub tree: Option<Arc<dyn Checkpoints>>,
+    /// Where the agent's transcript is written, to be carried to the client; removed when
+    /// dropped.
+    pub transcripts: Option<tempfile::TempDir>,
+}
+
+/// The transcript the agent at `path` of run `run` wrote in `dir`, if any.
+pub(crate) fn written_transcript(
+    dir: Option<&tempfile::TempDir>,
+    run: &str,
+    path: &str,
+) -> Option<String> {
+    let dir = cadre_core::RunDir::open(&dir?.path().join(run)).ok()?;
+    std::fs::read_to_string(dir.transcript_file(&cadre_core::AgentPath::parse(path))).ok()
 }
 
 impl Worker {
@@ -144,6 +168,20 @@ impl Worker {
     /// Sets up the agent of `call`: its workspace, its types, its orchestrator.
     pub(crate) async fn prepare(&self, call: &AgentCall) -> Result<Prepared, WorkerError> {
         let spec = &call.agent.spec;
+        // The client refuses these first; a worker checks again rather than trust it.
+        if let Some(wire) = call
+            .settings
+            .agents
+            .iter()
+            .find(|w| !w.spec.mcp_servers.is_empty())
+        {
+            return Err(WorkerError::Unsupported(format!(
+                "agent type {} names MCP servers, and workers run none",
+                wire.spec.name
+            )));
+        }
+        let permissions = Permissions::from_snapshot(&call.settings.permissions)
+            .map_err(WorkerError::Permissions)?;
         let (root, tree) = match &call.settings.workspace {
             WorkspaceRef::Local => (
                 self.workspace.clone().ok_or(WorkerError::NoWorkspace)?,
@@ -176,6 +214,12 @@ impl Worker {
             registry.insert(wire.into_spec());
         }
         let settings = &call.settings;
+        // The transcript is worth having, not worth failing the agent for.
+        let transcripts = tempfile::Builder::new()
+            .prefix("cadre-transcript-")
+            .tempdir()
+            .map_err(|e| tracing::warn!("no transcript for {}: {e}", call.agent.path))
+            .ok();
         let (pump, asks) = Pump::new();
         let pump = Arc::new(pump);
         let mut builder = Orchestrator::builder()
@@ -200,16 +244,21 @@ impl Worker {
             .skills(Arc::new(SkillSet::load(&SkillSet::standard_dirs(
                 &root, None,
             ))))
+            .permissions(permissions)
             .journal(pump.clone())
             .delegate(pump);
         if let Some(turns) = settings.max_turns {
             builder = builder.max_turns(turns);
+        }
+        if let Some(dir) = &transcripts {
+            builder = builder.runs_dir(dir.path());
         }
         let orchestrator = builder.build().map_err(WorkerError::Setup)?;
         Ok(Prepared {
             orchestrator,
             asks,
             tree,
+            transcripts,
         })
     }
 }

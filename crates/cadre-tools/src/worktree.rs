@@ -98,6 +98,18 @@ pub enum WorktreeError {
         /// What was found instead.
         why: String,
     },
+    /// The agent's branch is left from an earlier part of the run and cannot be taken up.
+    #[error(
+        "the branch {branch} is left from an earlier part of run {run_id} and cannot be taken up again ({source}); `cadre runs branches {run_id} --delete` removes what the run left (its work on the branch with it)"
+    )]
+    Leftover {
+        /// The branch.
+        branch: String,
+        /// The run.
+        run_id: String,
+        /// Why it cannot be taken up.
+        source: Box<WorktreeError>,
+    },
     /// A git command failed, or a folder for it could not be made.
     #[error(transparent)]
     Git(GitError),
@@ -173,15 +185,32 @@ impl Worktree {
         create_dir_all(&worktrees.join(run_id)).await?;
         ignore_all(&worktrees).await?;
 
-        // The commit id rather than `HEAD`, so the branch starts exactly at `base` even if
-        // the main checkout moves meanwhile.
-        run_locked(
-            Git::new(&repo)
-                .args(["worktree", "add", "--quiet", "-b", &branch])
-                .arg(&path)
-                .arg(&base),
-        )
-        .await?;
+        let refname = format!("refs/heads/{branch}");
+        let base = if Git::new(&repo).resolve(&refname).await?.is_some() {
+            // The branch is this agent's from an earlier part of the same run (a resumed
+            // run): it goes on where it was, with what it wrote, instead of failing.
+            match Self::reopen(&repo, &path, &branch).await {
+                Ok(base) => base,
+                Err(source) => {
+                    return Err(WorktreeError::Leftover {
+                        branch,
+                        run_id: run_id.to_owned(),
+                        source: Box::new(source),
+                    })
+                }
+            }
+        } else {
+            // The commit id rather than `HEAD`, so the branch starts exactly at `base` even
+            // if the main checkout moves meanwhile.
+            run_locked(
+                Git::new(&repo)
+                    .args(["worktree", "add", "--quiet", "-b", &branch])
+                    .arg(&path)
+                    .arg(&base),
+            )
+            .await?;
+            base
+        };
 
         let worktree = Worktree {
             path,
@@ -194,6 +223,33 @@ impl Worktree {
         // still need it to exist.
         create_dir_all(&worktree.workspace()).await?;
         Ok(worktree)
+    }
+
+    /// Takes up the left-over worktree at `path` on `branch` (checking the branch out there
+    /// again when the folder is gone); returns the commit the branch started from.
+    async fn reopen(repo: &Path, path: &Path, branch: &str) -> Result<String, WorktreeError> {
+        if crate::git::not_intact(path, branch).await.is_some() {
+            if tokio::fs::try_exists(path).await.unwrap_or(false) {
+                return Err(WorktreeError::NotIntact {
+                    path: path.to_path_buf(),
+                    branch: branch.to_owned(),
+                    why: "it is left from an earlier part of the run".to_owned(),
+                });
+            }
+            prune(repo).await?;
+            run_locked(
+                Git::new(repo)
+                    .args(["worktree", "add", "--quiet"])
+                    .arg(path)
+                    .arg(branch),
+            )
+            .await?;
+        }
+        // Where the branch left the main line: the commit it was made at.
+        Ok(Git::new(repo)
+            .args(["merge-base", "HEAD", branch])
+            .run()
+            .await?)
     }
 
     /// The agent's workspace: the folder of the worktree matching the given workspace root.

@@ -21,10 +21,20 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
             "--engine restate: `cadre resume RUN_ID` follows an engine run again by its id (the run named is not one)",
         ));
     }
+    if run_id.is_none() {
+        // The newer of the newest unfinished engine run and the newest resumable local one
+        // (run ids start with their UTC time).
+        let id = |p: &PathBuf| p.file_name().map(std::ffi::OsStr::to_os_string);
+        if let Some(dir) = engine::newest_unfinished(&root) {
+            if newest(&root, false).is_none_or(|local| id(&local) < id(&dir)) {
+                return engine::resume(&dir, &args, quiet).await;
+            }
+        }
+    }
     let dir = match run_id {
         Some(id) => find(&root, &id)?,
         None => newest(&root, false).ok_or_else(|| {
-            CliError::config("no unfinished run with a journal in .cadre/runs/ of this workspace; `cadre run --continue TASK` continues a finished one")
+            CliError::config("no unfinished run (with a journal, or on the engine) in .cadre/runs/ of this workspace; `cadre run --continue TASK` continues a finished one")
         })?,
     };
     let journaled = open_run(&dir)?;

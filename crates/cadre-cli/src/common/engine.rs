@@ -3,17 +3,20 @@
 //! usage table and exit codes as a local one.
 
 use crate::args::RunArgs;
-use crate::common::definitions::{load_registry_from, print_problems};
+use crate::common::definitions::{load_registry_from, load_servers, print_problems};
 use crate::common::display::{shown_path, Display};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
 use crate::common::project::{require_dirs, user_dir, workspace_root};
+use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
-    AgentOutcome, DelegatedCall, Event, RosterEntry, RunDir, RunSummary, UsageReport,
+    AgentOutcome, AgentPath, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
+    UsageReport,
 };
 use cadre_engine::client::Ingress;
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
+use cadre_mcp::McpConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -38,13 +41,18 @@ pub async fn run(
     quiet: bool,
 ) -> Result<Code> {
     let root = workspace_root(directory)?;
-    crate::common::settings::resolve(&mut args, &root, user_dir(true).as_deref())?;
-    refuse_local_only(&args)?;
+    let settings = crate::common::settings::resolve(&mut args, &root, user_dir(true).as_deref())?;
     require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
     let registry = load_registry_from(&root, &args.dirs.agents_dir, true);
+    let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
+        settings
+            .warnings()
+            .for_each(|w| errln!("cadre: warning: {w}"));
         print_problems(registry.problems());
     }
+    refuse(&unhonoured(&args, &settings, &registry, mcp.config()))?;
+    let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     refuse_team(&args, &spec)?;
     let model = model_id(&args)?;
@@ -76,6 +84,7 @@ pub async fn run(
             max_turns: args.max_turns,
             context_tokens,
             compact_at: args.compact_at.0,
+            permissions,
         },
     };
     let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
@@ -105,23 +114,72 @@ pub async fn run(
     follow(&meta, &dir, &args, quiet).await
 }
 
-/// Options that only a run in this process can honour, refused in plain words.
-fn refuse_local_only(args: &RunArgs) -> Result<()> {
-    let refuse = |what: &str| -> Result<()> {
-        Err(CliError::config(format!(
-            "{what} works only with --engine local: the workers talk to the model and have no terminal"
-        )))
-    };
+/// What this run asks for that the engine cannot honour, one line each naming the setting
+/// and where it was given. Whatever shapes what agents may do is either carried to the
+/// workers and enforced there (permission modes and rules, agent types with their own rules)
+/// or listed here, so that no run starts with a setting silently dropped: a setting only a
+/// local run can honour gets its line here.
+fn unhonoured(
+    args: &RunArgs,
+    settings: &Settings,
+    registry: &cadre_core::Registry,
+    mcp: &McpConfig,
+) -> Vec<String> {
+    let mut out = Vec::new();
     if args.record.is_some() || args.replay.is_some() {
-        return refuse("--record/--replay");
+        out.push("--record/--replay: the workers talk to the model, not this process".to_owned());
     }
-    if args.permission_mode.is_some() || !args.allow.is_empty() || !args.deny.is_empty() {
-        return refuse("--permission-mode/--allow/--deny");
+    let mode = match args.permission_mode {
+        Some(mode) => Some((mode, "--permission-mode".to_owned())),
+        None => settings.permissions.mode.map(|mode| {
+            let from = settings
+                .entries
+                .iter()
+                .find(|(key, _, _)| key == "permissions.mode")
+                .map_or_else(|| "a settings file".to_owned(), |(_, _, s)| s.to_string());
+            (mode, format!("permissions.mode in {from}"))
+        }),
+    };
+    if let Some((PermissionMode::Ask, from)) = mode {
+        out.push(format!(
+            "permission mode ask ({from}): it asks a person at a terminal, and the workers have none (deny-writes with allow rules refuses what ask would ask about)"
+        ));
     }
-    if !args.mcp.mcp_config.is_empty() {
-        return refuse("--mcp-config");
+    for (name, from) in mcp.servers.keys().map(|name| (name, mcp.sources.get(name))) {
+        let from = from.map_or_else(String::new, |f| format!(" (from {})", f.display()));
+        out.push(format!(
+            "MCP server {name}{from}: the workers run no MCP servers"
+        ));
     }
-    Ok(())
+    for spec in registry.all().filter(|s| !s.mcp_servers.is_empty()) {
+        let from = spec
+            .source
+            .as_ref()
+            .map_or_else(String::new, |f| format!(" ({})", f.display()));
+        out.push(format!(
+            "agent type {}{from} names MCP servers (mcp_servers): the workers run none",
+            spec.name
+        ));
+    }
+    if args.allow_unsandboxed_bash {
+        out.push(
+            "--allow-unsandboxed-bash: each worker decides it (`cadre worker --allow-unsandboxed-bash`)"
+                .to_owned(),
+        );
+    }
+    out
+}
+
+/// Refuses the run (exit 2) when the engine cannot honour some of what it asks for.
+fn refuse(unhonoured: &[String]) -> Result<()> {
+    if unhonoured.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::config(format!(
+        "the engine cannot honour {} of this run's settings, so it was not started (run it with --engine local, or leave them out):\n  {}",
+        if unhonoured.len() == 1 { "one" } else { "some" },
+        unhonoured.join("\n  ")
+    )))
 }
 
 /// Teams run in one process: the engine refuses a team run rather than run it without its
@@ -217,8 +275,24 @@ pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
         .filter(|dir| RunDir::open(dir).is_ok_and(|d| d.engine_file().is_file()))
 }
 
+/// The newest engine run in `root`'s run folders that this client has not seen end (no
+/// `summary.json` yet): a run whose client was stopped, perhaps still going on the engine.
+pub fn newest_unfinished(root: &Path) -> Option<PathBuf> {
+    let dirs = RunDir::all_in(&RunDir::runs_root(root)).unwrap_or_default();
+    dirs.into_iter()
+        .rev()
+        .find(|d| d.engine_file().is_file() && !d.summary_file().is_file())
+        .map(|d| d.path().to_path_buf())
+}
+
 /// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
 pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
+    // The workers hold the rules the run started with; new ones here would be ignored.
+    if args.permission_mode.is_some() || !args.allow.is_empty() || !args.deny.is_empty() {
+        return Err(CliError::config(
+            "--permission-mode/--allow/--deny: an engine run keeps the rules it started with, and `cadre resume` only follows it again",
+        ));
+    }
     let dir = RunDir::open(dir)?;
     let file = dir.engine_file();
     let text = std::fs::read_to_string(&file)
@@ -233,6 +307,16 @@ pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
 /// engine; a second Ctrl-C stops following (the run goes on being cancelled).
 async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> Result<Code> {
     let ingress = Ingress::new(&meta.ingress).map_err(CliError::invalid)?;
+    if !quiet {
+        // Said first, in every output format: with it, a run whose client is stopped can be
+        // found again.
+        errln!(
+            "cadre: run {} on the engine at {} (`cadre resume {}` follows it again)",
+            meta.run,
+            meta.ingress,
+            meta.run
+        );
+    }
     let header = format!("cadre · {} · {} · restate", meta.agent, meta.model);
     let mut display = Display::new(args.output_format, quiet, &meta.agent, header);
     let started = Instant::now();
@@ -290,6 +374,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
             e,
         )
     })?;
+    keep_transcripts(&ingress, &meta.run, dir).await;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let own = report
         .records
@@ -324,6 +409,24 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     let shown = shown_path(dir.path());
     display.finish(&outcome, &summary, &meta.model, Some(&shown));
     Ok(Code::for_stop(&outcome.stop))
+}
+
+/// Writes the transcripts the workers kept into the run folder, as a local run's are, so
+/// that every `cadre runs` command reads an engine run the same way.
+async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
+    let transcripts = match ingress.transcripts(run).await {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("cadre: warning: could not fetch the run's transcripts: {e}");
+            return;
+        }
+    };
+    for t in transcripts {
+        let file = dir.transcript_file(&AgentPath::parse(&t.path));
+        if let Err(e) = std::fs::write(&file, t.text) {
+            errln!("cadre: warning: could not write {}: {e}", file.display());
+        }
+    }
 }
 
 /// The roster's lines as the live display shows them, the worker in the tool column;

@@ -50,6 +50,18 @@ pub fn permissions(
     settings: &cadre_core::PermissionSettings,
     interactive: bool,
 ) -> Result<(Permissions, Option<mpsc::UnboundedReceiver<Ask>>)> {
+    let mut permissions = rules(args, settings)?;
+    if !interactive {
+        return Ok((permissions, None));
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    permissions.approver = Some(std::sync::Arc::new(TerminalApprover { tx }));
+    Ok((permissions, Some(rx)))
+}
+
+/// The run's mode and rules from the settings files and the flags, with no one to ask: what
+/// a local run checks, and what an engine run sends its workers to check.
+pub fn rules(args: &RunArgs, settings: &cadre_core::PermissionSettings) -> Result<Permissions> {
     let mut permissions = Permissions::default();
     // The settings files first: a flag's mode wins, and the flags' rules add to theirs.
     permissions
@@ -68,12 +80,7 @@ pub fn permissions(
             .deny(rule, "--deny")
             .map_err(|e| CliError::config_from("--deny", e))?;
     }
-    if !interactive {
-        return Ok((permissions, None));
-    }
-    let (tx, rx) = mpsc::unbounded_channel();
-    permissions.approver = Some(std::sync::Arc::new(TerminalApprover { tx }));
-    Ok((permissions, Some(rx)))
+    Ok(permissions)
 }
 
 /// Asks `ask` on the terminal, on a thread of its own (reading the answer blocks), with the

@@ -799,6 +799,13 @@ async fn one_worker_that_registers_itself_serves_a_run() {
     .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(out.stdout.trim(), "hello from the fleet");
+    // The run's id comes first, in text mode as in json.
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("cadre: run ") && first.contains("on the engine at"),
+        "{}",
+        out.stderr
+    );
     assert!(
         out.stderr.contains("solo"),
         "the usage table names no worker: {}",
@@ -824,4 +831,362 @@ async fn outside_git_a_worker_without_a_folder_fails_the_run_and_says_why() {
     assert_ne!(out.code, 0, "{}", out.stdout);
     assert!(out.stderr.contains("--workspace DIR"), "{}", out.stderr);
     assert!(mock.requests().is_empty());
+}
+
+/// Routes a run whose task holds `marker`: the primary agent runs `command` with bash,
+/// then answers `<marker> over`.
+fn one_command_route(mock: &MockServer, marker: &str, command: &str) {
+    mock.route(
+        Match::FirstUserContains(marker.into()),
+        vec![
+            Reply::tool_use(
+                &format!("toolu_{marker}"),
+                "bash",
+                json!({"command": command}),
+            ),
+            Reply::text(&format!("{marker} over")),
+        ],
+    );
+}
+
+/// What the model was told of the command of run `marker` (its tool result).
+fn told(mock: &MockServer, marker: &str) -> String {
+    mock.requests()
+        .into_iter()
+        .find(|r| first_user(&r.body).contains(marker) && r.messages().len() == 3)
+        .map(|r| r.last_user_text())
+        .unwrap_or_else(|| panic!("run {marker} never sent its tool result"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn permission_rules_from_every_source_hold_on_the_engine() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap().to_owned();
+    let mock = MockServer::start().await;
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let junk = dir.path().join("junk.txt");
+    let project = dir.path().join("cadre.toml");
+    let user = home.path().join(".config/cadre/config.toml");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    write_file(
+        &dir.path().join(".cadre/agents/guard.yaml"),
+        "name: guard\ndescription: A primary agent that may not delete.\nmode: primary\ntools: [\"*\"]\npermissions:\n  deny: [\"Bash(rm:*)\"]\nprompt: You guard the files.\n",
+    );
+    // (marker, project settings, user settings, flags, what the model must be told)
+    let cases: [(&str, &str, &str, &[&str], &str); 7] = [
+        (
+            "PROJECT-DENY",
+            "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
+            "",
+            &[],
+            "denied by rule Bash(rm:*) (from settings)",
+        ),
+        (
+            "USER-DENY",
+            "",
+            "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
+            &[],
+            "denied by rule Bash(rm:*) (from settings)",
+        ),
+        (
+            "FLAG-DENY",
+            "",
+            "",
+            &["--deny", "Bash(rm:*)"],
+            "denied by rule Bash(rm:*) (from --deny)",
+        ),
+        (
+            "AGENT-DENY",
+            "",
+            "",
+            &["--agent", "guard"],
+            "denied by rule Bash(rm:*) (from agent type guard)",
+        ),
+        (
+            "FLAG-MODE",
+            "",
+            "",
+            &["--permission-mode", "deny-writes"],
+            "denied by permission mode deny-writes",
+        ),
+        (
+            "PLAN-MODE",
+            "",
+            "",
+            &["--permission-mode", "plan"],
+            "denied by permission mode plan",
+        ),
+        (
+            "FILE-MODE",
+            "[permissions]\nmode = \"deny-writes\"\n",
+            "",
+            &[],
+            "denied by permission mode deny-writes",
+        ),
+    ];
+    for (marker, in_project, in_user, flags, expected) in cases {
+        one_command_route(&mock, marker, "rm -f junk.txt");
+        std::fs::write(&junk, "keep me").unwrap();
+        std::fs::write(&project, in_project).unwrap();
+        std::fs::write(&user, in_user).unwrap();
+        let ingress = fleet.restate.ingress_url();
+        let mut args = vec!["run", "--engine", "restate", "--restate-url", &ingress];
+        args.extend_from_slice(flags);
+        let task = format!("{marker}: tidy up");
+        args.push(&task);
+        let out = cadre_env(dir.path(), &[("HOME", &home_dir)], &args).await;
+        assert_eq!(out.code, 0, "{marker}: {}\n{}", out.stdout, out.stderr);
+        assert!(
+            junk.exists(),
+            "{marker}: the rule did not hold on the engine"
+        );
+        let told = told(&mock, marker);
+        assert!(told.contains(expected), "{marker}: {told}");
+    }
+    // Allow rules travel too: with one, the same mode lets the command run.
+    one_command_route(&mock, "FLAG-ALLOW", "rm -f junk.txt");
+    std::fs::write(&project, "").unwrap();
+    std::fs::write(&user, "").unwrap();
+    let out = fleet
+        .run(
+            dir.path(),
+            &[
+                "--permission-mode",
+                "deny-writes",
+                "--allow",
+                "Bash(rm:*)",
+                "FLAG-ALLOW: tidy up",
+            ],
+        )
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(!junk.exists(), "the allow rule did not reach the engine");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn settings_the_engine_cannot_honour_refuse_the_run_with_exit_2_naming_them() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap().to_owned();
+    let mock = MockServer::start().await;
+    mock.allow_unused_replies();
+    mock.route(Match::Any, vec![Reply::text("never")]);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let server = r#"{"mcpServers": {"files": {"command": "true"}}}"#;
+    let typed = "name: linked\ndescription: Uses a server.\nmode: all\nmcp_servers:\n  - own: {command: \"true\"}\nprompt: p\n";
+    let agent_file = dir.path().join(".cadre/agents/linked.yaml");
+    let user_mcp = home.path().join(".config/cadre/mcp.json");
+    std::fs::create_dir_all(user_mcp.parent().unwrap()).unwrap();
+    // (what is set up, flags, what the refusal must name)
+    let cases: [(&str, &[&str], &str); 5] = [
+        (".mcp.json", &[], "MCP server files (from"),
+        ("user mcp.json", &[], "mcp.json)"),
+        ("agent type", &[], "agent type linked"),
+        (
+            "ask flag",
+            &["--permission-mode", "ask"],
+            "permission mode ask (--permission-mode)",
+        ),
+        (
+            "ask in cadre.toml",
+            &[],
+            "permission mode ask (permissions.mode in",
+        ),
+    ];
+    for (case, flags, named) in cases {
+        let _ = std::fs::remove_file(dir.path().join(".mcp.json"));
+        let _ = std::fs::remove_file(&user_mcp);
+        let _ = std::fs::remove_file(&agent_file);
+        let _ = std::fs::remove_file(dir.path().join("cadre.toml"));
+        match case {
+            ".mcp.json" => std::fs::write(dir.path().join(".mcp.json"), server).unwrap(),
+            "user mcp.json" => std::fs::write(&user_mcp, server).unwrap(),
+            "agent type" => write_file(&agent_file, typed),
+            "ask in cadre.toml" => std::fs::write(
+                dir.path().join("cadre.toml"),
+                "[permissions]\nmode = \"ask\"\n",
+            )
+            .unwrap(),
+            _ => {}
+        }
+        let ingress = fleet.restate.ingress_url();
+        let mut args = vec!["run", "--engine", "restate", "--restate-url", &ingress];
+        args.extend_from_slice(flags);
+        args.push("say hello");
+        let out = cadre_env(dir.path(), &[("HOME", &home_dir)], &args).await;
+        assert_eq!(out.code, 2, "{case}: {}\n{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("the engine cannot honour") && out.stderr.contains(named),
+            "{case}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        mock.requests().is_empty(),
+        "a refused run reached the model"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn an_engine_run_says_its_id_is_listed_and_resume_finds_it_without_one() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    fan_out_routes(&mock, 2, "explore", |_| "echo looked".into());
+    let gate = second_requests(&mock);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_client(
+        dir.path(),
+        &fleet.restate.ingress_url(),
+        home.path(),
+        &["--output-format", "json", "FAN-OUT in two parts"],
+    );
+    assert!(gate.wait_for(2, Duration::from_secs(60)).await);
+    let id = run_id(dir.path());
+    // The roster counts turns as a local run does: each subagent is in its second.
+    let ingress = cadre_engine::client::Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let mut roster = Vec::new();
+    for _ in 0..100 {
+        roster = ingress.roster(&id).await.unwrap();
+        if roster
+            .iter()
+            .filter(|p| p.path != "main" && p.turn == 2)
+            .count()
+            == 2
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let turns: Vec<(String, u32)> = roster.iter().map(|p| (p.path.clone(), p.turn)).collect();
+    assert!(
+        turns.iter().any(|(p, t)| p == "main" && *t == 1)
+            && turns.iter().filter(|(p, t)| p != "main" && *t == 2).count() == 2,
+        "{turns:?}"
+    );
+    let mut client = client;
+    client.kill().unwrap();
+    let killed = client.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&killed.stderr);
+    assert!(
+        stderr.contains(&format!("run {id} on the engine")),
+        "the client did not say the run's id: {stderr}"
+    );
+    // The run the client left is listed, and `cadre resume` with no id follows it.
+    let listed = cadre_env(dir.path(), &[], &["runs", "list"]).await;
+    let line = listed
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("the engine run is not listed: {}", listed.stdout));
+    assert!(line.contains("on engine"), "{line}");
+    assert!(line.contains("FAN-OUT in two parts"), "{line}");
+    // Rules cannot be changed on the way: the workers keep the ones the run started with.
+    let changed = cadre_env(dir.path(), &[], &["resume", &id, "--deny", "Bash(rm:*)"]).await;
+    assert_eq!(changed.code, 2, "{}", changed.stderr);
+    assert!(
+        changed.stderr.contains("keeps the rules it started with"),
+        "{}",
+        changed.stderr
+    );
+    let resumed = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["resume", "--output-format", "json"])
+        .current_dir(dir.path())
+        .env("HOME", home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port = fleet.restate.ingress_addr().port();
+    wait_for("cadre resume to reach the engine", || {
+        connected_to(resumed.id(), port)
+    })
+    .await;
+    gate.open();
+    let out = finish(resumed).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("ALL PARTS DONE"), "{}", out.stdout);
+    let listed = cadre_env(dir.path(), &[], &["runs", "list", "--json"]).await;
+    let runs: Value = serde_json::from_str(listed.stdout.trim()).unwrap();
+    assert_eq!(runs[0]["id"], id.as_str(), "{runs}");
+    assert_eq!(runs[0]["outcome"], "done", "{runs}");
+    assert_eq!(runs[0]["engine"], true, "{runs}");
+    // The run folder holds each agent's transcript, with times, as a local run's does.
+    let folder = dir.path().join(format!(".cadre/runs/{id}"));
+    for agent in ["main", "main.explore-1", "main.explore-2"] {
+        let text = std::fs::read_to_string(folder.join(format!("{agent}.jsonl")))
+            .unwrap_or_else(|e| panic!("no transcript of {agent}: {e}\n{}", out.stderr));
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(lines.len() >= 4, "{agent}: {text}");
+        assert!(lines.iter().all(|l| l["t"].is_string()), "{agent}: {text}");
+    }
+    let show = cadre_env(dir.path(), &[], &["runs", "show", &id]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout.contains("FAN-OUT in two parts"),
+        "{}",
+        show.stdout
+    );
+    let page = dir.path().join("run.html");
+    let html = cadre_env(
+        dir.path(),
+        &[],
+        &["runs", "show", &id, "--html", page.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(page.contains("title=\"turn 1 ·"), "the lanes are empty");
+    assert!(!page.contains("carry no times"));
+}
+
+#[tokio::test]
+async fn worker_register_names_the_admin_api_when_restate_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let admin = format!("http://127.0.0.1:{port}");
+    let out = cadre_env(
+        dir.path(),
+        &[("ANTHROPIC_API_KEY", "sk-test")],
+        &["worker", "--listen", "127.0.0.1:0", "--register", &admin],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(&format!("admin API at {admin}")) && !out.stderr.contains("ingress"),
+        "{}",
+        out.stderr
+    );
 }

@@ -1,5 +1,6 @@
 use super::*;
 use cadre_testkit::git::{git, init_repo};
+use std::time::Duration;
 
 #[tokio::test]
 async fn runs_show_lists_a_runs_branches_and_runs_branches_delete_removes_them() {
@@ -89,5 +90,97 @@ async fn runs_show_lists_a_runs_branches_and_runs_branches_delete_removes_them()
     assert_eq!(
         git(root, &["show", &format!("{again}:NOTE.md")]),
         "a note\n"
+    );
+}
+
+#[tokio::test]
+async fn a_killed_run_resumes_its_isolated_writer_on_the_branch_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("agents")).unwrap();
+    std::fs::write(
+        root.join("agents/coder.yaml"),
+        "name: coder\ndescription: Writes code.\nmode: subagent\ntools: [write_file]\nisolation: worktree\nprompt: You write code.\n",
+    )
+    .unwrap();
+    std::fs::write(root.join(".gitignore"), ".cadre/\n").unwrap();
+    init_repo(root);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "coder", "Add a note")]),
+            Reply::text("one branch to review"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Add a note".into()),
+        vec![
+            Reply::tool_use(
+                "w",
+                "write_file",
+                json!({"path": "NOTE.md", "content": "a note\n"}),
+            ),
+            // In flight when the run is killed.
+            Reply::text("never seen").delay(Duration::from_secs(120)),
+        ],
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(root)
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("RUST_LOG")
+        .args(["run", "PARENT task"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let coder_requests = |s: &MockServer| {
+        s.requests()
+            .iter()
+            .filter(|r| r.first_user_text() == "Add a note")
+            .count()
+    };
+    wait_for("the writer to wait for its second answer", || {
+        coder_requests(&server) == 2
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    server.route(
+        Match::FirstUserContains("Add a note".into()),
+        vec![Reply::text("note added")],
+    );
+    let out = cadre(root, &server.uri(), Some("k"), &["resume"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("one branch to review"),
+        "{}",
+        out.stdout
+    );
+    let branches = git(
+        root,
+        &["branch", "--list", "--format=%(refname:short)", "cadre/*"],
+    );
+    let branch = branches.trim();
+    assert!(branch.ends_with("/coder-1"), "{branches}");
+    // The write made before the kill is on the branch, and the parent was told so.
+    assert_eq!(
+        git(root, &["show", &format!("{branch}:NOTE.md")]),
+        "a note\n"
+    );
+    let parent = server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.first_user_text() == "PARENT task")
+        .unwrap();
+    let told = parent.last_user_text();
+    assert!(
+        told.contains("note added") && told.contains(branch),
+        "{told}"
     );
 }

@@ -158,9 +158,11 @@ impl RunDir {
         files
     }
 
-    /// Whether the folder holds a run: a summary or a transcript.
+    /// Whether the folder holds a run: a summary, a transcript, or an engine run's note.
     pub fn holds_a_run(&self) -> bool {
-        self.summary_file().is_file() || !self.transcript_files().is_empty()
+        self.summary_file().is_file()
+            || self.engine_file().is_file()
+            || !self.transcript_files().is_empty()
     }
 
     /// Writes `summary.json`.

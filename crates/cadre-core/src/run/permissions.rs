@@ -28,6 +28,29 @@ pub struct PermissionSettings {
     pub deny: Vec<String>,
 }
 
+/// One rule as written, and where it came from (`settings`, `--deny`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleFrom {
+    /// The rule, in Claude Code's syntax.
+    pub rule: String,
+    /// Where it came from, as messages name it.
+    pub from: String,
+}
+
+/// The run's mode and rules, as another process receives them (an engine's worker): all of
+/// [`Permissions`] but who is asked and what the person allowed for the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionsSnapshot {
+    /// The run's mode.
+    pub mode: PermissionMode,
+    /// Its allow rules, in order.
+    #[serde(default)]
+    pub allow: Vec<RuleFrom>,
+    /// Its deny rules, in order.
+    #[serde(default)]
+    pub deny: Vec<RuleFrom>,
+}
+
 /// A question for the person: may this call run?
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -146,6 +169,36 @@ impl Permissions {
             self.deny(rule, from)?;
         }
         Ok(())
+    }
+
+    /// The mode and rules, to be rebuilt elsewhere with [`from_snapshot`](Self::from_snapshot).
+    pub fn snapshot(&self) -> PermissionsSnapshot {
+        let list = |rules: &[Sourced]| {
+            rules
+                .iter()
+                .map(|s| RuleFrom {
+                    rule: s.rule.to_string(),
+                    from: s.from.clone(),
+                })
+                .collect()
+        };
+        PermissionsSnapshot {
+            mode: self.mode,
+            allow: list(&self.allow),
+            deny: list(&self.deny),
+        }
+    }
+
+    /// The permissions `snapshot` describes, with no one to ask (a question is denied).
+    pub fn from_snapshot(snapshot: &PermissionsSnapshot) -> Result<Self, RuleError> {
+        let mut permissions = Self::new(snapshot.mode);
+        for r in &snapshot.allow {
+            permissions.allow(&r.rule, &r.from)?;
+        }
+        for r in &snapshot.deny {
+            permissions.deny(&r.rule, &r.from)?;
+        }
+        Ok(permissions)
     }
 
     /// The mode an agent of type `spec` runs in: the stricter of the run's and its own.
@@ -565,5 +618,32 @@ mod tests {
         assert_eq!(a.check("bash", &ls, &tools, &ctx).await, None);
         ctx.sandbox = SandboxMode::Unsandboxed;
         assert!(a.check("bash", &ls, &tools, &ctx).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_rebuilds_the_same_mode_and_rules_with_their_sources() {
+        let (_dir, tools, ctx) = setup();
+        let mut run = Permissions::new(PermissionMode::DenyWrites);
+        run.allow("Bash(echo:*)", "--allow").unwrap();
+        run.deny("Bash(rm:*)", "settings").unwrap();
+        let wire = serde_json::to_string(&run.snapshot()).unwrap();
+        let snapshot: PermissionsSnapshot = serde_json::from_str(&wire).unwrap();
+        assert_eq!(snapshot, run.snapshot());
+        let rebuilt = Permissions::from_snapshot(&snapshot).unwrap();
+        assert_eq!(rebuilt.mode, PermissionMode::DenyWrites);
+        let a = rebuilt.for_agent(&spec(""), "main").unwrap();
+        let rm = json!({"command": "rm -f x"});
+        let why = a.check("bash", &rm, &tools, &ctx).await.unwrap();
+        assert!(why.contains("Bash(rm:*) (from settings)"), "{why}");
+        let echo = json!({"command": "echo hi"});
+        assert_eq!(a.check("bash", &echo, &tools, &ctx).await, None);
+        let bad = PermissionsSnapshot {
+            deny: vec![RuleFrom {
+                rule: "Bash(".into(),
+                from: "--deny".into(),
+            }],
+            ..PermissionsSnapshot::default()
+        };
+        assert!(Permissions::from_snapshot(&bad).is_err());
     }
 }

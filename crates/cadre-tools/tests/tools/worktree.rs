@@ -496,3 +496,40 @@ async fn finish_commits_without_a_configured_identity() {
     let local_name = git_output(&root, &["config", "--local", "--get", "user.name"]);
     assert!(!local_name.status.success());
 }
+
+#[tokio::test]
+async fn a_left_over_branch_is_taken_up_again_or_refused_naming_the_fix() {
+    let repo = Repo::new();
+    let base = git(&repo.root(), &["rev-parse", "HEAD"]).trim().to_owned();
+    // A run killed while its agent worked: the worktree is left, with the agent's write.
+    let wt = create(&repo.root(), "r1", "main/code#1").await;
+    write(&wt.path, "note.txt", "written before the kill\n");
+    let path = wt.path.clone();
+    drop(wt);
+    let again = create(&repo.root(), "r1", "main/code#1").await;
+    assert_eq!(again.path, path);
+    assert_eq!(again.base(), base);
+    assert_eq!(
+        std::fs::read_to_string(path.join("note.txt")).unwrap(),
+        "written before the kill\n"
+    );
+    let (branch, _) = committed(again, "m").await;
+    assert_eq!(branch, "cadre/r1/code-1");
+    // The branch stands and its folder is gone: it is checked out again.
+    let again = create(&repo.root(), "r1", "main/code#1").await;
+    assert!(again.path.join("note.txt").is_file());
+    assert_eq!(again.base(), base);
+    // A folder that is no longer its checkout is not taken over: the fix is named.
+    std::fs::remove_file(again.path.join(".git")).unwrap();
+    drop(again);
+    let refused = Worktree::create(&repo.root(), "r1", "main/code#1").await;
+    match refused {
+        Err(e @ WorktreeError::Leftover { .. }) => {
+            assert!(
+                e.to_string().contains("cadre runs branches r1 --delete"),
+                "{e}"
+            )
+        }
+        other => panic!("expected Leftover, got {other:?}"),
+    }
+}

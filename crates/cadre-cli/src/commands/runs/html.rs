@@ -494,6 +494,7 @@ mod tests {
             stop: a.stop.clone(),
             elapsed_ms: None,
             agents: vec![a],
+            engine: false,
         };
         let scale = Scale::new(&run);
         assert!(!scale.timed);

@@ -337,6 +337,8 @@ pub struct RunView {
     pub elapsed_ms: Option<u64>,
     /// Every agent, in tree order.
     pub agents: Vec<AgentView>,
+    /// Whether it ran on a durable engine (its folder holds `engine.json`).
+    pub engine: bool,
 }
 
 impl RunView {
@@ -413,8 +415,19 @@ impl RunView {
                 _ => None,
             }
         };
+        let engine = dir.engine_file().is_file();
+        // An engine run's note keeps its task while the workers have it.
+        let prompt = match (prompt.is_empty(), engine) {
+            (true, true) => std::fs::read_to_string(dir.engine_file())
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .and_then(|v| v.get("task").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_default(),
+            _ => prompt,
+        };
         match summary {
             Some(s) => RunView {
+                engine,
                 id: id.to_owned(),
                 started: start_label(id),
                 task: if s.task.is_empty() { prompt } else { s.task },
@@ -424,6 +437,7 @@ impl RunView {
                 agents,
             },
             None => RunView {
+                engine,
                 id: id.to_owned(),
                 started: start_label(id),
                 task: prompt,
@@ -440,11 +454,15 @@ impl RunView {
         }
     }
 
-    /// The run's outcome label, `unfinished` without a summary.
+    /// The run's outcome label: `unfinished` without a summary, `on engine` for an engine
+    /// run the client has not seen end (it may still be running there).
     pub fn outcome(&self) -> &str {
-        self.stop
-            .as_ref()
-            .map_or("unfinished", |s| s.label.as_str())
+        let unfinished = if self.engine {
+            "on engine"
+        } else {
+            "unfinished"
+        };
+        self.stop.as_ref().map_or(unfinished, |s| s.label.as_str())
     }
 
     /// Tokens used by every agent whose usage is known.
@@ -460,6 +478,7 @@ impl RunView {
             "task": self.task,
             "outcome": self.outcome(),
             "finished": self.stop.is_some(),
+            "engine": self.engine,
             "agents": self.agents.len(),
             "unfinished_agents": self.agents.iter().filter(|a| a.stop.is_none()).count(),
             "tokens": self.tokens(),

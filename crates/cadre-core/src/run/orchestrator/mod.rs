@@ -386,6 +386,14 @@ impl Orchestrator {
             call.model.clone(),
             self.config.workspace.clone(),
         );
+        // With a runs folder, the agent's transcript is written there (its journal is the
+        // delegate's), for whoever runs it elsewhere to carry back.
+        if let Some(runs) = &self.config.runs_dir {
+            match RunDir::create_named(runs, &self.run_id()) {
+                Ok(dir) => *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir),
+                Err(e) => tracing::warn!("could not create a folder for {}: {e}", call.path),
+            }
+        }
         let outcome = self
             .run_agent(
                 &spec,
