@@ -187,3 +187,7 @@ mod exit_codes;
 mod fleet;
 #[path = "cli/run_command.rs"]
 mod run_command;
+/// Teams seen from the command line: the live block, stream-json, `runs show` and the
+/// timeline page.
+#[path = "cli/team.rs"]
+mod team;

@@ -1,6 +1,8 @@
 //! Past runs read back from `.cadre/runs/<run-id>/`: the summary when the run finished,
 //! otherwise whatever its transcripts say.
 
+use cadre_core::record::journal::{read_steps, Step, JOURNAL_FILE};
+use cadre_core::run::team::TeamState;
 use cadre_core::{
     AgentPath, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
 };
@@ -341,6 +343,9 @@ pub struct RunView {
     pub elapsed_ms: Option<u64>,
     /// Every agent, in tree order.
     pub agents: Vec<AgentView>,
+    /// Its team as the journal leaves it (members, messages, tasks); `None` for a run
+    /// without a team or without a journal.
+    pub team: Option<TeamState>,
 }
 
 impl RunView {
@@ -417,6 +422,7 @@ impl RunView {
                 _ => None,
             }
         };
+        let team = team_of(dir);
         match summary {
             Some(s) => RunView {
                 id: id.to_owned(),
@@ -426,6 +432,7 @@ impl RunView {
                 stop: Some(Stop::from_recorded(&s.stop)),
                 elapsed_ms: Some(s.elapsed_ms),
                 agents,
+                team,
             },
             None => RunView {
                 id: id.to_owned(),
@@ -435,6 +442,7 @@ impl RunView {
                 stop: None,
                 elapsed_ms: derived_elapsed,
                 agents,
+                team,
             },
         }
     }
@@ -465,6 +473,49 @@ impl RunView {
             "elapsed_ms": self.elapsed_ms,
         })
     }
+}
+
+/// The team of the run in `dir`, read from its journal; `None` when it has no journal or
+/// the journal has no team steps.
+fn team_of(dir: &RunDir) -> Option<TeamState> {
+    let file = dir.path().join(JOURNAL_FILE);
+    if !file.is_file() {
+        return None;
+    }
+    match read_steps(&file) {
+        Ok((steps, _, _)) => fold_team(steps),
+        Err(e) => {
+            errln!("cadre: {e}; its team is not shown");
+            None
+        }
+    }
+}
+
+/// Folds a journal's team changes and deliveries into the team they leave, as a resumed
+/// run does; `None` when there are no team changes.
+pub fn fold_team(steps: impl IntoIterator<Item = Step>) -> Option<TeamState> {
+    let mut state = TeamState::default();
+    let mut changes = Vec::new();
+    for step in steps {
+        match step {
+            Step::Team { change, .. } => changes.push(change),
+            // Deliveries may be folded before the sends: a delivered message then never
+            // enters its recipient's inbox.
+            Step::Delivered { messages, .. } => {
+                for m in &messages {
+                    state.delivered(&m.to, std::iter::once(m));
+                }
+            }
+            _ => {}
+        }
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    for change in changes {
+        state.apply(change);
+    }
+    Some(state)
 }
 
 #[cfg(test)]
