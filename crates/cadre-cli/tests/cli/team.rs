@@ -247,6 +247,21 @@ async fn runs_show_lists_a_team_runs_messages_tasks_and_usage_per_member() {
         .find(|l| l.contains("alpha → beta"))
         .unwrap();
     assert!(!ping.contains("undelivered"), "{ping}");
+    // On the page its arrow is marked so, and reaches its recipient when it was sent.
+    let out = tempfile::tempdir().unwrap();
+    let html = team_page(copy.path(), &id, out.path()).await;
+    let undelivered: Vec<&str> = html
+        .split("<i class=\"msg undelivered\"")
+        .skip(1)
+        .map(|s| &s[..s.find('>').unwrap()])
+        .collect();
+    assert_eq!(undelivered.len(), 1, "{html}");
+    let arrow = undelivered[0];
+    assert_eq!(attr(arrow, "data-sent"), attr(arrow, "data-got"));
+    assert!(
+        attr(arrow, "title").starts_with("beta → alpha #1"),
+        "{arrow}"
+    );
 }
 
 #[tokio::test]
@@ -461,7 +476,9 @@ async fn the_live_block_shows_members_their_state_and_unread_messages() {
         vec![Reply::text("beta done"); 6],
     );
     // beta's first request is held: it stays at work while alpha's messages pile up.
-    let gate = server.gate(Match::FirstUserContains("Job beta".into()));
+    // alpha starts only once beta is at work (on the roster), so both messages count.
+    let beta_gate = server.gate(Match::FirstUserContains("Job beta".into()));
+    let alpha_gate = server.gate(Match::FirstUserContains("Job alpha".into()));
     let args = lead_args(dir.path(), "LEAD the team");
     let mut cmd = std::process::Command::new("sh");
     cmd.arg("-c")
@@ -479,6 +496,15 @@ async fn the_live_block_shows_members_their_state_and_unread_messages() {
         .env_remove("RUST_LOG");
     let shown = tokio::task::spawn_blocking(move || {
         let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        let start = std::time::Instant::now();
+        while beta_gate.waiting() == 0 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "beta never asked"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        alpha_gate.open();
         // The session hands back each byte as a char, so `·` is matched as any two.
         let (mut seen, _) = p.exp_regex(r"alpha \(code\) \S+ waiting").unwrap();
         let (before, found) = p
@@ -486,7 +512,7 @@ async fn the_live_block_shows_members_their_state_and_unread_messages() {
             .unwrap();
         seen.push_str(&before);
         seen.push_str(&found);
-        gate.open();
+        beta_gate.open();
         seen.push_str(&p.exp_string("LEAD-DONE").unwrap());
         seen.push_str(&p.exp_eof().unwrap());
         seen
