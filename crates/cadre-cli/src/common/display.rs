@@ -224,7 +224,13 @@ impl Display {
                 ..
             } => format!(
                 "{from} → {to} #{seq}: {}",
-                truncate(text.lines().next().unwrap_or_default(), 60)
+                truncate(
+                    text.lines()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .unwrap_or_default(),
+                    60
+                )
             ),
             Event::TaskChanged {
                 id,
