@@ -195,3 +195,8 @@ mod team;
 /// What a person sees on a terminal: the live block, questions and widths.
 #[path = "cli/screen.rs"]
 mod screen;
+
+/// Teams seen from the command line: the live block, stream-json, `runs show` and the
+/// timeline page.
+#[path = "cli/team_view.rs"]
+mod team_view;

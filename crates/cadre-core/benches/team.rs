@@ -208,7 +208,12 @@ async fn ring(members: usize, hops: usize) {
     let mut waits: Vec<Duration> = clock
         .carried
         .iter()
-        .filter_map(|(text, at)| clock.sent.get(text).map(|s| at.saturating_duration_since(*s)))
+        .filter_map(|(text, at)| {
+            clock
+                .sent
+                .get(text)
+                .map(|s| at.saturating_duration_since(*s))
+        })
         .collect();
     waits.sort();
     let messages = clock.sent.len();
@@ -224,7 +229,11 @@ async fn ring(members: usize, hops: usize) {
         ms(*waits.last().unwrap()),
         waits.len(),
     );
-    assert_eq!(waits.len(), messages, "a message never reached its recipient");
+    assert_eq!(
+        waits.len(),
+        messages,
+        "a message never reached its recipient"
+    );
 }
 
 fn main() {
@@ -232,7 +241,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let shapes = match (env_usize("CADRE_BENCH_MEMBERS"), env_usize("CADRE_BENCH_HOPS")) {
+    let shapes = match (
+        env_usize("CADRE_BENCH_MEMBERS"),
+        env_usize("CADRE_BENCH_HOPS"),
+    ) {
         (Some(m), Some(h)) => vec![(m, h)],
         _ => vec![(2, 500), (16, 63)],
     };

@@ -238,6 +238,37 @@ impl Display {
                 "{agent} retry {attempt} in {:.1}s: {reason}",
                 *wait_ms as f64 / 1000.0
             ),
+            // cadre's own idle notices would only repeat the members' answers.
+            Event::Message {
+                from,
+                to,
+                seq,
+                text,
+                notice: false,
+                ..
+            } => format!(
+                "{from} → {to} #{seq}: {}",
+                truncate(
+                    text.lines()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .unwrap_or_default(),
+                    60
+                )
+            ),
+            Event::TaskChanged {
+                id,
+                subject,
+                status,
+                owner,
+                ..
+            } => {
+                let owner = owner
+                    .as_deref()
+                    .map(|o| format!(" ({o})"))
+                    .unwrap_or_default();
+                format!("task #{id} {status}{owner}: {}", truncate(subject, 60))
+            }
             Event::Finished {
                 agent,
                 stop,
@@ -271,19 +302,33 @@ impl Display {
         let width = usize::from(console::Term::stderr().size().1).saturating_sub(1);
         let subagents: Vec<&RosterEntry> =
             roster.iter().filter(|e| e.path != self.primary).collect();
+        // Team members that answered and wait for a message are not running.
+        let idle = subagents.iter().filter(|e| e.waiting).count();
+        let waiting = if idle > 0 {
+            format!(" · {idle} waiting")
+        } else {
+            String::new()
+        };
         // The first row follows the spinner and its space.
         let mut text = truncate(
             &format!(
-                "{} · {} running · {done} done{:>10} tok · {}",
+                "{} · {} running{waiting} · {done} done{:>10} tok · {}",
                 self.header,
-                subagents.len(),
+                subagents.len() - idle,
                 human_tokens(tokens),
                 clock(u64::try_from(elapsed.as_millis()).unwrap_or(0)),
             ),
             width.saturating_sub(2),
         );
-        if let Some(main) = roster.iter().find(|e| e.path == self.primary) {
-            if subagents.is_empty() {
+        let main = roster.iter().find(|e| e.path == self.primary);
+        // In a team run the primary agent is a member too: its row says when it waits
+        // for the team and what waits for it.
+        let team_run = subagents.iter().any(|e| e.member.is_some());
+        if let Some(main) = main {
+            if team_run {
+                text.push('\n');
+                text.push_str(&member_row(main, &main.path, width));
+            } else if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
                 let row = format!("  turn {}  {doing}", main.turn);
                 text.push('\n');
@@ -296,6 +341,11 @@ impl Display {
         let description_width = room.saturating_sub(31).clamp(room.min(8), 32);
         let tool_width = room.saturating_sub(description_width + 1).min(30);
         for e in subagents.iter().take(20) {
+            if let Some(member) = &e.member {
+                text.push('\n');
+                text.push_str(&member_row(e, member, width));
+                continue;
+            }
             let name = AgentPath::parse(&e.path).name();
             // A background subagent is marked: its parent is not waiting for it.
             let description = if e.background {
@@ -372,6 +422,41 @@ impl Display {
             }
         }
     }
+}
+
+/// One team member's row of the live block, cut to `width`:
+/// `  beta (code) · waiting · 2 unread   turn 3   what it is doing   1.2k tok`.
+fn member_row(e: &RosterEntry, name: &str, width: usize) -> String {
+    let mut state = format!(" ({}) · ", e.agent_type);
+    state.push_str(if e.waiting { "waiting" } else { "working" });
+    if e.unread > 0 {
+        state.push_str(&format!(" · {} unread", e.unread));
+    }
+    // A waiting member does nothing: what it was last asked says more.
+    let doing = if e.waiting {
+        e.description.as_str()
+    } else {
+        e.current_tool.as_deref().unwrap_or("thinking")
+    };
+    let rest = format!(
+        " turn {:<3} {:<30} {:>7} tok",
+        e.turn,
+        truncate(doing, 30),
+        human_tokens(e.tokens),
+    );
+    // The name and its state come first and are cut last; the colour goes on the name
+    // alone, after cutting, so its codes do not count as width.
+    let room = width.saturating_sub(2);
+    let name = truncate(name, room.min(24));
+    let state = truncate(
+        &format!("{state:<30}"),
+        room.saturating_sub(name.chars().count()),
+    );
+    let rest = truncate(
+        &rest,
+        room.saturating_sub(name.chars().count() + state.chars().count()),
+    );
+    format!("  {}{state}{rest}", paint(&name, e.color.as_deref()))
 }
 
 fn write_stdout(text: &str) {
@@ -592,6 +677,47 @@ mod tests {
         let cut = truncate(cjk, 5);
         assert_eq!(cut.chars().count(), 5);
         assert!(cut.ends_with('…'));
+    }
+
+    fn entry(waiting: bool, unread: u32) -> RosterEntry {
+        RosterEntry {
+            path: "main/code#2".into(),
+            agent_type: "code".into(),
+            description: "Review the parser".into(),
+            turn: 3,
+            current_tool: Some("grep parse".into()),
+            tokens: 1234,
+            color: None,
+            background: false,
+            member: Some("beta".into()),
+            waiting,
+            unread,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    #[test]
+    fn member_rows_name_type_state_and_unread_within_the_width() {
+        let row = member_row(&entry(true, 2), "beta", 100);
+        assert!(
+            row.starts_with("  beta (code) · waiting · 2 unread "),
+            "{row:?}"
+        );
+        // Waiting, it shows what it was last asked; working, what it does.
+        assert!(row.contains("Review the parser"), "{row:?}");
+        let working = member_row(&entry(false, 0), "beta", 100);
+        assert!(
+            working.starts_with("  beta (code) · working "),
+            "{working:?}"
+        );
+        assert!(!working.contains("unread"), "{working:?}");
+        assert!(working.contains("grep parse") && working.contains("1.2k tok"));
+        for width in 0..140 {
+            for e in [entry(true, 12), entry(false, 0)] {
+                let row = member_row(&e, "a-rather-long-member-name_0123456789", width);
+                assert!(row.chars().count() <= width.max(2), "{width}: {row:?}");
+            }
+        }
     }
 
     #[test]

@@ -62,7 +62,7 @@ fn row<'a>(text: &'a str, name: &str) -> &'a str {
 }
 
 /// Copies the run folder `id` of `from` into a fresh workspace, where it can be altered.
-fn copy_run(from: &Path, id: &str) -> tempfile::TempDir {
+pub(super) fn copy_run(from: &Path, id: &str) -> tempfile::TempDir {
     let to = tempfile::tempdir().unwrap();
     let dest = to.path().join(".cadre/runs").join(id);
     std::fs::create_dir_all(&dest).unwrap();
@@ -338,7 +338,7 @@ async fn runs_help_says_what_each_command_shows() {
 }
 
 /// The page's DOM after its script ran, as headless chromium serialises it.
-async fn dump_dom(chromium: &Path, page: &Path) -> String {
+pub(super) async fn dump_dom(chromium: &Path, page: &Path) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(chromium);
     cmd.args([

@@ -4,6 +4,7 @@
 use super::view::{AgentView, Call, RecordKind, RunView};
 use crate::common::display::{clock, human_tokens, truncate};
 use cadre_core::describe_call;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
@@ -212,13 +213,157 @@ fn tool_bar(
     }
 }
 
+/// One team message, drawn as an arrow from its sender's lane to its recipient's.
+struct Arrow {
+    /// The sender's agent path.
+    from: String,
+    /// The recipient's agent path.
+    to: String,
+    /// When it was sent, in scale units.
+    sent: u64,
+    /// When the recipient was given it; the send time when it never was (or its transcript
+    /// does not show it).
+    got: u64,
+    class: &'static str,
+    title: String,
+    detail: String,
+}
+
+/// The team's messages as arrows. The journal keeps no times, so the transcripts give
+/// them: a message was sent by the response that asked for it (its `SendMessage` call;
+/// for an idle notice, the response that ended the turn), and given to its recipient by
+/// the record of the recipient's transcript that carries it.
+fn arrows(run: &RunView, scale: &Scale) -> Vec<Arrow> {
+    let Some(team) = &run.team else {
+        return Vec::new();
+    };
+    let lane = |name: &str| {
+        let member = team.members.get(name)?;
+        run.agents.iter().find(|a| a.path == member.path)
+    };
+    // The idle notices seen so far per (sender, recipient): notices carry no number, so
+    // the kth notice is the kth one the recipient's transcript shows.
+    let mut notices: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut out = Vec::new();
+    for m in &team.messages {
+        let (Some(sender), Some(recipient)) = (lane(&m.from), lane(&m.to)) else {
+            continue;
+        };
+        let (sent, got) = if m.notice {
+            let k = notices.entry((&m.from, &m.to)).or_default();
+            *k += 1;
+            let turn = m.key.strip_prefix("idle@").and_then(|n| n.parse().ok());
+            let sent = turn.and_then(|n| nth_response(sender, n));
+            let mark = format!("<team-notice from=\"{}\">", m.from);
+            (sent, nth_mention(recipient, &mark, *k))
+        } else {
+            // A message to every member is keyed by its call and its recipient.
+            let call = m.key.split('/').next().unwrap_or_default();
+            let sent = sender.records.iter().position(|r| {
+                matches!(&r.kind, RecordKind::Response { calls, .. } if calls.iter().any(|c| c.id == call))
+            });
+            let mark = format!("<team-message from=\"{}\" seq=\"{}\">", m.from, m.seq);
+            (sent, nth_mention(recipient, &mark, 1))
+        };
+        let Some(sent) = sent else {
+            continue;
+        };
+        let sent = scale.units(sender, sent);
+        let given = got.map(|i| scale.units(recipient, i));
+        let delivered = team.was_delivered(&m.to, &m.from, m.seq);
+        let state = match (delivered, given) {
+            (true, Some(at)) => format!("delivered {} later", scale.length(sent, at)),
+            (true, None) => "delivered".to_owned(),
+            (false, _) => "not delivered: the run stopped first".to_owned(),
+        };
+        let what = if m.notice { "idle notice" } else { "message" };
+        let first = m.text.lines().next().unwrap_or_default();
+        out.push(Arrow {
+            from: sender.path.clone(),
+            to: recipient.path.clone(),
+            sent,
+            got: given.filter(|_| delivered).unwrap_or(sent),
+            class: match (delivered, m.notice) {
+                (false, _) => "undelivered",
+                (true, true) => "notice",
+                (true, false) => "delivered",
+            },
+            title: format!("{} → {} #{}: {}", m.from, m.to, m.seq, truncate(first, 80)),
+            detail: format!(
+                "{what} {} → {} #{} · {state}\n{} → {}\n\n{}",
+                m.from,
+                m.to,
+                m.seq,
+                sender.path,
+                recipient.path,
+                truncate(m.text.trim(), INPUT_SHOWN)
+            ),
+        });
+    }
+    out
+}
+
+/// The index of `agent`'s `n`th response (from 1).
+fn nth_response(agent: &AgentView, n: usize) -> Option<usize> {
+    agent
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r.kind, RecordKind::Response { .. }))
+        .nth(n.checked_sub(1)?)
+        .map(|(i, _)| i)
+}
+
+/// The index of the record of `agent` that holds the `k`th mention (from 1) of `mark` in
+/// the messages it was given.
+fn nth_mention(agent: &AgentView, mark: &str, k: usize) -> Option<usize> {
+    let mut seen = 0;
+    agent.records.iter().position(|r| match &r.kind {
+        RecordKind::Prompt(text) => {
+            seen += text.matches(mark).count();
+            seen >= k
+        }
+        _ => false,
+    })
+}
+
+/// The hidden list of arrows the page's script draws.
+fn arrow_data(arrows: &[Arrow], scale: &Scale) -> String {
+    if arrows.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<div id=\"messages\" hidden>\n");
+    for a in arrows {
+        let _ = writeln!(
+            html,
+            r#"<i class="msg {class}" data-from="{from}" data-to="{to}" data-sent="{sent:.3}" data-got="{got:.3}" title="{title}" data-detail="{detail}"></i>"#,
+            class = a.class,
+            from = escape(&a.from),
+            to = escape(&a.to),
+            sent = scale.percent(a.sent).min(100.0),
+            got = scale.percent(a.got).min(100.0),
+            title = escape(&a.title),
+            detail = escape(&a.detail),
+        );
+    }
+    html.push_str("</div>\n");
+    html
+}
+
 /// The whole page for `run`.
 pub fn page(run: &RunView) -> String {
     let scale = Scale::new(run);
     let most_tokens = run.agents.iter().map(AgentView::tokens).max().unwrap_or(0);
     let mut lanes = String::new();
     for agent in &run.agents {
-        lanes.push_str(&lane(agent, &scale, most_tokens));
+        // A team member's lane is named by its member name too.
+        let member = run
+            .team
+            .as_ref()
+            .and_then(|t| t.member_at(&agent.path))
+            .map(|m| m.name.as_str())
+            .filter(|name| *name != agent.path);
+        lanes.push_str(&lane(agent, member, &scale, most_tokens));
     }
     let time = run.elapsed_ms.map_or("–".to_owned(), clock);
     let answer = match &run.answer {
@@ -229,6 +374,16 @@ pub fn page(run: &RunView) -> String {
         ""
     } else {
         "<p class=\"note\">These transcripts carry no times: bars are evenly spaced steps, in order.</p>"
+    };
+    let arrows = arrows(run, &scale);
+    let messages = arrow_data(&arrows, &scale);
+    let arrows_note = if arrows.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<p class=\"note\">{} team message(s): each arrow leaves its sender at the turn that sent it and reaches its recipient when it was given it (dashed: never delivered; grey: cadre's notice that a member went idle).</p>",
+            arrows.len()
+        )
     };
     format!(
         r#"<!DOCTYPE html>
@@ -247,8 +402,10 @@ pub fn page(run: &RunView) -> String {
 </header>
 <main>
 {note}
+{arrows_note}
 <div class="timeline">
-<div class="row axisrow"><div class="label"></div><div id="axis" class="track" data-mode="{mode}" data-span="{span}"></div></div>
+<svg id="arrows" aria-hidden="true"></svg>
+{messages}<div class="row axisrow"><div class="label"></div><div id="axis" class="track" data-mode="{mode}" data-span="{span}"></div></div>
 {lanes}</div>
 <pre id="detail">Click a bar to see what happened.</pre>
 <h2>Answer</h2>
@@ -271,7 +428,7 @@ pub fn page(run: &RunView) -> String {
     )
 }
 
-fn lane(agent: &AgentView, scale: &Scale, most_tokens: u64) -> String {
+fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64) -> String {
     let bars = bars(agent, scale);
     let rows = bars
         .iter()
@@ -293,13 +450,16 @@ fn lane(agent: &AgentView, scale: &Scale, most_tokens: u64) -> String {
     };
     let mut html = format!(
         r#"<div class="row lane" data-agent="{path}" style="height:{height}px">
-<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span><br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%"></div></div>
+<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%"></div></div>
 <div class="track">
 "#,
         path = escape(&agent.path),
         indent = 6 + agent.depth() * 14,
         description = escape(&agent.description),
         agent_type = escape(&agent.agent_type),
+        member = member
+            .map(|m| format!(r#" <span class="member">· {}</span>"#, escape(m)))
+            .unwrap_or_default(),
         outcome = escape(agent.outcome()),
         outcome_class = match agent.outcome() {
             "done" => "ok",
@@ -344,7 +504,7 @@ fn position(scale: &Scale, from: u64, to: u64) -> String {
 }
 
 const CSS: &str = r#"
-:root { --bg:#fbfbfa; --fg:#1f2328; --muted:#6a737d; --line:#e3e3e0; --turn:#4b7bd1; --tool:#e0953a; --bad:#c9423a; --ok:#2f8a4c; --open:#8c6bb1; }
+:root { --bg:#fbfbfa; --fg:#1f2328; --muted:#6a737d; --line:#e3e3e0; --turn:#4b7bd1; --tool:#e0953a; --bad:#c9423a; --ok:#2f8a4c; --open:#8c6bb1; --msg:#1a9a8a; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
 header { padding: 16px 24px; border-bottom: 1px solid var(--line); background: #fff; }
@@ -354,7 +514,18 @@ h2 { font-size: 15px; margin: 20px 0 6px; }
 .facts { margin: 0; color: var(--muted); }
 main { padding: 12px 24px 32px; }
 .note { color: var(--muted); }
-.timeline { border: 1px solid var(--line); background: #fff; }
+.timeline { border: 1px solid var(--line); background: #fff; position: relative; }
+.member { color: var(--msg); font-weight: 600; }
+#arrows { position: absolute; left: 0; top: 0; overflow: visible; pointer-events: none; z-index: 3; }
+#arrows .arrow { cursor: pointer; outline: none; }
+#arrows .hit { stroke: transparent; stroke-width: 9; pointer-events: stroke; }
+#arrows .shaft { stroke: var(--msg); stroke-width: 1.5; }
+#arrows .head { fill: var(--msg); pointer-events: fill; }
+#arrows .notice .shaft { stroke: var(--muted); }
+#arrows .notice .head { fill: var(--muted); }
+#arrows .undelivered .shaft { stroke: var(--bad); stroke-dasharray: 4 3; }
+#arrows .undelivered .head { fill: var(--bad); }
+#arrows .arrow:hover .shaft, #arrows .arrow:focus .shaft, #arrows .arrow.selected .shaft { stroke-width: 3; }
 .row { display: flex; border-bottom: 1px solid var(--line); }
 .row:last-child { border-bottom: 0; }
 .label { flex: 0 0 330px; padding: 3px 8px; border-right: 1px solid var(--line); overflow: hidden; white-space: nowrap; text-overflow: ellipsis; position: relative; }
@@ -383,7 +554,7 @@ main { padding: 12px 24px 32px; }
 /// Draws the time axis and shows a bar's details on click or Enter; text goes in with
 /// `textContent` only, so nothing from a transcript is ever parsed as HTML. Sets
 /// `data-ready` on the body: "ok", or the first script error.
-const JS: &str = r#"
+const JS: &str = r##"
 (function () {
   "use strict";
   var failure = null;
@@ -393,18 +564,17 @@ const JS: &str = r#"
   });
   var detail = document.getElementById("detail");
   function show(bar) {
-    var selected = document.querySelectorAll(".bar.selected");
+    var selected = document.querySelectorAll(".selected");
     for (var i = 0; i < selected.length; i++) { selected[i].classList.remove("selected"); }
     bar.classList.add("selected");
     detail.textContent = bar.getAttribute("data-detail");
   }
-  var bars = document.querySelectorAll(".bar");
-  for (var i = 0; i < bars.length; i++) {
-    (function (bar) {
-      bar.addEventListener("click", function () { show(bar); });
-      bar.addEventListener("keydown", function (e) { if (e.key === "Enter") { show(bar); } });
-    })(bars[i]);
+  function clickable(el) {
+    el.addEventListener("click", function () { show(el); });
+    el.addEventListener("keydown", function (e) { if (e.key === "Enter") { show(el); } });
   }
+  var bars = document.querySelectorAll(".bar");
+  for (var i = 0; i < bars.length; i++) { clickable(bars[i]); }
   var axis = document.getElementById("axis");
   var span = Number(axis.getAttribute("data-span")) || 1;
   var timed = axis.getAttribute("data-mode") === "time";
@@ -427,9 +597,63 @@ const JS: &str = r#"
     tick.textContent = label(v);
     axis.appendChild(tick);
   }
+  // Team messages: an arrow from the sender's lane at the time it was sent to the
+  // recipient's lane at the time it was given, measured from the laid-out page.
+  var svg = document.getElementById("arrows");
+  var timeline = document.querySelector(".timeline");
+  var msgs = document.querySelectorAll("#messages .msg");
+  function laneOf(path) {
+    var lanes = document.querySelectorAll(".lane");
+    for (var i = 0; i < lanes.length; i++) {
+      if (lanes[i].getAttribute("data-agent") === path) { return lanes[i]; }
+    }
+    return null;
+  }
+  function point(lane, percent, box) {
+    var row = lane.getBoundingClientRect();
+    var track = lane.querySelector(".track").getBoundingClientRect();
+    return { x: track.left - box.left + track.width * percent / 100, y: row.top - box.top + 12 };
+  }
+  function el(name, attrs, parent) {
+    var e = document.createElementNS(svg.namespaceURI, name);
+    for (var k in attrs) { e.setAttribute(k, attrs[k]); }
+    parent.appendChild(e);
+    return e;
+  }
+  function draw() {
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    var box = timeline.getBoundingClientRect();
+    svg.setAttribute("width", box.width);
+    svg.setAttribute("height", box.height);
+    for (var i = 0; i < msgs.length; i++) {
+      var m = msgs[i];
+      var from = laneOf(m.getAttribute("data-from")), to = laneOf(m.getAttribute("data-to"));
+      if (!from || !to) { continue; }
+      var a = point(from, Number(m.getAttribute("data-sent")), box);
+      var b = point(to, Number(m.getAttribute("data-got")), box);
+      var dx = b.x - a.x, dy = b.y - a.y, len = Math.sqrt(dx * dx + dy * dy) || 1;
+      var ux = dx / len, uy = dy / len;
+      var g = el("g", { "class": "arrow " + m.className.replace("msg ", ""), "tabindex": "0",
+                        "data-detail": m.getAttribute("data-detail") }, svg);
+      el("title", {}, g).textContent = m.getAttribute("title");
+      var line = { x1: a.x, y1: a.y, x2: b.x - ux * 7, y2: b.y - uy * 7 };
+      line["class"] = "hit";
+      el("line", line, g);
+      line["class"] = "shaft";
+      el("line", line, g);
+      var bx = b.x - ux * 8, by = b.y - uy * 8;
+      el("polygon", { "class": "head", "points": b.x + "," + b.y + " " +
+        (bx - uy * 4) + "," + (by + ux * 4) + " " + (bx + uy * 4) + "," + (by - ux * 4) }, g);
+      clickable(g);
+    }
+  }
+  if (msgs.length > 0) {
+    draw();
+    window.addEventListener("resize", draw);
+  }
   if (failure === null) { document.body.setAttribute("data-ready", "ok"); }
 })();
-"#;
+"##;
 
 #[cfg(test)]
 mod tests {
@@ -495,6 +719,7 @@ mod tests {
             elapsed_ms: None,
             agents: vec![a],
             engine: false,
+            team: None,
         };
         let scale = Scale::new(&run);
         assert!(!scale.timed);

@@ -7,6 +7,7 @@ mod view;
 use crate::args::RunsCommand;
 use crate::common::display::{clock, human_tokens, one_line, truncate};
 use crate::common::exit::{CliError, Code, Result};
+use cadre_core::run::team::TeamState;
 use cadre_core::RunDir;
 use serde_json::Value;
 use std::path::Path;
@@ -197,7 +198,15 @@ fn print_show(run: &RunView) {
         "time"
     );
     for a in &run.agents {
-        let name = format!("{}{}", "  ".repeat(a.depth()), a.name());
+        // A team member goes by its member name too.
+        let member = run
+            .team
+            .as_ref()
+            .and_then(|t| t.member_at(&a.path))
+            .filter(|m| m.name != a.path)
+            .map(|m| format!(" ({})", m.name))
+            .unwrap_or_default();
+        let name = format!("{}{}{member}", "  ".repeat(a.depth()), a.name());
         let (input, output) = match a.usage {
             Some(u) => (human_tokens(u.total_input()), human_tokens(u.output_tokens)),
             None => ("–".to_owned(), "–".to_owned()),
@@ -220,6 +229,9 @@ fn print_show(run: &RunView) {
             outln!("{}: {}", a.path, stop.detail);
         }
     }
+    if let Some(team) = &run.team {
+        print_team(team);
+    }
     outln!();
     outln!("task:");
     outln!("{}", indent(&run.task));
@@ -230,6 +242,80 @@ fn print_show(run: &RunView) {
             outln!("{}", indent(answer));
         }
         None => outln!("answer: (none: the run did not finish)"),
+    }
+}
+
+/// The run's team: its members, every message sent and the shared task list.
+fn print_team(team: &TeamState) {
+    outln!();
+    outln!("team members ({}):", team.members.len());
+    outln!("  {:<16} {:<9} {:<20} started by", "name", "type", "agent");
+    for m in team.members.values() {
+        outln!(
+            "  {:<16} {:<9} {:<20} {}",
+            m.name,
+            m.agent_type,
+            m.path,
+            m.starter.as_deref().unwrap_or("- (the primary agent)")
+        );
+    }
+    outln!();
+    if team.messages.is_empty() {
+        outln!("messages: none");
+    } else {
+        outln!("messages ({}):", team.messages.len());
+        outln!(
+            "  {:<28} {:>4}  {:<11}  text",
+            "from → to",
+            "seq",
+            "delivered"
+        );
+        for m in &team.messages {
+            let delivered = if team.was_delivered(&m.to, &m.from, m.seq) {
+                "delivered"
+            } else {
+                "undelivered"
+            };
+            // A notice is cadre's, sent on the member's behalf when it went idle.
+            let kind = if m.notice { "[idle notice] " } else { "" };
+            let first = m.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            outln!(
+                "  {:<28} {:>4}  {:<11}  {}",
+                truncate(&format!("{} → {}", m.from, m.to), 28),
+                format!("#{}", m.seq),
+                delivered,
+                truncate(&format!("{kind}{}", first.trim()), 60)
+            );
+        }
+    }
+    outln!();
+    if team.tasks.is_empty() {
+        outln!("tasks: none");
+    } else {
+        outln!("tasks ({}):", team.tasks.len());
+        outln!(
+            "  {:>4}  {:<11}  {:<16} {:<12} subject",
+            "id",
+            "status",
+            "owner",
+            "blocked by"
+        );
+        for t in team.tasks.values() {
+            let blocked: Vec<String> = t.blocked_by.iter().map(|b| format!("#{b}")).collect();
+            let blocked = if blocked.is_empty() {
+                "-".to_owned()
+            } else {
+                blocked.join(", ")
+            };
+            outln!(
+                "  {:>4}  {:<11}  {:<16} {:<12} {}",
+                format!("#{}", t.id),
+                t.status.to_string(),
+                t.owner.as_deref().unwrap_or("-"),
+                truncate(&blocked, 12),
+                truncate(&one_line(&t.subject), 60)
+            );
+        }
     }
 }
 

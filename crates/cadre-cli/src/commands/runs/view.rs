@@ -1,6 +1,8 @@
 //! Past runs read back from `.cadre/runs/<run-id>/`: the summary when the run finished,
 //! otherwise whatever its transcripts say.
 
+use cadre_core::record::journal::{read_steps, Step, JOURNAL_FILE};
+use cadre_core::run::team::TeamState;
 use cadre_core::{
     AgentPath, Earlier, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
 };
@@ -339,6 +341,9 @@ pub struct RunView {
     pub agents: Vec<AgentView>,
     /// Whether it ran on a durable engine (its folder holds `engine.json`).
     pub engine: bool,
+    /// Its team as the journal leaves it (members, messages, tasks); `None` for a run
+    /// without a team or without a journal.
+    pub team: Option<TeamState>,
 }
 
 impl RunView {
@@ -425,6 +430,7 @@ impl RunView {
                 .unwrap_or_default(),
             _ => prompt,
         };
+        let team = team_of(dir);
         match summary {
             Some(s) => RunView {
                 engine,
@@ -435,6 +441,7 @@ impl RunView {
                 stop: Some(Stop::from_recorded(&s.stop)),
                 elapsed_ms: Some(s.elapsed_ms),
                 agents,
+                team,
             },
             None => RunView {
                 engine,
@@ -450,6 +457,7 @@ impl RunView {
                     .and_then(|a| a.elapsed_ms)
                     .or(derived_elapsed),
                 agents,
+                team,
             },
         }
     }
@@ -485,6 +493,49 @@ impl RunView {
             "elapsed_ms": self.elapsed_ms,
         })
     }
+}
+
+/// The team of the run in `dir`, read from its journal; `None` when it has no journal or
+/// the journal has no team steps.
+fn team_of(dir: &RunDir) -> Option<TeamState> {
+    let file = dir.path().join(JOURNAL_FILE);
+    if !file.is_file() {
+        return None;
+    }
+    match read_steps(&file) {
+        Ok((steps, _, _)) => fold_team(steps),
+        Err(e) => {
+            errln!("cadre: {e}; its team is not shown");
+            None
+        }
+    }
+}
+
+/// Folds a journal's team changes and deliveries into the team they leave, as a resumed
+/// run does; `None` when there are no team changes.
+pub fn fold_team(steps: impl IntoIterator<Item = Step>) -> Option<TeamState> {
+    let mut state = TeamState::default();
+    let mut changes = Vec::new();
+    for step in steps {
+        match step {
+            Step::Team { change, .. } => changes.push(change),
+            // Deliveries may be folded before the sends: a delivered message then never
+            // enters its recipient's inbox.
+            Step::Delivered { messages, .. } => {
+                for m in &messages {
+                    state.delivered(&m.to, std::iter::once(m));
+                }
+            }
+            _ => {}
+        }
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    for change in changes {
+        state.apply(change);
+    }
+    Some(state)
 }
 
 #[cfg(test)]

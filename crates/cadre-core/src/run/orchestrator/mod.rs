@@ -545,6 +545,11 @@ impl Orchestrator {
         let earlier = transcript.as_ref().map_or(0, |t| t.earlier().elapsed_ms);
         let children = me.background.clone();
         let member = me.member.clone().filter(|_| me.depth > 0);
+        // Messages sent to a member before it is on the roster count as unread from the start.
+        let unread = match &member {
+            Some(name) => u32::try_from(self.team.unread(name).await).unwrap_or(u32::MAX),
+            None => 0,
+        };
         let AgentHandle { path, model, .. } = me;
         self.roster.insert(
             path.clone(),
@@ -559,7 +564,7 @@ impl Orchestrator {
                 background,
                 member,
                 waiting: false,
-                unread: 0,
+                unread,
                 started,
             },
         );

@@ -193,6 +193,11 @@ impl Team {
         self.inner.lock().await.state.clone()
     }
 
+    /// How many messages wait for the member `name`.
+    pub async fn unread(&self, name: &str) -> usize {
+        self.inner.lock().await.state.unread(name)
+    }
+
     /// Whether the member `name` is working now.
     pub async fn is_running(&self, name: &str) -> bool {
         self.inner.lock().await.running.contains(name)
