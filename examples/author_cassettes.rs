@@ -4,7 +4,7 @@
 //! agent prompt or a tool description: replay refuses a cassette whose prompts differ.
 
 use cadre_examples::scripted::{ScriptedModel, Turn};
-use cadre_examples::{cassette, delegation, docs_qa, sample_project, weather};
+use cadre_examples::{cassette, delegation, docs_qa, sample_project, team, weather};
 use cadre_model::{Model, RecordingModel};
 use serde_json::json;
 use std::sync::Arc;
@@ -236,11 +236,133 @@ async fn author_quickstart() -> anyhow::Result<()> {
     Ok(())
 }
 
+const CODER_JOB: &str = "Add a `--due YYYY-MM-DD` option to `todo add` in src/todo/cli.py and store it with each new item as \"due\". Then start a reviewer (Task, subagent_type explore, name reviewer) to check the change, and fix what it reports. Answer with what you changed.";
+const REVIEW_JOB: &str = "Review the `--due` change in src/todo/cli.py: is a bad date refused, and is the stored value plain JSON? Send your findings to the member named coder with SendMessage, then answer in one line.";
+
+fn edit(id: &str, old: &str, new: &str) -> Turn {
+    Turn::tools(
+        "",
+        vec![(
+            id,
+            "edit_file",
+            json!({"path": "src/todo/cli.py", "old_string": old, "new_string": new}),
+        )],
+    )
+}
+
+/// The team: the lead starts the coder, the coder starts the reviewer, the reviewer sends
+/// the coder its findings, the lead asks for a second look, the coder tells the lead.
+async fn author_team() -> anyhow::Result<()> {
+    let script = ScriptedModel::default()
+        .on(
+            "lead",
+            "--due YYYY-MM-DD",
+            vec![
+                Turn::tools(
+                    "I'll have a coder make the change; it gets a reviewer to check it.",
+                    vec![(
+                        "toolu_l1",
+                        "Task",
+                        json!({"description": "Implement --due", "prompt": CODER_JOB, "subagent_type": "coder", "name": "coder"}),
+                    )],
+                ),
+                Turn::tools(
+                    "The coder says it fixed the review finding; asking the reviewer for a second look.",
+                    vec![(
+                        "toolu_l2",
+                        "SendMessage",
+                        json!({"to": "reviewer", "message": "The coder says it fixed your finding. Check src/todo/cli.py again and tell the coder whether it is right now."}),
+                    )],
+                ),
+                Turn::text("Waiting for the reviewer's verdict."),
+                Turn::text("Done: `todo add` takes `--due YYYY-MM-DD`; argparse refuses a date that is not one (exit 2), and each new item stores it as `due` (an ISO date string, or null). The reviewer found that the first version accepted any text; the coder fixed it and the reviewer approved the fix. Changed: src/todo/cli.py."),
+            ],
+        )
+        .on(
+            "coder",
+            "`--due YYYY-MM-DD` option",
+            vec![
+                Turn::tools("", vec![("toolu_c1", "read_file", json!({"path": "src/todo/cli.py"}))]),
+                edit(
+                    "toolu_c2",
+                    "    add.add_argument(\"text\", help=\"what to do\")\n",
+                    "    add.add_argument(\"text\", help=\"what to do\")\n    add.add_argument(\"--due\", help=\"when it is due (YYYY-MM-DD)\")\n",
+                ),
+                edit(
+                    "toolu_c3",
+                    "\"text\": args.text, \"done\": False}",
+                    "\"text\": args.text, \"due\": args.due, \"done\": False}",
+                ),
+                Turn::tools(
+                    "Asking a reviewer to check it.",
+                    vec![(
+                        "toolu_c4",
+                        "Task",
+                        json!({"description": "Review --due", "prompt": REVIEW_JOB, "subagent_type": "explore", "name": "reviewer"}),
+                    )],
+                ),
+                edit(
+                    "toolu_c5",
+                    "import argparse\n",
+                    "import argparse\nfrom datetime import date\n",
+                ),
+                edit(
+                    "toolu_c6",
+                    "add.add_argument(\"--due\", help=",
+                    "add.add_argument(\"--due\", type=date.fromisoformat, help=",
+                ),
+                edit(
+                    "toolu_c7",
+                    "\"due\": args.due,",
+                    "\"due\": args.due.isoformat() if args.due else None,",
+                ),
+                Turn::text("Changed:\n- src/todo/cli.py: `todo add` takes `--due YYYY-MM-DD`, parsed with date.fromisoformat, so argparse refuses a bad date.\n- src/todo/cli.py: each new item stores `due` as an ISO string (null without --due).\nReview: the reviewer's finding (any text was accepted) is fixed."),
+                Turn::tools(
+                    "",
+                    vec![(
+                        "toolu_c8",
+                        "SendMessage",
+                        json!({"to": "lead", "message": "The reviewer approved the fixed --due change: bad dates are refused and the value is stored as an ISO string."}),
+                    )],
+                ),
+                Turn::text("Told the lead the review passed."),
+            ],
+        )
+        .on(
+            "explore",
+            "Review the `--due` change",
+            vec![
+                Turn::tools("", vec![("toolu_r1", "read_file", json!({"path": "src/todo/cli.py"}))]),
+                Turn::tools(
+                    "",
+                    vec![(
+                        "toolu_r2",
+                        "SendMessage",
+                        json!({"to": "coder", "message": "One finding: `--due` accepts any text (src/todo/cli.py, the add subparser). Parse it with `type=date.fromisoformat` so argparse refuses a bad date, and store `args.due.isoformat()` so the JSON holds a plain string."}),
+                    )],
+                ),
+                Turn::text("Sent my finding to coder: --due accepts any text."),
+                Turn::tools("", vec![("toolu_r3", "read_file", json!({"path": "src/todo/cli.py"}))]),
+                Turn::text("LGTM: --due is parsed with date.fromisoformat (src/todo/cli.py, the add subparser) and stored as an ISO string."),
+            ],
+        );
+    let project = delegation::fresh_copy(&sample_project())?;
+    let (outcome, summary) =
+        team::run(recorder("team", script)?, project.path(), team::TASK, false).await?;
+    println!(
+        "team: {} ({} agents)",
+        outcome.stop,
+        summary.usage.agents.len()
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     author_quickstart().await?;
     author_weather().await?;
     author_docs_qa().await?;
     author_delegation().await?;
+    author_team().await?;
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod delegation;
 pub mod docs_qa;
 pub mod model;
 pub mod scripted;
+pub mod team;
 pub mod weather;
 
 use std::path::PathBuf;

@@ -86,3 +86,43 @@ async fn delegation_replays_offline_and_edits_a_fresh_copy() {
     let original = std::fs::read_to_string(sample_project().join("src/todo/cli.py")).unwrap();
     assert!(!original.contains("--priority"));
 }
+
+#[tokio::test]
+async fn team_replays_offline_with_its_messages_and_edits_a_fresh_copy() {
+    let project = delegation::fresh_copy(&sample_project()).unwrap();
+    let (outcome, summary) = cadre_examples::team::run(
+        replay("team"),
+        project.path(),
+        cadre_examples::team::TASK,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    assert!(
+        outcome.text.contains("reviewer approved"),
+        "{}",
+        outcome.text
+    );
+    let types: Vec<&str> = summary
+        .usage
+        .agents
+        .iter()
+        .map(|a| a.agent_type.as_str())
+        .collect();
+    for t in ["lead", "coder", "explore"] {
+        assert!(types.contains(&t), "{types:?}");
+    }
+    // The coder's fix after the reviewer's message is in the copy.
+    let cli = std::fs::read_to_string(project.path().join("src/todo/cli.py")).unwrap();
+    assert!(
+        cli.contains("type=date.fromisoformat") && cli.contains("args.due.isoformat()"),
+        "{cli}"
+    );
+    // The lead heard from the coder only after the reviewer's second look.
+    let history = serde_json::to_string(&outcome.history).unwrap();
+    assert!(
+        history.contains("team-message from=\\\"coder\\\""),
+        "{history}"
+    );
+}

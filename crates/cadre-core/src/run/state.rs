@@ -42,8 +42,8 @@ pub struct AgentState {
     /// The size of its last request (input and output tokens of the last response), to
     /// tell whether it must be compacted or cleared before it goes on; 0 once it was.
     pub last_input: u64,
-    /// Whether the last messages it was given held one a member wrote (not only cadre's
-    /// notices): the turn they start earns its starter a notice when it ends.
+    /// Whether its last wake (messages given after it had answered) held one a member wrote,
+    /// not only cadre's notices: the turn it starts earns its starter a notice when it ends.
     pub woken: bool,
 }
 
@@ -186,7 +186,10 @@ impl AgentState {
             }
             Step::UserMessage { message, .. } => self.follow_up(message),
             Step::Delivered { messages, .. } => {
-                self.woken = messages.iter().any(|m| !m.notice);
+                // Only a wake starts a turn; messages given with tool results join one.
+                if self.finished.is_some() {
+                    self.woken = messages.iter().any(|m| !m.notice);
+                }
                 let blocks = messages
                     .iter()
                     .map(|m| ContentBlock::text(m.render()))

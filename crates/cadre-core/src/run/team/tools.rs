@@ -111,8 +111,8 @@ impl TypedTool for SendMessage {
 
     async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let seat = &self.0;
-        let team = seat.team();
-        let sent = team
+        let sent = seat
+            .team()
             .send(
                 &seat.path,
                 &seat.name,
@@ -125,14 +125,11 @@ impl TypedTool for SendMessage {
             Ok(sent) => sent,
             Err(e) => return Ok(refused(e)),
         };
+        // The same words whatever the recipient is doing, so a replay sees what the
+        // recording saw; ListMembers tells who is working.
         let mut out = String::new();
         for m in &sent {
-            let state = if team.is_running(&m.to).await {
-                "it is working; it gets the message with its next tool results"
-            } else {
-                "it was waiting and is woken by it"
-            };
-            let _ = writeln!(out, "Sent to {} as message #{} ({state}).", m.to, m.seq);
+            let _ = writeln!(out, "Sent to {} as message #{}.", m.to, m.seq);
         }
         if sent.is_empty() {
             out.push_str("There is no other member to send it to.");
