@@ -153,23 +153,7 @@ impl TypedTool for TaskTool {
                 self.allowed.join(", ")
             )));
         }
-        if let Some(name) = input.name.as_deref().map(str::trim) {
-            let task = TaskCall {
-                subagent_type: &input.subagent_type,
-                description: &input.description,
-                prompt: &input.prompt,
-                call: &ctx.call_id,
-                background: false,
-            };
-            let result = self
-                .orchestrator
-                .start_member(&self.parent, &task, name, &ctx.cancel)
-                .await;
-            return Ok(match result {
-                Ok(text) => ToolOutput::ok(text),
-                Err(why) => ToolOutput::error(why.to_string()),
-            });
-        }
+        let name = input.name.as_deref().map(str::trim);
         // A type marked `background` always runs so (Claude Code's `background: true`).
         let background = input.run_in_background
             || self
@@ -179,7 +163,8 @@ impl TypedTool for TaskTool {
                 .is_some_and(|s| s.background);
         // Delegated subagents are calls the engine keeps in order; one in the background
         // would make that order depend on timing, so it is awaited like any other.
-        if background && !self.orchestrator.delegates() {
+        // A named member stays after it answers: it is never a background task.
+        if background && name.is_none() && !self.orchestrator.delegates() {
             let (id, cancel, reporter) = self
                 .parent
                 .background
@@ -211,10 +196,18 @@ impl TypedTool for TaskTool {
             call: &ctx.call_id,
             background: false,
         };
-        let result = self
-            .orchestrator
-            .run_subagent(&self.parent, &task, ctx.cancel.child_token())
-            .await;
+        let result = match name {
+            Some(name) => {
+                self.orchestrator
+                    .start_member(&self.parent, &task, name, &ctx.cancel)
+                    .await
+            }
+            None => {
+                self.orchestrator
+                    .run_subagent(&self.parent, &task, ctx.cancel.child_token())
+                    .await
+            }
+        };
         Ok(match result {
             Ok(text) => ToolOutput::ok(text),
             Err(why) => ToolOutput::error(why.to_string()),

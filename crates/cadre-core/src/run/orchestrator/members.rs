@@ -104,20 +104,7 @@ impl Orchestrator {
             .may_join(name)
             .await
             .map_err(|e| SubagentError::Team(e.to_string()))?;
-        let n = {
-            let mut c = self.counters.entry(spec.name.clone()).or_insert(0);
-            *c += 1;
-            *c
-        };
-        let path = AgentPath::parse(&parent.path)
-            .child(&spec.name, n)
-            .to_string();
-        self.journal(Step::Spawned {
-            agent: parent.path.clone(),
-            call: task.call.to_owned(),
-            child: path.clone(),
-        })
-        .await;
+        let path = self.spawned(parent, &spec.name, task.call).await;
         let member = Member {
             name: name.to_owned(),
             path: path.clone(),

@@ -49,23 +49,10 @@ impl Orchestrator {
                 },
             )) => return subagent_result(&path, stop, text),
             Some((path, rebuilt)) => (path, Start::Resume(Box::new(rebuilt))),
-            None => {
-                let n = {
-                    let mut c = self.counters.entry(spec.name.clone()).or_insert(0);
-                    *c += 1;
-                    *c
-                };
-                let path = AgentPath::parse(&parent.path)
-                    .child(&spec.name, n)
-                    .to_string();
-                self.journal(Step::Spawned {
-                    agent: parent.path.clone(),
-                    call: call.to_owned(),
-                    child: path.clone(),
-                })
-                .await;
-                (path, Start::Fresh(prompt))
-            }
+            None => (
+                self.spawned(parent, &spec.name, call).await,
+                Start::Fresh(prompt),
+            ),
         };
         let model = self.model_for(spec, &parent.model);
         if let Some(delegate) = &self.config.delegate {
@@ -133,6 +120,33 @@ impl Orchestrator {
                 with_report(result, report)
             }
         }
+    }
+}
+
+impl Orchestrator {
+    /// The path of a new subagent of type `agent_type` that `parent`'s call `call` starts,
+    /// journaled, so a resumed run finds it by the call.
+    pub(super) async fn spawned(
+        &self,
+        parent: &AgentHandle,
+        agent_type: &str,
+        call: &str,
+    ) -> String {
+        let n = {
+            let mut c = self.counters.entry(agent_type.to_owned()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        let path = AgentPath::parse(&parent.path)
+            .child(agent_type, n)
+            .to_string();
+        self.journal(Step::Spawned {
+            agent: parent.path.clone(),
+            call: call.to_owned(),
+            child: path.clone(),
+        })
+        .await;
+        path
     }
 }
 
