@@ -9,8 +9,14 @@
 //! implementation) and over loopback HTTP (the real Anthropic client against the test
 //! kit's mock server).
 //!
+//! Each line ends with what one waiting (idle) agent costs in memory and what each further
+//! turn adds to it, estimated from the resident size when the N-th subagent makes its first
+//! and its last request (in process only), and how many subagents failed (with the first
+//! reason); a failure is a figure, not a panic. The peak is each run's own.
+//!
 //! Run: `cargo bench -p cadre-core --bench fleet` (CADRE_BENCH_L_MS and CADRE_BENCH_K
-//! change L and k; CADRE_BENCH_N takes a comma list of N).
+//! change L and k; CADRE_BENCH_N takes a comma list of N; CADRE_BENCH_SECTIONS a comma list
+//! of `in-proc`, `journal`, `in-proc16`, `http`, default all).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -24,8 +30,12 @@ use cadre_testkit::{Match, MockServer, Reply};
 use cadre_tools::Workspace;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+// As the `cadre` binary does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Answers like the scenario above, after `latency`.
 struct ScriptedModel {
@@ -33,6 +43,26 @@ struct ScriptedModel {
     n: usize,
     k: usize,
     ids: AtomicU64,
+    /// Requests seen per subagent turn, and the resident size when the N-th arrived.
+    seen: Mutex<Vec<(usize, Option<u64>)>>,
+}
+
+impl ScriptedModel {
+    fn new(latency: Duration, n: usize, k: usize) -> Self {
+        Self {
+            latency,
+            n,
+            k,
+            ids: AtomicU64::new(0),
+            seen: Mutex::new(vec![(0, None); k]),
+        }
+    }
+
+    /// Resident bytes when every subagent had made its first request, and its last.
+    fn resident_at(&self) -> (Option<u64>, Option<u64>) {
+        let seen = self.seen.lock().unwrap();
+        (seen[0].1, seen[self.k - 1].1)
+    }
 }
 
 #[async_trait]
@@ -52,6 +82,13 @@ impl Model for ScriptedModel {
             .origin
             .as_ref()
             .is_some_and(|o| o.agent_type == "main");
+        if !is_main && turn < self.k {
+            let mut seen = self.seen.lock().unwrap();
+            seen[turn].0 += 1;
+            if seen[turn].0 == self.n {
+                seen[turn].1 = Some(resident_bytes());
+            }
+        }
         let id = || format!("toolu_{}", self.ids.fetch_add(1, Ordering::Relaxed));
         let (content, stop) = match (is_main, turn) {
             (true, 0) => (
@@ -91,6 +128,27 @@ struct Figures {
     wall: Duration,
     cpu: Duration,
     turns: u32,
+    /// Resident bytes before the run, and when all subagents were at their first and last turn.
+    resident: (u64, Option<u64>, Option<u64>),
+    /// Subagents that did not finish, and the first reason given.
+    failed: (usize, Option<String>),
+}
+
+/// Resident bytes now.
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// Starts the peak resident size afresh, so each run reports its own.
+fn reset_peak() {
+    // "5" resets VmHWM (Linux 4.0 and later); elsewhere the peak is the process's.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 fn cpu_time() -> Duration {
@@ -115,6 +173,20 @@ async fn run_once(model: Arc<dyn Model>, dir: &std::path::Path, max_parallel: us
     run_with(model, dir, max_parallel, None).await
 }
 
+/// Runs the scripted model in process and adds what it saw of memory.
+async fn run_scripted(
+    model: Arc<ScriptedModel>,
+    dir: &std::path::Path,
+    max_parallel: usize,
+    runs_dir: Option<std::path::PathBuf>,
+) -> Figures {
+    let mut f = run_with(model.clone(), dir, max_parallel, runs_dir).await;
+    let (first, last) = model.resident_at();
+    f.resident.1 = first;
+    f.resident.2 = last;
+    f
+}
+
 /// One run; with `runs_dir`, as `cadre run` does it: a transcript per agent and the journal.
 async fn run_with(
     model: Arc<dyn Model>,
@@ -135,15 +207,43 @@ async fn run_with(
         builder = builder.runs_dir(runs_dir);
     }
     let orchestrator = builder.build().unwrap();
+    reset_peak();
+    let resident = resident_bytes();
     let cpu0 = cpu_time();
     let started = Instant::now();
     let (outcome, summary) = orchestrator.run("main", "Run the jobs").await.unwrap();
     let wall = started.elapsed();
-    assert_eq!(outcome.stop, StopKind::Done, "{:?}", outcome.stop);
+    let cpu = cpu_time() - cpu0;
+    // A subagent that failed comes back to the primary as an error result.
+    let mut failed = (0, None);
+    for block in outcome.history.iter().flat_map(|m| &m.content) {
+        if let ContentBlock::ToolResult(r) = block {
+            if r.is_error {
+                failed.0 += 1;
+                failed.1.get_or_insert_with(|| {
+                    r.content
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text(t) => Some(t.text.as_str()),
+                            _ => None,
+                        })
+                        .collect::<String>()
+                });
+            }
+        }
+    }
+    if outcome.stop != StopKind::Done {
+        failed.0 += 1;
+        failed
+            .1
+            .get_or_insert(format!("the primary agent: {}", outcome.stop));
+    }
     Figures {
         wall,
-        cpu: cpu_time() - cpu0,
+        cpu,
         turns: summary.usage.total.turns,
+        resident: (resident, None, None),
+        failed,
     }
 }
 
@@ -188,8 +288,27 @@ fn report(label: &str, n: usize, k: usize, l: Duration, max_parallel: usize, f: 
     let critical = l * (waves + 2);
     let sequential = l * (n as u32 * k as u32 + 2);
     let overhead = f.wall.saturating_sub(critical);
+    let kib = |b: f64| b / 1024.0;
+    let (before, first, last) = f.resident;
+    let idle = first.map_or("—".to_owned(), |m| {
+        format!("{:.1} KiB", kib(m.saturating_sub(before) as f64 / n as f64))
+    });
+    let per_turn = match (first, last) {
+        (Some(a), Some(b)) if k > 1 => format!(
+            "{:.1} KiB",
+            kib(b.saturating_sub(a) as f64 / (n * (k - 1)) as f64)
+        ),
+        _ => "—".to_owned(),
+    };
+    let failed = match &f.failed {
+        (0, _) => "0".to_owned(),
+        (count, why) => {
+            let why: String = why.as_deref().unwrap_or("").chars().take(160).collect();
+            format!("{count} (first: {why})")
+        }
+    };
     println!(
-        "{label:<9} N={n:<5} wall {:>8.1} ms   ideal {:>7.1} ms ({:>5.2}×)   sequential {:>9.1} ms ({:>6.1}× faster)   overhead/turn {:>6.2} ms   cpu/turn {:>6.3} ms   peak {:>6.1} MiB",
+        "{label:<9} N={n:<5} wall {:>8.1} ms   ideal {:>7.1} ms ({:>5.2}×)   sequential {:>9.1} ms ({:>6.1}× faster)   overhead/turn {:>6.2} ms   cpu/turn {:>6.3} ms   peak {:>6.1} MiB   idle agent {idle:>9}   per turn {per_turn:>9}   failed {failed}",
         ms(f.wall),
         ms(critical),
         f.wall.as_secs_f64() / critical.as_secs_f64(),
@@ -221,6 +340,14 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let sections: Vec<String> = std::env::var("CADRE_BENCH_SECTIONS")
+        .unwrap_or_else(|_| "in-proc,journal,in-proc16,http".into())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .collect();
+    let section = |name: &str| sections.iter().any(|s| s == name);
+    // As the `cadre` binary does.
+    let nofile = cadre_model::raise_open_file_limit().unwrap_or(0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -228,57 +355,68 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
     println!(
-        "fleet benchmark: L = {} ms per model response, k = {k} model turns per subagent, {} cores",
+        "fleet benchmark: L = {} ms per model response, k = {k} model turns per subagent, {} cores, {nofile} descriptors, {} HTTP connections",
         l.as_millis(),
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cadre_model::connection_limit(),
     );
-    println!("-- in process (mock Model), --max-parallel N");
-    for &n in &ns {
-        let model = Arc::new(ScriptedModel {
-            latency: l,
-            n,
-            k,
-            ids: AtomicU64::new(0),
-        });
-        let f = rt.block_on(run_once(model, dir.path(), n));
-        report("in-proc", n, k, l, n, &f);
+    if section("in-proc") {
+        println!("-- in process (mock Model), --max-parallel N");
+        for &n in &ns {
+            let model = Arc::new(ScriptedModel::new(l, n, k));
+            let f = rt.block_on(run_scripted(model, dir.path(), n, None));
+            report("in-proc", n, k, l, n, &f);
+        }
     }
-    println!("-- in process, writing the run folder as `cadre run` does (transcripts + journal), --max-parallel N");
-    for &n in &ns {
-        let model = Arc::new(ScriptedModel {
-            latency: l,
-            n,
-            k,
-            ids: AtomicU64::new(0),
-        });
-        let runs = tempfile::tempdir().unwrap();
-        let f = rt.block_on(run_with(model, dir.path(), n, Some(runs.path().to_owned())));
-        report("journal", n, k, l, n, &f);
+    if section("journal") {
+        println!("-- in process, writing the run folder as `cadre run` does (transcripts + journal), --max-parallel N");
+        for &n in &ns {
+            let model = Arc::new(ScriptedModel::new(l, n, k));
+            let runs = tempfile::tempdir().unwrap();
+            let f = rt.block_on(run_scripted(
+                model,
+                dir.path(),
+                n,
+                Some(runs.path().to_owned()),
+            ));
+            report("journal", n, k, l, n, &f);
+        }
     }
-    println!("-- in process, default --max-parallel 16 (requests queue for a slot; ideal = ceil(N·k/16)+2 responses)");
-    for &n in ns.iter().filter(|&&n| n > 16) {
-        let model = Arc::new(ScriptedModel {
-            latency: l,
-            n,
-            k,
-            ids: AtomicU64::new(0),
-        });
-        let f = rt.block_on(run_once(model, dir.path(), 16));
-        report("in-proc16", n, k, l, 16, &f);
+    if section("in-proc16") {
+        println!("-- in process, default --max-parallel 16 (requests queue for a slot; ideal = ceil(N·k/16)+2 responses)");
+        for &n in ns.iter().filter(|&&n| n > 16) {
+            let model = Arc::new(ScriptedModel::new(l, n, k));
+            let f = rt.block_on(run_scripted(model, dir.path(), 16, None));
+            report("in-proc16", n, k, l, 16, &f);
+        }
     }
-    println!("-- loopback HTTP (real Anthropic client, SSE, mock server), --max-parallel N");
-    for &n in &ns {
-        let f = rt.block_on(async {
-            let server = MockServer::start().await;
-            http_replies(n, k, l, &server);
-            let mut config = AnthropicConfig::new("bench-key-000000");
-            config.base_url = server.uri();
-            config.http.retry = RetryPolicy::none();
-            let model: Arc<dyn Model> = Arc::new(AnthropicModel::new(config).unwrap());
-            let f = run_once(model, dir.path(), n).await;
-            assert!(server.violations().is_empty(), "{:?}", server.violations());
-            f
-        });
-        report("http", n, k, l, n, &f);
+    if section("http") {
+        println!("-- loopback HTTP (real Anthropic client, SSE, mock server), --max-parallel N");
+        for &n in &ns {
+            let f = rt.block_on(async {
+                let server = MockServer::start().await;
+                http_replies(n, k, l, &server);
+                let mut config = AnthropicConfig::new("bench-key-000000");
+                config.base_url = server.uri();
+                config.http.retry = RetryPolicy::none();
+                let model: Arc<dyn Model> = Arc::new(AnthropicModel::new(config).unwrap());
+                let mut f = run_once(model, dir.path(), n).await;
+                // What the server saw go wrong, and replies never asked for, are failures too:
+                // reported as figures, so the server must not panic over them when dropped.
+                server.allow_unused_replies();
+                let violations = server.take_violations();
+                let unasked = server.pending_replies();
+                if f.failed.0 == 0 && (unasked > 0 || !violations.is_empty()) {
+                    f.failed = (
+                        unasked.max(1),
+                        Some(format!(
+                            "{unasked} scripted replies never asked for; {violations:?}"
+                        )),
+                    );
+                }
+                f
+            });
+            report("http", n, k, l, n, &f);
+        }
     }
 }

@@ -236,6 +236,9 @@ impl Transport {
         body: Bytes,
         mut decoder: D,
     ) -> Result<Response, ModelError> {
+        // A slot for the connection, held until its answer is read: past the descriptor
+        // limit a connection would fail, so requests queue for one instead.
+        let _slot = crate::descriptors::connection_slots().acquire().await.ok();
         let idle = self.options.idle_timeout;
         let mut req = self
             .client

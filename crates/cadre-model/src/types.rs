@@ -6,6 +6,7 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -672,9 +673,10 @@ pub struct Request {
     pub system: Vec<SystemBlock>,
     /// The conversation so far.
     pub messages: Vec<Message>,
-    /// The tools offered.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolDefinition>,
+    /// The tools offered; shared, as every request of an agent (and of its agent type)
+    /// offers the same ones.
+    #[serde(default, skip_serializing_if = "is_empty_tools")]
+    pub tools: Arc<Vec<ToolDefinition>>,
     /// Request-level automatic cache breakpoint: caches up to the newest cacheable block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
@@ -706,6 +708,11 @@ pub struct Request {
     /// Which agent sends it; never sent on the wire, used by record/replay and logs.
     #[serde(skip)]
     pub origin: Option<RequestOrigin>,
+}
+
+/// Whether a request offers no tools (then the field is left out).
+fn is_empty_tools(tools: &Arc<Vec<ToolDefinition>>) -> bool {
+    tools.is_empty()
 }
 
 /// The beta of threshold compaction (`context_management` with `compact_20260112`).
@@ -799,7 +806,7 @@ impl Request {
             max_tokens,
             system: Vec::new(),
             messages,
-            tools: Vec::new(),
+            tools: Arc::default(),
             cache_control: None,
             stream: false,
             temperature: None,
@@ -846,8 +853,21 @@ impl Request {
     /// automatic breakpoint for the newest block. Any breakpoints already on messages are
     /// cleared first, so a request never carries more than the API's four.
     pub fn apply_prompt_caching(&mut self) {
-        for t in &mut self.tools {
-            t.cache_control = None;
+        // The tools are shared: copied only when their breakpoints must change.
+        let tool_mark = self
+            .system
+            .is_empty()
+            .then(|| self.tools.len().saturating_sub(1));
+        let tools_as_wanted = self.tools.iter().enumerate().all(|(i, t)| {
+            t.cache_control.is_some() == (Some(i) == tool_mark)
+                && t.cache_control
+                    .as_ref()
+                    .is_none_or(|c| *c == CacheControl::ephemeral())
+        });
+        if !tools_as_wanted {
+            for t in Arc::make_mut(&mut self.tools) {
+                t.cache_control = None;
+            }
         }
         for s in &mut self.system {
             s.cache_control = None;
@@ -859,8 +879,10 @@ impl Request {
         }
         if let Some(last) = self.system.last_mut() {
             last.cache_control = Some(CacheControl::ephemeral());
-        } else if let Some(last) = self.tools.last_mut() {
-            last.cache_control = Some(CacheControl::ephemeral());
+        } else if !tools_as_wanted {
+            if let Some(last) = Arc::make_mut(&mut self.tools).last_mut() {
+                last.cache_control = Some(CacheControl::ephemeral());
+            }
         }
         self.cache_control = Some(CacheControl::ephemeral());
     }
@@ -995,7 +1017,8 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
             cache_control: Some(CacheControl::ephemeral()),
-        }];
+        }]
+        .into();
         if let ContentBlock::Text(t) = &mut req.messages[0].content[0] {
             t.cache_control = Some(CacheControl::ephemeral());
         }

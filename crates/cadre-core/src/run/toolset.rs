@@ -5,7 +5,7 @@ use cadre_tools::{cap_output, Tool, ToolContext, ToolError, ToolOutput};
 use futures::FutureExt;
 use serde_json::Value;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// How long a cancelled tool may take to stop by itself before it is dropped.
 const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -15,6 +15,9 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct ToolSet {
     // Shared: a call clones the set into its own task, which must cost one count.
     tools: Arc<Vec<Arc<dyn Tool>>>,
+    // The definitions, made on the first request and kept (one copy per distinct set, see
+    // `shared`); a change to the set forgets them.
+    definitions: Arc<OnceLock<Arc<Vec<ToolDefinition>>>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -38,6 +41,7 @@ impl ToolSet {
         let tools = Arc::make_mut(&mut self.tools);
         tools.retain(|t| t.name() != tool.name());
         tools.push(tool);
+        self.definitions = Arc::default();
     }
 
     /// Keeps only the tools for which `keep` says so.
@@ -60,19 +64,24 @@ impl ToolSet {
         self.tools.is_empty()
     }
 
-    /// The definitions sent to the model.
-    pub fn definitions(&self) -> Vec<ToolDefinition> {
-        // Made for each request rather than kept: a thousand agents holding copies would
-        // cost more memory than making them costs time.
-        self.tools
-            .iter()
-            .map(|t| ToolDefinition {
-                name: t.name().to_owned(),
-                description: t.description(),
-                input_schema: t.input_schema(),
-                cache_control: None,
+    /// The definitions sent to the model: made once per set, and shared by every set
+    /// that offers the same ones (the agents of one type), so each request holds a count.
+    pub fn definitions(&self) -> Arc<Vec<ToolDefinition>> {
+        self.definitions
+            .get_or_init(|| {
+                shared(
+                    self.tools
+                        .iter()
+                        .map(|t| ToolDefinition {
+                            name: t.name().to_owned(),
+                            description: t.description(),
+                            input_schema: t.input_schema(),
+                            cache_control: None,
+                        })
+                        .collect(),
+                )
             })
-            .collect()
+            .clone()
     }
 
     /// Whether a call to `name` may run beside the other calls of its turn.
@@ -132,6 +141,24 @@ impl ToolSet {
             images: out.images,
         }
     }
+}
+
+/// The one live copy of `definitions`: thousands of agents of a type offer the same tools,
+/// and each would otherwise keep its own copy. Copies no agent holds any more are forgotten.
+fn shared(definitions: Vec<ToolDefinition>) -> Arc<Vec<ToolDefinition>> {
+    static LIVE: Mutex<Vec<Weak<Vec<ToolDefinition>>>> = Mutex::new(Vec::new());
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    live.retain(|w| w.strong_count() > 0);
+    if let Some(same) = live
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|d| **d == definitions)
+    {
+        return same;
+    }
+    let new = Arc::new(definitions);
+    live.push(Arc::downgrade(&new));
+    new
 }
 
 fn short_json(v: &Value) -> String {

@@ -183,7 +183,8 @@ fn translates_a_conversation() {
         description: "runs".into(),
         input_schema: json!({"type": "object"}),
         cache_control: Some(CacheControl::ephemeral()),
-    }];
+    }]
+    .into();
     req.temperature = Some(0.5);
     req.stop_sequences = vec!["END".into()];
     req.apply_prompt_caching();

@@ -455,7 +455,8 @@ async fn translated_request_field_by_field() {
             input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
             cache_control: Some(CacheControl::ephemeral()),
         },
-    ];
+    ]
+    .into();
     req.temperature = Some(0.2);
     req.stop_sequences = vec!["</done>".into()];
     req.apply_prompt_caching();

@@ -115,7 +115,8 @@ fn request(a: &Agent, messages: Vec<Message>) -> Request {
         description: a.description.into(),
         input_schema: json!({"type": "object"}),
         cache_control: None,
-    }];
+    }]
+    .into();
     if a.caching {
         r.apply_prompt_caching();
     }

@@ -299,6 +299,9 @@ impl Drop for Handle {
     }
 }
 
+/// Connections the mock's accept queue holds (the system may cap it lower).
+const LISTEN_BACKLOG: u32 = 65_535;
+
 /// A local mock of the Messages API (`POST /v1/messages`); clones share one server.
 ///
 /// The server runs on its own thread and runtime, so it keeps answering even while a test
@@ -330,7 +333,11 @@ impl MockServer {
 
     /// Like [`MockServer::start`], returning the error instead of panicking.
     pub async fn try_start() -> io::Result<MockServer> {
-        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        // A long accept queue: a fleet of clients connects at once, and connections the
+        // queue cannot hold wait out SYN retries long enough to time out.
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(([127, 0, 0, 1], 0).into())?;
+        let listener = socket.listen(LISTEN_BACKLOG)?.into_std()?;
         listener.set_nonblocking(true)?;
         let uri = format!("http://{}", listener.local_addr()?);
         let shared = Arc::new(Shared::default());

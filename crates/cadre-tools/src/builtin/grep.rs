@@ -8,8 +8,9 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 /// Matching lines shown when the model gives no `max_results`.
@@ -77,11 +78,7 @@ impl TypedTool for GrepTool {
     }
 
     async fn run(&self, input: GrepInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let matcher = RegexMatcherBuilder::new()
-            .case_insensitive(input.case_insensitive)
-            .line_terminator(Some(b'\n'))
-            .build(&input.pattern)
-            .map_err(|e| ToolError::InvalidInput(format!("grep: invalid regex: {e}")))?;
+        let matcher = regex_matcher(&input.pattern, input.case_insensitive)?;
         let filter = match input.glob.as_deref().filter(|g| !g.trim().is_empty()) {
             Some(g) => Some(compile_glob(self.name(), g)?),
             None => None,
@@ -124,9 +121,35 @@ impl TypedTool for GrepTool {
     }
 }
 
+/// Most compiled regexes kept; past it the cache starts again.
+const KEPT_REGEXES: usize = 256;
+
+/// `pattern` compiled, once per pattern and case setting: compiling costs more than
+/// searching a small workspace, and agents repeat their searches.
+fn regex_matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, ToolError> {
+    type Kept = Mutex<HashMap<(String, bool), RegexMatcher>>;
+    static KEPT: OnceLock<Kept> = OnceLock::new();
+    let kept = KEPT.get_or_init(Mutex::default);
+    let key = (pattern.to_owned(), case_insensitive);
+    if let Some(m) = kept.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(m.clone());
+    }
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(case_insensitive)
+        .line_terminator(Some(b'\n'))
+        .build(pattern)
+        .map_err(|e| ToolError::InvalidInput(format!("grep: invalid regex: {e}")))?;
+    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.len() >= KEPT_REGEXES {
+        kept.clear();
+    }
+    kept.insert(key, matcher.clone());
+    Ok(matcher)
+}
+
 struct Search {
     matcher: RegexMatcher,
-    filter: Option<GlobFilter>,
+    filter: Option<Arc<GlobFilter>>,
     target: PathBuf,
     context: usize,
     max_results: u64,

@@ -3,7 +3,9 @@
 use crate::ToolError;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A walk of `dir` that skips hidden files, `.git` and whatever .gitignore/.ignore exclude.
 pub(crate) fn walker(dir: &Path) -> WalkBuilder {
@@ -41,8 +43,30 @@ impl GlobFilter {
     }
 }
 
-/// Compiles `pattern`, reporting a bad glob as invalid input to `tool`.
-pub(crate) fn compile_glob(tool: &str, pattern: &str) -> Result<GlobFilter, ToolError> {
+/// Most compiled globs kept; past it the cache starts again (models reuse a handful).
+const KEPT_GLOBS: usize = 256;
+
+/// `pattern` compiled, reporting a bad glob as invalid input to `tool`. Compiled once and
+/// shared: building a glob's matcher costs far more than the walk of a small folder, and
+/// thousands of agents ask for the same few patterns.
+pub(crate) fn compile_glob(tool: &str, pattern: &str) -> Result<Arc<GlobFilter>, ToolError> {
+    static KEPT: OnceLock<Mutex<HashMap<String, Arc<GlobFilter>>>> = OnceLock::new();
+    let kept = KEPT.get_or_init(Mutex::default);
+    if let Some(filter) = kept.lock().unwrap_or_else(|e| e.into_inner()).get(pattern) {
+        return Ok(filter.clone());
+    }
+    // Compiled outside the lock; a bad glob is not kept, so its error names each tool.
+    let filter = Arc::new(build_glob(tool, pattern)?);
+    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.len() >= KEPT_GLOBS {
+        kept.clear();
+    }
+    kept.insert(pattern.to_owned(), filter.clone());
+    Ok(filter)
+}
+
+/// Compiles `pattern` (see [`compile_glob`]).
+fn build_glob(tool: &str, pattern: &str) -> Result<GlobFilter, ToolError> {
     // A leading `./` or `/` means "from the searched folder", which is where matching starts anyway.
     let trimmed = pattern.trim_start_matches("./").trim_start_matches('/');
     let glob = GlobBuilder::new(trimmed)
