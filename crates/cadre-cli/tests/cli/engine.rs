@@ -922,7 +922,8 @@ async fn permission_rules_from_every_source_hold_on_the_engine() {
             "",
             "",
             &["--permission-mode", "plan"],
-            "denied by permission mode plan",
+            // Plan mode offers no changing tool at all: the call finds no such tool.
+            "unknown tool `bash`",
         ),
         (
             "FILE-MODE",
