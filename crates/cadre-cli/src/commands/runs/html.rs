@@ -451,7 +451,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
     };
     let mut html = format!(
         r#"<div class="row lane" data-agent="{path}" style="height:{height}px">
-<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%" title="{tokens_title}"></div></div>
+<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%" title="{tokens_human} tokens: {share:.0}% of the most any agent used"></div></div>
 <div class="track">
 "#,
         path = escape(&agent.path),
@@ -469,10 +469,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
         },
         turns = agent.turns,
         tools = agent.tool_calls,
-        tokens_title = format!(
-            "{} tokens: {share:.0}% of the most any agent used",
-            human_tokens(tokens)
-        ),
+        tokens_human = human_tokens(tokens),
     );
     if !agent.records.is_empty() {
         let first = scale.units(agent, 0);
