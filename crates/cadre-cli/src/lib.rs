@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 /// Runs `cadre` on the parsed command line; its exit code.
 pub fn cadre(cli: Cli) -> ExitCode {
-    common::logging::init_logging(cli.verbose, cli.quiet);
+    common::logging::init_logging(cli.verbose, cli.quiet, true);
     block_on(commands::dispatch(cli))
 }
 
@@ -31,7 +31,7 @@ pub fn cadre_worker(options: std::result::Result<WorkerCmd, serde_json::Error>) 
             return Code::Config.into();
         }
     };
-    common::logging::init_logging(cmd.verbose, false);
+    common::logging::init_logging(cmd.verbose, false, false);
     block_on(commands::worker::serve(cmd))
 }
 

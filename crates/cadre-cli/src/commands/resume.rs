@@ -7,6 +7,7 @@ use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run};
 use crate::common::session::{run, Job};
+use cadre_core::RunError;
 use std::path::PathBuf;
 
 /// `cadre resume [RUN_ID]`: carries on a killed run (default: the newest unfinished one).
@@ -38,6 +39,19 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
         })?,
     };
     let journaled = open_run(&dir)?;
+    // Told before a key or a model is needed: a finished run has nothing to carry on.
+    if let Some(stop) = journaled.state.finished.as_ref() {
+        if !journaled.state.resumable() {
+            let id = dir
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            return Err(RunError::AlreadyFinished {
+                id,
+                stop: stop.to_string(),
+            }
+            .into());
+        }
+    }
     args.agent = journaled.state.agent_type.clone();
     run(args, Job::Resume(journaled), directory, quiet).await
 }

@@ -22,6 +22,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Why an engine run takes no cassette: the model's replies come to the workers.
+const NO_CASSETTE: &str =
+    "the workers send the model requests, not this process, so it has none to record or replay";
+
 /// An engine run, as `engine.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct EngineRun {
@@ -127,7 +131,7 @@ fn unhonoured(
 ) -> Vec<String> {
     let mut out = Vec::new();
     if args.record.is_some() || args.replay.is_some() {
-        out.push("--record/--replay: the workers talk to the model, not this process".to_owned());
+        out.push(format!("--record/--replay: {NO_CASSETTE}"));
     }
     let mode = match args.permission_mode {
         Some(mode) => Some((mode, "--permission-mode".to_owned())),
@@ -292,6 +296,11 @@ pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
         return Err(CliError::config(
             "--permission-mode/--allow/--deny: an engine run keeps the rules it started with, and `cadre resume` only follows it again",
         ));
+    }
+    if args.record.is_some() || args.replay.is_some() {
+        return Err(CliError::config(format!(
+            "--record/--replay: {NO_CASSETTE} (`cadre resume` of an engine run only follows it again)"
+        )));
     }
     let dir = RunDir::open(dir)?;
     let file = dir.engine_file();

@@ -1,9 +1,17 @@
 //! Log output on stderr, for every binary of the package.
 
+use std::fmt::Write as _;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
 /// Logs to stderr: warnings by default, more with `-v`/`-vv`, errors only with `-q`; `RUST_LOG` overrides.
-pub fn init_logging(verbose: u8, quiet: bool) {
+/// With `plain` and no `-v`, a warning reads as cadre's other messages (`cadre: warning: …`);
+/// otherwise each line carries its time and level, as a log does.
+pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "error",
         // Retries and a cassette's cut-off last line are already told in plain words; the
@@ -13,12 +21,68 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         // A closed stderr must not turn a log line into a panic.
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    if plain && verbose == 0 {
+        builder.event_format(Plain).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// `cadre: warning: main: what happened`: a log line in the words of cadre's other messages.
+struct Plain;
+
+impl<S, N> FormatEvent<S, N> for Plain
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            Level::ERROR => "error",
+            Level::WARN => "warning",
+            _ => "note",
+        };
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let agent = fields.agent.map(|a| a + ": ").unwrap_or_default();
+        writeln!(
+            writer,
+            "cadre: {level}: {agent}{}{}",
+            fields.message, fields.rest
+        )
+    }
+}
+
+/// An event's message, the agent it names, and its other fields as ` (name=value, …)`.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    agent: Option<String>,
+    rest: String,
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "agent" => self.agent = Some(format!("{value:?}")),
+            name => {
+                let sep = if self.rest.is_empty() { " (" } else { ", " };
+                self.rest.truncate(self.rest.len().saturating_sub(1));
+                let _ = write!(self.rest, "{sep}{name}={value:?})");
+            }
+        }
+    }
 }

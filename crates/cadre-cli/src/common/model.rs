@@ -79,9 +79,8 @@ pub fn model_id(args: &RunArgs) -> Result<String> {
 /// run did, so its requests match the recording.
 pub fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
     if let Some(cassette) = &args.replay {
-        let replay = ReplayModel::open(cassette).map_err(|e| {
-            CliError::config_from(format!("cannot replay {}", cassette.display()), e)
-        })?;
+        // The error names the cassette and what was being done with it.
+        let replay = ReplayModel::open(cassette).map_err(CliError::invalid)?;
         if let Some(line) = replay.truncated_tail() {
             errln!("cadre: the cassette's last line ({line}) was cut short and is ignored");
         }
@@ -98,10 +97,8 @@ pub fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
     match &args.record {
         Some(cassette) => {
             let run_id = cadre_core::record::run_dir::new_run_id();
-            let recorder =
-                RecordingModel::create_for_run(cassette, live, Some(&run_id)).map_err(|e| {
-                    CliError::config_from(format!("cannot record to {}", cassette.display()), e)
-                })?;
+            let recorder = RecordingModel::create_for_run(cassette, live, Some(&run_id))
+                .map_err(CliError::invalid)?;
             Ok((Arc::new(recorder), Some(run_id)))
         }
         None => Ok((live, None)),

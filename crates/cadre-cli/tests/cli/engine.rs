@@ -1191,3 +1191,64 @@ async fn worker_register_names_the_admin_api_when_restate_is_down() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn record_and_replay_are_refused_on_the_engine_for_what_they_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("run.jsonl");
+    std::fs::write(&cassette, "").unwrap();
+    let cassette = cassette.to_str().unwrap();
+    // Refused before the engine is reached: nothing need listen at the ingress.
+    let ingress = "http://127.0.0.1:9";
+    let says_why = |out: &Output| {
+        assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(
+                "--record/--replay: the workers send the model requests, not this process"
+            ) && !out.stderr.contains("terminal"),
+            "{}",
+            out.stderr
+        );
+    };
+    for flag in ["--record", "--replay"] {
+        let out = cadre_env(
+            dir.path(),
+            &[("ANTHROPIC_API_KEY", "sk-test")],
+            &[
+                "run",
+                "--engine",
+                "restate",
+                "--restate-url",
+                ingress,
+                flag,
+                cassette,
+                "say hello",
+            ],
+        )
+        .await;
+        says_why(&out);
+    }
+    // `cadre resume` of an engine run refuses them too, instead of leaving them unused.
+    let run = "20260101-000000-1";
+    write_file(
+        &dir.path().join(format!(".cadre/runs/{run}/engine.json")),
+        &json!({
+            "run": run,
+            "invocation": "inv_1",
+            "ingress": ingress,
+            "agent": "general",
+            "model": "claude-sonnet-5-5",
+            "task": "say hello",
+        })
+        .to_string(),
+    );
+    for flag in ["--record", "--replay"] {
+        let out = cadre_env(
+            dir.path(),
+            &[("ANTHROPIC_API_KEY", "sk-test")],
+            &["resume", run, flag, cassette],
+        )
+        .await;
+        says_why(&out);
+    }
+}

@@ -496,6 +496,39 @@ async fn an_empty_cassette_says_it_holds_no_requests() {
 }
 
 #[tokio::test]
+async fn a_cassette_that_cannot_be_read_or_written_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.jsonl");
+    let missing = missing.to_str().unwrap();
+    let out = cadre_env(dir.path(), &[], &["run", "--replay", missing, "q"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.stderr.matches(missing).count(), 1, "{}", out.stderr);
+    assert_eq!(out.stderr.matches("replay").count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("could not be read"), "{}", out.stderr);
+    // A cassette in a folder that does not exist cannot be recorded to.
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(Match::Any, vec![Reply::text("never")]);
+    let nowhere = dir.path().join("no-such-folder/run.jsonl");
+    let nowhere = nowhere.to_str().unwrap();
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--record", nowhere, "q"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.stderr.matches(nowhere).count(), 1, "{}", out.stderr);
+    assert_eq!(out.stderr.matches("record").count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("could not be created"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
 async fn a_failed_tool_is_named_once() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;

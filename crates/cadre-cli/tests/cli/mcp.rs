@@ -117,6 +117,48 @@ async fn mcp_list_shows_tools_and_check_reports_a_server_that_fails_with_its_std
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
+#[tokio::test]
+async fn a_server_that_fails_in_a_run_is_told_as_a_cadre_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        json!({"bad": {"command": mcp_server_binary(), "args": ["--fail-start", "missing DATABASE_URL"]}}),
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::text("done without it"), Reply::text("again")],
+    );
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "q"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let told: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("MCP server"))
+        .collect();
+    assert_eq!(told.len(), 1, "{}", out.stderr);
+    assert!(
+        told[0].starts_with("cadre: warning: main: MCP server \"bad\" is not available: "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains(" WARN "),
+        "a raw log line: {}",
+        out.stderr
+    );
+    // With -v it is a log line again, with its time and level.
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["-v", "run", "q"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.contains(" WARN ") && l.contains("MCP server \"bad\"")),
+        "{}",
+        out.stderr
+    );
+}
+
 /// The published filesystem server from npm, as a user would install it (`.ci/run`
 /// installs it; elsewhere the test is ignored, with the reason).
 #[tokio::test]

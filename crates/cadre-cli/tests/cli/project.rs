@@ -427,11 +427,27 @@ async fn bad_settings_are_errors_with_file_and_line_and_unknown_keys_warn() {
         .body
         .get("context_management")
         .is_some());
-    // ... and `config check` is strict about it.
+    // `config show` warns as a run does, once ...
+    let out = cadre_home(&proj, &home, &env, &["config", "show"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let told: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("unknown setting `colour`"))
+        .collect();
+    assert!(
+        told.len() == 1 && told[0].starts_with("cadre: warning: "),
+        "{}",
+        out.stderr
+    );
+    // ... and `config check` is strict about it, telling it once.
     let out = cadre_home(&proj, &home, &env, &["config", "check"]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("unknown setting `colour`"),
+    assert_eq!(
+        (out.stdout + &out.stderr)
+            .matches("unknown setting `colour`")
+            .count(),
+        1,
         "{}",
         out.stderr
     );

@@ -337,8 +337,70 @@ async fn runs_help_says_what_each_command_shows() {
     }
 }
 
+/// At a narrow and a wide window the page does not scroll sideways, every axis label is
+/// whole within the axis, and the thin bar under each lane label has a legend.
+#[tokio::test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium: apt-get install chromium (as .ci/run does)"
+)]
+async fn the_html_timeline_fits_its_window_and_says_what_its_bars_are() {
+    let Some(chromium) = prereq::find_or_skip(&prereq::CHROMIUM, "apt-get install chromium") else {
+        return;
+    };
+    let runs = two_runs().await;
+    let out = tempfile::tempdir().unwrap();
+    let (html, untimed) = timed_and_untimed_pages(&runs, out.path()).await;
+    assert!(
+        html.contains("class=\"legend\"") && html.contains("the most any agent used"),
+        "no legend for the token bar"
+    );
+    // Measured in the browser, after the page's own script, and written on the body.
+    let probe = r#"<script>
+(function () {
+  var d = document.documentElement, axis = document.getElementById("axis").getBoundingClientRect();
+  var ticks = document.querySelectorAll(".tick"), outside = 0;
+  for (var i = 0; i < ticks.length; i++) {
+    var r = ticks[i].getBoundingClientRect();
+    if (r.right > axis.right + 0.5 || r.left < axis.left - 0.5) { outside++; }
+  }
+  var legend = document.querySelector(".legend");
+  document.body.setAttribute("data-probe", "sideways=" + (d.scrollWidth > d.clientWidth) +
+    " outside=" + outside + " ticks=" + ticks.length +
+    " legend=" + (legend !== null && legend.getBoundingClientRect().height > 0));
+})();
+</script></body>"#;
+    let mut wrong = Vec::new();
+    for (name, page) in [("timed", &html), ("untimed", &untimed)] {
+        for width in [820, 1400] {
+            let file = out.path().join(format!("{name}-{width}.html"));
+            std::fs::write(&file, page.replace("</body>", probe)).unwrap();
+            let size = format!("--window-size={width},900");
+            let dom = dump_dom_with(&chromium, &file, &[&size]).await;
+            assert!(
+                dom.contains("data-ready=\"ok\""),
+                "{name} at {width}: {dom}"
+            );
+            let probe = dom
+                .split("data-probe=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("(no probe)");
+            if !(probe.starts_with("sideways=false outside=0 ") && probe.ends_with("legend=true")) {
+                wrong.push(format!("{name} at {width}px: {probe}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 /// The page's DOM after its script ran, as headless chromium serialises it.
 pub(super) async fn dump_dom(chromium: &Path, page: &Path) -> String {
+    dump_dom_with(chromium, page, &[]).await
+}
+
+/// [`dump_dom`] with more chromium flags (a window size).
+async fn dump_dom_with(chromium: &Path, page: &Path, flags: &[&str]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(chromium);
     cmd.args([
@@ -351,6 +413,7 @@ pub(super) async fn dump_dom(chromium: &Path, page: &Path) -> String {
         "--disable-component-update",
         "--disable-sync",
     ])
+    .args(flags)
     .arg(format!("--user-data-dir={}", profile.path().display()))
     .arg("--dump-dom")
     .arg(format!("file://{}", page.display()))

@@ -239,6 +239,20 @@ async fn a_killed_fan_out_resumes_without_repeating_requests_or_writes() {
         "{}",
         again.stderr
     );
+    // ... and says so without a key too: the run's state is read before a key is needed.
+    let keyless = cadre_env(
+        dir.path(),
+        &[],
+        &["resume", run.file_name().unwrap().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(keyless.code, 2, "{}", keyless.stderr);
+    assert!(
+        keyless.stderr.contains("already finished")
+            && !keyless.stderr.contains("ANTHROPIC_API_KEY"),
+        "{}",
+        keyless.stderr
+    );
 }
 
 #[tokio::test]

@@ -403,6 +403,7 @@ pub fn page(run: &RunView) -> String {
 <main>
 {note}
 {arrows_note}
+<p class="legend"><span class="key turn"></span>a model turn<span class="key tool"></span>a tool call<span class="key failed"></span>a failed tool call<span class="key tokens"></span>under a name: the agent's tokens, against the most any agent used</p>
 <div class="timeline">
 <svg id="arrows" aria-hidden="true"></svg>
 {messages}<div class="row axisrow"><div class="label"></div><div id="axis" class="track" data-mode="{mode}" data-span="{span}"></div></div>
@@ -450,7 +451,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
     };
     let mut html = format!(
         r#"<div class="row lane" data-agent="{path}" style="height:{height}px">
-<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%"></div></div>
+<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%" title="{tokens_human} tokens: {share:.0}% of the most any agent used"></div></div>
 <div class="track">
 "#,
         path = escape(&agent.path),
@@ -468,6 +469,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
         },
         turns = agent.turns,
         tools = agent.tool_calls,
+        tokens_human = human_tokens(tokens),
     );
     if !agent.records.is_empty() {
         let first = scale.units(agent, 0);
@@ -536,6 +538,14 @@ main { padding: 12px 24px 32px; }
 .track { position: relative; flex: 1 1 auto; min-width: 300px; }
 .axisrow { height: 22px; }
 .tick { position: absolute; top: 0; bottom: 0; border-left: 1px solid var(--line); padding-left: 3px; font-size: 11px; color: var(--muted); white-space: nowrap; }
+.tick.end { border-left: 0; border-right: 1px solid var(--line); padding: 0 3px 0 0; }
+.legend { color: var(--muted); font-size: 12px; margin: 0 0 8px; }
+.legend .key { display: inline-block; vertical-align: middle; width: 18px; border-radius: 2px; margin: 0 4px 0 10px; }
+.legend .key:first-child { margin-left: 0; }
+.legend .key.turn { height: 10px; background: var(--turn); }
+.legend .key.tool { height: 7px; background: var(--tool); }
+.legend .key.failed { height: 7px; background: var(--bad); }
+.legend .key.tokens { height: 3px; background: var(--turn); opacity: .5; }
 .life { position: absolute; top: 2px; bottom: 2px; background: #f1f3f6; border-radius: 3px; }
 .bar { position: absolute; height: 16px; border-radius: 3px; cursor: pointer; outline: none; }
 .bar.tool, .bar.tool.failed, .bar.tool.open { height: 9px; }
@@ -593,10 +603,28 @@ const JS: &str = r##"
   for (var v = 0; v <= span; v += step) {
     var tick = document.createElement("div");
     tick.className = "tick";
-    tick.style.left = (v / span * 100) + "%";
+    tick.setAttribute("data-at", v / span * 100);
     tick.textContent = label(v);
     axis.appendChild(tick);
   }
+  // A label that would run past the axis's end (and make the page scroll sideways) is
+  // written before its line instead of after it.
+  function placeTicks() {
+    var ticks = axis.querySelectorAll(".tick");
+    for (var i = 0; i < ticks.length; i++) {
+      var t = ticks[i], at = Number(t.getAttribute("data-at"));
+      t.className = "tick";
+      t.style.right = "";
+      t.style.left = at + "%";
+      if (t.offsetLeft + t.offsetWidth > axis.clientWidth) {
+        t.className = "tick end";
+        t.style.left = "";
+        t.style.right = (100 - at) + "%";
+      }
+    }
+  }
+  placeTicks();
+  window.addEventListener("resize", placeTicks);
   // Team messages: an arrow from the sender's lane at the time it was sent to the
   // recipient's lane at the time it was given, measured from the laid-out page.
   var svg = document.getElementById("arrows");
