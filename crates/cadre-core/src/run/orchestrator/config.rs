@@ -182,7 +182,7 @@ pub enum RunError {
     #[error("run {0} has no journal to resume from (it was made by an older cadre, or with --no-transcripts)")]
     NoJournal(String),
     /// The run to resume already ended.
-    #[error("run {id} already finished ({stop}); to ask a follow-up, use `cadre run --resume {id} TASK`")]
+    #[error("run {id} already finished{}; to ask a follow-up, use `cadre run --resume {id} TASK`", how_it_ended(.stop))]
     AlreadyFinished {
         /// The run id.
         id: String,
@@ -202,5 +202,15 @@ fn closest_hint(closest: &[String]) -> String {
     match closest {
         [] => String::new(),
         names => format!(" (did you mean {}?)", names.join(" or ")),
+    }
+}
+
+/// How a finished run ended, for [`RunError::AlreadyFinished`]: nothing when it simply
+/// finished, so the message does not say "finished" twice.
+fn how_it_ended(stop: &str) -> String {
+    if stop == StopKind::Done.to_string() {
+        String::new()
+    } else {
+        format!(" ({stop})")
     }
 }

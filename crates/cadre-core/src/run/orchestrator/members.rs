@@ -205,6 +205,17 @@ impl Orchestrator {
                 continue;
             };
             let Some(spec) = self.registry.get(&member.agent_type).cloned() else {
+                // Its type is gone: it cannot go on, and the run must not wait for it.
+                let why = SubagentError::UnknownType {
+                    name: member.agent_type.clone(),
+                    known: self
+                        .registry
+                        .subagents()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                };
+                self.team.ended(&member.name, &path, Err(why)).await;
                 continue;
             };
             // It runs again, so its earlier record gives way to the one it ends with.
