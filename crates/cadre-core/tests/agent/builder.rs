@@ -184,7 +184,7 @@ async fn the_builder_says_what_is_missing() {
     let err = build().run("explore", "x").await.unwrap_err();
     assert!(matches!(err, RunError::NotPrimary(_)), "{err}");
     let err = build().run("nope", "x").await.unwrap_err().to_string();
-    assert!(err.contains("primary types: main"), "{err}");
+    assert!(err.contains("primary types: lead, main"), "{err}");
 }
 
 #[tokio::test]
