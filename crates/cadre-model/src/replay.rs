@@ -325,7 +325,7 @@ fn common_prefix(a: &[Message], b: &[Message]) -> usize {
 fn system_text(blocks: &[SystemBlock]) -> String {
     blocks
         .iter()
-        .map(|b| b.text.as_str())
+        .map(|b| &*b.text)
         .collect::<Vec<_>>()
         .join("\n\n")
 }

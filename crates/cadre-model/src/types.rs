@@ -643,8 +643,9 @@ pub struct SystemBlock {
     /// Always `text`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The text.
-    pub text: String,
+    /// The text (shared: every request of an agent, and every agent of a type, can hold
+    /// one copy of a long prompt).
+    pub text: Arc<str>,
     /// A cache breakpoint after this block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
@@ -653,9 +654,14 @@ pub struct SystemBlock {
 impl SystemBlock {
     /// A system text block.
     pub fn text(text: impl Into<String>) -> Self {
+        Self::shared(Arc::from(text.into()))
+    }
+
+    /// A system text block holding `text` without copying it.
+    pub fn shared(text: Arc<str>) -> Self {
         Self {
             kind: "text".into(),
-            text: text.into(),
+            text,
             cache_control: None,
         }
     }

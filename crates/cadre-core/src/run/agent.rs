@@ -31,8 +31,8 @@ pub struct AgentConfig {
     pub agent_type: String,
     /// The model id it talks to.
     pub model: String,
-    /// Its system prompt.
-    pub system: String,
+    /// Its system prompt (shared with its requests, and with agents of the same prompt).
+    pub system: Arc<str>,
     /// Output token cap per response.
     pub max_tokens: u32,
     /// Most model requests it may make.
@@ -392,7 +392,9 @@ impl Agent {
 
     /// Sends the history to the model, asking the server to compact it past the threshold.
     async fn send(&self, history: &[Message]) -> Result<Response, Failed> {
-        let mut request = self.request(history);
+        // Boxed from the start: the futures of every agent waiting for its response hold a
+        // pointer here and in `call`, not two copies of the request.
+        let mut request = Box::new(self.request(history));
         if let Some(at) = self.server_compact_at() {
             request.compact_at(at);
         }
@@ -406,7 +408,7 @@ impl Agent {
             self.config.max_tokens,
             context::since_compaction(history),
         );
-        request.system = vec![SystemBlock::text(&self.config.system)];
+        request.system = vec![SystemBlock::shared(self.config.system.clone())];
         request.tools = self.tools.definitions();
         request.apply_prompt_caching();
         request.origin = Some(RequestOrigin {
@@ -418,14 +420,13 @@ impl Agent {
 
     /// Sends one request, streaming text out as events, under the run's limit on requests
     /// in flight; the journal runs it (a cancel wins over a request run here).
-    pub(crate) async fn call(&self, request: Request) -> Result<Response, Failed> {
+    pub(crate) async fn call(&self, request: Box<Request>) -> Result<Response, Failed> {
         let model = self.model.clone();
         let events = self.events.clone();
         let path = self.config.path.clone();
         let limiter = self.limiter.clone();
-        // Boxed, so the work waiting for its slot holds a pointer, not the whole request:
-        // with thousands of agents waiting at once, that is most of what they hold.
-        let request = Box::new(request);
+        // Boxed (by the caller), so the work waiting for its slot holds a pointer, not the
+        // whole request: with thousands of agents waiting at once, that is most they hold.
         let work: Work = Box::pin(async move {
             // Waiting for a slot is part of the request: cancel interrupts it too.
             let _permit = match &limiter {

@@ -105,7 +105,7 @@ impl Agent {
         }
         let mut request = self.request(history);
         request.summarize(None);
-        let response = self.call(request).await?;
+        let response = self.call(Box::new(request)).await?;
         let block = response
             .content
             .iter()
@@ -160,7 +160,7 @@ impl Agent {
             Some(last) if last.role == Role::User => last.content.push(ask),
             _ => messages.push(Message::new(Role::User, vec![ask])),
         }
-        let response = self.call(self.request(&messages)).await?;
+        let response = self.call(Box::new(self.request(&messages))).await?;
         let summary = response.text();
         if summary.trim().is_empty() {
             return Err(CompactError::NoBlock);

@@ -5,7 +5,7 @@ use super::*;
 /// The Chat Completions body for `request`.
 pub(super) fn chat_body(request: &Request, config: &OpenAiConfig) -> Value {
     let mut messages = Vec::new();
-    let system = join_nonempty(request.system.iter().map(|b| b.text.as_str()));
+    let system = join_nonempty(request.system.iter().map(|b| &*b.text));
     if !system.is_empty() {
         messages.push(json!({"role": "system", "content": system}));
     }

@@ -182,6 +182,8 @@ pub struct Orchestrator {
     team: Arc<Team>,
     /// Whether this is a team run (`Task` takes a name; see [`RunConfig::team`]).
     teams_on: std::sync::atomic::AtomicBool,
+    /// The system prompts given out so far, one copy each: agents of one type share theirs.
+    prompts: dashmap::DashSet<Arc<str>>,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -250,6 +252,7 @@ impl Orchestrator {
             streams: RwLock::default(),
             team: Arc::new(Team::new(config.team.clone().unwrap_or_default())),
             teams_on: std::sync::atomic::AtomicBool::new(false),
+            prompts: dashmap::DashSet::new(),
             registry,
             config,
         })
@@ -592,7 +595,9 @@ impl Orchestrator {
                 if let Some(t) = &transcript {
                     t.catch_up(&rebuilt.history);
                 }
-                agent.resume(*rebuilt).await
+                // Boxed: resuming needs a larger future than a fresh start (it may compact
+                // first), and every waiting subagent would else hold room for it.
+                Box::pin(agent.resume(*rebuilt)).await
             }
         };
         // Background subagents never outlive their parent: one that stopped early (turn
@@ -645,7 +650,7 @@ impl Orchestrator {
                     agent_type: spec.name.clone(),
                     description: description.to_owned(),
                     model: agent.config.model.clone(),
-                    system: agent.config.system.clone(),
+                    system: agent.config.system.to_string(),
                     tools: agent.tools.names().into_iter().map(str::to_owned).collect(),
                 }));
                 Some(Arc::new(t))
@@ -765,13 +770,13 @@ impl Orchestrator {
                 path: me.path.clone(),
                 agent_type: spec.name.clone(),
                 model: me.model.clone(),
-                system: prompt::system_prompt_for(
+                system: self.shared_prompt(prompt::system_prompt_for(
                     spec,
                     me.depth > 0,
                     &listed,
                     &self.config.skills,
                     self.config.instructions.section(),
-                ),
+                )),
                 max_tokens: self.config.max_tokens,
                 max_turns: spec.max_turns,
                 context_tokens: self.context_window(&me.model).await,
@@ -800,6 +805,16 @@ impl Orchestrator {
             agent.transcript = self.open_transcript(&agent, spec, description);
         }
         (agent, mcp.own)
+    }
+
+    /// `prompt` as the copy already given out, if an agent before had the same one.
+    fn shared_prompt(&self, prompt: String) -> Arc<str> {
+        if let Some(known) = self.prompts.get(prompt.as_str()) {
+            return known.key().clone();
+        }
+        let prompt: Arc<str> = prompt.into();
+        self.prompts.insert(prompt.clone());
+        prompt
     }
 
     /// Whether `name` is one of the run's extra tools rather than a built-in.
