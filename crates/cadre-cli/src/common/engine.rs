@@ -58,7 +58,6 @@ pub async fn run(
     refuse(&unhonoured(&args, &settings, &registry, mcp.config()))?;
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
-    refuse_team(&args, &spec)?;
     let model = model_id(&args)?;
     let run = new_run_id();
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;
@@ -165,6 +164,18 @@ fn unhonoured(
             spec.name
         ));
     }
+    // Teams run in one process: their messages and task list are not on the engine.
+    let lead = registry
+        .get(&args.agent)
+        .and_then(|s| s.team_tool().map(|t| (s, t)));
+    if args.team {
+        out.push("--team: teams run only in one process; the workers have no team messages or shared task list".to_owned());
+    } else if let Some((spec, tool)) = lead {
+        out.push(format!(
+            "agent type {} (it lists {tool}, so the run is a team run): teams run only in one process; the workers have no team messages or shared task list",
+            spec.name
+        ));
+    }
     if args.allow_unsandboxed_bash {
         out.push(
             "--allow-unsandboxed-bash: each worker decides it (`cadre worker --allow-unsandboxed-bash`)"
@@ -183,23 +194,6 @@ fn refuse(unhonoured: &[String]) -> Result<()> {
         "the engine cannot honour {} of this run's settings, so it was not started (run it with --engine local, or leave them out):\n  {}",
         if unhonoured.len() == 1 { "one" } else { "some" },
         unhonoured.join("\n  ")
-    )))
-}
-
-/// Teams run in one process: the engine refuses a team run rather than run it without its
-/// members' messages.
-fn refuse_team(args: &RunArgs, spec: &cadre_core::AgentSpec) -> Result<()> {
-    let lists = spec.tools.iter().find(|t| {
-        cadre_core::definitions::tools::resolve_tool_name(t)
-            == Some(cadre_core::definitions::tools::TEAM_TOOL)
-    });
-    let what = match (args.team, lists) {
-        (true, _) => "--team".to_owned(),
-        (false, Some(tool)) => format!("the agent type {} (it lists {tool})", spec.name),
-        (false, None) => return Ok(()),
-    };
-    Err(CliError::config(format!(
-        "{what}: teams run only with --engine local; the engine has no team messages or shared task list yet"
     )))
 }
 

@@ -1,7 +1,7 @@
 //! Agent types: one YAML file each, validated with file:line:column problems.
 
 use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules, Rule};
-use crate::definitions::tools::{is_mcp_name, map_tools, SKILL_TOOL};
+use crate::definitions::tools::{is_mcp_name, map_tools, resolve_tool_name, SKILL_TOOL, TEAM_TOOL};
 use crate::definitions::yaml;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -694,6 +694,15 @@ impl AgentSpec {
             }
         }
         problems
+    }
+
+    /// The first team tool its `tools` names, if any: a primary type that names one makes
+    /// its run a team run.
+    pub fn team_tool(&self) -> Option<&str> {
+        self.tools
+            .iter()
+            .map(String::as_str)
+            .find(|t| resolve_tool_name(t) == Some(TEAM_TOOL))
     }
 
     /// Why an agent of this type cannot start: every entry of its `tools` was dropped while

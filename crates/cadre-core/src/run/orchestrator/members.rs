@@ -3,7 +3,6 @@
 
 use super::subagent::subagent_result;
 use super::*;
-use crate::definitions::tools::{resolve_tool_name, TEAM_TOOL};
 use crate::record::journal::TEAM_STEPS;
 use crate::run::background::TaskResult;
 use crate::run::team::{Member, TeamChange, TeamState};
@@ -14,12 +13,8 @@ impl Orchestrator {
     /// starts again the members a resumed run left open. Returns the primary's member name
     /// in a team run, `None` otherwise.
     pub(super) async fn open_team(self: &Arc<Self>, spec: &AgentSpec) -> Option<String> {
-        let lists_team = spec
-            .tools
-            .iter()
-            .any(|t| resolve_tool_name(t) == Some(TEAM_TOOL));
         let restored = !self.team.snapshot().await.members.is_empty();
-        let on = self.config.team.is_some() || lists_team || restored;
+        let on = self.config.team.is_some() || spec.team_tool().is_some() || restored;
         self.teams_on.store(on, Ordering::Relaxed);
         if !on {
             return None;
