@@ -83,6 +83,7 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryDoctests;
 
+pub use definitions::hooks::{Hook, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::{tools_for, Registry};

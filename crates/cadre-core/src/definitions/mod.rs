@@ -4,6 +4,7 @@
 
 pub mod claude_agents;
 pub mod frontmatter;
+pub mod hooks;
 pub mod instructions;
 pub mod permissions;
 pub mod registry;

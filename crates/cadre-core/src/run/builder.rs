@@ -2,6 +2,7 @@
 //! running orchestrator — model, workspace, agent types, skills, extra tools, limits and
 //! where events go.
 
+use crate::definitions::hooks::Hooks;
 use crate::definitions::instructions::Instructions;
 use crate::definitions::registry::Registry;
 use crate::definitions::skills::{Skill, SkillSet};
@@ -65,6 +66,7 @@ pub struct OrchestratorBuilder {
     journal: Option<Arc<dyn Journal>>,
     delegate: Option<Arc<dyn Delegate>>,
     team: Option<TeamLimits>,
+    hooks: Hooks,
     handlers: Vec<EventHandler>,
 }
 
@@ -99,6 +101,7 @@ impl Orchestrator {
             journal: None,
             delegate: None,
             team: None,
+            hooks: Hooks::default(),
             handlers: Vec::new(),
         }
     }
@@ -300,6 +303,13 @@ impl OrchestratorBuilder {
     /// team tool is one anyway, under the default limits.
     pub fn team(mut self, limits: TeamLimits) -> Self {
         self.team = Some(limits);
+        self
+    }
+
+    /// The run's hooks (settings files, `[hooks]` tables), run for every agent; an agent
+    /// type's own `hooks:` add to them for that type's agents.
+    pub fn hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
         self
     }
 
