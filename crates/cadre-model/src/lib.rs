@@ -9,6 +9,7 @@ pub mod cassette;
 pub mod descriptors;
 pub mod error;
 pub mod openai;
+pub mod output;
 pub mod record;
 pub mod replay;
 pub mod retry;
@@ -21,6 +22,7 @@ pub use cassette::{request_key, Cassette, CassetteHeader, Exchange, RecordedRequ
 pub use descriptors::{connection_limit, raise_open_file_limit};
 pub use error::ModelError;
 pub use openai::{OpenAiConfig, OpenAiModel};
+pub use output::{strict_schema, Effort, OutputConfig, OutputFormat};
 pub use record::RecordingModel;
 pub use replay::ReplayModel;
 pub use retry::RetryPolicy;

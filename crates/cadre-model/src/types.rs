@@ -708,6 +708,9 @@ pub struct Request {
     /// together with `context_management`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionRequest>,
+    /// The effort the model spends and the format of its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<crate::OutputConfig>,
     /// Beta features the request uses, sent as the `anthropic-beta` header.
     #[serde(skip)]
     pub betas: Vec<String>,
@@ -821,6 +824,7 @@ impl Request {
             metadata: None,
             context_management: None,
             compaction: None,
+            output_config: None,
             betas: Vec::new(),
             origin: None,
         }
@@ -840,6 +844,13 @@ impl Request {
     pub fn summarize(&mut self, instructions: Option<String>) {
         self.context_management = None;
         self.betas.retain(|b| b != COMPACT_BETA);
+        // The answer is a summary block, not the agent's answer: no format binds it.
+        if let Some(config) = &mut self.output_config {
+            config.format = None;
+            if config.is_empty() {
+                self.output_config = None;
+            }
+        }
         self.compaction = Some(CompactionRequest {
             kind: "summarize".into(),
             instructions,
@@ -891,6 +902,23 @@ impl Request {
             }
         }
         self.cache_control = Some(CacheControl::ephemeral());
+    }
+
+    /// Adds an explicit cache breakpoint on the last block of message `index` that can
+    /// carry one — the end of a prefix another request shares (a fork's parent) — unless
+    /// the request already has the API's four; says whether it did.
+    pub fn pin_cache_at(&mut self, index: usize) -> bool {
+        if self.cache_breakpoints() >= 4 {
+            return false;
+        }
+        let Some(message) = self.messages.get_mut(index) else {
+            return false;
+        };
+        message
+            .content
+            .iter_mut()
+            .rev()
+            .any(|b| b.set_cache_control(Some(CacheControl::ephemeral())))
     }
 
     /// How many cache breakpoints this request carries, the request-level one included.

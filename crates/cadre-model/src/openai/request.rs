@@ -44,6 +44,17 @@ pub(super) fn chat_body(request: &Request, config: &OpenAiConfig) -> Value {
     if !request.stop_sequences.is_empty() {
         body.insert("stop".into(), json!(request.stop_sequences));
     }
+    // Structured outputs in this dialect; `effort` is the Messages API's own and is not sent.
+    if let Some(format) = request
+        .output_config
+        .as_ref()
+        .and_then(|c| c.format.as_ref())
+    {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": format.schema}}),
+        );
+    }
     body.insert("stream".into(), Value::Bool(config.http.stream));
     if config.http.stream && config.stream_usage {
         body.insert("stream_options".into(), json!({"include_usage": true}));

@@ -219,6 +219,21 @@ fn translates_a_conversation() {
     assert_eq!(body["max_tokens"], 100);
     assert_eq!(body["stream"], false);
     assert!(body.get("stream_options").is_none());
+    assert!(body.get("response_format").is_none());
+
+    // An answer schema becomes `response_format`; effort is not this dialect's.
+    let mut req = req;
+    req.output_config = Some(crate::OutputConfig {
+        effort: Some(crate::Effort::High),
+        format: Some(crate::OutputFormat::json_schema(&json!({"type": "object"}))),
+    });
+    let body = chat_body(&req, &OpenAiConfig::new());
+    assert_eq!(
+        body["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "answer",
+            "schema": {"type": "object", "properties": {}, "additionalProperties": false}}})
+    );
+    assert!(body.get("reasoning_effort").is_none() && body.get("output_config").is_none());
 }
 
 #[test]
