@@ -11,7 +11,10 @@
 //!
 //! It compacts long conversations as the API does ([`compaction`]): past a request's
 //! `compact_20260112` trigger it answers with a signed `compaction` block first, and it
-//! checks that every block comes back unaltered.
+//! checks that every block comes back unaltered. It checks `output_config` (effort, and an
+//! answer schema in the subset structured outputs accept: [`output_config`]), and on request
+//! counts prompt-cache reads and writes as the API does ([`cache`],
+//! [`MockServer::simulate_prompt_cache`]).
 //!
 //! [`mcp`] holds a real MCP server (the `cadre-test-mcp` binary, over stdio or streamable
 //! HTTP) for testing MCP clients: [`mcp_server_binary`] finds it, [`McpHttpServer`] runs it.
@@ -32,10 +35,12 @@
 //! # }
 //! ```
 
+pub mod cache;
 pub mod compaction;
 pub mod git;
 pub mod mcp;
 pub mod openai;
+pub mod output_config;
 pub mod prereq;
 pub mod protocol;
 pub mod reply;

@@ -17,6 +17,7 @@ pub fn check_request(body: &Value, headers: &[(String, String)]) -> Vec<String> 
     let mut problems = Vec::new();
     check_headers(headers, &mut problems);
     problems.extend(crate::compaction::check(body, headers));
+    problems.extend(crate::output_config::check(body));
 
     let Some(obj) = body.as_object() else {
         problems.push("body is not a JSON object".to_owned());

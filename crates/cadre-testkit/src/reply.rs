@@ -394,6 +394,14 @@ impl Reply {
         reply
     }
 
+    /// This reply with its input counted by the prompt cache (its output as scripted).
+    pub(crate) fn with_cache_use(mut self, used: crate::cache::CacheUse) -> Reply {
+        self.usage.input_tokens = used.input_tokens;
+        self.usage.cache_creation_input_tokens = used.cache_creation_input_tokens;
+        self.usage.cache_read_input_tokens = used.cache_read_input_tokens;
+        self
+    }
+
     pub(crate) fn delay_time(&self) -> Option<Duration> {
         self.delay
     }

@@ -157,6 +157,7 @@ pub(super) async fn handle(
             body: body.clone(),
             headers: headers.clone(),
             completed: false,
+            cache: None,
         });
         inner.captured.len() - 1
     };
@@ -250,6 +251,22 @@ async fn respond(
         shared.violate(format!("request {index}: {message}"));
         return dialect.error(500, "api_error", &message);
     }
+
+    // The prompt cache counts the request's input, when the test asked for it.
+    let reply = match dialect {
+        Dialect::Messages => {
+            let mut inner = shared.lock();
+            let used = inner.cache.as_mut().map(|c| c.account(&body));
+            if let (Some(used), Some(c)) = (used, inner.captured.get_mut(index)) {
+                c.cache = Some(used);
+            }
+            match used {
+                Some(used) => reply.with_cache_use(used),
+                None => reply,
+            }
+        }
+        Dialect::Chat => reply,
+    };
 
     if let Some(d) = reply.delay_time() {
         tokio::time::sleep(d).await;

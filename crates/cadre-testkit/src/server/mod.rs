@@ -62,6 +62,8 @@ pub(super) struct Inner {
     allow_unused: bool,
     /// Gates set by [`MockServer::gate`]; opened ones are pruned when a new one is set.
     gates: Vec<Arc<GateState>>,
+    /// The prompt cache, when the server simulates one.
+    cache: Option<crate::cache::PromptCache>,
 }
 
 /// State shared between the handle and the server thread.
@@ -406,6 +408,14 @@ impl MockServer {
     /// exceeds `tokens`, as the API does: 400 `prompt is too long`.
     pub fn set_context_window(&self, tokens: u64) {
         self.shared().lock().context_window = Some(tokens);
+    }
+
+    /// From now on, counts every Messages request against a prompt cache as the API does
+    /// ([`crate::cache`]), caching prefixes of at least `min_tokens` (the API's minimum is
+    /// 1,024 for most models): each reply's `input_tokens`, `cache_creation_input_tokens`
+    /// and `cache_read_input_tokens` are the cache's count, and [`Captured::cache`] has it.
+    pub fn simulate_prompt_cache(&self, min_tokens: u64) {
+        self.shared().lock().cache = Some(crate::cache::PromptCache::new(min_tokens));
     }
 
     /// Every `GET` received on `/v1/models` and `/props`, in arrival order.

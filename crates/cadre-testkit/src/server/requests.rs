@@ -57,6 +57,9 @@ pub struct Captured {
     /// and for good when the client left first or the stream was dropped mid-way (a
     /// truncated reply that ended cleanly counts as complete).
     pub completed: bool,
+    /// What it read from and wrote to the prompt cache, when the server simulates one
+    /// ([`MockServer::simulate_prompt_cache`](crate::MockServer::simulate_prompt_cache)).
+    pub cache: Option<crate::cache::CacheUse>,
 }
 
 /// One `GET` the server received on an information endpoint (`/v1/models`, `/props`).
