@@ -117,12 +117,11 @@ fn check_schema(node: &Value, at: &str, problems: &mut Vec<String>) {
         Some(Value::Array(ks)) => ks.iter().any(|k| k == name),
         _ => false,
     };
-    if is("object") || node.contains_key("properties") {
-        if node.get("additionalProperties") != Some(&Value::Bool(false)) {
-            problems.push(format!(
-                "{at}: For 'object' type, 'additionalProperties' must be explicitly set to false"
-            ));
-        }
+    let open = node.get("additionalProperties") != Some(&Value::Bool(false));
+    if (is("object") || node.contains_key("properties")) && open {
+        problems.push(format!(
+            "{at}: For 'object' type, 'additionalProperties' must be explicitly set to false"
+        ));
     }
     if let Some(format) = node.get("format").and_then(Value::as_str) {
         if !FORMATS.contains(&format) {
