@@ -222,7 +222,6 @@ fn translates_a_conversation() {
     assert!(body.get("response_format").is_none());
 
     // An answer schema becomes `response_format`; effort is not this dialect's.
-    let mut req = req;
     req.output_config = Some(crate::OutputConfig {
         effort: Some(crate::Effort::High),
         format: Some(crate::OutputFormat::json_schema(&json!({"type": "object"}))),
