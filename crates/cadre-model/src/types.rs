@@ -904,18 +904,19 @@ impl Request {
         self.cache_control = Some(CacheControl::ephemeral());
     }
 
-    /// Adds an explicit cache breakpoint on the last block of message `index` that can
-    /// carry one — the end of a prefix another request shares (a fork's parent) — unless
-    /// the request already has the API's four; says whether it did.
-    pub fn pin_cache_at(&mut self, index: usize) -> bool {
+    /// Adds an explicit cache breakpoint on block `block` of message `message` — or the
+    /// nearest block before it that can carry one — marking the end of a prefix another
+    /// request shares (a fork's parent), unless the request already has the API's four;
+    /// says whether it did.
+    pub fn pin_cache_at(&mut self, message: usize, block: usize) -> bool {
         if self.cache_breakpoints() >= 4 {
             return false;
         }
-        let Some(message) = self.messages.get_mut(index) else {
+        let Some(m) = self.messages.get_mut(message) else {
             return false;
         };
-        message
-            .content
+        let end = (block + 1).min(m.content.len());
+        m.content[..end]
             .iter_mut()
             .rev()
             .any(|b| b.set_cache_control(Some(CacheControl::ephemeral())))

@@ -140,6 +140,10 @@ pub struct ToolContext {
     pub allow_network: bool,
     /// The `tool_use` id of the call being run (empty outside a call).
     pub call_id: String,
+    /// The calling agent's conversation, for a call whose tool asks for it
+    /// ([`Tool::wants_conversation`](crate::Tool::wants_conversation)); its type is the
+    /// agent loop's, which this crate does not know.
+    pub conversation: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl ToolContext {
@@ -156,6 +160,7 @@ impl ToolContext {
             sandbox: SandboxMode::default(),
             allow_network: true,
             call_id: String::new(),
+            conversation: None,
         }
     }
 }

@@ -78,6 +78,11 @@ pub trait TypedTool: Send + Sync + 'static {
             crate::Rerun::Never
         }
     }
+    /// Whether this call needs the calling agent's conversation (see
+    /// [`Tool::wants_conversation`]); default no.
+    fn wants_conversation(&self, _input: &Value) -> bool {
+        false
+    }
     /// The input schema; the default derives it from [`Self::Input`]. Override it only to
     /// add what the type cannot know, such as a list of names known at run time.
     fn input_schema(&self) -> Value {
@@ -111,6 +116,10 @@ impl<T: TypedTool> Tool for T {
 
     fn rerun(&self) -> crate::Rerun {
         TypedTool::rerun(self)
+    }
+
+    fn wants_conversation(&self, input: &Value) -> bool {
+        TypedTool::wants_conversation(self, input)
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

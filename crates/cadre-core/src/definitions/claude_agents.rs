@@ -20,7 +20,7 @@ use std::path::Path;
 const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// The front matter keys Claude Code defines and cadre maps to a spec field.
-pub const MAPPED_KEYS: [&str; 12] = [
+pub const MAPPED_KEYS: [&str; 13] = [
     "name",
     "description",
     "tools",
@@ -33,16 +33,13 @@ pub const MAPPED_KEYS: [&str; 12] = [
     "background",
     "isolation",
     "color",
+    "effort",
 ];
 
 /// Claude Code keys cadre reads but does not act on, and why.
-const IGNORED_KEYS: [(&str, &str); 4] = [
+const IGNORED_KEYS: [(&str, &str); 3] = [
     ("hooks", "cadre does not run Claude Code hooks"),
     ("memory", "cadre does not keep Claude Code agent memory"),
-    (
-        "effort",
-        "cadre does not set a reasoning effort per agent type",
-    ),
     (
         "initialPrompt",
         "a subagent starts with the prompt of its Task call",
@@ -124,6 +121,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
     let permission_mode = fields.string("permissionMode");
     let isolation = fields.string("isolation");
     let color = fields.string("color");
+    let effort = fields.string("effort");
     let background = fields.boolean("background").unwrap_or(false);
     let mcp_servers = map
         .get("mcpServers")
@@ -214,6 +212,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         isolation,
         background,
         color,
+        effort,
         prompt,
         source: Some(file.to_path_buf()),
         ..AgentSpec::default()

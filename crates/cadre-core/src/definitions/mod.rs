@@ -6,6 +6,7 @@ pub mod claude_agents;
 pub mod frontmatter;
 pub mod hooks;
 pub mod instructions;
+pub mod model_settings;
 pub mod permissions;
 pub mod registry;
 pub mod skills;

@@ -160,6 +160,14 @@ pub struct AgentSpec {
     /// The colour of its line in the live display (`red`, `blue`, `green`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub color: Option<String>,
+    /// How much effort the model spends on its requests (`low`, `medium`, `high`, `xhigh`,
+    /// `max`; Claude Code's `effort`), sent as `output_config.effort`; unset leaves the
+    /// model's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// A JSON Schema its final answer must be valid against: the answer is then JSON alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
     /// Its system prompt.
     #[serde(default)]
     pub prompt: String,
@@ -199,6 +207,8 @@ impl Default for AgentSpec {
             isolation: None,
             background: false,
             color: None,
+            effort: None,
+            output_schema: None,
             prompt: String::new(),
             source: None,
             dropped_tools: Vec::new(),
@@ -362,7 +372,7 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 20] = [
+pub const KNOWN_KEYS: [&str; 22] = [
     "name",
     "description",
     "mode",
@@ -382,6 +392,8 @@ pub const KNOWN_KEYS: [&str; 20] = [
     "isolation",
     "background",
     "color",
+    "effort",
+    "output_schema",
     "prompt",
 ];
 
@@ -393,6 +405,11 @@ impl AgentSpec {
     /// Whether each of its subagents works in its own git worktree.
     pub fn is_isolated(&self) -> bool {
         self.isolation.as_deref() == Some("worktree")
+    }
+
+    /// Its effort level, when it sets a valid one (loading drops others with a warning).
+    pub fn effort(&self) -> Option<cadre_model::Effort> {
+        self.effort.as_deref().and_then(cadre_model::Effort::parse)
     }
 
     /// Parses one YAML agent file. Text that is not strict YAML is read line by line, and
@@ -541,6 +558,7 @@ impl AgentSpec {
             pos,
             key("permission_mode", "permissionMode"),
         );
+        crate::definitions::model_settings::repair(self, file, problems, pos);
         if let Some(isolation) = self.isolation.take() {
             let normal = isolation.trim().to_ascii_lowercase();
             if normal == "worktree" {

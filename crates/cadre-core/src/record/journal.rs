@@ -124,6 +124,14 @@ pub enum Step {
         /// The messages, in the order given.
         messages: Vec<Envelope>,
     },
+    /// An agent's final answer did not match its output schema: it is asked again, told
+    /// `error`.
+    Rejected {
+        /// The agent's path.
+        agent: String,
+        /// What was wrong with the answer.
+        error: String,
+    },
     /// An agent ended.
     Finished {
         /// The agent's path.
@@ -150,6 +158,7 @@ impl Step {
             | Self::Compacted { agent, .. }
             | Self::Cleared { agent, .. }
             | Self::Delivered { agent, .. }
+            | Self::Rejected { agent, .. }
             | Self::Finished { agent, .. } => Some(agent),
         }
     }

@@ -5,8 +5,10 @@ use crate::record::journal::{
     run_here, Done, Effect, Journal, ModelStep, Outcome, Run, Step, Work,
 };
 use crate::record::transcript::Transcript;
+use crate::run::answer::{judge, AnswerSchema, Verdict};
 use crate::run::budget::Budget;
 use crate::run::context;
+use crate::run::fork::{ForkBase, ForkPoint};
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
@@ -42,6 +44,14 @@ pub struct AgentConfig {
     /// Input tokens at which the conversation is compacted (by the server where it can,
     /// else summarised by cadre near the window); `None` never compacts.
     pub compact_at: Option<u64>,
+    /// The effort its requests ask of the model (`output_config.effort`); `None` leaves the
+    /// model's default.
+    pub effort: Option<cadre_model::Effort>,
+    /// The schema its final answer must match, if any (see [`crate::run::answer`]).
+    pub answer: Option<AnswerSchema>,
+    /// Where its first request marks the prefix it shares with the agent it was forked
+    /// from, when it is a fork (see [`crate::run::fork`]).
+    pub fork: Option<ForkPoint>,
 }
 
 /// One agent: a model, a tool set and the limits it runs under.
@@ -123,13 +133,25 @@ impl Agent {
         // Set once a request refused as too long was answered by compacting, so a second
         // refusal stops the loop instead of compacting forever.
         let mut compacted_for_length = false;
+        // A typed answer as accepted (its JSON text), which the outcome hands on.
+        let mut accepted = None;
         let stop = loop {
             match state.next() {
                 // Work this agent left running reports before it ends.
                 Next::End(StopKind::Done) => match self.collect_inbox(&state).await {
                     Some(step) => self.record(&mut state, step).await,
                     None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
-                    None => break StopKind::Done,
+                    None => match &self.config.answer {
+                        None => break StopKind::Done,
+                        Some(schema) => match judge(schema, &state, &self.config.path) {
+                            Verdict::Accept(text) => {
+                                accepted = Some(text);
+                                break StopKind::Done;
+                            }
+                            Verdict::Retry(step) => self.record(&mut state, step).await,
+                            Verdict::Fail(stop) => break stop,
+                        },
+                    },
                 },
                 Next::End(stop) => break stop,
                 Next::Answer => {
@@ -165,7 +187,7 @@ impl Agent {
             elapsed_ms: millis(started.elapsed()),
         });
         AgentOutcome {
-            text: final_text(&history),
+            text: accepted.unwrap_or_else(|| final_text(&history)),
             stop,
             turns,
             tool_calls,
@@ -338,8 +360,24 @@ impl Agent {
                 steps.push(step);
             }
         }
-        steps.extend(self.run_tools(to_run).await);
+        // A call that forks this agent is handed its conversation: made only then.
+        let conversation = to_run
+            .iter()
+            .any(|c| self.tools.wants_conversation(&c.name, &c.input))
+            .then(|| self.fork_base(&state.history));
+        steps.extend(self.run_tools(to_run, conversation).await);
         steps
+    }
+
+    /// What a fork of this agent starts from: its type, system prompt, tools, and
+    /// `history` as its requests send it.
+    fn fork_base(&self, history: &[Message]) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::new(ForkBase {
+            agent_type: self.config.agent_type.clone(),
+            system: self.config.system.clone(),
+            tools: self.tools.definitions(),
+            messages: context::since_compaction(history),
+        })
     }
 
     /// What a resumed run may do with a call to `name` cut short by a crash: the tool's own
@@ -411,6 +449,15 @@ impl Agent {
         request.system = vec![SystemBlock::shared(self.config.system.clone())];
         request.tools = self.tools.definitions();
         request.apply_prompt_caching();
+        if let Some(fork) = &self.config.fork {
+            fork.pin(&mut request, history.len());
+        }
+        if self.config.effort.is_some() || self.config.answer.is_some() {
+            request.output_config = Some(cadre_model::OutputConfig {
+                effort: self.config.effort,
+                format: self.config.answer.as_ref().map(|a| a.format().clone()),
+            });
+        }
         request.origin = Some(RequestOrigin {
             path: self.config.path.clone(),
             agent_type: self.config.agent_type.clone(),
@@ -459,23 +506,24 @@ impl Agent {
     /// Runs one turn's tool calls and returns their journaled results in call order. Calls
     /// that may run concurrently (read-only tools, `Task`) run together; a writing call
     /// waits for the ones before it and runs alone.
-    async fn run_tools(&self, calls: Vec<&ToolUseBlock>) -> Vec<Step> {
+    async fn run_tools(&self, calls: Vec<&ToolUseBlock>, conversation: Shared) -> Vec<Step> {
         let mut results = Vec::with_capacity(calls.len());
         let mut batch: Vec<&ToolUseBlock> = Vec::new();
+        let c = &conversation;
         for call in calls {
             if !self.tools.runs_concurrently(&call.name) {
-                results.extend(join_all(batch.drain(..).map(|c| self.run_tool(c))).await);
-                results.push(self.run_tool(call).await);
+                results.extend(join_all(batch.drain(..).map(|b| self.run_tool(b, c))).await);
+                results.push(self.run_tool(call, c).await);
             } else {
                 batch.push(call);
             }
         }
-        results.extend(join_all(batch.into_iter().map(|c| self.run_tool(c))).await);
+        results.extend(join_all(batch.into_iter().map(|b| self.run_tool(b, c))).await);
         results
     }
 
     /// Runs one tool call and turns whatever happens into a journaled tool_result step.
-    async fn run_tool(&self, call: &ToolUseBlock) -> Step {
+    async fn run_tool(&self, call: &ToolUseBlock, conversation: &Shared) -> Step {
         let agent = self.config.path.clone();
         self.emit(Event::ToolCall {
             agent: agent.clone(),
@@ -513,6 +561,7 @@ impl Agent {
             let tools = self.tools.clone();
             let mut ctx = self.ctx.clone();
             ctx.call_id.clone_from(&call.id);
+            ctx.conversation.clone_from(conversation);
             let name = call.name.clone();
             // The input is cloned here, for the call alone: the history keeps the calls.
             let input = call.input.clone();
@@ -574,6 +623,9 @@ impl Agent {
         (self.events)(event);
     }
 }
+
+/// The agent's conversation as handed to the calls of a turn that ask for it.
+type Shared = Option<Arc<dyn std::any::Any + Send + Sync>>;
 
 /// What the model is told of a changing call that may or may not have taken effect.
 fn interrupted(tool: &str) -> String {

@@ -2,13 +2,16 @@
 //! and `Skill` tools, the tool set, the shared budget, and compaction that keeps the context in check.
 
 pub mod agent;
+pub mod answer;
 pub mod background;
 pub mod budget;
 pub mod builder;
 pub mod compaction;
 pub mod context;
 pub mod delegate;
+pub mod fork;
 pub(crate) mod mcp_tools;
+pub mod model_settings;
 pub mod orchestrator;
 pub mod outcome;
 pub mod permissions;

@@ -26,6 +26,8 @@ pub enum StopKind {
     ModelError(String),
     /// The model stopped for a reason cadre does not know.
     Other(String),
+    /// Its answers did not match the output schema it was given; the last error.
+    InvalidAnswer(String),
 }
 
 impl StopKind {
@@ -46,6 +48,7 @@ impl StopKind {
             Self::Cancelled => "cancelled",
             Self::ModelError(_) => "API error",
             Self::Other(_) => "stopped",
+            Self::InvalidAnswer(_) => "invalid answer",
         }
     }
 }
@@ -66,6 +69,7 @@ impl std::fmt::Display for StopKind {
             Self::Cancelled => f.write_str("cancelled"),
             Self::ModelError(e) => write!(f, "the model API failed: {e}"),
             Self::Other(r) => write!(f, "the model stopped for an unknown reason: {r}"),
+            Self::InvalidAnswer(e) => write!(f, "its answer did not match the output schema: {e}"),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct AgentState {
     /// The size of its last request (input and output tokens of the last response), to
     /// tell whether it must be compacted or cleared before it goes on; 0 once it was.
     pub last_input: u64,
+    /// How many of its answers were rejected as not matching its output schema.
+    pub rejected: u32,
     /// Whether its last wake (messages given after it had answered) held one a member wrote,
     /// not only cadre's notices: the turn it starts earns its starter a notice when it ends.
     pub woken: bool,
@@ -185,6 +187,11 @@ impl AgentState {
                 Added::Nothing
             }
             Step::UserMessage { message, .. } => self.follow_up(message),
+            Step::Rejected { error, .. } => {
+                self.rejected += 1;
+                let retry = crate::run::answer::retry_message(&error);
+                self.follow_up(Message::user_text(retry))
+            }
             Step::Delivered { messages, .. } => {
                 // Only a wake starts a turn; messages given with tool results join one.
                 if self.finished.is_some() {

@@ -3,6 +3,8 @@
 //! To the agent loop this is one more tool. It holds a handle back to the
 //! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
 
+use crate::run::answer::AnswerSchema;
+use crate::run::fork::{ForkBase, FORK_TYPE};
 use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
 use async_trait::async_trait;
@@ -42,9 +44,38 @@ pub struct TaskInput {
     /// messages (SendMessage) addressed to this name, which must be new in the run.
     #[serde(default)]
     pub name: Option<String>,
+    /// A JSON Schema (an object) the subagent's final answer must be valid against; its
+    /// result is then that JSON.
+    #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    pub output_schema: Option<Value>,
 }
 
 impl TaskTool {
+    /// Whether a call for `subagent_type` forks the calling agent.
+    fn forks(&self, subagent_type: &str) -> bool {
+        subagent_type == FORK_TYPE && self.orchestrator.registry().get(FORK_TYPE).is_none()
+    }
+
+    /// The conversation a fork of the calling agent starts from, or why it cannot fork.
+    fn fork_base(&self, input: &TaskInput, ctx: &ToolContext) -> Result<Arc<ForkBase>, String> {
+        if self.parent.fork.is_some() {
+            return Err(
+                "you are a fork: do this work yourself (a fork does not fork again)".into(),
+            );
+        }
+        if input.name.is_some() {
+            return Err("a fork cannot be a named team member; leave out the name".into());
+        }
+        ctx.conversation
+            .clone()
+            .and_then(|c| c.downcast::<ForkBase>().ok())
+            .ok_or_else(|| {
+                "a fork needs the calling agent's conversation, which this call was not given"
+                    .into()
+            })
+    }
+
     /// A `Task` tool for `parent`, offering the subagent types of the orchestrator's
     /// registry that `allowed` names (every one when it is empty).
     /// In a team run (`team`), a call may name the subagent to start a member that stays.
@@ -83,11 +114,21 @@ impl TaskTool {
                  work is done with CloseMember; the run closes the rest when you answer.\n\n",
             );
         }
+        description.push_str(crate::run::fork::TASK_NOTE);
         description.push_str("Available subagent types:\n");
         for (name, desc) in &types {
             description.push_str(&format!("- {name}: {desc}\n"));
         }
-        let names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
+        let mut names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
+        let forks = orchestrator.registry().get(FORK_TYPE).is_none()
+            && (allowed.is_empty() || allowed.iter().any(|a| a == FORK_TYPE));
+        if forks {
+            description.push_str(&format!(
+                "- {FORK_TYPE}: {}\n",
+                crate::run::fork::DESCRIPTION
+            ));
+            names.push(FORK_TYPE);
+        }
         let mut schema = cadre_tools::input_schema_for::<TaskInput>();
         // The types are known only now; an empty enum would be refused by the API.
         if let (false, Some(Value::Object(t))) = (
@@ -139,6 +180,13 @@ impl TypedTool for TaskTool {
         true
     }
 
+    fn wants_conversation(&self, input: &Value) -> bool {
+        input
+            .get("subagent_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| self.forks(t))
+    }
+
     fn rerun(&self) -> cadre_tools::Rerun {
         // Its subagent journals its own steps: a resumed run calls it again and the subagent
         // picks up where it was, found by this call's id.
@@ -153,6 +201,18 @@ impl TypedTool for TaskTool {
                 self.allowed.join(", ")
             )));
         }
+        let answer = match input.output_schema.as_ref().map(AnswerSchema::new) {
+            Some(Err(why)) => return Ok(ToolOutput::error(format!("output_schema: {why}"))),
+            Some(Ok(schema)) => Some(schema),
+            None => None,
+        };
+        let fork = match self.forks(&input.subagent_type) {
+            true => match self.fork_base(&input, ctx) {
+                Ok(base) => Some(base),
+                Err(why) => return Ok(ToolOutput::error(why)),
+            },
+            false => None,
+        };
         let name = input.name.as_deref().map(str::trim);
         // A type marked `background` always runs so (Claude Code's `background: true`).
         let background = input.run_in_background
@@ -181,6 +241,8 @@ impl TypedTool for TaskTool {
                     prompt: &input.prompt,
                     call: &call,
                     background: true,
+                    answer: answer.as_ref(),
+                    fork: fork.as_ref(),
                 };
                 reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
             });
@@ -195,6 +257,8 @@ impl TypedTool for TaskTool {
             prompt: &input.prompt,
             call: &ctx.call_id,
             background: false,
+            answer: answer.as_ref(),
+            fork: fork.as_ref(),
         };
         let result = match name {
             Some(name) => {

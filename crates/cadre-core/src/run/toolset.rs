@@ -84,6 +84,11 @@ impl ToolSet {
             .clone()
     }
 
+    /// Whether a call to `name` with `input` needs the caller's conversation.
+    pub fn wants_conversation(&self, name: &str, input: &Value) -> bool {
+        self.get(name).is_some_and(|t| t.wants_conversation(input))
+    }
+
     /// Whether a call to `name` may run beside the other calls of its turn.
     pub fn runs_concurrently(&self, name: &str) -> bool {
         // Unknown tools only produce an error result, so they are safe to run anywhere.

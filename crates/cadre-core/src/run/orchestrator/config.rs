@@ -134,6 +134,10 @@ pub enum RunError {
         /// The known names closest to it, best first.
         closest: Vec<String>,
     },
+    /// A typed run ([`Orchestrator::run_typed`](crate::Orchestrator::run_typed)) brought
+    /// back no value of its type; the message says why.
+    #[error("{0}")]
+    Answer(String),
     /// This orchestrator already ran: it is one run's handle.
     #[error("this orchestrator already ran; build another for the next run")]
     AlreadyRan,

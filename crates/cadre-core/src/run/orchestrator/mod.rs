@@ -12,8 +12,10 @@ use crate::record::run_dir::{new_run_id, AgentPath, RunDir};
 use crate::record::transcript::{AgentHeader, Earlier, Transcript, TranscriptRecord};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
+use crate::run::answer::AnswerSchema;
 use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
 use crate::run::budget::Budget;
+use crate::run::fork::ForkBase;
 use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::Permissions;
@@ -39,9 +41,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 mod config;
+mod forks;
 mod members;
 mod resume;
 mod subagent;
+mod typed;
 
 pub use config::*;
 pub use subagent::SubagentError;
@@ -89,6 +93,10 @@ pub(crate) struct TaskCall<'a> {
     pub call: &'a str,
     /// Whether the call returned at once and the subagent runs in the background.
     pub background: bool,
+    /// The schema the subagent's answer must match, given by the call.
+    pub answer: Option<&'a AnswerSchema>,
+    /// The conversation a fork starts from (`subagent_type: "fork"`).
+    pub fork: Option<&'a Arc<ForkBase>>,
 }
 
 /// The running agent's handle: its path, depth, model and workspace, the `Task` calls it has
@@ -111,6 +119,11 @@ pub struct AgentHandle {
     /// Its name in the run's team, when it is a member (the primary agent, or a subagent
     /// started with a name).
     pub(crate) member: Option<String>,
+    /// The schema its answer must match, when its caller gave one (its type's own is used
+    /// otherwise).
+    pub(crate) answer: Option<AnswerSchema>,
+    /// The conversation it was forked from, when it is a fork.
+    pub(crate) fork: Option<Arc<ForkBase>>,
 }
 
 impl AgentHandle {
@@ -132,6 +145,8 @@ impl AgentHandle {
             background: Arc::default(),
             workspace,
             member: None,
+            answer: None,
+            fork: None,
         }
     }
 }
@@ -184,6 +199,8 @@ pub struct Orchestrator {
     teams_on: std::sync::atomic::AtomicBool,
     /// The system prompts given out so far, one copy each: agents of one type share theirs.
     prompts: dashmap::DashSet<Arc<str>>,
+    /// The schema the primary agent's answer must match ([`Orchestrator::run_typed`]).
+    primary_answer: Mutex<Option<AnswerSchema>>,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -253,6 +270,7 @@ impl Orchestrator {
             team: Arc::new(Team::new(config.team.clone().unwrap_or_default())),
             teams_on: std::sync::atomic::AtomicBool::new(false),
             prompts: dashmap::DashSet::new(),
+            primary_answer: Mutex::new(None),
             registry,
             config,
         })
@@ -439,6 +457,11 @@ impl Orchestrator {
         let model = self.model_for(&spec, &self.config.model_id);
         let mut me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
         me.member = self.open_team(&spec).await;
+        me.answer = self
+            .primary_answer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let outcome = self
             .run_agent(
                 &spec,
@@ -542,7 +565,8 @@ impl Orchestrator {
         background: bool,
     ) -> AgentOutcome {
         let started = Instant::now();
-        let (agent, own_servers) = self.build_agent(spec, &me, cancel, Some(description)).await;
+        let (mut agent, own_servers) = self.build_agent(spec, &me, cancel, Some(description)).await;
+        let fork = me.fork.clone();
         let transcript = agent.transcript.clone();
         // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
         let earlier = transcript.as_ref().map_or(0, |t| t.earlier().elapsed_ms);
@@ -581,7 +605,14 @@ impl Orchestrator {
         });
         let outcome = match start {
             Start::Fresh(prompt) => {
-                let history = vec![Message::user_text(prompt)];
+                let history = match &fork {
+                    Some(base) => {
+                        let (history, point) = crate::run::fork::first_history(base, prompt);
+                        agent.config.fork = Some(point);
+                        history
+                    }
+                    None => vec![Message::user_text(prompt)],
+                };
                 self.journal(Step::Started {
                     agent: path.clone(),
                     agent_type: spec.name.clone(),
@@ -698,7 +729,9 @@ impl Orchestrator {
             .filter(|t| !spec.read_only || t.is_read_only() || !self.is_extra(t.name()))
             .collect();
         let mut available: Vec<&str> = offered.iter().map(|t| t.name()).collect();
-        if me.depth < self.config.limits.max_depth {
+        // A fork offers its parent's tools to the byte, so `Task` too at the depth limit
+        // (where a call is refused); a fork that called it would be refused a fork as well.
+        if me.depth < self.config.limits.max_depth || me.fork.is_some() {
             available.push(TASK_TOOL);
         }
         let visible = self.config.skills.visible(&spec.skills);
@@ -770,13 +803,17 @@ impl Orchestrator {
                 path: me.path.clone(),
                 agent_type: spec.name.clone(),
                 model: me.model.clone(),
-                system: self.shared_prompt(prompt::system_prompt_for(
-                    spec,
-                    me.depth > 0,
-                    &listed,
-                    &self.config.skills,
-                    self.config.instructions.section(),
-                )),
+                system: match &me.fork {
+                    // The parent's own prompt, not one made again: its bytes start the prefix.
+                    Some(base) => base.system.clone(),
+                    None => self.shared_prompt(prompt::system_prompt_for(
+                        spec,
+                        me.depth > 0,
+                        &listed,
+                        &self.config.skills,
+                        self.config.instructions.section(),
+                    )),
+                },
                 max_tokens: self.config.max_tokens,
                 max_turns: spec.max_turns,
                 context_tokens: self.context_window(&me.model).await,
@@ -784,6 +821,9 @@ impl Orchestrator {
                     Some(at) => at.tokens(),
                     None => self.config.compact_at,
                 },
+                effort: crate::run::model_settings::effort_for(spec, &me.model),
+                answer: crate::run::model_settings::answer_for(spec, me.answer.as_ref()),
+                fork: None,
             },
             model: self.config.model.clone(),
             tools,
@@ -801,6 +841,14 @@ impl Orchestrator {
             permissions,
             team: seat,
         };
+        if let Some(base) = &me.fork {
+            if *agent.tools.definitions() != *base.tools {
+                tracing::debug!(
+                    "the fork {} offers other tools than the agent it forks: its first request cannot read that agent's cached prefix",
+                    me.path
+                );
+            }
+        }
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
         }

@@ -17,8 +17,17 @@ impl Orchestrator {
             prompt,
             call,
             background,
+            answer,
+            fork,
         } = *task;
-        let spec = self.subagent_spec(subagent_type)?;
+        let forked;
+        let spec = match fork {
+            Some(base) => {
+                forked = self.fork_spec(base, self.config.delegate.is_some())?;
+                &forked
+            }
+            None => self.subagent_spec(subagent_type)?,
+        };
         let depth = parent.depth + 1;
         if depth > self.config.limits.max_depth {
             return Err(SubagentError::DepthLimit {
@@ -56,6 +65,11 @@ impl Orchestrator {
         };
         let model = self.model_for(spec, &parent.model);
         if let Some(delegate) = &self.config.delegate {
+            if answer.is_some() {
+                return Err(SubagentError::Unusable(
+                    "output_schema on a Task call is not available when subagents run on the engine; give the agent type an output_schema instead".into(),
+                ));
+            }
             let done = delegate
                 .run(crate::run::delegate::DelegatedCall {
                     path: path.clone(),
@@ -100,7 +114,9 @@ impl Orchestrator {
                 });
             }
         };
-        let me = AgentHandle::new(path.clone(), depth, model, workspace);
+        let mut me = AgentHandle::new(path.clone(), depth, model, workspace);
+        me.answer = answer.cloned();
+        me.fork = fork.cloned();
         let outcome = self
             .run_agent(spec, me, description, start, cancel, background)
             .await;

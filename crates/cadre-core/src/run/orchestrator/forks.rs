@@ -1,0 +1,34 @@
+//! The agent type a fork runs as: its parent's, under the name `fork`.
+
+use super::*;
+use crate::run::fork::FORK_TYPE;
+
+impl Orchestrator {
+    /// The spec of a fork of an agent of type `base.agent_type`: that type as it is (its
+    /// tools, limits, effort and schema), named `fork`, working in its parent's workspace
+    /// and waited for like any call. `Err` when subagents run on the engine, which cannot
+    /// carry a conversation.
+    pub(super) fn fork_spec(
+        &self,
+        base: &ForkBase,
+        delegated: bool,
+    ) -> Result<AgentSpec, SubagentError> {
+        if delegated {
+            return Err(SubagentError::Unusable(
+                "a fork is not available when subagents run on the engine; start a subagent of a type with the context it needs in its prompt".into(),
+            ));
+        }
+        let spec = self.registry.get(&base.agent_type).ok_or_else(|| {
+            SubagentError::Unusable(format!(
+                "a fork of a {} agent cannot start: the type is not in this run",
+                base.agent_type
+            ))
+        })?;
+        Ok(AgentSpec {
+            name: FORK_TYPE.to_owned(),
+            isolation: None,
+            background: false,
+            ..spec.clone()
+        })
+    }
+}

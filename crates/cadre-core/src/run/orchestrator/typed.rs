@@ -1,0 +1,36 @@
+//! Typed runs: the primary agent's answer as a value of a Rust type.
+
+use super::*;
+use serde::de::DeserializeOwned;
+
+impl Orchestrator {
+    /// Like [`run`](Self::run), but the primary agent must answer with JSON valid against
+    /// `T`'s schema (derived by schemars; sent as structured outputs, checked here, asked
+    /// again with the error at most twice), and the answer comes back decoded as a `T`.
+    /// `Err(RunError::Answer)` when the agent stopped without a valid answer.
+    pub async fn run_typed<T: DeserializeOwned + schemars::JsonSchema>(
+        self: &Arc<Self>,
+        agent_type: &str,
+        task: &str,
+    ) -> Result<(T, RunSummary), RunError> {
+        let schema = AnswerSchema::of::<T>()
+            .map_err(|why| RunError::Answer(format!("the answer's type cannot be used: {why}")))?;
+        *self
+            .primary_answer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(schema);
+        let (outcome, summary) = self.run(agent_type, task).await?;
+        if !outcome.stop.is_done() {
+            return Err(RunError::Answer(format!(
+                "the agent gave no answer: {}",
+                outcome.stop
+            )));
+        }
+        let value = serde_json::from_str(&outcome.text).map_err(|e| {
+            RunError::Answer(format!(
+                "the answer does not decode as the type asked for: {e}"
+            ))
+        })?;
+        Ok((value, summary))
+    }
+}
