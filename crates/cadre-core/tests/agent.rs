@@ -160,3 +160,13 @@ mod single_agent;
 /// task list claimed atomically, and stop at their caps.
 #[path = "agent/team.rs"]
 mod team;
+
+/// Typed answers: an output schema on a `Task` call or an agent type, checked and retried,
+/// `run_typed`, and per-type effort.
+#[path = "agent/typed.rs"]
+mod typed;
+
+/// Forks: a subagent that starts from its parent's conversation and reads it from the
+/// prompt cache.
+#[path = "agent/forks.rs"]
+mod forks;

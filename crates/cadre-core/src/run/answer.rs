@@ -176,4 +176,46 @@ mod tests {
         assert!(AnswerSchema::new(&json!("no")).is_err());
         assert!(AnswerSchema::new(&json!({"type": 5})).is_err());
     }
+
+    #[test]
+    fn a_rejected_answer_folds_into_the_state_alike_live_and_on_resume() {
+        let schema = AnswerSchema::new(&json!({"type": "integer"})).unwrap();
+        let answer = |text: &str| Step::Response {
+            agent: "main".into(),
+            response: serde_json::from_value(json!({"id": "m", "type": "message",
+                "role": "assistant", "model": "x", "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}))
+            .unwrap(),
+        };
+        let mut steps = vec![
+            Step::Started {
+                agent: "main".into(),
+                agent_type: "main".into(),
+                description: "d".into(),
+                history: vec![cadre_model::Message::user_text("go")],
+            },
+            answer("seven"),
+        ];
+        for n in 1..MAX_ANSWERS {
+            let state = AgentState::from_steps(steps.clone()).unwrap();
+            assert_eq!(state.rejected, n - 1);
+            let Verdict::Retry(step) = judge(&schema, &state, "main") else {
+                panic!("answer {n} was not sent back");
+            };
+            steps.push(step);
+            let state = AgentState::from_steps(steps.clone()).unwrap();
+            assert_eq!(state.next(), crate::run::state::Next::Ask);
+            assert!(state.history.last().unwrap().text().contains("not JSON"));
+            steps.push(answer("still words"));
+        }
+        let state = AgentState::from_steps(steps.clone()).unwrap();
+        assert!(matches!(
+            judge(&schema, &state, "main"),
+            Verdict::Fail(StopKind::InvalidAnswer(_))
+        ));
+        steps.pop();
+        steps.push(answer("7"));
+        let state = AgentState::from_steps(steps).unwrap();
+        assert!(matches!(judge(&schema, &state, "main"), Verdict::Accept(t) if t == "7"));
+    }
 }

@@ -63,7 +63,6 @@ fn every_agent_file_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
             "agents/all-dropped.md:4:1: warning: no tool is left: every entry of tools was dropped (WebFetch, airis-mcp-gateway)",
             "agents/everything.md:15:1: warning: `hooks` ignored: cadre does not run Claude Code hooks",
             "agents/everything.md:21:1: warning: `memory` ignored",
-            "agents/everything.md:23:1: warning: `effort` ignored",
             "agents/everything.md:26:1: warning: `initialPrompt` ignored",
             "agents/lenient.yaml:2:14: warning: not strict YAML (mapping values are not allowed in this context): read line by line; quote the value of `description`",
             "agents/lenient.yaml:7:1: warning: unknown key `colour` ignored",
@@ -118,6 +117,8 @@ fn every_agent_file_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
     assert!(every.background);
     assert_eq!(every.isolation.as_deref(), Some("worktree"));
     assert_eq!(every.color.as_deref(), Some("blue"));
+    // Claude Code's `effort` is the type's effort, sent as output_config.effort.
+    assert_eq!(every.effort(), Some(cadre_model::Effort::High));
     assert_eq!(every.prompt, "You use everything.");
 
     let dropped = registry.get("all-dropped").unwrap();
