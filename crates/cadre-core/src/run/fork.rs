@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub const FORK_TYPE: &str = "fork";
 
 /// How the fork type is listed among the `Task` tool's subagent types.
-pub const DESCRIPTION: &str = "a copy of you that starts from this whole conversation, with your system prompt and your tools; give it only its task, not the context";
+pub const DESCRIPTION: &str = "A copy of you that starts from this whole conversation, with your instructions and your tools. Give it only its task, not the context.";
 
 /// What the `Task` tool's description says of forks and typed answers.
 pub const TASK_NOTE: &str = "With subagent_type \"fork\", the subagent is a copy of you instead: it inherits this whole conversation, your instructions and your tools, and reads them from the prompt cache, so its prompt need hold only its task. A fork does not fork again.\n\nWith output_schema (a JSON Schema object), the subagent must answer with JSON valid against it; that JSON is its result.\n\n";

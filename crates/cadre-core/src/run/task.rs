@@ -44,8 +44,7 @@ pub struct TaskInput {
     /// messages (SendMessage) addressed to this name, which must be new in the run.
     #[serde(default)]
     pub name: Option<String>,
-    /// A JSON Schema (an object) the subagent's final answer must be valid against; its
-    /// result is then that JSON.
+    /// A JSON Schema (an object) the subagent's final answer must be valid against; its result is then that JSON.
     #[serde(default)]
     #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub output_schema: Option<Value>,
