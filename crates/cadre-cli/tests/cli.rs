@@ -191,6 +191,8 @@ mod run_command;
 /// no member started twice and the task list intact; team runs are refused on the engine.
 #[path = "cli/team.rs"]
 mod team;
+#[path = "cli/typed.rs"]
+mod typed;
 
 /// What a person sees on a terminal: the live block, questions and widths.
 #[path = "cli/screen.rs"]
