@@ -89,6 +89,7 @@ impl Orchestrator {
                 // It never got to its first step: it starts now.
                 let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
                 me.member = Some(member.name.clone());
+                me.answer = task.answer.cloned();
                 let rx = self
                     .spawn_member(spec, me, task.description, task.prompt, rebuilt)
                     .await;
@@ -111,6 +112,7 @@ impl Orchestrator {
         self.team.join(&parent.path, member).await;
         let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
         me.member = Some(name.to_owned());
+        me.answer = task.answer.cloned();
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
             .await;
