@@ -288,3 +288,37 @@ fn a_loose_effort_is_repaired_and_an_unknown_one_dropped_with_a_warning() {
     assert!(said[0].starts_with("agents/a.yaml:3:9: warning: unknown `effort: ultra` ignored"));
     assert!(said[1].starts_with("agents/a.yaml:4:1: warning: `output_schema` ignored"));
 }
+
+#[tokio::test]
+async fn an_openai_compatible_server_is_asked_with_response_format_and_checked_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::text(r#"{"names": "core", "count": 1}"#),
+            Reply::text(r#"{"names": ["core"], "count": 1}"#),
+        ],
+    );
+    let config = cadre_model::OpenAiConfig::new()
+        .with_base_url(format!("{}/v1", server.uri()))
+        .with_retry(RetryPolicy::none());
+    let o = Orchestrator::builder()
+        .model(Arc::new(cadre_model::OpenAiModel::new(config).unwrap()))
+        .model_id("local-model")
+        .workspace(dir.path())
+        .build()
+        .unwrap();
+    let (modules, _) = o.run_typed::<Modules>("main", "List").await.unwrap();
+    assert_eq!(modules.names, ["core"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let format = &requests[0].body["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(
+        format["json_schema"]["schema"]["additionalProperties"],
+        json!(false)
+    );
+    assert!(requests[0].body.get("output_config").is_none());
+    assert!(requests[1].last_user_text().contains("/names"));
+}
