@@ -140,6 +140,9 @@ pub struct ToolContext {
     pub allow_network: bool,
     /// The `tool_use` id of the call being run (empty outside a call).
     pub call_id: String,
+    /// A folder outside the workspace that `read_file` may read too, by absolute path (where
+    /// the run keeps subagents' answers too long for a tool result); `None` for none.
+    pub also_readable: Option<Arc<Path>>,
 }
 
 impl ToolContext {
@@ -156,6 +159,20 @@ impl ToolContext {
             sandbox: SandboxMode::default(),
             allow_network: true,
             call_id: String::new(),
+            also_readable: None,
+        }
+    }
+
+    /// Resolves a path a tool only reads: inside the workspace, or (an absolute path)
+    /// inside the folder it may read too; the workspace's refusal otherwise.
+    pub fn resolve_for_reading(&self, path: &str) -> Result<PathBuf, crate::ToolError> {
+        match self.workspace.resolve(path) {
+            Err(refused @ crate::ToolError::OutsideWorkspace { .. }) => self
+                .also_readable
+                .as_deref()
+                .and_then(|folder| Workspace::resolve_in_folder(folder, path))
+                .ok_or(refused),
+            resolved => resolved,
         }
     }
 }

@@ -275,6 +275,7 @@ impl Display {
                 turns,
                 usage,
                 elapsed_ms,
+                ..
             } if *agent != self.primary => {
                 format!(
                     "{agent} {} · {turns} turns · {} tok · {}",
@@ -634,10 +635,7 @@ pub fn usage_table(summary: &RunSummary) -> String {
             tool_calls: a.tool_calls,
             usage: a.usage,
         };
-        let mut outcome = match &a.stop {
-            StopKind::Done => "done".to_owned(),
-            other => other.label().to_owned(),
-        };
+        let mut outcome = a.stop.label().to_owned();
         // An engine run names the worker that ran the agent's last step.
         if let Some(worker) = &a.worker {
             outcome.push_str(&format!(" on {worker}"));
@@ -687,6 +685,7 @@ mod tests {
             turn: 3,
             current_tool: Some("grep parse".into()),
             tokens: 1234,
+            usage: Default::default(),
             color: None,
             background: false,
             member: Some("beta".into()),

@@ -159,6 +159,7 @@ impl Agent {
         } = state;
         self.emit(Event::Finished {
             agent: self.config.path.clone(),
+            outcome: stop.outcome(),
             stop: stop.clone(),
             turns,
             usage,

@@ -4,7 +4,8 @@
 use cadre_core::record::journal::{read_steps, Step, JOURNAL_FILE};
 use cadre_core::run::team::TeamState;
 use cadre_core::{
-    AgentPath, Earlier, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
+    AgentPath, Earlier, Outcome, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine,
+    TranscriptRecord,
 };
 use cadre_model::{ContentBlock, Message, Role, Usage};
 use serde::Deserialize;
@@ -71,6 +72,9 @@ fn first_time(dir: &RunDir) -> Option<SystemTime> {
         .min()
 }
 
+/// The label of work that finished: [`Outcome::Completed`]'s.
+pub const COMPLETED: &str = Outcome::Completed.label();
+
 /// How an agent or a run ended.
 #[derive(Debug, Clone)]
 pub struct Stop {
@@ -104,7 +108,7 @@ impl Stop {
 
     /// Whether it finished its work.
     pub fn is_done(&self) -> bool {
-        self.label == "done"
+        self.label == COMPLETED
     }
 }
 

@@ -47,7 +47,7 @@ impl Orchestrator {
                     finished: Some((stop, text)),
                     ..
                 },
-            )) => return subagent_result(&path, stop, text),
+            )) => return self.task_result(&path, stop, text),
             Some((path, rebuilt)) => (path, Start::Resume(Box::new(rebuilt))),
             None => (
                 self.spawned(parent, &spec.name, call).await,
@@ -70,7 +70,7 @@ impl Orchestrator {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(done.records);
-            return with_report(subagent_result(&path, done.stop, done.text), done.report);
+            return with_report(self.task_result(&path, done.stop, done.text), done.report);
         }
         // An isolated subagent works in a worktree of its own: its Workspace root, which
         // confines its tools and its sandbox alike.
@@ -104,7 +104,7 @@ impl Orchestrator {
         let outcome = self
             .run_agent(spec, me, description, start, cancel, background)
             .await;
-        let result = subagent_result(&path, outcome.stop, outcome.text);
+        let result = self.task_result(&path, outcome.stop, outcome.text);
         match worktree {
             None => result,
             Some(wt) => {
@@ -223,10 +223,10 @@ pub enum SubagentError {
     #[error("{0}")]
     Team(String),
     /// Its background task ended without handing back anything (it was aborted).
-    #[error("it ended without a result: its task was stopped")]
+    #[error("outcome: cancelled — it ended without a result: its task was stopped")]
     Lost,
     /// It ran and stopped before finishing its work.
-    #[error("subagent {path} did not finish: {stop}. Its last message: {last}{report}")]
+    #[error("subagent {path} did not finish — outcome: {}: {stop}. Its last message: {last}{report}", .stop.outcome())]
     Stopped {
         /// The subagent's path.
         path: String,
