@@ -32,6 +32,7 @@ pub async fn ask(
             max_turns: 6,
             context_tokens: 200_000,
             compact_at: None,
+            continuations: 0,
         },
         model,
         tools: ToolSet::new(tools),

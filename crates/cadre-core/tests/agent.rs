@@ -57,6 +57,7 @@ fn agent(
             max_turns,
             context_tokens: 200_000,
             compact_at: None,
+            continuations: 0,
         },
         model,
         tools: ToolSet::new(builtin_tools()),
@@ -157,3 +158,8 @@ mod single_agent;
 /// task list claimed atomically, and stop at their caps.
 #[path = "agent/team.rs"]
 mod team;
+
+/// Results that arrive whole: long reports kept in the run folder and read back, answers
+/// cut at max_tokens continued, and outcomes reported as they happened.
+#[path = "agent/results.rs"]
+mod results;

@@ -7,6 +7,7 @@ use crate::record::journal::{
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
+use crate::run::continuation;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
@@ -42,6 +43,8 @@ pub struct AgentConfig {
     /// Input tokens at which the conversation is compacted (by the server where it can,
     /// else summarised by cadre near the window); `None` never compacts.
     pub compact_at: Option<u64>,
+    /// How many times a final answer cut at `max_tokens` is asked to go on (0: never).
+    pub continuations: u32,
 }
 
 /// One agent: a model, a tool set and the limits it runs under.
@@ -131,6 +134,11 @@ impl Agent {
                     None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
                     None => break StopKind::Done,
                 },
+                // A text answer cut at the output token limit is asked to go on while it may.
+                Next::End(StopKind::MaxTokens) if self.may_go_on(&state) => {
+                    self.record(&mut state, continuation::request(&self.config.path))
+                        .await;
+                }
                 Next::End(stop) => break stop,
                 Next::Answer => {
                     for step in self.answer(&state).await {
@@ -376,6 +384,13 @@ impl Agent {
             Run::Here(work) => run_here(effect, work, &self.ctx.cancel).await,
             Run::Durably(step) => step.await,
         }
+    }
+
+    /// Whether the answer that ended `state`, cut at the output token limit, is asked to go
+    /// on: it may be, and the agent may still send a request.
+    fn may_go_on(&self, state: &AgentState) -> bool {
+        continuation::may_go_on(&state.history, self.config.continuations)
+            && self.should_stop(state.turns).is_none()
     }
 
     /// Whether the loop must stop before sending another request, and why.

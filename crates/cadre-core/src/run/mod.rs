@@ -7,6 +7,7 @@ pub mod budget;
 pub mod builder;
 pub mod compaction;
 pub mod context;
+pub mod continuation;
 pub mod delegate;
 pub(crate) mod mcp_tools;
 pub mod orchestrator;

@@ -14,6 +14,7 @@ use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
 use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
 use crate::run::budget::Budget;
+use crate::run::continuation::MAX_CONTINUATIONS;
 use crate::run::mcp_tools::mcp_tools_for;
 use crate::run::outcome::{AgentOutcome, Outcome, StopKind};
 use crate::run::permissions::Permissions;
@@ -807,6 +808,8 @@ impl Orchestrator {
                     Some(at) => at.tokens(),
                     None => self.config.compact_at,
                 },
+                // A subagent's answer is all its parent gets: a cut one is asked to go on.
+                continuations: if me.depth > 0 { MAX_CONTINUATIONS } else { 0 },
             },
             model: self.config.model.clone(),
             tools,

@@ -1,6 +1,7 @@
 //! Running one subagent for a parent's `Task` call: its path, its worktree, its result.
 
 use super::*;
+use crate::run::continuation;
 use cadre_tools::{ToolError, WorktreeError};
 
 impl Orchestrator {
@@ -40,15 +41,28 @@ impl Orchestrator {
             .resumed_child(&parent.path, call)
             .and_then(|path| self.resumed.remove(&path));
         let (path, start) = match earlier {
-            // It had finished: its result stands (its usage was counted when it was loaded).
+            // It had finished: its result stands (its usage was counted when it was loaded),
+            // unless its cut answer was still to be asked to go on.
             Some((
                 path,
                 AgentState {
                     finished: Some((stop, text)),
+                    history,
                     ..
                 },
-            )) => return self.task_result(&path, stop, text),
-            Some((path, rebuilt)) => (path, Start::Resume(Box::new(rebuilt))),
+            )) if !(stop == StopKind::MaxTokens
+                && continuation::may_go_on(&history, MAX_CONTINUATIONS)) =>
+            {
+                return self.task_result(&path, stop, text)
+            }
+            Some((path, rebuilt)) => {
+                // Any record it had (a cut answer that goes on) gives way to the one it ends with.
+                self.records
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|r| r.path != path);
+                (path, Start::Resume(Box::new(rebuilt)))
+            }
             None => (
                 self.spawned(parent, &spec.name, call).await,
                 Start::Fresh(prompt),
@@ -226,7 +240,7 @@ pub enum SubagentError {
     #[error("outcome: cancelled — it ended without a result: its task was stopped")]
     Lost,
     /// It ran and stopped before finishing its work.
-    #[error("subagent {path} did not finish — outcome: {}: {stop}. Its last message: {last}{report}", .stop.outcome())]
+    #[error("subagent {path} did not finish — outcome: {} ({stop}). Its last message: {last}{report}", .stop.outcome())]
     Stopped {
         /// The subagent's path.
         path: String,
