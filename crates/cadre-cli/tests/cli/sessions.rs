@@ -28,7 +28,7 @@ pub(crate) fn spawn_cadre(
 }
 
 /// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
-fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+pub(crate) fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
     let text = Arc::new(Mutex::new(String::new()));
     let pipe = std::io::BufReader::new(child.stderr.take().unwrap());
     let sink = text.clone();

@@ -78,7 +78,7 @@ pub const COMPLETED: &str = Outcome::Completed.label();
 /// How an agent or a run ended.
 #[derive(Debug, Clone)]
 pub struct Stop {
-    /// A short label: `done`, `max turns`, …
+    /// A short label: `completed`, `turn limit`, `failed: API error`, …
     pub label: String,
     /// The whole story: `the model API failed: …`.
     pub detail: String,
