@@ -472,6 +472,7 @@ fn result_json(outcome: &AgentOutcome, summary: &RunSummary, model: &str) -> ser
         "answer": outcome.text,
         // The same shape as in stream-json's events and summary.json.
         "stop": serde_json::to_value(&outcome.stop).unwrap_or_default(),
+        "outcome": outcome.stop.outcome(),
         "stop_detail": outcome.stop.to_string(),
         "model": model,
         "turns": outcome.turns,

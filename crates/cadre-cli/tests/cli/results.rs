@@ -261,3 +261,55 @@ async fn ctrl_c_reports_a_subagent_at_work_as_cancelled_in_its_task_result_the_t
         journal(dir.path())
     );
 }
+
+#[tokio::test]
+async fn a_long_report_is_kept_whole_in_the_run_folder_and_runs_show_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let report: String = (1..=2_000)
+        .map(|i| format!("{:<49}\n", format!("finding {i:05}")))
+        .collect();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Job L: report")]),
+            Reply::text("parent done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job L".into()),
+        vec![Reply::text(&report)],
+    );
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "PARENT task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let run = the_run(dir.path());
+    let file = run
+        .canonicalize()
+        .unwrap()
+        .join("results/main.explore-1.md");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), report);
+    let head = last_task_result(&server, "PARENT task");
+    assert!(head.len() < 30_000, "{}", head.len());
+    assert!(head.contains("100000 bytes (2000 lines)"), "{head}");
+    assert!(head.contains(file.to_str().unwrap()), "{head}");
+    let saved = summary(&run);
+    assert_eq!(
+        saved["usage"]["agents"][1]["result_file"],
+        "results/main.explore-1.md"
+    );
+    let show = cadre_env(dir.path(), &[], &["runs", "show", "latest"]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout
+            .contains("main/explore#1: its whole answer is in ")
+            && show.stdout.contains("results/main.explore-1.md"),
+        "{}",
+        show.stdout
+    );
+}

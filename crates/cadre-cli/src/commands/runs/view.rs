@@ -178,6 +178,9 @@ pub struct AgentView {
     pub usage: Option<Usage>,
     /// How long it ran, when known.
     pub elapsed_ms: Option<u64>,
+    /// Where its whole answer is kept (relative to the run folder), when it was too long
+    /// for its parent's tool result.
+    pub result_file: Option<String>,
     /// Its transcript.
     pub records: Vec<Record>,
 }
@@ -324,6 +327,7 @@ struct SavedAgent {
     usage: Usage,
     elapsed_ms: u64,
     stop: Recorded<StopKind>,
+    result_file: Option<String>,
 }
 
 /// One run, read back.
@@ -393,6 +397,7 @@ impl RunView {
                 a.usage = Some(saved.usage);
                 a.elapsed_ms = Some(saved.elapsed_ms);
                 a.stop = Some(Stop::from_recorded(&saved.stop));
+                a.result_file.clone_from(&saved.result_file);
             }
         }
         agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
