@@ -134,10 +134,18 @@ impl Agent {
                     None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
                     None => break StopKind::Done,
                 },
-                // A text answer cut at the output token limit is asked to go on while it may.
-                Next::End(StopKind::MaxTokens) if self.may_go_on(&state) => {
-                    self.record(&mut state, continuation::request(&self.config.path))
-                        .await;
+                // A text answer cut at the output token limit is asked to go on while it may;
+                // one that cannot, for the agent must stop, ends for that reason.
+                Next::End(StopKind::MaxTokens)
+                    if continuation::may_go_on(&state.history, self.config.continuations) =>
+                {
+                    match self.should_stop(state.turns) {
+                        Some(stop) => break stop,
+                        None => {
+                            let step = continuation::request(&self.config.path);
+                            self.record(&mut state, step).await;
+                        }
+                    }
                 }
                 Next::End(stop) => break stop,
                 Next::Answer => {
@@ -384,13 +392,6 @@ impl Agent {
             Run::Here(work) => run_here(effect, work, &self.ctx.cancel).await,
             Run::Durably(step) => step.await,
         }
-    }
-
-    /// Whether the answer that ended `state`, cut at the output token limit, is asked to go
-    /// on: it may be, and the agent may still send a request.
-    fn may_go_on(&self, state: &AgentState) -> bool {
-        continuation::may_go_on(&state.history, self.config.continuations)
-            && self.should_stop(state.turns).is_none()
     }
 
     /// Whether the loop must stop before sending another request, and why.

@@ -463,3 +463,37 @@ async fn a_run_given_up_mid_task_records_its_unended_agents_as_cancelled() {
     .unwrap();
     assert_eq!(saved["usage"]["agents"][1]["outcome"], "cancelled");
 }
+
+#[tokio::test]
+async fn a_cut_answer_with_no_turn_left_to_go_on_ends_at_the_turn_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "brief", "Job E: explain")]),
+            Reply::text("noted"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job E".into()),
+        vec![Reply::text("Only the sta").stop_reason("max_tokens")],
+    );
+    let (spec, problems) = AgentSpec::parse_yaml(
+        std::path::Path::new("brief.yaml"),
+        "name: brief\ndescription: Answers in one turn.\nmode: subagent\nmax_turns: 1\ntools: [read_file]\nprompt: Be brief.\n",
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    let mut registry = Registry::shipped();
+    registry.insert(spec.unwrap());
+    let o = mock_builder(&server, dir.path())
+        .registry(registry)
+        .build()
+        .unwrap();
+    let (_, summary) = o.run("main", "PARENT task").await.unwrap();
+    assert_eq!(requests_of(&server, "Job E").len(), 1);
+    let (text, is_error) = result_of(&server, "PARENT task", "t1");
+    assert!(is_error && text.contains("outcome: turn limit"), "{text}");
+    assert!(text.contains("Only the sta"), "{text}");
+    assert_eq!(summary.usage.agents[1].outcome, Outcome::TurnLimit);
+}
