@@ -637,7 +637,10 @@ impl Orchestrator {
         if let Some(t) = &transcript {
             t.outcome_after(&outcome, elapsed_ms);
         }
-        self.roster.remove(&path);
+        // Off the roster already, it was recorded when the run was given up.
+        if self.roster.remove(&path).is_none() {
+            return outcome;
+        }
         let result_file = self.result_name(&path, depth, &outcome.text);
         self.records
             .lock()

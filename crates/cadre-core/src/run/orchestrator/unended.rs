@@ -8,9 +8,12 @@ impl Orchestrator {
     /// Records every agent still on the roster as stopped by `stop` and tells the events,
     /// taking it off the roster.
     pub(super) fn record_unended(&self, stop: &StopKind) {
-        let unended: Vec<RosterEntry> = self.roster.iter().map(|e| e.value().clone()).collect();
-        for entry in unended {
-            self.roster.remove(&entry.path);
+        let unended: Vec<String> = self.roster.iter().map(|e| e.key().clone()).collect();
+        for path in unended {
+            // One that ends meanwhile records itself.
+            let Some((_, entry)) = self.roster.remove(&path) else {
+                continue;
+            };
             let elapsed_ms = millis(entry.started.elapsed());
             self.observe(Event::Finished {
                 agent: entry.path.clone(),
