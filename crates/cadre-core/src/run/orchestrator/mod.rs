@@ -192,8 +192,8 @@ pub struct Orchestrator {
     teams_on: std::sync::atomic::AtomicBool,
     /// The system prompts given out so far, one copy each: agents of one type share theirs.
     prompts: dashmap::DashSet<Arc<str>>,
-    /// Where long answers are kept when the run has no folder.
-    temp_results: results::TempResults,
+    /// Where long answers are kept.
+    results: results::ResultsFolder,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -259,7 +259,7 @@ impl Orchestrator {
             journal,
             resumed: DashMap::new(),
             children: DashMap::new(),
-            temp_results: results::TempResults::new(&unsaved_id),
+            results: results::ResultsFolder::new(&unsaved_id),
             unsaved_id,
             streams: RwLock::default(),
             team: Arc::new(Team::new(config.team.clone().unwrap_or_default())),
@@ -787,7 +787,7 @@ impl Orchestrator {
         ctx.sandbox = self.config.sandbox;
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
-        ctx.also_readable = Some(self.results_dir().into());
+        ctx.also_readable = Some(self.readable_results());
         if let Some(p) = &permissions {
             p.withhold(&mut tools, &ctx);
         }

@@ -15,15 +15,20 @@ use std::path::Path;
 /// is, and what a failed or isolated subagent's result adds around its answer.
 const ROOM_AROUND: usize = 2_000;
 
-/// Where a run without a run folder keeps long answers: a folder in the system's temporary
-/// directory, made when the first one comes and removed with the orchestrator.
+/// Where long answers are kept: the run folder's `results/` once the run has a folder; else
+/// a folder in the system's temporary directory, made when the first one comes and removed
+/// with the orchestrator.
 #[derive(Debug)]
-pub(super) struct TempResults {
+pub(super) struct ResultsFolder {
+    /// The temporary folder, for a run without a folder.
     dir: PathBuf,
+    /// Whether this orchestrator made the temporary folder (and so removes it).
     made: Mutex<bool>,
+    /// The run folder's `results/`, once the run has its folder: one copy for every agent.
+    in_run_dir: std::sync::OnceLock<Arc<Path>>,
 }
 
-impl TempResults {
+impl ResultsFolder {
     /// A folder name no other orchestrator of this or another process uses.
     pub(super) fn new(run_id: &str) -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -31,6 +36,7 @@ impl TempResults {
         Self {
             dir: std::env::temp_dir().join(format!("cadre-results-{run_id}-{n}")),
             made: Mutex::new(false),
+            in_run_dir: std::sync::OnceLock::new(),
         }
     }
 
@@ -49,7 +55,7 @@ impl TempResults {
     }
 }
 
-impl Drop for TempResults {
+impl Drop for ResultsFolder {
     fn drop(&mut self) {
         if *self.made.get_mut().unwrap_or_else(|e| e.into_inner()) {
             if let Err(e) = std::fs::remove_dir_all(&self.dir) {
@@ -60,12 +66,20 @@ impl Drop for TempResults {
 }
 
 impl Orchestrator {
-    /// The folder long answers are kept in: the run folder's `results/`, or the
-    /// orchestrator's temporary one. Every agent's `read_file` may read it.
-    pub(super) fn results_dir(&self) -> PathBuf {
+    /// The folder long answers are kept in, which every agent's `read_file` may read: the
+    /// run folder's `results/` (one copy shared by every agent), or the orchestrator's
+    /// temporary one.
+    pub(super) fn readable_results(&self) -> Arc<Path> {
+        if let Some(dir) = self.results.in_run_dir.get() {
+            return dir.clone();
+        }
         match self.run_dir() {
-            Some(dir) => dir.results_dir(),
-            None => self.temp_results.dir.clone(),
+            Some(dir) => self
+                .results
+                .in_run_dir
+                .get_or_init(|| dir.results_dir().into())
+                .clone(),
+            None => self.results.dir.as_path().into(),
         }
     }
 
@@ -128,10 +142,10 @@ impl Orchestrator {
                 dir.result_file(&AgentPath::parse(path))
             }
             None => {
-                self.temp_results.make()?;
+                self.results.make()?;
                 let name = RunDir::result_name(&AgentPath::parse(path));
                 let name = Path::new(&name).file_name().map(PathBuf::from);
-                self.temp_results.dir.join(name.unwrap_or_default())
+                self.results.dir.join(name.unwrap_or_default())
             }
         };
         std::fs::write(&file, text)?;
