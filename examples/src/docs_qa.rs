@@ -35,6 +35,7 @@ pub async fn ask(
             effort: None,
             answer: None,
             fork: None,
+            continuations: 0,
         },
         model,
         tools: ToolSet::new(tools),

@@ -202,3 +202,8 @@ mod screen;
 /// timeline page.
 #[path = "cli/team_view.rs"]
 mod team_view;
+
+/// Results that arrive whole and outcomes told as they happened: a cut report, a killed
+/// subagent, a cancelled one, in the table, `summary.json` and `cadre runs`.
+#[path = "cli/results.rs"]
+mod results;

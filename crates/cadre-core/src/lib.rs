@@ -104,7 +104,7 @@ pub use run::orchestrator::{
     primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
     DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
-pub use run::outcome::{AgentOutcome, StopKind};
+pub use run::outcome::{AgentOutcome, Outcome, StopKind};
 pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
     PermissionsSnapshot, RuleFrom,

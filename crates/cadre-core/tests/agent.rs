@@ -60,6 +60,7 @@ fn agent(
             effort: None,
             answer: None,
             fork: None,
+            continuations: 0,
         },
         model,
         tools: ToolSet::new(builtin_tools()),
@@ -160,6 +161,11 @@ mod single_agent;
 /// task list claimed atomically, and stop at their caps.
 #[path = "agent/team.rs"]
 mod team;
+
+/// Results that arrive whole: long reports kept in the run folder and read back, answers
+/// cut at max_tokens continued, and outcomes reported as they happened.
+#[path = "agent/results.rs"]
+mod results;
 
 /// Typed answers: an output schema on a `Task` call or an agent type, checked and retried,
 /// `run_typed`, and per-type effort.

@@ -144,6 +144,9 @@ pub struct ToolContext {
     /// ([`Tool::wants_conversation`](crate::Tool::wants_conversation)); its type is the
     /// agent loop's, which this crate does not know.
     pub conversation: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// A folder outside the workspace that `read_file` may read too, by absolute path (where
+    /// the run keeps subagents' answers too long for a tool result); `None` for none.
+    pub also_readable: Option<Arc<Path>>,
 }
 
 impl ToolContext {
@@ -161,6 +164,20 @@ impl ToolContext {
             allow_network: true,
             call_id: String::new(),
             conversation: None,
+            also_readable: None,
+        }
+    }
+
+    /// Resolves a path a tool only reads: inside the workspace, or (an absolute path)
+    /// inside the folder it may read too; the workspace's refusal otherwise.
+    pub fn resolve_for_reading(&self, path: &str) -> Result<PathBuf, crate::ToolError> {
+        match self.workspace.resolve(path) {
+            Err(refused @ crate::ToolError::OutsideWorkspace { .. }) => self
+                .also_readable
+                .as_deref()
+                .and_then(|folder| Workspace::resolve_in_folder(folder, path))
+                .ok_or(refused),
+            resolved => resolved,
         }
     }
 }

@@ -63,6 +63,19 @@ impl Workspace {
         }
     }
 
+    /// Resolves the absolute `path` as [`resolve`](Self::resolve) does, but inside `folder`
+    /// instead of the root: for a folder outside the workspace that tools may read too.
+    /// `folder` need not exist yet; `None` when the path is not inside it.
+    pub fn resolve_in_folder(folder: &Path, path: &str) -> Option<PathBuf> {
+        let given = Path::new(path);
+        if !given.is_absolute() || path.contains('\0') {
+            return None;
+        }
+        let folder = resolve_existing_prefix(folder, 0)?;
+        let resolved = resolve_existing_prefix(given, 0)?;
+        resolved.starts_with(&folder).then_some(resolved)
+    }
+
     /// `abs` relative to the root for messages (`.` for the root itself); other paths as given.
     pub fn display(&self, abs: &Path) -> String {
         match abs.strip_prefix(&self.root) {
@@ -153,6 +166,28 @@ mod tests {
         assert_eq!(ws.resolve(".").unwrap(), ws.root());
         assert_eq!(ws.display(&expected), "src/a.rs");
         assert_eq!(ws.display(ws.root()), ".");
+    }
+
+    #[test]
+    fn a_readable_folder_outside_takes_absolute_paths_inside_it_only() {
+        let (_d, outside, _ws) = setup();
+        let folder = outside.path().join("results");
+        let file = folder.join("a.md");
+        let inside = file.to_str().unwrap();
+        // The folder need not exist for its paths to resolve.
+        assert!(Workspace::resolve_in_folder(&folder, inside).is_some());
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(&file, "x").unwrap();
+        assert_eq!(
+            Workspace::resolve_in_folder(&folder, inside),
+            Some(file.canonicalize().unwrap())
+        );
+        let escape = format!("{}/../other.md", folder.display());
+        assert_eq!(Workspace::resolve_in_folder(&folder, &escape), None);
+        assert_eq!(Workspace::resolve_in_folder(&folder, "a.md"), None);
+        symlink("/etc", folder.join("etc")).unwrap();
+        let through = format!("{}/etc/passwd", folder.display());
+        assert_eq!(Workspace::resolve_in_folder(&folder, &through), None);
     }
 
     #[test]

@@ -275,6 +275,7 @@ impl Display {
                 turns,
                 usage,
                 elapsed_ms,
+                ..
             } if *agent != self.primary => {
                 format!(
                     "{agent} {} · {turns} turns · {} tok · {}",
@@ -471,6 +472,7 @@ fn result_json(outcome: &AgentOutcome, summary: &RunSummary, model: &str) -> ser
         "answer": outcome.text,
         // The same shape as in stream-json's events and summary.json.
         "stop": serde_json::to_value(&outcome.stop).unwrap_or_default(),
+        "outcome": outcome.stop.outcome(),
         "stop_detail": outcome.stop.to_string(),
         "model": model,
         "turns": outcome.turns,
@@ -634,10 +636,7 @@ pub fn usage_table(summary: &RunSummary) -> String {
             tool_calls: a.tool_calls,
             usage: a.usage,
         };
-        let mut outcome = match &a.stop {
-            StopKind::Done => "done".to_owned(),
-            other => other.label().to_owned(),
-        };
+        let mut outcome = a.stop.label().to_owned();
         // An engine run names the worker that ran the agent's last step.
         if let Some(worker) = &a.worker {
             outcome.push_str(&format!(" on {worker}"));
@@ -687,6 +686,7 @@ mod tests {
             turn: 3,
             current_tool: Some("grep parse".into()),
             tokens: 1234,
+            usage: Default::default(),
             color: None,
             background: false,
             member: Some("beta".into()),

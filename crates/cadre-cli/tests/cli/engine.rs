@@ -1134,7 +1134,7 @@ async fn an_engine_run_says_its_id_is_listed_and_resume_finds_it_without_one() {
     let listed = cadre_env(dir.path(), &[], &["runs", "list", "--json"]).await;
     let runs: Value = serde_json::from_str(listed.stdout.trim()).unwrap();
     assert_eq!(runs[0]["id"], id.as_str(), "{runs}");
-    assert_eq!(runs[0]["outcome"], "done", "{runs}");
+    assert_eq!(runs[0]["outcome"], "completed", "{runs}");
     assert_eq!(runs[0]["engine"], true, "{runs}");
     // The run folder holds each agent's transcript, with times, as a local run's does.
     let folder = dir.path().join(format!(".cadre/runs/{id}"));

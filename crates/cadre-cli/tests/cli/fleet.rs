@@ -39,7 +39,7 @@ async fn a_run_with_subagents_logs_each_one_and_tables_usage_per_agent() {
     for want in [
         "main/explore#1 started: job t1",
         "main/explore#1 grep alpha",
-        "main/plan#1 done",
+        "main/plan#1 completed",
         "explore#1",
         "plan#1",
         "total",

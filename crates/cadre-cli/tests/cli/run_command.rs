@@ -27,7 +27,7 @@ async fn run_prints_the_answer_the_tools_and_usage() {
     );
     assert!(out.stderr.contains("read_file README.md"), "{}", out.stderr);
     assert!(
-        out.stderr.contains("outcome") && out.stderr.contains("done"),
+        out.stderr.contains("outcome") && out.stderr.contains("completed"),
         "{}",
         out.stderr
     );

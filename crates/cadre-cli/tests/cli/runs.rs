@@ -86,14 +86,14 @@ async fn list_and_show_read_back_finished_and_unfinished_runs() {
     let lines: Vec<&str> = list.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", list.stdout);
     assert!(lines[1].starts_with(&runs.stopped), "{}", list.stdout);
-    assert!(lines[1].contains("max turns"), "{}", lines[1]);
+    assert!(lines[1].contains("turn limit"), "{}", lines[1]);
     assert!(lines[1].contains("Count the files"), "{}", lines[1]);
     assert!(lines[2].starts_with(&runs.fleet), "{}", list.stdout);
-    assert!(lines[2].contains(" done "), "{}", lines[2]);
+    assert!(lines[2].contains(" completed "), "{}", lines[2]);
     let agents = |line: &str| -> String {
         let after = line.split_whitespace().collect::<Vec<_>>();
         // id, date, time, outcome (one or two words), agents…
-        let at = if after[3] == "max" { 5 } else { 4 };
+        let at = if after[3] == "turn" { 5 } else { 4 };
         after[at].to_owned()
     };
     assert_eq!(agents(lines[1]), "1", "{}", lines[1]);
@@ -111,10 +111,10 @@ async fn list_and_show_read_back_finished_and_unfinished_runs() {
     let items = items.as_array().unwrap();
     assert_eq!(items.len(), 2);
     assert_eq!(items[0]["id"], runs.stopped.as_str());
-    assert_eq!(items[0]["outcome"], "max turns");
+    assert_eq!(items[0]["outcome"], "turn limit");
     assert_eq!(items[0]["agents"], 1);
     assert_eq!(items[1]["id"], runs.fleet.as_str());
-    assert_eq!(items[1]["outcome"], "done");
+    assert_eq!(items[1]["outcome"], "completed");
     assert_eq!(items[1]["finished"], true);
     assert_eq!(items[1]["agents"], 4);
     assert_eq!(items[1]["task"], TASK);
@@ -135,10 +135,10 @@ async fn list_and_show_read_back_finished_and_unfinished_runs() {
         let line = row(text, name);
         assert!(line.starts_with(&format!("  {name}")), "{line}");
         let cols: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(&cols[1..5], [kind, "done", "2", tools], "{line}");
+        assert_eq!(&cols[1..5], [kind, "completed", "2", tools], "{line}");
     }
     let main: Vec<&str> = row(text, "main").split_whitespace().collect();
-    assert_eq!(&main[1..5], ["main", "done", "2", "3"], "{text}");
+    assert_eq!(&main[1..5], ["main", "completed", "2", "3"], "{text}");
     assert!(text.contains(TASK), "{text}");
     assert!(
         text.contains("Survey complete: alpha, beta, gamma."),
@@ -148,7 +148,7 @@ async fn list_and_show_read_back_finished_and_unfinished_runs() {
     let latest = cadre_env(ws, &[], &["runs", "show", "latest"]).await;
     assert_eq!(latest.code, 0, "{}", latest.stderr);
     assert!(latest.stdout.contains(&format!("run {}", runs.stopped)));
-    assert!(row(&latest.stdout, "main").contains("max turns"));
+    assert!(row(&latest.stdout, "main").contains("turn limit"));
 
     // Unknown or ambiguous ids are usage errors that say which ids exist.
     let unknown = cadre_env(ws, &[], &["runs", "show", "19990101"]).await;
@@ -202,7 +202,7 @@ async fn list_and_show_read_back_finished_and_unfinished_runs() {
     let text = &show.stdout;
     assert!(text.contains("unfinished"), "{text}");
     assert!(text.contains("no summary.json"), "{text}");
-    assert!(row(text, "explore#1").contains(" done "), "{text}");
+    assert!(row(text, "explore#1").contains(" completed "), "{text}");
     let cols: Vec<String> = row(text, "explore#2")
         .split_whitespace()
         .map(str::to_owned)

@@ -28,7 +28,7 @@ pub(crate) fn spawn_cadre(
 }
 
 /// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
-fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+pub(crate) fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
     let text = Arc::new(Mutex::new(String::new()));
     let pipe = std::io::BufReader::new(child.stderr.take().unwrap());
     let sink = text.clone();
@@ -328,6 +328,18 @@ async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
+    // The agents it gave up at work are there, cancelled, not left out.
+    let outcomes: Vec<(&str, &str)> = summary["usage"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["path"].as_str().unwrap(), a["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [("main", "cancelled"), ("main/code#1", "cancelled")],
+        "{summary}"
+    );
 }
 
 /// The defect: a second Ctrl-C called `process::exit`, so whatever the first one was

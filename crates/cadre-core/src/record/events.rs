@@ -1,6 +1,6 @@
 //! Structured events every agent emits while it runs.
 
-use crate::run::outcome::StopKind;
+use crate::run::outcome::{Outcome, StopKind};
 use cadre_model::{CompactionUsage, Usage};
 use serde::Serialize;
 use std::sync::Arc;
@@ -151,7 +151,10 @@ pub enum Event {
     Finished {
         /// Its path.
         agent: String,
-        /// Why.
+        /// What became of its work: `completed`, `cut`, `turn_limit`, `budget`,
+        /// `cancelled` or `failed` (always `stop`'s outcome).
+        outcome: Outcome,
+        /// Why, as the raw reason.
         stop: StopKind,
         /// Model requests made.
         turns: u32,

@@ -14,6 +14,9 @@ pub const SUMMARY_FILE: &str = "summary.json";
 /// What a run on a durable engine leaves in its folder: how to find the run again.
 pub const ENGINE_FILE: &str = "engine.json";
 
+/// The folder of a run's whole subagent answers that were too long for a tool result.
+pub const RESULTS_DIR: &str = "results";
+
 /// The extension of transcripts (the journal has it too).
 const JSONL: &str = "jsonl";
 
@@ -129,6 +132,23 @@ impl RunDir {
     /// The note a run on a durable engine leaves (`engine.json`).
     pub fn engine_file(&self) -> PathBuf {
         self.dir.join(ENGINE_FILE)
+    }
+
+    /// The folder of whole answers too long for a tool result (`results/`).
+    pub fn results_dir(&self) -> PathBuf {
+        self.dir.join(RESULTS_DIR)
+    }
+
+    /// Where the whole final answer of the agent at `agent` is kept when it is too long for
+    /// its parent's tool result (`main/explore#2` → `results/main.explore-2.md`).
+    pub fn result_file(&self, agent: &AgentPath) -> PathBuf {
+        self.dir.join(Self::result_name(agent))
+    }
+
+    /// [`result_file`](Self::result_file) relative to the run folder, as `summary.json`
+    /// names it.
+    pub fn result_name(agent: &AgentPath) -> String {
+        format!("{RESULTS_DIR}/{}.md", agent.transcript_key())
     }
 
     /// The transcript of the agent at `agent` (`main/explore#2` → `main.explore-2.jsonl`).
@@ -445,6 +465,11 @@ mod tests {
         assert_eq!(run.summary_file(), run.path().join("summary.json"));
         assert_eq!(run.engine_file(), run.path().join("engine.json"));
         let explorer = AgentPath::parse("main/explore#2");
+        assert_eq!(
+            run.result_file(&explorer),
+            run.path().join("results/main.explore-2.md")
+        );
+        assert!(run.result_file(&explorer).starts_with(run.results_dir()));
         assert_eq!(
             run.transcript_file(&explorer),
             run.path().join("main.explore-2.jsonl")

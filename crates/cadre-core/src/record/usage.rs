@@ -1,7 +1,7 @@
 //! Token use and outcomes rolled up per agent, per agent type, and for the whole run.
 
 use crate::record::run_dir::AgentPath;
-use crate::run::outcome::StopKind;
+use crate::run::outcome::{Outcome, StopKind};
 use cadre_model::Usage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,11 +26,24 @@ pub struct AgentRecord {
     pub usage: Usage,
     /// How long it ran, in milliseconds.
     pub elapsed_ms: u64,
-    /// Why it stopped.
+    /// What became of its work (always `stop`'s outcome).
+    #[serde(default = "unknown_outcome")]
+    pub outcome: Outcome,
+    /// Why it stopped, as the raw reason.
     pub stop: StopKind,
+    /// Its whole final answer, kept in the run folder (this path is relative to it) because
+    /// it was longer than its parent's tool result may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_file: Option<String>,
     /// The worker that ran its last step, when it ran on an engine's workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+}
+
+/// What a record from before outcomes were written says until [`UsageReport::new`] reads
+/// its stop.
+fn unknown_outcome() -> Outcome {
+    Outcome::Failed
 }
 
 /// Sums of several agents' records.
@@ -72,6 +85,10 @@ impl UsageReport {
     /// `main/explore#2`, … with numbers compared as numbers).
     pub fn new(mut agents: Vec<AgentRecord>) -> Self {
         agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
+        // The outcome follows from the stop, whoever made the record.
+        for a in &mut agents {
+            a.outcome = a.stop.outcome();
+        }
         let mut by_type: BTreeMap<String, Totals> = BTreeMap::new();
         let mut total = Totals::default();
         for r in &agents {

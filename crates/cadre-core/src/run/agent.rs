@@ -8,6 +8,7 @@ use crate::record::transcript::Transcript;
 use crate::run::answer::{judge, AnswerSchema, Verdict};
 use crate::run::budget::Budget;
 use crate::run::context;
+use crate::run::continuation;
 use crate::run::fork::{ForkBase, ForkPoint};
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
@@ -52,6 +53,8 @@ pub struct AgentConfig {
     /// Where its first request marks the prefix it shares with the agent it was forked
     /// from, when it is a fork (see [`crate::run::fork`]).
     pub fork: Option<ForkPoint>,
+    /// How many times a final answer cut at `max_tokens` is asked to go on (0: never).
+    pub continuations: u32,
 }
 
 /// One agent: a model, a tool set and the limits it runs under.
@@ -153,6 +156,19 @@ impl Agent {
                         },
                     },
                 },
+                // A text answer cut at the output token limit is asked to go on while it may;
+                // one that cannot, for the agent must stop, ends for that reason.
+                Next::End(StopKind::MaxTokens)
+                    if continuation::may_go_on(&state.history, self.config.continuations) =>
+                {
+                    match self.should_stop(state.turns) {
+                        Some(stop) => break stop,
+                        None => {
+                            let step = continuation::request(&self.config.path);
+                            self.record(&mut state, step).await;
+                        }
+                    }
+                }
                 Next::End(stop) => break stop,
                 Next::Answer => {
                     for step in self.answer(&state).await {
@@ -181,6 +197,7 @@ impl Agent {
         } = state;
         self.emit(Event::Finished {
             agent: self.config.path.clone(),
+            outcome: stop.outcome(),
             stop: stop.clone(),
             turns,
             usage,

@@ -8,6 +8,7 @@ pub mod budget;
 pub mod builder;
 pub mod compaction;
 pub mod context;
+pub mod continuation;
 pub mod delegate;
 pub mod fork;
 pub(crate) mod mcp_tools;

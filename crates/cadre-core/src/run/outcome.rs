@@ -28,6 +28,50 @@ pub enum StopKind {
     Other(String),
     /// Its answers did not match the output schema it was given; the last error.
     InvalidAnswer(String),
+    /// It never ended: it was still at work when its run was given up or its process died,
+    /// and it was not resumed.
+    Killed,
+}
+
+/// What became of an agent's work, in one word: the label every report uses (the `Task`
+/// result, the events, the usage table, `summary.json`, `cadre runs`). [`StopKind`] keeps
+/// the raw reason beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It finished its work and its answer is whole.
+    Completed,
+    /// Its answer was cut at the output token limit (after the continuations it was given).
+    Cut,
+    /// It used all its turns.
+    TurnLimit,
+    /// The run's token budget ran out.
+    Budget,
+    /// It was cancelled (Ctrl-C, `TaskStop`, or its parent stopping).
+    Cancelled,
+    /// It failed: the model API failed or refused, its context overflowed, it was killed,
+    /// or its answer never matched its output schema.
+    Failed,
+}
+
+impl Outcome {
+    /// The word for it: `completed`, `cut`, `turn limit`, `budget`, `cancelled`, `failed`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Cut => "cut",
+            Self::TurnLimit => "turn limit",
+            Self::Budget => "budget",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
 }
 
 impl StopKind {
@@ -36,19 +80,34 @@ impl StopKind {
         matches!(self, Self::Done)
     }
 
-    /// A short label for tables and logs.
-    pub fn label(&self) -> &str {
+    /// What became of the work, in one word.
+    pub fn outcome(&self) -> Outcome {
         match self {
-            Self::Done => "done",
-            Self::MaxTokens => "max tokens",
-            Self::Refusal => "refused",
-            Self::ContextWindowExceeded => "context full",
-            Self::MaxTurns => "max turns",
-            Self::Budget => "budget",
-            Self::Cancelled => "cancelled",
-            Self::ModelError(_) => "API error",
-            Self::Other(_) => "stopped",
-            Self::InvalidAnswer(_) => "invalid answer",
+            Self::Done => Outcome::Completed,
+            Self::MaxTokens => Outcome::Cut,
+            Self::MaxTurns => Outcome::TurnLimit,
+            Self::Budget => Outcome::Budget,
+            Self::Cancelled => Outcome::Cancelled,
+            Self::Refusal
+            | Self::ContextWindowExceeded
+            | Self::ModelError(_)
+            | Self::Other(_)
+            | Self::Killed
+            | Self::InvalidAnswer(_) => Outcome::Failed,
+        }
+    }
+
+    /// A short label for tables and logs: the [`Outcome`], with how it failed when it did
+    /// (`failed: API error`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Refusal => "failed: refused",
+            Self::ContextWindowExceeded => "failed: context full",
+            Self::ModelError(_) => "failed: API error",
+            Self::Other(_) => "failed: stopped",
+            Self::Killed => "failed: killed",
+            Self::InvalidAnswer(_) => "failed: invalid answer",
+            other => other.outcome().label(),
         }
     }
 }
@@ -70,6 +129,9 @@ impl std::fmt::Display for StopKind {
             Self::ModelError(e) => write!(f, "the model API failed: {e}"),
             Self::Other(r) => write!(f, "the model stopped for an unknown reason: {r}"),
             Self::InvalidAnswer(e) => write!(f, "its answer did not match the output schema: {e}"),
+            Self::Killed => {
+                f.write_str("it was still at work when its run was given up or its process died")
+            }
         }
     }
 }

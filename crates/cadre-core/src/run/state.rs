@@ -384,14 +384,10 @@ pub(crate) fn terminal(reason: &StopReason) -> Option<StopKind> {
     }
 }
 
-/// The text of the last assistant message.
+/// The final answer: the text of the last assistant message, joined after the pieces it
+/// continues when it was cut and asked to go on.
 pub(crate) fn final_text(history: &[Message]) -> String {
-    history
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::Assistant)
-        .map(Message::text)
-        .unwrap_or_default()
+    crate::run::continuation::answer(history)
 }
 
 #[cfg(test)]

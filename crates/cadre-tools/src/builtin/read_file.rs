@@ -68,7 +68,7 @@ impl TypedTool for ReadFileTool {
         }
         // Line 0 does not exist; take it as "from the start" rather than fail.
         let offset = input.offset.unwrap_or(1).max(1);
-        let abs = ctx.workspace.resolve(&input.path)?;
+        let abs = ctx.resolve_for_reading(&input.path)?;
         let shown = ctx.workspace.display(&abs);
         let max_read = ctx.limits.max_read_bytes;
         let file = {

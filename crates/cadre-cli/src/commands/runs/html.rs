@@ -1,7 +1,7 @@
 //! `cadre runs show ID --html FILE`: one self-contained page (inline CSS and JS, nothing
 //! fetched) with a timeline lane per agent, its turns and tool calls as bars.
 
-use super::view::{AgentView, Call, RecordKind, RunView};
+use super::view::{AgentView, Call, RecordKind, RunView, COMPLETED};
 use crate::common::display::{clock, human_tokens, truncate};
 use cadre_core::describe_call;
 use std::collections::HashMap;
@@ -419,7 +419,11 @@ pub fn page(run: &RunView) -> String {
         id = escape(&run.id),
         task = escape(&run.task),
         outcome = escape(run.outcome()),
-        outcome_class = if run.outcome() == "done" { "ok" } else { "bad" },
+        outcome_class = if run.outcome() == COMPLETED {
+            "ok"
+        } else {
+            "bad"
+        },
         started = escape(&run.started),
         agents = run.agents.len(),
         tokens = human_tokens(run.tokens()),
@@ -463,7 +467,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
             .unwrap_or_default(),
         outcome = escape(agent.outcome()),
         outcome_class = match agent.outcome() {
-            "done" => "ok",
+            COMPLETED => "ok",
             "unfinished" => "open",
             _ => "bad",
         },
@@ -701,7 +705,7 @@ mod tests {
             path: path.to_owned(),
             agent_type: "explore".to_owned(),
             stop: Some(Stop {
-                label: "done".into(),
+                label: COMPLETED.into(),
                 detail: "finished".into(),
             }),
             records: kinds

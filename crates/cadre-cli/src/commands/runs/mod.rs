@@ -57,7 +57,7 @@ pub async fn runs(cmd: RunsCommand, root: &Path) -> Result<Code> {
                     );
                 }
                 None => {
-                    print_show(&run);
+                    print_show(&run, found.path());
                     // Outside a git repository there are no branches to list.
                     let branches = cadre_tools::worktree::branches(root, &run.id)
                         .await
@@ -172,7 +172,7 @@ fn print_list(runs: &[RunView], total: usize) {
     }
 }
 
-fn print_show(run: &RunView) {
+fn print_show(run: &RunView, dir: &Path) {
     outln!(
         "run {} · started {} UTC · {} · {} agents · {} tok · {}",
         run.id,
@@ -227,6 +227,13 @@ fn print_show(run: &RunView) {
     for a in &run.agents {
         if let Some(stop) = a.stop.as_ref().filter(|s| !s.is_done()) {
             outln!("{}: {}", a.path, stop.detail);
+        }
+        if let Some(file) = &a.result_file {
+            outln!(
+                "{}: its whole answer is in {}",
+                a.path,
+                dir.join(file).display()
+            );
         }
     }
     if let Some(team) = &run.team {

@@ -4,7 +4,8 @@
 use cadre_core::record::journal::{read_steps, Step, JOURNAL_FILE};
 use cadre_core::run::team::TeamState;
 use cadre_core::{
-    AgentPath, Earlier, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine, TranscriptRecord,
+    AgentPath, Earlier, Outcome, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine,
+    TranscriptRecord,
 };
 use cadre_model::{ContentBlock, Message, Role, Usage};
 use serde::Deserialize;
@@ -71,10 +72,13 @@ fn first_time(dir: &RunDir) -> Option<SystemTime> {
         .min()
 }
 
+/// The label of work that finished: [`Outcome::Completed`]'s.
+pub const COMPLETED: &str = Outcome::Completed.label();
+
 /// How an agent or a run ended.
 #[derive(Debug, Clone)]
 pub struct Stop {
-    /// A short label: `done`, `max turns`, …
+    /// A short label: `completed`, `turn limit`, `failed: API error`, …
     pub label: String,
     /// The whole story: `the model API failed: …`.
     pub detail: String,
@@ -104,7 +108,7 @@ impl Stop {
 
     /// Whether it finished its work.
     pub fn is_done(&self) -> bool {
-        self.label == "done"
+        self.label == COMPLETED
     }
 }
 
@@ -174,6 +178,9 @@ pub struct AgentView {
     pub usage: Option<Usage>,
     /// How long it ran, when known.
     pub elapsed_ms: Option<u64>,
+    /// Where its whole answer is kept (relative to the run folder), when it was too long
+    /// for its parent's tool result.
+    pub result_file: Option<String>,
     /// Its transcript.
     pub records: Vec<Record>,
 }
@@ -320,6 +327,7 @@ struct SavedAgent {
     usage: Usage,
     elapsed_ms: u64,
     stop: Recorded<StopKind>,
+    result_file: Option<String>,
 }
 
 /// One run, read back.
@@ -389,6 +397,7 @@ impl RunView {
                 a.usage = Some(saved.usage);
                 a.elapsed_ms = Some(saved.elapsed_ms);
                 a.stop = Some(Stop::from_recorded(&saved.stop));
+                a.result_file.clone_from(&saved.result_file);
             }
         }
         agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));

@@ -1,7 +1,6 @@
 //! Team members: opening a run's team, starting a named subagent that stays after it
 //! answers, and bringing the team back when a run is resumed.
 
-use super::subagent::subagent_result;
 use super::*;
 use crate::record::journal::TEAM_STEPS;
 use crate::run::background::TaskResult;
@@ -83,7 +82,7 @@ impl Orchestrator {
                     Some(AgentState {
                         finished: Some((stop, text)),
                         ..
-                    }) => return subagent_result(&path, stop, text),
+                    }) => return self.task_result(&path, stop, text),
                     rebuilt => rebuilt,
                 };
                 // It never got to its first step: it starts now.
@@ -144,7 +143,7 @@ impl Orchestrator {
             let outcome = this
                 .run_agent(&spec, me, &description, start, cancel, false)
                 .await;
-            let result = subagent_result(&path, outcome.stop, outcome.text);
+            let result = this.task_result(&path, outcome.stop, outcome.text);
             this.team.ended(&name, &path, result).await;
         });
         self.team.keep(handle);

@@ -15,9 +15,10 @@ use crate::run::agent::{Agent, AgentConfig};
 use crate::run::answer::AnswerSchema;
 use crate::run::background::{Background, TaskOutputTool, TaskStopTool};
 use crate::run::budget::Budget;
+use crate::run::continuation::MAX_CONTINUATIONS;
 use crate::run::fork::ForkBase;
 use crate::run::mcp_tools::mcp_tools_for;
-use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::outcome::{AgentOutcome, Outcome, StopKind};
 use crate::run::permissions::Permissions;
 use crate::run::prompt;
 use crate::run::skill_tool::SkillTool;
@@ -43,9 +44,11 @@ use tokio_util::sync::CancellationToken;
 mod config;
 mod forks;
 mod members;
+mod results;
 mod resume;
 mod subagent;
 mod typed;
+mod unended;
 
 pub use config::*;
 pub use subagent::SubagentError;
@@ -65,6 +68,9 @@ pub struct RosterEntry {
     pub current_tool: Option<String>,
     /// Tokens used so far.
     pub tokens: u64,
+    /// Those tokens by kind, for the record of an agent that never ends.
+    #[serde(skip)]
+    pub usage: Usage,
     /// Its type's colour in the live display, if it has one.
     pub color: Option<String>,
     /// Whether it runs in the background (its parent goes on meanwhile).
@@ -160,7 +166,9 @@ pub struct RunSummary {
     pub task: String,
     /// The primary agent's final text.
     pub answer: String,
-    /// Why the primary agent stopped.
+    /// What became of the primary agent's work (always `stop`'s outcome).
+    pub outcome: Outcome,
+    /// Why the primary agent stopped, as the raw reason.
     pub stop: StopKind,
     /// Wall time of the whole run, in milliseconds.
     pub elapsed_ms: u64,
@@ -201,6 +209,8 @@ pub struct Orchestrator {
     prompts: dashmap::DashSet<Arc<str>>,
     /// The schema the primary agent's answer must match ([`Orchestrator::run_typed`]).
     primary_answer: Mutex<Option<AnswerSchema>>,
+    /// Where long answers are kept.
+    results: results::ResultsFolder,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -250,6 +260,7 @@ impl Orchestrator {
     pub(crate) fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
         let builtins = with_extra_tools(builtin_tools(), &config.tools);
         let journal = Mutex::new(config.journal.clone());
+        let unsaved_id = new_run_id();
         Arc::new(Self {
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
@@ -265,7 +276,8 @@ impl Orchestrator {
             journal,
             resumed: DashMap::new(),
             children: DashMap::new(),
-            unsaved_id: new_run_id(),
+            results: results::ResultsFolder::new(&unsaved_id),
+            unsaved_id,
             streams: RwLock::default(),
             team: Arc::new(Team::new(config.team.clone().unwrap_or_default())),
             teams_on: std::sync::atomic::AtomicBool::new(false),
@@ -489,6 +501,8 @@ impl Orchestrator {
             let elapsed = self.earlier(&path).elapsed_ms;
             self.record_earlier(&path, &rebuilt, StopKind::Cancelled, elapsed);
         }
+        // An agent still on the roster now was dropped before it could end.
+        self.record_unended(&StopKind::Killed);
         let summary = self.summarise_run(
             task,
             &outcome.text,
@@ -510,6 +524,7 @@ impl Orchestrator {
             run_id: self.run_dir().map(|d| d.id().to_owned()),
             task: task.to_owned(),
             answer: answer.to_owned(),
+            outcome: stop.outcome(),
             stop,
             elapsed_ms,
             usage: self.usage(),
@@ -527,6 +542,8 @@ impl Orchestrator {
     /// caller then drops the run's future, whose agents' commands die with it.
     pub fn abandon(&self, task: &str, elapsed_ms: u64) -> RunSummary {
         self.cancel.cancel();
+        // The agents still at work are given up with the run: cancelled, by the person.
+        self.record_unended(&StopKind::Cancelled);
         self.close_events();
         self.summarise_run(task, "", StopKind::Cancelled, elapsed_ms)
     }
@@ -577,7 +594,9 @@ impl Orchestrator {
             Some(name) => u32::try_from(self.team.unread(name).await).unwrap_or(u32::MAX),
             None => 0,
         };
-        let AgentHandle { path, model, .. } = me;
+        let AgentHandle {
+            path, model, depth, ..
+        } = me;
         self.roster.insert(
             path.clone(),
             RosterEntry {
@@ -587,6 +606,7 @@ impl Orchestrator {
                 turn: 0,
                 current_tool: None,
                 tokens: 0,
+                usage: Usage::default(),
                 color: spec.color.clone(),
                 background,
                 member,
@@ -648,7 +668,11 @@ impl Orchestrator {
         if let Some(t) = &transcript {
             t.outcome_after(&outcome, elapsed_ms);
         }
-        self.roster.remove(&path);
+        // Off the roster already, it was recorded when the run was given up.
+        if self.roster.remove(&path).is_none() {
+            return outcome;
+        }
+        let result_file = self.result_name(&path, depth, &outcome.text);
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -661,7 +685,9 @@ impl Orchestrator {
                 tool_calls: outcome.tool_calls,
                 usage: outcome.usage,
                 elapsed_ms,
+                outcome: outcome.stop.outcome(),
                 stop: outcome.stop.clone(),
+                result_file,
                 worker: None,
             });
         outcome
@@ -794,6 +820,7 @@ impl Orchestrator {
         ctx.sandbox = self.config.sandbox;
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
+        ctx.also_readable = Some(self.readable_results());
         if let Some(p) = &permissions {
             p.withhold(&mut tools, &ctx);
         }
@@ -824,6 +851,8 @@ impl Orchestrator {
                 effort: crate::run::model_settings::effort_for(spec, &me.model),
                 answer: crate::run::model_settings::answer_for(spec, me.answer.as_ref()),
                 fork: None,
+                // A subagent's answer is all its parent gets: a cut one is asked to go on.
+                continuations: if me.depth > 0 { MAX_CONTINUATIONS } else { 0 },
             },
             model: self.config.model.clone(),
             tools,
@@ -841,6 +870,11 @@ impl Orchestrator {
             permissions,
             team: seat,
         };
+        // A typed answer cut short cannot go on under its format (each piece would be a
+        // whole JSON value): it ends cut instead.
+        if agent.config.answer.is_some() {
+            agent.config.continuations = 0;
+        }
         if let Some(base) = &me.fork {
             if *agent.tools.definitions() != *base.tools {
                 tracing::debug!(
@@ -920,7 +954,10 @@ impl Orchestrator {
                 }
                 Event::Compacting { .. } => entry.current_tool = Some("compacting…".into()),
                 Event::Compacted { .. } => entry.current_tool = None,
-                Event::Usage { usage, .. } => entry.tokens += usage.total(),
+                Event::Usage { usage, .. } => {
+                    entry.tokens += usage.total();
+                    entry.usage.add(usage);
+                }
                 Event::Idle { .. } => entry.waiting = true,
                 Event::Woken { .. } => entry.waiting = false,
                 Event::Delivered { .. } => entry.unread = entry.unread.saturating_sub(1),

@@ -174,7 +174,9 @@ impl Orchestrator {
                 tool_calls: rebuilt.tool_calls,
                 usage: rebuilt.usage,
                 elapsed_ms,
+                outcome: stop.outcome(),
                 stop,
+                result_file: None,
                 worker: None,
             });
     }

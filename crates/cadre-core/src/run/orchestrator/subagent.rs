@@ -1,6 +1,7 @@
 //! Running one subagent for a parent's `Task` call: its path, its worktree, its result.
 
 use super::*;
+use crate::run::continuation;
 use cadre_tools::{ToolError, WorktreeError};
 
 impl Orchestrator {
@@ -49,15 +50,28 @@ impl Orchestrator {
             .resumed_child(&parent.path, call)
             .and_then(|path| self.resumed.remove(&path));
         let (path, start) = match earlier {
-            // It had finished: its result stands (its usage was counted when it was loaded).
+            // It had finished: its result stands (its usage was counted when it was loaded),
+            // unless its cut answer was still to be asked to go on.
             Some((
                 path,
                 AgentState {
                     finished: Some((stop, text)),
+                    history,
                     ..
                 },
-            )) => return subagent_result(&path, stop, text),
-            Some((path, rebuilt)) => (path, Start::Resume(Box::new(rebuilt))),
+            )) if !(stop == StopKind::MaxTokens
+                && continuation::may_go_on(&history, MAX_CONTINUATIONS)) =>
+            {
+                return self.task_result(&path, stop, text)
+            }
+            Some((path, rebuilt)) => {
+                // Any record it had (a cut answer that goes on) gives way to the one it ends with.
+                self.records
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|r| r.path != path);
+                (path, Start::Resume(Box::new(rebuilt)))
+            }
             None => (
                 self.spawned(parent, &spec.name, call).await,
                 Start::Fresh(prompt),
@@ -84,7 +98,7 @@ impl Orchestrator {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(done.records);
-            return with_report(subagent_result(&path, done.stop, done.text), done.report);
+            return with_report(self.task_result(&path, done.stop, done.text), done.report);
         }
         // An isolated subagent works in a worktree of its own: its Workspace root, which
         // confines its tools and its sandbox alike.
@@ -120,7 +134,7 @@ impl Orchestrator {
         let outcome = self
             .run_agent(spec, me, description, start, cancel, background)
             .await;
-        let result = subagent_result(&path, outcome.stop, outcome.text);
+        let result = self.task_result(&path, outcome.stop, outcome.text);
         match worktree {
             None => result,
             Some(wt) => {
@@ -239,10 +253,10 @@ pub enum SubagentError {
     #[error("{0}")]
     Team(String),
     /// Its background task ended without handing back anything (it was aborted).
-    #[error("it ended without a result: its task was stopped")]
+    #[error("outcome: cancelled — it ended without a result: its task was stopped")]
     Lost,
     /// It ran and stopped before finishing its work.
-    #[error("subagent {path} did not finish: {stop}. Its last message: {last}{report}")]
+    #[error("subagent {path} did not finish — outcome: {} ({stop}). Its last message: {last}{report}", .stop.outcome())]
     Stopped {
         /// The subagent's path.
         path: String,

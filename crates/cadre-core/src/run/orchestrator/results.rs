@@ -1,0 +1,205 @@
+//! Results that arrive whole: a subagent's final answer too long for its parent's tool
+//! result is kept whole in a file (the run folder's `results/`), and the parent gets its
+//! head, its size and the file's path, which `read_file` reads — read-only agents and
+//! agents in a worktree included.
+//!
+//! A run without a run folder (a library run without `runs_dir`) keeps these files in a
+//! folder of the system's temporary directory that belongs to the orchestrator and is
+//! removed when it is dropped.
+
+use super::subagent::subagent_result;
+use super::*;
+use std::path::Path;
+
+/// Room kept in a tool result beside an answer's head: the note that says where the rest
+/// is, and what a failed or isolated subagent's result adds around its answer.
+const ROOM_AROUND: usize = 2_000;
+
+/// Where long answers are kept: the run folder's `results/` once the run has a folder; else
+/// a folder in the system's temporary directory, made when the first one comes and removed
+/// with the orchestrator.
+#[derive(Debug)]
+pub(super) struct ResultsFolder {
+    /// The temporary folder, for a run without a folder.
+    dir: PathBuf,
+    /// Whether this orchestrator made the temporary folder (and so removes it).
+    made: Mutex<bool>,
+    /// The run folder's `results/`, once the run has its folder: one copy for every agent.
+    in_run_dir: std::sync::OnceLock<Arc<Path>>,
+}
+
+impl ResultsFolder {
+    /// A folder name no other orchestrator of this or another process uses.
+    pub(super) fn new(run_id: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Self {
+            dir: std::env::temp_dir().join(format!("cadre-results-{run_id}-{n}")),
+            made: Mutex::new(false),
+            in_run_dir: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Makes the folder (private to the user) unless this orchestrator already did; one
+    /// that exists and is not ours is refused rather than written into.
+    fn make(&self) -> std::io::Result<()> {
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if !*made {
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder.create(&self.dir)?;
+            *made = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ResultsFolder {
+    fn drop(&mut self) {
+        if *self.made.get_mut().unwrap_or_else(|e| e.into_inner()) {
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                tracing::warn!("could not remove {}: {e}", self.dir.display());
+            }
+        }
+    }
+}
+
+impl Orchestrator {
+    /// The folder long answers are kept in, which every agent's `read_file` may read: the
+    /// run folder's `results/` (one copy shared by every agent), or the orchestrator's
+    /// temporary one.
+    pub(super) fn readable_results(&self) -> Arc<Path> {
+        if let Some(dir) = self.results.in_run_dir.get() {
+            return dir.clone();
+        }
+        match self.run_dir() {
+            Some(dir) => self
+                .results
+                .in_run_dir
+                .get_or_init(|| dir.results_dir().into())
+                .clone(),
+            None => self.results.dir.as_path().into(),
+        }
+    }
+
+    /// The most of an answer a parent's tool result holds as it is.
+    fn answer_room(&self) -> usize {
+        self.config
+            .tool_limits
+            .max_output_bytes
+            .saturating_sub(ROOM_AROUND)
+    }
+
+    /// Where `summary.json` says the whole answer `text` of the subagent at `path` is
+    /// (relative to the run folder), when it is too long to reach its parent whole and the
+    /// run has a folder.
+    pub(super) fn result_name(&self, path: &str, depth: u32, text: &str) -> Option<String> {
+        (depth > 0 && text.len() > self.answer_room() && self.run_dir().is_some())
+            .then(|| RunDir::result_name(&AgentPath::parse(path)))
+    }
+
+    /// What the parent's `Task` call gets from the subagent at `path` that stopped with
+    /// `stop` and answered `text`: the answer, or, when it is too long, its head, its size
+    /// and the file that keeps it whole.
+    pub(super) fn task_result(
+        &self,
+        path: &str,
+        stop: StopKind,
+        text: String,
+    ) -> Result<String, SubagentError> {
+        let text = self.deliverable(path, text);
+        subagent_result(path, stop, text)
+    }
+
+    /// `text` as it reaches the parent: itself when it fits; else kept whole in a file,
+    /// and its head with where the rest is.
+    fn deliverable(&self, path: &str, text: String) -> String {
+        let room = self.answer_room();
+        if text.len() <= room {
+            return text;
+        }
+        let file = match self.keep_whole(path, &text) {
+            Ok(file) => file,
+            Err(e) => {
+                // Nothing to point at: the parent still gets all that fits, and is told.
+                tracing::warn!("could not keep the whole answer of {path}: {e}");
+                let cut = cadre_tools::cap_output(&text, room);
+                return format!(
+                    "[The answer of {path} is {} bytes, more than a tool result holds, and it could not be kept in a file ({e}): its middle is cut below.]\n\n{cut}",
+                    text.len()
+                );
+            }
+        };
+        head_with_note(path, &text, &file, room)
+    }
+
+    /// Writes `text` whole to the file of the agent at `path`; returns its absolute path.
+    fn keep_whole(&self, path: &str, text: &str) -> std::io::Result<PathBuf> {
+        let file = match self.run_dir() {
+            Some(dir) => {
+                std::fs::create_dir_all(dir.results_dir())?;
+                dir.result_file(&AgentPath::parse(path))
+            }
+            None => {
+                self.results.make()?;
+                let name = RunDir::result_name(&AgentPath::parse(path));
+                let name = Path::new(&name).file_name().map(PathBuf::from);
+                self.results.dir.join(name.unwrap_or_default())
+            }
+        };
+        std::fs::write(&file, text)?;
+        file.canonicalize()
+    }
+}
+
+/// The head of `text` that fits in `room` bytes, cut after a whole line when one ends in
+/// its second half, with a note before it (its size, the file, where to read on) and
+/// after it (what is left).
+fn head_with_note(path: &str, text: &str, file: &Path, room: usize) -> String {
+    let mut end = room.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if let Some(nl) = text[..end].rfind('\n').filter(|nl| *nl >= end / 2) {
+        end = nl + 1;
+    }
+    let head = &text[..end];
+    let lines = text.lines().count();
+    // The line the rest starts on: the next one, or the one cut part-way.
+    let next = head.matches('\n').count() + 1;
+    let file = file.display();
+    format!(
+        "[The answer of {path} is {} bytes ({lines} lines), more than a tool result holds. Its first {} bytes are below; the whole answer is kept in {file} — read the rest with read_file (path \"{file}\", offset {next}).]\n\n{head}\n\n[… {} more bytes of the answer of {path} are in {file}, from line {next}.]",
+        text.len(),
+        head.len(),
+        text.len() - head.len(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_ends_at_a_line_and_says_where_the_rest_starts() {
+        let text: String = (1..=100).map(|i| format!("line {i:03}\n")).collect();
+        let note = head_with_note("main/explore#1", &text, Path::new("/r/a.md"), 205);
+        // 9 bytes a line: 22 whole lines fit in 205 bytes.
+        assert!(note.contains("is 900 bytes (100 lines)"), "{note}");
+        assert!(note.contains("first 198 bytes"), "{note}");
+        assert!(
+            note.contains("line 022\n") && !note.contains("line 023"),
+            "{note}"
+        );
+        assert!(note.contains("offset 23"), "{note}");
+        assert!(note.contains("702 more bytes"), "{note}");
+        // One long line is cut part-way, on a character boundary, and read again from it.
+        let wide = "é".repeat(300);
+        let note = head_with_note("p", &wide, Path::new("/r/b.md"), 101);
+        assert!(
+            note.contains("first 100 bytes") && note.contains("offset 1"),
+            "{note}"
+        );
+    }
+}
