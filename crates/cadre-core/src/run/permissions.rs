@@ -389,6 +389,11 @@ impl AgentPermissions {
             }
         }
         let Some(approver) = &self.approver else {
+            if need == Need::Hook {
+                return Some(format!(
+                    "denied: a PreToolUse hook asked for the person's say on {what}, but there is no terminal to ask (a headless run), so it was not run"
+                ));
+            }
             return Some(format!(
                 "denied: permission mode ask would ask the person about {what} ({reason}), but there is no terminal to ask (a headless run), so it was not run; an allow rule such as {always} permits it"
             ));

@@ -710,3 +710,41 @@ exit 0"#,
     let log = std::fs::read_to_string(dir.path().join("completed.log")).unwrap();
     assert_eq!(log, "1\n");
 }
+
+#[tokio::test]
+async fn a_hook_s_ask_is_refused_where_no_one_can_be_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let ask = script(
+        dir.path(),
+        "ask.sh",
+        r#"cat > /dev/null
+echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "touches the disk"}}'"#,
+    );
+    let hooks = hooks(json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"command": ask}]}]}));
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("b1", "bash", json!({"command": "touch asked"})),
+            Reply::text("done"),
+        ],
+    );
+    // Mode auto, no rules: without the hook the call would simply run.
+    let (builder, seen) = with_hooks(&server, dir.path(), hooks);
+    let (outcome, _) = builder.build().unwrap().run("main", "go").await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done);
+    assert!(!dir.path().join("asked").exists());
+    let (text, is_error) = result_of(&server, 1, 0);
+    assert!(is_error, "{text}");
+    assert!(text.contains("no terminal to ask"), "{text}");
+    let runs = hook_runs(&seen.lock().unwrap());
+    assert_eq!(
+        runs,
+        [(
+            HookEvent::PreToolUse,
+            HookOutcome::Asked {
+                reason: Some("touches the disk".into())
+            }
+        )]
+    );
+}
