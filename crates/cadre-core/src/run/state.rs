@@ -504,6 +504,62 @@ mod tests {
         assert_eq!(r.history, compacted);
     }
 
+    fn text_reply(text: &str) -> Step {
+        response(
+            json!({"id": "m", "type": "message", "role": "assistant", "model": "x",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 2}}),
+        )
+    }
+
+    fn hooked(event: HookEvent, call: Option<&str>, decision: HookDecision) -> Step {
+        Step::Hooked {
+            agent: "main".into(),
+            event,
+            call: call.map(str::to_owned),
+            decision,
+        }
+    }
+
+    #[test]
+    fn hook_decisions_fold_like_the_live_loop_acted_on_them() {
+        let mut s = AgentState::new("main", "d", vec![Message::user_text("go")]);
+        s.apply(text_reply("done"));
+        assert!(matches!(s.next(), Next::End(StopKind::Done)));
+        // A blocked stop: the reason is the next user message, and the loop asks again.
+        let keep_going = HookDecision::Continue {
+            reason: "tests fail".into(),
+        };
+        s.apply(hooked(HookEvent::Stop, None, keep_going));
+        assert_eq!(s.next(), Next::Ask);
+        assert_eq!(s.stop_blocks, 1);
+        let last = s.history.last().unwrap();
+        assert_eq!(last.role, Role::User);
+        assert_eq!(last.text(), "Stop hook feedback:\ntests fail");
+        // A call's decision waits with its turn, for a resumed run to use.
+        s.apply(tool_use(&["a"]));
+        let decision = HookDecision::Call {
+            permission: None,
+            input: Some(json!({"command": "ls"})),
+            context: None,
+        };
+        s.apply(hooked(HookEvent::PreToolUse, Some("a"), decision.clone()));
+        assert_eq!(s.pending.as_ref().unwrap().hooked.get("a"), Some(&decision));
+        s.apply(result("a"));
+        assert!(s.pending.is_none());
+        // New input resets the count; a stop ends the conversation with the hook's reason.
+        s.apply(Step::UserMessage {
+            agent: "main".into(),
+            message: Message::user_text("more"),
+        });
+        assert_eq!(s.stop_blocks, 0);
+        let stop = HookDecision::Stop {
+            reason: "enough".into(),
+        };
+        s.apply(hooked(HookEvent::PostToolUse, Some("a"), stop));
+        assert_eq!(s.next(), Next::End(StopKind::Hook("enough".into())));
+    }
+
     #[test]
     fn a_half_answered_turn_is_pending_and_a_whole_one_is_history() {
         let started = Step::Started {

@@ -748,3 +748,57 @@ echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision
         )]
     );
 }
+
+#[tokio::test]
+async fn a_pre_compact_hook_runs_before_a_compaction_a_person_asked_for() {
+    require_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let log = script(
+        dir.path(),
+        "compact.sh",
+        r#"jq -c '{e: .hook_event_name, trigger: .trigger}' >> "$CLAUDE_PROJECT_DIR/compact.log""#,
+    );
+    let hooks = hooks(json!({
+        "PreCompact": [{"matcher": "manual", "hooks": [{"command": log}]}]
+    }));
+    server.route(Match::Any, vec![Reply::text("hello")]);
+    let runs = dir.path().join("runs");
+    let (builder, _) = with_hooks(&server, dir.path(), hooks.clone());
+    let (_, summary) = builder
+        .runs_dir(&runs)
+        .build()
+        .unwrap()
+        .run("main", "hi")
+        .await
+        .unwrap();
+    assert!(!dir.path().join("compact.log").exists());
+    let run_dir = runs.join(summary.run_id.unwrap());
+    let (builder, _) = with_hooks(&server, dir.path(), hooks);
+    let o = builder.runs_dir(&runs).build().unwrap();
+    o.compact(JournaledRun::open(&run_dir).unwrap().unwrap())
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(dir.path().join("compact.log")).unwrap();
+    assert_eq!(log, "{\"e\":\"PreCompact\",\"trigger\":\"manual\"}\n");
+}
+
+#[test]
+fn a_yaml_agent_type_s_hooks_load_and_what_cannot_run_is_warned_at_its_place() {
+    let text = "name: tester\ndescription: Tests.\nprompt: You test.\nhooks:\n  PostToolUse:\n    - matcher: Edit|Write\n      hooks:\n        - type: command\n          command: cargo fmt\n          timeout: 30\n  Whenever: []\n";
+    let file = Path::new("agents/tester.yaml");
+    let (spec, problems) = AgentSpec::parse_yaml(file, text);
+    let spec = spec.unwrap();
+    let hooks = spec.hooks.all();
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0].event, HookEvent::PostToolUse);
+    assert_eq!(hooks[0].matcher.as_deref(), Some("Edit|Write"));
+    assert_eq!(hooks[0].timeout_secs, 30);
+    assert_eq!(hooks[0].source, "agents/tester.yaml");
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0].starts_with("agents/tester.yaml:4:1: warning: hook event `Whenever` ignored"),
+        "{shown:?}"
+    );
+}
