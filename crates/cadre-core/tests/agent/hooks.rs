@@ -388,6 +388,28 @@ async fn subagent_hooks_know_which_agent_they_serve() {
     let run_dir = runs.join(summary.run_id.unwrap());
     assert!(Path::new(transcript).starts_with(&run_dir), "{transcript}");
     assert!(Path::new(transcript).is_file(), "{transcript}");
+    // Each hook run is a line of the transcript of the agent it ran for.
+    let lines_of = |file: &str| -> Vec<cadre_core::TranscriptLine<'static>> {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .lines()
+            .filter_map(cadre_core::TranscriptLine::parse)
+            .collect()
+    };
+    let hook_lines: Vec<cadre_core::HookRecord> = lines_of(transcript)
+        .into_iter()
+        .filter_map(|l| match l.record {
+            cadre_core::TranscriptRecord::Hook(h) => Some(h),
+            _ => None,
+        })
+        .collect();
+    let kinds: Vec<_> = hook_lines.iter().map(|h| h.hook_event.clone()).collect();
+    use cadre_core::Recorded::Known;
+    assert!(
+        kinds.contains(&Known(HookEvent::SubagentStart)),
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&Known(HookEvent::PreToolUse)), "{kinds:?}");
     // The subagent's tool call is told the subagent; the parent's Task call is told no id.
     let pre = of("PreToolUse");
     assert_eq!(pre.len(), 2, "{lines:?}");

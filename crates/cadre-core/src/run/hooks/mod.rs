@@ -22,6 +22,7 @@ pub(crate) use steps::{Answered, PreTool};
 use crate::definitions::hooks::{Hook, HookEvent, Hooks};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::{millis, Event, EventHandler};
+use crate::record::transcript::{HookRecord, Recorded, Transcript, TranscriptRecord};
 use cadre_model::ToolUseBlock;
 use cadre_tools::ToolOutput;
 use dashmap::DashMap;
@@ -88,6 +89,11 @@ impl RunHooks {
         }
     }
 
+    /// Whether agents of type `spec` have any hooks.
+    pub(crate) fn any_for(&self, spec: &AgentSpec) -> bool {
+        !self.run.is_empty() || !spec.hooks.is_empty()
+    }
+
     /// The hooks of the agent `who` of type `spec` (the run's, then its type's own); `None`
     /// when it has none, so it does no hook work at all.
     pub(crate) fn for_agent(
@@ -97,8 +103,9 @@ impl RunHooks {
         sub: bool,
         events: &EventHandler,
         cancel: &CancellationToken,
+        transcript: Option<Arc<Transcript>>,
     ) -> Option<Arc<AgentHooks>> {
-        if self.run.is_empty() && spec.hooks.is_empty() {
+        if !self.any_for(spec) {
             return None;
         }
         let mut hooks: Vec<Prepared> = self.run.to_vec();
@@ -118,6 +125,7 @@ impl RunHooks {
             place: self.place.clone(),
             events: events.clone(),
             cancel: cancel.clone(),
+            transcript,
         }))
     }
 }
@@ -131,6 +139,8 @@ pub struct AgentHooks {
     place: Arc<Place>,
     events: EventHandler,
     cancel: CancellationToken,
+    /// Where each hook run is written beside the agent's messages, if anywhere.
+    transcript: Option<Arc<Transcript>>,
 }
 
 impl std::fmt::Debug for AgentHooks {
@@ -193,13 +203,24 @@ impl AgentHooks {
                         hook.source
                     );
                 }
+                let duration_ms = millis(ran.elapsed);
+                if let Some(t) = &self.transcript {
+                    t.write(TranscriptRecord::Hook(HookRecord {
+                        hook_event: Recorded::Known(event),
+                        command: hook.command.clone(),
+                        source: hook.source.clone(),
+                        matcher: hook.matcher.clone(),
+                        duration_ms,
+                        outcome: Recorded::Known(outcome.clone()),
+                    }));
+                }
                 (self.events)(Event::Hook {
                     agent: self.who.agent_id.clone(),
                     hook_event: event,
                     command: hook.command.clone(),
                     source: hook.source.clone(),
                     matcher: hook.matcher.clone(),
-                    duration_ms: millis(ran.elapsed),
+                    duration_ms,
                     outcome,
                 });
                 verdict

@@ -793,18 +793,13 @@ impl Orchestrator {
         }
         let this = self.clone();
         let events: EventHandler = Arc::new(move |e| this.observe(e));
-        let hooks = self.hooks.for_agent(
-            spec,
-            || self.who(spec, me, &ctx),
-            me.depth > 0,
-            &events,
-            &ctx.cancel,
-        );
         // An agent with hooks is always checked: a hook may ask the person, or allow a call
         // that deny rules still refuse.
-        let permissions = match (&hooks, permissions) {
-            (Some(_), None) => self.config.permissions.for_agent_always(spec, &me.path),
-            (_, p) => p,
+        let permissions = match permissions {
+            None if self.hooks.any_for(spec) => {
+                self.config.permissions.for_agent_always(spec, &me.path)
+            }
+            p => p,
         };
         let mut agent = Agent {
             config: AgentConfig {
@@ -841,11 +836,19 @@ impl Orchestrator {
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
             permissions,
             team: seat,
-            hooks,
+            hooks: None,
         };
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
         }
+        agent.hooks = self.hooks.for_agent(
+            spec,
+            || self.who(spec, me, &agent.ctx),
+            me.depth > 0,
+            &agent.events,
+            &agent.ctx.cancel,
+            agent.transcript.clone(),
+        );
         (agent, mcp.own)
     }
 
@@ -909,6 +912,7 @@ impl Orchestrator {
             false,
             &(Arc::new(move |e| this.observe(e)) as EventHandler),
             &self.cancel,
+            None,
         )
     }
 
