@@ -482,6 +482,7 @@ wait"#,
 
 #[tokio::test]
 async fn cancelling_the_run_kills_a_running_hook_and_its_children() {
+    require_jq();
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     let hang = script(
@@ -491,7 +492,15 @@ async fn cancelling_the_run_kills_a_running_hook_and_its_children() {
 echo $! > "$CLAUDE_PROJECT_DIR/child.pid"
 wait"#,
     );
-    let hooks = hooks(json!({"PreToolUse": [{"hooks": [{"command": hang}]}]}));
+    let end = script(
+        dir.path(),
+        "end.sh",
+        r#"jq -r '.reason' > "$CLAUDE_PROJECT_DIR/ended""#,
+    );
+    let hooks = hooks(json!({
+        "PreToolUse": [{"hooks": [{"command": hang}]}],
+        "SessionEnd": [{"hooks": [{"command": end}]}]
+    }));
     server.route(
         Match::Any,
         vec![Reply::tool_use(
@@ -515,7 +524,12 @@ wait"#,
     assert_eq!(outcome.stop, StopKind::Cancelled);
     assert!(!dir.path().join("after").exists());
     let runs = hook_runs(&seen.lock().unwrap());
-    assert_eq!(runs, [(HookEvent::PreToolUse, HookOutcome::Cancelled)]);
+    assert_eq!(runs[0], (HookEvent::PreToolUse, HookOutcome::Cancelled));
+    // The session's end is still told, after the cancel.
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[1].0, HookEvent::SessionEnd);
+    let ended = std::fs::read_to_string(dir.path().join("ended")).unwrap();
+    assert_eq!(ended, "prompt_input_exit\n");
     let pid: i32 = std::fs::read_to_string(dir.path().join("child.pid"))
         .unwrap()
         .trim()

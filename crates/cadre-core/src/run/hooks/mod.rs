@@ -172,6 +172,17 @@ impl AgentHooks {
     /// event when `names` is empty: the event has no matcher), at once, with `fields` added
     /// to the common input; reports each as an event and returns their combined verdict.
     async fn fire(&self, event: HookEvent, names: &[&str], fields: Map<String, Value>) -> Verdict {
+        self.fire_until(event, names, fields, &self.cancel).await
+    }
+
+    /// [`fire`](Self::fire), the hooks killed when `cancel` is cancelled.
+    async fn fire_until(
+        &self,
+        event: HookEvent,
+        names: &[&str],
+        fields: Map<String, Value>,
+        cancel: &CancellationToken,
+    ) -> Verdict {
         if !self.has(event) {
             return Verdict::default();
         }
@@ -192,8 +203,7 @@ impl AgentHooks {
             async move {
                 let hook = &p.hook;
                 let timeout = Duration::from_secs(hook.timeout_secs);
-                let ran =
-                    runner::run(&hook.command, input, &self.place, timeout, &self.cancel).await;
+                let ran = runner::run(&hook.command, input, &self.place, timeout, cancel).await;
                 let (verdict, outcome) = output::read(event, &ran, hook.timeout_secs);
                 if outcome.is_failure() {
                     tracing::warn!(
@@ -369,10 +379,13 @@ impl AgentHooks {
         self.fire(HookEvent::UserPromptSubmit, &[], fields).await
     }
 
-    /// `SessionEnd`, for a run that ended for `reason`.
+    /// `SessionEnd`, for a run that ended for `reason`. It runs even after a cancel (a
+    /// Ctrl-C ends the session too), within its timeout; giving the run up kills it.
     pub(crate) async fn session_end(&self, reason: &str) -> Verdict {
         let mut fields = Map::new();
         fields.insert("reason".into(), reason.into());
-        self.fire(HookEvent::SessionEnd, &[], fields).await
+        let own = CancellationToken::new();
+        self.fire_until(HookEvent::SessionEnd, &[], fields, &own)
+            .await
     }
 }
