@@ -92,7 +92,8 @@ pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::run_dir::{AgentPath, RunDir};
 pub use record::transcript::{
-    AgentHeader, Earlier, OutcomeRecord, Recorded, Transcript, TranscriptLine, TranscriptRecord,
+    AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, Transcript, TranscriptLine,
+    TranscriptRecord,
 };
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
@@ -100,6 +101,7 @@ pub use run::budget::Budget;
 pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
+pub use run::hooks::{CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
 pub use run::orchestrator::{
     primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
     DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,

@@ -72,6 +72,7 @@ fn agent(
         journal: None,
         inbox: None,
         team: None,
+        hooks: None,
         permissions: None,
     };
     (agent, seen)
@@ -176,3 +177,7 @@ mod typed;
 /// prompt cache.
 #[path = "agent/forks.rs"]
 mod forks;
+/// Hooks as Claude Code users write them: real scripts around tool calls, stops, subagents
+/// and prompts, their decisions journaled.
+#[path = "agent/hooks.rs"]
+mod hooks;

@@ -9,7 +9,7 @@
 use crate::definitions::frontmatter::{self, split, FrontMatterError};
 use crate::definitions::skills::{scalar_text, Fields};
 use crate::definitions::spec::{
-    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
+    check_name, read_hooks, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
     LISTED_DESCRIPTION_CHARS,
 };
 pub use crate::definitions::tools::DROPPED_TOOLS;
@@ -20,7 +20,7 @@ use std::path::Path;
 const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// The front matter keys Claude Code defines and cadre maps to a spec field.
-pub const MAPPED_KEYS: [&str; 13] = [
+pub const MAPPED_KEYS: [&str; 14] = [
     "name",
     "description",
     "tools",
@@ -34,11 +34,11 @@ pub const MAPPED_KEYS: [&str; 13] = [
     "isolation",
     "color",
     "effort",
+    "hooks",
 ];
 
 /// Claude Code keys cadre reads but does not act on, and why.
-const IGNORED_KEYS: [(&str, &str); 3] = [
-    ("hooks", "cadre does not run Claude Code hooks"),
+const IGNORED_KEYS: [(&str, &str); 2] = [
     ("memory", "cadre does not keep Claude Code agent memory"),
     (
         "initialPrompt",
@@ -127,6 +127,10 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         .get("mcpServers")
         .map(|v| mcp_servers(file, &yaml, v, &mut problems))
         .unwrap_or_default();
+    let hooks = map
+        .get("hooks")
+        .map(|v| read_hooks(file, v, &mut problems, &|| at("hooks", None)))
+        .unwrap_or_default();
     let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
         let pos = at(key, needle);
         problems.push(if warning {
@@ -214,6 +218,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         color,
         effort,
         prompt,
+        hooks,
         source: Some(file.to_path_buf()),
         ..AgentSpec::default()
     };

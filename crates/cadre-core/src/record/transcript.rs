@@ -44,6 +44,8 @@ pub enum TranscriptRecord<'a> {
         /// The conversation from here on.
         history: Cow<'a, [Message]>,
     },
+    /// A hook ran for the agent.
+    Hook(HookRecord),
     /// How the agent ended: its last line.
     Outcome(OutcomeRecord),
     /// A line of a kind this version does not know (a newer cadre's).
@@ -104,6 +106,25 @@ impl From<&AgentOutcome> for OutcomeRecord {
             elapsed_ms: None,
         }
     }
+}
+
+/// One hook run, as a transcript keeps it (the same as [`crate::Event::Hook`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HookRecord {
+    /// The moment it ran at.
+    pub hook_event: Recorded<crate::definitions::hooks::HookEvent>,
+    /// The command, as written.
+    pub command: String,
+    /// Where it was written.
+    pub source: String,
+    /// Its matcher, as written, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// What came of it.
+    pub outcome: Recorded<crate::run::hooks::HookOutcome>,
 }
 
 /// A value as a record holds it: one this version reads, or one another version wrote,
@@ -221,7 +242,7 @@ impl Earlier {
                     };
                     part = None;
                 }
-                TranscriptRecord::Other => {}
+                TranscriptRecord::Hook(_) | TranscriptRecord::Other => {}
             }
             last = t.or(last);
         }

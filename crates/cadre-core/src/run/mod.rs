@@ -11,6 +11,7 @@ pub mod context;
 pub mod continuation;
 pub mod delegate;
 pub mod fork;
+pub mod hooks;
 pub(crate) mod mcp_tools;
 pub mod model_settings;
 pub mod orchestrator;

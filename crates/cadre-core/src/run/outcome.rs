@@ -31,6 +31,9 @@ pub enum StopKind {
     /// It never ended: it was still at work when its run was given up or its process died,
     /// and it was not resumed.
     Killed,
+    /// A hook stopped it (`continue: false`, a refused prompt, or a `Stop` hook that kept
+    /// blocking past the bound); the text says which and why.
+    Hook(String),
 }
 
 /// What became of an agent's work, in one word: the label every report uses (the `Task`
@@ -50,7 +53,7 @@ pub enum Outcome {
     /// It was cancelled (Ctrl-C, `TaskStop`, or its parent stopping).
     Cancelled,
     /// It failed: the model API failed or refused, its context overflowed, it was killed,
-    /// or its answer never matched its output schema.
+    /// its answer never matched its output schema, or a hook stopped it.
     Failed,
 }
 
@@ -93,7 +96,8 @@ impl StopKind {
             | Self::ModelError(_)
             | Self::Other(_)
             | Self::Killed
-            | Self::InvalidAnswer(_) => Outcome::Failed,
+            | Self::InvalidAnswer(_)
+            | Self::Hook(_) => Outcome::Failed,
         }
     }
 
@@ -107,6 +111,7 @@ impl StopKind {
             Self::Other(_) => "failed: stopped",
             Self::Killed => "failed: killed",
             Self::InvalidAnswer(_) => "failed: invalid answer",
+            Self::Hook(_) => "failed: hook",
             other => other.outcome().label(),
         }
     }
@@ -132,6 +137,7 @@ impl std::fmt::Display for StopKind {
             Self::Killed => {
                 f.write_str("it was still at work when its run was given up or its process died")
             }
+            Self::Hook(why) => write!(f, "stopped by a hook: {why}"),
         }
     }
 }

@@ -6,8 +6,10 @@
 //! holds exactly the history the live one held at that step, and a rule changed here
 //! changes both.
 
+use crate::definitions::hooks::HookEvent;
 use crate::record::journal::Step;
 use crate::run::context;
+use crate::run::hooks::HookDecision;
 use crate::run::outcome::StopKind;
 use cadre_model::{ContentBlock, Message, Response, Role, StopReason, ToolUseBlock, Usage};
 use serde_json::Value;
@@ -47,6 +49,9 @@ pub struct AgentState {
     /// Whether its last wake (messages given after it had answered) held one a member wrote,
     /// not only cadre's notices: the turn it starts earns its starter a notice when it ends.
     pub woken: bool,
+    /// How often in a row `Stop`-like hooks kept it going since its last new input; its
+    /// next stop hook is told `stop_hook_active`, and past the bound it stops.
+    pub stop_blocks: u32,
 }
 
 /// A turn whose tool calls were not all answered yet.
@@ -60,6 +65,9 @@ pub struct PendingTurn {
     pub results: HashMap<String, ContentBlock>,
     /// Calls journaled as started (changing tools only).
     pub started: HashSet<String>,
+    /// What `PreToolUse` hooks decided for calls they did not refuse, by call id: a resumed
+    /// run uses it instead of running the hooks again.
+    pub hooked: HashMap<String, HookDecision>,
 }
 
 /// One call of a pending turn.
@@ -186,13 +194,23 @@ impl AgentState {
                 self.spawned.insert(call, child);
                 Added::Nothing
             }
-            Step::UserMessage { message, .. } => self.follow_up(message),
+            Step::UserMessage { message, .. } => {
+                self.stop_blocks = 0;
+                self.follow_up(message)
+            }
             Step::Rejected { error, .. } => {
                 self.rejected += 1;
                 let retry = crate::run::answer::retry_message(&error);
                 self.follow_up(Message::user_text(retry))
             }
+            Step::Hooked {
+                event,
+                call,
+                decision,
+                ..
+            } => self.hooked(event, call, decision),
             Step::Delivered { messages, .. } => {
+                self.stop_blocks = 0;
                 // Only a wake starts a turn; messages given with tool results join one.
                 if self.finished.is_some() {
                     self.woken = messages.iter().any(|m| !m.notice);
@@ -231,6 +249,29 @@ impl AgentState {
                 Added::Nothing
             }
             Step::Run { .. } | Step::Started { .. } | Step::Team { .. } => Added::Nothing,
+        }
+    }
+
+    /// A hook's decision: a blocked stop goes on with its reason as the next user message,
+    /// a stop ends the conversation, a call's decision waits for the call to run.
+    fn hooked(&mut self, event: HookEvent, call: Option<String>, decision: HookDecision) -> Added {
+        match decision {
+            HookDecision::Continue { reason } => {
+                self.stop_blocks += 1;
+                self.follow_up(Message::user_text(format!(
+                    "{event} hook feedback:\n{reason}"
+                )))
+            }
+            HookDecision::Stop { reason } => {
+                self.finished = Some((StopKind::Hook(reason), final_text(&self.history)));
+                Added::Nothing
+            }
+            decision @ HookDecision::Call { .. } => {
+                if let (Some(p), Some(id)) = (&mut self.pending, call) {
+                    p.hooked.insert(id, decision);
+                }
+                Added::Nothing
+            }
         }
     }
 
@@ -464,6 +505,62 @@ mod tests {
         let r = AgentState::from_steps(cancelled).unwrap();
         assert!(r.cancelled);
         assert_eq!(r.history, compacted);
+    }
+
+    fn text_reply(text: &str) -> Step {
+        response(
+            json!({"id": "m", "type": "message", "role": "assistant", "model": "x",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 2}}),
+        )
+    }
+
+    fn hooked(event: HookEvent, call: Option<&str>, decision: HookDecision) -> Step {
+        Step::Hooked {
+            agent: "main".into(),
+            event,
+            call: call.map(str::to_owned),
+            decision,
+        }
+    }
+
+    #[test]
+    fn hook_decisions_fold_like_the_live_loop_acted_on_them() {
+        let mut s = AgentState::new("main", "d", vec![Message::user_text("go")]);
+        s.apply(text_reply("done"));
+        assert!(matches!(s.next(), Next::End(StopKind::Done)));
+        // A blocked stop: the reason is the next user message, and the loop asks again.
+        let keep_going = HookDecision::Continue {
+            reason: "tests fail".into(),
+        };
+        s.apply(hooked(HookEvent::Stop, None, keep_going));
+        assert_eq!(s.next(), Next::Ask);
+        assert_eq!(s.stop_blocks, 1);
+        let last = s.history.last().unwrap();
+        assert_eq!(last.role, Role::User);
+        assert_eq!(last.text(), "Stop hook feedback:\ntests fail");
+        // A call's decision waits with its turn, for a resumed run to use.
+        s.apply(tool_use(&["a"]));
+        let decision = HookDecision::Call {
+            permission: None,
+            input: Some(json!({"command": "ls"})),
+            context: None,
+        };
+        s.apply(hooked(HookEvent::PreToolUse, Some("a"), decision.clone()));
+        assert_eq!(s.pending.as_ref().unwrap().hooked.get("a"), Some(&decision));
+        s.apply(result("a"));
+        assert!(s.pending.is_none());
+        // New input resets the count; a stop ends the conversation with the hook's reason.
+        s.apply(Step::UserMessage {
+            agent: "main".into(),
+            message: Message::user_text("more"),
+        });
+        assert_eq!(s.stop_blocks, 0);
+        let stop = HookDecision::Stop {
+            reason: "enough".into(),
+        };
+        s.apply(hooked(HookEvent::PostToolUse, Some("a"), stop));
+        assert_eq!(s.next(), Next::End(StopKind::Hook("enough".into())));
     }
 
     #[test]

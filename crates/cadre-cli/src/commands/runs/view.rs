@@ -237,7 +237,9 @@ impl AgentView {
                     agent.usage = usage;
                     RecordKind::Outcome
                 }
-                TranscriptRecord::Compacted { .. } | TranscriptRecord::Other => RecordKind::Other,
+                TranscriptRecord::Compacted { .. }
+                | TranscriptRecord::Hook(_)
+                | TranscriptRecord::Other => RecordKind::Other,
             };
             agent.records.push(Record { t, kind });
         }

@@ -211,6 +211,8 @@ pub struct Orchestrator {
     primary_answer: Mutex<Option<AnswerSchema>>,
     /// Where long answers are kept.
     results: results::ResultsFolder,
+    /// The run's hooks, compiled once.
+    hooks: crate::run::hooks::RunHooks,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -283,6 +285,10 @@ impl Orchestrator {
             teams_on: std::sync::atomic::AtomicBool::new(false),
             prompts: dashmap::DashSet::new(),
             primary_answer: Mutex::new(None),
+            hooks: crate::run::hooks::RunHooks::new(
+                &config.hooks,
+                config.workspace.root().to_path_buf(),
+            ),
             registry,
             config,
         })
@@ -625,13 +631,18 @@ impl Orchestrator {
         });
         let outcome = match start {
             Start::Fresh(prompt) => {
-                let history = match &fork {
+                let mut history = match &fork {
                     Some(base) => {
                         let (history, point) = crate::run::fork::first_history(base, prompt);
                         agent.config.fork = Some(point);
                         history
                     }
                     None => vec![Message::user_text(prompt)],
+                };
+                // The hooks of its start may add to its first message, or refuse the prompt.
+                let refused = match &agent.hooks {
+                    Some(hooks) => self.start_hooks(hooks, &model, prompt, &mut history).await,
+                    None => None,
                 };
                 self.journal(Step::Started {
                     agent: path.clone(),
@@ -640,12 +651,21 @@ impl Orchestrator {
                     history: history.clone(),
                 })
                 .await;
-                agent.run(history).await
+                match refused {
+                    None => agent.run(history).await,
+                    Some(step) => {
+                        self.journal(step.clone()).await;
+                        let mut state = AgentState::new(&spec.name, description, history);
+                        state.apply(step);
+                        agent.resume(state).await
+                    }
+                }
             }
             Start::Resume(rebuilt) => {
                 if let Some(t) = &transcript {
                     t.catch_up(&rebuilt.history);
                 }
+
                 // Boxed: resuming needs a larger future than a fresh start (it may compact
                 // first), and every waiting subagent would else hold room for it.
                 Box::pin(agent.resume(*rebuilt)).await
@@ -655,6 +675,13 @@ impl Orchestrator {
         // limit, budget, error) takes them down with it.
         children.cancel_all();
         children.settle().await;
+        if let Some(hooks) = agent.hooks.as_ref().filter(|h| !h.is_subagent()) {
+            let reason = match outcome.stop {
+                StopKind::Cancelled => "prompt_input_exit",
+                _ => "other",
+            };
+            hooks.session_end(reason).await;
+        }
         self.journal(Step::Finished {
             agent: path.clone(),
             stop: outcome.stop.clone(),
@@ -825,6 +852,15 @@ impl Orchestrator {
             p.withhold(&mut tools, &ctx);
         }
         let this = self.clone();
+        let events: EventHandler = Arc::new(move |e| this.observe(e));
+        // An agent with hooks is always checked: a hook may ask the person, or allow a call
+        // that deny rules still refuse.
+        let permissions = match permissions {
+            None if self.hooks.any_for(spec) => {
+                self.config.permissions.for_agent_always(spec, &me.path)
+            }
+            p => p,
+        };
         let mut agent = Agent {
             config: AgentConfig {
                 path: me.path.clone(),
@@ -858,7 +894,7 @@ impl Orchestrator {
             tools,
             ctx,
             budget: self.budget.clone(),
-            events: Arc::new(move |e| this.observe(e)),
+            events,
             limiter: Some(self.limiter.clone()),
             transcript: None,
             journal: self
@@ -869,6 +905,7 @@ impl Orchestrator {
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
             permissions,
             team: seat,
+            hooks: None,
         };
         // A typed answer cut short cannot go on under its format (each piece would be a
         // whole JSON value): it ends cut instead.
@@ -886,7 +923,98 @@ impl Orchestrator {
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
         }
+        agent.hooks = self.hooks.for_agent(
+            spec,
+            || self.who(spec, me, &agent.ctx),
+            me.depth > 0,
+            &agent.events,
+            &agent.ctx.cancel,
+            agent.transcript.clone(),
+        );
         (agent, mcp.own)
+    }
+
+    /// Runs the hooks of an agent's fresh start: `SubagentStart` for a subagent,
+    /// `SessionStart` and `UserPromptSubmit` for the primary agent on `prompt`, talking to
+    /// `model`. What they add for the model joins `history`'s last message; a refused
+    /// prompt comes back as the journal step that stops the agent.
+    async fn start_hooks(
+        &self,
+        hooks: &crate::run::hooks::AgentHooks,
+        model: &str,
+        prompt: &str,
+        history: &mut [Message],
+    ) -> Option<Step> {
+        use crate::definitions::hooks::HookEvent;
+        let mut notes: Vec<(HookEvent, String)> = Vec::new();
+        let mut refused = None;
+        if hooks.is_subagent() {
+            let v = hooks.subagent_start().await;
+            notes.extend(v.context.map(|c| (HookEvent::SubagentStart, c)));
+        } else {
+            let v = hooks.session_start("startup", model).await;
+            notes.extend(v.context.map(|c| (HookEvent::SessionStart, c)));
+            let v = hooks.user_prompt_submit(prompt).await;
+            notes.extend(v.context.map(|c| (HookEvent::UserPromptSubmit, c)));
+            refused = v.stop.or(v.block).map(|reason| Step::Hooked {
+                agent: hooks.agent_id().to_owned(),
+                event: HookEvent::UserPromptSubmit,
+                call: None,
+                decision: crate::run::hooks::HookDecision::Stop {
+                    reason: format!("the prompt was refused by a UserPromptSubmit hook: {reason}"),
+                },
+            });
+        }
+        // The prompt is the last message (a fork's first ones are its parent's, shared
+        // with the cache, so they are left as they are).
+        if let Some(last) = history.last_mut() {
+            for (event, note) in notes {
+                last.content.push(cadre_model::ContentBlock::text(format!(
+                    "[{event} hook] {note}"
+                )));
+            }
+        }
+        refused
+    }
+
+    /// The hooks of the primary agent of type `spec`, for the moments of a run before its
+    /// agent is built (a follow-up's prompt, a resume's start); `None` without any.
+    pub(super) fn primary_hooks(
+        self: &Arc<Self>,
+        spec: &AgentSpec,
+    ) -> Option<Arc<crate::run::hooks::AgentHooks>> {
+        if self.config.hooks.is_empty() && spec.hooks.is_empty() {
+            return None;
+        }
+        let model = self.model_for(spec, &self.config.model_id);
+        let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        let ctx = ToolContext::new(me.workspace.clone());
+        let this = self.clone();
+        self.hooks.for_agent(
+            spec,
+            || self.who(spec, &me, &ctx),
+            false,
+            &(Arc::new(move |e| this.observe(e)) as EventHandler),
+            &self.cancel,
+            None,
+        )
+    }
+
+    /// Who the agent `me` of type `spec` is, as its hooks are told.
+    fn who(&self, spec: &AgentSpec, me: &AgentHandle, ctx: &ToolContext) -> crate::run::hooks::Who {
+        crate::run::hooks::Who {
+            session_id: self.run_id(),
+            transcript_path: self
+                .run_dir()
+                .map(|d| d.transcript_file(&AgentPath::parse(&me.path))),
+            cwd: ctx.workspace.root().to_path_buf(),
+            permission_mode: crate::run::hooks::claude_mode(self.config.permissions.mode_for(spec)),
+            agent_id: me.path.clone(),
+            agent_type: spec.name.clone(),
+            parent_id: (me.depth > 0)
+                .then(|| me.path.rsplit_once('/').map(|(p, _)| p.to_owned()))
+                .flatten(),
+        }
     }
 
     /// `prompt` as the copy already given out, if an agent before had the same one.
