@@ -1,6 +1,8 @@
 //! `cadre doctor`: what the sandbox can enforce on this machine, and what the project holds.
 
 use crate::common::exit::Code;
+use crate::common::hooks::{self, ConfiguredHooks};
+use crate::common::settings;
 use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
 use cadre_core::definitions::instructions::Origin;
 use cadre_core::Instructions;
@@ -8,7 +10,7 @@ use cadre_tools::landlock_status;
 use std::path::PathBuf;
 
 /// Prints the kernel's Landlock ABI and what read-only and writing agents are held to, then
-/// the project root, its instruction files and its settings files.
+/// the project root, its instruction files, its settings files and every hook.
 pub fn doctor(directory: Option<PathBuf>) -> Code {
     let s = landlock_status();
     let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
@@ -46,8 +48,8 @@ pub fn doctor(directory: Option<PathBuf>) -> Code {
     Code::Done
 }
 
-/// The project root and how it was found, the instruction files with their sizes, and the
-/// settings files.
+/// The project root and how it was found, the instruction files with their sizes, the
+/// settings files, and every hook with whether it runs.
 fn project(directory: Option<PathBuf>) {
     let (root, found) = match project_root(directory) {
         Ok(r) => r,
@@ -89,18 +91,33 @@ fn project(directory: Option<PathBuf>) {
     for p in instructions.problems() {
         outln!("                  {p}");
     }
-    match crate::common::settings::files(&root, user_dir.as_deref()) {
-        Ok(files) => {
-            for (i, f) in files.iter().enumerate() {
-                outln!(
-                    "{:<17} {}  {}",
-                    if i == 0 { "settings" } else { "" },
-                    f.label,
-                    if f.found { "(read)" } else { "(not found)" }
-                );
-            }
+    let read = settings::files(&root, user_dir.as_deref())
+        .and_then(|files| Ok((files, settings::claude_files(&root, user_dir.as_deref())?)));
+    let (files, claude) = match read {
+        Ok(read) => read,
+        Err(e) => {
+            outln!("settings          {}", e.report());
+            return;
         }
-        Err(e) => outln!("settings          {}", e.report()),
+    };
+    let labels = files
+        .iter()
+        .map(|f| (&f.label, f.found))
+        .chain(claude.iter().map(|(f, _)| (&f.label, f.found)));
+    for (i, (label, found)) in labels.enumerate() {
+        outln!(
+            "{:<17} {label}  {}",
+            if i == 0 { "settings" } else { "" },
+            if found { "(read)" } else { "(not found)" }
+        );
+    }
+    let configured = ConfiguredHooks::gather(&files, &claude);
+    let listed = hooks::listing(&configured, &root, hooks::Flags::default());
+    if listed.is_empty() {
+        outln!("hooks             none (.claude/settings.json, .claude/settings.local.json, cadre.toml [hooks]; yours in ~/.claude/settings.json, ~/.config/cadre/config.toml)");
+    }
+    for (i, line) in listed.iter().enumerate() {
+        outln!("{:<17} {line}", if i == 0 { "hooks" } else { "" });
     }
 }
 

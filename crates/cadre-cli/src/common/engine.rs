@@ -176,6 +176,23 @@ fn unhonoured(
             spec.name
         ));
     }
+    // Hooks run where the agent acts, and the workers run none: refused, never skipped.
+    if !args.no_hooks && settings.hooks.disabled_by.is_none() {
+        let hooks = settings.hooks.user.all().iter().chain(settings.hooks.project.all());
+        let mut files: Vec<(&str, Vec<&str>)> = Vec::new();
+        for h in hooks {
+            match files.iter_mut().find(|(f, _)| *f == h.source) {
+                Some((_, events)) => events.push(h.event.name()),
+                None => files.push((&h.source, vec![h.event.name()])),
+            }
+        }
+        for (file, events) in files {
+            out.push(format!(
+                "hooks in {file} ({}): the workers run no hooks (--no-hooks leaves every hook out of a run)",
+                events.join(", ")
+            ));
+        }
+    }
     if args.allow_unsandboxed_bash {
         out.push(
             "--allow-unsandboxed-bash: each worker decides it (`cadre worker --allow-unsandboxed-bash`)"

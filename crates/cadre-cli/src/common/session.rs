@@ -70,6 +70,8 @@ pub struct Session {
     permissions: cadre_core::Permissions,
     /// Questions for the person at the terminal, when there is one (`ask` mode).
     asks: Option<tokio::sync::Mutex<mpsc::UnboundedReceiver<Ask>>>,
+    /// The hooks that run: the user's, and the project's when it is trusted.
+    hooks: cadre_core::Hooks,
 }
 
 impl Session {
@@ -94,6 +96,8 @@ impl Session {
                 note_left_out();
             }
         }
+        // Asked here, before anything runs: a question on the terminal waits for nothing.
+        let hooks = crate::common::hooks::for_run(&settings.hooks, &root, (&args).into())?;
         if let Err(e) = crate::common::project::write_gitignore(&root) {
             errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
         }
@@ -123,6 +127,7 @@ impl Session {
             permissions::permissions(&args, &settings.permissions, permissions::can_ask())?;
         Ok(Self {
             permissions,
+            hooks,
             asks: asks.map(tokio::sync::Mutex::new),
             run_id,
             instructions: Arc::new(instructions),
@@ -183,7 +188,10 @@ impl Session {
         if args.allow_unsandboxed_bash {
             builder = builder.sandbox(SandboxMode::Unsandboxed);
         }
-        Ok(builder.permissions(self.permissions.clone()).build()?)
+        Ok(builder
+            .permissions(self.permissions.clone())
+            .hooks(self.hooks.clone())
+            .build()?)
     }
 
     /// Runs one job with the live display.
@@ -350,6 +358,7 @@ fn note_left_out() {
     };
     let left: Vec<String> = [
         ".claude/agents",
+        ".claude/settings.json",
         ".config/cadre/agents",
         ".config/cadre/skills",
         ".config/cadre/mcp.json",
