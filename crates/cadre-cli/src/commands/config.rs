@@ -51,9 +51,8 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
         }
         ConfigCommand::Check => {
             // Strict: an unknown key is a problem here, not just a warning.
-            let read = settings::files(&root, user_dir.as_deref()).and_then(|files| {
-                Ok((files, settings::claude_files(&root, user_dir.as_deref())?))
-            });
+            let read = settings::files(&root, user_dir.as_deref())
+                .and_then(|files| Ok((files, settings::claude_files(&root, user_dir.as_deref())?)));
             match read {
                 Err(e) => {
                     errln!("{}", e.report());

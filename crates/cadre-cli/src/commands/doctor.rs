@@ -1,9 +1,9 @@
 //! `cadre doctor`: what the sandbox can enforce on this machine, and what the project holds.
 
 use crate::common::exit::Code;
-use crate::common::hooks::{self, ConfiguredHooks};
-use crate::common::settings;
+use crate::common::hooks;
 use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
+use crate::common::settings;
 use cadre_core::definitions::instructions::Origin;
 use cadre_core::Instructions;
 use cadre_tools::landlock_status;
@@ -111,7 +111,7 @@ fn project(directory: Option<PathBuf>) {
             if found { "(read)" } else { "(not found)" }
         );
     }
-    let configured = ConfiguredHooks::gather(&files, &claude);
+    let configured = settings::configured_hooks(&files, &claude);
     let listed = hooks::listing(&configured, &root, hooks::Flags::default());
     if listed.is_empty() {
         outln!("hooks             none (.claude/settings.json, .claude/settings.local.json, cadre.toml [hooks]; yours in ~/.claude/settings.json, ~/.config/cadre/config.toml)");

@@ -52,7 +52,7 @@ pub fn trust(cmd: &TrustCmd, directory: Option<PathBuf>) -> Result<Code> {
 fn project_hooks(root: &Path) -> Result<ConfiguredHooks> {
     let files = settings::files(root, None)?;
     let claude = settings::claude_files(root, None)?;
-    Ok(ConfiguredHooks::gather(&files, &claude))
+    Ok(settings::configured_hooks(&files, &claude))
 }
 
 /// Every project answered for, and whether the answer still holds.
@@ -71,8 +71,9 @@ fn list(store: &Store) {
                 _ if !root.is_dir() => "(the folder is gone)".to_owned(),
                 Err(e) => format!("(its settings cannot be read: {})", e.report()),
                 Ok(h) => match store.state(root, &h.fingerprint(root)) {
-                    State::Changed => "(its hooks changed since: not run until answered again)"
-                        .to_owned(),
+                    State::Changed => {
+                        "(its hooks changed since: not run until answered again)".to_owned()
+                    }
                     _ => format!(
                         "({} hook{})",
                         h.project.all().len(),

@@ -178,7 +178,12 @@ fn unhonoured(
     }
     // Hooks run where the agent acts, and the workers run none: refused, never skipped.
     if !args.no_hooks && settings.hooks.disabled_by.is_none() {
-        let hooks = settings.hooks.user.all().iter().chain(settings.hooks.project.all());
+        let hooks = settings
+            .hooks
+            .user
+            .all()
+            .iter()
+            .chain(settings.hooks.project.all());
         let mut files: Vec<(&str, Vec<&str>)> = Vec::new();
         for h in hooks {
             match files.iter_mut().find(|(f, _)| *f == h.source) {

@@ -7,10 +7,8 @@
 //! [`trust`](crate::common::trust)), or with `--trust-hooks` for one run.
 
 use crate::args::RunArgs;
-use crate::common::claude_settings::ClaudeFile;
 use crate::common::exit::Result;
 use crate::common::project::user_dir;
-use crate::common::settings::SettingsFile;
 use crate::common::trust::{State, Store};
 use cadre_core::{Hook, Hooks};
 use sha2::{Digest, Sha256};
@@ -29,36 +27,6 @@ pub struct ConfiguredHooks {
 }
 
 impl ConfiguredHooks {
-    /// Gathers the hooks of cadre's files `files` (the project's first, as
-    /// [`settings::files`](crate::common::settings::files) lists them) and Claude Code's
-    /// `claude` (each with whether it is the project's; the local one first).
-    pub fn gather(files: &[SettingsFile], claude: &[(ClaudeFile, bool)]) -> Self {
-        let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
-        let mut user = Hooks::default();
-        let mut project = Hooks::default();
-        for (f, _) in claude.iter().filter(|(_, p)| !p) {
-            user = user.merged(&f.hooks);
-        }
-        for f in cadre_user {
-            user = user.merged(&f.hooks);
-        }
-        for (f, _) in claude.iter().rev().filter(|(_, p)| *p) {
-            project = project.merged(&f.hooks);
-        }
-        for f in cadre_project {
-            project = project.merged(&f.hooks);
-        }
-        let disabled_by = claude
-            .iter()
-            .find(|(f, _)| f.disable_all_hooks)
-            .map(|(f, _)| f.label.clone());
-        Self {
-            user,
-            project,
-            disabled_by,
-        }
-    }
-
     /// Whether no file holds a hook.
     pub fn is_empty(&self) -> bool {
         self.user.is_empty() && self.project.is_empty()
@@ -83,10 +51,7 @@ impl ConfiguredHooks {
             }
             hash.update(b"\n");
         }
-        hash.finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 

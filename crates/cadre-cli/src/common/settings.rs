@@ -314,6 +314,36 @@ impl Settings {
     }
 }
 
+/// Every hook of cadre's files `files` (the project's first, as [`files`] lists them) and
+/// Claude Code's `claude` (each with whether it is the project's; the local one first),
+/// the user's apart from the project's, each in the order it is run.
+pub fn configured_hooks(files: &[SettingsFile], claude: &[(ClaudeFile, bool)]) -> ConfiguredHooks {
+    let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
+    let mut user = Hooks::default();
+    let mut project = Hooks::default();
+    for (f, _) in claude.iter().filter(|(_, p)| !p) {
+        user = user.merged(&f.hooks);
+    }
+    for f in cadre_user {
+        user = user.merged(&f.hooks);
+    }
+    for (f, _) in claude.iter().rev().filter(|(_, p)| *p) {
+        project = project.merged(&f.hooks);
+    }
+    for f in cadre_project {
+        project = project.merged(&f.hooks);
+    }
+    let disabled_by = claude
+        .iter()
+        .find(|(f, _)| f.disable_all_hooks)
+        .map(|(f, _)| f.label.clone());
+    ConfiguredHooks {
+        user,
+        project,
+        disabled_by,
+    }
+}
+
 /// The user's Claude Code folder (`~/.claude`), beside their cadre folder `user_dir`
 /// (`~/.config/cadre`).
 pub fn user_claude_dir(user_dir: &Path) -> Option<PathBuf> {
@@ -335,7 +365,10 @@ pub fn claude_files(
     }
     if let Some(dir) = user_dir.and_then(user_claude_dir) {
         let label = format!("~/{}", claude_settings::USER_FILE);
-        out.push((claude_settings::read(&dir.join("settings.json"), label)?, false));
+        out.push((
+            claude_settings::read(&dir.join("settings.json"), label)?,
+            false,
+        ));
     }
     Ok(out)
 }
@@ -586,7 +619,7 @@ pub fn resolve(
             entries.push((key.to_owned(), "(none)".into(), Source::Default));
         }
     }
-    let hooks = ConfiguredHooks::gather(&files, &claude);
+    let hooks = configured_hooks(&files, &claude);
     Ok(Settings {
         files,
         entries,
