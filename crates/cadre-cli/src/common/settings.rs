@@ -570,9 +570,9 @@ pub fn resolve(
     let mut permissions = PermissionSettings::default();
     let mode = cadre_project
         .iter()
-        .find_map(|f| cadre_mode(f))
+        .find_map(cadre_mode)
         .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)))
-        .or_else(|| cadre_user.iter().find_map(|f| cadre_mode(f)))
+        .or_else(|| cadre_user.iter().find_map(cadre_mode))
         .or_else(|| claude_user.iter().find_map(|(f, _)| claude_mode(f)));
     match mode {
         Some((mode, source)) => {
