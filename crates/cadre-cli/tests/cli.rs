@@ -200,3 +200,9 @@ mod screen;
 /// timeline page.
 #[path = "cli/team_view.rs"]
 mod team_view;
+
+/// Hooks: Claude Code's settings files and cadre's `[hooks]`, real hook scripts blocking,
+/// formatting and keeping agents going, each subagent's identity, timeouts and Ctrl-C, and
+/// trust.
+#[path = "cli/hooks.rs"]
+mod hooks;
