@@ -43,6 +43,7 @@ pub async fn ask(
         journal: None,
         inbox: None,
         team: None,
+        hooks: None,
         permissions: None,
     };
     Ok(agent.run(vec![Message::user_text(question)]).await)

@@ -68,6 +68,7 @@ fn agent(
         journal: None,
         inbox: None,
         team: None,
+        hooks: None,
         permissions: None,
     };
     (agent, seen)

@@ -383,7 +383,7 @@ async fn check_loads_the_corpus_with_warnings_and_strict_makes_them_errors() {
         "agents/stats-analyst.md:5:39: {} unknown tool \"context-manager\" dropped from tools",
         "agents/powershell-5.1-expert.md:2:7: {} name \"powershell-5.1-expert\" is used as written",
         "agents/CodeReviewer.md:2:7: {} name \"CodeReviewer\" is used as written",
-        "agents/everything.md:15:1: {} `hooks` ignored: cadre does not run Claude Code hooks",
+        "agents/everything.md:21:1: {} `memory` ignored",
         "agents/lenient.yaml:7:1: {} unknown key `colour` ignored",
         "agents/all-dropped.md:4:1: {} no tool is left",
     ];
@@ -451,6 +451,7 @@ async fn check_loads_the_corpus_with_warnings_and_strict_makes_them_errors() {
             list.stdout
         );
     }
-    let hooks = "everything.md:15:1: warning: `hooks` ignored";
-    assert_eq!(list.stderr.matches(hooks).count(), 1, "{}", list.stderr);
+    let memory = "everything.md:21:1: warning: `memory` ignored";
+    assert_eq!(list.stderr.matches(memory).count(), 1, "{}", list.stderr);
+    assert!(!list.stderr.contains("`hooks`"), "{}", list.stderr);
 }

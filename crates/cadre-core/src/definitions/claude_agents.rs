@@ -9,7 +9,7 @@
 use crate::definitions::frontmatter::{self, split, FrontMatterError};
 use crate::definitions::skills::{scalar_text, Fields};
 use crate::definitions::spec::{
-    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
+    check_name, read_hooks, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
     LISTED_DESCRIPTION_CHARS,
 };
 pub use crate::definitions::tools::DROPPED_TOOLS;
@@ -20,7 +20,7 @@ use std::path::Path;
 const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// The front matter keys Claude Code defines and cadre maps to a spec field.
-pub const MAPPED_KEYS: [&str; 12] = [
+pub const MAPPED_KEYS: [&str; 13] = [
     "name",
     "description",
     "tools",
@@ -33,11 +33,11 @@ pub const MAPPED_KEYS: [&str; 12] = [
     "background",
     "isolation",
     "color",
+    "hooks",
 ];
 
 /// Claude Code keys cadre reads but does not act on, and why.
-const IGNORED_KEYS: [(&str, &str); 4] = [
-    ("hooks", "cadre does not run Claude Code hooks"),
+const IGNORED_KEYS: [(&str, &str); 3] = [
     ("memory", "cadre does not keep Claude Code agent memory"),
     (
         "effort",
@@ -129,6 +129,10 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         .get("mcpServers")
         .map(|v| mcp_servers(file, &yaml, v, &mut problems))
         .unwrap_or_default();
+    let hooks = map
+        .get("hooks")
+        .map(|v| read_hooks(file, v, &mut problems, &|| at("hooks", None)))
+        .unwrap_or_default();
     let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
         let pos = at(key, needle);
         problems.push(if warning {
@@ -215,6 +219,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         background,
         color,
         prompt,
+        hooks,
         source: Some(file.to_path_buf()),
         ..AgentSpec::default()
     };

@@ -211,7 +211,16 @@ fn read_group(
     let matcher = match group.get("matcher") {
         None | Some(Value::Null) => None,
         Some(Value::String(m)) if m.is_empty() || m == "*" => None,
-        Some(Value::String(m)) => Some(m.clone()),
+        Some(Value::String(m)) => match regex::Regex::new(m) {
+            Ok(_) => Some(m.clone()),
+            Err(e) => {
+                warnings.push(format!(
+                    "a `{name}` entry ignored: its matcher {m:?} is not a regular expression ({})",
+                    e.to_string().lines().last().unwrap_or_default().trim()
+                ));
+                return;
+            }
+        },
         Some(other) => {
             warnings.push(format!(
                 "a `{name}` matcher ignored: expected a regular expression as text, found {}",
@@ -288,7 +297,8 @@ mod tests {
                 {"hooks": [{"type": "prompt", "prompt": "is this ok?"}]}
             ],
             "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "fmt.sh"}]}],
-            "Whenever": []
+            "Whenever": [],
+            "Stop": [{"matcher": "(", "hooks": [{"command": "x"}]}]
         });
         let (hooks, warnings) = Hooks::from_json(&value, ".claude/settings.json");
         assert_eq!(hooks.all().len(), 2, "{hooks:?}");
@@ -299,7 +309,10 @@ mod tests {
         assert_eq!(format.matcher, None);
         assert_eq!(format.timeout_secs, DEFAULT_HOOK_TIMEOUT_SECS);
         assert_eq!(format.source, ".claude/settings.json");
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings
+            .iter()
+            .any(|w| w.contains("not a regular expression")));
         assert!(warnings.iter().any(|w| w.contains("`Whenever`")));
         assert!(warnings.iter().any(|w| w.contains("type `prompt`")));
     }

@@ -1,5 +1,6 @@
 //! Agent types: one YAML file each, validated with file:line:column problems.
 
+use crate::definitions::hooks::Hooks;
 use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules, Rule};
 use crate::definitions::tools::{is_mcp_name, map_tools, resolve_tool_name, SKILL_TOOL, TEAM_TOOL};
 use crate::definitions::yaml;
@@ -163,6 +164,10 @@ pub struct AgentSpec {
     /// Its system prompt.
     #[serde(default)]
     pub prompt: String,
+    /// Its own hooks (Claude Code's `hooks` object in a file), run for its agents only, after
+    /// the run's; a `Stop` hook of a subagent's type runs when that subagent stops.
+    #[serde(default, skip_serializing_if = "Hooks::is_empty")]
+    pub hooks: Hooks,
     /// Where it was loaded from (not part of the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -200,6 +205,7 @@ impl Default for AgentSpec {
             background: false,
             color: None,
             prompt: String::new(),
+            hooks: Hooks::default(),
             source: None,
             dropped_tools: Vec::new(),
             limited_tools: Vec::new(),
@@ -362,7 +368,7 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 20] = [
+pub const KNOWN_KEYS: [&str; 21] = [
     "name",
     "description",
     "mode",
@@ -383,7 +389,34 @@ pub const KNOWN_KEYS: [&str; 20] = [
     "background",
     "color",
     "prompt",
+    "hooks",
 ];
+
+/// Reads an agent file's `hooks` (Claude Code's object, in YAML) written in `file`; what
+/// cannot be run is dropped with a warning placed by `pos`.
+pub(crate) fn read_hooks(
+    file: &Path,
+    value: &yaml::Value,
+    problems: &mut Vec<Problem>,
+    pos: &dyn Fn() -> (usize, usize),
+) -> Hooks {
+    let json = match serde_json::to_value(value) {
+        Ok(json) => json,
+        Err(e) => {
+            problems.push(Problem::warning_at(
+                file,
+                pos(),
+                format!("`hooks` ignored: {e}"),
+            ));
+            return Hooks::default();
+        }
+    };
+    let (hooks, warnings) = Hooks::from_json(&json, &file.display().to_string());
+    for w in warnings {
+        problems.push(Problem::warning_at(file, pos(), w));
+    }
+    hooks
+}
 
 /// Places a problem in a file: at a key (spelled as in the file) and an optional needle
 /// after it, as a 1-based (line, column).
@@ -439,7 +472,9 @@ impl AgentSpec {
             }
             known
         });
-        let parsed = if !repaired && !unknown {
+        // Hooks are written as Claude Code writes them, read forgivingly on their own.
+        let hooks_yaml = map.remove("hooks");
+        let parsed = if !repaired && !unknown && hooks_yaml.is_none() {
             // From the text, so a type error has its exact position.
             yaml::from_str::<AgentSpec>(text).map_err(|e| yaml_problem(e, (0, 0)))
         } else {
@@ -459,6 +494,10 @@ impl AgentSpec {
         match parsed {
             Ok(mut spec) => {
                 spec.source = Some(file.to_path_buf());
+                if let Some(value) = hooks_yaml {
+                    spec.hooks =
+                        read_hooks(file, &value, &mut problems, &|| locate(text, "hooks", None));
+                }
                 spec.repair(file, &mut problems, &|key, needle| {
                     locate(text, key, needle)
                 });

@@ -147,6 +147,24 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         owner: Option<String>,
     },
+    /// A hook ran for one of the agent's moments (a tool call, its start or stop, …).
+    Hook {
+        /// The agent's path.
+        agent: String,
+        /// The moment it ran at (Claude Code's `hook_event_name`).
+        hook_event: crate::definitions::hooks::HookEvent,
+        /// The command, as written.
+        command: String,
+        /// Where it was written (a settings file, `agent <type>`).
+        source: String,
+        /// Its matcher, as written, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        matcher: Option<String>,
+        /// How long it ran, in milliseconds.
+        duration_ms: u64,
+        /// What came of it.
+        outcome: crate::run::hooks::HookOutcome,
+    },
     /// An agent stopped.
     Finished {
         /// Its path.
@@ -180,6 +198,7 @@ impl Event {
             | Self::Idle { agent, .. }
             | Self::Woken { agent, .. }
             | Self::TaskChanged { agent, .. }
+            | Self::Hook { agent, .. }
             | Self::Finished { agent, .. } => agent,
         }
     }

@@ -124,6 +124,20 @@ pub enum Step {
         /// The messages, in the order given.
         messages: Vec<Envelope>,
     },
+    /// A hook's decision that changes what the agent does (it keeps going, stops, or runs
+    /// a call otherwise), journaled before it takes effect.
+    Hooked {
+        /// The agent's path.
+        agent: String,
+        /// The moment the hook ran at.
+        event: crate::definitions::hooks::HookEvent,
+        /// The `tool_use` id of the call it is about, for `PreToolUse`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
+        /// What it decided.
+        #[serde(flatten)]
+        decision: crate::run::hooks::HookDecision,
+    },
     /// An agent ended.
     Finished {
         /// The agent's path.
@@ -150,6 +164,7 @@ impl Step {
             | Self::Compacted { agent, .. }
             | Self::Cleared { agent, .. }
             | Self::Delivered { agent, .. }
+            | Self::Hooked { agent, .. }
             | Self::Finished { agent, .. } => Some(agent),
         }
     }

@@ -7,6 +7,7 @@ use crate::record::journal::{
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
+use crate::run::hooks::AgentHooks;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
@@ -72,6 +73,9 @@ pub struct Agent {
     /// Its place in the run's team, when it is a member: messages reach it between turns,
     /// and when it has answered it waits for more instead of ending.
     pub team: Option<Seat>,
+    /// The hooks it runs (the run's and its type's); `None` when it has none, so a run
+    /// without hooks does no hook work at all.
+    pub hooks: Option<Arc<AgentHooks>>,
 }
 
 /// Results that reach an agent after the tool call that started them returned.

@@ -413,6 +413,7 @@ impl OrchestratorBuilder {
         config.journal = self.journal;
         config.delegate = self.delegate;
         config.team = self.team;
+        config.hooks = self.hooks;
         let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {
             Ok([one]) => one,
             Err(none) if none.is_empty() => crate::record::events::no_events(),

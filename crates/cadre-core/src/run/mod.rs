@@ -8,6 +8,7 @@ pub mod builder;
 pub mod compaction;
 pub mod context;
 pub mod delegate;
+pub mod hooks;
 pub(crate) mod mcp_tools;
 pub mod orchestrator;
 pub mod outcome;

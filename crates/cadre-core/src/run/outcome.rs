@@ -26,6 +26,9 @@ pub enum StopKind {
     ModelError(String),
     /// The model stopped for a reason cadre does not know.
     Other(String),
+    /// A hook stopped it (`continue: false`, a refused prompt, or a `Stop` hook that kept
+    /// blocking past the bound); the text says which and why.
+    Hook(String),
 }
 
 impl StopKind {
@@ -46,6 +49,7 @@ impl StopKind {
             Self::Cancelled => "cancelled",
             Self::ModelError(_) => "API error",
             Self::Other(_) => "stopped",
+            Self::Hook(_) => "hook",
         }
     }
 }
@@ -66,6 +70,7 @@ impl std::fmt::Display for StopKind {
             Self::Cancelled => f.write_str("cancelled"),
             Self::ModelError(e) => write!(f, "the model API failed: {e}"),
             Self::Other(r) => write!(f, "the model stopped for an unknown reason: {r}"),
+            Self::Hook(why) => write!(f, "stopped by a hook: {why}"),
         }
     }
 }

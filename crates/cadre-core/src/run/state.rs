@@ -8,6 +8,7 @@
 
 use crate::record::journal::Step;
 use crate::run::context;
+use crate::run::hooks::HookDecision;
 use crate::run::outcome::StopKind;
 use cadre_model::{ContentBlock, Message, Response, Role, StopReason, ToolUseBlock, Usage};
 use serde_json::Value;
@@ -45,6 +46,9 @@ pub struct AgentState {
     /// Whether its last wake (messages given after it had answered) held one a member wrote,
     /// not only cadre's notices: the turn it starts earns its starter a notice when it ends.
     pub woken: bool,
+    /// How often in a row `Stop`-like hooks kept it going since its last new input; its
+    /// next stop hook is told `stop_hook_active`, and past the bound it stops.
+    pub stop_blocks: u32,
 }
 
 /// A turn whose tool calls were not all answered yet.
@@ -58,6 +62,9 @@ pub struct PendingTurn {
     pub results: HashMap<String, ContentBlock>,
     /// Calls journaled as started (changing tools only).
     pub started: HashSet<String>,
+    /// What `PreToolUse` hooks decided for calls they did not refuse, by call id: a resumed
+    /// run uses it instead of running the hooks again.
+    pub hooked: HashMap<String, HookDecision>,
 }
 
 /// One call of a pending turn.
@@ -184,8 +191,13 @@ impl AgentState {
                 self.spawned.insert(call, child);
                 Added::Nothing
             }
-            Step::UserMessage { message, .. } => self.follow_up(message),
+            Step::UserMessage { message, .. } => {
+                self.stop_blocks = 0;
+                self.follow_up(message)
+            }
+            Step::Hooked { call, decision, .. } => self.hooked(call, decision),
             Step::Delivered { messages, .. } => {
+                self.stop_blocks = 0;
                 // Only a wake starts a turn; messages given with tool results join one.
                 if self.finished.is_some() {
                     self.woken = messages.iter().any(|m| !m.notice);
@@ -224,6 +236,27 @@ impl AgentState {
                 Added::Nothing
             }
             Step::Run { .. } | Step::Started { .. } | Step::Team { .. } => Added::Nothing,
+        }
+    }
+
+    /// A hook's decision: a blocked stop goes on with its reason as the next user message,
+    /// a stop ends the conversation, a call's decision waits for the call to run.
+    fn hooked(&mut self, call: Option<String>, decision: HookDecision) -> Added {
+        match decision {
+            HookDecision::Continue { reason } => {
+                self.stop_blocks += 1;
+                self.follow_up(Message::user_text(reason))
+            }
+            HookDecision::Stop { reason } => {
+                self.finished = Some((StopKind::Hook(reason), final_text(&self.history)));
+                Added::Nothing
+            }
+            decision @ HookDecision::Call { .. } => {
+                if let (Some(p), Some(id)) = (&mut self.pending, call) {
+                    p.hooked.insert(id, decision);
+                }
+                Added::Nothing
+            }
         }
     }
 

@@ -61,7 +61,6 @@ fn every_agent_file_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
             "agents/all-dropped.md:4:8: warning: tool \"WebFetch\" dropped from tools: cadre does not provide it",
             "agents/all-dropped.md:4:18: warning: unknown tool \"airis-mcp-gateway\" dropped from tools",
             "agents/all-dropped.md:4:1: warning: no tool is left: every entry of tools was dropped (WebFetch, airis-mcp-gateway)",
-            "agents/everything.md:15:1: warning: `hooks` ignored: cadre does not run Claude Code hooks",
             "agents/everything.md:21:1: warning: `memory` ignored",
             "agents/everything.md:23:1: warning: `effort` ignored",
             "agents/everything.md:26:1: warning: `initialPrompt` ignored",
@@ -119,6 +118,12 @@ fn every_agent_file_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
     assert_eq!(every.isolation.as_deref(), Some("worktree"));
     assert_eq!(every.color.as_deref(), Some("blue"));
     assert_eq!(every.prompt, "You use everything.");
+    // Its hooks load as Claude Code wrote them, scoped to its agents.
+    let hooks: Vec<_> = every.hooks.all().iter().collect();
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0].event, cadre_core::HookEvent::PreToolUse);
+    assert_eq!(hooks[0].matcher.as_deref(), Some("Bash"));
+    assert_eq!(hooks[0].command, "echo checked");
 
     let dropped = registry.get("all-dropped").unwrap();
     assert!(dropped.tools.is_empty());

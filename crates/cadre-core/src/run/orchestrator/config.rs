@@ -79,6 +79,8 @@ pub(crate) struct RunConfig {
     /// Whether this is a team run, and its limits; `None` makes it one only when the
     /// primary type lists a team tool.
     pub team: Option<crate::run::team::TeamLimits>,
+    /// The run's hooks, for every agent (an agent type's own add to them).
+    pub hooks: crate::definitions::hooks::Hooks,
 }
 
 impl RunConfig {
@@ -110,6 +112,7 @@ impl RunConfig {
             journal: None,
             delegate: None,
             team: None,
+            hooks: Default::default(),
         }
     }
 }

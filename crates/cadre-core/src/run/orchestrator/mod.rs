@@ -800,6 +800,7 @@ impl Orchestrator {
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
             permissions,
             team: seat,
+            hooks: None,
         };
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
