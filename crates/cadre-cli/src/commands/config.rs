@@ -2,6 +2,7 @@
 
 use crate::args::ConfigCommand;
 use crate::common::claude_settings::ClaudeFile;
+use crate::common::definitions::load_registry_from;
 use crate::common::exit::{Code, Result};
 use crate::common::hooks;
 use crate::common::project::{user_dir, workspace_root};
@@ -38,7 +39,11 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
                 );
             }
             outln!();
-            let listed = hooks::listing(&merged.hooks, &root, (&args).into());
+            // As a run would see them, with the agent types' own.
+            let include_user = user_dir.is_some();
+            let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+            let configured = merged.hooks.clone().with_types(&registry, &root);
+            let listed = hooks::listing(&configured, &root, (&args).into());
             if listed.is_empty() {
                 outln!("hooks  (none)");
             } else {

@@ -1,5 +1,6 @@
 //! `cadre doctor`: what the sandbox can enforce on this machine, and what the project holds.
 
+use crate::common::definitions::load_registry_from;
 use crate::common::exit::Code;
 use crate::common::hooks;
 use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
@@ -111,7 +112,8 @@ fn project(directory: Option<PathBuf>) {
             if found { "(read)" } else { "(not found)" }
         );
     }
-    let configured = settings::configured_hooks(&files, &claude);
+    let registry = load_registry_from(&root, &[], true);
+    let configured = settings::configured_hooks(&files, &claude).with_types(&registry, &root);
     let listed = hooks::listing(&configured, &root, hooks::Flags::default());
     if listed.is_empty() {
         outln!("hooks             none (.claude/settings.json, .claude/settings.local.json, cadre.toml [hooks]; yours in ~/.claude/settings.json, ~/.config/cadre/config.toml)");

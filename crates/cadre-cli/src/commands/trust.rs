@@ -1,6 +1,7 @@
 //! `cadre trust [DIR] [--revoke | --list]`: whether a project's hooks may run.
 
 use crate::args::TrustCmd;
+use crate::common::definitions::load_registry_from;
 use crate::common::exit::{Code, Result};
 use crate::common::hooks::{aligned, rows, ConfiguredHooks};
 use crate::common::project::{user_dir, workspace_root};
@@ -29,7 +30,7 @@ pub fn trust(cmd: &TrustCmd, directory: Option<PathBuf>) -> Result<Code> {
     let hooks = project_hooks(&root)?;
     store.set(&root, true, &hooks.fingerprint(&root));
     store.save()?;
-    let all = hooks.project.all();
+    let all = hooks.project_all();
     if all.is_empty() {
         outln!("trusted {shown}; it has no hooks now, and hooks added later are asked about again");
     } else {
@@ -41,18 +42,20 @@ pub fn trust(cmd: &TrustCmd, directory: Option<PathBuf>) -> Result<Code> {
                 format!("{} hooks", all.len())
             }
         );
-        for line in aligned(&rows(all, None)) {
+        for line in aligned(&rows(&all, None)) {
             outln!("  {line}");
         }
     }
     Ok(Code::Done)
 }
 
-/// The hooks of the project at `root` alone (not the user's).
+/// The hooks of the project at `root` alone (not the user's): its settings files' and its
+/// agent files'.
 fn project_hooks(root: &Path) -> Result<ConfiguredHooks> {
     let files = settings::files(root, None)?;
     let claude = settings::claude_files(root, None)?;
-    Ok(settings::configured_hooks(&files, &claude))
+    let registry = load_registry_from(root, &[], false);
+    Ok(settings::configured_hooks(&files, &claude).with_types(&registry, root))
 }
 
 /// Every project answered for, and whether the answer still holds.
@@ -74,11 +77,10 @@ fn list(store: &Store) {
                     State::Changed => {
                         "(its hooks changed since: not run until answered again)".to_owned()
                     }
-                    _ => format!(
-                        "({} hook{})",
-                        h.project.all().len(),
-                        if h.project.all().len() == 1 { "" } else { "s" }
-                    ),
+                    _ => {
+                        let n = h.project_all().len();
+                        format!("({n} hook{})", if n == 1 { "" } else { "s" })
+                    }
                 },
             };
             vec![path.clone(), answer.to_owned(), now]

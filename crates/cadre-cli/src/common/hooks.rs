@@ -1,16 +1,19 @@
-//! The run's hooks: gathered from every settings file, and whether the project's may run.
+//! The run's hooks: gathered from every settings file and agent type, and whether the
+//! project's may run.
 //!
-//! The user's own hooks (`~/.claude/settings.json`, `~/.config/cadre/config.toml`) always
-//! run: the user wrote them. A project's (`.claude/settings.json`,
-//! `.claude/settings.local.json`, `cadre.toml`) are commands someone else may have written,
-//! run with the user's rights: they run only in a project the user trusts (see
-//! [`trust`](crate::common::trust)), or with `--trust-hooks` for one run.
+//! The user's own hooks (`~/.claude/settings.json`, `~/.config/cadre/config.toml`, agent
+//! types in `~/.claude/agents`, `~/.config/cadre/agents` or an `--agents-dir`) always run:
+//! the user wrote or chose them. A project's (`.claude/settings.json`,
+//! `.claude/settings.local.json`, `cadre.toml`, the `hooks:` of its agent files) are
+//! commands someone else may have written, run with the user's rights: they run only in a
+//! project the user trusts (see [`trust`](crate::common::trust)), or with `--trust-hooks`
+//! for one run.
 
 use crate::args::RunArgs;
 use crate::common::exit::Result;
 use crate::common::project::user_dir;
 use crate::common::trust::{State, Store};
-use cadre_core::{Hook, Hooks};
+use cadre_core::{AgentSpec, Hook, Hooks, Registry};
 use sha2::{Digest, Sha256};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -24,12 +27,57 @@ pub struct ConfiguredHooks {
     pub project: Hooks,
     /// The file that says `disableAllHooks: true`, if one does: then none runs.
     pub disabled_by: Option<String>,
+    /// The `hooks:` of agent types from the user's folders and `--agents-dir`.
+    pub user_types: Hooks,
+    /// The `hooks:` of the project's agent files.
+    pub project_types: Hooks,
+}
+
+/// Whether agent type `spec` comes from the project's own agent folders (`.claude/agents`,
+/// `agents`, `.cadre/agents` at `root`), rather than the user's or an `--agents-dir`.
+pub fn is_project_type(spec: &AgentSpec, root: &Path) -> bool {
+    let Some(dir) = spec.source.as_deref().and_then(Path::parent) else {
+        return false;
+    };
+    [".claude/agents", "agents", ".cadre/agents"]
+        .iter()
+        .any(|d| dir == root.join(d))
 }
 
 impl ConfiguredHooks {
+    /// These hooks and the agent types' own in `registry`, the project's apart.
+    pub fn with_types(mut self, registry: &Registry, root: &Path) -> Self {
+        for spec in registry.all().filter(|s| !s.hooks.is_empty()) {
+            if is_project_type(spec, root) {
+                self.project_types = self.project_types.merged(&spec.hooks);
+            } else {
+                self.user_types = self.user_types.merged(&spec.hooks);
+            }
+        }
+        self
+    }
+
+    /// Every hook of the project, settings files' and agent files'.
+    pub fn project_all(&self) -> Vec<Hook> {
+        self.project
+            .all()
+            .iter()
+            .chain(self.project_types.all())
+            .cloned()
+            .collect()
+    }
+
     /// Whether no file holds a hook.
     pub fn is_empty(&self) -> bool {
-        self.user.is_empty() && self.project.is_empty()
+        self.user.is_empty()
+            && self.project.is_empty()
+            && self.user_types.is_empty()
+            && self.project_types.is_empty()
+    }
+
+    /// Whether the project holds none.
+    fn project_is_empty(&self) -> bool {
+        self.project.is_empty() && self.project_types.is_empty()
     }
 
     /// The fingerprint of the project's hooks, as the trust file remembers it: each hook's
@@ -37,7 +85,7 @@ impl ConfiguredHooks {
     pub fn fingerprint(&self, root: &Path) -> String {
         let prefix = format!("{}/", root.display());
         let mut hash = Sha256::new();
-        for h in self.project.all() {
+        for h in self.project_all() {
             let file = h.source.strip_prefix(&prefix).unwrap_or(&h.source);
             for part in [
                 h.event.name(),
@@ -117,7 +165,7 @@ pub fn verdict(configured: &ConfiguredHooks, root: &Path, flags: Flags) -> Verdi
     if let Some(file) = &configured.disabled_by {
         return Verdict::Disabled(file.clone());
     }
-    if configured.project.is_empty() {
+    if configured.project_is_empty() {
         return Verdict::NoHooks;
     }
     if flags.trust {
@@ -127,16 +175,24 @@ pub fn verdict(configured: &ConfiguredHooks, root: &Path, flags: Flags) -> Verdi
     Verdict::Stored(store.state(root, &configured.fingerprint(root)))
 }
 
-/// The hooks a run in `root` runs: the user's, and the project's if it is trusted. A
-/// project never answered for (or whose hooks changed since) is asked about on a terminal,
-/// and the answer remembered; without a terminal its hooks do not run, and one warning
-/// says so and how to trust it.
-pub fn for_run(configured: &ConfiguredHooks, root: &Path, flags: Flags) -> Result<Hooks> {
+/// The hooks a run in `root` runs: the user's, and the project's if it is trusted; agent
+/// types in `registry` whose hooks do not run lose them. A project never answered for (or
+/// whose hooks changed since) is asked about on a terminal, and the answer remembered;
+/// without a terminal its hooks do not run, and one warning says so and how to trust it.
+pub fn for_run(
+    configured: &ConfiguredHooks,
+    registry: &mut Registry,
+    root: &Path,
+    flags: Flags,
+) -> Result<Hooks> {
     if configured.is_empty() {
         return Ok(Hooks::default());
     }
     let project = match verdict(configured, root, flags) {
-        Verdict::Off | Verdict::Disabled(_) => return Ok(Hooks::default()),
+        Verdict::Off | Verdict::Disabled(_) => {
+            strip_types(registry, |_| true);
+            return Ok(Hooks::default());
+        }
         Verdict::NoHooks => false,
         Verdict::TrustedForRun | Verdict::Stored(State::Trusted) => true,
         Verdict::Stored(State::Declined) => {
@@ -161,11 +217,29 @@ pub fn for_run(configured: &ConfiguredHooks, root: &Path, flags: Flags) -> Resul
             false
         }
     };
+    if !project {
+        strip_types(registry, |spec| is_project_type(spec, root));
+    }
     Ok(if project {
         configured.user.merged(&configured.project)
     } else {
         configured.user.clone()
     })
+}
+
+/// Takes the hooks away from the agent types `which` picks, so their agents run none.
+fn strip_types(registry: &mut Registry, which: impl Fn(&AgentSpec) -> bool) {
+    let stripped: Vec<AgentSpec> = registry
+        .all()
+        .filter(|s| !s.hooks.is_empty() && which(s))
+        .map(|s| AgentSpec {
+            hooks: Hooks::default(),
+            ..s.clone()
+        })
+        .collect();
+    for spec in stripped {
+        registry.insert(spec);
+    }
 }
 
 /// Whether a person can answer: stdin and stderr (where the question goes) are terminals.
@@ -177,8 +251,8 @@ fn can_ask() -> bool {
 fn warn_untrusted(configured: &ConfiguredHooks, why: &str) {
     errln!(
         "cadre: warning: the project's hooks are not run ({} in {}): {why}; `cadre trust` trusts it (or --trust-hooks, for one run)",
-        count(configured.project.all().len()),
-        files_of(configured.project.all())
+        count(configured.project_all().len()),
+        files_of(&configured.project_all())
     );
 }
 
@@ -194,8 +268,8 @@ fn ask(configured: &ConfiguredHooks, root: &Path, changed: bool) -> bool {
         "\ncadre: this project ({}) has {what}: commands run with your rights when agents act.",
         root.display()
     );
-    for row in rows(configured.project.all(), None) {
-        errln!("  {}", row.join("  "));
+    for line in aligned(&rows(&configured.project_all(), None)) {
+        errln!("  {line}");
     }
     err!("Run this project's hooks (remembered; `cadre trust --revoke` forgets it)? [y/N] ");
     let mut answer = String::new();
@@ -260,8 +334,9 @@ pub fn listing(configured: &ConfiguredHooks, root: &Path, flags: Flags) -> Vec<S
         _ => "runs (yours)".to_owned(),
     };
     let mut all = rows(configured.user.all(), Some(&user_status));
+    all.extend(rows(configured.user_types.all(), Some(&user_status)));
     all.extend(rows(
-        configured.project.all(),
+        &configured.project_all(),
         Some(&verdict.project_status()),
     ));
     aligned(&all)

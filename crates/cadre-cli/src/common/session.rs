@@ -96,8 +96,6 @@ impl Session {
                 note_left_out();
             }
         }
-        // Asked here, before anything runs: a question on the terminal waits for nothing.
-        let hooks = crate::common::hooks::for_run(&settings.hooks, &root, (&args).into())?;
         if let Err(e) = crate::common::project::write_gitignore(&root) {
             errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
         }
@@ -105,7 +103,7 @@ impl Session {
             .map_err(|e| CliError::config_from(format!("cannot work in {}", root.display()), e))?;
         require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
         require_dirs(&args.skills.skills_dir, "--skills-dir")?;
-        let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+        let mut registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
         let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
         let mcp = load_servers(&root, &args.mcp, include_user)?;
         if !quiet {
@@ -115,6 +113,10 @@ impl Session {
             print_problems(registry.problems());
             print_problems(skills.problems());
         }
+        // Asked here, before anything runs: a question on the terminal waits for nothing.
+        let configured = settings.hooks.clone().with_types(&registry, &root);
+        let hooks =
+            crate::common::hooks::for_run(&configured, &mut registry, &root, (&args).into())?;
         cadre_core::primary_spec(&registry, &args.agent).map_err(|e| match e {
             RunError::UnknownAgent { .. } => {
                 CliError::config(format!("{e} (see `cadre agents list`)"))

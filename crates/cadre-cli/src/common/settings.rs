@@ -341,6 +341,7 @@ pub fn configured_hooks(files: &[SettingsFile], claude: &[(ClaudeFile, bool)]) -
         user,
         project,
         disabled_by,
+        ..ConfiguredHooks::default()
     }
 }
 

@@ -790,3 +790,56 @@ async fn the_engine_refuses_a_run_with_hooks_with_exit_2() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[tokio::test]
+async fn an_agent_files_own_hooks_run_for_its_agents_once_the_project_is_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // A Claude Code agent file of the project, with hooks in its front matter.
+    write_file(
+        &dir.path().join(".claude/agents/checker.md"),
+        "---\nname: checker\ndescription: Checks things. Use it to check.\ntools: Bash\nhooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - type: command\n          command: cat > /dev/null; echo checker >> \"$CLAUDE_PROJECT_DIR/marks\"\n---\nYou check things.\n",
+    );
+    let server = MockServer::start().await;
+    for _ in 0..2 {
+        server.route(
+            Match::FirstUserContains("PARENT".into()),
+            vec![
+                Reply::tasks([("t1", "checker", "CHILD check")]),
+                Reply::text("PARENT-DONE"),
+            ],
+        );
+        server.route(
+            Match::FirstUserContains("CHILD check".into()),
+            vec![bash("b1", "true"), Reply::text("checked")],
+        );
+    }
+    let marks = || std::fs::read_to_string(dir.path().join("marks")).unwrap_or_default();
+    let uri = server.uri();
+    let out = cadre_home(dir.path(), home.path(), &uri, &["config", "show"]).await;
+    let listed = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("echo checker"))
+        .unwrap_or_else(|| panic!("the agent file's hook is not listed:\n{}", out.stdout));
+    assert!(listed.contains("checker.md"), "{listed}");
+    assert!(listed.contains("not run until trusted"), "{listed}");
+
+    let out = cadre_home(dir.path(), home.path(), &uri, &["run", "PARENT task"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(marks(), "", "an untrusted agent file's hook ran");
+    assert!(
+        out.stderr.contains("hooks are not run") && out.stderr.contains("checker.md"),
+        "{}",
+        out.stderr
+    );
+    let out = cadre_home(
+        dir.path(),
+        home.path(),
+        &uri,
+        &["run", "--trust-hooks", "PARENT task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(marks(), "checker\n");
+}
