@@ -12,7 +12,8 @@ use std::path::PathBuf;
 /// What `cadre --help` says of how cadre ends.
 const EXIT_CODES: &str = "Exit codes:
   0    the agent finished
-  1    it stopped early (turn limit, token budget, refusal, max tokens, context full)
+  1    it stopped early (turn limit, token budget, refusal, max tokens, context full,
+       a hook stopped it)
   2    bad usage or configuration (no key, bad folder or flag, unknown agent type)
   3    the model API failed
   4    cadre itself failed (a file it could not read or write, a damaged run folder,

@@ -677,6 +677,26 @@ mod tests {
     }
 
     #[test]
+    fn a_hooks_table_reads_as_claude_codes_hooks_object() {
+        let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 5 }]\n\n[[hooks.Whenever]]\nhooks = []\n").unwrap();
+        let hooks = f.hooks.all();
+        assert_eq!(hooks.len(), 1, "{hooks:?}");
+        assert_eq!(hooks[0].event, cadre_core::HookEvent::PreToolUse);
+        assert_eq!(hooks[0].matcher.as_deref(), Some("Bash"));
+        assert_eq!(hooks[0].command, "guard.sh");
+        assert_eq!(hooks[0].timeout_secs, 5);
+        assert_eq!(hooks[0].source, "cadre.toml");
+        // Not an unknown setting; its one problem is named with the table's line.
+        assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
+        assert!(
+            f.unknown[0].starts_with("cadre.toml:3: hook event `Whenever` ignored"),
+            "{:?}",
+            f.unknown
+        );
+        assert_eq!(f.values["model"].0, Value::Text("sonnet".into()));
+    }
+
+    #[test]
     fn bad_values_name_the_line() {
         let e = read_err("\n[limits]\nmax_turns = -1\n");
         assert!(
