@@ -66,8 +66,8 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Trust a project's hooks, so its runs run them: the commands in its
-    /// .claude/settings.json, .claude/settings.local.json and cadre.toml (`hooks`), which
-    /// run with your rights when its agents act. Until then, a run asks on a terminal and
+    /// .claude/settings.json, .claude/settings.local.json, cadre.toml and agent files
+    /// (`hooks`), which run with your rights when its agents act. Until then, a run asks on a terminal and
     /// runs none without one (your own hooks, in ~/.claude/settings.json and
     /// ~/.config/cadre/config.toml, always run). The trust covers the hooks as they are now:
     /// if they change, cadre asks again. Remembered in ~/.config/cadre/trusted.json.
@@ -487,7 +487,7 @@ pub struct RunArgs {
     #[arg(long = "deny", value_name = "RULE", value_parser = parse_rule)]
     pub deny: Vec<String>,
     /// Run the project's hooks (in its .claude/settings.json, .claude/settings.local.json,
-    /// cadre.toml) this once, though the project is not trusted; nothing is remembered
+    /// cadre.toml, agent files) this once, though the project is not trusted; nothing is remembered
     /// (`cadre trust` remembers). Your own hooks always run.
     #[arg(long, conflicts_with = "no_hooks")]
     pub trust_hooks: bool,
