@@ -7,7 +7,7 @@ use crate::record::journal::{
 use crate::record::transcript::Transcript;
 use crate::run::budget::Budget;
 use crate::run::context;
-use crate::run::hooks::AgentHooks;
+use crate::run::hooks::{AgentHooks, Answered, HookDecision, PreTool};
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
@@ -130,11 +130,25 @@ impl Agent {
         let stop = loop {
             match state.next() {
                 // Work this agent left running reports before it ends.
-                Next::End(StopKind::Done) => match self.collect_inbox(&state).await {
-                    Some(step) => self.record(&mut state, step).await,
-                    None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
-                    None => break StopKind::Done,
-                },
+                Next::End(StopKind::Done) => {
+                    if let Some(step) = self.collect_inbox().await {
+                        self.record(&mut state, step).await;
+                        continue;
+                    }
+                    if self.ctx.cancel.is_cancelled() {
+                        break StopKind::Cancelled;
+                    }
+                    // Its stop hooks may keep it going (or stop it for good).
+                    if let Some(step) = self.stop_hooks(&state).await {
+                        self.record(&mut state, step).await;
+                        continue;
+                    }
+                    match self.wait_for_team(&state).await {
+                        Some(step) => self.record(&mut state, step).await,
+                        None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
+                        None => break StopKind::Done,
+                    }
+                }
                 Next::End(stop) => break stop,
                 Next::Answer => {
                     for step in self.answer(&state).await {
@@ -268,23 +282,24 @@ impl Agent {
         }
     }
 
-    /// What comes after the agent's answer: the results of work it left running, else (a
-    /// team member) the next messages for it, waited for; `None` when nothing comes (or it
-    /// was cancelled meanwhile).
-    async fn collect_inbox(&self, state: &AgentState) -> Option<Step> {
-        if let Some(inbox) = &self.inbox {
-            let blocks = tokio::select! {
-                biased;
-                () = self.ctx.cancel.cancelled() => return None,
-                blocks = inbox.undelivered() => blocks,
-            };
-            if let Some(blocks) = blocks {
-                return Some(Step::UserMessage {
-                    agent: self.config.path.clone(),
-                    message: Message::new(Role::User, blocks),
-                });
-            }
-        }
+    /// What comes first after the agent's answer: the results of work it left running;
+    /// `None` when nothing is outstanding (or it was cancelled meanwhile).
+    async fn collect_inbox(&self) -> Option<Step> {
+        let inbox = self.inbox.as_ref()?;
+        let blocks = tokio::select! {
+            biased;
+            () = self.ctx.cancel.cancelled() => return None,
+            blocks = inbox.undelivered() => blocks,
+        };
+        blocks.map(|blocks| Step::UserMessage {
+            agent: self.config.path.clone(),
+            message: Message::new(Role::User, blocks),
+        })
+    }
+
+    /// What comes last after the agent's answer, for a team member: the next messages for
+    /// it, waited for; `None` when nothing comes (or it was cancelled meanwhile).
+    async fn wait_for_team(&self, state: &AgentState) -> Option<Step> {
         let seat = self.team.as_ref()?;
         let answer = final_text(&state.history);
         let given = seat
@@ -325,7 +340,7 @@ impl Agent {
                     Some(interrupted(&call.name))
                 }
                 Some(sent) => {
-                    to_run.push(sent);
+                    to_run.push((sent, turn.hooked.get(&call.id)));
                     None
                 }
                 None => Some(format!(
@@ -463,23 +478,29 @@ impl Agent {
     /// Runs one turn's tool calls and returns their journaled results in call order. Calls
     /// that may run concurrently (read-only tools, `Task`) run together; a writing call
     /// waits for the ones before it and runs alone.
-    async fn run_tools(&self, calls: Vec<&ToolUseBlock>) -> Vec<Step> {
+    /// Each call comes with what `PreToolUse` hooks decided for it before a resume, if they
+    /// did. A call's hook decisions come back as steps beside its result.
+    async fn run_tools(&self, calls: Vec<(&ToolUseBlock, Option<&HookDecision>)>) -> Vec<Step> {
         let mut results = Vec::with_capacity(calls.len());
-        let mut batch: Vec<&ToolUseBlock> = Vec::new();
-        for call in calls {
+        let mut batch: Vec<(&ToolUseBlock, Option<&HookDecision>)> = Vec::new();
+        for (call, kept) in calls {
             if !self.tools.runs_concurrently(&call.name) {
-                results.extend(join_all(batch.drain(..).map(|c| self.run_tool(c))).await);
-                results.push(self.run_tool(call).await);
+                let ran = join_all(batch.drain(..).map(|(c, k)| self.run_tool(c, k))).await;
+                results.extend(ran.into_iter().flatten());
+                results.extend(self.run_tool(call, kept).await);
             } else {
-                batch.push(call);
+                batch.push((call, kept));
             }
         }
-        results.extend(join_all(batch.into_iter().map(|c| self.run_tool(c))).await);
+        let ran = join_all(batch.into_iter().map(|(c, k)| self.run_tool(c, k))).await;
+        results.extend(ran.into_iter().flatten());
         results
     }
 
-    /// Runs one tool call and turns whatever happens into a journaled tool_result step.
-    async fn run_tool(&self, call: &ToolUseBlock) -> Step {
+    /// Runs one tool call and turns whatever happens into a journaled tool_result step,
+    /// with the journaled steps of hook decisions about it before and after it. `kept` is
+    /// what its `PreToolUse` hooks decided before a resume: they do not run again.
+    async fn run_tool(&self, call: &ToolUseBlock, kept: Option<&HookDecision>) -> Answered {
         let agent = self.config.path.clone();
         self.emit(Event::ToolCall {
             agent: agent.clone(),
@@ -487,10 +508,17 @@ impl Agent {
             name: call.name.clone(),
             input: call.input.clone(),
         });
-        let denied = match &self.permissions {
+        // PreToolUse hooks come before the permission rules, as in Claude Code.
+        let (pre, before) = match &self.hooks {
+            Some(hooks) if call.invalid_input.is_none() => self.pre_tool(hooks, call, kept).await,
+            _ => (PreTool::default(), None),
+        };
+        let input = pre.input.as_ref().unwrap_or(&call.input);
+        let denied = match (&pre.refused, &self.permissions) {
+            (Some(why), _) => Some(why.clone()),
             // Input that was not JSON is refused below without asking anyone.
-            Some(p) if call.invalid_input.is_none() => {
-                p.check(&call.name, &call.input, &self.tools, &self.ctx)
+            (None, Some(p)) if call.invalid_input.is_none() => {
+                p.check_with(&call.name, input, &self.tools, &self.ctx, pre.permission)
                     .await
             }
             _ => None,
@@ -504,7 +532,9 @@ impl Agent {
             })
             .await;
         }
-        let out = if self.ctx.cancel.is_cancelled() {
+        let cancelled_before = self.ctx.cancel.is_cancelled();
+        let ran = !cancelled_before && denied.is_none() && call.invalid_input.is_none();
+        let out = if cancelled_before {
             ToolOutput::error("cancelled before it ran")
         } else if let Some(why) = denied {
             ToolOutput::error(why)
@@ -519,7 +549,7 @@ impl Agent {
             ctx.call_id.clone_from(&call.id);
             let name = call.name.clone();
             // The input is cloned here, for the call alone: the history keeps the calls.
-            let input = call.input.clone();
+            let input = input.clone();
             let work: Work =
                 Box::pin(async move { Done::Tool(tools.call(&name, input, &ctx).await) });
             let effect = Effect::Tool {
@@ -537,6 +567,14 @@ impl Agent {
                     ToolOutput::error(format!("not run: the agent stopped ({stop})"))
                 }
             }
+        };
+        let mut out = out;
+        let after = match &self.hooks {
+            Some(hooks) if ran => {
+                self.post_tool(hooks, call, input, &mut out, pre.context)
+                    .await
+            }
+            _ => None,
         };
         self.emit(Event::ToolResult {
             agent: agent.clone(),
@@ -565,7 +603,14 @@ impl Agent {
             result: block,
         };
         self.journal(&step).await;
-        step
+        if let Some(after) = &after {
+            self.journal(after).await;
+        }
+        Answered {
+            before,
+            result: step,
+            after,
+        }
     }
 
     fn log(&self, message: &Message) {

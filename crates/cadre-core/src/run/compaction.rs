@@ -55,6 +55,19 @@ impl Agent {
     /// answers no tool call (a new question) is kept as asked, after the summary. Nothing is
     /// journaled yet: [`Agent::compacted`] makes the step.
     pub async fn compact(&self, history: &[Message]) -> Result<Compaction, CompactError> {
+        self.compact_as(history, "auto").await
+    }
+
+    /// [`compact`](Self::compact), its `PreCompact` hooks told the `trigger`: `auto`, or
+    /// `manual` when a person asked for it.
+    pub(crate) async fn compact_as(
+        &self,
+        history: &[Message],
+        trigger: &str,
+    ) -> Result<Compaction, CompactError> {
+        if let Some(hooks) = &self.hooks {
+            hooks.pre_compact(trigger).await;
+        }
         let (older, newest) = match history.split_last() {
             Some((last, older))
                 if last.role == Role::User

@@ -7,6 +7,7 @@ use crate::definitions::permissions::{allowed_by, CallView, PermissionMode, Rule
 use crate::definitions::registry::{SKILL_TOOL, TASK_TOOL};
 use crate::definitions::spec::AgentSpec;
 use crate::definitions::tools::{TASK_OUTPUT_TOOL, TASK_STOP_TOOL};
+use crate::run::hooks::CallPermission;
 use crate::run::toolset::ToolSet;
 use cadre_tools::{SandboxMode, ToolContext};
 use serde::{Deserialize, Serialize};
@@ -210,6 +211,22 @@ impl Permissions {
     /// The checker for agent `path` of type `spec`; `None` when it has nothing to check
     /// (mode `auto`, no deny rule, no tool limited to patterns).
     pub fn for_agent(&self, spec: &AgentSpec, path: &str) -> Option<Arc<AgentPermissions>> {
+        self.checker(spec, path, false)
+    }
+
+    /// The checker for agent `path` of type `spec`, even when it has nothing to check of its
+    /// own (an agent with hooks, which may ask the person about a call).
+    pub(crate) fn for_agent_always(
+        &self,
+        spec: &AgentSpec,
+        path: &str,
+    ) -> Option<Arc<AgentPermissions>> {
+        self.checker(spec, path, true)
+    }
+
+    /// The checker for agent `path` of type `spec`; `None` when it has nothing to check,
+    /// unless `always`.
+    fn checker(&self, spec: &AgentSpec, path: &str, always: bool) -> Option<Arc<AgentPermissions>> {
         let mode = self.mode_for(spec);
         let from = format!("agent type {}", spec.name);
         let parse = |rules: &[String]| -> Vec<Sourced> {
@@ -230,7 +247,11 @@ impl Permissions {
         let own_allow = parse(&spec.permissions.allow);
         let mut deny = parse(&spec.permissions.deny);
         deny.extend(self.deny.iter().cloned());
-        if mode == PermissionMode::Auto && deny.is_empty() && spec.limited_tools.is_empty() {
+        if !always
+            && mode == PermissionMode::Auto
+            && deny.is_empty()
+            && spec.limited_tools.is_empty()
+        {
             return None;
         }
         let mut allow = self.allow.clone();
@@ -271,6 +292,8 @@ enum Need {
     Limited,
     /// It may change something and no allow rule covers it.
     Writes,
+    /// A `PreToolUse` hook asked for the person's say.
+    Hook,
 }
 
 impl AgentPermissions {
@@ -289,6 +312,21 @@ impl AgentPermissions {
         tools: &ToolSet,
         ctx: &ToolContext,
     ) -> Option<String> {
+        self.check_with(name, input, tools, ctx, None).await
+    }
+
+    /// [`check`](Self::check) after `PreToolUse` hooks said `hook`: a hook's `allow` skips
+    /// the allow rules and the question, never a deny rule (nor its type's own limits, nor
+    /// the sandbox, which the tools enforce); its `ask` asks the person whatever the mode,
+    /// and is refused where no one can be asked.
+    pub async fn check_with(
+        &self,
+        name: &str,
+        input: &Value,
+        tools: &ToolSet,
+        ctx: &ToolContext,
+        hook: Option<CallPermission>,
+    ) -> Option<String> {
         let root = ctx.workspace.root();
         let resolve = |p: &str| ctx.workspace.resolve(p).ok();
         let call = CallView::new(name, input, root, &resolve);
@@ -298,7 +336,14 @@ impl AgentPermissions {
                 d.rule, d.from
             ));
         }
-        let need = self.need(&call, tools, ctx)?;
+        let need = match hook {
+            None => self.need(&call, tools, ctx)?,
+            Some(CallPermission::Allow) => match self.need(&call, tools, ctx)? {
+                Need::Limited => Need::Limited,
+                Need::Writes | Need::Hook => return None,
+            },
+            Some(CallPermission::Ask) => Need::Hook,
+        };
         let always = call.exact_rule();
         let what = match name {
             "bash" => format!(
@@ -321,9 +366,12 @@ impl AgentPermissions {
             ),
             Need::Writes if name == "bash" => "the command is not in the allow rules".to_owned(),
             Need::Writes => format!("{name} may change things and no allow rule covers it"),
+            Need::Hook => "a PreToolUse hook asks for the person's say".to_owned(),
         };
         match self.mode {
             PermissionMode::Ask => {}
+            // A hook's `ask` asks in every mode.
+            _ if need == Need::Hook => {}
             PermissionMode::Plan if need == Need::Writes => {
                 return Some(format!(
                     "denied by permission mode plan (read-only): {what} may change things; the call was not run"

@@ -6,6 +6,7 @@
 //! holds exactly the history the live one held at that step, and a rule changed here
 //! changes both.
 
+use crate::definitions::hooks::HookEvent;
 use crate::record::journal::Step;
 use crate::run::context;
 use crate::run::hooks::HookDecision;
@@ -195,7 +196,12 @@ impl AgentState {
                 self.stop_blocks = 0;
                 self.follow_up(message)
             }
-            Step::Hooked { call, decision, .. } => self.hooked(call, decision),
+            Step::Hooked {
+                event,
+                call,
+                decision,
+                ..
+            } => self.hooked(event, call, decision),
             Step::Delivered { messages, .. } => {
                 self.stop_blocks = 0;
                 // Only a wake starts a turn; messages given with tool results join one.
@@ -241,11 +247,13 @@ impl AgentState {
 
     /// A hook's decision: a blocked stop goes on with its reason as the next user message,
     /// a stop ends the conversation, a call's decision waits for the call to run.
-    fn hooked(&mut self, call: Option<String>, decision: HookDecision) -> Added {
+    fn hooked(&mut self, event: HookEvent, call: Option<String>, decision: HookDecision) -> Added {
         match decision {
             HookDecision::Continue { reason } => {
                 self.stop_blocks += 1;
-                self.follow_up(Message::user_text(reason))
+                self.follow_up(Message::user_text(format!(
+                    "{event} hook feedback:\n{reason}"
+                )))
             }
             HookDecision::Stop { reason } => {
                 self.finished = Some((StopKind::Hook(reason), final_text(&self.history)));

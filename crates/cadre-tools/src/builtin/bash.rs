@@ -133,7 +133,7 @@ const SECRET_ENV_NAMES: [&str; 3] = [
 /// Whether an environment variable named `name` may hold a credential and so must not reach
 /// the shell: the names in [`SECRET_ENV_NAMES`], and any ending with `_API_KEY` or `_TOKEN`
 /// or containing `SECRET`, ignoring case.
-fn is_secret_env(name: &OsStr) -> bool {
+pub fn is_secret_env(name: &OsStr) -> bool {
     let name = name.to_string_lossy().to_ascii_uppercase();
     SECRET_ENV_NAMES.contains(&name.as_str())
         || name.ends_with("_API_KEY")

@@ -184,6 +184,8 @@ pub struct Orchestrator {
     teams_on: std::sync::atomic::AtomicBool,
     /// The system prompts given out so far, one copy each: agents of one type share theirs.
     prompts: dashmap::DashSet<Arc<str>>,
+    /// The run's hooks, compiled once.
+    hooks: crate::run::hooks::RunHooks,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -253,6 +255,10 @@ impl Orchestrator {
             team: Arc::new(Team::new(config.team.clone().unwrap_or_default())),
             teams_on: std::sync::atomic::AtomicBool::new(false),
             prompts: dashmap::DashSet::new(),
+            hooks: crate::run::hooks::RunHooks::new(
+                &config.hooks,
+                config.workspace.root().to_path_buf(),
+            ),
             registry,
             config,
         })
@@ -581,7 +587,12 @@ impl Orchestrator {
         });
         let outcome = match start {
             Start::Fresh(prompt) => {
-                let history = vec![Message::user_text(prompt)];
+                let mut history = vec![Message::user_text(prompt)];
+                // The hooks of its start may add to its first message, or refuse the prompt.
+                let refused = match &agent.hooks {
+                    Some(hooks) => self.start_hooks(hooks, &model, prompt, &mut history).await,
+                    None => None,
+                };
                 self.journal(Step::Started {
                     agent: path.clone(),
                     agent_type: spec.name.clone(),
@@ -589,11 +600,22 @@ impl Orchestrator {
                     history: history.clone(),
                 })
                 .await;
-                agent.run(history).await
+                match refused {
+                    None => agent.run(history).await,
+                    Some(step) => {
+                        self.journal(step.clone()).await;
+                        let mut state = AgentState::new(&spec.name, description, history);
+                        state.apply(step);
+                        agent.resume(state).await
+                    }
+                }
             }
             Start::Resume(rebuilt) => {
                 if let Some(t) = &transcript {
                     t.catch_up(&rebuilt.history);
+                }
+                if let Some(hooks) = agent.hooks.as_ref().filter(|h| !h.is_subagent()) {
+                    hooks.session_start("resume", &model).await;
                 }
                 // Boxed: resuming needs a larger future than a fresh start (it may compact
                 // first), and every waiting subagent would else hold room for it.
@@ -604,6 +626,13 @@ impl Orchestrator {
         // limit, budget, error) takes them down with it.
         children.cancel_all();
         children.settle().await;
+        if let Some(hooks) = agent.hooks.as_ref().filter(|h| !h.is_subagent()) {
+            let reason = match outcome.stop {
+                StopKind::Cancelled => "prompt_input_exit",
+                _ => "other",
+            };
+            hooks.session_end(reason).await;
+        }
         self.journal(Step::Finished {
             agent: path.clone(),
             stop: outcome.stop.clone(),
@@ -765,6 +794,20 @@ impl Orchestrator {
             p.withhold(&mut tools, &ctx);
         }
         let this = self.clone();
+        let events: EventHandler = Arc::new(move |e| this.observe(e));
+        let hooks = self.hooks.for_agent(
+            spec,
+            || self.who(spec, me, &ctx),
+            me.depth > 0,
+            events.clone(),
+            ctx.cancel.clone(),
+        );
+        // An agent with hooks is always checked: a hook may ask the person, or allow a call
+        // that deny rules still refuse.
+        let permissions = match (&hooks, permissions) {
+            (Some(_), None) => self.config.permissions.for_agent_always(spec, &me.path),
+            (_, p) => p,
+        };
         let mut agent = Agent {
             config: AgentConfig {
                 path: me.path.clone(),
@@ -789,7 +832,7 @@ impl Orchestrator {
             tools,
             ctx,
             budget: self.budget.clone(),
-            events: Arc::new(move |e| this.observe(e)),
+            events,
             limiter: Some(self.limiter.clone()),
             transcript: None,
             journal: self
@@ -800,12 +843,70 @@ impl Orchestrator {
             inbox: delegates.then(|| me.background.clone() as Arc<dyn crate::run::agent::Inbox>),
             permissions,
             team: seat,
-            hooks: None,
+            hooks,
         };
         if let Some(description) = description {
             agent.transcript = self.open_transcript(&agent, spec, description);
         }
         (agent, mcp.own)
+    }
+
+    /// Runs the hooks of an agent's fresh start: `SubagentStart` for a subagent,
+    /// `SessionStart` and `UserPromptSubmit` for the primary agent on `prompt`, talking to
+    /// `model`. What they add for the model joins `history`'s first message; a refused
+    /// prompt comes back as the journal step that stops the agent.
+    async fn start_hooks(
+        &self,
+        hooks: &crate::run::hooks::AgentHooks,
+        model: &str,
+        prompt: &str,
+        history: &mut [Message],
+    ) -> Option<Step> {
+        use crate::definitions::hooks::HookEvent;
+        let mut notes: Vec<(HookEvent, String)> = Vec::new();
+        let mut refused = None;
+        if hooks.is_subagent() {
+            let v = hooks.subagent_start().await;
+            notes.extend(v.context.map(|c| (HookEvent::SubagentStart, c)));
+        } else {
+            let v = hooks.session_start("startup", model).await;
+            notes.extend(v.context.map(|c| (HookEvent::SessionStart, c)));
+            let v = hooks.user_prompt_submit(prompt).await;
+            notes.extend(v.context.map(|c| (HookEvent::UserPromptSubmit, c)));
+            refused = v.stop.or(v.block).map(|reason| Step::Hooked {
+                agent: hooks.agent_id().to_owned(),
+                event: HookEvent::UserPromptSubmit,
+                call: None,
+                decision: crate::run::hooks::HookDecision::Stop {
+                    reason: format!("the prompt was refused by a UserPromptSubmit hook: {reason}"),
+                },
+            });
+        }
+        if let Some(first) = history.first_mut() {
+            for (event, note) in notes {
+                first.content.push(cadre_model::ContentBlock::text(format!(
+                    "[{event} hook] {note}"
+                )));
+            }
+        }
+        refused
+    }
+
+    /// Who the agent `me` of type `spec` is, as its hooks are told.
+    fn who(&self, spec: &AgentSpec, me: &AgentHandle, ctx: &ToolContext) -> crate::run::hooks::Who {
+        crate::run::hooks::Who {
+            session_id: self.run_id(),
+            transcript_path: self
+                .run_dir()
+                .map(|d| d.transcript_file(&AgentPath::parse(&me.path))),
+            cwd: ctx.workspace.root().to_path_buf(),
+            permission_mode: crate::run::hooks::claude_mode(self.config.permissions.mode_for(spec)),
+            agent_id: me.path.clone(),
+            agent_type: spec.name.clone(),
+            parent_id: (me.depth > 0)
+                .then(|| me.path.rsplit_once('/').map(|(p, _)| p.to_owned()))
+                .flatten(),
+        }
     }
 
     /// `prompt` as the copy already given out, if an agent before had the same one.

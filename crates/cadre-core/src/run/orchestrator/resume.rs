@@ -74,7 +74,7 @@ impl Orchestrator {
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token(), None)
             .await;
-        let result = match agent.compact(&rebuilt.history).await {
+        let result = match agent.compact_as(&rebuilt.history, "manual").await {
             Ok(compaction) => {
                 let used = compaction.usage;
                 agent.journal(&agent.compacted(compaction)).await;

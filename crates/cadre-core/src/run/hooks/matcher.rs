@@ -1,0 +1,110 @@
+//! Which hooks run for a tool: matchers are written for Claude Code's tool names (`Bash`,
+//! `Edit|Write`, `mcp__server__.*`), and match cadre's equivalents as well as cadre's own
+//! names.
+
+use regex::Regex;
+
+/// A hook's matcher, ready to test names against.
+#[derive(Debug, Clone)]
+pub(crate) enum Matcher {
+    /// No matcher (or `""`, `*`): every name.
+    All,
+    /// Plain names separated by `|` (`Edit|Write`): those exactly, as Claude Code does.
+    Names(Vec<String>),
+    /// Any other text is a regular expression, found anywhere in the name.
+    Regex(Regex),
+}
+
+impl Matcher {
+    /// The matcher written as `written`; `None` when it is not a regular expression.
+    pub(crate) fn new(written: Option<&str>) -> Option<Self> {
+        let Some(m) = written
+            .map(str::trim)
+            .filter(|m| !m.is_empty() && *m != "*")
+        else {
+            return Some(Self::All);
+        };
+        if m.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+        {
+            return Some(Self::Names(m.split('|').map(str::to_owned).collect()));
+        }
+        Regex::new(m).ok().map(Self::Regex)
+    }
+
+    /// Whether any of `names` (a tool's names, or an agent's type) matches.
+    pub(crate) fn matches(&self, names: &[&str]) -> bool {
+        match self {
+            Self::All => true,
+            Self::Names(list) => list.iter().any(|l| names.contains(&l.as_str())),
+            Self::Regex(re) => names.iter().any(|n| re.is_match(n)),
+        }
+    }
+}
+
+/// Claude Code's name for a cadre tool that has a twin there; `None` for the others (MCP
+/// tools, `Task`, `Skill` and the team's tools are named alike).
+pub(crate) fn claude_name(tool: &str) -> Option<&'static str> {
+    Some(match tool {
+        "bash" => "Bash",
+        "read_file" => "Read",
+        "write_file" => "Write",
+        "edit_file" => "Edit",
+        "list_files" => "Glob",
+        "grep" => "Grep",
+        _ => return None,
+    })
+}
+
+/// Every name a matcher may use for the cadre tool `tool`: its own, Claude Code's, and the
+/// older Claude Code names (`MultiEdit`, `LS`, `Agent` for `Task`).
+pub(crate) fn names_of(tool: &str) -> ([&str; 3], usize) {
+    match tool {
+        "edit_file" => (["edit_file", "Edit", "MultiEdit"], 3),
+        "list_files" => (["list_files", "Glob", "LS"], 3),
+        "Task" => (["Task", "Agent", ""], 2),
+        other => match claude_name(other) {
+            Some(twin) => ([other, twin, ""], 2),
+            None => ([other, "", ""], 1),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(matcher: &str, tool: &str) -> bool {
+        let (names, n) = names_of(tool);
+        Matcher::new(Some(matcher)).unwrap().matches(&names[..n])
+    }
+
+    #[test]
+    fn claude_code_matchers_match_cadre_tools() {
+        assert!(matches("Bash", "bash"));
+        assert!(matches("bash", "bash"));
+        assert!(matches("Edit|Write", "edit_file"));
+        assert!(matches("Edit|Write", "write_file"));
+        assert!(!matches("Edit|Write", "read_file"));
+        assert!(matches("Read", "read_file"));
+        assert!(matches("Grep", "grep"));
+        assert!(matches("Glob", "list_files"));
+        assert!(matches("MultiEdit", "edit_file"));
+        assert!(matches("mcp__github__.*", "mcp__github__search"));
+        assert!(!matches("mcp__github__.*", "mcp__gitlab__search"));
+        assert!(matches("Notebook.*|Wri.*", "write_file"));
+        assert!(matches("*", "anything"));
+        assert!(matches("", "anything"));
+        assert!(matches("Task", "Task"));
+        assert!(matches("Agent", "Task"));
+        // Plain names match whole names only, as in Claude Code.
+        assert!(!matches("Edit", "MultiEditor"));
+        assert!(!matches("Bas", "bash"));
+    }
+
+    #[test]
+    fn a_bad_regular_expression_is_none() {
+        assert!(Matcher::new(Some("(")).is_none());
+        assert!(matches!(Matcher::new(None), Some(Matcher::All)));
+    }
+}
