@@ -560,7 +560,7 @@ async fn an_untrusted_projects_hooks_run_only_once_trusted_and_the_users_always_
         .to_string(),
     );
     let server = MockServer::start().await;
-    server.route(Match::Any, (0..5).map(|_| Reply::text("ok")).collect());
+    server.route(Match::Any, (0..4).map(|_| Reply::text("ok")).collect());
     let marks = || std::fs::read_to_string(dir.path().join("marks")).unwrap_or_default();
     let uri = server.uri();
     let run = || cadre_home(dir.path(), home.path(), &uri, &["run", "hello"]);
