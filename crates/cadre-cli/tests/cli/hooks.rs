@@ -843,3 +843,62 @@ async fn an_agent_files_own_hooks_run_for_its_agents_once_the_project_is_trusted
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(marks(), "checker\n");
 }
+
+#[tokio::test]
+async fn hook_runs_show_on_stderr_a_blocking_one_always_and_every_one_with_verbose() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    settings(
+        dir.path(),
+        &json!({"hooks": {
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "cat > /dev/null"}]}],
+            "PreToolUse": [entry("Bash", "cat > /dev/null; echo 'no, not that' >&2; exit 2", None)],
+        }}),
+    );
+    let server = MockServer::start().await;
+    for _ in 0..2 {
+        server.route(Match::Any, vec![bash("b1", "echo hi"), Reply::text("DONE")]);
+    }
+    let uri = server.uri();
+    let hook_lines = |stderr: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("· main hook "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let out = cadre_home(
+        dir.path(),
+        home.path(),
+        &uri,
+        &["run", "--trust-hooks", "go"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = hook_lines(&out.stderr);
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(
+        lines[0].starts_with("· main hook PreToolUse [Bash] cat > /dev/null")
+            && lines[0].contains("blocked: no, not that (")
+            && lines[0].ends_with(" ms)"),
+        "{}",
+        lines[0]
+    );
+    let out = cadre_home(
+        dir.path(),
+        home.path(),
+        &uri,
+        &["-v", "run", "--trust-hooks", "go"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = hook_lines(&out.stderr);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("· main hook UserPromptSubmit cat > /dev/null: ok (")),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+}
