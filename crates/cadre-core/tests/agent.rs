@@ -158,3 +158,8 @@ mod single_agent;
 /// task list claimed atomically, and stop at their caps.
 #[path = "agent/team.rs"]
 mod team;
+
+/// Hooks as Claude Code users write them: real scripts around tool calls, stops, subagents
+/// and prompts, their decisions journaled.
+#[path = "agent/hooks.rs"]
+mod hooks;

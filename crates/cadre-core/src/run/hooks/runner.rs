@@ -59,6 +59,19 @@ pub(crate) async fn run(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Ran {
+    let vars = std::env::vars_os().collect();
+    run_with(command, input, place, timeout, cancel, vars).await
+}
+
+/// [`run`] with `vars` as the environment it starts from (cadre's own, but for tests).
+async fn run_with(
+    command: &str,
+    input: Vec<u8>,
+    place: &Place,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    vars: Vec<(OsString, OsString)>,
+) -> Ran {
     let started = Instant::now();
     let done = |end, stdout: &[u8], stderr: &[u8]| Ran {
         end,
@@ -77,7 +90,7 @@ pub(crate) async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_clear()
-        .envs(std::env::vars_os().filter(|(name, _)| !is_secret_env(name)))
+        .envs(vars.into_iter().filter(|(name, _)| !is_secret_env(name)))
         .envs(project_vars(&place.project_dir));
     let mut wrap = CommandWrap::from(cmd);
     wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
@@ -220,6 +233,33 @@ mod tests {
         .await;
         assert_eq!(ran.end, End::Exited(Some(0)));
         assert_eq!(ran.stdout.trim(), "done");
+    }
+
+    #[tokio::test]
+    async fn no_api_key_reaches_a_hook() {
+        let (_dir, place) = place();
+        let vars = [
+            ("ANTHROPIC_API_KEY", "sk-ant-secret"),
+            ("ANTHROPIC_AUTH_TOKEN", "tok-secret"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("MY_SERVICE_TOKEN", "svc-secret"),
+            ("PATH", "/usr/bin:/bin"),
+            ("KEEP_ME", "kept"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let ran = run_with(
+            "env",
+            Vec::new(),
+            &place,
+            Duration::from_secs(10),
+            &CancellationToken::new(),
+            vars.into(),
+        )
+        .await;
+        assert_eq!(ran.end, End::Exited(Some(0)));
+        assert!(ran.stdout.contains("KEEP_ME=kept"), "{}", ran.stdout);
+        assert!(ran.stdout.contains("CLAUDE_PROJECT_DIR="), "{}", ran.stdout);
+        assert!(!ran.stdout.contains("secret"), "{}", ran.stdout);
     }
 
     #[tokio::test]
