@@ -558,8 +558,9 @@ pub fn clock(ms: u64) -> String {
 }
 
 /// The line a hook run gets on stderr: `main hook PreToolUse [Bash] guard.sh: blocked: why
-/// (12 ms)`; `None` for one that went as expected (ok, allowed) unless the log is verbose
-/// (`-v`).
+/// (12 ms)`. Without `-v`, only for a hook that changed what happens (blocked, denied, asked,
+/// stopped, cancelled): one that went as expected needs no line, and a failing one is
+/// already a warning of the run's.
 fn hook_line(event: &Event) -> Option<String> {
     let Event::Hook {
         agent,
@@ -573,10 +574,11 @@ fn hook_line(event: &Event) -> Option<String> {
     else {
         return None;
     };
-    let notable = !matches!(
-        outcome,
-        cadre_core::HookOutcome::Ok { .. } | cadre_core::HookOutcome::Allowed { .. }
-    );
+    let notable = !outcome.is_failure()
+        && !matches!(
+            outcome,
+            cadre_core::HookOutcome::Ok { .. } | cadre_core::HookOutcome::Allowed { .. }
+        );
     if !notable && !tracing::enabled!(tracing::Level::INFO) {
         return None;
     }
