@@ -676,7 +676,7 @@ async fn config_show_and_doctor_list_every_hook_with_its_origin_and_whether_it_r
     settings(
         dir.path(),
         &json!({"hooks": {"PreToolUse": [entry("Bash", "guard.sh", None)]},
-                "permissions": {"ask": ["Bash(git push:*)"]}}),
+                "permissions": {"ask": ["Bash(git push:*)"], "defaultMode": "dontAsk"}}),
     );
     // cadre's own file, in the same shape.
     std::fs::write(
@@ -733,6 +733,12 @@ async fn config_show_and_doctor_list_every_hook_with_its_origin_and_whether_it_r
     );
     let deny = line_of(&out.stdout, "Bash(git push:*)");
     assert!(deny.starts_with("permissions.deny"), "{deny}");
+    // Claude Code's dontAsk is cadre's deny-writes, from that file and line.
+    let mode = line_of(&out.stdout, "permissions.mode");
+    assert!(
+        mode.contains("deny-writes") && mode.contains(".claude/settings.json:"),
+        "{mode}"
+    );
     let out = cadre_home(
         dir.path(),
         home.path(),
