@@ -359,17 +359,25 @@ pub fn claude_files(
     user_dir: Option<&Path>,
 ) -> Result<Vec<(ClaudeFile, bool)>, CliError> {
     let mut out = Vec::new();
+    let user = user_dir
+        .and_then(user_claude_dir)
+        .map(|d| d.join("settings.json"));
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
     for name in claude_settings::PROJECT_FILES.iter().rev() {
         let path = root.join(name);
+        // Run in the home folder, the project's file is the user's own: read once, as theirs.
+        if user.as_deref().is_some_and(|u| same(u, &path)) {
+            continue;
+        }
         let label = path.display().to_string();
         out.push((claude_settings::read(&path, label)?, true));
     }
-    if let Some(dir) = user_dir.and_then(user_claude_dir) {
+    if let Some(path) = user {
         let label = format!("~/{}", claude_settings::USER_FILE);
-        out.push((
-            claude_settings::read(&dir.join("settings.json"), label)?,
-            false,
-        ));
+        out.push((claude_settings::read(&path, label)?, false));
     }
     Ok(out)
 }
