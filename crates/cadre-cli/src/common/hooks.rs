@@ -11,7 +11,7 @@
 
 use crate::args::RunArgs;
 use crate::common::exit::Result;
-use crate::common::project::user_dir;
+use crate::common::project::{user_dir, user_home};
 use crate::common::trust::{State, Store};
 use cadre_core::{AgentSpec, Hook, Hooks, Registry};
 use sha2::{Digest, Sha256};
@@ -39,6 +39,11 @@ pub fn is_project_type(spec: &AgentSpec, root: &Path) -> bool {
     let Some(dir) = spec.source.as_deref().and_then(Path::parent) else {
         return false;
     };
+    // Run in the home folder, its `.claude/agents` is the user's own.
+    let home = user_home(true).map(|h| h.join(".claude/agents"));
+    if home.is_some_and(|h| h == dir) {
+        return false;
+    }
     [".claude/agents", "agents", ".cadre/agents"]
         .iter()
         .any(|d| dir == root.join(d))
