@@ -611,3 +611,102 @@ async fn prompt_hooks_add_context_and_can_refuse_the_prompt() {
     // The refused prompt was never sent.
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_follow_up_prompt_goes_through_its_hooks_and_a_refused_one_is_dropped() {
+    require_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let check = script(
+        dir.path(),
+        "prompt.sh",
+        r#"p=$(jq -r '.prompt')
+case "$p" in *password*) echo "no passwords in prompts" >&2; exit 2;; esac
+echo "context for: $p""#,
+    );
+    let hooks = hooks(json!({"UserPromptSubmit": [{"hooks": [{"command": check}]}]}));
+    server.route(
+        Match::Any,
+        vec![Reply::text("first answer"), Reply::text("third answer")],
+    );
+    let runs = dir.path().join("runs");
+    let (builder, _) = with_hooks(&server, dir.path(), hooks.clone());
+    let o = builder.runs_dir(&runs).build().unwrap();
+    let (_, summary) = o.run("main", "first question").await.unwrap();
+    let run_dir = runs.join(summary.run_id.unwrap());
+    let first = server.requests()[0].messages()[0].to_string();
+    assert!(first.contains("context for: first question"), "{first}");
+
+    let again = |text: &'static str| {
+        let (builder, _) = with_hooks(&server, dir.path(), hooks.clone());
+        let o = builder.runs_dir(&runs).build().unwrap();
+        let run = JournaledRun::open(&run_dir).unwrap().unwrap();
+        async move { o.resume(run, Some(text)).await.unwrap().0 }
+    };
+    let refused = again("my password is hunter2").await;
+    match &refused.stop {
+        StopKind::Hook(why) => assert!(why.contains("no passwords in prompts"), "{why}"),
+        other => panic!("expected the follow-up refused, got {other:?}"),
+    }
+    assert_eq!(server.requests().len(), 1, "the refused prompt was sent");
+    let third = again("third question").await;
+    assert_eq!(third.stop, StopKind::Done);
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("context for: third question"), "{sent}");
+    assert!(!sent.contains("hunter2"), "{sent}");
+}
+
+#[tokio::test]
+async fn team_task_hooks_can_refuse_a_task() {
+    require_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let created = script(
+        dir.path(),
+        "created.sh",
+        r#"s=$(jq -r '.task_subject')
+case "$s" in *friday*) echo "no deploys on friday" >&2; exit 2;; esac
+exit 0"#,
+    );
+    let completed = script(
+        dir.path(),
+        "completed.sh",
+        r#"jq -r '.task_id' >> "$CLAUDE_PROJECT_DIR/completed.log"; echo "run the tests first" >&2; exit 2"#,
+    );
+    let hooks = hooks(json!({
+        "TaskCreated": [{"hooks": [{"command": created}]}],
+        "TaskCompleted": [{"hooks": [{"command": completed}]}]
+    }));
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_uses(vec![
+                ("c1", "TaskCreate", json!({"subject": "deploy on friday"})),
+                ("c2", "TaskCreate", json!({"subject": "write tests"})),
+            ]),
+            Reply::tool_use(
+                "u1",
+                "TaskUpdate",
+                json!({"task_id": 1, "status": "completed"}),
+            ),
+            Reply::text("lead done"),
+        ],
+    );
+    let (builder, _) = with_hooks(&server, dir.path(), hooks);
+    let o = builder
+        .team(cadre_core::run::team::TeamLimits::default())
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run("main", "plan the week").await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    let (text, is_error) = result_of(&server, 1, 0);
+    assert!(is_error, "{text}");
+    assert!(text.contains("no deploys on friday"), "{text}");
+    let (text, is_error) = result_of(&server, 1, 1);
+    assert!(!is_error, "{text}");
+    let (text, is_error) = result_of(&server, 2, 0);
+    assert!(is_error, "{text}");
+    assert!(text.contains("run the tests first"), "{text}");
+    let log = std::fs::read_to_string(dir.path().join("completed.log")).unwrap();
+    assert_eq!(log, "1\n");
+}

@@ -95,8 +95,8 @@ impl RunHooks {
         spec: &AgentSpec,
         who: impl FnOnce() -> Who,
         sub: bool,
-        events: EventHandler,
-        cancel: CancellationToken,
+        events: &EventHandler,
+        cancel: &CancellationToken,
     ) -> Option<Arc<AgentHooks>> {
         if self.run.is_empty() && spec.hooks.is_empty() {
             return None;
@@ -116,8 +116,8 @@ impl RunHooks {
             mask,
             who: who(),
             place: self.place.clone(),
-            events,
-            cancel,
+            events: events.clone(),
+            cancel: cancel.clone(),
         }))
     }
 }

@@ -614,9 +614,7 @@ impl Orchestrator {
                 if let Some(t) = &transcript {
                     t.catch_up(&rebuilt.history);
                 }
-                if let Some(hooks) = agent.hooks.as_ref().filter(|h| !h.is_subagent()) {
-                    hooks.session_start("resume", &model).await;
-                }
+
                 // Boxed: resuming needs a larger future than a fresh start (it may compact
                 // first), and every waiting subagent would else hold room for it.
                 Box::pin(agent.resume(*rebuilt)).await
@@ -799,8 +797,8 @@ impl Orchestrator {
             spec,
             || self.who(spec, me, &ctx),
             me.depth > 0,
-            events.clone(),
-            ctx.cancel.clone(),
+            &events,
+            &ctx.cancel,
         );
         // An agent with hooks is always checked: a hook may ask the person, or allow a call
         // that deny rules still refuse.
@@ -890,6 +888,28 @@ impl Orchestrator {
             }
         }
         refused
+    }
+
+    /// The hooks of the primary agent of type `spec`, for the moments of a run before its
+    /// agent is built (a follow-up's prompt, a resume's start); `None` without any.
+    pub(super) fn primary_hooks(
+        self: &Arc<Self>,
+        spec: &AgentSpec,
+    ) -> Option<Arc<crate::run::hooks::AgentHooks>> {
+        if self.config.hooks.is_empty() && spec.hooks.is_empty() {
+            return None;
+        }
+        let model = self.model_for(spec, &self.config.model_id);
+        let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        let ctx = ToolContext::new(me.workspace.clone());
+        let this = self.clone();
+        self.hooks.for_agent(
+            spec,
+            || self.who(spec, &me, &ctx),
+            false,
+            &(Arc::new(move |e| this.observe(e)) as EventHandler),
+            &self.cancel,
+        )
     }
 
     /// Who the agent `me` of type `spec` is, as its hooks are told.

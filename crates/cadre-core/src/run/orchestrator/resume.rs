@@ -44,18 +44,60 @@ impl Orchestrator {
         *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal.clone());
         self.restore_team(&journal).await?;
         if let Some(text) = follow_up {
-            let message = Message::user_text(text);
-            journal
-                .append(&Step::UserMessage {
-                    agent: spec.name.clone(),
-                    message: message.clone(),
-                })
-                .await?;
-            rebuilt.follow_up(message);
+            let mut message = Message::user_text(text);
+            // The follow-up is a prompt like the first: its hooks may add to it or refuse it
+            // (a refused one never joins the conversation; the run stops with the reason).
+            let step = match self.prompt_hooks(&spec, text).await {
+                Ok(notes) => {
+                    message.content.extend(notes);
+                    Step::UserMessage {
+                        agent: spec.name.clone(),
+                        message,
+                    }
+                }
+                Err(refused) => refused,
+            };
+            journal.append(&step).await?;
+            rebuilt.apply(step);
+        }
+        if follow_up.is_none() {
+            if let Some(hooks) = self.primary_hooks(&spec) {
+                let model = self.model_for(&spec, &self.config.model_id);
+                hooks.session_start("resume", &model).await;
+            }
         }
         let description = rebuilt.description.clone();
         self.run_primary(spec, &description, &task, Start::Resume(Box::new(rebuilt)))
             .await
+    }
+
+    /// Runs the `UserPromptSubmit` hooks of the primary agent of type `spec` on the
+    /// follow-up `prompt`: what they add for the model, or the step that refuses it.
+    async fn prompt_hooks(
+        self: &Arc<Self>,
+        spec: &AgentSpec,
+        prompt: &str,
+    ) -> Result<Vec<cadre_model::ContentBlock>, Step> {
+        use crate::definitions::hooks::HookEvent;
+        let Some(hooks) = self.primary_hooks(spec) else {
+            return Ok(Vec::new());
+        };
+        let verdict = hooks.user_prompt_submit(prompt).await;
+        if let Some(reason) = verdict.stop.or(verdict.block) {
+            return Err(Step::Hooked {
+                agent: spec.name.clone(),
+                event: HookEvent::UserPromptSubmit,
+                call: None,
+                decision: crate::run::hooks::HookDecision::Stop {
+                    reason: format!("the prompt was refused by a UserPromptSubmit hook: {reason}"),
+                },
+            });
+        }
+        Ok(verdict
+            .context
+            .map(|c| cadre_model::ContentBlock::text(format!("[UserPromptSubmit hook] {c}")))
+            .into_iter()
+            .collect())
     }
 
     /// Compacts the primary conversation of the ended run in `dir` now (the `/compact` of
