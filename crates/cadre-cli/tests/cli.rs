@@ -203,6 +203,11 @@ mod screen;
 #[path = "cli/team_view.rs"]
 mod team_view;
 
+/// Hooks: Claude Code's settings files and cadre's `[hooks]`, real hook scripts blocking,
+/// formatting and keeping agents going, each subagent's identity, timeouts and Ctrl-C, and
+/// trust.
+#[path = "cli/hooks.rs"]
+mod hooks;
 /// Results that arrive whole and outcomes told as they happened: a cut report, a killed
 /// subagent, a cancelled one, in the table, `summary.json` and `cadre runs`.
 #[path = "cli/results.rs"]

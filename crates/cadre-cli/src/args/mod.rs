@@ -12,7 +12,8 @@ use std::path::PathBuf;
 /// What `cadre --help` says of how cadre ends.
 const EXIT_CODES: &str = "Exit codes:
   0    the agent finished
-  1    it stopped early (turn limit, token budget, refusal, max tokens, context full)
+  1    it stopped early (turn limit, token budget, refusal, max tokens, context full,
+       a hook stopped it)
   2    bad usage or configuration (no key, bad folder or flag, unknown agent type)
   3    the model API failed
   4    cadre itself failed (a file it could not read or write, a damaged run folder,
@@ -55,12 +56,22 @@ pub enum Command {
     /// runs again (a changing tool cut off mid-call is reported to the model as interrupted).
     Resume(Box<ResumeCmd>),
     /// Show what this machine enforces (the kernel's Landlock ABI and the sandbox rules),
-    /// the project root, its instruction files and its settings files.
+    /// the project root, its instruction files, its settings files, and every hook with
+    /// where it came from and whether it runs here (trusted or not).
     Doctor,
     /// Show or check the settings: cadre.toml at the project root and
-    /// ~/.config/cadre/config.toml (flags > environment > project file > user file > defaults).
+    /// ~/.config/cadre/config.toml (flags > environment > project file > user file > defaults),
+    /// and the permissions and hooks of Claude Code's .claude/settings.json,
+    /// .claude/settings.local.json and ~/.claude/settings.json.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Trust a project's hooks, so its runs run them: the commands in its
+    /// .claude/settings.json, .claude/settings.local.json, cadre.toml and agent files
+    /// (`hooks`), which run with your rights when its agents act. Until then, a run asks on a terminal and
+    /// runs none without one (your own hooks, in ~/.claude/settings.json and
+    /// ~/.config/cadre/config.toml, always run). The trust covers the hooks as they are now:
+    /// if they change, cadre asks again. Remembered in ~/.config/cadre/trusted.json.
+    Trust(TrustCmd),
     /// List, show or check agent types.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -137,11 +148,32 @@ pub enum RunsCommand {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Print every setting as a run would use it, and where it came from (flag, env VAR,
-    /// file:line, default). Takes the options of `cadre run`, to show what they change.
+    /// file:line, default), then every hook: its event, matcher, whether it will run
+    /// (trusted or not), its file and its command. Takes the options of `cadre run`, to
+    /// show what they change.
     Show(Box<ConfigShowCmd>),
     /// Check the settings files: every unknown key and bad value, with file:line; exit 1
     /// on any.
     Check,
+}
+
+/// `cadre trust`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  cadre trust                 (the project here: lists its hooks and trusts them)\n  cadre trust ~/src/app\n  cadre trust --revoke        (forget the answer: the next run asks again)\n  cadre trust --list          (every project answered for)\n  cadre run --trust-hooks …   (run the project's hooks once, remembering nothing)"
+)]
+pub struct TrustCmd {
+    /// The project [default: the project root, as for a run here, or -C DIR].
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Forget the answer for the project (trusted or declined): its hooks do not run until
+    /// trusted again.
+    #[arg(long, conflicts_with = "list")]
+    pub revoke: bool,
+    /// List every project answered for, trusted or declined, and whether its hooks changed
+    /// since.
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// `cadre config show`.
@@ -454,6 +486,14 @@ pub struct RunArgs {
     /// (repeatable).
     #[arg(long = "deny", value_name = "RULE", value_parser = parse_rule)]
     pub deny: Vec<String>,
+    /// Run the project's hooks (in its .claude/settings.json, .claude/settings.local.json,
+    /// cadre.toml, agent files) this once, though the project is not trusted; nothing is remembered
+    /// (`cadre trust` remembers). Your own hooks always run.
+    #[arg(long, conflicts_with = "no_hooks")]
+    pub trust_hooks: bool,
+    /// Run no hooks this time, neither yours nor the project's.
+    #[arg(long)]
+    pub no_hooks: bool,
 }
 
 fn parse_permission_mode(s: &str) -> Result<cadre_core::PermissionMode, String> {

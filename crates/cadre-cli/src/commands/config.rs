@@ -1,7 +1,10 @@
 //! `cadre config show|check`.
 
 use crate::args::ConfigCommand;
+use crate::common::claude_settings::ClaudeFile;
+use crate::common::definitions::load_registry_from;
 use crate::common::exit::{Code, Result};
+use crate::common::hooks;
 use crate::common::project::{user_dir, workspace_root};
 use crate::common::settings::{self, SettingsFile};
 use std::path::PathBuf;
@@ -21,6 +24,7 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
                 .warnings()
                 .for_each(|w| errln!("cadre: warning: {w}"));
             print_files(&merged.files);
+            print_claude_files(merged.claude.iter());
             outln!();
             let width = merged
                 .entries
@@ -34,18 +38,39 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
                     vw = width.1.min(40)
                 );
             }
+            outln!();
+            // As a run would see them, with the agent types' own.
+            let include_user = user_dir.is_some();
+            let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+            let configured = merged.hooks.clone().with_types(&registry, &root);
+            let listed = hooks::listing(&configured, &root, (&args).into());
+            if listed.is_empty() {
+                outln!("hooks  (none)");
+            } else {
+                outln!("hooks (event, matcher, whether it runs, file, command):");
+                for line in listed {
+                    outln!("  {line}");
+                }
+            }
             Ok(Code::Done)
         }
         ConfigCommand::Check => {
             // Strict: an unknown key is a problem here, not just a warning.
-            match settings::files(&root, user_dir.as_deref()) {
+            let read = settings::files(&root, user_dir.as_deref())
+                .and_then(|files| Ok((files, settings::claude_files(&root, user_dir.as_deref())?)));
+            match read {
                 Err(e) => {
                     errln!("{}", e.report());
                     Ok(Code::StoppedEarly)
                 }
-                Ok(files) => {
+                Ok((files, claude)) => {
                     print_files(&files);
-                    let unknown: Vec<&String> = files.iter().flat_map(|f| &f.unknown).collect();
+                    print_claude_files(claude.iter().map(|(f, _)| f));
+                    let unknown: Vec<&String> = files
+                        .iter()
+                        .flat_map(|f| &f.unknown)
+                        .chain(claude.iter().flat_map(|(f, _)| &f.warnings))
+                        .collect();
                     for u in &unknown {
                         errln!("{u}");
                     }
@@ -59,6 +84,21 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
                 }
             }
         }
+    }
+}
+
+/// One line per Claude Code settings file: read (for its hooks and permissions) or not.
+fn print_claude_files<'a>(files: impl Iterator<Item = &'a ClaudeFile>) {
+    for f in files {
+        outln!(
+            "{}  {}",
+            f.label,
+            if f.found {
+                "(read: hooks, permissions)"
+            } else {
+                "(not found)"
+            }
+        );
     }
 }
 

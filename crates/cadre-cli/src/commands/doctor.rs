@@ -1,14 +1,17 @@
 //! `cadre doctor`: what the sandbox can enforce on this machine, and what the project holds.
 
+use crate::common::definitions::load_registry_from;
 use crate::common::exit::Code;
+use crate::common::hooks;
 use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
+use crate::common::settings;
 use cadre_core::definitions::instructions::Origin;
 use cadre_core::Instructions;
 use cadre_tools::landlock_status;
 use std::path::PathBuf;
 
 /// Prints the kernel's Landlock ABI and what read-only and writing agents are held to, then
-/// the project root, its instruction files and its settings files.
+/// the project root, its instruction files, its settings files and every hook.
 pub fn doctor(directory: Option<PathBuf>) -> Code {
     let s = landlock_status();
     let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
@@ -46,8 +49,8 @@ pub fn doctor(directory: Option<PathBuf>) -> Code {
     Code::Done
 }
 
-/// The project root and how it was found, the instruction files with their sizes, and the
-/// settings files.
+/// The project root and how it was found, the instruction files with their sizes, the
+/// settings files, and every hook with whether it runs.
 fn project(directory: Option<PathBuf>) {
     let (root, found) = match project_root(directory) {
         Ok(r) => r,
@@ -89,18 +92,34 @@ fn project(directory: Option<PathBuf>) {
     for p in instructions.problems() {
         outln!("                  {p}");
     }
-    match crate::common::settings::files(&root, user_dir.as_deref()) {
-        Ok(files) => {
-            for (i, f) in files.iter().enumerate() {
-                outln!(
-                    "{:<17} {}  {}",
-                    if i == 0 { "settings" } else { "" },
-                    f.label,
-                    if f.found { "(read)" } else { "(not found)" }
-                );
-            }
+    let read = settings::files(&root, user_dir.as_deref())
+        .and_then(|files| Ok((files, settings::claude_files(&root, user_dir.as_deref())?)));
+    let (files, claude) = match read {
+        Ok(read) => read,
+        Err(e) => {
+            outln!("settings          {}", e.report());
+            return;
         }
-        Err(e) => outln!("settings          {}", e.report()),
+    };
+    let labels = files
+        .iter()
+        .map(|f| (&f.label, f.found))
+        .chain(claude.iter().map(|(f, _)| (&f.label, f.found)));
+    for (i, (label, found)) in labels.enumerate() {
+        outln!(
+            "{:<17} {label}  {}",
+            if i == 0 { "settings" } else { "" },
+            if found { "(read)" } else { "(not found)" }
+        );
+    }
+    let registry = load_registry_from(&root, &[], true);
+    let configured = settings::configured_hooks(&files, &claude).with_types(&registry, &root);
+    let listed = hooks::listing(&configured, &root, hooks::Flags::default());
+    if listed.is_empty() {
+        outln!("hooks             none (.claude/settings.json, .claude/settings.local.json, cadre.toml [hooks]; yours in ~/.claude/settings.json, ~/.config/cadre/config.toml)");
+    }
+    for (i, line) in listed.iter().enumerate() {
+        outln!("{:<17} {line}", if i == 0 { "hooks" } else { "" });
     }
 }
 

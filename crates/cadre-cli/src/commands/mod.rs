@@ -11,6 +11,7 @@ pub mod resume;
 pub mod run;
 pub mod runs;
 pub mod skills;
+pub mod trust;
 pub mod worker;
 
 use crate::args::{Cli, Command};
@@ -39,6 +40,7 @@ pub async fn dispatch(cli: Cli) -> Result<Code> {
         Command::Resume(cmd) => resume::resume_cmd(*cmd, directory, quiet).await,
         Command::Doctor => Ok(doctor::doctor(directory)),
         Command::Config(cmd) => config::config(cmd, directory),
+        Command::Trust(cmd) => trust::trust(&cmd, directory),
         Command::Agents(cmd) => agents::agents(cmd, &workspace_root(directory)?),
         Command::Skills(cmd) => skills::skills(cmd, &workspace_root(directory)?),
         Command::Runs(cmd) => runs::runs(cmd, &workspace_root(directory)?).await,

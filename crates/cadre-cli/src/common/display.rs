@@ -175,6 +175,20 @@ impl Display {
             }
             return;
         }
+        // A hook that blocked, refused or failed is always told; every hook run with -v.
+        if let Event::Hook { .. } = event {
+            if let Some(line) = hook_line(event) {
+                if !self.at_line_start && self.live.is_none() {
+                    outln!();
+                    self.at_line_start = true;
+                }
+                match &self.live {
+                    Some(pb) => pb.suspend(|| errln!("· {line}")),
+                    None => errln!("· {line}"),
+                }
+            }
+            return;
+        }
         // A subagent that failed says why in full: its parent may only pass on a summary.
         if let Event::Finished { agent, stop, .. } = event {
             if *agent != self.primary
@@ -543,6 +557,53 @@ pub fn human_tokens(n: u64) -> String {
 pub fn clock(ms: u64) -> String {
     let secs = ms / 1000;
     format!("{}:{:02}", secs / 60, secs % 60)
+}
+
+/// The line a hook run gets on stderr: `main hook PreToolUse [Bash] guard.sh: blocked: why
+/// (12 ms)`. Without `-v`, only for a hook that changed what happens (blocked, denied, asked,
+/// stopped, cancelled): one that went as expected needs no line, and a failing one is
+/// already a warning of the run's.
+fn hook_line(event: &Event) -> Option<String> {
+    let Event::Hook {
+        agent,
+        hook_event,
+        command,
+        matcher,
+        duration_ms,
+        outcome,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    let notable = !outcome.is_failure()
+        && !matches!(
+            outcome,
+            cadre_core::HookOutcome::Ok { .. } | cadre_core::HookOutcome::Allowed { .. }
+        );
+    if !notable && !tracing::enabled!(tracing::Level::INFO) {
+        return None;
+    }
+    let matcher = matcher
+        .as_deref()
+        .map(|m| format!(" [{m}]"))
+        .unwrap_or_default();
+    let took = if *duration_ms < 1000 {
+        format!("{duration_ms} ms")
+    } else {
+        format!("{:.1} s", *duration_ms as f64 / 1000.0)
+    };
+    // Its stderr may span lines: the line stays one.
+    let outcome = outcome
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(format!(
+        "{agent} hook {hook_event}{matcher} {}: {} ({took})",
+        truncate(command, 60),
+        truncate(&outcome, 200)
+    ))
 }
 
 /// `s` cut to at most `n` characters, the cut marked with `…`.

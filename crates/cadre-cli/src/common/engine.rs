@@ -47,7 +47,7 @@ pub async fn run(
     let root = workspace_root(directory)?;
     let settings = crate::common::settings::resolve(&mut args, &root, user_dir(true).as_deref())?;
     require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
-    let registry = load_registry_from(&root, &args.dirs.agents_dir, true);
+    let mut registry = load_registry_from(&root, &args.dirs.agents_dir, true);
     let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
         settings
@@ -56,6 +56,10 @@ pub async fn run(
         print_problems(registry.problems());
     }
     refuse(&unhonoured(&args, &settings, &registry, mcp.config()))?;
+    // Past the refusal, hooks are left out knowingly (--no-hooks, disableAllHooks) or there
+    // are none: agent types go to the workers without theirs.
+    let configured = settings.hooks.clone().with_types(&registry, &root);
+    crate::common::hooks::for_run(&configured, &mut registry, &root, (&args).into())?;
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
@@ -175,6 +179,38 @@ fn unhonoured(
             "agent type {} (it lists {tool}, so the run is a team run): teams run only in one process; the workers have no team messages or shared task list",
             spec.name
         ));
+    }
+    // Hooks run where the agent acts, and the workers run none: refused, never skipped.
+    if !args.no_hooks && settings.hooks.disabled_by.is_none() {
+        let hooks = settings
+            .hooks
+            .user
+            .all()
+            .iter()
+            .chain(settings.hooks.project.all());
+        let mut files: Vec<(&str, Vec<&str>)> = Vec::new();
+        for h in hooks {
+            match files.iter_mut().find(|(f, _)| *f == h.source) {
+                Some((_, events)) => events.push(h.event.name()),
+                None => files.push((&h.source, vec![h.event.name()])),
+            }
+        }
+        for (file, events) in files {
+            out.push(format!(
+                "hooks in {file} ({}): the workers run no hooks (--no-hooks leaves every hook out of a run)",
+                events.join(", ")
+            ));
+        }
+        for spec in registry.all().filter(|s| !s.hooks.is_empty()) {
+            let from = spec
+                .source
+                .as_ref()
+                .map_or_else(String::new, |f| format!(" ({})", f.display()));
+            out.push(format!(
+                "agent type {}{from} has hooks: the workers run no hooks (--no-hooks leaves every hook out of a run)",
+                spec.name
+            ));
+        }
     }
     if args.allow_unsandboxed_bash {
         out.push(

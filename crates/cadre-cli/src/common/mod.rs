@@ -1,14 +1,16 @@
-//! What the commands share: the project and its settings and definitions, the model, a
-//! local run's session, an engine run, the run folders, permissions, the display, and the
+//! What the commands share: the project and its settings, hooks and definitions, the model,
+//! a local run's session, an engine run, the run folders, permissions, the display, and the
 //! exit codes. Nothing here knows any one command.
 
 #[macro_use]
 pub mod macros;
 
+pub mod claude_settings;
 pub mod definitions;
 pub mod display;
 pub mod engine;
 pub mod exit;
+pub mod hooks;
 pub mod logging;
 pub mod model;
 pub mod permissions;
@@ -17,3 +19,4 @@ pub mod run_folders;
 pub mod session;
 pub mod settings;
 pub mod signals;
+pub mod trust;

@@ -70,6 +70,8 @@ pub struct Session {
     permissions: cadre_core::Permissions,
     /// Questions for the person at the terminal, when there is one (`ask` mode).
     asks: Option<tokio::sync::Mutex<mpsc::UnboundedReceiver<Ask>>>,
+    /// The hooks that run: the user's, and the project's when it is trusted.
+    hooks: cadre_core::Hooks,
 }
 
 impl Session {
@@ -101,7 +103,7 @@ impl Session {
             .map_err(|e| CliError::config_from(format!("cannot work in {}", root.display()), e))?;
         require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
         require_dirs(&args.skills.skills_dir, "--skills-dir")?;
-        let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+        let mut registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
         let skills = load_skills_from(&root, &args.skills.skills_dir, include_user);
         let mcp = load_servers(&root, &args.mcp, include_user)?;
         if !quiet {
@@ -111,6 +113,10 @@ impl Session {
             print_problems(registry.problems());
             print_problems(skills.problems());
         }
+        // Asked here, before anything runs: a question on the terminal waits for nothing.
+        let configured = settings.hooks.clone().with_types(&registry, &root);
+        let hooks =
+            crate::common::hooks::for_run(&configured, &mut registry, &root, (&args).into())?;
         cadre_core::primary_spec(&registry, &args.agent).map_err(|e| match e {
             RunError::UnknownAgent { .. } => {
                 CliError::config(format!("{e} (see `cadre agents list`)"))
@@ -123,6 +129,7 @@ impl Session {
             permissions::permissions(&args, &settings.permissions, permissions::can_ask())?;
         Ok(Self {
             permissions,
+            hooks,
             asks: asks.map(tokio::sync::Mutex::new),
             run_id,
             instructions: Arc::new(instructions),
@@ -183,7 +190,10 @@ impl Session {
         if args.allow_unsandboxed_bash {
             builder = builder.sandbox(SandboxMode::Unsandboxed);
         }
-        Ok(builder.permissions(self.permissions.clone()).build()?)
+        Ok(builder
+            .permissions(self.permissions.clone())
+            .hooks(self.hooks.clone())
+            .build()?)
     }
 
     /// Runs one job with the live display.
@@ -350,6 +360,7 @@ fn note_left_out() {
     };
     let left: Vec<String> = [
         ".claude/agents",
+        ".claude/settings.json",
         ".config/cadre/agents",
         ".config/cadre/skills",
         ".config/cadre/mcp.json",

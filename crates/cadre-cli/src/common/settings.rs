@@ -1,14 +1,19 @@
-//! Settings files: `cadre.toml` at the project root and `~/.config/cadre/config.toml`.
+//! Settings files: `cadre.toml` at the project root and `~/.config/cadre/config.toml`; and
+//! the `permissions` and `hooks` of Claude Code's settings files beside them (see
+//! [`claude_settings`](crate::common::claude_settings)).
 //!
 //! Precedence, highest first: a flag given on the command line, the environment
 //! (`CADRE_MODEL`, `CADRE_PROVIDER`, `ANTHROPIC_BASE_URL`/`OPENAI_BASE_URL`), the project's
 //! file, the user's file, cadre's defaults. A flag counts only when it was given (clap's
 //! defaults never hide a file's value). Reading is forgiving: an unknown key is a warning;
-//! a bad value is an error naming `file:line`.
+//! a bad value is an error naming `file:line`. A `[hooks]` table holds hooks in Claude
+//! Code's shape (`[[hooks.PreToolUse]]`, `matcher`, `hooks = [{type, command, timeout}]`).
 
 use crate::args::{parse_compact_at, Provider, RunArgs, Source};
+use crate::common::claude_settings::{self, ClaudeFile};
 use crate::common::exit::CliError;
-use cadre_core::{PermissionMode, PermissionSettings};
+use crate::common::hooks::ConfiguredHooks;
+use cadre_core::{Hooks, PermissionMode, PermissionSettings};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
@@ -58,8 +63,10 @@ pub struct SettingsFile {
     /// Whether it exists.
     pub found: bool,
     values: BTreeMap<&'static str, (Value, usize)>,
-    /// Keys cadre does not know, as warnings (`file:line: …`).
+    /// Keys cadre does not know and hooks it cannot run, as warnings (`file:line: …`).
     pub unknown: Vec<String>,
+    /// Its `[hooks]` table, each hook naming this file as its source.
+    pub hooks: Hooks,
 }
 
 impl SettingsFile {
@@ -71,6 +78,7 @@ impl SettingsFile {
             found: false,
             values: BTreeMap::new(),
             unknown: Vec::new(),
+            hooks: Hooks::default(),
         };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
@@ -93,7 +101,28 @@ impl SettingsFile {
         })?;
         let dir = path.parent().unwrap_or(Path::new("."));
         file.walk(doc.get_ref(), "", &text, dir)?;
+        if let Some((key, _)) = doc.get_ref().get_key_value("hooks") {
+            file.read_hooks(&text, line_of(&text, key.span().start));
+        }
         Ok(file)
+    }
+
+    /// Reads the `[hooks]` table (at `line`) as Claude Code's `hooks` object.
+    fn read_hooks(&mut self, text: &str, line: usize) {
+        // Read again as plain data: the table has Claude Code's JSON shape.
+        let doc: serde_json::Value = match toml::from_str(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                self.unknown
+                    .push(format!("{}:{line}: hooks ignored: {e}", self.label));
+                return;
+            }
+        };
+        let (hooks, warnings) = Hooks::from_json(&doc["hooks"], &self.label);
+        self.hooks = hooks;
+        let label = &self.label;
+        self.unknown
+            .extend(warnings.into_iter().map(|w| format!("{label}:{line}: {w}")));
     }
 
     fn walk(
@@ -107,6 +136,10 @@ impl SettingsFile {
             let line = line_of(text, key.span().start);
             // Liberal: `max-parallel` is `max_parallel`, `Model` is `model`.
             let name = key.get_ref().trim().to_lowercase().replace('-', "_");
+            // Read whole by `read_hooks`.
+            if prefix.is_empty() && name == "hooks" {
+                continue;
+            }
             let full = if prefix.is_empty() {
                 name
             } else {
@@ -263,15 +296,90 @@ pub struct Settings {
     pub files: Vec<SettingsFile>,
     /// Each setting's value as shown, and where it came from, in [`KEYS`] order.
     pub entries: Vec<(String, String, Source)>,
-    /// The `[permissions]` table.
+    /// The `[permissions]` tables and Claude Code's `permissions`, merged.
     pub permissions: PermissionSettings,
+    /// The Claude Code settings files looked at, the project's first.
+    pub claude: Vec<ClaudeFile>,
+    /// Every hook configured, the user's and the project's (trusted or not).
+    pub hooks: ConfiguredHooks,
 }
 
 impl Settings {
-    /// Unknown keys, as warnings.
+    /// Unknown keys and what was repaired or dropped, as warnings.
     pub fn warnings(&self) -> impl Iterator<Item = &String> {
-        self.files.iter().flat_map(|f| f.unknown.iter())
+        self.files
+            .iter()
+            .flat_map(|f| f.unknown.iter())
+            .chain(self.claude.iter().flat_map(|f| f.warnings.iter()))
     }
+}
+
+/// Every hook of cadre's files `files` (the project's first, as [`files`] lists them) and
+/// Claude Code's `claude` (each with whether it is the project's; the local one first),
+/// the user's apart from the project's, each in the order it is run.
+pub fn configured_hooks(files: &[SettingsFile], claude: &[(ClaudeFile, bool)]) -> ConfiguredHooks {
+    let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
+    let mut user = Hooks::default();
+    let mut project = Hooks::default();
+    for (f, _) in claude.iter().filter(|(_, p)| !p) {
+        user = user.merged(&f.hooks);
+    }
+    for f in cadre_user {
+        user = user.merged(&f.hooks);
+    }
+    for (f, _) in claude.iter().rev().filter(|(_, p)| *p) {
+        project = project.merged(&f.hooks);
+    }
+    for f in cadre_project {
+        project = project.merged(&f.hooks);
+    }
+    let disabled_by = claude
+        .iter()
+        .find(|(f, _)| f.disable_all_hooks)
+        .map(|(f, _)| f.label.clone());
+    ConfiguredHooks {
+        user,
+        project,
+        disabled_by,
+        ..ConfiguredHooks::default()
+    }
+}
+
+/// The user's Claude Code folder (`~/.claude`), beside their cadre folder `user_dir`
+/// (`~/.config/cadre`).
+pub fn user_claude_dir(user_dir: &Path) -> Option<PathBuf> {
+    Some(user_dir.parent()?.parent()?.join(".claude"))
+}
+
+/// Claude Code's settings files for a project at `root`, the project's first (the local
+/// one before the shared one); the user's beside `user_dir`, left out when `None`. Each is
+/// returned with whether it is the project's.
+pub fn claude_files(
+    root: &Path,
+    user_dir: Option<&Path>,
+) -> Result<Vec<(ClaudeFile, bool)>, CliError> {
+    let mut out = Vec::new();
+    let user = user_dir
+        .and_then(user_claude_dir)
+        .map(|d| d.join("settings.json"));
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    for name in claude_settings::PROJECT_FILES.iter().rev() {
+        let path = root.join(name);
+        // Run in the home folder, the project's file is the user's own: read once, as theirs.
+        if user.as_deref().is_some_and(|u| same(u, &path)) {
+            continue;
+        }
+        let label = path.display().to_string();
+        out.push((claude_settings::read(&path, label)?, true));
+    }
+    if let Some(path) = user {
+        let label = format!("~/{}", claude_settings::USER_FILE);
+        out.push((claude_settings::read(&path, label)?, false));
+    }
+    Ok(out)
 }
 
 /// The settings files for a project at `root`; the user's from `user_dir` (their
@@ -463,36 +571,85 @@ pub fn resolve(
             .map_or_else(|| "off".to_owned(), |n| n.to_string())
     );
 
+    let claude = claude_files(root, user_dir)?;
+    // Nearest first: cadre.toml, .claude/settings.local.json, .claude/settings.json,
+    // config.toml, ~/.claude/settings.json.
+    let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
+    let (claude_project, claude_user): (Vec<_>, Vec<_>) = claude.iter().partition(|(_, p)| *p);
     let mut permissions = PermissionSettings::default();
-    match from_files("permissions.mode") {
-        Some((Value::Mode(mode), source)) => {
+    let mode = cadre_project
+        .iter()
+        .find_map(cadre_mode)
+        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)))
+        .or_else(|| cadre_user.iter().find_map(cadre_mode))
+        .or_else(|| claude_user.iter().find_map(|(f, _)| claude_mode(f)));
+    match mode {
+        Some((mode, source)) => {
             entries.push(("permissions.mode".into(), mode.to_string(), source));
             permissions.mode = Some(mode);
         }
-        _ => entries.push(("permissions.mode".into(), "auto".into(), Source::Default)),
+        None => entries.push(("permissions.mode".into(), "auto".into(), Source::Default)),
     }
     for (key, rules) in [
         ("permissions.allow", &mut permissions.allow),
         ("permissions.deny", &mut permissions.deny),
     ] {
         // Rules add up: the user's first, then the project's.
-        for file in files.iter().rev() {
-            if let Some((Value::List(list), source)) = file.get(key) {
-                for rule in list {
-                    entries.push((key.to_owned(), rule.clone(), source.clone()));
-                    rules.push(rule.clone());
+        let mut written: Vec<(String, Source)> = Vec::new();
+        let from_claude = |files: &[&(ClaudeFile, bool)], out: &mut Vec<(String, Source)>| {
+            for (f, _) in files.iter().rev() {
+                let list = if key == "permissions.allow" {
+                    &f.allow
+                } else {
+                    &f.deny
+                };
+                out.extend(
+                    list.iter()
+                        .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
+                );
+            }
+        };
+        let from_cadre = |files: &[SettingsFile], out: &mut Vec<(String, Source)>| {
+            for f in files {
+                if let Some((Value::List(list), source)) = f.get(key) {
+                    out.extend(list.iter().map(|r| (r.clone(), source.clone())));
                 }
             }
+        };
+        from_claude(&claude_user, &mut written);
+        from_cadre(cadre_user, &mut written);
+        from_claude(&claude_project, &mut written);
+        from_cadre(cadre_project, &mut written);
+        for (rule, source) in written {
+            entries.push((key.to_owned(), rule.clone(), source));
+            rules.push(rule);
         }
         if rules.is_empty() {
             entries.push((key.to_owned(), "(none)".into(), Source::Default));
         }
     }
+    let hooks = configured_hooks(&files, &claude);
     Ok(Settings {
         files,
         entries,
         permissions,
+        claude: claude.into_iter().map(|(f, _)| f).collect(),
+        hooks,
     })
+}
+
+/// A cadre file's `permissions.mode`, and where.
+fn cadre_mode(file: &SettingsFile) -> Option<(PermissionMode, Source)> {
+    match file.get("permissions.mode") {
+        Some((Value::Mode(mode), source)) => Some((*mode, source)),
+        _ => None,
+    }
+}
+
+/// A Claude Code file's `permissions.defaultMode`, and where.
+fn claude_mode(file: &ClaudeFile) -> Option<(PermissionMode, Source)> {
+    file.mode
+        .map(|(mode, line)| (mode, Source::File(file.label.clone(), line)))
 }
 
 #[cfg(test)]
@@ -525,6 +682,26 @@ mod tests {
         );
         assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
         assert!(f.unknown[0].starts_with("cadre.toml:7: unknown setting `extra`"));
+    }
+
+    #[test]
+    fn a_hooks_table_reads_as_claude_codes_hooks_object() {
+        let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 5 }]\n\n[[hooks.Whenever]]\nhooks = []\n").unwrap();
+        let hooks = f.hooks.all();
+        assert_eq!(hooks.len(), 1, "{hooks:?}");
+        assert_eq!(hooks[0].event, cadre_core::HookEvent::PreToolUse);
+        assert_eq!(hooks[0].matcher.as_deref(), Some("Bash"));
+        assert_eq!(hooks[0].command, "guard.sh");
+        assert_eq!(hooks[0].timeout_secs, 5);
+        assert_eq!(hooks[0].source, "cadre.toml");
+        // Not an unknown setting; its one problem is named with the table's line.
+        assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
+        assert!(
+            f.unknown[0].starts_with("cadre.toml:3: hook event `Whenever` ignored"),
+            "{:?}",
+            f.unknown
+        );
+        assert_eq!(f.values["model"].0, Value::Text("sonnet".into()));
     }
 
     #[test]
