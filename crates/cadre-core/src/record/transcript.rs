@@ -273,11 +273,23 @@ impl Transcript {
     /// agent that goes on after a follow-up or a resume keeps its earlier records, each
     /// with the time it was written.
     pub(crate) fn open(file: &Path) -> std::io::Result<Self> {
-        let earlier = Earlier::of_file(file);
-        let mut out = std::fs::OpenOptions::new()
-            .create(true)
+        // Most transcripts are new: made in one call, with nothing earlier to read back.
+        match std::fs::OpenOptions::new()
+            .create_new(true)
             .append(true)
-            .open(file)?;
+            .open(file)
+        {
+            Ok(out) => {
+                return Ok(Self {
+                    out: Mutex::new(BufWriter::new(out)),
+                    earlier: Earlier::default(),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let earlier = Earlier::of_file(file);
+        let mut out = std::fs::OpenOptions::new().append(true).open(file)?;
         // A line cut short by a kill is ended, so the next record starts a line of its own.
         let len = out.metadata()?.len();
         if len > 0 {
