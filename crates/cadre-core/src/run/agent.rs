@@ -164,12 +164,14 @@ impl Agent {
                             Verdict::Fail(stop) => break stop,
                         }
                     }
-                    // Its stop hooks may keep it going (or stop it for good).
-                    if let Some(step) = self.stop_hooks(&state).await {
+                    // Its stop hooks may keep it going (or stop it for good). Boxed, as every
+                    // hook run below: few agents run hooks, and every waiting agent's future
+                    // would else hold room for one.
+                    if let Some(step) = Box::pin(self.stop_hooks(&state)).await {
                         self.record(&mut state, step).await;
                         continue;
                     }
-                    match self.wait_for_team(&state).await {
+                    match Box::pin(self.wait_for_team(&state)).await {
                         Some(step) => self.record(&mut state, step).await,
                         None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
                         None => break StopKind::Done,
@@ -557,7 +559,9 @@ impl Agent {
             if !self.tools.runs_concurrently(&call.name) {
                 let ran = join_all(batch.drain(..).map(|(b, k)| self.run_tool(b, k, c))).await;
                 results.extend(ran.into_iter().flatten());
-                results.extend(self.run_tool(call, kept, c).await);
+                // Boxed: a call's future is large (its hooks, its permission check), and
+                // the waiting agent's own future would else hold room for one.
+                results.extend(Box::pin(self.run_tool(call, kept, c)).await);
             } else {
                 batch.push((call, kept));
             }
@@ -585,7 +589,10 @@ impl Agent {
         });
         // PreToolUse hooks come before the permission rules, as in Claude Code.
         let (pre, before) = match &self.hooks {
-            Some(hooks) if call.invalid_input.is_none() => self.pre_tool(hooks, call, kept).await,
+            Some(hooks) if call.invalid_input.is_none() => {
+                let (pre, before) = Box::pin(self.pre_tool(hooks, call, kept)).await;
+                (pre, before.map(Box::new))
+            }
             _ => (PreTool::default(), None),
         };
         let input = pre.input.as_ref().unwrap_or(&call.input);
@@ -647,8 +654,9 @@ impl Agent {
         let mut out = out;
         let after = match &self.hooks {
             Some(hooks) if ran => {
-                self.post_tool(hooks, call, input, &mut out, pre.context)
+                Box::pin(self.post_tool(hooks, call, input, &mut out, pre.context))
                     .await
+                    .map(Box::new)
             }
             _ => None,
         };

@@ -28,12 +28,13 @@ pub(crate) struct PreTool {
 /// One tool call's journaled steps: a hook decision made before it ran, its result, and a
 /// hook decision made after it.
 pub(crate) struct Answered {
-    /// A `PreToolUse` decision, if one was journaled.
-    pub before: Option<Step>,
+    /// A `PreToolUse` decision, if one was journaled (boxed, as `after`: the future of every
+    /// call waiting for its tool holds these, and most calls have none).
+    pub before: Option<Box<Step>>,
     /// The `tool_result`.
     pub result: Step,
     /// A `PostToolUse` decision (a stop), if one was journaled.
-    pub after: Option<Step>,
+    pub after: Option<Box<Step>>,
 }
 
 impl IntoIterator for Answered {
@@ -41,9 +42,13 @@ impl IntoIterator for Answered {
     type IntoIter = std::iter::Flatten<std::array::IntoIter<Option<Step>, 3>>;
 
     fn into_iter(self) -> Self::IntoIter {
-        [self.before, Some(self.result), self.after]
-            .into_iter()
-            .flatten()
+        [
+            self.before.map(|s| *s),
+            Some(self.result),
+            self.after.map(|s| *s),
+        ]
+        .into_iter()
+        .flatten()
     }
 }
 

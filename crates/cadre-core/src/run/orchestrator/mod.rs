@@ -640,8 +640,12 @@ impl Orchestrator {
                     None => vec![Message::user_text(prompt)],
                 };
                 // The hooks of its start may add to its first message, or refuse the prompt.
+                // Boxed, as every hook run here: few agents run hooks, and every waiting
+                // subagent's future would else hold room for one.
                 let refused = match &agent.hooks {
-                    Some(hooks) => self.start_hooks(hooks, &model, prompt, &mut history).await,
+                    Some(hooks) => {
+                        Box::pin(self.start_hooks(hooks, &model, prompt, &mut history)).await
+                    }
                     None => None,
                 };
                 self.journal(Step::Started {
@@ -657,7 +661,7 @@ impl Orchestrator {
                         self.journal(step.clone()).await;
                         let mut state = AgentState::new(&spec.name, description, history);
                         state.apply(step);
-                        agent.resume(state).await
+                        Box::pin(agent.resume(state)).await
                     }
                 }
             }
@@ -680,7 +684,7 @@ impl Orchestrator {
                 StopKind::Cancelled => "prompt_input_exit",
                 _ => "other",
             };
-            hooks.session_end(reason).await;
+            Box::pin(hooks.session_end(reason)).await;
         }
         self.journal(Step::Finished {
             agent: path.clone(),

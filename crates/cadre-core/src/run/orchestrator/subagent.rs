@@ -21,11 +21,13 @@ impl Orchestrator {
             answer,
             fork,
         } = *task;
+        // Boxed: a fork's spec is made for it, and every waiting subagent's future would
+        // else hold room for one.
         let forked;
         let spec = match fork {
             Some(base) => {
-                forked = self.fork_spec(base, self.config.delegate.is_some())?;
-                &forked
+                forked = Box::new(self.fork_spec(base, self.config.delegate.is_some())?);
+                &*forked
             }
             None => self.subagent_spec(subagent_type)?,
         };
