@@ -166,12 +166,15 @@ impl Agent {
                     }
                     // Its stop hooks may keep it going (or stop it for good). Boxed, as every
                     // hook run below: few agents run hooks, and every waiting agent's future
-                    // would else hold room for one.
-                    if let Some(step) = Box::pin(self.stop_hooks(&state)).await {
+                    // would else hold room for one. The box is made in a statement of its own:
+                    // a future made in the awaiting one keeps its room in this one after all.
+                    let stop_hooks = Box::pin(self.stop_hooks(&state));
+                    if let Some(step) = stop_hooks.await {
                         self.record(&mut state, step).await;
                         continue;
                     }
-                    match Box::pin(self.wait_for_team(&state)).await {
+                    let team = Box::pin(self.wait_for_team(&state));
+                    match team.await {
                         Some(step) => self.record(&mut state, step).await,
                         None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
                         None => break StopKind::Done,
@@ -561,7 +564,8 @@ impl Agent {
                 results.extend(ran.into_iter().flatten());
                 // Boxed: a call's future is large (its hooks, its permission check), and
                 // the waiting agent's own future would else hold room for one.
-                results.extend(Box::pin(self.run_tool(call, kept, c)).await);
+                let alone = Box::pin(self.run_tool(call, kept, c));
+                results.extend(alone.await);
             } else {
                 batch.push((call, kept));
             }
@@ -590,7 +594,8 @@ impl Agent {
         // PreToolUse hooks come before the permission rules, as in Claude Code.
         let (pre, before) = match &self.hooks {
             Some(hooks) if call.invalid_input.is_none() => {
-                let (pre, before) = Box::pin(self.pre_tool(hooks, call, kept)).await;
+                let pre_tool = Box::pin(self.pre_tool(hooks, call, kept));
+                let (pre, before) = pre_tool.await;
                 (pre, before.map(Box::new))
             }
             _ => (PreTool::default(), None),
@@ -654,9 +659,8 @@ impl Agent {
         let mut out = out;
         let after = match &self.hooks {
             Some(hooks) if ran => {
-                Box::pin(self.post_tool(hooks, call, input, &mut out, pre.context))
-                    .await
-                    .map(Box::new)
+                let post_tool = Box::pin(self.post_tool(hooks, call, input, &mut out, pre.context));
+                post_tool.await.map(Box::new)
             }
             _ => None,
         };

@@ -644,7 +644,9 @@ impl Orchestrator {
                 // subagent's future would else hold room for one.
                 let refused = match &agent.hooks {
                     Some(hooks) => {
-                        Box::pin(self.start_hooks(hooks, &model, prompt, &mut history)).await
+                        let start_hooks =
+                            Box::pin(self.start_hooks(hooks, &model, prompt, &mut history));
+                        start_hooks.await.map(Box::new)
                     }
                     None => None,
                 };
@@ -658,10 +660,11 @@ impl Orchestrator {
                 match refused {
                     None => agent.run(history).await,
                     Some(step) => {
-                        self.journal(step.clone()).await;
+                        self.journal((*step).clone()).await;
                         let mut state = AgentState::new(&spec.name, description, history);
-                        state.apply(step);
-                        Box::pin(agent.resume(state)).await
+                        state.apply(*step);
+                        let resume = Box::pin(agent.resume(state));
+                        resume.await
                     }
                 }
             }
@@ -672,7 +675,8 @@ impl Orchestrator {
 
                 // Boxed: resuming needs a larger future than a fresh start (it may compact
                 // first), and every waiting subagent would else hold room for it.
-                Box::pin(agent.resume(*rebuilt)).await
+                let resume = Box::pin(agent.resume(*rebuilt));
+                resume.await
             }
         };
         // Background subagents never outlive their parent: one that stopped early (turn
@@ -684,7 +688,8 @@ impl Orchestrator {
                 StopKind::Cancelled => "prompt_input_exit",
                 _ => "other",
             };
-            Box::pin(hooks.session_end(reason)).await;
+            let session_end = Box::pin(hooks.session_end(reason));
+            session_end.await;
         }
         self.journal(Step::Finished {
             agent: path.clone(),
