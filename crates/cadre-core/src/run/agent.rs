@@ -10,7 +10,7 @@ use crate::run::budget::Budget;
 use crate::run::context;
 use crate::run::continuation;
 use crate::run::fork::{ForkBase, ForkPoint};
-use crate::run::hooks::{AgentHooks, Answered, HookDecision, PreTool};
+use crate::run::hooks::{AgentHooks, Answered, CallPermission, HookDecision};
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
@@ -584,28 +584,82 @@ impl Agent {
         kept: Option<&HookDecision>,
         conversation: &Shared,
     ) -> Answered {
-        let agent = self.config.path.clone();
         self.emit(Event::ToolCall {
-            agent: agent.clone(),
+            agent: self.config.path.clone(),
             id: call.id.clone(),
             name: call.name.clone(),
             input: call.input.clone(),
         });
-        // PreToolUse hooks come before the permission rules, as in Claude Code.
-        let (pre, before) = match &self.hooks {
-            Some(hooks) if call.invalid_input.is_none() => {
-                let pre_tool = Box::pin(self.pre_tool(hooks, call, kept));
-                let (pre, before) = pre_tool.await;
-                (pre, before.map(Box::new))
-            }
-            _ => (PreTool::default(), None),
+        // Input that was not JSON is refused without asking any hook.
+        let Some(hooks) = self.hooks.as_ref().filter(|_| call.invalid_input.is_none()) else {
+            let (out, _) = self
+                .execute(call, &call.input, None, None, conversation)
+                .await;
+            return Answered {
+                before: None,
+                result: self.finish(call, out).await,
+                after: None,
+            };
         };
+        // Boxed, in a statement of its own: every call waiting for its tool would else hold
+        // room for hooks, which few runs have.
+        let hooked = Box::pin(self.run_hooked_tool(hooks, call, kept, conversation));
+        hooked.await
+    }
+
+    /// [`Self::run_tool`] for an agent with hooks: its `PreToolUse` hooks, before the
+    /// permission rules as in Claude Code, then the call, then its `PostToolUse` hooks.
+    async fn run_hooked_tool(
+        &self,
+        hooks: &AgentHooks,
+        call: &ToolUseBlock,
+        kept: Option<&HookDecision>,
+        conversation: &Shared,
+    ) -> Answered {
+        let (pre, before) = self.pre_tool(hooks, call, kept).await;
         let input = pre.input.as_ref().unwrap_or(&call.input);
-        let denied = match (&pre.refused, &self.permissions) {
-            (Some(why), _) => Some(why.clone()),
+        let (mut out, ran) = self
+            .execute(
+                call,
+                input,
+                pre.refused.clone(),
+                pre.permission,
+                conversation,
+            )
+            .await;
+        let after = if ran {
+            self.post_tool(hooks, call, input, &mut out, pre.context)
+                .await
+        } else {
+            None
+        };
+        let result = self.finish(call, out).await;
+        if let Some(after) = &after {
+            self.journal(after).await;
+        }
+        Answered {
+            before: before.map(Box::new),
+            result,
+            after: after.map(Box::new),
+        }
+    }
+
+    /// Checks a call with `input` against the permission rules (unless a hook `refused`
+    /// it; a hook's `permission` goes with the check) and runs it through the journal.
+    /// Returns its output and whether it ran.
+    async fn execute(
+        &self,
+        call: &ToolUseBlock,
+        input: &serde_json::Value,
+        refused: Option<String>,
+        permission: Option<CallPermission>,
+        conversation: &Shared,
+    ) -> (ToolOutput, bool) {
+        let denied = match (refused, &self.permissions) {
+            (Some(why), _) => Some(why),
             // Input that was not JSON is refused below without asking anyone.
             (None, Some(p)) if call.invalid_input.is_none() => {
-                p.check_with(&call.name, input, &self.tools, &self.ctx, pre.permission)
+                p.check_with(&call.name, input, &self.tools, &self.ctx, permission)
                     .await
             }
             _ => None,
@@ -613,7 +667,7 @@ impl Agent {
         let rerun = self.rerun(&call.name);
         if rerun == Rerun::Never && denied.is_none() {
             self.journal(&Step::ToolStarted {
-                agent: agent.clone(),
+                agent: self.config.path.clone(),
                 id: call.id.clone(),
                 name: call.name.clone(),
             })
@@ -656,16 +710,13 @@ impl Agent {
                 }
             }
         };
-        let mut out = out;
-        let after = match &self.hooks {
-            Some(hooks) if ran => {
-                let post_tool = Box::pin(self.post_tool(hooks, call, input, &mut out, pre.context));
-                post_tool.await.map(Box::new)
-            }
-            _ => None,
-        };
+        (out, ran)
+    }
+
+    /// Tells the events how a call ended and returns its journaled tool_result step.
+    async fn finish(&self, call: &ToolUseBlock, out: ToolOutput) -> Step {
         self.emit(Event::ToolResult {
-            agent: agent.clone(),
+            agent: self.config.path.clone(),
             id: call.id.clone(),
             name: call.name.clone(),
             is_error: out.is_error,
@@ -687,18 +738,11 @@ impl Agent {
             );
         }
         let step = Step::ToolResult {
-            agent,
+            agent: self.config.path.clone(),
             result: block,
         };
         self.journal(&step).await;
-        if let Some(after) = &after {
-            self.journal(after).await;
-        }
-        Answered {
-            before,
-            result: step,
-            after,
-        }
+        step
     }
 
     fn log(&self, message: &Message) {

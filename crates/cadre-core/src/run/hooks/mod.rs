@@ -17,7 +17,7 @@ pub use outcome::{CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
 
 pub(crate) use input::{claude_mode, Who};
 pub(crate) use output::Verdict;
-pub(crate) use steps::{Answered, PreTool};
+pub(crate) use steps::Answered;
 
 use crate::definitions::hooks::{Hook, HookEvent, Hooks};
 use crate::definitions::spec::AgentSpec;
