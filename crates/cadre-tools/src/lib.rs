@@ -16,7 +16,9 @@ pub mod typed;
 pub mod workspace;
 pub mod worktree;
 
-pub use builtin::{builtin_tools, canonical_tool_name, is_secret_env, BUILTIN_TOOL_NAMES};
+pub use builtin::{
+    builtin_tools, canonical_tool_name, is_model_credential, is_secret_env, BUILTIN_TOOL_NAMES,
+};
 pub use context::{FileStamp, FileTracker, PathLocks, ToolContext, ToolLimits};
 pub use error::ToolError;
 pub use output::cap_output;

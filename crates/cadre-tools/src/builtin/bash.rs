@@ -123,12 +123,19 @@ impl TypedTool for BashTool {
     }
 }
 
-/// Variables never passed to the shell, besides those [`is_secret_env`] catches by pattern.
+/// The model credentials cadre reads: never passed to the shell or to a hook (besides
+/// those [`is_secret_env`] catches by pattern for the shell).
 const SECRET_ENV_NAMES: [&str; 3] = [
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "OPENAI_API_KEY",
 ];
+
+/// Whether `name` is one of the model credentials cadre reads (`ANTHROPIC_API_KEY`, …),
+/// which nothing cadre starts may see.
+pub fn is_model_credential(name: &OsStr) -> bool {
+    SECRET_ENV_NAMES.contains(&name.to_string_lossy().to_ascii_uppercase().as_str())
+}
 
 /// Whether an environment variable named `name` may hold a credential and so must not reach
 /// the shell: the names in [`SECRET_ENV_NAMES`], and any ending with `_API_KEY` or `_TOKEN`

@@ -1,8 +1,10 @@
 //! Running one hook command: `sh -c COMMAND` in the project root with the event's JSON on
 //! stdin, in a process group of its own that is killed whole at the timeout, on cancel, or
-//! when the run's future is dropped, with an environment that holds no API key.
+//! when the run's future is dropped, with an environment that holds no model credential.
+//! A hook is the user's own command, so the rest of the environment (their other tokens
+//! included) reaches it, as in Claude Code; only the model's API keys are withheld.
 
-use cadre_tools::is_secret_env;
+use cadre_tools::is_model_credential;
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use std::ffi::OsString;
 use std::path::Path;
@@ -90,7 +92,10 @@ async fn run_with(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_clear()
-        .envs(vars.into_iter().filter(|(name, _)| !is_secret_env(name)))
+        .envs(
+            vars.into_iter()
+                .filter(|(name, _)| !is_model_credential(name)),
+        )
         .envs(project_vars(&place.project_dir));
     let mut wrap = CommandWrap::from(cmd);
     wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
@@ -242,7 +247,7 @@ mod tests {
             ("ANTHROPIC_API_KEY", "sk-ant-secret"),
             ("ANTHROPIC_AUTH_TOKEN", "tok-secret"),
             ("OPENAI_API_KEY", "sk-secret"),
-            ("MY_SERVICE_TOKEN", "svc-secret"),
+            ("MY_SERVICE_TOKEN", "svc-token"),
             ("PATH", "/usr/bin:/bin"),
             ("KEEP_ME", "kept"),
         ]
@@ -258,6 +263,12 @@ mod tests {
         .await;
         assert_eq!(ran.end, End::Exited(Some(0)));
         assert!(ran.stdout.contains("KEEP_ME=kept"), "{}", ran.stdout);
+        // The user's own tokens are theirs to use in their hooks.
+        assert!(
+            ran.stdout.contains("MY_SERVICE_TOKEN=svc-token"),
+            "{}",
+            ran.stdout
+        );
         assert!(ran.stdout.contains("CLAUDE_PROJECT_DIR="), "{}", ran.stdout);
         assert!(!ran.stdout.contains("secret"), "{}", ran.stdout);
     }
