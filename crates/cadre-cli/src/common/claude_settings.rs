@@ -50,6 +50,17 @@ pub struct ClaudeFile {
     pub warnings: Vec<String>,
 }
 
+/// The text of the settings file `path` (named `label` in messages); `None` when it does
+/// not exist, which is no error: every settings file, Claude Code's and cadre's, is
+/// optional.
+pub fn read_if_present(path: &Path, label: &str) -> Result<Option<String>, CliError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::config_from(format!("cannot read {label}"), e)),
+    }
+}
+
 /// Reads `path`, named `label` in messages; a missing file is an empty one.
 ///
 /// `ask` rules become deny rules: cadre asks per mode (`--permission-mode ask`), not per
@@ -60,15 +71,8 @@ pub fn read(path: &Path, label: String) -> Result<ClaudeFile, CliError> {
         label,
         ..ClaudeFile::default()
     };
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(file),
-        Err(e) => {
-            return Err(CliError::config_from(
-                format!("cannot read {}", file.label),
-                e,
-            ))
-        }
+    let Some(text) = read_if_present(path, &file.label)? else {
+        return Ok(file);
     };
     file.found = true;
     // An empty file is an empty object, as an editor may leave it.

@@ -10,7 +10,7 @@
 //! Code's shape (`[[hooks.PreToolUse]]`, `matcher`, `hooks = [{type, command, timeout}]`).
 
 use crate::args::{parse_compact_at, Provider, RunArgs, Source};
-use crate::common::claude_settings::{self, ClaudeFile};
+use crate::common::claude_settings::{self, read_if_present, ClaudeFile};
 use crate::common::exit::CliError;
 use crate::common::hooks::ConfiguredHooks;
 use cadre_core::{Hooks, PermissionMode, PermissionSettings};
@@ -80,15 +80,8 @@ impl SettingsFile {
             unknown: Vec::new(),
             hooks: Hooks::default(),
         };
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(file),
-            Err(e) => {
-                return Err(CliError::config_from(
-                    format!("cannot read {}", file.label),
-                    e,
-                ))
-            }
+        let Some(text) = read_if_present(path, &file.label)? else {
+            return Ok(file);
         };
         file.found = true;
         let doc = DeTable::parse(&text).map_err(|e| {

@@ -51,10 +51,14 @@ pub(crate) fn repair(
 /// Why `schema` cannot be an answer's schema, if it cannot: not an object, or not a valid
 /// JSON Schema.
 pub fn schema_problem(schema: &serde_json::Value) -> Option<String> {
+    compile(schema).err()
+}
+
+/// `schema` compiled to check answers with; `Err` says why it cannot be an answer's
+/// schema.
+pub(crate) fn compile(schema: &serde_json::Value) -> Result<jsonschema::Validator, String> {
     if !schema.is_object() {
-        return Some("a JSON Schema must be an object (type: object, properties: …)".into());
+        return Err("a JSON Schema must be an object (type: object, properties: …)".into());
     }
-    jsonschema::validator_for(schema)
-        .err()
-        .map(|e| format!("it is not a valid JSON Schema: {e}"))
+    jsonschema::validator_for(schema).map_err(|e| format!("it is not a valid JSON Schema: {e}"))
 }

@@ -40,11 +40,7 @@ impl std::fmt::Debug for AnswerSchema {
 impl AnswerSchema {
     /// Compiles `schema`; `Err` says why it is no JSON Schema.
     pub fn new(schema: &Value) -> Result<Self, String> {
-        if let Some(why) = crate::definitions::model_settings::schema_problem(schema) {
-            return Err(why);
-        }
-        let validator = jsonschema::validator_for(schema)
-            .map_err(|e| format!("it is not a valid JSON Schema: {e}"))?;
+        let validator = crate::definitions::model_settings::compile(schema)?;
         Ok(Self {
             written: Arc::new(schema.clone()),
             validator: Arc::new(validator),

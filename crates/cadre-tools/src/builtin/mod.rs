@@ -41,18 +41,35 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
+/// Claude Code's names for the built-in tools, as (Claude Code, cadre), each tool's current
+/// name before its older ones (`MultiEdit`, `LS`).
+pub const CLAUDE_CODE_NAMES: [(&str, &str); 8] = [
+    ("Bash", "bash"),
+    ("Read", "read_file"),
+    ("Write", "write_file"),
+    ("Edit", "edit_file"),
+    ("MultiEdit", "edit_file"),
+    ("Glob", "list_files"),
+    ("LS", "list_files"),
+    ("Grep", "grep"),
+];
+
 /// The cadre name for a built-in tool name or a Claude Code alias (`Read` → `read_file`).
 pub fn canonical_tool_name(name: &str) -> Option<&'static str> {
-    let canonical = match name {
-        "Bash" => "bash",
-        "Read" => "read_file",
-        "Write" => "write_file",
-        "Edit" | "MultiEdit" => "edit_file",
-        "Glob" | "LS" => "list_files",
-        "Grep" => "grep",
-        other => return BUILTIN_TOOL_NAMES.iter().copied().find(|n| *n == other),
-    };
-    Some(canonical)
+    CLAUDE_CODE_NAMES
+        .iter()
+        .find(|(claude, _)| *claude == name)
+        .map(|(_, cadre)| *cadre)
+        .or_else(|| BUILTIN_TOOL_NAMES.iter().copied().find(|n| *n == name))
+}
+
+/// Claude Code's current name for the built-in tool `name` (`read_file` → `Read`), if it
+/// has a twin there.
+pub fn claude_code_name(name: &str) -> Option<&'static str> {
+    CLAUDE_CODE_NAMES
+        .iter()
+        .find(|(_, cadre)| *cadre == name)
+        .map(|(claude, _)| *claude)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! for Claude Code works unchanged; an `updatedInput` it sends back is mapped to cadre's
 //! fields.
 
-use super::matcher::claude_name;
 use crate::definitions::hooks::HookEvent;
+use cadre_tools::claude_code_name;
 use cadre_tools::ToolOutput;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ fn fields_of(tool: &str) -> &'static [(&'static str, &'static str)] {
 
 /// The name a hook is told for `tool`: Claude Code's twin's, else its own.
 pub(crate) fn tool_name(tool: &str) -> &str {
-    claude_name(tool).unwrap_or(tool)
+    claude_code_name(tool).unwrap_or(tool)
 }
 
 /// A call's input as Claude Code's hooks read it: its twin's field names, file paths

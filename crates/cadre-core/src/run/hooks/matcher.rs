@@ -2,6 +2,8 @@
 //! `Edit|Write`, `mcp__server__.*`), and match cadre's equivalents as well as cadre's own
 //! names.
 
+use crate::definitions::tools::TASK_TOOL;
+use cadre_tools::CLAUDE_CODE_NAMES;
 use regex::Regex;
 
 /// A hook's matcher, ready to test names against.
@@ -42,32 +44,21 @@ impl Matcher {
     }
 }
 
-/// Claude Code's name for a cadre tool that has a twin there; `None` for the others (MCP
-/// tools, `Task`, `Skill` and the team's tools are named alike).
-pub(crate) fn claude_name(tool: &str) -> Option<&'static str> {
-    Some(match tool {
-        "bash" => "Bash",
-        "read_file" => "Read",
-        "write_file" => "Write",
-        "edit_file" => "Edit",
-        "list_files" => "Glob",
-        "grep" => "Grep",
-        _ => return None,
-    })
-}
-
-/// Every name a matcher may use for the cadre tool `tool`: its own, Claude Code's, and the
-/// older Claude Code names (`MultiEdit`, `LS`, `Agent` for `Task`).
+/// Every name a matcher may use for the cadre tool `tool`: its own, and Claude Code's
+/// current and older names for it (`Edit`, `MultiEdit`; `Agent` for `Task`).
 pub(crate) fn names_of(tool: &str) -> ([&str; 3], usize) {
-    match tool {
-        "edit_file" => (["edit_file", "Edit", "MultiEdit"], 3),
-        "list_files" => (["list_files", "Glob", "LS"], 3),
-        "Task" => (["Task", "Agent", ""], 2),
-        other => match claude_name(other) {
-            Some(twin) => ([other, twin, ""], 2),
-            None => ([other, "", ""], 1),
-        },
+    let aliases = CLAUDE_CODE_NAMES
+        .iter()
+        .filter(|(_, cadre)| *cadre == tool)
+        .map(|(claude, _)| *claude);
+    let agent = (tool == TASK_TOOL).then_some("Agent");
+    let mut names = [tool, "", ""];
+    let mut n = 1;
+    for alias in aliases.chain(agent).take(names.len() - 1) {
+        names[n] = alias;
+        n += 1;
     }
+    (names, n)
 }
 
 #[cfg(test)]
