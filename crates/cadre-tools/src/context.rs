@@ -2,6 +2,7 @@
 
 use crate::{SandboxMode, Workspace};
 use dashmap::DashMap;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -86,16 +87,19 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
 }
 
 /// What one agent has read, so `edit_file` can refuse to edit a file that changed since.
+///
+/// A plain map under a lock: one agent's calls barely contend, and an empty map allocates
+/// nothing, where a sharded map costs every agent of a fan-out a kilobyte before it reads.
 #[derive(Debug, Default)]
 pub struct FileTracker {
-    seen: DashMap<PathBuf, FileStamp>,
+    seen: std::sync::Mutex<HashMap<PathBuf, FileStamp>>,
 }
 
 impl FileTracker {
     /// Records that the agent has seen `path` as last modified at `mtime` (content unknown).
     pub fn record(&self, path: &Path, mtime: SystemTime) {
-        self.seen.insert(
-            path.to_path_buf(),
+        self.record_stamp(
+            path,
             FileStamp {
                 mtime,
                 content_hash: None,
@@ -105,17 +109,22 @@ impl FileTracker {
 
     /// When the agent last saw `path` modified, if it has read it.
     pub fn last_seen(&self, path: &Path) -> Option<SystemTime> {
-        self.seen.get(path).map(|s| s.mtime)
+        self.stamp(path).map(|s| s.mtime)
     }
 
     /// Records everything the agent saw of `path`.
     pub fn record_stamp(&self, path: &Path, stamp: FileStamp) {
-        self.seen.insert(path.to_path_buf(), stamp);
+        self.seen().insert(path.to_path_buf(), stamp);
     }
 
     /// What the agent last saw of `path`, if it has read or written it.
     pub fn stamp(&self, path: &Path) -> Option<FileStamp> {
-        self.seen.get(path).map(|s| *s)
+        self.seen().get(path).copied()
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, FileStamp>> {
+        // A panic while holding the lock leaves the map whole: each update is one insert.
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -135,122 +135,143 @@ impl Agent {
 
     /// The loop itself: ask what the state says comes next, do it, journal the step and
     /// fold it into the state.
-    async fn drive(&self, mut state: AgentState) -> AgentOutcome {
-        let started = Instant::now();
-        // Set once a request refused as too long was answered by compacting, so a second
-        // refusal stops the loop instead of compacting forever.
-        let mut compacted_for_length = false;
-        // A typed answer as accepted (its JSON text), which the outcome hands on.
-        let mut accepted = None;
-        let stop = loop {
-            match state.next() {
-                // Work this agent left running reports before it ends.
-                Next::End(StopKind::Done) => {
-                    if let Some(step) = self.collect_inbox().await {
-                        self.record(&mut state, step).await;
-                        continue;
-                    }
-                    if self.ctx.cancel.is_cancelled() {
-                        break StopKind::Cancelled;
-                    }
-                    // A typed answer is checked first: an invalid one is asked for again.
-                    if let Some(schema) = &self.config.answer {
-                        match judge(schema, &state, &self.config.path) {
-                            Verdict::Accept(text) => accepted = Some(text),
-                            Verdict::Retry(step) => {
-                                self.record(&mut state, step).await;
-                                continue;
-                            }
-                            Verdict::Fail(stop) => break stop,
+    ///
+    /// An async block rather than an `async fn`, as [`record`](Self::record) is: an `async
+    /// fn` moves its argument into a local of its own, and every waiting agent's future would
+    /// hold its state twice.
+    fn drive(
+        &self,
+        mut state: AgentState,
+    ) -> impl std::future::Future<Output = AgentOutcome> + Send + '_ {
+        async move {
+            let started = Instant::now();
+            // Set once a request refused as too long was answered by compacting, so a second
+            // refusal stops the loop instead of compacting forever.
+            let mut compacted_for_length = false;
+            // A typed answer as accepted (its JSON text), which the outcome hands on.
+            let mut accepted = None;
+            let stop = loop {
+                // Each branch decides the next step, or how the agent stops; the step is
+                // recorded in one place, so the future holds room for one step, not one per
+                // branch.
+                let step = match state.next() {
+                    // Work this agent left running reports before it ends.
+                    Next::End(StopKind::Done) => {
+                        match self.after_answer(&state, &mut accepted).await {
+                            Ok(step) => step,
+                            Err(stop) => break stop,
                         }
                     }
-                    // Its stop hooks may keep it going (or stop it for good). Boxed, as every
-                    // hook run below: few agents run hooks, and every waiting agent's future
-                    // would else hold room for one. The box is made in a statement of its own:
-                    // a future made in the awaiting one keeps its room in this one after all.
-                    let stop_hooks = Box::pin(self.stop_hooks(&state));
-                    if let Some(step) = stop_hooks.await {
-                        self.record(&mut state, step).await;
-                        continue;
-                    }
-                    let team = Box::pin(self.wait_for_team(&state));
-                    match team.await {
-                        Some(step) => self.record(&mut state, step).await,
-                        None if self.ctx.cancel.is_cancelled() => break StopKind::Cancelled,
-                        None => break StopKind::Done,
-                    }
-                }
-                // A text answer cut at the output token limit is asked to go on while it may;
-                // one that cannot, for the agent must stop, ends for that reason.
-                Next::End(StopKind::MaxTokens)
-                    if continuation::may_go_on(&state.history, self.config.continuations) =>
-                {
-                    match self.should_stop(state.turns) {
-                        Some(stop) => break stop,
-                        None => {
-                            let step = continuation::request(&self.config.path);
-                            self.record(&mut state, step).await;
+                    // A text answer cut at the output token limit is asked to go on while it
+                    // may; one that cannot, for the agent must stop, ends for that reason.
+                    Next::End(StopKind::MaxTokens)
+                        if continuation::may_go_on(&state.history, self.config.continuations) =>
+                    {
+                        match self.should_stop(state.turns) {
+                            Some(stop) => break stop,
+                            None => continuation::request(&self.config.path),
                         }
                     }
-                }
-                Next::End(stop) => break stop,
-                Next::Answer => {
-                    for step in self.answer(&state).await {
-                        self.apply(&mut state, step);
-                    }
-                    // Messages that came while it worked go with its tool results.
-                    if let Some(seat) = self.team.as_ref().filter(|_| state.pending.is_none()) {
-                        if let Some(given) = seat.arrived().await {
-                            self.record(&mut state, self.delivered(given)).await;
+                    Next::End(stop) => break stop,
+                    Next::Answer => {
+                        for step in self.answer(&state).await {
+                            self.apply(&mut state, step);
+                        }
+                        // Messages that came while it worked go with its tool results.
+                        let seat = self.team.as_ref().filter(|_| state.pending.is_none());
+                        let arrived = match seat {
+                            Some(seat) => seat.arrived().await,
+                            None => None,
+                        };
+                        match arrived {
+                            Some(given) => self.delivered(given),
+                            None => continue,
                         }
                     }
-                }
-                Next::Ask => {
-                    if let Some(stop) = self.ask(&mut state, &mut compacted_for_length).await {
-                        break stop;
-                    }
-                }
+                    Next::Ask => match self.ask(&state, &mut compacted_for_length).await {
+                        Ok(step) => step,
+                        Err(stop) => break stop,
+                    },
+                };
+                self.record(&mut state, step).await;
+            };
+            let AgentState {
+                history,
+                turns,
+                tool_calls,
+                usage,
+                ..
+            } = state;
+            self.emit(Event::Finished {
+                agent: self.config.path.clone(),
+                outcome: stop.outcome(),
+                stop: stop.clone(),
+                turns,
+                usage,
+                elapsed_ms: millis(started.elapsed()),
+            });
+            AgentOutcome {
+                text: accepted.unwrap_or_else(|| final_text(&history)),
+                stop,
+                turns,
+                tool_calls,
+                usage,
+                history,
             }
-        };
-        let AgentState {
-            history,
-            turns,
-            tool_calls,
-            usage,
-            ..
-        } = state;
-        self.emit(Event::Finished {
-            agent: self.config.path.clone(),
-            outcome: stop.outcome(),
-            stop: stop.clone(),
-            turns,
-            usage,
-            elapsed_ms: millis(started.elapsed()),
-        });
-        AgentOutcome {
-            text: accepted.unwrap_or_else(|| final_text(&history)),
-            stop,
-            turns,
-            tool_calls,
-            usage,
-            history,
+        }
+    }
+
+    /// What comes after the agent's answer: the results of work it left running, its typed
+    /// answer asked for again, a stop hook keeping it going, or a team member's next
+    /// messages; else how it ends.
+    async fn after_answer(
+        &self,
+        state: &AgentState,
+        accepted: &mut Option<String>,
+    ) -> Result<Step, StopKind> {
+        if let Some(step) = self.collect_inbox().await {
+            return Ok(step);
+        }
+        if self.ctx.cancel.is_cancelled() {
+            return Err(StopKind::Cancelled);
+        }
+        // A typed answer is checked first: an invalid one is asked for again.
+        if let Some(schema) = &self.config.answer {
+            match judge(schema, state, &self.config.path) {
+                Verdict::Accept(text) => *accepted = Some(text),
+                Verdict::Retry(step) => return Ok(step),
+                Verdict::Fail(stop) => return Err(stop),
+            }
+        }
+        // Its stop hooks may keep it going (or stop it for good). Boxed, as every hook run
+        // below: few agents run hooks, and every waiting agent's future would else hold room
+        // for one. The box is made in a statement of its own: a future made in the awaiting
+        // one keeps its room in this one after all.
+        let stop_hooks = Box::pin(self.stop_hooks(state));
+        if let Some(step) = stop_hooks.await {
+            return Ok(step);
+        }
+        let team = Box::pin(self.wait_for_team(state));
+        match team.await {
+            Some(step) => Ok(step),
+            None if self.ctx.cancel.is_cancelled() => Err(StopKind::Cancelled),
+            None => Err(StopKind::Done),
         }
     }
 
     /// One request: unless the agent must stop (and why), make room in the context if the
-    /// last request came near its limit, send the history, and record the response — or,
+    /// last request came near its limit, or send the history and take the response — or,
     /// refused as too long, compact once and let the loop ask again.
     async fn ask(
         &self,
-        state: &mut AgentState,
+        state: &AgentState,
         compacted_for_length: &mut bool,
-    ) -> Option<StopKind> {
+    ) -> Result<Step, StopKind> {
         if let Some(stop) = self.should_stop(state.turns) {
-            return Some(stop);
+            return Err(stop);
         }
         if let Some(step) = self.make_room(state).await {
-            self.record(state, step).await;
-            return None;
+            return Ok(step);
         }
         self.emit(Event::Turn {
             agent: self.config.path.clone(),
@@ -260,34 +281,40 @@ impl Agent {
             Ok(response) => {
                 *compacted_for_length = false;
                 self.took(&response);
-                let step = Step::Response {
+                // Journaled (by the loop) before anything acts on it: a resumed run never
+                // asks again.
+                Ok(Step::Response {
                     agent: self.config.path.clone(),
                     response,
-                };
-                // Journaled before anything acts on it: a resumed run never asks again.
-                self.record(state, step).await;
-                None
+                })
             }
             Err(Failed::TooLong(why)) => {
                 let Some(compacted) = self
                     .mend_length(&state.history, &why, *compacted_for_length)
                     .await
                 else {
-                    return Some(StopKind::ContextWindowExceeded);
+                    return Err(StopKind::ContextWindowExceeded);
                 };
                 *compacted_for_length = true;
-                let step = self.compacted(compacted);
-                self.record(state, step).await;
-                None
+                Ok(self.compacted(compacted))
             }
-            Err(Failed::Stop(stop)) => Some(stop),
+            Err(Failed::Stop(stop)) => Err(stop),
         }
     }
 
     /// Journals `step`, then folds it into `state`.
-    async fn record(&self, state: &mut AgentState, step: Step) {
-        self.journal(&step).await;
-        self.apply(state, step);
+    ///
+    /// An async block rather than an `async fn`, which would hold the step twice (its
+    /// argument and a local of its own) in every future that records one.
+    fn record<'a>(
+        &'a self,
+        state: &'a mut AgentState,
+        step: Step,
+    ) -> impl std::future::Future<Output = ()> + Send + 'a {
+        async move {
+            self.journal(&step).await;
+            self.apply(state, step);
+        }
     }
 
     /// Folds a step that is already journaled into `state`, writing what it added to the

@@ -260,10 +260,16 @@ impl TypedTool for TaskTool {
             fork: fork.as_ref(),
         };
         let result = match name {
+            // Boxed, in a statement of its own: a member's start needs a larger future than a
+            // plain subagent, and every waiting `Task` call would else hold room for one.
             Some(name) => {
-                self.orchestrator
-                    .start_member(&self.parent, &task, name, &ctx.cancel)
-                    .await
+                let start = Box::pin(self.orchestrator.start_member(
+                    &self.parent,
+                    &task,
+                    name,
+                    &ctx.cancel,
+                ));
+                start.await
             }
             None => {
                 self.orchestrator

@@ -578,155 +578,161 @@ impl Orchestrator {
     }
 
     /// Builds the agent `me` of type `spec`, runs it on `prompt`, and records the result.
-    async fn run_agent(
-        self: &Arc<Self>,
-        spec: &AgentSpec,
+    ///
+    /// An async block rather than an `async fn`: an `async fn` moves its arguments into
+    /// locals of their own, and every waiting subagent's future would hold `me` twice.
+    fn run_agent<'a>(
+        self: &'a Arc<Self>,
+        spec: &'a AgentSpec,
         me: AgentHandle,
-        description: &str,
-        start: Start<'_>,
+        description: &'a str,
+        start: Start<'a>,
         cancel: CancellationToken,
         background: bool,
-    ) -> AgentOutcome {
-        let started = Instant::now();
-        let (mut agent, own_servers) = self.build_agent(spec, &me, cancel, Some(description)).await;
-        let fork = me.fork.clone();
-        let transcript = agent.transcript.clone();
-        // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
-        let earlier = transcript.as_ref().map_or(0, |t| t.earlier().elapsed_ms);
-        let children = me.background.clone();
-        let member = me.member.clone().filter(|_| me.depth > 0);
-        // Messages sent to a member before it is on the roster count as unread from the start.
-        let unread = match &member {
-            Some(name) => u32::try_from(self.team.unread(name).await).unwrap_or(u32::MAX),
-            None => 0,
-        };
-        let AgentHandle {
-            path, model, depth, ..
-        } = me;
-        self.roster.insert(
-            path.clone(),
-            RosterEntry {
-                path: path.clone(),
-                agent_type: spec.name.clone(),
-                description: description.to_owned(),
-                turn: 0,
-                current_tool: None,
-                tokens: 0,
-                usage: Usage::default(),
-                color: spec.color.clone(),
-                background,
-                member,
-                waiting: false,
-                unread,
-                started,
-            },
-        );
-        self.observe(Event::Started {
-            agent: path.clone(),
-            agent_type: spec.name.clone(),
-            description: description.to_owned(),
-            model: model.clone(),
-            color: spec.color.clone(),
-            background,
-        });
-        let outcome = match start {
-            Start::Fresh(prompt) => {
-                let mut history = match &fork {
-                    Some(base) => {
-                        let (history, point) = crate::run::fork::first_history(base, prompt);
-                        agent.config.fork = Some(point);
-                        history
-                    }
-                    None => vec![Message::user_text(prompt)],
-                };
-                // The hooks of its start may add to its first message, or refuse the prompt.
-                // Boxed, as every hook run here: few agents run hooks, and every waiting
-                // subagent's future would else hold room for one.
-                let refused = match &agent.hooks {
-                    Some(hooks) => {
-                        let start_hooks =
-                            Box::pin(self.start_hooks(hooks, &model, prompt, &mut history));
-                        start_hooks.await.map(Box::new)
-                    }
-                    None => None,
-                };
-                self.journal(Step::Started {
-                    agent: path.clone(),
+    ) -> impl std::future::Future<Output = AgentOutcome> + Send + 'a {
+        async move {
+            let started = Instant::now();
+            let (mut agent, own_servers) =
+                self.build_agent(spec, &me, cancel, Some(description)).await;
+            let fork = me.fork.clone();
+            let transcript = agent.transcript.clone();
+            // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
+            let earlier = transcript.as_ref().map_or(0, |t| t.earlier().elapsed_ms);
+            let children = me.background.clone();
+            let member = me.member.clone().filter(|_| me.depth > 0);
+            // Messages sent to a member before it is on the roster count as unread from the start.
+            let unread = match &member {
+                Some(name) => u32::try_from(self.team.unread(name).await).unwrap_or(u32::MAX),
+                None => 0,
+            };
+            let AgentHandle {
+                path, model, depth, ..
+            } = me;
+            self.roster.insert(
+                path.clone(),
+                RosterEntry {
+                    path: path.clone(),
                     agent_type: spec.name.clone(),
                     description: description.to_owned(),
-                    history: history.clone(),
-                })
-                .await;
-                match refused {
-                    None => agent.run(history).await,
-                    Some(step) => {
-                        self.journal((*step).clone()).await;
-                        let mut state = AgentState::new(&spec.name, description, history);
-                        state.apply(*step);
-                        let resume = Box::pin(agent.resume(state));
-                        resume.await
-                    }
-                }
-            }
-            Start::Resume(rebuilt) => {
-                if let Some(t) = &transcript {
-                    t.catch_up(&rebuilt.history);
-                }
-
-                // Boxed: resuming needs a larger future than a fresh start (it may compact
-                // first), and every waiting subagent would else hold room for it.
-                let resume = Box::pin(agent.resume(*rebuilt));
-                resume.await
-            }
-        };
-        // Background subagents never outlive their parent: one that stopped early (turn
-        // limit, budget, error) takes them down with it.
-        children.cancel_all();
-        children.settle().await;
-        if let Some(hooks) = agent.hooks.as_ref().filter(|h| !h.is_subagent()) {
-            let reason = match outcome.stop {
-                StopKind::Cancelled => "prompt_input_exit",
-                _ => "other",
-            };
-            let session_end = Box::pin(hooks.session_end(reason));
-            session_end.await;
-        }
-        self.journal(Step::Finished {
-            agent: path.clone(),
-            stop: outcome.stop.clone(),
-            text: outcome.text.clone(),
-        })
-        .await;
-        for server in own_servers {
-            server.shutdown().await;
-        }
-        let elapsed_ms = earlier + millis(started.elapsed());
-        if let Some(t) = &transcript {
-            t.outcome_after(&outcome, elapsed_ms);
-        }
-        // Off the roster already, it was recorded when the run was given up.
-        if self.roster.remove(&path).is_none() {
-            return outcome;
-        }
-        let result_file = self.result_name(&path, depth, &outcome.text);
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(AgentRecord {
-                path,
+                    turn: 0,
+                    current_tool: None,
+                    tokens: 0,
+                    usage: Usage::default(),
+                    color: spec.color.clone(),
+                    background,
+                    member,
+                    waiting: false,
+                    unread,
+                    started,
+                },
+            );
+            self.observe(Event::Started {
+                agent: path.clone(),
                 agent_type: spec.name.clone(),
                 description: description.to_owned(),
-                model,
-                turns: outcome.turns,
-                tool_calls: outcome.tool_calls,
-                usage: outcome.usage,
-                elapsed_ms,
-                outcome: outcome.stop.outcome(),
-                stop: outcome.stop.clone(),
-                result_file,
-                worker: None,
+                model: model.clone(),
+                color: spec.color.clone(),
+                background,
             });
-        outcome
+            let outcome = match start {
+                Start::Fresh(prompt) => {
+                    let mut history = match &fork {
+                        Some(base) => {
+                            let (history, point) = crate::run::fork::first_history(base, prompt);
+                            agent.config.fork = Some(point);
+                            history
+                        }
+                        None => vec![Message::user_text(prompt)],
+                    };
+                    // The hooks of its start may add to its first message, or refuse the prompt.
+                    // Boxed, as every hook run here: few agents run hooks, and every waiting
+                    // subagent's future would else hold room for one.
+                    let refused = match &agent.hooks {
+                        Some(hooks) => {
+                            let start_hooks =
+                                Box::pin(self.start_hooks(hooks, &model, prompt, &mut history));
+                            start_hooks.await.map(Box::new)
+                        }
+                        None => None,
+                    };
+                    self.journal(Step::Started {
+                        agent: path.clone(),
+                        agent_type: spec.name.clone(),
+                        description: description.to_owned(),
+                        history: history.clone(),
+                    })
+                    .await;
+                    match refused {
+                        None => agent.run(history).await,
+                        Some(step) => {
+                            self.journal((*step).clone()).await;
+                            let mut state = AgentState::new(&spec.name, description, history);
+                            state.apply(*step);
+                            let resume = Box::pin(agent.resume(state));
+                            resume.await
+                        }
+                    }
+                }
+                Start::Resume(rebuilt) => {
+                    if let Some(t) = &transcript {
+                        t.catch_up(&rebuilt.history);
+                    }
+
+                    // Boxed: resuming needs a larger future than a fresh start (it may compact
+                    // first), and every waiting subagent would else hold room for it.
+                    let resume = Box::pin(agent.resume(*rebuilt));
+                    resume.await
+                }
+            };
+            // Background subagents never outlive their parent: one that stopped early (turn
+            // limit, budget, error) takes them down with it.
+            children.cancel_all();
+            children.settle().await;
+            if let Some(hooks) = agent.hooks.as_ref().filter(|h| !h.is_subagent()) {
+                let reason = match outcome.stop {
+                    StopKind::Cancelled => "prompt_input_exit",
+                    _ => "other",
+                };
+                let session_end = Box::pin(hooks.session_end(reason));
+                session_end.await;
+            }
+            self.journal(Step::Finished {
+                agent: path.clone(),
+                stop: outcome.stop.clone(),
+                text: outcome.text.clone(),
+            })
+            .await;
+            for server in own_servers {
+                server.shutdown().await;
+            }
+            let elapsed_ms = earlier + millis(started.elapsed());
+            if let Some(t) = &transcript {
+                t.outcome_after(&outcome, elapsed_ms);
+            }
+            // Off the roster already, it was recorded when the run was given up.
+            if self.roster.remove(&path).is_none() {
+                return outcome;
+            }
+            let result_file = self.result_name(&path, depth, &outcome.text);
+            self.records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(AgentRecord {
+                    path,
+                    agent_type: spec.name.clone(),
+                    description: description.to_owned(),
+                    model,
+                    turns: outcome.turns,
+                    tool_calls: outcome.tool_calls,
+                    usage: outcome.usage,
+                    elapsed_ms,
+                    outcome: outcome.stop.outcome(),
+                    stop: outcome.stop.clone(),
+                    result_file,
+                    worker: None,
+                });
+            outcome
+        }
     }
 
     fn open_transcript(

@@ -47,11 +47,13 @@ impl Orchestrator {
                 limit: self.config.limits.max_fanout,
             });
         }
-        // A resumed run finds the subagent this call started before, by the call's id.
-        let earlier = self
+        // A resumed run finds the subagent this call started before, by the call's id. (Not
+        // kept in a variable: a rebuilt state held to the end would cost every waiting
+        // subagent's future its size.)
+        let (path, start) = match self
             .resumed_child(&parent.path, call)
-            .and_then(|path| self.resumed.remove(&path));
-        let (path, start) = match earlier {
+            .and_then(|path| self.resumed.remove(&path))
+        {
             // It had finished: its result stands (its usage was counted when it was loaded),
             // unless its cut answer was still to be asked to go on.
             Some((
@@ -104,13 +106,15 @@ impl Orchestrator {
         }
         // An isolated subagent works in a worktree of its own: its Workspace root, which
         // confines its tools and its sandbox alike.
+        // The worktree's futures are boxed, each in a statement of its own: few subagents are
+        // isolated, and every waiting subagent's future would else hold room for them.
         let worktree = if spec.is_isolated() {
-            let wt = Worktree::create(parent.workspace.root(), &self.run_id(), &path)
-                .await
-                .map_err(|e| SubagentError::Worktree {
-                    path: path.clone(),
-                    source: Arc::new(e),
-                })?;
+            let run_id = self.run_id();
+            let create = Box::pin(Worktree::create(parent.workspace.root(), &run_id, &path));
+            let wt = create.await.map_err(|e| SubagentError::Worktree {
+                path: path.clone(),
+                source: Arc::new(e),
+            })?;
             Some(wt)
         } else {
             None
@@ -120,7 +124,8 @@ impl Orchestrator {
             Some(Ok(w)) => Arc::new(w),
             Some(Err(e)) => {
                 if let Some(wt) = worktree {
-                    if let Err(e) = wt.discard().await {
+                    let discard = Box::pin(wt.discard());
+                    if let Err(e) = discard.await {
                         tracing::warn!("could not remove the worktree of {path}: {e}");
                     }
                 }
@@ -130,9 +135,13 @@ impl Orchestrator {
                 });
             }
         };
-        let mut me = AgentHandle::new(path.clone(), depth, model, workspace);
-        me.answer = answer.cloned();
-        me.fork = fork.cloned();
+        // Made whole in one expression: a handle changed field by field counts as borrowed,
+        // and would be held beside the agent's future until it ends.
+        let me = AgentHandle {
+            answer: answer.cloned(),
+            fork: fork.cloned(),
+            ..AgentHandle::new(path.clone(), depth, model, workspace)
+        };
         let outcome = self
             .run_agent(spec, me, description, start, cancel, background)
             .await;
@@ -140,7 +149,9 @@ impl Orchestrator {
         match worktree {
             None => result,
             Some(wt) => {
-                let report = match wt.finish(&format!("{path}: {description}")).await {
+                let message = format!("{path}: {description}");
+                let finish = Box::pin(wt.finish(&message));
+                let report = match finish.await {
                     Ok(Finished::Unchanged) => {
                         "\n\n[It changed no file; its worktree and branch were removed.]".to_owned()
                     }
