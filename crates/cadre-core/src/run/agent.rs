@@ -139,6 +139,7 @@ impl Agent {
     /// An async block rather than an `async fn`, as [`record`](Self::record) is: an `async
     /// fn` moves its argument into a local of its own, and every waiting agent's future would
     /// hold its state twice.
+    #[allow(clippy::manual_async_fn)] // an `async fn` holds its arguments twice
     fn drive(
         &self,
         mut state: AgentState,
@@ -306,6 +307,7 @@ impl Agent {
     ///
     /// An async block rather than an `async fn`, which would hold the step twice (its
     /// argument and a local of its own) in every future that records one.
+    #[allow(clippy::manual_async_fn)] // an `async fn` holds its arguments twice
     fn record<'a>(
         &'a self,
         state: &'a mut AgentState,

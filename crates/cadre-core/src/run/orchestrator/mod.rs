@@ -581,6 +581,7 @@ impl Orchestrator {
     ///
     /// An async block rather than an `async fn`: an `async fn` moves its arguments into
     /// locals of their own, and every waiting subagent's future would hold `me` twice.
+    #[allow(clippy::manual_async_fn)] // an `async fn` holds its arguments twice
     fn run_agent<'a>(
         self: &'a Arc<Self>,
         spec: &'a AgentSpec,
