@@ -358,33 +358,36 @@ impl ContentBlock {
     }
 }
 
-fn tagged<T: Serialize>(tag: &str, body: &T) -> Result<Value, serde_json::Error> {
-    let mut v = serde_json::to_value(body)?;
-    if let Value::Object(map) = &mut v {
-        // `type` first keeps the JSON readable in transcripts.
-        let mut out = Map::with_capacity(map.len() + 1);
-        out.insert("type".into(), Value::String(tag.into()));
-        out.extend(std::mem::take(map));
-        return Ok(Value::Object(out));
-    }
-    Ok(v)
+/// A block as the wire has it, `{"type": tag, ...its fields}`, written straight out: not
+/// through a `Value`, which copied every string of every request, journal step and
+/// transcript line into a tree of maps first.
+#[derive(Serialize)]
+struct Tagged<'a, T> {
+    #[serde(rename = "type")]
+    tag: &'a str,
+    #[serde(flatten)]
+    body: &'a T,
 }
 
 impl Serialize for ContentBlock {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error as _;
-        let v = match self {
-            Self::Text(b) => tagged("text", b),
-            Self::ToolUse(b) => tagged("tool_use", b),
-            Self::ToolResult(b) => tagged("tool_result", b),
-            Self::Thinking(b) => tagged("thinking", b),
-            Self::RedactedThinking(b) => tagged("redacted_thinking", b),
-            Self::Image(b) => tagged("image", b),
-            Self::Compaction(b) => tagged("compaction", b),
-            Self::Unknown(v) => Ok(v.clone()),
+        fn tagged<S: Serializer, T: Serialize>(
+            s: S,
+            tag: &str,
+            body: &T,
+        ) -> Result<S::Ok, S::Error> {
+            Tagged { tag, body }.serialize(s)
         }
-        .map_err(S::Error::custom)?;
-        v.serialize(s)
+        match self {
+            Self::Text(b) => tagged(s, "text", b),
+            Self::ToolUse(b) => tagged(s, "tool_use", b),
+            Self::ToolResult(b) => tagged(s, "tool_result", b),
+            Self::Thinking(b) => tagged(s, "thinking", b),
+            Self::RedactedThinking(b) => tagged(s, "redacted_thinking", b),
+            Self::Image(b) => tagged(s, "image", b),
+            Self::Compaction(b) => tagged(s, "compaction", b),
+            Self::Unknown(v) => v.serialize(s),
+        }
     }
 }
 

@@ -372,11 +372,12 @@ impl FileJournal {
 #[async_trait]
 impl Journal for FileJournal {
     async fn append(&self, step: &Step) -> Result<(), JournalError> {
-        let mut line = serde_json::to_vec(step)?;
-        line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         // One write per line: a line is either whole in the file or cut off at its end.
-        out.write_all(&line).map_err(|source| JournalError::Io {
+        super::jsonl::with_line(step, |line| {
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            out.write_all(line)
+        })?
+        .map_err(|source| JournalError::Io {
             file: self.file.clone(),
             source,
         })

@@ -3,6 +3,7 @@
 
 pub mod events;
 pub mod journal;
+mod jsonl;
 pub mod run_dir;
 pub mod transcript;
 pub mod usage;

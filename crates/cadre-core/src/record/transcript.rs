@@ -6,13 +6,15 @@ use cadre_model::{CompactionUsage, Message, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 /// One line of a transcript: when it was written, and what it holds. On disk it is one
-/// JSON object, `{"t": TIME, "type": KIND, ...fields}`.
+/// JSON object, `{"t": TIME, "type": KIND, ...fields}`, the fields in the order their types
+/// declare them. (Versions before wrote the keys sorted, through a `Value`: a second pass
+/// that cost a fleet's run folder a tenth of its time, on an order no reader depends on.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptLine<'a> {
     /// When it was written (RFC 3339, UTC, milliseconds), so a run's agents can be laid on
@@ -182,14 +184,6 @@ impl TranscriptLine<'_> {
     pub fn time(&self) -> Option<SystemTime> {
         humantime::parse_rfc3339_weak(self.t.as_deref()?).ok()
     }
-
-    /// The line as written to the file, without its newline: `t` and `type` first, then the
-    /// fields in the order their types declare them. (Versions before wrote the keys sorted,
-    /// through a `Value`; that second pass cost a fleet's run folder a tenth of its time, and
-    /// readers never depended on the order.)
-    fn to_json(&self) -> serde_json::Result<String> {
-        serde_json::to_string(self)
-    }
 }
 
 /// What an agent's transcript holds from the earlier parts of its run (a run continued
@@ -261,11 +255,12 @@ impl Earlier {
     }
 }
 
-/// One agent's history as JSON Lines, each line written whole and flushed, so the file is
-/// valid JSONL whenever the run stops.
+/// One agent's history as JSON Lines, each line written whole in one `write`, so the file
+/// is valid JSONL whenever the run stops. (No buffer of its own: it would only be copied
+/// through, and would cost every waiting agent of a fan-out its size.)
 #[derive(Debug)]
 pub struct Transcript {
-    out: Mutex<BufWriter<File>>,
+    out: Mutex<File>,
     earlier: Earlier,
 }
 
@@ -282,7 +277,7 @@ impl Transcript {
         {
             Ok(out) => {
                 return Ok(Self {
-                    out: Mutex::new(BufWriter::new(out)),
+                    out: Mutex::new(out),
                     earlier: Earlier::default(),
                 })
             }
@@ -304,7 +299,7 @@ impl Transcript {
             }
         }
         Ok(Self {
-            out: Mutex::new(BufWriter::new(out)),
+            out: Mutex::new(out),
             earlier,
         })
     }
@@ -346,13 +341,12 @@ impl Transcript {
     pub fn write(&self, record: TranscriptRecord<'_>) {
         let t = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         let line = TranscriptLine { t: Some(t), record };
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let written = line
-            .to_json()
-            .map_err(std::io::Error::other)
-            .and_then(|text| out.write_all(text.as_bytes()))
-            .and_then(|()| out.write_all(b"\n"))
-            .and_then(|()| out.flush());
+        let written = super::jsonl::with_line(&line, |line| {
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            out.write_all(line)
+        })
+        .map_err(std::io::Error::other)
+        .and_then(|written| written);
         if let Err(e) = written {
             tracing::warn!("could not write a transcript line: {e}");
         }
@@ -383,6 +377,16 @@ mod tests {
     use super::*;
     use crate::record::run_dir::{AgentPath, RunDir};
     use serde_json::{json, Value};
+
+    impl TranscriptLine<'_> {
+        /// The line as [`Transcript::write`] writes it, without its newline.
+        fn to_json(&self) -> String {
+            crate::record::jsonl::with_line(self, |line| {
+                String::from_utf8(line.strip_suffix(b"\n").unwrap().to_vec()).unwrap()
+            })
+            .unwrap()
+        }
+    }
 
     #[test]
     fn transcript_lines_are_whole_json() {
@@ -443,7 +447,6 @@ mod tests {
                 record,
             }
             .to_json()
-            .unwrap()
         };
         let message = Message::user_text("hi");
         let outcome = AgentOutcome {
@@ -504,7 +507,7 @@ mod tests {
             assert!(new.starts_with(r#"{"t":"#), "{new}");
             let back = TranscriptLine::parse(&new).unwrap();
             assert_eq!(back, TranscriptLine::parse(&old).unwrap());
-            assert_eq!(back.to_json().unwrap(), new);
+            assert_eq!(back.to_json(), new);
         }
     }
 
