@@ -26,6 +26,7 @@ use cadre_model::{
     AnthropicConfig, AnthropicModel, ContentBlock, EventSink, Model, ModelError, Request, Response,
     RetryPolicy, Role, StopReason, Usage,
 };
+use cadre_testkit::bench::{cpu_time, reset_peak, resident_bytes, status_mib, FleetLine};
 use cadre_testkit::{Match, MockServer, Reply};
 use cadre_tools::Workspace;
 use serde_json::json;
@@ -132,41 +133,6 @@ struct Figures {
     resident: (u64, Option<u64>, Option<u64>),
     /// Subagents that did not finish, and the first reason given.
     failed: (usize, Option<String>),
-}
-
-/// Resident bytes now.
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
-
-/// Starts the peak resident size afresh, so each run reports its own.
-fn reset_peak() {
-    // "5" resets VmHWM (Linux 4.0 and later); elsewhere the peak is the process's.
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn cpu_time() -> Duration {
-    use nix::sys::resource::{getrusage, UsageWho};
-    let u = getrusage(UsageWho::RUSAGE_SELF).unwrap();
-    let tv = |t: nix::sys::time::TimeVal| {
-        Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
-    };
-    tv(u.user_time()) + tv(u.system_time())
-}
-
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 async fn run_once(model: Arc<dyn Model>, dir: &std::path::Path, max_parallel: usize) -> Figures {
@@ -282,46 +248,27 @@ fn http_replies(n: usize, k: usize, latency: Duration, server: &MockServer) {
 }
 
 fn report(label: &str, n: usize, k: usize, l: Duration, max_parallel: usize, f: &Figures) {
-    // The ideal is the critical path, or — when the limit is the bottleneck — the subagents'
-    // N·k requests going through max_parallel slots, plus the primary agent's two.
-    let waves = (n * k).div_ceil(max_parallel.max(1)).max(k) as u32;
-    let critical = l * (waves + 2);
-    let sequential = l * (n as u32 * k as u32 + 2);
-    let overhead = f.wall.saturating_sub(critical);
-    let kib = |b: f64| b / 1024.0;
+    let kib = |b: u64| b as f64 / 1024.0;
     let (before, first, last) = f.resident;
-    let idle = first.map_or("—".to_owned(), |m| {
-        format!("{:.1} KiB", kib(m.saturating_sub(before) as f64 / n as f64))
-    });
-    let per_turn = match (first, last) {
-        (Some(a), Some(b)) if k > 1 => format!(
-            "{:.1} KiB",
-            kib(b.saturating_sub(a) as f64 / (n * (k - 1)) as f64)
-        ),
-        _ => "—".to_owned(),
+    let line = FleetLine {
+        label: label.into(),
+        n,
+        k,
+        latency: l,
+        max_parallel,
+        wall: f.wall,
+        cpu: f.cpu,
+        turns: f.turns.into(),
+        peak_mib: status_mib("self", "VmHWM:"),
+        idle_kib: first.map(|m| kib(m.saturating_sub(before)) / n as f64),
+        per_turn_kib: match (first, last) {
+            (Some(a), Some(b)) if k > 1 => Some(kib(b.saturating_sub(a)) / (n * (k - 1)) as f64),
+            _ => None,
+        },
+        failed: f.failed.clone(),
+        extra: Vec::new(),
     };
-    let failed = match &f.failed {
-        (0, _) => "0".to_owned(),
-        (count, why) => {
-            let why: String = why.as_deref().unwrap_or("").chars().take(160).collect();
-            format!("{count} (first: {why})")
-        }
-    };
-    println!(
-        "{label:<9} N={n:<5} wall {:>8.1} ms   ideal {:>7.1} ms ({:>5.2}×)   sequential {:>9.1} ms ({:>6.1}× faster)   overhead/turn {:>6.2} ms   cpu/turn {:>6.3} ms   peak {:>6.1} MiB   idle agent {idle:>9}   per turn {per_turn:>9}   failed {failed}",
-        ms(f.wall),
-        ms(critical),
-        f.wall.as_secs_f64() / critical.as_secs_f64(),
-        ms(sequential),
-        sequential.as_secs_f64() / f.wall.as_secs_f64(),
-        ms(overhead) / (f64::from(waves) + 2.0),
-        ms(f.cpu) / f64::from(f.turns.max(1)),
-        peak_rss_mib(),
-    );
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
+    println!("{line}");
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {

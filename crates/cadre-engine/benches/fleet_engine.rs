@@ -32,6 +32,7 @@ use cadre_engine::{serve, Worker};
 use cadre_model::{
     ContentBlock, EventSink, Model, ModelError, Request, Response, Role, StopReason, Usage,
 };
+use cadre_testkit::bench::{cpu_time, reset_peak, status_mib, FleetLine};
 use cadre_testkit::restate::{engine_or_skip, RestateServer};
 use cadre_tools::Workspace;
 use serde_json::json;
@@ -51,6 +52,8 @@ struct ScriptedModel {
     k: usize,
     /// Requests answered (a step run twice would show here).
     sends: AtomicU64,
+    /// Subagents that were given their final answer.
+    finished: AtomicU64,
 }
 
 impl ScriptedModel {
@@ -60,6 +63,7 @@ impl ScriptedModel {
             n,
             k,
             sends: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
         })
     }
 }
@@ -104,7 +108,11 @@ impl Model for ScriptedModel {
                 vec![ContentBlock::tool_use(id(0), "list_files", json!({}))],
                 StopReason::ToolUse,
             ),
-            _ => (vec![ContentBlock::text("done")], StopReason::EndTurn),
+            (false, _) => {
+                self.finished.fetch_add(1, Ordering::Relaxed);
+                (vec![ContentBlock::text("done")], StopReason::EndTurn)
+            }
+            (true, _) => (vec![ContentBlock::text("done")], StopReason::EndTurn),
         };
         Ok(Response {
             id: "msg_bench".into(),
@@ -131,15 +139,34 @@ struct Figures {
     restate_cpu: Option<Duration>,
     /// Model requests answered.
     sends: u64,
+    /// This process's peak resident size during the run, in MiB.
+    peak_mib: f64,
+    /// Subagents that did not finish, and the first reason given.
+    failed: (usize, Option<String>),
 }
 
-fn cpu_time() -> Duration {
-    use nix::sys::resource::{getrusage, UsageWho};
-    let u = getrusage(UsageWho::RUSAGE_SELF).unwrap();
-    let tv = |t: nix::sys::time::TimeVal| {
-        Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
-    };
-    tv(u.user_time()) + tv(u.system_time())
+impl Figures {
+    /// What `model` saw of a run of `n` subagents that ended with `stop` (`Err`: it did not
+    /// end), as a failure count and its first reason.
+    fn failed(model: &ScriptedModel, n: usize, stop: Result<&StopKind, String>) -> (usize, Option<String>) {
+        let finished = usize::try_from(model.finished.load(Ordering::Relaxed)).unwrap_or(n);
+        let mut failed = (n.saturating_sub(finished), None);
+        if failed.0 > 0 {
+            failed.1 = Some(format!("{} of {n} subagents never gave their answer", failed.0));
+        }
+        match stop {
+            Ok(StopKind::Done) => {}
+            Ok(stop) => {
+                failed.0 += 1;
+                failed.1 = Some(format!("the primary agent: {stop}"));
+            }
+            Err(why) => {
+                failed.0 = failed.0.max(1);
+                failed.1 = Some(why);
+            }
+        }
+        failed
+    }
 }
 
 /// User + system CPU of process `pid` (Linux reports it in ticks of 1/100 s).
@@ -158,16 +185,6 @@ fn process_cpu(pid: u32) -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
-/// A `Vm…:` line of /proc/PID/status, in MiB.
-fn status_mib(pid: &str, key: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// The scenario in process, as cadre-core's `fleet` bench runs it.
 async fn in_process(model: Arc<ScriptedModel>, dir: &std::path::Path, n: usize) -> Figures {
     let orchestrator = Orchestrator::builder()
@@ -181,16 +198,21 @@ async fn in_process(model: Arc<ScriptedModel>, dir: &std::path::Path, n: usize) 
         })
         .build()
         .unwrap();
+    reset_peak();
     let cpu0 = cpu_time();
     let started = Instant::now();
-    let (outcome, _) = orchestrator.run("main", TASK).await.unwrap();
+    let stop = match orchestrator.run("main", TASK).await {
+        Ok((outcome, _)) => Ok(outcome.stop),
+        Err(e) => Err(e.to_string()),
+    };
     let wall = started.elapsed();
-    assert_eq!(outcome.stop, StopKind::Done, "{:?}", outcome.stop);
     Figures {
         wall,
         cpu: cpu_time() - cpu0,
         restate_cpu: None,
         sends: model.sends.load(Ordering::Relaxed),
+        peak_mib: status_mib("self", "VmHWM:"),
+        failed: Figures::failed(&model, n, stop.as_ref().map_err(Clone::clone)),
     }
 }
 
@@ -295,26 +317,30 @@ impl Engine {
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let call = agent_call(run, n);
+        reset_peak();
         let (cpu0, rcpu0) = (cpu_time(), process_cpu(pid));
         let started = Instant::now();
         let id = self.ingress.submit(&call).await.unwrap();
-        let report = match tokio::time::timeout(timeout, self.ingress.attach(&id)).await {
-            Ok(report) => report.unwrap(),
-            Err(_) => panic!(
-                "engine run N={n} not done after {timeout:?} ({} model requests answered); \
-                 Restate log ends:\n{}",
-                model.sends.load(Ordering::Relaxed),
-                tail(&self.restate.log(), 40)
-            ),
+        // A run that does not end, or ends otherwise, is a figure, not a panic.
+        let stop = match tokio::time::timeout(timeout, self.ingress.attach(&id)).await {
+            Ok(Ok(report)) => Ok(report.stop),
+            Ok(Err(e)) => Err(format!("the run's report: {e}")),
+            Err(_) => {
+                eprintln!(
+                    "engine run N={n} not done after {timeout:?}; Restate log ends:\n{}",
+                    tail(&self.restate.log(), 40)
+                );
+                Err(format!("not done after {timeout:?}"))
+            }
         };
         let wall = started.elapsed();
-        assert_eq!(report.stop, StopKind::Done, "{:?}", report.stop);
-        assert_eq!(report.text, "done");
         Figures {
             wall,
             cpu: cpu_time() - cpu0,
             restate_cpu: Some(process_cpu(pid) - rcpu0),
             sends: model.sends.load(Ordering::Relaxed),
+            peak_mib: status_mib("self", "VmHWM:"),
+            failed: Figures::failed(&model, n, stop.as_ref().map_err(Clone::clone)),
         }
     }
 }
@@ -343,52 +369,40 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn header() {
-    println!(
-        "{:<8} {:>5} {:>10} {:>9} {:>7} {:>14} {:>11} {:>13} {:>7} {:>12} {:>12} {:>10}",
-        "mode",
-        "N",
-        "wall ms",
-        "ideal ms",
-        "×ideal",
-        "overhead/turn",
-        "cpu/turn",
-        "restate cpu/t",
-        "sends",
-        "restate RSS",
-        "restate peak",
-        "self peak"
-    );
-}
-
+/// One line of figures, in the shape of cadre-core's `fleet` bench, with the Restate
+/// server's own figures after it.
 fn row(label: &str, n: usize, k: usize, l: Duration, f: &Figures, restate: Option<u32>) {
-    let turns_on_path = k as u32 + 2;
-    let critical = l * turns_on_path;
-    let overhead = f.wall.saturating_sub(critical);
     let turns = f.sends.max(1) as f64;
     let restate_cpu = f
         .restate_cpu
-        .map_or("-".to_owned(), |c| format!("{:.3} ms", ms(c) / turns));
-    let (rss, hwm) = restate.map_or(("-".to_owned(), "-".to_owned()), |pid| {
+        .map_or("—".to_owned(), |c| format!("{:.3} ms", ms(c) / turns));
+    let (rss, hwm) = restate.map_or(("—".to_owned(), "—".to_owned()), |pid| {
         let pid = pid.to_string();
         (
             format!("{:.1} MiB", status_mib(&pid, "VmRSS:")),
             format!("{:.1} MiB", status_mib(&pid, "VmHWM:")),
         )
     });
-    println!(
-        "{label:<8} {n:>5} {:>10.1} {:>9.1} {:>7.2} {:>11.2} ms {:>8.3} ms {:>13} {:>7} {:>12} {:>12} {:>6.1} MiB",
-        ms(f.wall),
-        ms(critical),
-        f.wall.as_secs_f64() / critical.as_secs_f64(),
-        ms(overhead) / f64::from(turns_on_path),
-        ms(f.cpu) / turns,
-        restate_cpu,
-        f.sends,
-        rss,
-        hwm,
-        status_mib("self", "VmHWM:"),
-    );
+    let line = FleetLine {
+        label: label.into(),
+        n,
+        k,
+        latency: l,
+        max_parallel: n,
+        wall: f.wall,
+        cpu: f.cpu,
+        turns: f.sends,
+        peak_mib: f.peak_mib,
+        failed: f.failed.clone(),
+        extra: vec![
+            ("restate cpu/turn".into(), restate_cpu),
+            ("restate rss".into(), rss),
+            ("restate peak".into(), hwm),
+            ("sends".into(), f.sends.to_string()),
+        ],
+        ..FleetLine::default()
+    };
+    println!("{line}");
 }
 
 fn main() {
@@ -427,8 +441,7 @@ fn main() {
         // The first invocations pay for discovery and connection set-up.
         let warm = engine.run(ScriptedModel::new(l, 4, k), 4, timeout).await;
         println!("warm-up (engine, N=4): {:.1} ms", ms(warm.wall));
-        println!("(ideal = critical path (k+2)·L; overhead/turn = (wall − ideal)/(k+2); cpu/turn and restate cpu/t per model request; peaks are high-water marks so far)");
-        header();
+        println!("(ideal = critical path (k+2)·L; overhead/turn = (wall − ideal)/(k+2); cpu/turn and restate cpu/turn per model request; peak is this process's, the worker's in engine mode; restate peak is the server's high-water mark so far)");
         for &n in &ns {
             let f = in_process(ScriptedModel::new(l, n, k), &dir_path, n).await;
             row("in-proc", n, k, l, &f, None);

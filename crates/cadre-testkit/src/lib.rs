@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+pub mod bench;
 pub mod cache;
 pub mod compaction;
 pub mod git;
