@@ -148,11 +148,18 @@ struct Figures {
 impl Figures {
     /// What `model` saw of a run of `n` subagents that ended with `stop` (`Err`: it did not
     /// end), as a failure count and its first reason.
-    fn failed(model: &ScriptedModel, n: usize, stop: Result<&StopKind, String>) -> (usize, Option<String>) {
+    fn failed(
+        model: &ScriptedModel,
+        n: usize,
+        stop: Result<&StopKind, String>,
+    ) -> (usize, Option<String>) {
         let finished = usize::try_from(model.finished.load(Ordering::Relaxed)).unwrap_or(n);
         let mut failed = (n.saturating_sub(finished), None);
         if failed.0 > 0 {
-            failed.1 = Some(format!("{} of {n} subagents never gave their answer", failed.0));
+            failed.1 = Some(format!(
+                "{} of {n} subagents never gave their answer",
+                failed.0
+            ));
         }
         match stop {
             Ok(StopKind::Done) => {}

@@ -81,7 +81,9 @@ impl FleetLine {
     /// subagents' N·k requests going through `max_parallel` slots, plus the primary
     /// agent's two; and how many responses long it is.
     fn critical(&self) -> (Duration, u32) {
-        let waves = (self.n * self.k).div_ceil(self.max_parallel.max(1)).max(self.k);
+        let waves = (self.n * self.k)
+            .div_ceil(self.max_parallel.max(1))
+            .max(self.k);
         let waves = u32::try_from(waves).unwrap_or(u32::MAX);
         (self.latency * waves.saturating_add(2), waves)
     }
@@ -147,8 +149,17 @@ mod tests {
             ..FleetLine::default()
         }
         .to_string();
-        assert!(line.starts_with("engine    N=8     wall    400.0 ms   ideal   250.0 ms ( 1.60×)"), "{line}");
-        assert!(line.contains("   cpu/turn  1.000 ms   peak   30.0 MiB   idle agent         —"), "{line}");
-        assert!(line.ends_with("failed 1 (first: timed out)   restate cpu/turn 0.500 ms"), "{line}");
+        assert!(
+            line.starts_with("engine    N=8     wall    400.0 ms   ideal   250.0 ms ( 1.60×)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("   cpu/turn  1.000 ms   peak   30.0 MiB   idle agent         —"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("failed 1 (first: timed out)   restate cpu/turn 0.500 ms"),
+            "{line}"
+        );
     }
 }

@@ -23,7 +23,8 @@
 //! engine's tests; a [`Gate`] ([`MockServer::gate`]) holds model requests until the test
 //! lets them go, and [`Captured::completed`] tells whether a reply's body fully went out.
 //! [`prereq`] finds the outside programs some tests need, for those tests and for the build
-//! scripts that mark them ignored where a program is missing.
+//! scripts that mark them ignored where a program is missing. [`bench`] holds what the fleet
+//! benchmarks measure and the line they print it in.
 //!
 //! ```no_run
 //! # async fn demo() {
