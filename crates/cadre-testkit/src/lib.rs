@@ -24,7 +24,8 @@
 //! lets them go, and [`Captured::completed`] tells whether a reply's body fully went out.
 //! [`prereq`] finds the outside programs some tests need, for those tests and for the build
 //! scripts that mark them ignored where a program is missing. [`bench`] holds what the fleet
-//! benchmarks measure and the line they print it in.
+//! benchmarks measure and the line they print it in; [`hooks`], hook scripts as Claude Code
+//! users write them for the hook tests.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -40,6 +41,7 @@ pub mod bench;
 pub mod cache;
 pub mod compaction;
 pub mod git;
+pub mod hooks;
 pub mod mcp;
 pub mod openai;
 pub mod output_config;

@@ -2,30 +2,9 @@
 //! them (`.claude/settings.json`, `jq` reading the JSON on stdin, exit 2 to block).
 
 use super::*;
+use cadre_testkit::hooks::{gone, require_jq, script};
 use cadre_testkit::Captured;
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
-
-/// Fails loudly when `jq` is missing: the hook scripts read their input with it.
-fn need_jq() {
-    let found = std::process::Command::new("jq")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "jq is needed by the hook tests' scripts (apt-get install jq; .ci/run installs it)"
-    );
-}
-
-/// Writes an executable shell script at `dir/.claude/hooks/NAME`; returns how a settings
-/// file names it.
-fn script(dir: &Path, name: &str, body: &str) -> String {
-    let path = dir.join(".claude/hooks").join(name);
-    write_file(&path, &format!("#!/bin/sh\n{body}"));
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    format!("\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/{name}")
-}
 
 /// Writes `dir/.claude/settings.json` as Claude Code reads it.
 fn settings(dir: &Path, value: &Value) {
@@ -107,17 +86,6 @@ fn hook_events(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Whether the process `pid` is gone (a zombie left for a reaper counts as gone: it runs
-/// nothing and holds nothing).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-    }
-}
-
 /// The pids a hook wrote to `file`, once both are there.
 async fn pids_in(file: &Path) -> (i32, i32) {
     wait_for("the hook's pids", || {
@@ -141,7 +109,7 @@ fn hanging_hook(dir: &Path) -> String {
 
 #[tokio::test]
 async fn a_claude_code_formatter_formats_what_the_model_wrote_and_a_guard_blocks_rm_rf() {
-    need_jq();
+    require_jq();
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     // A formatter that strips trailing blanks, as `prettier --write "$f"` would format.
@@ -232,7 +200,7 @@ async fn a_claude_code_formatter_formats_what_the_model_wrote_and_a_guard_blocks
 
 #[tokio::test]
 async fn subagent_hooks_know_which_subagent_they_serve() {
-    need_jq();
+    require_jq();
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let log = script(
@@ -380,7 +348,7 @@ async fn a_stop_hook_that_never_lets_go_is_bounded() {
 
 #[tokio::test]
 async fn json_output_denies_and_rewrites_and_a_hook_allow_does_not_beat_a_deny_rule() {
-    need_jq();
+    require_jq();
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let decide = script(

@@ -402,13 +402,10 @@ async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_
         .unwrap();
     assert_eq!(status.code(), Some(130));
     // Dead, or a zombie nobody has reaped yet.
-    let gone = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-            stat.rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with('Z'))
-        })
-    };
-    wait_for("the MCP server to be killed", || gone(mcp_pid)).await;
+    wait_for("the MCP server to be killed", || {
+        cadre_testkit::hooks::gone(mcp_pid)
+    })
+    .await;
     let runs: Vec<_> = std::fs::read_dir(dir.path().join(".cadre/runs"))
         .unwrap()
         .collect();

@@ -1,31 +1,8 @@
 use super::*;
 use cadre_core::record::journal::JournaledRun;
 use cadre_core::{AgentSpec, HookEvent, HookOutcome, Hooks, Mode, PermissionMode, Permissions};
+use cadre_testkit::hooks::{gone, require_jq, script};
 use std::path::Path;
-
-/// Fails loudly when `jq` (which hook scripts written for Claude Code use) is missing.
-fn require_jq() {
-    let found = std::process::Command::new("jq")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "these tests need `jq` on PATH, as Claude Code users' hook scripts do"
-    );
-}
-
-/// Writes an executable hook script `.claude/hooks/<name>` in the project `dir` and returns
-/// the command a settings file would give for it.
-fn script(dir: &Path, name: &str, body: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let hooks = dir.join(".claude/hooks");
-    std::fs::create_dir_all(&hooks).unwrap();
-    let file = hooks.join(name);
-    std::fs::write(&file, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
-    format!("\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/{name}")
-}
 
 /// The run's hooks, from Claude Code's `hooks` object.
 fn hooks(value: Value) -> Hooks {
@@ -426,14 +403,19 @@ async fn subagent_hooks_know_which_agent_they_serve() {
     assert_eq!(own[0]["id"], sub);
 }
 
-/// Whether process `pid` is gone (or a zombie waiting to be reaped, which runs nothing).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+/// Fails unless the process whose pid the hook wrote to `file` is gone within 10 s (given a
+/// moment to be reaped); `after` says after what.
+async fn assert_gone(file: &Path, after: &str) {
+    let pid: i32 = std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !gone(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(gone(pid), "the hook's child {pid} outlived {after}");
 }
 
 #[tokio::test]
@@ -467,17 +449,8 @@ wait"#,
         runs,
         [(HookEvent::PreToolUse, HookOutcome::TimedOut { secs: 1 })]
     );
-    let pid: i32 = std::fs::read_to_string(dir.path().join("child.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // The child it started went with it (given a moment to be reaped).
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(gone(pid), "the hook's child {pid} outlived it");
+    // The child it started went with it.
+    assert_gone(&dir.path().join("child.pid"), "it").await;
 }
 
 #[tokio::test]
@@ -530,16 +503,7 @@ wait"#,
     assert_eq!(runs[1].0, HookEvent::SessionEnd);
     let ended = std::fs::read_to_string(dir.path().join("ended")).unwrap();
     assert_eq!(ended, "prompt_input_exit\n");
-    let pid: i32 = std::fs::read_to_string(dir.path().join("child.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(gone(pid), "the hook's child {pid} outlived the cancel");
+    assert_gone(&dir.path().join("child.pid"), "the cancel").await;
 }
 
 #[tokio::test]
