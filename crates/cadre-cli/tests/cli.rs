@@ -60,6 +60,34 @@ async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     }
 }
 
+/// The tool_result the model received for the call `id`: (is_error, text).
+fn result_of(requests: &[cadre_testkit::Captured], id: &str) -> (bool, String) {
+    for r in requests {
+        for m in r.messages() {
+            for b in m["content"].as_array().into_iter().flatten() {
+                if b["type"] == "tool_result" && b["tool_use_id"] == id {
+                    let text = match &b["content"] {
+                        Value::String(s) => s.clone(),
+                        Value::Array(blocks) => blocks
+                            .iter()
+                            .filter_map(|b| b["text"].as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        _ => String::new(),
+                    };
+                    return (b["is_error"] == true, text);
+                }
+            }
+        }
+    }
+    panic!("no tool_result for {id}")
+}
+
+/// A model turn that runs `command` with the `bash` tool, as call `id`.
+fn bash(id: &str, command: &str) -> Reply {
+    Reply::tool_use(id, "bash", json!({ "command": command }))
+}
+
 /// Waits (up to a minute) until `ready`, polling; fails the test naming `what` if never.
 async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     let start = std::time::Instant::now();

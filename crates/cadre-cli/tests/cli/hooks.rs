@@ -3,7 +3,6 @@
 
 use super::*;
 use cadre_testkit::hooks::{gone, require_jq, script};
-use cadre_testkit::Captured;
 use std::time::Duration;
 
 /// Writes `dir/.claude/settings.json` as Claude Code reads it.
@@ -21,33 +20,6 @@ fn entry(matcher: &str, command: &str, timeout: Option<u64>) -> Value {
         hook["timeout"] = json!(t);
     }
     json!({"matcher": matcher, "hooks": [hook]})
-}
-
-/// The tool_result the model received for the call `id`: (is_error, text).
-fn result_of(requests: &[Captured], id: &str) -> (bool, String) {
-    for r in requests {
-        for m in r.messages() {
-            for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_result" && b["tool_use_id"] == id {
-                    let text = match &b["content"] {
-                        Value::String(s) => s.clone(),
-                        Value::Array(blocks) => blocks
-                            .iter()
-                            .filter_map(|b| b["text"].as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        _ => String::new(),
-                    };
-                    return (b["is_error"] == true, text);
-                }
-            }
-        }
-    }
-    panic!("no tool_result for {id}")
-}
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::tool_use(id, "bash", json!({ "command": command }))
 }
 
 /// `cadre ARGS` in `dir` against `server`, with `home` as HOME (and XDG_CONFIG_HOME below

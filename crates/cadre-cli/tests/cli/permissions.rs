@@ -1,32 +1,4 @@
 use super::*;
-use cadre_testkit::Captured;
-
-/// The tool_result the model received for the call `id`: (is_error, text).
-fn result_of(requests: &[Captured], id: &str) -> (bool, String) {
-    for r in requests {
-        for m in r.messages() {
-            for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_result" && b["tool_use_id"] == id {
-                    let text = match &b["content"] {
-                        Value::String(s) => s.clone(),
-                        Value::Array(blocks) => blocks
-                            .iter()
-                            .filter_map(|b| b["text"].as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        _ => String::new(),
-                    };
-                    return (b["is_error"] == true, text);
-                }
-            }
-        }
-    }
-    panic!("no tool_result for {id}")
-}
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::tool_use(id, "bash", json!({ "command": command }))
-}
 
 /// `cadre ARGS` in `dir` on a pseudo-terminal, against `server`.
 fn on_terminal(

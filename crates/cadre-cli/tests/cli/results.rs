@@ -1,4 +1,4 @@
-use super::sessions::{collect_stderr, journal, kill, spawn_cadre};
+use super::sessions::{journal, kill, run_with_a_sleeper, spawn_cadre};
 use super::*;
 use cadre_core::run::continuation::CONTINUE_PROMPT;
 use std::time::Duration;
@@ -204,34 +204,7 @@ async fn ctrl_c_reports_a_subagent_at_work_as_cancelled_in_its_task_result_the_t
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
-    server.route(
-        Match::FirstUserContains("PARENT".into()),
-        vec![Reply::tasks([("t1", "code", "Sleeper")])],
-    );
-    server.route(
-        Match::FirstUserContains("Sleeper".into()),
-        vec![Reply::tool_use(
-            "s1",
-            "bash",
-            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
-        )],
-    );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .current_dir(dir.path())
-        .env("HOME", home.path())
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", server.uri())
-        .env_remove("CADRE_MODEL")
-        .env_remove("RUST_LOG")
-        .args(["run", "PARENT task"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = collect_stderr(&mut child);
-    let pid_file = dir.path().join("sleeper.pid");
-    wait_for("the subagent's command to start", || pid_file.exists()).await;
+    let (mut child, stderr) = run_with_a_sleeper(&server, dir.path(), home.path(), &[]).await;
     let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())

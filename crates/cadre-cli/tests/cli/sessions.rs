@@ -42,6 +42,49 @@ pub(crate) fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<Strin
     text
 }
 
+/// `cadre run "PARENT task"` in `dir` against `server`, started once its one `code`
+/// subagent's `bash` command (a `sleep`, its pid in `sleeper.pid`) is running; `env` adds to
+/// its environment. Returns the child and its stderr as it comes.
+pub(crate) async fn run_with_a_sleeper(
+    server: &MockServer,
+    dir: &Path,
+    home: &Path,
+    env: &[(&str, &Path)],
+) -> (std::process::Child, Arc<Mutex<String>>) {
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![Reply::tasks([("t1", "code", "Sleeper")])],
+    );
+    server.route(
+        Match::FirstUserContains("Sleeper".into()),
+        vec![Reply::tool_use(
+            "s1",
+            "bash",
+            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+        )],
+    );
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    command
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("RUST_LOG")
+        .args(["run", "PARENT task"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let stderr = collect_stderr(&mut child);
+    let pid_file = dir.join("sleeper.pid");
+    wait_for("the subagent's command to start", || pid_file.exists()).await;
+    (child, stderr)
+}
+
 pub(crate) fn journal(dir: &Path) -> String {
     let runs = dir.join(".cadre/runs");
     let Ok(mut entries) = std::fs::read_dir(&runs) else {
@@ -262,35 +305,8 @@ async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary
     // cadre's own temp folder, to see that no sandbox folder is left in it.
     let tmp = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
-    server.route(
-        Match::FirstUserContains("PARENT".into()),
-        vec![Reply::tasks([("t1", "code", "Sleeper")])],
-    );
-    server.route(
-        Match::FirstUserContains("Sleeper".into()),
-        vec![Reply::tool_use(
-            "s1",
-            "bash",
-            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
-        )],
-    );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .current_dir(dir.path())
-        .env("HOME", home.path())
-        .env("TMPDIR", tmp.path())
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", server.uri())
-        .env_remove("CADRE_MODEL")
-        .env_remove("RUST_LOG")
-        .args(["run", "PARENT task"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = collect_stderr(&mut child);
-    let pid_file = dir.path().join("sleeper.pid");
-    wait_for("the subagent's command to start", || pid_file.exists()).await;
+    let (mut child, stderr) =
+        run_with_a_sleeper(&server, dir.path(), home.path(), &[("TMPDIR", tmp.path())]).await;
     let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
     wait_for("cadre to take the first Ctrl-C", || {
@@ -305,7 +321,7 @@ async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary
         .await
         .unwrap();
     assert_eq!(status.code(), Some(130));
-    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+    let sleeper: i32 = std::fs::read_to_string(dir.path().join("sleeper.pid"))
         .unwrap()
         .trim()
         .parse()
