@@ -9,7 +9,18 @@ pub(crate) fn spawn_cadre(
     home: &Path,
     args: &[&str],
 ) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+    cadre_command(dir, base_url, home, args).spawn().unwrap()
+}
+
+/// The command [`spawn_cadre`] starts, to add to before starting it.
+pub(crate) fn cadre_command(
+    dir: &Path,
+    base_url: &str,
+    home: &Path,
+    args: &[&str],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    command
         .current_dir(dir)
         .env("HOME", home)
         .env("ANTHROPIC_API_KEY", "k")
@@ -22,9 +33,8 @@ pub(crate) fn spawn_cadre(
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+        .stderr(std::process::Stdio::null());
+    command
 }
 
 /// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
@@ -63,18 +73,8 @@ pub(crate) async fn run_with_a_sleeper(
             json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
         )],
     );
-    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
-    command
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", server.uri())
-        .env_remove("CADRE_MODEL")
-        .env_remove("RUST_LOG")
-        .args(["run", "PARENT task"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
+    let mut command = cadre_command(dir, &server.uri(), home, &["run", "PARENT task"]);
+    command.stderr(std::process::Stdio::piped());
     for (key, value) in env {
         command.env(key, value);
     }
@@ -388,19 +388,12 @@ async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_
             .to_string(),
     )
     .unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .current_dir(dir.path())
-        .env("HOME", home.path())
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", server.uri())
-        .env_remove("CADRE_MODEL")
-        .env_remove("RUST_LOG")
-        .args(["run", "PARENT task"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "PARENT task"],
+    );
     let main_pid = dir.path().join("main.pid");
     wait_for("the command to start", || main_pid.exists()).await;
     let mcp_pid: i32 = std::fs::read_to_string(dir.path().join("mcp.pid"))

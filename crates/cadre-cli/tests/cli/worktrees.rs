@@ -126,19 +126,8 @@ async fn a_killed_run_resumes_its_isolated_writer_on_the_branch_it_left() {
             Reply::text("never seen").delay(Duration::from_secs(120)),
         ],
     );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .current_dir(root)
-        .env("HOME", home.path())
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", server.uri())
-        .env_remove("CADRE_MODEL")
-        .env_remove("RUST_LOG")
-        .args(["run", "PARENT task"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        super::sessions::spawn_cadre(root, &server.uri(), home.path(), &["run", "PARENT task"]);
     let coder_requests = |s: &MockServer| {
         s.requests()
             .iter()
