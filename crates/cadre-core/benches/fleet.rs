@@ -248,6 +248,19 @@ fn http_replies(n: usize, k: usize, latency: Duration, server: &MockServer) {
 }
 
 fn report(label: &str, n: usize, k: usize, l: Duration, max_parallel: usize, f: &Figures) {
+    report_with(label, n, k, l, max_parallel, f, Vec::new());
+}
+
+/// [`report`], with figures of the section's own after the common ones.
+fn report_with(
+    label: &str,
+    n: usize,
+    k: usize,
+    l: Duration,
+    max_parallel: usize,
+    f: &Figures,
+    extra: Vec<(String, String)>,
+) {
     let kib = |b: u64| b as f64 / 1024.0;
     let (before, first, last) = f.resident;
     let line = FleetLine {
@@ -266,7 +279,7 @@ fn report(label: &str, n: usize, k: usize, l: Duration, max_parallel: usize, f: 
             _ => None,
         },
         failed: f.failed.clone(),
-        extra: Vec::new(),
+        extra,
     };
     println!("{line}");
 }
@@ -307,16 +320,19 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         cadre_model::connection_limit(),
     );
+    // CPU per turn in process, by N, for the run folder's section to be read against.
+    let mut in_proc = std::collections::HashMap::new();
     if section("in-proc") {
         println!("-- in process (mock Model), --max-parallel N");
         for &n in &ns {
             let model = Arc::new(ScriptedModel::new(l, n, k));
             let f = rt.block_on(run_scripted(model, dir.path(), n, None));
             report("in-proc", n, k, l, n, &f);
+            in_proc.insert(n, f.cpu.as_secs_f64() / f64::from(f.turns.max(1)));
         }
     }
     if section("journal") {
-        println!("-- in process, writing the run folder as `cadre run` does (transcripts + journal), --max-parallel N");
+        println!("-- in process, writing the run folder as `cadre run` does (transcripts + journal), --max-parallel N; `vs in-proc`: its CPU per turn against that section's");
         for &n in &ns {
             let model = Arc::new(ScriptedModel::new(l, n, k));
             let runs = tempfile::tempdir().unwrap();
@@ -326,7 +342,17 @@ fn main() {
                 n,
                 Some(runs.path().to_owned()),
             ));
-            report("journal", n, k, l, n, &f);
+            let per_turn = f.cpu.as_secs_f64() / f64::from(f.turns.max(1));
+            let extra = in_proc
+                .get(&n)
+                .map(|base| {
+                    vec![(
+                        "vs in-proc".to_owned(),
+                        format!("{:+.0}%", (per_turn / base - 1.0) * 100.0),
+                    )]
+                })
+                .unwrap_or_default();
+            report_with("journal", n, k, l, n, &f, extra);
         }
     }
     if section("in-proc16") {

@@ -481,7 +481,7 @@ mod tests {
         let t = run.transcript(&explorer).unwrap();
         t.write(TranscriptRecord::Agent(
             crate::record::transcript::AgentHeader {
-                path: explorer.to_string(),
+                path: explorer.to_string().into(),
                 ..Default::default()
             },
         ));

@@ -5,11 +5,12 @@ use crate::run::outcome::{AgentOutcome, StopKind};
 use cadre_model::{CompactionUsage, Message, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One line of a transcript: when it was written, and what it holds. On disk it is one
 /// JSON object, `{"t": TIME, "type": KIND, ...fields}`, the fields in the order their types
@@ -20,7 +21,7 @@ pub struct TranscriptLine<'a> {
     /// When it was written (RFC 3339, UTC, milliseconds), so a run's agents can be laid on
     /// one timeline; transcripts from before times were recorded have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub t: Option<String>,
+    pub t: Option<Cow<'a, str>>,
     /// What it holds.
     #[serde(flatten)]
     pub record: TranscriptRecord<'a>,
@@ -31,7 +32,7 @@ pub struct TranscriptLine<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TranscriptRecord<'a> {
     /// The agent's header: its first line.
-    Agent(AgentHeader),
+    Agent(AgentHeader<'a>),
     /// One message of the agent's conversation.
     Message {
         /// The message.
@@ -55,22 +56,23 @@ pub enum TranscriptRecord<'a> {
     Other,
 }
 
-/// The first line of an agent's transcript: who it is.
+/// The first line of an agent's transcript: who it is. (Borrowed when written: every agent
+/// of a fan-out writes one, and copying its system prompt to do so is wasted.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct AgentHeader {
+pub struct AgentHeader<'a> {
     /// Its path (`main/explore#2`).
-    pub path: String,
+    pub path: Cow<'a, str>,
     /// Its agent type.
-    pub agent_type: String,
+    pub agent_type: Cow<'a, str>,
     /// What it was asked to do, in a few words.
-    pub description: String,
+    pub description: Cow<'a, str>,
     /// The model it talks to.
-    pub model: String,
+    pub model: Cow<'a, str>,
     /// Its system prompt.
-    pub system: String,
+    pub system: Cow<'a, str>,
     /// The tools it was given.
-    pub tools: Vec<String>,
+    pub tools: Vec<Cow<'a, str>>,
 }
 
 /// The last line of an agent's transcript: how it ended.
@@ -161,7 +163,7 @@ impl TranscriptLine<'static> {
         }
         let timed = serde_json::from_str::<Timed>(line).ok()?;
         Some(Self {
-            t: timed.t,
+            t: timed.t.map(Cow::Owned),
             record: TranscriptRecord::Other,
         })
     }
@@ -339,11 +341,15 @@ impl Transcript {
 
     /// Appends one record, stamped with the UTC time it is written.
     pub fn write(&self, record: TranscriptRecord<'_>) {
-        let t = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-        let line = TranscriptLine { t: Some(t), record };
-        let written = super::jsonl::with_line(&line, |line| {
-            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            out.write_all(line)
+        let written = with_stamp(SystemTime::now(), |t| {
+            let line = TranscriptLine {
+                t: Some(Cow::Borrowed(t)),
+                record,
+            };
+            super::jsonl::with_line(&line, |line| {
+                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                out.write_all(line)
+            })
         })
         .map_err(std::io::Error::other)
         .and_then(|written| written);
@@ -372,11 +378,45 @@ impl Transcript {
     }
 }
 
+/// Calls `f` with `now` as a line's time: RFC 3339, UTC, to the millisecond. Each thread
+/// formats the date and time to the second once a second and only adds the milliseconds,
+/// since a fan-out stamps hundreds of thousands of lines.
+fn with_stamp<R>(now: SystemTime, f: impl FnOnce(&str) -> R) -> R {
+    thread_local! {
+        /// The second last formatted, and its stamp.
+        static STAMP: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (second, millis) = (since.as_secs(), since.subsec_millis());
+    STAMP.with(|cell| {
+        let Ok(mut cell) = cell.try_borrow_mut() else {
+            return f(&humantime::format_rfc3339_millis(now).to_string());
+        };
+        let (formatted, stamp) = &mut *cell;
+        if *formatted == second {
+            // What follows the `.` is the last line's milliseconds.
+            stamp.truncate(stamp.rfind('.').map_or(0, |dot| dot + 1));
+        } else {
+            *stamp = humantime::format_rfc3339_seconds(now).to_string();
+            // `…:SSZ` becomes `…:SS.` for the milliseconds to follow.
+            stamp.pop();
+            stamp.push('.');
+            *formatted = second;
+        }
+        for digit in [millis / 100, millis / 10 % 10, millis % 10] {
+            stamp.extend(char::from_digit(digit, 10));
+        }
+        stamp.push('Z');
+        f(stamp)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::run_dir::{AgentPath, RunDir};
     use serde_json::{json, Value};
+    use std::time::Duration;
 
     impl TranscriptLine<'_> {
         /// The line as [`Transcript::write`] writes it, without its newline.
@@ -385,6 +425,24 @@ mod tests {
                 String::from_utf8(line.strip_suffix(b"\n").unwrap().to_vec()).unwrap()
             })
             .unwrap()
+        }
+    }
+
+    #[test]
+    fn a_stamp_is_the_time_to_the_millisecond() {
+        let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+        // The same second again (only the milliseconds change), the next, and an earlier one.
+        for ms in [
+            1_796_000_000_007,
+            1_796_000_000_450,
+            1_796_000_000_999,
+            1_796_000_001_000,
+            1_796_000_001_080,
+            1_700_000_000_123,
+        ] {
+            let now = at(ms);
+            let want = humantime::format_rfc3339_millis(now).to_string();
+            assert_eq!(with_stamp(now, str::to_owned), want);
         }
     }
 
@@ -443,7 +501,7 @@ mod tests {
         };
         let new = |record: TranscriptRecord<'_>| {
             TranscriptLine {
-                t: Some(t.to_owned()),
+                t: Some(t.into()),
                 record,
             }
             .to_json()
@@ -516,7 +574,7 @@ mod tests {
     #[test]
     fn earlier_parts_add_up() {
         let line = |t: &str, record: TranscriptRecord<'static>| TranscriptLine {
-            t: Some(format!("2026-12-01T10:00:{t}Z")),
+            t: Some(format!("2026-12-01T10:00:{t}Z").into()),
             record,
         };
         let header = || TranscriptRecord::Agent(AgentHeader::default());

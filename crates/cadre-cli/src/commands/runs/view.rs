@@ -217,10 +217,10 @@ impl AgentView {
             let t = line.time();
             let kind = match line.record {
                 TranscriptRecord::Agent(header) => {
-                    agent.path = header.path;
-                    agent.agent_type = header.agent_type;
-                    agent.description = header.description;
-                    agent.model = header.model;
+                    agent.path = header.path.into_owned();
+                    agent.agent_type = header.agent_type.into_owned();
+                    agent.description = header.description.into_owned();
+                    agent.model = header.model.into_owned();
                     RecordKind::Agent
                 }
                 TranscriptRecord::Message { message } => message_kind(&message),

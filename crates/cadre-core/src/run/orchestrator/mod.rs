@@ -746,12 +746,12 @@ impl Orchestrator {
         match dir.transcript(&AgentPath::parse(&agent.config.path)) {
             Ok(t) => {
                 t.write(TranscriptRecord::Agent(AgentHeader {
-                    path: agent.config.path.clone(),
-                    agent_type: spec.name.clone(),
-                    description: description.to_owned(),
-                    model: agent.config.model.clone(),
-                    system: agent.config.system.to_string(),
-                    tools: agent.tools.names().into_iter().map(str::to_owned).collect(),
+                    path: agent.config.path.as_str().into(),
+                    agent_type: spec.name.as_str().into(),
+                    description: description.into(),
+                    model: agent.config.model.as_str().into(),
+                    system: agent.config.system.as_ref().into(),
+                    tools: agent.tools.names().into_iter().map(Into::into).collect(),
                 }));
                 Some(Arc::new(t))
             }
