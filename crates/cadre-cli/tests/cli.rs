@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use assert_cmd::Command;
-use cadre_testkit::{Match, MockServer, Reply};
+use cadre_testkit::{content_text, Match, MockServer, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -66,16 +66,7 @@ fn result_of(requests: &[cadre_testkit::Captured], id: &str) -> (bool, String) {
         for m in r.messages() {
             for b in m["content"].as_array().into_iter().flatten() {
                 if b["type"] == "tool_result" && b["tool_use_id"] == id {
-                    let text = match &b["content"] {
-                        Value::String(s) => s.clone(),
-                        Value::Array(blocks) => blocks
-                            .iter()
-                            .filter_map(|b| b["text"].as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        _ => String::new(),
-                    };
-                    return (b["is_error"] == true, text);
+                    return (b["is_error"] == true, content_text(b.get("content")));
                 }
             }
         }

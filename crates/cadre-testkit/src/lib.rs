@@ -55,7 +55,7 @@ pub mod sse;
 pub use mcp::{mcp_server_binary, McpHttpServer};
 pub use protocol::check_request;
 pub use reply::{Block, Reply, Usage};
-pub use server::{Captured, Gate, InfoRequest, Match, MockServer};
+pub use server::{content_text, Captured, Gate, InfoRequest, Match, MockServer};
 
 /// A reqwest client builder for tests. cadre builds reqwest without a crypto provider of its
 /// own, so the ring provider is installed process-wide first (harmless when one already is).

@@ -43,16 +43,10 @@ fn hook_runs(events: &[Event]) -> Vec<(HookEvent, HookOutcome)> {
 /// The text of tool_result `i` of request `n`, and whether it is an error.
 fn result_of(server: &MockServer, n: usize, i: usize) -> (String, bool) {
     let r = &tool_results(server, n)[i];
-    let text = match &r["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
-    };
-    (text, r["is_error"].as_bool().unwrap_or(false))
+    (
+        cadre_testkit::content_text(r.get("content")),
+        r["is_error"].as_bool().unwrap_or(false),
+    )
 }
 
 #[tokio::test]

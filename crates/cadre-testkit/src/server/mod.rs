@@ -25,7 +25,7 @@ mod requests;
 use handlers::*;
 pub(crate) use requests::first_user_text;
 use requests::*;
-pub use requests::{Captured, InfoRequest, Match};
+pub use requests::{content_text, Captured, InfoRequest, Match};
 
 pub(super) struct Route {
     matcher: Match,

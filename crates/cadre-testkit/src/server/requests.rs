@@ -178,8 +178,9 @@ pub(super) fn last_user_text(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The text of a content value: a string, or its text blocks and tool_result contents.
-pub(super) fn content_text(content: Option<&Value>) -> String {
+/// The text of a content value (a message's, or a tool_result's): a string, or its text
+/// blocks and tool_result contents joined with newlines; empty for anything else.
+pub fn content_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(blocks)) => blocks
