@@ -92,8 +92,8 @@ pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::run_dir::{AgentPath, RunDir};
 pub use record::transcript::{
-    AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, Transcript, TranscriptLine,
-    TranscriptRecord,
+    AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, RunTranscript, Transcript,
+    TranscriptLine, TranscriptRecord,
 };
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};

@@ -143,11 +143,7 @@ pub(crate) async fn drive(
     };
     // Journaled first: a replay elsewhere writes its own transcript, with other times, and
     // must send what the first attempt sent.
-    let written = crate::worker::written_transcript(
-        prepared.transcripts.as_ref(),
-        &call.run,
-        &call.agent.path,
-    );
+    let written = crate::worker::written_transcript(prepared.transcripts.as_ref(), &call.run);
     let Json(kept) = ctx
         .run(|| async move { Ok(Json(written)) })
         .name("transcript")

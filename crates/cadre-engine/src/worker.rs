@@ -98,14 +98,12 @@ pub(crate) struct Prepared {
     pub transcripts: Option<tempfile::TempDir>,
 }
 
-/// The transcript the agent at `path` of run `run` wrote in `dir`, if any.
-pub(crate) fn written_transcript(
-    dir: Option<&tempfile::TempDir>,
-    run: &str,
-    path: &str,
-) -> Option<String> {
+/// The transcript lines the agent of run `run` wrote in `dir`, if any: the whole of the
+/// run's transcript there, as the worker's orchestrator runs that one agent (its
+/// subagents are delegated).
+pub(crate) fn written_transcript(dir: Option<&tempfile::TempDir>, run: &str) -> Option<String> {
     let dir = cadre_core::RunDir::open(&dir?.path().join(run)).ok()?;
-    std::fs::read_to_string(dir.transcript_file(&cadre_core::AgentPath::parse(path))).ok()
+    std::fs::read_to_string(dir.transcript_file()).ok()
 }
 
 impl Worker {

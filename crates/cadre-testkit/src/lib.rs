@@ -25,7 +25,8 @@
 //! [`prereq`] finds the outside programs some tests need, for those tests and for the build
 //! scripts that mark them ignored where a program is missing. [`bench`] holds what the fleet
 //! benchmarks measure and the line they print it in; [`hooks`], hook scripts as Claude Code
-//! users write them for the hook tests.
+//! users write them for the hook tests; [`transcript`], an agent's lines of a run's
+//! transcript.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -51,6 +52,7 @@ pub mod reply;
 pub mod restate;
 pub mod server;
 pub mod sse;
+pub mod transcript;
 
 pub use mcp::{mcp_server_binary, McpHttpServer};
 pub use protocol::check_request;

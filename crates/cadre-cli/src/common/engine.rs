@@ -11,7 +11,7 @@ use crate::common::project::{require_dirs, user_dir, workspace_root};
 use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
-    AgentOutcome, AgentPath, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
+    AgentOutcome, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
     UsageReport,
 };
 use cadre_engine::client::Ingress;
@@ -461,11 +461,21 @@ async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
             return;
         }
     };
+    // Each worker's lines name their agent: together they are the run's transcript (written
+    // whole, as the engine keeps them all, so fetching them again changes nothing).
+    let file = dir.transcript_file();
+    let mut text = String::new();
     for t in transcripts {
-        let file = dir.transcript_file(&AgentPath::parse(&t.path));
-        if let Err(e) = std::fs::write(&file, t.text) {
-            errln!("cadre: warning: could not write {}: {e}", file.display());
+        text.push_str(&t.text);
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
         }
+    }
+    if text.is_empty() {
+        return;
+    }
+    if let Err(e) = std::fs::write(&file, text) {
+        errln!("cadre: warning: could not write {}: {e}", file.display());
     }
 }
 

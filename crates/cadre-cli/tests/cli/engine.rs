@@ -1138,9 +1138,8 @@ async fn an_engine_run_says_its_id_is_listed_and_resume_finds_it_without_one() {
     assert_eq!(runs[0]["engine"], true, "{runs}");
     // The run folder holds each agent's transcript, with times, as a local run's does.
     let folder = dir.path().join(format!(".cadre/runs/{id}"));
-    for agent in ["main", "main.explore-1", "main.explore-2"] {
-        let text = std::fs::read_to_string(folder.join(format!("{agent}.jsonl")))
-            .unwrap_or_else(|e| panic!("no transcript of {agent}: {e}\n{}", out.stderr));
+    for agent in ["main", "main/explore#1", "main/explore#2"] {
+        let text = cadre_testkit::transcript::text_of(&folder, agent);
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

@@ -63,7 +63,7 @@ async fn a_run_calls_mcp_tools_and_the_server_never_sees_the_api_key() {
         .unwrap()
         .unwrap()
         .path();
-    let transcript = std::fs::read_to_string(run.join("main.jsonl")).unwrap();
+    let transcript = std::fs::read_to_string(run.join("transcript.jsonl")).unwrap();
     assert!(transcript.contains("given-value"));
     assert!(!transcript.contains("sk-secret-for-mcp"));
 }

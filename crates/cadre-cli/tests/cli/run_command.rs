@@ -396,24 +396,19 @@ async fn sigterm_stops_every_agent_kills_their_commands_and_leaves_valid_transcr
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(runs.len(), 1);
-    let mut transcripts = 0;
-    for file in std::fs::read_dir(&runs[0])
-        .unwrap()
-        .map(|e| e.unwrap().path())
-    {
-        let text = std::fs::read_to_string(&file).unwrap();
-        if file.extension().is_some_and(|x| x == "jsonl") && !file.ends_with("journal.jsonl") {
-            transcripts += 1;
-            let lines: Vec<Value> = text
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
-            let last = lines.last().unwrap();
-            assert_eq!(last["type"], "outcome", "{}", file.display());
-            assert_eq!(last["stop"]["kind"], "cancelled", "{}", file.display());
-        }
+    // Every line of the run's transcript is whole JSON, and each agent's last is its
+    // outcome: cancelled.
+    let text = std::fs::read_to_string(runs[0].join("transcript.jsonl")).unwrap();
+    let mut last: std::collections::BTreeMap<String, Value> = Default::default();
+    for line in text.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        last.insert(line["agent"].as_str().unwrap().to_owned(), line);
     }
-    assert_eq!(transcripts, 4);
+    assert_eq!(last.len(), 4, "{text}");
+    for (agent, line) in &last {
+        assert_eq!(line["type"], "outcome", "{agent}");
+        assert_eq!(line["stop"]["kind"], "cancelled", "{agent}");
+    }
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(runs[0].join("summary.json")).unwrap())
             .unwrap();

@@ -181,14 +181,16 @@ async fn list_and_show_read_back_finished_and_unfinished_runs() {
     let folder = copy.path().join(".cadre/runs").join(&runs.fleet);
     std::fs::remove_file(folder.join("summary.json")).unwrap();
     std::fs::write(folder.join("journal.jsonl"), "{\"step\":1}\n").unwrap();
-    let explorer = folder.join("main.explore-2.jsonl");
-    let kept: Vec<String> = std::fs::read_to_string(&explorer)
+    let transcript = folder.join("transcript.jsonl");
+    let kept: Vec<String> = std::fs::read_to_string(&transcript)
         .unwrap()
         .lines()
-        .filter(|l| !l.starts_with("{\"") || !l.contains("\"type\":\"outcome\""))
+        .filter(|l| {
+            !l.contains("\"agent\":\"main/explore#2\"") || !l.contains("\"type\":\"outcome\"")
+        })
         .map(str::to_owned)
         .collect();
-    std::fs::write(&explorer, kept.join("\n") + "\n").unwrap();
+    std::fs::write(&transcript, kept.join("\n") + "\n").unwrap();
     let list = cadre_env(copy.path(), &[], &["runs", "list", "--json"]).await;
     let items: Value = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(items[0]["outcome"], "unfinished", "{}", list.stdout);
@@ -241,30 +243,32 @@ fn assert_self_contained_and_escaped(html: &str) {
     assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
 }
 
-/// The fleet run's page, and the page of a copy whose transcripts have no times (as an
-/// older cadre wrote them), both written into `out`.
+/// The fleet run's page, and the page of a copy whose transcripts are as the oldest cadre
+/// wrote them: a file per agent, no times, no agent named on each line. Both written into
+/// `out`.
 async fn timed_and_untimed_pages(runs: &Runs, out: &Path) -> (String, String) {
     let ws = runs.dir.path();
     let html = html_of(ws, &runs.fleet, out).await;
     let old = copy_run(ws, &runs.fleet);
     let folder = old.path().join(".cadre/runs").join(&runs.fleet);
-    for entry in std::fs::read_dir(&folder).unwrap() {
-        let path = entry.unwrap().path();
-        // The journal is no transcript: it has no times to remove.
-        if path.extension().is_some_and(|x| x == "jsonl")
-            && path.file_name().is_some_and(|n| n != "journal.jsonl")
-        {
-            let text: Vec<String> = std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .map(|l| {
-                    let mut v: Value = serde_json::from_str(l).unwrap();
-                    v.as_object_mut().unwrap().remove("t").unwrap();
-                    v.to_string()
-                })
-                .collect();
-            std::fs::write(&path, text.join("\n") + "\n").unwrap();
-        }
+    let transcript = folder.join("transcript.jsonl");
+    let mut files: std::collections::BTreeMap<String, String> = Default::default();
+    for line in std::fs::read_to_string(&transcript).unwrap().lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let fields = v.as_object_mut().unwrap();
+        fields.remove("t").unwrap();
+        let agent = fields.remove("agent").unwrap();
+        // `main/explore#2` → `main.explore-2.jsonl`
+        let name = agent.as_str().unwrap().replace('/', ".").replace('#', "-") + ".jsonl";
+        files
+            .entry(name)
+            .or_default()
+            .push_str(&(v.to_string() + "\n"));
+    }
+    assert_eq!(files.len(), 4, "{files:?}");
+    std::fs::remove_file(&transcript).unwrap();
+    for (name, text) in files {
+        std::fs::write(folder.join(name), text).unwrap();
     }
     let untimed = html_of(old.path(), &runs.fleet, out).await;
     (html, untimed)
@@ -288,7 +292,8 @@ async fn the_html_timeline_has_a_lane_per_agent() {
     );
     assert_self_contained_and_escaped(&html);
 
-    // Transcripts of an older cadre, without times: the same lanes, evenly spaced.
+    // Transcripts of an older cadre, a file per agent without times: the same lanes, evenly
+    // spaced.
     assert!(untimed.contains("data-mode=\"steps\""));
     assert!(untimed.contains("evenly spaced"));
     assert_eq!(count(&untimed, "data-agent=\""), 4);

@@ -504,7 +504,7 @@ async fn continue_sends_the_conversation_with_the_follow_up_and_a_continued_run_
     assert!(out.stderr.contains("no finished run"), "{}", out.stderr);
 }
 
-/// The times of `main.jsonl`'s records, in order.
+/// The times of `transcript`'s records, in order.
 fn record_times(transcript: &str) -> Vec<String> {
     transcript
         .lines()
@@ -555,8 +555,10 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
         .unwrap()
         .unwrap()
         .path();
-    let main = run.join("main.jsonl");
-    let first_part = std::fs::read_to_string(&main).unwrap();
+    // The primary agent's lines of the run's transcript.
+    let main = || cadre_testkit::transcript::text_of(&run, "main");
+    let first_part = main();
+    assert!(first_part.contains("FIRST question"), "{first_part}");
     let summary = |run: &Path| -> Value {
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
     };
@@ -581,12 +583,12 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     // The answer is the first thing on stdout: no empty line before it.
     assert!(out.stdout.starts_with("second answer"), "{:?}", out.stdout);
-    let both_parts = std::fs::read_to_string(&main).unwrap();
+    let both_parts = main();
     // The first part's records are kept as written, with their own times; the follow-up's
     // are added after them.
     assert!(
         both_parts.starts_with(&first_part),
-        "main.jsonl was rewritten:\n{first_part}\n---\n{both_parts}"
+        "main's lines were rewritten:\n{first_part}\n---\n{both_parts}"
     );
     let times = record_times(&both_parts);
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
@@ -656,7 +658,7 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
     })
     .await;
     kill(&mut child);
-    let three_parts = std::fs::read_to_string(&main).unwrap();
+    let three_parts = main();
     assert!(three_parts.starts_with(&both_parts), "{three_parts}");
     server.route(
         Match::LastUserContains("THIRD".into()),
@@ -665,7 +667,7 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
     let out = cadre_env(dir.path(), &env, &["resume"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.starts_with("third answer"), "{:?}", out.stdout);
-    let all = std::fs::read_to_string(&main).unwrap();
+    let all = main();
     assert!(all.starts_with(&three_parts), "{all}");
     assert_eq!(messages_with(&all, "THIRD question"), 1, "{all}");
     assert_eq!(messages_with(&all, "first answer"), 1, "{all}");

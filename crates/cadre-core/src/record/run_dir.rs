@@ -1,9 +1,10 @@
 //! A run's folder on disk (`<project>/.cadre/runs/<run-id>/`): where its journal, summary,
-//! engine note and each agent's transcript are, and the path that names each agent.
+//! engine note and transcript are, and the path that names each agent.
 
 use crate::record::journal::JOURNAL_FILE;
-use crate::record::transcript::{Transcript, TranscriptLine, TranscriptRecord};
+use crate::record::transcript::{TranscriptLine, TranscriptRecord, TRANSCRIPT_FILE};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -151,20 +152,55 @@ impl RunDir {
         format!("{RESULTS_DIR}/{}.md", agent.transcript_key())
     }
 
-    /// The transcript of the agent at `agent` (`main/explore#2` → `main.explore-2.jsonl`).
-    pub fn transcript_file(&self, agent: &AgentPath) -> PathBuf {
+    /// The run's transcript, every agent's lines (`transcript.jsonl`).
+    pub fn transcript_file(&self) -> PathBuf {
+        self.dir.join(TRANSCRIPT_FILE)
+    }
+
+    /// The file of the agent at `agent` alone (`main/explore#2` → `main.explore-2.jsonl`):
+    /// kept for an agent whose hooks are handed its path; runs written before the run-wide
+    /// transcript kept every agent's lines in one.
+    pub fn agent_file(&self, agent: &AgentPath) -> PathBuf {
         self.dir.join(format!("{}.{JSONL}", agent.transcript_key()))
     }
 
-    /// Opens the transcript of the agent at `agent`, creating it or, for an agent that
-    /// goes on after a follow-up or a resume, adding to it.
-    pub fn transcript(&self, agent: &AgentPath) -> std::io::Result<Transcript> {
-        Transcript::open(&self.transcript_file(agent))
+    /// Every agent's transcript lines, in order, by path (a parent before its subagents):
+    /// those of a run written before the run-wide transcript from each agent's file, then
+    /// those of `transcript.jsonl`. A line that names no agent belongs to the header it
+    /// follows.
+    pub fn transcripts(&self) -> Vec<(AgentPath, Vec<TranscriptLine<'static>>)> {
+        let mut agents: BTreeMap<AgentPath, Vec<TranscriptLine<'static>>> = BTreeMap::new();
+        let files = self.agent_files().into_iter();
+        for file in files.chain(Some(self.transcript_file())) {
+            let Ok(lines) = TranscriptLine::read_all(&file) else {
+                continue;
+            };
+            let mut whose: Option<AgentPath> = None;
+            for line in lines {
+                if let TranscriptRecord::Agent(header) = &line.record {
+                    whose = Some(AgentPath::parse(&header.path));
+                }
+                if let Some(agent) = &line.agent {
+                    whose = Some(AgentPath::parse(agent));
+                }
+                if let Some(path) = &whose {
+                    agents.entry(path.clone()).or_default().push(line);
+                }
+            }
+        }
+        agents.into_iter().collect()
     }
 
-    /// The run's transcripts, by name: its `.jsonl` files whose first line is an agent's
-    /// header (the journal, and anything else, is left alone).
-    pub fn transcript_files(&self) -> Vec<PathBuf> {
+    /// Whether the folder holds agents' transcripts of their own from before the run-wide
+    /// transcript.
+    pub fn has_agent_files(&self) -> bool {
+        !self.agent_files().is_empty()
+    }
+
+    /// The `.jsonl` files that are agents' transcripts from before the run-wide one, by
+    /// name: their first line is an agent's header naming no agent (the copies kept for
+    /// hooks name theirs; the journal, and anything else, is left alone).
+    pub fn agent_files(&self) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -172,7 +208,7 @@ impl RunDir {
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == JSONL))
-            .filter(|p| starts_as_transcript(p))
+            .filter(|p| starts_as_agent_file(p))
             .collect();
         files.sort();
         files
@@ -182,7 +218,8 @@ impl RunDir {
     pub fn holds_a_run(&self) -> bool {
         self.summary_file().is_file()
             || self.engine_file().is_file()
-            || !self.transcript_files().is_empty()
+            || self.transcript_file().is_file()
+            || self.has_agent_files()
     }
 
     /// Writes `summary.json`.
@@ -192,8 +229,9 @@ impl RunDir {
     }
 }
 
-/// Whether the first line of `file` is an agent's header.
-fn starts_as_transcript(file: &Path) -> bool {
+/// Whether the first line of `file` is an agent's header that names no agent: the first
+/// line of an agent's transcript written before the run-wide one.
+fn starts_as_agent_file(file: &Path) -> bool {
     let Ok(f) = std::fs::File::open(file) else {
         return false;
     };
@@ -201,7 +239,8 @@ fn starts_as_transcript(file: &Path) -> bool {
     if std::io::BufReader::new(f).read_line(&mut line).is_err() {
         return false;
     }
-    TranscriptLine::parse(&line).is_some_and(|l| matches!(l.record, TranscriptRecord::Agent(_)))
+    TranscriptLine::parse(&line)
+        .is_some_and(|l| l.agent.is_none() && matches!(l.record, TranscriptRecord::Agent(_)))
 }
 
 /// A new run id: the UTC time and the process id (`20261201-101500-1234`).
@@ -386,6 +425,7 @@ impl std::str::FromStr for AgentPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::transcript::RunTranscript;
 
     #[test]
     fn stamps_are_utc_dates() {
@@ -453,6 +493,44 @@ mod tests {
         );
     }
 
+    /// A run written before the run-wide transcript kept a file per agent, its lines
+    /// naming none: they read first, then what the run-wide file adds when it goes on.
+    #[test]
+    fn transcripts_of_earlier_versions_read_with_the_run_wide_one() {
+        let project = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&RunDir::runs_root(project.path())).unwrap();
+        let main = AgentPath::parse("main");
+        std::fs::write(
+            run.agent_file(&main),
+            concat!(
+                r#"{"t":"2026-12-01T10:00:00Z","type":"agent","path":"main"}"#,
+                "\n",
+                r#"{"t":"2026-12-01T10:00:01Z","type":"message","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        assert_eq!(run.agent_files(), [run.agent_file(&main)]);
+        assert!(run.holds_a_run());
+        let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
+        assert_eq!(t.earlier("main").messages, 1);
+        let again = t.agent("main", None);
+        assert_eq!(again.earlier().messages, 1);
+        again.message(&cadre_model::Message::new(
+            cadre_model::Role::Assistant,
+            vec![cadre_model::ContentBlock::text("hello")],
+        ));
+        let read = run.transcripts();
+        assert_eq!(read.len(), 1);
+        let kinds: Vec<bool> = read[0]
+            .1
+            .iter()
+            .map(|l| matches!(l.record, TranscriptRecord::Message { .. }))
+            .collect();
+        assert_eq!(kinds, [false, true, true]);
+        assert_eq!(read[0].1[2].agent.as_deref(), Some("main"));
+    }
+
     #[test]
     fn a_run_folder_knows_its_files() {
         let project = tempfile::tempdir().unwrap();
@@ -470,23 +548,36 @@ mod tests {
             run.path().join("results/main.explore-2.md")
         );
         assert!(run.result_file(&explorer).starts_with(run.results_dir()));
+        assert_eq!(run.transcript_file(), run.path().join("transcript.jsonl"));
         assert_eq!(
-            run.transcript_file(&explorer),
+            run.agent_file(&explorer),
             run.path().join("main.explore-2.jsonl")
         );
         assert!(!run.holds_a_run());
         // A journal is no transcript; an agent's header makes one.
         std::fs::write(run.journal_file(), "{\"step\":\"run\"}\n").unwrap();
-        assert!(run.transcript_files().is_empty());
-        let t = run.transcript(&explorer).unwrap();
-        t.write(TranscriptRecord::Agent(
-            crate::record::transcript::AgentHeader {
-                path: explorer.to_string().into(),
+        assert!(run.transcripts().is_empty());
+        assert!(!run.holds_a_run());
+        let header = |path: &AgentPath| {
+            TranscriptRecord::Agent(crate::record::transcript::AgentHeader {
+                path: path.to_string().into(),
                 ..Default::default()
-            },
-        ));
-        assert_eq!(run.transcript_files(), [run.transcript_file(&explorer)]);
+            })
+        };
+        let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
+        // The copy kept for hooks is not read as a transcript of its own.
+        t.agent(&explorer.to_string(), Some(&run.agent_file(&explorer)))
+            .write(header(&explorer));
         assert!(run.holds_a_run());
+        assert!(run.agent_files().is_empty());
+        let read = run.transcripts();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].0, explorer);
+        assert_eq!(read[0].1.len(), 1);
+        assert_eq!(
+            std::fs::read(run.agent_file(&explorer)).unwrap(),
+            std::fs::read(run.transcript_file()).unwrap()
+        );
         let again = RunDir::create_named(&runs, "20261201-101500-7").unwrap();
         assert_eq!(again.id(), "20261201-101500-7-1");
         let ids: Vec<String> = RunDir::all_in(&runs)

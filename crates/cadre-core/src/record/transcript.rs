@@ -1,19 +1,28 @@
-//! Transcripts: one JSON Lines file per agent in its run folder, each line one
-//! [`TranscriptLine`], written as the agent goes and read back by whoever browses the run.
+//! Transcripts: one JSON Lines file per run (`transcript.jsonl`) holding every agent's
+//! history, each line one [`TranscriptLine`] naming its agent, written as the agents go and
+//! read back by whoever browses the run. (One file rather than one per agent: a fan-out of
+//! thousands spent most of its run folder's cost creating files. An agent whose hooks are
+//! handed a `transcript_path` also gets a file of its own, `<agent>.jsonl`, with the same
+//! lines; runs written before kept only those.)
 
+use crate::record::run_dir::RunDir;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use cadre_model::{CompactionUsage, Message, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// One line of a transcript: when it was written, and what it holds. On disk it is one
-/// JSON object, `{"t": TIME, "type": KIND, ...fields}`, the fields in the order their types
+/// The run's transcript, in its run folder.
+pub const TRANSCRIPT_FILE: &str = "transcript.jsonl";
+
+/// One line of a transcript: when it was written, whose it is, and what it holds. On disk
+/// it is one JSON object, `{"t": TIME, "agent": PATH, "type": KIND, ...fields}`, the fields in the order their types
 /// declare them. (Versions before wrote the keys sorted, through a `Value`: a second pass
 /// that cost a fleet's run folder a tenth of its time, on an order no reader depends on.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,6 +31,10 @@ pub struct TranscriptLine<'a> {
     /// one timeline; transcripts from before times were recorded have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t: Option<Cow<'a, str>>,
+    /// The path of the agent it belongs to (`main/explore#2`); lines of runs written before
+    /// the run-wide file have none (their file named the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Cow<'a, str>>,
     /// What it holds.
     #[serde(flatten)]
     pub record: TranscriptRecord<'a>,
@@ -160,10 +173,13 @@ impl TranscriptLine<'static> {
         struct Timed {
             #[serde(default)]
             t: Option<String>,
+            #[serde(default)]
+            agent: Option<String>,
         }
         let timed = serde_json::from_str::<Timed>(line).ok()?;
         Some(Self {
             t: timed.t.map(Cow::Owned),
+            agent: timed.agent.map(Cow::Owned),
             record: TranscriptRecord::Other,
         })
     }
@@ -202,7 +218,15 @@ pub struct Earlier {
 }
 
 impl Earlier {
-    /// Reads what `lines` (a transcript's, in order) hold.
+    /// What each agent's lines in the run folder `dir` hold, by path.
+    pub fn of_run(dir: &RunDir) -> HashMap<String, Self> {
+        dir.transcripts()
+            .into_iter()
+            .map(|(path, lines)| (path.to_string(), Self::of(&lines)))
+            .collect()
+    }
+
+    /// Reads what `lines` (an agent's, in order) hold.
     pub fn of(lines: &[TranscriptLine<'_>]) -> Self {
         let mut elapsed = 0u64;
         // The start of the part being read, while it has no outcome yet.
@@ -250,63 +274,101 @@ impl Earlier {
             last_blocks: history.last().map_or(0, |(_, n)| *n),
         }
     }
+}
 
-    /// Reads what the transcript `file` holds (nothing when it does not exist).
-    pub fn of_file(file: &Path) -> Self {
-        TranscriptLine::read_all(file).map_or_else(|_| Self::default(), |lines| Self::of(&lines))
+/// The run's transcript file, open to add to: every agent's [`Transcript`] writes its
+/// lines into it.
+#[derive(Debug)]
+pub struct RunTranscript {
+    /// Opened to append, and written without a lock: each line is one `write`, which a
+    /// file opened to append takes whole, after every other.
+    out: File,
+    /// What each agent's lines held when the file was opened (a run that goes on after a
+    /// follow-up or a resume), by path.
+    earlier: HashMap<String, Earlier>,
+}
+
+impl RunTranscript {
+    /// Opens the transcript of the run in `dir` to add to it, creating it when it does not
+    /// exist; reads what the agents of a run going on wrote before.
+    pub fn open(dir: &RunDir) -> std::io::Result<Self> {
+        let (out, existed) = open_to_add(&dir.transcript_file())?;
+        // A new run has nothing earlier, unless it is one written before the run-wide file.
+        let earlier = if existed || dir.has_agent_files() {
+            Earlier::of_run(dir)
+        } else {
+            HashMap::new()
+        };
+        Ok(Self { out, earlier })
+    }
+
+    /// What the lines of the agent at `path` held when the file was opened.
+    pub fn earlier(&self, path: &str) -> Earlier {
+        self.earlier.get(path).copied().unwrap_or_default()
+    }
+
+    /// The transcript of the agent at `path`: its lines go into the run's file and, with
+    /// `own` (for hooks that are handed its path), into that file of its own too.
+    pub fn agent(self: &Arc<Self>, path: &str, own: Option<&Path>) -> Transcript {
+        let own = own.and_then(|file| match open_to_add(file) {
+            Ok((out, _)) => Some(out),
+            Err(e) => {
+                tracing::warn!("could not open {}: {e}", file.display());
+                None
+            }
+        });
+        Transcript {
+            run: self.clone(),
+            agent: path.into(),
+            own,
+            earlier: self.earlier(path),
+        }
     }
 }
 
-/// One agent's history as JSON Lines, each line written whole in one `write`, so the file
-/// is valid JSONL whenever the run stops. (No buffer of its own: it would only be copied
-/// through, and would cost every waiting agent of a fan-out its size.)
+/// Opens `file` to append to, creating it; says whether it existed. A line cut short by a
+/// kill is ended, so the next line starts one of its own.
+fn open_to_add(file: &Path) -> std::io::Result<(File, bool)> {
+    // Most files are new: made in one call.
+    match std::fs::OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(file)
+    {
+        Ok(out) => return Ok((out, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let mut out = std::fs::OpenOptions::new().append(true).open(file)?;
+    let len = out.metadata()?.len();
+    if len > 0 {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut reader = File::open(file)?;
+        reader.seek(SeekFrom::Start(len - 1))?;
+        let mut end = [0u8];
+        reader.read_exact(&mut end)?;
+        if end[0] != b'\n' {
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok((out, true))
+}
+
+/// One agent's history, as lines of its run's transcript, each line written whole in one
+/// `write`, so the file is valid JSONL whenever the run stops. (No buffer of its own: it
+/// would only be copied through, and would cost every waiting agent of a fan-out its size.)
 #[derive(Debug)]
 pub struct Transcript {
-    out: Mutex<File>,
+    run: Arc<RunTranscript>,
+    /// The agent's path, which each line names.
+    agent: Box<str>,
+    /// The agent's own file, when it has one.
+    own: Option<File>,
     earlier: Earlier,
 }
 
 impl Transcript {
-    /// Opens the transcript `file` to add to it, creating it when it does not exist: an
-    /// agent that goes on after a follow-up or a resume keeps its earlier records, each
-    /// with the time it was written.
-    pub(crate) fn open(file: &Path) -> std::io::Result<Self> {
-        // Most transcripts are new: made in one call, with nothing earlier to read back.
-        match std::fs::OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(file)
-        {
-            Ok(out) => {
-                return Ok(Self {
-                    out: Mutex::new(out),
-                    earlier: Earlier::default(),
-                })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        let earlier = Earlier::of_file(file);
-        let mut out = std::fs::OpenOptions::new().append(true).open(file)?;
-        // A line cut short by a kill is ended, so the next record starts a line of its own.
-        let len = out.metadata()?.len();
-        if len > 0 {
-            use std::io::{Read, Seek, SeekFrom};
-            let mut reader = File::open(file)?;
-            reader.seek(SeekFrom::Start(len - 1))?;
-            let mut end = [0u8];
-            reader.read_exact(&mut end)?;
-            if end[0] != b'\n' {
-                out.write_all(b"\n")?;
-            }
-        }
-        Ok(Self {
-            out: Mutex::new(out),
-            earlier,
-        })
-    }
-
-    /// What the transcript held when it was opened.
+    /// What the agent's lines held when the run's transcript was opened.
     pub fn earlier(&self) -> Earlier {
         self.earlier
     }
@@ -344,11 +406,15 @@ impl Transcript {
         let written = with_stamp(SystemTime::now(), |t| {
             let line = TranscriptLine {
                 t: Some(Cow::Borrowed(t)),
+                agent: Some(Cow::Borrowed(&self.agent)),
                 record,
             };
             super::jsonl::with_line(&line, |line| {
-                let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                out.write_all(line)
+                (&self.run.out).write_all(line)?;
+                match &self.own {
+                    Some(own) => (&*own).write_all(line),
+                    None => Ok(()),
+                }
             })
         })
         .map_err(std::io::Error::other)
@@ -414,7 +480,7 @@ fn with_stamp<R>(now: SystemTime, f: impl FnOnce(&str) -> R) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::run_dir::{AgentPath, RunDir};
+    use crate::record::run_dir::RunDir;
     use serde_json::{json, Value};
     use std::time::Duration;
 
@@ -450,8 +516,7 @@ mod tests {
     fn transcript_lines_are_whole_json() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path()).unwrap();
-        let path = AgentPath::parse("main/explore#2");
-        let t = run.transcript(&path).unwrap();
+        let t = Arc::new(RunTranscript::open(&run).unwrap()).agent("main/explore#2", None);
         t.message(&Message::user_text("hi"));
         t.outcome(&AgentOutcome {
             text: "done".into(),
@@ -461,19 +526,20 @@ mod tests {
             usage: Usage::default(),
             history: Vec::new(),
         });
-        let text = std::fs::read_to_string(run.path().join("main.explore-2.jsonl")).unwrap();
+        let text = std::fs::read_to_string(run.path().join("transcript.jsonl")).unwrap();
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines[0]["message"]["content"][0]["text"], "hi");
+        assert_eq!(lines[0]["agent"], "main/explore#2");
         assert_eq!(lines[1]["type"], "outcome");
         assert_eq!(lines[1]["stop"], json!({"kind": "done"}));
         for line in &lines {
             let t = line["t"].as_str().unwrap();
             assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
         }
-        let back = TranscriptLine::read_all(&run.transcript_file(&path)).unwrap();
+        let back = TranscriptLine::read_all(&run.transcript_file()).unwrap();
         assert_eq!(back.len(), 2);
         assert!(back[0].time().is_some());
         assert!(matches!(
@@ -502,6 +568,7 @@ mod tests {
         let new = |record: TranscriptRecord<'_>| {
             TranscriptLine {
                 t: Some(t.into()),
+                agent: None,
                 record,
             }
             .to_json()
@@ -575,6 +642,7 @@ mod tests {
     fn earlier_parts_add_up() {
         let line = |t: &str, record: TranscriptRecord<'static>| TranscriptLine {
             t: Some(format!("2026-12-01T10:00:{t}Z").into()),
+            agent: None,
             record,
         };
         let header = || TranscriptRecord::Agent(AgentHeader::default());

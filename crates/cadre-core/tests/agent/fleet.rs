@@ -149,12 +149,13 @@ async fn four_subagents_overlap_stay_isolated_and_report_only_their_final_text()
     let run_dir = dir.path().join(".cadre/runs").join(summary.run_id.unwrap());
     for name in [
         "main",
-        "main.explore-1",
-        "main.explore-2",
-        "main.plan-1",
-        "main.explore-3",
+        "main/explore#1",
+        "main/explore#2",
+        "main/plan#1",
+        "main/explore#3",
     ] {
-        let text = std::fs::read_to_string(run_dir.join(format!("{name}.jsonl"))).unwrap();
+        let text = cadre_testkit::transcript::text_of(&run_dir, name);
+        assert!(text.starts_with("{\"t\""), "{name}: {text}");
         for line in text.lines() {
             serde_json::from_str::<Value>(line).unwrap();
         }

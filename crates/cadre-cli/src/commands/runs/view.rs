@@ -61,7 +61,9 @@ fn start_label(id: &str) -> String {
 
 /// When the run's first transcript record was written, if its transcripts carry times.
 fn first_time(dir: &RunDir) -> Option<SystemTime> {
-    dir.transcript_files()
+    let mut files = dir.agent_files();
+    files.push(dir.transcript_file());
+    files
         .iter()
         .filter_map(|p| {
             let file = std::fs::File::open(p).ok()?;
@@ -208,16 +210,18 @@ impl AgentView {
         self.usage.map_or(0, |u| u.total())
     }
 
-    fn from_transcript(path: &Path) -> Option<Self> {
-        let lines = TranscriptLine::read_all(path).ok()?;
+    /// The agent at `path`, from its transcript lines.
+    fn from_lines(path: &AgentPath, lines: Vec<TranscriptLine<'static>>) -> Self {
         // Each part of a run in several parts counts from its first record to its last.
         let earlier = Earlier::of(&lines);
-        let mut agent = Self::default();
+        let mut agent = Self {
+            path: path.to_string(),
+            ..Self::default()
+        };
         for line in lines {
             let t = line.time();
             let kind = match line.record {
                 TranscriptRecord::Agent(header) => {
-                    agent.path = header.path.into_owned();
                     agent.agent_type = header.agent_type.into_owned();
                     agent.description = header.description.into_owned();
                     agent.model = header.model.into_owned();
@@ -243,9 +247,6 @@ impl AgentView {
             };
             agent.records.push(Record { t, kind });
         }
-        if agent.path.is_empty() {
-            return None;
-        }
         if agent.stop.is_none() {
             // Unfinished: count what the transcript shows so far.
             for r in &agent.records {
@@ -260,7 +261,7 @@ impl AgentView {
             .iter()
             .any(|r| r.t.is_some())
             .then_some(earlier.elapsed_ms);
-        Some(agent)
+        agent
     }
 }
 
@@ -361,9 +362,9 @@ impl RunView {
     pub fn load(dir: &RunDir) -> Self {
         let id = dir.id();
         let mut agents: Vec<AgentView> = dir
-            .transcript_files()
-            .iter()
-            .filter_map(|p| AgentView::from_transcript(p))
+            .transcripts()
+            .into_iter()
+            .map(|(path, lines)| AgentView::from_lines(&path, lines))
             .collect();
         let summary = match std::fs::read_to_string(dir.summary_file()) {
             Ok(text) => match serde_json::from_str::<SavedSummary>(&text) {

@@ -9,7 +9,9 @@ use crate::definitions::spec::{AgentSpec, INHERIT_MODEL};
 use crate::record::events::{millis, Event, EventHandler, EventStream};
 use crate::record::journal::{FileJournal, Journal, JournalError, JournaledRun, Step};
 use crate::record::run_dir::{new_run_id, AgentPath, RunDir};
-use crate::record::transcript::{AgentHeader, Earlier, Transcript, TranscriptRecord};
+use crate::record::transcript::{
+    AgentHeader, Earlier, RunTranscript, Transcript, TranscriptRecord,
+};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::run::agent::{Agent, AgentConfig};
 use crate::run::answer::AnswerSchema;
@@ -192,6 +194,8 @@ pub struct Orchestrator {
     records: Mutex<Vec<AgentRecord>>,
     counters: DashMap<String, u32>,
     run_dir: Mutex<Option<RunDir>>,
+    /// The run folder's transcript, opened for the first agent that writes to it.
+    transcript: std::sync::OnceLock<Option<Arc<RunTranscript>>>,
     journal: Mutex<Option<Arc<dyn Journal>>>,
     /// Agents rebuilt from the journal of a resumed run, by path.
     resumed: DashMap<String, AgentState>,
@@ -275,6 +279,7 @@ impl Orchestrator {
             records: Mutex::new(Vec::new()),
             counters: DashMap::new(),
             run_dir: Mutex::new(None),
+            transcript: std::sync::OnceLock::new(),
             journal,
             resumed: DashMap::new(),
             children: DashMap::new(),
@@ -562,11 +567,28 @@ impl Orchestrator {
             .clone()
     }
 
+    /// The run folder's transcript: opened once the run folder is known, `None` without
+    /// one (or when it cannot be opened, as a warning says).
+    fn run_transcript(&self) -> Option<&Arc<RunTranscript>> {
+        if let Some(t) = self.transcript.get() {
+            return t.as_ref();
+        }
+        let dir = self.run_dir()?;
+        self.transcript
+            .get_or_init(|| match RunTranscript::open(&dir) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::warn!("could not open {}: {e}", dir.transcript_file().display());
+                    None
+                }
+            })
+            .as_ref()
+    }
+
     /// What the transcript of the agent at `path` holds from earlier parts of the run.
     fn earlier(&self, path: &str) -> Earlier {
-        self.run_dir().map_or_else(Earlier::default, |d| {
-            Earlier::of_file(&d.transcript_file(&AgentPath::parse(path)))
-        })
+        self.run_transcript()
+            .map_or_else(Earlier::default, |t| t.earlier(path))
     }
 
     /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
@@ -742,27 +764,27 @@ impl Orchestrator {
         spec: &AgentSpec,
         description: &str,
     ) -> Option<Arc<Transcript>> {
-        let dir = self.run_dir()?;
-        match dir.transcript(&AgentPath::parse(&agent.config.path)) {
-            Ok(t) => {
-                t.write(TranscriptRecord::Agent(AgentHeader {
-                    path: agent.config.path.as_str().into(),
-                    agent_type: spec.name.as_str().into(),
-                    description: description.into(),
-                    model: agent.config.model.as_str().into(),
-                    system: agent.config.system.as_ref().into(),
-                    tools: agent.tools.names().into_iter().map(Into::into).collect(),
-                }));
-                Some(Arc::new(t))
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "could not create a transcript for {}: {e}",
-                    agent.config.path
-                );
-                None
-            }
-        }
+        let run = self.run_transcript()?;
+        let path = agent.config.path.as_str();
+        // Hooks are handed the agent's transcript path: it gets a file of its own for them.
+        let own = self
+            .hooks
+            .any_for(spec)
+            .then(|| {
+                self.run_dir()
+                    .map(|d| d.agent_file(&AgentPath::parse(path)))
+            })
+            .flatten();
+        let t = run.agent(path, own.as_deref());
+        t.write(TranscriptRecord::Agent(AgentHeader {
+            path: path.into(),
+            agent_type: spec.name.as_str().into(),
+            description: description.into(),
+            model: agent.config.model.as_str().into(),
+            system: agent.config.system.as_ref().into(),
+            tools: agent.tools.names().into_iter().map(Into::into).collect(),
+        }));
+        Some(Arc::new(t))
     }
 
     /// The agent for `spec`: its prompt, its filtered tools (with `Task` while depth
@@ -1022,7 +1044,7 @@ impl Orchestrator {
             session_id: self.run_id(),
             transcript_path: self
                 .run_dir()
-                .map(|d| d.transcript_file(&AgentPath::parse(&me.path))),
+                .map(|d| d.agent_file(&AgentPath::parse(&me.path))),
             cwd: ctx.workspace.root().to_path_buf(),
             permission_mode: crate::run::hooks::claude_mode(self.config.permissions.mode_for(spec)),
             agent_id: me.path.clone(),
