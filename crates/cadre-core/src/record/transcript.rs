@@ -219,7 +219,7 @@ pub struct Earlier {
 
 impl Earlier {
     /// What each agent's lines in the run folder `dir` hold, by path.
-    pub fn of_run(dir: &RunDir) -> HashMap<String, Self> {
+    fn of_run(dir: &RunDir) -> HashMap<String, Self> {
         dir.transcripts()
             .into_iter()
             .map(|(path, lines)| (path.to_string(), Self::of(&lines)))

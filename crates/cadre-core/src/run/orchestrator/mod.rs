@@ -570,12 +570,18 @@ impl Orchestrator {
     /// The run folder's transcript: opened once the run folder is known, `None` without
     /// one (or when it cannot be opened, as a warning says).
     fn run_transcript(&self) -> Option<&Arc<RunTranscript>> {
-        if let Some(t) = self.transcript.get() {
-            return t.as_ref();
+        match self.transcript.get() {
+            Some(t) => t.as_ref(),
+            None => self.transcript_in(&self.run_dir()?),
         }
-        let dir = self.run_dir()?;
+    }
+
+    /// The transcript of the run in `dir` (the run folder this orchestrator works in),
+    /// opened once: a resume reads what its agents wrote before from it, and its agents
+    /// go on writing to it.
+    fn transcript_in(&self, dir: &RunDir) -> Option<&Arc<RunTranscript>> {
         self.transcript
-            .get_or_init(|| match RunTranscript::open(&dir) {
+            .get_or_init(|| match RunTranscript::open(dir) {
                 Ok(t) => Some(Arc::new(t)),
                 Err(e) => {
                     tracing::warn!("could not open {}: {e}", dir.transcript_file().display());

@@ -167,7 +167,6 @@ impl Orchestrator {
         run_dir: &RunDir,
     ) -> Result<Option<AgentState>, RunError> {
         let mut root = None;
-        let mut earlier: Option<std::collections::HashMap<String, Earlier>> = None;
         let mut queue = vec![path.to_owned()];
         while let Some(path) = queue.pop() {
             let Some(rebuilt) = AgentState::from_steps(journal.steps(&path).await?) else {
@@ -189,8 +188,9 @@ impl Orchestrator {
                 continue;
             }
             if let Some((stop, _)) = &rebuilt.finished {
-                let earlier = earlier.get_or_insert_with(|| Earlier::of_run(run_dir));
-                let elapsed = earlier.get(&path).map_or(0, |e| e.elapsed_ms);
+                let elapsed = self
+                    .transcript_in(run_dir)
+                    .map_or(0, |t| t.earlier(&path).elapsed_ms);
                 self.record_earlier(&path, &rebuilt, stop.clone(), elapsed);
             }
             self.resumed.insert(path, rebuilt);
