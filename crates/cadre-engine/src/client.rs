@@ -44,6 +44,12 @@ pub enum ClientError {
         /// Why.
         source: serde_json::Error,
     },
+    /// `--register` named Restate's ingress, which does not take registrations.
+    #[error("{url} is Restate's ingress, not its admin API: register with the admin API (port 9070 by default, e.g. http://127.0.0.1:9070)")]
+    IngressNotAdmin {
+        /// What was asked.
+        url: String,
+    },
     /// The answer was not what the service returns.
     #[error("unexpected answer from {url}: {source}")]
     Answer {
@@ -150,7 +156,85 @@ impl Ingress {
     /// Registers the service endpoint at `uri` with the Restate server whose admin API is
     /// at `admin` (again, when it was registered before: its services may have changed).
     pub async fn register(admin: &str, uri: &str) -> Result<(), ClientError> {
-        let client = Self::of(admin, "admin API")?;
+        Admin::new(admin)?.register(uri).await
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let unreachable = |source| ClientError::Unreachable {
+            api: self.api,
+            url: url.to_owned(),
+            source,
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        // The ingress marks its own errors; the admin API never does.
+        let from_ingress = response
+            .headers()
+            .get("x-restate-error-source")
+            .is_some_and(|v| v == "ingress");
+        let body = response.bytes().await.map_err(unreachable)?;
+        if !status.is_success() && from_ingress && self.api == "admin API" {
+            return Err(ClientError::IngressNotAdmin {
+                url: self.base.clone(),
+            });
+        }
+        if !status.is_success() {
+            return Err(ClientError::Status {
+                url: url.to_owned(),
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+        }
+        serde_json::from_slice(&body).map_err(|source| ClientError::Answer {
+            url: url.to_owned(),
+            source,
+        })
+    }
+}
+
+/// A client of Restate's admin API.
+#[derive(Debug, Clone)]
+pub struct Admin(Ingress);
+
+/// Where one invocation of a run is stuck, as Restate's introspection tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Stuck {
+    /// The invocation's target (`CadreAgent/run`).
+    pub target: String,
+    /// Attempts so far.
+    pub retry_count: u64,
+    /// Why the last attempt failed, as Restate says it.
+    pub last_failure: String,
+}
+
+#[derive(Deserialize)]
+struct Rows<T> {
+    rows: Vec<T>,
+}
+
+impl Admin {
+    /// A client of the admin API at `base` (`http://127.0.0.1:9070`).
+    pub fn new(base: &str) -> Result<Self, ClientError> {
+        Ingress::of(base, "admin API").map(Self)
+    }
+
+    /// The admin API of the Restate server whose ingress is at `ingress`, where the
+    /// server's defaults put it: the same host, port 9070.
+    pub fn beside(ingress: &str) -> Option<String> {
+        let url = reqwest::Url::parse(ingress).ok()?;
+        let mut admin = url.clone();
+        admin.set_port(Some(9070)).ok()?;
+        Some(admin.as_str().trim_end_matches('/').to_owned())
+    }
+
+    /// Registers the service endpoint at `uri` (again, when it was registered before: its
+    /// services may have changed).
+    pub async fn register(&self, uri: &str) -> Result<(), ClientError> {
+        let client = &self.0;
         let url = format!("{}/deployments", client.base);
         let body = serde_json::json!({ "uri": uri, "force": true });
         let _: serde_json::Value = client
@@ -166,29 +250,29 @@ impl Ingress {
         Ok(())
     }
 
-    async fn json<T: serde::de::DeserializeOwned>(
-        &self,
-        url: &str,
-        request: reqwest::RequestBuilder,
-    ) -> Result<T, ClientError> {
-        let unreachable = |source| ClientError::Unreachable {
-            api: self.api,
-            url: url.to_owned(),
-            source,
-        };
-        let response = request.send().await.map_err(unreachable)?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(unreachable)?;
-        if !status.is_success() {
-            return Err(ClientError::Status {
-                url: url.to_owned(),
-                status: status.as_u16(),
-                body: String::from_utf8_lossy(&body).into_owned(),
-            });
+    /// The invocations of the tree started by invocation `root` that Restate is retrying
+    /// after a failed attempt, most tried first: an unreachable worker shows here while the
+    /// run waits.
+    pub async fn stuck(&self, root: &str) -> Result<Vec<Stuck>, ClientError> {
+        let client = &self.0;
+        let url = format!("{}/query", client.base);
+        // Invocation ids are letters, digits and `_`; anything else is not one of them.
+        if !root.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Ok(Vec::new());
         }
-        serde_json::from_slice(&body).map_err(|source| ClientError::Answer {
-            url: url.to_owned(),
-            source,
-        })
+        let query = format!(
+            "SELECT target, retry_count, last_failure FROM sys_invocation \
+             WHERE last_failure IS NOT NULL AND status = 'backing-off' \
+             AND (id = '{root}' OR trace_id = (SELECT trace_id FROM sys_invocation WHERE id = '{root}')) \
+             ORDER BY retry_count DESC"
+        );
+        let request = client
+            .http
+            .post(&url)
+            .header("accept", "application/json")
+            .json(&serde_json::json!({ "query": query }))
+            .timeout(Duration::from_secs(10));
+        let rows: Rows<Stuck> = client.json(&url, request).await?;
+        Ok(rows.rows)
     }
 }

@@ -14,9 +14,13 @@ mod pump;
 mod service;
 
 pub mod client;
+pub mod identity;
 pub mod wire;
 pub mod worker;
 pub mod workspace;
+
+mod unhonoured;
+pub use unhonoured::unhonoured;
 
 pub use worker::{serve, Worker, WorkerError};
 pub use workspace::{CloneCache, WorkspaceError, WriterTree};

@@ -40,10 +40,13 @@ pub enum WorkerError {
     /// The run's permission rules cannot be read here.
     #[error("the run's permissions: {0}")]
     Permissions(#[source] cadre_core::RuleError),
-    /// The run asks for something a worker does not do (an MCP server): running it
+    /// The run asks for something a worker does not do (hooks, an MCP server): running it
     /// without would silently change what its agents may do.
     #[error("{0}")]
     Unsupported(String),
+    /// The request-identity key given to the worker is not one.
+    #[error("the identity key: {0}")]
+    IdentityKey(#[from] crate::identity::IdentityKeyError),
 }
 
 impl WorkerError {
@@ -56,6 +59,7 @@ impl WorkerError {
                 | Self::Setup(_)
                 | Self::Permissions(_)
                 | Self::Unsupported(_)
+                | Self::IdentityKey(_)
         )
     }
 }
@@ -83,6 +87,8 @@ pub struct Worker {
     tool_limits: ToolLimits,
     attempts: AtomicU64,
     started: u128,
+    /// Restate's request-identity public key: with one, only requests it signed are served.
+    identity_key: Option<String>,
 }
 
 /// One invocation's agent, ready to drive.
@@ -120,7 +126,20 @@ impl Worker {
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos()),
+            identity_key: None,
         }
+    }
+
+    /// Serves only requests signed by the Restate server whose public key is `key`
+    /// (`publickeyv1_…`, or a PEM public key: see [`crate::identity::public_key`]).
+    pub fn identity_key(mut self, key: &str) -> Result<Self, WorkerError> {
+        self.identity_key = Some(crate::identity::public_key(key)?);
+        Ok(self)
+    }
+
+    /// Whether it serves only signed requests.
+    pub fn verifies_identity(&self) -> bool {
+        self.identity_key.is_some()
     }
 
     /// The folder agents work in for runs that name no repository.
@@ -167,15 +186,11 @@ impl Worker {
     pub(crate) async fn prepare(&self, call: &AgentCall) -> Result<Prepared, WorkerError> {
         let spec = &call.agent.spec;
         // The client refuses these first; a worker checks again rather than trust it.
-        if let Some(wire) = call
-            .settings
-            .agents
-            .iter()
-            .find(|w| !w.spec.mcp_servers.is_empty())
-        {
+        let unhonoured = crate::unhonoured::unhonoured(call);
+        if !unhonoured.is_empty() {
             return Err(WorkerError::Unsupported(format!(
-                "agent type {} names MCP servers, and workers run none",
-                wire.spec.name
+                "the worker cannot honour what this run asks for, so it was not started: {}",
+                unhonoured.join("; ")
             )));
         }
         let permissions = Permissions::from_snapshot(&call.settings.permissions)
@@ -262,12 +277,13 @@ impl Worker {
 }
 
 /// Serves `worker`'s services on `listener` (HTTP/2 without TLS, as Restate speaks to
-/// services) until `stop` resolves.
+/// services) until `stop` resolves; with an identity key, a request Restate did not sign
+/// is answered 401 and runs nothing.
 pub async fn serve(
     worker: Arc<Worker>,
     listener: tokio::net::TcpListener,
     stop: impl std::future::Future<Output = ()>,
-) {
+) -> Result<(), WorkerError> {
     use restate_sdk::prelude::*;
     // Every call to the run's `CadreRun` object is a short HTTP/2 exchange, and the calls
     // of one run go one after another: with Nagle's algorithm on, each response's last
@@ -282,16 +298,22 @@ pub async fn serve(
     let patient = ServiceOptions::new()
         .inactivity_timeout(std::time::Duration::from_secs(15 * 60))
         .abort_timeout(std::time::Duration::from_secs(15 * 60));
-    let endpoint = Endpoint::builder()
+    let key = worker.identity_key.clone();
+    let mut endpoint = Endpoint::builder()
         .bind(
             crate::service::CadreAgent(worker)
                 .into_service_definition()
                 .options(patient),
         )
         .bind(crate::service::CadreRun)
-        .bind(crate::service::CadreRoster)
-        .build();
-    HttpServer::new(endpoint)
+        .bind(crate::service::CadreRoster);
+    if let Some(key) = key {
+        endpoint = endpoint.identity_key(&key).map_err(|e| {
+            WorkerError::IdentityKey(crate::identity::IdentityKeyError::Unreadable(e.to_string()))
+        })?;
+    }
+    HttpServer::new(endpoint.build())
         .serve_with_cancel(listener, stop)
         .await;
+    Ok(())
 }

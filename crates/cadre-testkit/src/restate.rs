@@ -175,12 +175,35 @@ pub struct RestateServer {
     admin: SocketAddr,
     node: SocketAddr,
     client: reqwest::Client,
+    /// Signs its requests to services with [`TEST_PRIVATE_PEM`].
+    signing: bool,
 }
+
+/// An Ed25519 private key for tests (made with `openssl genpkey -algorithm ed25519`): a
+/// server from [`RestateServer::start_signing`] signs its requests with it.
+pub const TEST_PRIVATE_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIOLOzYndzcbcmn5FSNIHVJyfx3QTclNO2Bf7libn71E+\n-----END PRIVATE KEY-----\n";
+
+/// The public half of [`TEST_PRIVATE_PEM`], as `openssl pkey -pubout` writes it.
+pub const TEST_PUBLIC_PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAtHIij5wFhN99aCfqfCDg4O0etVkkf6z/RcupuMZToaw=\n-----END PUBLIC KEY-----\n";
+
+/// The public half of [`TEST_PRIVATE_PEM`] as Restate logs it (`kid`).
+pub const TEST_IDENTITY_KEY: &str = "publickeyv1_D9PKycNmspfFmatGP6QYENBmFPd1oZgRGrSB4yZVnd2T";
 
 impl RestateServer {
     /// Starts the server found by [`restate_server_binary`] and waits (up to 60 s) until its
     /// admin `/health` and ingress `/restate/health` answer 200.
     pub async fn start() -> io::Result<RestateServer> {
+        Self::start_with(false).await
+    }
+
+    /// Like [`start`](Self::start), signing every request it sends to services with
+    /// [`TEST_PRIVATE_PEM`] (Restate's request identity), so that only workers given
+    /// [`TEST_IDENTITY_KEY`] or none serve it.
+    pub async fn start_signing() -> io::Result<RestateServer> {
+        Self::start_with(true).await
+    }
+
+    async fn start_with(signing: bool) -> io::Result<RestateServer> {
         let dir = tempfile::Builder::new().prefix("cadre-restate").tempdir()?;
         let client = crate::http_client_builder()
             .timeout(Duration::from_secs(30))
@@ -194,6 +217,7 @@ impl RestateServer {
             admin,
             node,
             client,
+            signing,
         };
         let mut attempt = 1;
         loop {
@@ -251,6 +275,14 @@ impl RestateServer {
             // Fewer partitions start faster and use less memory; one node needs no more.
             .env("RESTATE_DEFAULT_NUM_PARTITIONS", "4")
             .env("RESTATE_ROCKSDB_TOTAL_MEMORY_SIZE", "256MiB");
+        if self.signing {
+            let key = self.dir.path().join("identity.pem");
+            std::fs::write(&key, TEST_PRIVATE_PEM)?;
+            cmd.env(
+                "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE",
+                key,
+            );
+        }
         let log = self.log_path();
         // Held by `self` at once, so a start abandoned midway still kills it on drop.
         self.child = Some(spawn_logged(&mut cmd, &log)?);
@@ -518,31 +550,34 @@ impl Drop for Haproxy {
     }
 }
 
-/// The configuration: h2c in and out, round-robin, TCP checks, retries on another replica.
+/// The sample configuration shipped in `docs/haproxy.cfg`, which the tests run, so that the
+/// sample is known to work.
+const SAMPLE_CONFIG: &str = include_str!("../../../docs/haproxy.cfg");
+
+/// The configuration: the shipped sample, with its `bind` address and its `server` lines
+/// replaced by the test's, and a stats socket added (h2c in and out, round-robin, TCP
+/// checks, retries on another replica).
 fn haproxy_config(addr: SocketAddr, backends: &[(String, SocketAddr)], stats: &Path) -> String {
-    let mut cfg = format!(
-        "global\n\
-         \x20   log stderr format raw local0\n\
-         \x20   stats socket {stats} mode 600 level admin\n\
-         \n\
-         defaults\n\
-         \x20   mode http\n\
-         \x20   log global\n\
-         \x20   option httplog\n\
-         \x20   option redispatch\n\
-         \x20   retries 3\n\
-         \x20   timeout connect 2s\n\
-         \x20   timeout client 10m\n\
-         \x20   timeout server 10m\n\
-         \n\
-         frontend cadre\n\
-         \x20   bind {addr} proto h2\n\
-         \x20   default_backend workers\n\
-         \n\
-         backend workers\n\
-         \x20   balance roundrobin\n",
-        stats = stats.display(),
-    );
+    let mut cfg = String::new();
+    for line in SAMPLE_CONFIG.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("server ") || trimmed.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("bind ") {
+            let options = rest.split_once(' ').map_or("", |(_, o)| o);
+            cfg.push_str(&format!("    bind {addr} {options}\n"));
+            continue;
+        }
+        cfg.push_str(line);
+        cfg.push('\n');
+        if trimmed == "global" {
+            cfg.push_str(&format!(
+                "    stats socket {} mode 600 level admin\n",
+                stats.display()
+            ));
+        }
+    }
     for (name, server) in backends {
         cfg.push_str(&format!(
             "    server {name} {server} proto h2 check inter 500ms fall 1 rise 1\n"
@@ -618,8 +653,11 @@ mod tests {
             "balance roundrobin",
             "server w1 127.0.0.1:7001 proto h2 check inter 500ms fall 1 rise 1",
             "server w2 127.0.0.1:7002 proto h2 check inter 500ms fall 1 rise 1",
+            "stats socket stats.sock mode 600 level admin",
         ] {
             assert!(cfg.lines().any(|l| l.trim() == line), "{line}:\n{cfg}");
         }
+        // The sample's own addresses are gone.
+        assert!(!cfg.contains("10.0.0.") && !cfg.contains(":9090"), "{cfg}");
     }
 }

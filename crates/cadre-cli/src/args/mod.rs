@@ -369,6 +369,10 @@ pub struct RunArgs {
         default_value = "http://127.0.0.1:8080"
     )]
     pub restate_url: String,
+    /// Restate's admin API, for --engine restate: while the run waits on a worker Restate
+    /// cannot reach, it says why [default: the ingress's host, port 9070].
+    #[arg(long, env = "CADRE_RESTATE_ADMIN_URL", value_name = "URL")]
+    pub restate_admin_url: Option<String>,
     /// For --engine restate: the repository the workers check out and push their branches
     /// to, a URL or path every worker can reach; HEAD is pushed to it as
     /// refs/cadre/RUN/base [default: this repository's own folder, for workers on this

@@ -43,9 +43,24 @@ where
 #[derive(Debug, Args, Serialize, Deserialize)]
 pub struct WorkerCmd {
     /// Where to serve the agent services (HTTP/2 without TLS, as Restate calls services);
-    /// port 0 picks a free one. The address it listens on is printed on stdout.
+    /// port 0 picks a free one. The address it listens on is printed on stdout. Beyond this
+    /// machine, give it --identity-key too: whoever reaches the port runs agents here.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9080")]
     pub listen: std::net::SocketAddr,
+    /// Serve only requests the Restate server signed: its request-identity public key,
+    /// `publickeyv1_…` as the server logs it at start-up (docs/engine.md says how to make
+    /// the key pair).
+    #[arg(
+        long,
+        env = "CADRE_IDENTITY_KEY",
+        value_name = "KEY",
+        conflicts_with = "identity_key_file"
+    )]
+    pub identity_key: Option<String>,
+    /// Like --identity-key, read from FILE: `publickeyv1_…`, or the PEM public key
+    /// `openssl pkey -pubout` writes.
+    #[arg(long, env = "CADRE_IDENTITY_KEY_FILE", value_name = "FILE")]
+    pub identity_key_file: Option<PathBuf>,
     /// This worker's name in the live roster [default: the host name and the port].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -58,8 +73,8 @@ pub struct WorkerCmd {
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Register this worker with the Restate server whose admin API is at URL
-    /// (`http://127.0.0.1:9070`) once it listens. Behind a load balancer, register the
-    /// balancer instead: `restate deployments register http://BALANCER/`.
+    /// (`http://127.0.0.1:9070`, not the ingress) once it listens. Behind a load balancer,
+    /// register the balancer instead: `restate deployments register http://BALANCER/`.
     #[arg(long, value_name = "URL")]
     pub register: Option<String>,
     /// Which API to talk to: `anthropic` or `openai` (as for `cadre run`).

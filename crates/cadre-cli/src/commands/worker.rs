@@ -67,6 +67,16 @@ pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
     if let Some(dir) = cmd.cache_dir {
         worker = worker.cache_dir(dir);
     }
+    if let Some(key) = identity_key(cmd.identity_key, cmd.identity_key_file.as_deref())? {
+        worker = worker
+            .identity_key(&key)
+            .map_err(|e| CliError::config_from("cannot use the worker's identity key", e))?;
+    }
+    if !worker.verifies_identity() && !addr.ip().is_loopback() {
+        errln!(
+            "cadre: WARNING: listening on {addr} without an identity key: anyone who reaches this port can run agents here, with this worker's API key, files and commands. Give it the Restate server's public key (--identity-key or --identity-key-file; docs/engine.md)."
+        );
+    }
     outln!("cadre worker {name} listening on http://{addr}/");
     let serving = tokio::spawn(cadre_engine::serve(Arc::new(worker), listener, stopped()));
     if let Some(admin) = &cmd.register {
@@ -75,8 +85,25 @@ pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
             .map_err(|e| CliError::config_from(format!("could not register with {admin}"), e))?;
         errln!("cadre: registered http://{addr}/ with {admin}");
     }
-    let _ = serving.await;
-    Ok(Code::Done)
+    match serving.await {
+        Ok(Err(e)) => Err(CliError::config_from("cannot serve", e)),
+        _ => Ok(Code::Done),
+    }
+}
+
+/// The request-identity key from --identity-key (or `CADRE_IDENTITY_KEY`) or the file
+/// --identity-key-file names; `None` without either.
+fn identity_key(key: Option<String>, file: Option<&std::path::Path>) -> Result<Option<String>> {
+    match (key, file) {
+        (Some(key), _) => Ok(Some(key)),
+        (None, Some(file)) => std::fs::read_to_string(file).map(Some).map_err(|e| {
+            CliError::config_from(
+                format!("cannot read --identity-key-file {}", file.display()),
+                e,
+            )
+        }),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -4,7 +4,7 @@
 
 use crate::args::RunArgs;
 use crate::common::definitions::{load_registry_from, load_servers, print_problems};
-use crate::common::display::{shown_path, Display};
+use crate::common::display::{one_line, shown_path, Display};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
 use crate::common::project::{require_dirs, user_dir, workspace_root};
@@ -14,7 +14,7 @@ use cadre_core::{
     AgentOutcome, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
     UsageReport,
 };
-use cadre_engine::client::Ingress;
+use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
 use cadre_mcp::McpConfig;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,13 @@ struct EngineRun {
     agent: String,
     model: String,
     task: String,
+    /// Restate's admin API, asked why the run waits (older notes have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    admin: Option<String>,
+    /// When the run was submitted, in milliseconds since the Unix epoch: a client that
+    /// follows it again counts its time from there (older notes have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    submitted_ms: Option<u64>,
 }
 
 /// `cadre run --engine restate TASK`: submits the run and follows it to its end.
@@ -64,6 +71,10 @@ pub async fn run(
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
+    // Written before git is asked about uncommitted changes: cadre's own files are not any.
+    if let Err(e) = crate::common::project::write_gitignore(&root) {
+        errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
+    }
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;
     let context_tokens = args
         .context_tokens
@@ -95,6 +106,7 @@ pub async fn run(
         },
     };
     let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
+    let submitted_ms = now_ms();
     let invocation = ingress.submit(&call).await.map_err(|e| {
         CliError::config_from(
             format!(
@@ -111,6 +123,11 @@ pub async fn run(
         agent: args.agent.clone(),
         model,
         task,
+        admin: args
+            .restate_admin_url
+            .clone()
+            .or_else(|| Admin::beside(&args.restate_url)),
+        submitted_ms: Some(submitted_ms),
     };
     let dir = RunDir::create_named(&RunDir::runs_root(&root), &meta.run)?;
     let note = serde_json::to_vec_pretty(&meta)
@@ -358,8 +375,33 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     }
     let header = format!("cadre · {} · {} · restate", meta.agent, meta.model);
     let mut display = Display::new(args.output_format, quiet, &meta.agent, header);
-    let started = Instant::now();
+    // A client that follows the run again counts from its submission, not from itself.
+    let started = meta
+        .submitted_ms
+        .and_then(|at| {
+            Instant::now().checked_sub(Duration::from_millis(now_ms().saturating_sub(at)))
+        })
+        .unwrap_or_else(Instant::now);
     let (roster_tx, roster_rx) = tokio::sync::watch::channel((Vec::<Progress>::new(), 0u64));
+    let (stuck_tx, mut stuck_rx) = tokio::sync::watch::channel(Vec::<Stuck>::new());
+    let _stop_asking = meta.admin.as_deref().and_then(|admin| {
+        let admin = Admin::new(admin).ok()?;
+        let root = meta.invocation.clone();
+        Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            async move {
+                loop {
+                    // Best effort: an admin API out of reach only means no reason is shown.
+                    if let Ok(stuck) = admin.stuck(&root).await {
+                        if stuck_tx.send(stuck).is_err() {
+                            break;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            },
+        )))
+    });
+    let mut waiting = Waiting::default();
     let poller = {
         let ingress = ingress.clone();
         let run = meta.run.clone();
@@ -395,6 +437,14 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
                 errln!("\ncadre: cancelling run {} on the engine (Ctrl-C again stops following it)", meta.run);
                 if let Err(e) = ingress.cancel(&meta.run).await {
                     errln!("cadre: could not cancel: {e}");
+                }
+            }
+            Ok(()) = stuck_rx.changed() => {
+                let stuck = stuck_rx.borrow_and_update().clone();
+                if let Some(line) = waiting.update(&stuck) {
+                    if !quiet {
+                        display.note(&line);
+                    }
                 }
             }
             _ = ticker.tick() => {
@@ -449,6 +499,68 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     let shown = shown_path(dir.path());
     display.finish(&outcome, &summary, &meta.model, Some(&shown));
     Ok(Code::for_stop(&outcome.stop))
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What the client last said about invocations Restate keeps retrying, so that it speaks
+/// when the reason changes, and again every ten seconds while it lasts.
+#[derive(Default)]
+struct Waiting {
+    said: Option<(String, Instant)>,
+}
+
+impl Waiting {
+    /// The line to show now for `stuck`, if any.
+    fn update(&mut self, stuck: &[Stuck]) -> Option<String> {
+        let Some(first) = stuck.first() else {
+            return self
+                .said
+                .take()
+                .map(|_| "cadre: the engine is going on again".to_owned());
+        };
+        let reason = one_line(&first.last_failure);
+        let again = match &self.said {
+            Some((said, at)) => *said != reason || at.elapsed() >= Duration::from_secs(10),
+            None => true,
+        };
+        if !again {
+            return None;
+        }
+        self.said = Some((reason.clone(), Instant::now()));
+        let others = match stuck.len() {
+            1 => String::new(),
+            n => format!("; {} more calls wait too", n - 1),
+        };
+        let tries = match first.retry_count {
+            1 => "1 try".to_owned(),
+            n => format!("{n} tries"),
+        };
+        Some(format!(
+            "cadre: waiting: {} ({tries}{others})",
+            why(&reason)
+        ))
+    }
+}
+
+/// Restate's reason for a failed attempt, told plainly: a worker it cannot connect to is
+/// named as such.
+fn why(failure: &str) -> String {
+    let called = failure
+        .split_once("error when calling '")
+        .and_then(|(_, rest)| rest.split_once('\''));
+    match called {
+        Some((url, rest)) if rest.contains("connection") || rest.contains("Connection") => {
+            let cause = rest.rsplit(": ").next().unwrap_or_default().trim();
+            format!("Restate cannot reach {url} ({cause})")
+        }
+        _ => format!("Restate's last attempt failed: {failure}"),
+    }
 }
 
 /// Writes the transcripts the workers kept into the run folder, as a local run's are, so
@@ -516,4 +628,21 @@ fn entries(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_restate_cannot_connect_to_is_named_plainly() {
+        assert_eq!(
+            why("[500 Internal] error when calling 'http://127.0.0.1:9191/': h2 pool connection error: Connection refused (os error 111)"),
+            "Restate cannot reach http://127.0.0.1:9191/ (Connection refused (os error 111))"
+        );
+        assert_eq!(
+            why("[500] the handler panicked"),
+            "Restate's last attempt failed: [500] the handler panicked"
+        );
+    }
 }

@@ -9,7 +9,7 @@ pub const ROOT_MARKERS: [&str; 4] = [".cadre", ".claude", "agents", ".git"];
 
 /// What `.cadre/.gitignore` holds when cadre writes it.
 pub const GITIGNORE: &str =
-    "# Written by cadre: run transcripts and agents' worktrees stay out of git.\nruns/\nworktrees/\n";
+    "# Written by cadre: run transcripts and agents' worktrees stay out of git.\n.gitignore\nruns/\nworktrees/\n";
 
 /// How the project root was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]

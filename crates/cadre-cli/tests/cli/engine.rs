@@ -18,9 +18,14 @@ struct WorkerProc {
 impl WorkerProc {
     /// Starts `cadre worker --name NAME` on a free port, talking to the mock at `model`.
     fn start(name: &str, model: &str, home: &Path, extra: &[&str]) -> Self {
+        Self::start_on("127.0.0.1:0", name, model, home, extra)
+    }
+
+    /// Starts `cadre worker --name NAME` listening on `listen`.
+    fn start_on(listen: &str, name: &str, model: &str, home: &Path, extra: &[&str]) -> Self {
         let log = std::fs::File::create(home.join(format!("{name}.log"))).unwrap();
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-            .args(["-v", "worker", "--listen", "127.0.0.1:0", "--name", name])
+            .args(["-v", "worker", "--listen", listen, "--name", name])
             .args(extra)
             .env("HOME", home)
             .env("ANTHROPIC_BASE_URL", model)
@@ -648,8 +653,14 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
     client.kill().unwrap();
     client.wait().unwrap();
     let id = run_id(dir.path());
+    // The run folder is made once the run was submitted: the run is at least this old.
+    let folder_seen = Instant::now();
+    // A gap the resumed client must count, though it was not there (the run is held by
+    // the gate meanwhile, so the gap is in the run's time whatever the machine's load).
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let prefix = &id[..id.len() - 2];
     let resume_home = tempfile::tempdir().unwrap();
+    let resumed_at = Instant::now();
     let resumed = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
         .args(["resume", prefix])
         .current_dir(dir.path())
@@ -682,6 +693,10 @@ async fn resume_attaches_to_an_engine_run_whose_client_was_killed() {
         3,
         "{summary}"
     );
+    // Its time is the run's, from its submission, not the resumed client's alone.
+    let before = resumed_at.duration_since(folder_seen).as_millis() as u64;
+    let elapsed = summary["elapsed_ms"].as_u64().unwrap();
+    assert!(elapsed >= before, "{elapsed} ms < {before} ms: {summary}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1250,4 +1265,418 @@ async fn record_and_replay_are_refused_on_the_engine_for_what_they_need() {
         .await;
         says_why(&out);
     }
+}
+
+/// Answers of the worker at `addr` to a request sent straight to it, as anyone who reaches
+/// its port could: (status of `/discover`, status of an invocation).
+async fn straight_to(addr: SocketAddr, headers: &[(&str, &str)]) -> (u16, u16) {
+    let client = cadre_testkit::http_client_builder()
+        .http2_prior_knowledge()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut statuses = Vec::new();
+    for (path, body) in [("discover", ""), ("invoke/CadreAgent/run", "{}")] {
+        let mut request = client
+            .post(format!("http://{addr}/{path}"))
+            .header("content-type", "application/vnd.restate.invocation.v5")
+            .header("accept", "application/vnd.restate.endpointmanifest.v3+json")
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        statuses.push(request.send().await.unwrap().status().as_u16());
+    }
+    (statuses[0], statuses[1])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn a_worker_with_an_identity_key_serves_only_what_restate_signed() {
+    use cadre_testkit::restate::{TEST_IDENTITY_KEY, TEST_PUBLIC_PEM};
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    cadre_testkit::git::init_repo(dir.path());
+    let home = tempfile::tempdir().unwrap();
+    let public = home.path().join("restate.pub");
+    std::fs::write(&public, TEST_PUBLIC_PEM).unwrap();
+    let public = public.to_str().unwrap();
+    let mock = MockServer::start().await;
+    mock.route(Match::Any, vec![Reply::text("hello, signed")]);
+    // Straight to the worker: unsigned, or signed by a key it does not know, nothing runs.
+    let worker = WorkerProc::start(
+        "keyed",
+        &mock.uri(),
+        home.path(),
+        &["--identity-key-file", public],
+    );
+    assert_eq!(straight_to(worker.addr, &[]).await, (401, 401));
+    let forged = [
+        ("x-restate-signature-scheme", "v1"),
+        ("x-restate-jwt-v1", "eyJhbGciOiJFZERTQSJ9.e30.c2lnbmF0dXJl"),
+    ];
+    assert_eq!(straight_to(worker.addr, &forged).await, (401, 401));
+    let unsigned = [("x-restate-signature-scheme", "unsigned")];
+    assert_eq!(straight_to(worker.addr, &unsigned).await, (401, 401));
+    // Without a key, the same worker would have answered.
+    let open = WorkerProc::start("open", &mock.uri(), home.path(), &[]);
+    assert_eq!(straight_to(open.addr, &[]).await.0, 200);
+    drop(open);
+    // A Restate server that does not sign cannot register it.
+    let unsigned = RestateServer::start().await.unwrap();
+    assert!(
+        unsigned
+            .register(&format!("http://{}/", worker.addr))
+            .await
+            .is_err(),
+        "an unsigned server registered a worker with a key"
+    );
+    drop(worker);
+    // The server signing with the private key: the worker (its key now the logged form,
+    // from the environment) registers itself and runs the run.
+    let restate = RestateServer::start_signing().await.unwrap();
+    assert!(
+        restate.log().contains(TEST_IDENTITY_KEY),
+        "{}",
+        restate.log()
+    );
+    let admin = restate.admin_url();
+    let cache = home.path().join("cache");
+    let log = std::fs::File::create(home.path().join("signed.log")).unwrap();
+    let mut signed = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["worker", "--listen", "127.0.0.1:0", "--name", "signed"])
+        .args(["--register", &admin, "--cache-dir", cache.to_str().unwrap()])
+        .env("CADRE_IDENTITY_KEY", TEST_IDENTITY_KEY)
+        .env("HOME", home.path())
+        .env("ANTHROPIC_BASE_URL", mock.uri())
+        .env("ANTHROPIC_API_KEY", "sk-worker-secret")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(signed.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    wait_for("the signed worker to register", || {
+        std::fs::read_to_string(home.path().join("signed.log"))
+            .unwrap_or_default()
+            .contains("registered")
+    })
+    .await;
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &[
+            "run",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &restate.ingress_url(),
+            "say hello",
+        ],
+    )
+    .await;
+    let _ = signed.kill();
+    let _ = signed.wait();
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.trim(), "hello, signed");
+}
+
+#[tokio::test]
+async fn a_worker_beyond_loopback_without_a_key_warns_and_a_bad_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("restate.pem");
+    std::fs::write(&private, cadre_testkit::restate::TEST_PRIVATE_PEM).unwrap();
+    // A private key where the public one belongs: refused before anything listens.
+    let out = cadre_env(
+        dir.path(),
+        &[("ANTHROPIC_API_KEY", "sk-test")],
+        &[
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--identity-key-file",
+            private.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("private key") && out.stdout.is_empty(),
+        "{}",
+        out.stderr
+    );
+    // Listening on every address with no key: a warning, before it serves anything.
+    let log = dir.path().join("worker.log");
+    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["worker", "--listen", "0.0.0.0:0"])
+        .env("HOME", dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env_remove("CADRE_IDENTITY_KEY")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("WARNING") && said.contains("without an identity key"),
+        "{said}"
+    );
+    // On loopback, no warning.
+    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["worker", "--listen", "127.0.0.1:0"])
+        .env("HOME", dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(
+        !std::fs::read_to_string(&log).unwrap().contains("WARNING"),
+        "a loopback worker warned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn a_worker_refuses_a_call_with_hooks_however_it_was_sent() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    mock.allow_unused_replies();
+    mock.route(Match::Any, vec![Reply::text("never")]);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let ingress = cadre_engine::client::Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let pwned = dir.path().join("PWNED");
+    let hooked = json!({
+        "name": "main",
+        "description": "hooked",
+        "prompt": "p",
+        "hooks": [{
+            "event": "SessionStart",
+            "command": format!("touch {}", pwned.display()),
+            "timeout_secs": 5,
+            "source": "a call sent straight to the ingress",
+        }],
+    });
+    let plain = json!({"name": "main", "description": "plain", "prompt": "p"});
+    let with_server = json!({
+        "name": "main", "description": "served", "prompt": "p",
+        "mcp_servers": ["files"],
+    });
+    // (the agent's own type, the run's types, permission mode, what the refusal names)
+    let cases = [
+        (
+            hooked.clone(),
+            vec![plain.clone()],
+            "auto",
+            "agent type main has hooks (SessionStart)",
+        ),
+        (
+            plain.clone(),
+            vec![
+                plain.clone(),
+                json!({"name": "helper", "description": "h", "prompt": "p", "hooks": hooked["hooks"]}),
+            ],
+            "auto",
+            "agent type helper has hooks",
+        ),
+        (
+            with_server.clone(),
+            vec![plain.clone()],
+            "auto",
+            "names MCP servers",
+        ),
+        (
+            plain.clone(),
+            vec![plain.clone()],
+            "ask",
+            "permission mode ask",
+        ),
+    ];
+    for (i, (spec, agents, mode, named)) in cases.into_iter().enumerate() {
+        let call: cadre_engine::wire::AgentCall = serde_json::from_value(json!({
+            "run": format!("20260101-000000-{i}"),
+            "agent": {
+                "path": "main", "depth": 0, "spec": spec, "model": "claude-sonnet-5-5",
+                "description": "d", "prompt": "say hello",
+            },
+            "settings": {
+                "workspace": {"kind": "local"},
+                "agents": agents.into_iter().map(|a| json!({"spec": a})).collect::<Vec<_>>(),
+                "max_parallel": 1, "max_depth": 1, "max_fanout": 1, "max_tokens": 100,
+                "context_tokens": 1000, "permissions": {"mode": mode},
+            },
+        }))
+        .unwrap();
+        let id = ingress.submit(&call).await.unwrap();
+        let refused = ingress.attach(&id).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("cannot honour") && refused.contains(named),
+            "case {i}: {refused}"
+        );
+    }
+    assert!(!pwned.exists(), "the worker ran a hook it was sent");
+    assert!(
+        mock.requests().is_empty(),
+        "a refused call reached the model"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn worker_register_pointed_at_the_ingress_says_to_use_the_admin_api() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let restate = RestateServer::start().await.unwrap();
+    let ingress = restate.ingress_url();
+    let out = cadre_env(
+        dir.path(),
+        &[("ANTHROPIC_API_KEY", "sk-test")],
+        &["worker", "--listen", "127.0.0.1:0", "--register", &ingress],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("is Restate's ingress, not its admin API")
+            && out.stderr.contains("9070"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn engine_runs_in_a_fresh_clone_warn_of_uncommitted_changes_only_when_there_are_some() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    cadre_testkit::git::init_repo(dir.path());
+    let mock = MockServer::start().await;
+    mock.route(Match::Any, vec![Reply::text("hello"); 3]);
+    let fleet = Fleet::start(&mock.uri(), &[]).await;
+    let warned = |out: &Output| out.stderr.contains("uncommitted changes");
+    for attempt in 0..2 {
+        let out = fleet.run(dir.path(), &["say hello"]).await;
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        assert!(!warned(&out), "run {attempt}: {}", out.stderr);
+    }
+    assert!(dir.path().join(".cadre/.gitignore").is_file());
+    let status = cadre_testkit::git::git(
+        dir.path(),
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    assert_eq!(status.trim(), "", "cadre's files show in git status");
+    // A change of the user's own is still pointed out.
+    std::fs::write(dir.path().join("notes.txt"), "mine\n").unwrap();
+    let out = fleet.run(dir.path(), &["say hello"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(warned(&out), "{}", out.stderr);
+}
+
+/// Lines a child writes on stderr, gathered as they come.
+fn gather_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stderr = child.stderr.take().unwrap();
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn a_run_whose_worker_cannot_be_reached_says_why_while_it_waits() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap().to_owned();
+    let mock = MockServer::start().await;
+    mock.route(Match::Any, vec![Reply::text("reached at last")]);
+    let restate = RestateServer::start().await.unwrap();
+    let mut worker = WorkerProc::start("gone", &mock.uri(), home.path(), &["--workspace", &folder]);
+    let addr = worker.addr;
+    restate.register(&format!("http://{addr}/")).await.unwrap();
+    worker.kill();
+    let mut client = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args([
+            "run",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &restate.ingress_url(),
+        ])
+        .args(["--restate-admin-url", &restate.admin_url(), "say hello"])
+        .current_dir(dir.path())
+        .env("HOME", home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = gather_stderr(&mut client);
+    let named = format!("cadre: waiting: Restate cannot reach http://{addr}/ (");
+    wait_for("the client to say why the run waits", || {
+        said.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with(&named) && l.contains("try"))
+    })
+    .await;
+    // The worker comes back on the same address: the run goes on and ends.
+    let _back = WorkerProc::start_on(
+        &addr.to_string(),
+        "back",
+        &mock.uri(),
+        home.path(),
+        &["--workspace", &folder],
+    );
+    let out = finish(client).await;
+    let said = said.lock().unwrap().join("\n");
+    assert_eq!(out.code, 0, "{}\n{said}", out.stdout);
+    assert_eq!(out.stdout.trim(), "reached at last");
+    assert!(!said.contains("cannot reach Restate"), "{said}");
 }
