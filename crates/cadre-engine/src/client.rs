@@ -256,23 +256,90 @@ impl Admin {
     pub async fn stuck(&self, root: &str) -> Result<Vec<Stuck>, ClientError> {
         let client = &self.0;
         let url = format!("{}/query", client.base);
-        // Invocation ids are letters, digits and `_`; anything else is not one of them.
-        if !root.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Ok(Vec::new());
-        }
-        let query = format!(
-            "SELECT target, retry_count, last_failure FROM sys_invocation \
-             WHERE last_failure IS NOT NULL AND status = 'backing-off' \
-             AND (id = '{root}' OR trace_id = (SELECT trace_id FROM sys_invocation WHERE id = '{root}')) \
-             ORDER BY retry_count DESC"
-        );
+        // Every ancestor of an invocation still going is still going too (it awaits it), so
+        // the tree is found among those, by who invoked whom.
+        let query = "SELECT id, invoked_by_id, target, retry_count, last_failure, status \
+                     FROM sys_invocation WHERE status <> 'completed'";
         let request = client
             .http
             .post(&url)
             .header("accept", "application/json")
             .json(&serde_json::json!({ "query": query }))
             .timeout(Duration::from_secs(10));
-        let rows: Rows<Stuck> = client.json(&url, request).await?;
-        Ok(rows.rows)
+        let rows: Rows<Going> = client.json(&url, request).await?;
+        Ok(stuck_in(root, rows.rows))
+    }
+}
+
+/// An invocation not yet completed, as the introspection lists it.
+#[derive(Debug, Deserialize)]
+struct Going {
+    id: String,
+    #[serde(default)]
+    invoked_by_id: Option<String>,
+    target: String,
+    #[serde(default)]
+    retry_count: u64,
+    #[serde(default)]
+    last_failure: Option<String>,
+    status: String,
+}
+
+/// Those of `going` in the tree under `root` that are backing off after a failure, most
+/// tried first.
+fn stuck_in(root: &str, going: Vec<Going>) -> Vec<Stuck> {
+    let mut tree = std::collections::BTreeSet::from([root.to_owned()]);
+    // Each pass adds the children of what is in the tree; the tree is shallow.
+    loop {
+        let before = tree.len();
+        for g in &going {
+            if g.invoked_by_id.as_ref().is_some_and(|p| tree.contains(p)) {
+                tree.insert(g.id.clone());
+            }
+        }
+        if tree.len() == before {
+            break;
+        }
+    }
+    let mut stuck: Vec<Stuck> = going
+        .into_iter()
+        .filter(|g| g.status == "backing-off" && tree.contains(&g.id))
+        .filter_map(|g| {
+            Some(Stuck {
+                target: g.target,
+                retry_count: g.retry_count,
+                last_failure: g.last_failure?,
+            })
+        })
+        .collect();
+    stuck.sort_by_key(|s| std::cmp::Reverse(s.retry_count));
+    stuck
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_runs_own_tree_is_stuck() {
+        let going = |id: &str, by: Option<&str>, status: &str, tries: u64| Going {
+            id: id.to_owned(),
+            invoked_by_id: by.map(str::to_owned),
+            target: format!("CadreAgent/run#{id}"),
+            retry_count: tries,
+            last_failure: (status == "backing-off").then(|| format!("failed {id}")),
+            status: status.to_owned(),
+        };
+        let rows = vec![
+            going("grandchild", Some("child"), "backing-off", 3),
+            going("root", None, "suspended", 0),
+            going("child", Some("root"), "suspended", 0),
+            going("other", None, "backing-off", 9),
+            going("sibling", Some("root"), "backing-off", 5),
+        ];
+        let stuck = stuck_in("root", rows);
+        let names: Vec<&str> = stuck.iter().map(|s| s.last_failure.as_str()).collect();
+        assert_eq!(names, ["failed sibling", "failed grandchild"]);
     }
 }
