@@ -45,7 +45,7 @@ pub enum WorkerError {
     #[error("{0}")]
     Unsupported(String),
     /// The request-identity key given to the worker is not one.
-    #[error("the identity key: {0}")]
+    #[error("{0}")]
     IdentityKey(#[from] crate::identity::IdentityKeyError),
 }
 

@@ -50,15 +50,10 @@ pub struct WorkerCmd {
     /// Serve only requests the Restate server signed: its request-identity public key,
     /// `publickeyv1_…` as the server logs it at start-up (docs/engine.md says how to make
     /// the key pair).
-    #[arg(
-        long,
-        env = "CADRE_IDENTITY_KEY",
-        value_name = "KEY",
-        conflicts_with = "identity_key_file"
-    )]
+    #[arg(long, env = "CADRE_IDENTITY_KEY", value_name = "KEY")]
     pub identity_key: Option<String>,
-    /// Like --identity-key, read from FILE: `publickeyv1_…`, or the PEM public key
-    /// `openssl pkey -pubout` writes.
+    /// Like --identity-key (and before it), read from FILE: `publickeyv1_…`, or the PEM
+    /// public key `openssl pkey -pubout` writes.
     #[arg(long, env = "CADRE_IDENTITY_KEY_FILE", value_name = "FILE")]
     pub identity_key_file: Option<PathBuf>,
     /// This worker's name in the live roster [default: the host name and the port].

@@ -91,18 +91,18 @@ pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
     }
 }
 
-/// The request-identity key from --identity-key (or `CADRE_IDENTITY_KEY`) or the file
-/// --identity-key-file names; `None` without either.
+/// The request-identity key from the file --identity-key-file names, else from
+/// --identity-key (or `CADRE_IDENTITY_KEY`); `None` without either.
 fn identity_key(key: Option<String>, file: Option<&std::path::Path>) -> Result<Option<String>> {
+    // The file is named on purpose; the key may come from the environment.
     match (key, file) {
-        (Some(key), _) => Ok(Some(key)),
-        (None, Some(file)) => std::fs::read_to_string(file).map(Some).map_err(|e| {
+        (key, None) => Ok(key),
+        (_, Some(file)) => std::fs::read_to_string(file).map(Some).map_err(|e| {
             CliError::config_from(
                 format!("cannot read --identity-key-file {}", file.display()),
                 e,
             )
         }),
-        (None, None) => Ok(None),
     }
 }
 
