@@ -384,8 +384,14 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         .unwrap_or_else(Instant::now);
     let (roster_tx, roster_rx) = tokio::sync::watch::channel((Vec::<Progress>::new(), 0u64));
     let (stuck_tx, mut stuck_rx) = tokio::sync::watch::channel(Vec::<Stuck>::new());
-    let _stop_asking = meta.admin.as_deref().and_then(|admin| {
-        let admin = Admin::new(admin).ok()?;
+    // The flag given now, else where the run was told the admin API is, else its default.
+    let admin = args
+        .restate_admin_url
+        .clone()
+        .or_else(|| meta.admin.clone())
+        .or_else(|| Admin::beside(&meta.ingress));
+    let _stop_asking = admin.and_then(|admin| {
+        let admin = Admin::new(&admin).ok()?;
         let root = meta.invocation.clone();
         Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
             async move {
