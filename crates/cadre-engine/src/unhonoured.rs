@@ -50,3 +50,54 @@ fn of_type(spec: &AgentSpec) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::wire::AgentCall;
+    use serde_json::{json, Value};
+
+    fn call(own: Value, agents: &[Value], mode: &str) -> AgentCall {
+        serde_json::from_value(json!({
+            "run": "r",
+            "agent": {"path": "main", "depth": 0, "spec": own, "model": "m", "description": "d", "prompt": "p"},
+            "settings": {
+                "workspace": {"kind": "local"},
+                "agents": agents.iter().map(|a| json!({"spec": a})).collect::<Vec<_>>(),
+                "max_parallel": 1, "max_depth": 1, "max_fanout": 1, "max_tokens": 1,
+                "context_tokens": 1, "permissions": {"mode": mode},
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_plain_call_is_honoured_and_each_thing_a_worker_cannot_do_is_named_once() {
+        let plain = json!({"name": "main", "prompt": "p"});
+        assert!(unhonoured(&call(
+            plain.clone(),
+            std::slice::from_ref(&plain),
+            "deny-writes"
+        ))
+        .is_empty());
+        let hook =
+            json!([{"event": "PreToolUse", "command": "true", "timeout_secs": 1, "source": "s"}]);
+        let hooked = json!({"name": "main", "prompt": "p", "hooks": hook});
+        let served = json!({"name": "x", "prompt": "p", "mcp_servers": ["files"]});
+        let teamed =
+            json!({"name": "main", "prompt": "p", "tools": ["SendMessage"], "hooks": hook});
+        let lines = unhonoured(&call(hooked.clone(), &[hooked, served], "ask"));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("agent type main has hooks (PreToolUse)"));
+        assert!(lines[1].contains("agent type x names MCP servers"));
+        assert!(lines[2].contains("permission mode ask"));
+        let lines = unhonoured(&call(teamed, &[plain], "auto"));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("teams run only in one process")),
+            "{lines:?}"
+        );
+    }
+}

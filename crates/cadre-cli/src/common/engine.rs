@@ -105,6 +105,8 @@ pub async fn run(
             permissions,
         },
     };
+    // The workers' own check, made here too: what they would refuse is not submitted.
+    refuse(&cadre_engine::unhonoured(&call))?;
     let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
     let submitted_ms = now_ms();
     let invocation = ingress.submit(&call).await.map_err(|e| {
