@@ -259,7 +259,7 @@ impl Admin {
         // Every ancestor of an invocation still going is still going too (it awaits it), so
         // the tree is found among those, by who invoked whom.
         let query = "SELECT id, invoked_by_id, target, retry_count, last_failure, status \
-                     FROM sys_invocation WHERE status <> 'completed'";
+                     FROM sys_invocation WHERE status <> 'completed' AND target LIKE 'Cadre%'";
         let request = client
             .http
             .post(&url)

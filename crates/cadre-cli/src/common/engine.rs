@@ -404,7 +404,8 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
                             break;
                         }
                     }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    // The query reads every partition: asked seldom, it costs Restate little.
+                    tokio::time::sleep(Duration::from_secs(2)).await;
                 }
             },
         )))
