@@ -117,7 +117,9 @@ impl CliError {
             Self::Config { .. } | Self::Invalid(_) => Code::Config,
             Self::Failed { .. } | Self::Io(_) => Code::Failed,
             Self::Run(e) => match e {
-                RunError::RunDir(_) | RunError::Journal(_) => Code::Failed,
+                RunError::RunDir(_) | RunError::Journal(_) | RunError::Stopped { .. } => {
+                    Code::Failed
+                }
                 // Compacting is one model request; its failure is the model's.
                 RunError::Compact(_) => Code::Api,
                 _ => Code::Config,

@@ -223,9 +223,18 @@ impl RunDir {
     }
 
     /// Writes `summary.json`.
+    ///
+    /// Written beside it and renamed into place: a disk too full for it leaves the one it
+    /// had (or none), never a file cut short.
     pub fn write_summary(&self, summary: &impl Serialize) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
-        std::fs::write(self.summary_file(), text + "\n")
+        let file = self.summary_file();
+        let new = self.dir.join(format!("{SUMMARY_FILE}.new"));
+        let written = std::fs::write(&new, text + "\n").and_then(|()| std::fs::rename(&new, &file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&new);
+        }
+        written
     }
 }
 

@@ -463,12 +463,13 @@ impl Agent {
         }
     }
 
-    /// Appends a step to the journal, if there is one; a failure to write it is logged and
-    /// the run goes on (it only loses the ability to resume from here).
+    /// Appends a step to the journal, if there is one. A run's journal that cannot be
+    /// written stops the run (see [`crate::record::failure`]): the agent is cancelled and
+    /// stops at its next step.
     pub(crate) async fn journal(&self, step: &Step) {
         if let Some(journal) = &self.journal {
             if let Err(e) = journal.append(step).await {
-                tracing::warn!(agent = %self.config.path, "could not journal a step: {e}");
+                crate::record::failure::log_unjournaled(Some(&self.config.path), &e);
             }
         }
     }

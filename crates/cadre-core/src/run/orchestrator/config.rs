@@ -199,6 +199,16 @@ pub enum RunError {
     /// Compacting the conversation failed.
     #[error("could not compact the conversation: {0}")]
     Compact(#[source] crate::run::compaction::CompactError),
+    /// The run stopped before its end, as a file it keeps (its journal, a whole answer)
+    /// could not be written; its journal ends on the last step written whole.
+    #[error("the run stopped, as it {lost}; once that can be written, `cadre resume {run}` carries it on")]
+    Stopped {
+        /// The run's id.
+        run: String,
+        /// What it could not keep.
+        #[source]
+        lost: crate::record::failure::Lost,
+    },
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),

@@ -16,7 +16,7 @@ impl Orchestrator {
         self.first_run()?;
         let result = self.carry_on(run, follow_up).await;
         self.close_events();
-        result
+        self.unless_failed(result)
     }
 
     async fn carry_on(
@@ -149,7 +149,7 @@ impl Orchestrator {
             tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
         }
         let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
-        let journal: Arc<dyn Journal> = Arc::new(journal);
+        let journal = self.failure.guard(Arc::new(journal));
         let primary = self.load_tree(&journal, &spec.name, &run_dir).await?;
         let Some(rebuilt) = primary else {
             return Err(RunError::NoJournal(id));

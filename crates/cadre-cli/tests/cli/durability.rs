@@ -1,0 +1,124 @@
+use super::*;
+use cadre_testkit::prereq;
+
+/// With `.cadre/runs` on a file system that fills up mid-run, the run stops at once with
+/// exit 4 naming the journal, which ends on its last whole step; once there is room again,
+/// `cadre resume` carries the run on to its end and the long answer is kept whole.
+#[tokio::test]
+#[cfg_attr(
+    not(has_tmpfs_mount),
+    ignore = "needs a mount namespace to fill a small disk in: `unshare` (util-linux) with user namespaces allowed, or root"
+)]
+async fn a_full_run_folder_stops_the_run_with_exit_4_and_resume_finishes_it_once_there_is_room() {
+    let Some(_) = prereq::find_or_skip(
+        &prereq::TMPFS_MOUNT,
+        "install util-linux and allow user namespaces, or run as root",
+    ) else {
+        return;
+    };
+    let namespace = prereq::mount_namespace().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let runs = dir.path().join(".cadre/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    // More than the file system holds, and more than a tool result: kept in results/.
+    let report: String = (0..4000)
+        .map(|i| format!("finding {i:04}: {}\n", "x".repeat(90)))
+        .collect();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Big job")]),
+            Reply::text("parent done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Big job".into()),
+        vec![Reply::text(&report), Reply::text(&report)],
+    );
+    // The run on a 256 KiB file system, what it left copied out, then the resume on 16 MiB:
+    // the mounts live as long as the namespace, this one script.
+    let script = r#"
+        mount -t tmpfs -o size=256k tmpfs "$RUNS" || exit 90
+        "$CADRE" run "PARENT task" > "$OUT/run.out" 2> "$OUT/run.err"
+        echo $? > "$OUT/run.code"
+        mkdir "$OUT/after-run" && cp -r "$RUNS/." "$OUT/after-run/"
+        mount -o remount,size=16m "$RUNS" || exit 91
+        "$CADRE" resume > "$OUT/resume.out" 2> "$OUT/resume.err"
+        echo $? > "$OUT/resume.code"
+        mkdir "$OUT/after-resume" && cp -r "$RUNS/." "$OUT/after-resume/"
+    "#;
+    let mut command = std::process::Command::new(&namespace[0]);
+    command
+        .args(&namespace[1..])
+        .args(["sh", "-c", script])
+        .current_dir(dir.path())
+        .env("RUNS", &runs)
+        .env("OUT", out.path())
+        .env("CADRE", assert_cmd::cargo::cargo_bin("cadre"))
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null());
+    let status = tokio::task::spawn_blocking(move || command.status().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "the script failed: {status}");
+    let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap();
+
+    assert_eq!(read("run.code").trim(), "4", "{}", read("run.err"));
+    let err = read("run.err");
+    assert!(
+        err.contains("journal.jsonl") && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert!(err.contains("cadre resume"), "{err}");
+    let after_run: Vec<_> = std::fs::read_dir(out.path().join("after-run"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(after_run.len(), 1, "{after_run:?}");
+    let journal = std::fs::read_to_string(after_run[0].join("journal.jsonl")).unwrap();
+    // Every line a whole step, up to the one that did not fit: the explorer's answer.
+    assert!(journal.ends_with('\n'));
+    let steps: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["step"] == "started" && s["agent"] == "main/explore#1"),
+        "{journal}"
+    );
+    assert!(
+        !journal.contains("finding 0000"),
+        "the answer was journaled"
+    );
+    // What was kept is whole: no summary cut short.
+    if let Ok(summary) = std::fs::read_to_string(after_run[0].join("summary.json")) {
+        serde_json::from_str::<Value>(&summary).unwrap();
+    }
+
+    assert_eq!(read("resume.code").trim(), "0", "{}", read("resume.err"));
+    assert!(
+        read("resume.out").contains("parent done"),
+        "{}",
+        read("resume.out")
+    );
+    let run = out
+        .path()
+        .join("after-resume")
+        .join(after_run[0].file_name().unwrap());
+    let results: Vec<_> = std::fs::read_dir(run.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(std::fs::read_to_string(&results[0]).unwrap(), report);
+}
