@@ -18,6 +18,7 @@ const EXIT_CODES: &str = "Exit codes:
   3    the model API failed
   4    cadre itself failed (a file it could not read or write, a damaged run folder,
        the engine lost while following a run)
+  129  the terminal closed (SIGHUP): every agent was stopped, as for Ctrl-C
   130  cancelled with Ctrl-C or SIGTERM";
 
 /// cadre — a multi-agent orchestrator for coding work.

@@ -18,6 +18,8 @@ pub enum Code {
     /// 4: cadre itself failed: a file could not be read or written, a run folder is
     /// damaged, the engine could not be reached.
     Failed = 4,
+    /// 129: the terminal closed (SIGHUP); the run was stopped as for Ctrl-C.
+    HungUp = 129,
     /// 130: cancelled by Ctrl-C or SIGTERM.
     Cancelled = 130,
 }

@@ -1,6 +1,16 @@
+use super::sessions::run_with_a_sleeper;
 use super::*;
 use cadre_testkit::prereq;
 
+/// The run folder of the one run in `dir`.
+fn only_run(dir: &Path) -> PathBuf {
+    let runs: Vec<_> = std::fs::read_dir(dir.join(".cadre/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
+}
 /// With `.cadre/runs` on a file system that fills up mid-run, the run stops at once with
 /// exit 4 naming the journal, which ends on its last whole step; once there is room again,
 /// `cadre resume` carries the run on to its end and the long answer is kept whole.
@@ -121,4 +131,42 @@ async fn a_full_run_folder_stops_the_run_with_exit_4_and_resume_finishes_it_once
         .collect();
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(std::fs::read_to_string(&results[0]).unwrap(), report);
+}
+
+/// Closing the terminal (SIGHUP) stops the run as Ctrl-C does: the agents' commands are
+/// killed, not left running with no one to end them, and the summary is written.
+#[tokio::test]
+async fn sighup_kills_the_agents_commands_writes_the_summary_and_exits_129() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let (mut child, stderr) = run_with_a_sleeper(&server, dir.path(), home.path(), &[]).await;
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the command's pid", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
+    })
+    .await;
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let group = nix::unistd::Pid::from_raw(sleeper);
+    assert!(nix::sys::signal::killpg(group, None).is_ok());
+    let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGHUP).unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let said = stderr.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(129), "{said}");
+    assert!(said.contains("SIGHUP"), "{said}");
+    assert!(
+        nix::sys::signal::killpg(group, None).is_err(),
+        "the subagent's command (group {sleeper}) was left running"
+    );
+    let run = only_run(dir.path());
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
 }
