@@ -1,4 +1,4 @@
-use super::sessions::run_with_a_sleeper;
+use super::sessions::{journal, kill, run_with_a_sleeper, spawn_cadre};
 use super::*;
 use cadre_testkit::prereq;
 
@@ -169,4 +169,84 @@ async fn sighup_kills_the_agents_commands_writes_the_summary_and_exits_129() {
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["stop"]["kind"], "cancelled", "{summary}");
+}
+/// A read-only agent may hold an MCP server's tools, which run outside the sandbox: a call
+/// of one that does not say it only reads, cut by a crash, is reported to the model as
+/// interrupted on resume — never sent to the server a second time.
+#[tokio::test]
+async fn a_read_only_agents_changing_mcp_call_cut_by_a_crash_is_not_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let log = outside.path().join("mcp.log");
+    let config = outside.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"t": {
+            "command": cadre_testkit::mcp_server_binary(),
+            "args": ["--log", log],
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    write_file(
+        &dir.path().join(".cadre/agents/looker.yaml"),
+        "name: looker\ndescription: Looks things up.\nmode: subagent\nread_only: true\ntools: [read_file, mcp__t__hang]\nprompt: Look.\n",
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "looker", "Look job")]),
+            Reply::text("parent done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Look job".into()),
+        // `hang` says nothing of only reading: a call of it may change the world.
+        vec![
+            Reply::tool_use("h1", "mcp__t__hang", json!({})),
+            Reply::text("looker done"),
+        ],
+    );
+    let config_arg = config.to_str().unwrap();
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--mcp-config", config_arg, "PARENT task"],
+    );
+    let calls = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("call hang"))
+            .count()
+    };
+    wait_for("the MCP server to receive the call", || calls(&log) == 1).await;
+    kill(&mut child);
+    // The server would end once its drain times out; end it now, as the crash would.
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        if let Some(pid) = line.strip_prefix("start ") {
+            let pid = nix::unistd::Pid::from_raw(pid.trim().parse().unwrap());
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    assert!(journal(dir.path()).contains("\"tool_started\""));
+
+    let out = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+        // Should the call be sent again, it fails soon instead of hanging the test.
+        &["resume", "--mcp-config", config_arg, "--mcp-timeout", "5"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("parent done"), "{}", out.stdout);
+    assert_eq!(calls(&log), 1, "the call was sent again");
+    let (is_error, text) = result_of(&server.requests(), "h1");
+    assert!(is_error && text.contains("interrupted"), "{text}");
 }
