@@ -98,7 +98,7 @@ impl Session {
                 note_left_out();
             }
         }
-        if let Err(e) = crate::common::project::write_gitignore(&root) {
+        if let Err(e) = RunDir::write_gitignore(&root) {
             errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
         }
         let workspace = Workspace::new(&root)
