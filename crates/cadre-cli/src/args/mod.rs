@@ -37,6 +37,12 @@ pub struct Cli {
     /// Print only the answer: no live display, no usage table.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Go on with the newest run of this project, as in Claude Code: `cadre -c` opens the
+    /// conversation again on a terminal (`cadre chat --continue`), and without one takes
+    /// the follow-up from stdin (`cadre run --continue`); before `run` or `chat`, their own
+    /// --continue.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_last: bool,
     /// What to do [default on a terminal: `chat`, an interactive session].
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -542,6 +548,29 @@ pub fn from_env() -> Cli {
 /// (a flag, the environment) noted, so settings files fill only the rest.
 pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
     let mut cli = Cli::from_arg_matches(&matches)?;
+    if cli.continue_last {
+        let follow = match &mut cli.command {
+            Some(Command::Run(cmd)) => Some(&mut cmd.follow),
+            Some(Command::Chat(cmd)) => Some(&mut cmd.follow),
+            // `cadre -c` alone: the command is chosen where it runs (a terminal or not).
+            None => None,
+            Some(_) => {
+                return Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "-c/--continue goes on with the newest run: it goes with `cadre` alone, `cadre run` or `cadre chat`",
+                ))
+            }
+        };
+        if let Some(follow) = follow {
+            if follow.resume.is_some() {
+                return Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "-c/--continue and --resume RUN_ID name different runs: give one",
+                ));
+            }
+            follow.continue_last = true;
+        }
+    }
     let mut leaf = &matches;
     while let Some((_, sub)) = leaf.subcommand() {
         leaf = sub;

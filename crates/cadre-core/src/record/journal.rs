@@ -538,9 +538,10 @@ impl RunState {
         })
     }
 
-    /// Whether `cadre resume` can carry it on: it never ended, or was cancelled.
+    /// Whether `cadre resume` can carry it on: it never ended, was cancelled, or stopped
+    /// as the model API failed (the request is sent again).
     pub fn resumable(&self) -> bool {
-        matches!(self.finished, None | Some(StopKind::Cancelled))
+        self.finished.as_ref().is_none_or(StopKind::resumes)
     }
 
     /// Whether it can take a follow-up: it ended (a cancelled run too).
