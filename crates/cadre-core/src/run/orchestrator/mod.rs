@@ -383,7 +383,7 @@ impl Orchestrator {
     pub(super) fn unless_failed<T>(&self, result: Result<T, RunError>) -> Result<T, RunError> {
         match self.failure.take() {
             Some(lost) => Err(RunError::Stopped {
-                run: self.run_id(),
+                run: self.run_dir().map(|d| d.id().to_owned()),
                 lost,
             }),
             None => result,
