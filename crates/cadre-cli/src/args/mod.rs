@@ -16,8 +16,8 @@ const EXIT_CODES: &str = "Exit codes:
        a hook stopped it)
   2    bad usage or configuration (no key, bad folder or flag, unknown agent type)
   3    the model API failed
-  4    cadre itself failed (a file it could not read or write, a damaged run folder,
-       the engine lost while following a run)
+  4    cadre itself failed (a file it could not read or write, a run folder that
+       filled up, a damaged run folder, the engine lost while following a run)
   129  the terminal closed (SIGHUP): every agent was stopped, as for Ctrl-C
   130  cancelled with Ctrl-C or SIGTERM";
 
@@ -58,9 +58,10 @@ pub enum Command {
     /// and every subagent it started; Ctrl-D or /exit leaves; /help lists the commands.
     /// This is what `cadre` with no command does on a terminal.
     Chat(Box<ChatCmd>),
-    /// Carry on a run that was killed or crashed, from its journal: every agent that was
-    /// running goes on; no journaled model request is sent again and no journaled tool call
-    /// runs again (a changing tool cut off mid-call is reported to the model as interrupted).
+    /// Carry on a run that was killed, crashed, filled its disk or stopped as the model API
+    /// failed, from its journal: every agent that was running goes on; no journaled model
+    /// request is sent again and no journaled tool call runs again (a call that may have
+    /// changed something, cut off mid-call, is reported to the model as interrupted).
     Resume(Box<ResumeCmd>),
     /// Show what this machine enforces (the kernel's Landlock ABI and the sandbox rules),
     /// the project root, its instruction files, its settings files, and every hook with
