@@ -37,7 +37,7 @@ pub enum Lost {
 
 /// The first file a run could not keep, and the token that stops the run when it comes.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     first: Mutex<Option<Lost>>,
     /// Set with the first failure, and kept set once it is taken to be reported.
     failed: AtomicBool,
@@ -90,7 +90,7 @@ impl Failure {
 
 /// Logs a step of the agent at `agent` (of the run, for `None`) that `e` kept out of the
 /// journal: a warning, unless the run is stopping for a failure already told.
-pub fn log_unjournaled(agent: Option<&str>, e: &JournalError) {
+pub(crate) fn log_unjournaled(agent: Option<&str>, e: &JournalError) {
     match (e, agent) {
         (JournalError::Stopped, _) => tracing::debug!(?agent, "not journaled: {e}"),
         (_, Some(agent)) => tracing::warn!(agent, "could not journal a step: {e}"),
