@@ -250,3 +250,81 @@ async fn a_read_only_agents_changing_mcp_call_cut_by_a_crash_is_not_sent_again()
     let (is_error, text) = result_of(&server.requests(), "h1");
     assert!(is_error && text.contains("interrupted"), "{text}");
 }
+
+/// A subagent's long answer that cannot be kept in the run folder's `results/` stops the
+/// run as a journal that cannot be written does (exit 4, naming the file), rather than reach
+/// its parent cut; once the folder can be written, `cadre resume` hands the answer on whole.
+#[tokio::test]
+async fn a_long_answer_that_cannot_be_kept_stops_the_run_and_resume_hands_it_on_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // More than a tool result holds.
+    let report: String = (0..600)
+        .map(|i| format!("finding {i:04}: {}\n", "y".repeat(90)))
+        .collect();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Long job")]),
+            Reply::text("parent done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Long job".into()),
+        vec![Reply::text(&report)],
+    );
+    let gate = server.gate(Match::FirstUserContains("Long job".into()));
+    let mut command = super::sessions::cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "PARENT task"],
+    );
+    command.stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stderr = super::sessions::collect_stderr(&mut child);
+    wait_for("the explorer's request", || gate.waiting() == 1).await;
+    // Where results/ would be made, a file: the answer cannot be kept.
+    let run = only_run(dir.path());
+    std::fs::write(run.join("results"), "in the way").unwrap();
+    gate.open();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let said = stderr.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("could not keep the whole answer of main/explore#1")
+            && said.contains("results")
+            && said.contains("cadre resume"),
+        "{said}"
+    );
+    // The parent never journaled a cut answer: the resume hands the whole one on.
+    assert!(!journal(dir.path()).contains("\"parent done\""));
+    std::fs::remove_file(run.join("results")).unwrap();
+    let out = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+        &["resume"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("parent done"), "{}", out.stdout);
+    let kept: Vec<_> = std::fs::read_dir(run.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), report);
+    // The model asked once for the answer: the resume took it from the journal.
+    let asked = server
+        .requests()
+        .iter()
+        .filter(|r| r.first_user_text() == "Long job")
+        .count();
+    assert_eq!(asked, 1);
+}
