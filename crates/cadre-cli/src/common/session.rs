@@ -319,6 +319,13 @@ impl Session {
             if quiet || args.output_format != OutputFormat::Text {
                 errln!("cadre: {e}");
             }
+            // The journal keeps the conversation: the failed request can be sent again.
+            if let Some(dir) = orchestrator.run_dir() {
+                errln!(
+                    "cadre: once the API answers again, `cadre resume {}` sends the request again",
+                    dir.id()
+                );
+            }
         }
         let code = match ended.get() {
             Some(Ending::HungUp) => Code::HungUp,

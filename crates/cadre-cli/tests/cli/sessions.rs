@@ -767,6 +767,7 @@ async fn resume_retries_a_run_that_stopped_on_a_model_api_failure() {
         "{}",
         out.stderr
     );
+    assert!(out.stderr.contains("`cadre resume "), "{}", out.stderr);
     let failed = server.requests().pop().unwrap();
     let out = cadre_env(dir.path(), &env, &["resume"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
