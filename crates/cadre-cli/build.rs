@@ -1,5 +1,6 @@
 //! Marks the tests that need an outside program ignored where it is missing: Restate and
-//! HAProxy (engine), Chromium (the HTML page's script), the published MCP server from npm.
+//! HAProxy (engine), Chromium (the HTML page's script), the published MCP server from npm,
+//! and a mount namespace to fill a small disk in.
 
 #[allow(dead_code)] // The tests use its finders; this script only emits cfgs.
 #[path = "../cadre-testkit/src/prereq.rs"]
@@ -11,5 +12,6 @@ fn main() {
         prereq::HAPROXY,
         prereq::CHROMIUM,
         prereq::NPM_MCP_FILESYSTEM,
+        prereq::TMPFS_MOUNT,
     ]);
 }

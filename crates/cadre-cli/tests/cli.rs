@@ -165,6 +165,11 @@ mod mcp;
 #[path = "cli/sessions.rs"]
 mod sessions;
 
+/// Nothing lost when the terminal or the disk goes (SIGHUP, a full run folder), and nothing
+/// that may have changed the world sent again after a crash.
+#[path = "cli/durability.rs"]
+mod durability;
+
 /// The interactive session, driven through a pseudo-terminal as a person would.
 #[path = "cli/interactive.rs"]
 mod interactive;

@@ -93,6 +93,49 @@ pub const NPM_MCP_FILESYSTEM: Prereq = Prereq {
     dirs: &[],
 };
 
+/// A mount namespace of the test's own where a small file system can be mounted and fill
+/// up, for the tests of a full disk: `unshare`, with a user namespace where the user is not
+/// root (see [`mount_namespace`]).
+pub const TMPFS_MOUNT: Prereq = Prereq {
+    cfg: "has_tmpfs_mount",
+    require_env: "CADRE_REQUIRE_TMPFS_MOUNT",
+    find: unshare_that_mounts,
+    npm_prefix: None,
+    env: &[],
+    dirs: &[],
+};
+
+/// The command line prefix that runs a command in a mount namespace of its own where it may
+/// mount a tmpfs: `unshare --user --map-root-user --mount` (no root needed where user
+/// namespaces are allowed), else `unshare --mount` (root); `None` where neither mounts one.
+/// The namespace's mounts end with it and are never seen outside.
+pub fn mount_namespace() -> Option<Vec<String>> {
+    let unshare = on_path("unshare")?;
+    let probe = std::env::temp_dir().join(format!("cadre-tmpfs-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&probe).ok()?;
+    let flags: [&[&str]; 2] = [&["--user", "--map-root-user", "--mount"], &["--mount"]];
+    let works = flags.into_iter().find(|flags| {
+        std::process::Command::new(&unshare)
+            .args(*flags)
+            .args(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&probe)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    let _ = std::fs::remove_dir(&probe);
+    let flags = works?;
+    let mut prefix = vec![unshare.to_string_lossy().into_owned()];
+    prefix.extend(flags.iter().map(|f| (*f).to_owned()));
+    Some(prefix)
+}
+
+/// `unshare`, where it can give a command a tmpfs of its own ([`mount_namespace`]).
+fn unshare_that_mounts() -> Option<PathBuf> {
+    mount_namespace().and_then(|prefix| prefix.into_iter().next().map(PathBuf::from))
+}
+
 /// Where Debian installs HAProxy, often not on a user's `PATH`.
 const DEBIAN_SBIN: &str = "/usr/sbin";
 

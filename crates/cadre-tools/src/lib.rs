@@ -116,6 +116,14 @@ pub trait Tool: Send + Sync {
             Rerun::Never
         }
     }
+    /// What a resumed run may do with this call, of `input` by the agent of `ctx`, if a
+    /// crash cut it short: the tool's answer for the call (default: [`Tool::rerun`]). Only a
+    /// tool the sandbox confines may answer [`Rerun::Repeat`] for a changing call because
+    /// the agent is read-only, and only where the sandbox leaves it no way to change anything.
+    fn rerun_call(&self, input: &Value, ctx: &ToolContext) -> Rerun {
+        let _ = (input, ctx);
+        self.rerun()
+    }
     /// Whether this call needs the calling agent's conversation (in
     /// [`ToolContext::conversation`]); default no. A tool that starts an agent from it (a
     /// fork) says yes, for the calls that do.

@@ -119,6 +119,16 @@ pub struct SandboxStatus {
     pub summary: String,
 }
 
+impl SandboxStatus {
+    /// Whether a read-only agent's sandboxed command, with network access or not
+    /// (`allow_network`), can change nothing outside its scratch folder: file writes and
+    /// metadata, TCP, signals and UNIX sockets are all denied (ABI 9, network off). UDP,
+    /// which Landlock does not cover, is the one way it leaves open.
+    pub fn confines_read_only(&self, allow_network: bool) -> bool {
+        !allow_network && self.abi >= 9 && self.fs_write_restriction && self.metadata_restriction
+    }
+}
+
 /// How far a spawned command's confinement went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enforcement {

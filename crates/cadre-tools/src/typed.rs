@@ -78,6 +78,12 @@ pub trait TypedTool: Send + Sync + 'static {
             crate::Rerun::Never
         }
     }
+    /// What a resumed run may do with this call if a crash cut it short (see
+    /// [`Tool::rerun_call`]; default: [`Self::rerun`]).
+    fn rerun_call(&self, input: &Value, ctx: &ToolContext) -> crate::Rerun {
+        let _ = (input, ctx);
+        TypedTool::rerun(self)
+    }
     /// Whether this call needs the calling agent's conversation (see
     /// [`Tool::wants_conversation`]); default no.
     fn wants_conversation(&self, _input: &Value) -> bool {
@@ -116,6 +122,10 @@ impl<T: TypedTool> Tool for T {
 
     fn rerun(&self) -> crate::Rerun {
         TypedTool::rerun(self)
+    }
+
+    fn rerun_call(&self, input: &Value, ctx: &ToolContext) -> crate::Rerun {
+        TypedTool::rerun_call(self, input, ctx)
     }
 
     fn wants_conversation(&self, input: &Value) -> bool {

@@ -16,8 +16,9 @@ const EXIT_CODES: &str = "Exit codes:
        a hook stopped it)
   2    bad usage or configuration (no key, bad folder or flag, unknown agent type)
   3    the model API failed
-  4    cadre itself failed (a file it could not read or write, a damaged run folder,
-       the engine lost while following a run)
+  4    cadre itself failed (a file it could not read or write, a run folder that
+       filled up, a damaged run folder, the engine lost while following a run)
+  129  the terminal closed (SIGHUP): every agent was stopped, as for Ctrl-C
   130  cancelled with Ctrl-C or SIGTERM";
 
 /// cadre — a multi-agent orchestrator for coding work.
@@ -36,6 +37,12 @@ pub struct Cli {
     /// Print only the answer: no live display, no usage table.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Go on with the newest run of this project, as in Claude Code: `cadre -c` opens the
+    /// conversation again on a terminal (`cadre chat --continue`), and without one takes
+    /// the follow-up from stdin (`cadre run --continue`); before `run` or `chat`, their own
+    /// --continue.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_last: bool,
     /// What to do [default on a terminal: `chat`, an interactive session].
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -51,9 +58,10 @@ pub enum Command {
     /// and every subagent it started; Ctrl-D or /exit leaves; /help lists the commands.
     /// This is what `cadre` with no command does on a terminal.
     Chat(Box<ChatCmd>),
-    /// Carry on a run that was killed or crashed, from its journal: every agent that was
-    /// running goes on; no journaled model request is sent again and no journaled tool call
-    /// runs again (a changing tool cut off mid-call is reported to the model as interrupted).
+    /// Carry on a run that was killed, crashed, filled its disk or stopped as the model API
+    /// failed, from its journal: every agent that was running goes on; no journaled model
+    /// request is sent again and no journaled tool call runs again (a call that may have
+    /// changed something, cut off mid-call, is reported to the model as interrupted).
     Resume(Box<ResumeCmd>),
     /// Show what this machine enforces (the kernel's Landlock ABI and the sandbox rules),
     /// the project root, its instruction files, its settings files, and every hook with
@@ -545,6 +553,29 @@ pub fn from_env() -> Cli {
 /// (a flag, the environment) noted, so settings files fill only the rest.
 pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
     let mut cli = Cli::from_arg_matches(&matches)?;
+    if cli.continue_last {
+        let follow = match &mut cli.command {
+            Some(Command::Run(cmd)) => Some(&mut cmd.follow),
+            Some(Command::Chat(cmd)) => Some(&mut cmd.follow),
+            // `cadre -c` alone: the command is chosen where it runs (a terminal or not).
+            None => None,
+            Some(_) => {
+                return Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "-c/--continue goes on with the newest run: it goes with `cadre` alone, `cadre run` or `cadre chat`",
+                ))
+            }
+        };
+        if let Some(follow) = follow {
+            if follow.resume.is_some() {
+                return Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "-c/--continue and --resume RUN_ID name different runs: give one",
+                ));
+            }
+            follow.continue_last = true;
+        }
+    }
     let mut leaf = &matches;
     while let Some((_, sub)) = leaf.subcommand() {
         leaf = sub;

@@ -8,10 +8,13 @@ use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run, print_runs};
 use crate::common::session::{Job, Session, Signals};
+use crate::common::signals::{self, Ending};
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const HELP: &str = "\
 Type a message and press Enter; end a line with \\ to go on on the next one.
@@ -81,6 +84,8 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     );
     let mut last_summary = None;
     let mut code = Code::Done;
+    let idle = Arc::new(AtomicBool::new(true));
+    spawn_idle_watch(idle.clone());
     loop {
         // The editor blocks on the terminal; the runtime keeps serving other tasks meanwhile.
         let line = tokio::task::block_in_place(|| editor.readline("> "));
@@ -153,7 +158,16 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                         }
                     },
                 };
-                match session.turn(job, false, Signals::Turn).await {
+                idle.store(false, Ordering::SeqCst);
+                let turn = session.turn(job, false, Signals::Turn).await;
+                idle.store(true, Ordering::SeqCst);
+                match turn {
+                    // SIGTERM or SIGHUP stopped the turn's agents; the session ends with it.
+                    Ok(turn) if turn.ended.is_some() => {
+                        code = turn.code;
+                        dir = turn.dir.or(dir);
+                        break;
+                    }
                     Ok(turn) => {
                         // A turn cancelled with Ctrl-C is the person's choice, not a failure
                         // of the session: leaving afterwards is a normal exit.
@@ -183,4 +197,22 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
         errln!("session saved as run {id}: `cadre run --resume {id} TASK` or `cadre chat --resume {id}` goes on with it");
     }
     Ok(code)
+}
+
+/// Between turns, SIGTERM or SIGHUP (the terminal closed) ends the session at once, as it
+/// would if cadre did not watch them: no agent is at work then. During a turn the turn
+/// watches them itself, stopping its agents first (see [`Signals::Turn`]).
+fn spawn_idle_watch(idle: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        loop {
+            let ending = signals::ending().await;
+            if idle.load(Ordering::SeqCst) {
+                let code = match ending {
+                    Ending::HungUp => Code::HungUp,
+                    Ending::Terminated => Code::Cancelled,
+                };
+                std::process::exit(code as i32);
+            }
+        }
+    });
 }

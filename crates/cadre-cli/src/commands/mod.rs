@@ -25,11 +25,12 @@ pub async fn dispatch(cli: Cli) -> Result<Code> {
         directory,
         verbose,
         quiet,
+        continue_last,
         command,
     } = cli;
     let command = match command {
         Some(command) => command,
-        None => match default_command() {
+        None => match default_command(continue_last) {
             Ok(command) => command,
             Err(code) => return Ok(code),
         },
@@ -53,16 +54,19 @@ pub async fn dispatch(cli: Cli) -> Result<Code> {
     }
 }
 
-/// `cadre` alone: an interactive session on a terminal, the help otherwise.
-fn default_command() -> std::result::Result<Command, Code> {
+/// `cadre` alone: an interactive session on a terminal, the help otherwise. With
+/// `-c`/`--continue`, the newest run goes on: in a session on a terminal, else with the
+/// follow-up read from stdin.
+fn default_command(continue_last: bool) -> std::result::Result<Command, Code> {
     use std::io::IsTerminal;
-    if !std::io::stdin().is_terminal() {
+    let on_terminal = std::io::stdin().is_terminal();
+    if !on_terminal && !continue_last {
         errln!("cadre: no command given; `cadre run TASK` runs a task, and `cadre` on a terminal opens an interactive session (see `cadre --help`)");
         return Err(Code::Config);
     }
-    // The global options given (-C, -v) stay; `chat` brings its defaults.
+    // The global options given (-C, -v, -c) stay; the command brings its defaults.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    argv.push("chat".into());
+    argv.push(if on_terminal { "chat" } else { "run" }.into());
     match Cli::command()
         .try_get_matches_from(argv)
         .and_then(crate::args::parse)

@@ -72,7 +72,7 @@ pub async fn run(
     let model = model_id(&args)?;
     let run = new_run_id();
     // Written before git is asked about uncommitted changes: cadre's own files are not any.
-    if let Err(e) = crate::common::project::write_gitignore(&root) {
+    if let Err(e) = cadre_core::RunDir::write_gitignore(&root) {
         errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
     }
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;

@@ -18,6 +18,8 @@ pub enum Code {
     /// 4: cadre itself failed: a file could not be read or written, a run folder is
     /// damaged, the engine could not be reached.
     Failed = 4,
+    /// 129: the terminal closed (SIGHUP); the run was stopped as for Ctrl-C.
+    HungUp = 129,
     /// 130: cancelled by Ctrl-C or SIGTERM.
     Cancelled = 130,
 }
@@ -117,7 +119,9 @@ impl CliError {
             Self::Config { .. } | Self::Invalid(_) => Code::Config,
             Self::Failed { .. } | Self::Io(_) => Code::Failed,
             Self::Run(e) => match e {
-                RunError::RunDir(_) | RunError::Journal(_) => Code::Failed,
+                RunError::RunDir(_) | RunError::Journal(_) | RunError::Stopped { .. } => {
+                    Code::Failed
+                }
                 // Compacting is one model request; its failure is the model's.
                 RunError::Compact(_) => Code::Api,
                 _ => Code::Config,

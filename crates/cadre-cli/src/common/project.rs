@@ -7,10 +7,6 @@ use std::path::{Path, PathBuf};
 /// What marks a folder as a project root, in the order they are named in messages.
 pub const ROOT_MARKERS: [&str; 4] = [".cadre", ".claude", "agents", ".git"];
 
-/// What `.cadre/.gitignore` holds when cadre writes it.
-pub const GITIGNORE: &str =
-    "# Written by cadre: run transcripts and agents' worktrees stay out of git.\n.gitignore\nruns/\nworktrees/\n";
-
 /// How the project root was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
@@ -97,34 +93,6 @@ pub fn require_dirs(dirs: &[PathBuf], flag: &str) -> Result<()> {
             d.display()
         ))),
         None => Ok(()),
-    }
-}
-
-/// Whether `root` is inside a git repository (it or a folder above holds `.git`).
-pub fn in_git_repo(root: &Path) -> bool {
-    root.ancestors().any(|d| d.join(".git").exists())
-}
-
-/// In a git repository, writes `.cadre/.gitignore` ignoring `runs/` and `worktrees/`,
-/// unless one is there already (the user's is never overwritten). Returns whether it wrote.
-pub fn write_gitignore(root: &Path) -> std::io::Result<bool> {
-    let file = root.join(".cadre").join(".gitignore");
-    if !in_git_repo(root) || file.exists() || file.is_symlink() {
-        return Ok(false);
-    }
-    std::fs::create_dir_all(root.join(".cadre"))?;
-    // `create_new`: a file made meanwhile by another run is kept, not overwritten.
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&file)
-    {
-        Ok(mut f) => {
-            std::io::Write::write_all(&mut f, GITIGNORE.as_bytes())?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e),
     }
 }
 

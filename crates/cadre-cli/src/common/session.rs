@@ -12,6 +12,7 @@ use crate::common::model::{build_model, model_id};
 use crate::common::permissions::{self, Ask};
 use crate::common::project::{require_dirs, user_dir, user_home, workspace_root};
 use crate::common::run_folders::open_run;
+use crate::common::signals::{self, Ending};
 use cadre_core::record::journal::JournaledRun;
 use cadre_core::{Limits, Orchestrator, RunDir, RunError, StopKind};
 use cadre_model::Model;
@@ -42,9 +43,10 @@ pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: boo
 /// How Ctrl-C is handled during a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signals {
-    /// Ctrl-C or SIGTERM cancels the run; a second Ctrl-C exits at once (`cadre run`).
+    /// Ctrl-C, SIGTERM or SIGHUP cancels the run; a second Ctrl-C exits at once (`cadre run`).
     Process,
-    /// Ctrl-C cancels this turn and every subagent it started, nothing more (interactive).
+    /// Ctrl-C cancels this turn and every subagent it started, nothing more; SIGTERM or
+    /// SIGHUP cancels it too, and the session ends after it (interactive).
     Turn,
 }
 
@@ -96,7 +98,7 @@ impl Session {
                 note_left_out();
             }
         }
-        if let Err(e) = crate::common::project::write_gitignore(&root) {
+        if let Err(e) = RunDir::write_gitignore(&root) {
             errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
         }
         let workspace = Workspace::new(&root)
@@ -211,17 +213,28 @@ impl Session {
         // What the signal watch has to say goes through the display, which clears its live
         // block around it: written straight to the terminal, it would break the redraw.
         let (notes_tx, mut notes) = mpsc::unbounded_channel::<&'static str>();
+        // The signal that ended the process's run, if one did (its exit code says which).
+        let ended = Arc::new(std::sync::OnceLock::new());
         match signals {
-            Signals::Process => {
-                spawn_signal_watch(orchestrator.cancel_token(), quit.clone(), notes_tx)
-            }
+            Signals::Process => spawn_signal_watch(
+                orchestrator.cancel_token(),
+                quit.clone(),
+                notes_tx,
+                ended.clone(),
+            ),
             Signals::Turn => {
                 let cancel = orchestrator.cancel_token();
                 let done = turn_cancel.clone();
+                let ended = ended.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = tokio::signal::ctrl_c() => {
                             let _ = notes_tx.send("cadre: cancelling this turn");
+                            cancel.cancel();
+                        }
+                        ending = signals::ending() => {
+                            let _ = ended.set(ending);
+                            let _ = notes_tx.send(stopping_note(ending));
                             cancel.cancel();
                         }
                         () = done.cancelled() => {}
@@ -306,9 +319,21 @@ impl Session {
             if quiet || args.output_format != OutputFormat::Text {
                 errln!("cadre: {e}");
             }
+            // The journal keeps the conversation: the failed request can be sent again.
+            if let Some(dir) = orchestrator.run_dir() {
+                errln!(
+                    "cadre: once the API answers again, `cadre resume {}` sends the request again",
+                    dir.id()
+                );
+            }
         }
+        let code = match ended.get() {
+            Some(Ending::HungUp) => Code::HungUp,
+            _ => Code::for_stop(&outcome.stop),
+        };
         Ok(Turn {
-            code: Code::for_stop(&outcome.stop),
+            code,
+            ended: ended.get().copied(),
             dir: orchestrator.run_dir().map(|d| d.path().to_path_buf()),
             summary,
         })
@@ -347,6 +372,8 @@ async fn answered(answering: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
 pub struct Turn {
     /// The exit code it stands for.
     pub code: Code,
+    /// The signal that stopped it and asks the process to end (SIGTERM, SIGHUP), if one did.
+    pub ended: Option<Ending>,
     /// Its run folder, if transcripts are written.
     pub dir: Option<PathBuf>,
     /// Its summary (usage covers the whole run, earlier turns too).
@@ -379,18 +406,22 @@ fn note_left_out() {
     }
 }
 
-/// Cancels the run on Ctrl-C or SIGTERM; a second Ctrl-C cancels `quit`, and the run is
-/// given up at once (its agents' commands killed, what can be written written).
+/// Cancels the run on Ctrl-C, SIGTERM or SIGHUP (kept in `ended`); a second Ctrl-C
+/// cancels `quit`, and the run is given up at once (its agents' commands killed, what can be
+/// written written).
 fn spawn_signal_watch(
     cancel: CancellationToken,
     quit: CancellationToken,
     notes: mpsc::UnboundedSender<&'static str>,
+    ended: Arc<std::sync::OnceLock<Ending>>,
 ) {
     tokio::spawn(async move {
-        let terminated = crate::common::signals::sigterm();
         let note = tokio::select! {
             _ = tokio::signal::ctrl_c() => "cadre: stopping every agent (Ctrl-C; Ctrl-C again quits at once)",
-            () = terminated => "cadre: stopping every agent (SIGTERM; Ctrl-C quits at once)",
+            ending = signals::ending() => {
+                let _ = ended.set(ending);
+                stopping_note(ending)
+            }
         };
         let _ = notes.send(note);
         cancel.cancel();
@@ -399,4 +430,12 @@ fn spawn_signal_watch(
             quit.cancel();
         }
     });
+}
+
+/// What is said when `ending` stops every agent.
+fn stopping_note(ending: Ending) -> &'static str {
+    match ending {
+        Ending::Terminated => "cadre: stopping every agent (SIGTERM; Ctrl-C quits at once)",
+        Ending::HungUp => "cadre: stopping every agent (SIGHUP: the terminal closed)",
+    }
 }

@@ -235,6 +235,16 @@ async fn agents_check_shows_a_claude_code_files_dropped_tools_as_warnings_and_ex
     let want =
         ".claude/agents/wizard.md:4:14: warning: unknown tool \"Teleport\" dropped from tools";
     assert!(out.stdout.contains(want), "{}", out.stdout);
+    assert!(!out.stdout.contains("did you mean"), "{}", out.stdout);
+
+    // A misspelt tool name is told what it most likely meant.
+    write_file(
+        &dir.path().join(".cadre/agents/typo.yaml"),
+        "name: typo\ndescription: Reads.\ntools: [read_fiel, grep]\nprompt: Read.\n",
+    );
+    let out = cadre_offline(dir.path(), &["agents", "check"]).await;
+    let want = ".cadre/agents/typo.yaml:3:9: warning: unknown tool \"read_fiel\" dropped from tools: did you mean read_file?";
+    assert!(out.stdout.contains(want), "{}", out.stdout);
 }
 
 #[tokio::test]

@@ -224,3 +224,60 @@ async fn a_chat_in_parts_keeps_its_counts_and_leaves_cleanly_after_a_cancel() {
     assert_ne!(now[7], "0:00", "time:\n{after}");
     assert_eq!(now[7], before[7], "time:\n{cancelled}\n{after}");
 }
+
+/// Closing the terminal during a turn (SIGHUP) stops the turn's agents as Ctrl-C would,
+/// kills their commands, and ends the session with 129.
+#[tokio::test]
+async fn a_closed_terminal_stops_the_turn_kills_its_commands_and_ends_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::LastUserContains("sleep now".into()),
+        vec![bash("b1", "echo $$ > sleeper.pid; sleep 300")],
+    );
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    cmd.current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env("TERM", "dumb")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG");
+    let pid_file = dir.path().join("sleeper.pid");
+    let status = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        p.exp_string("/help").unwrap();
+        p.send_line("sleep now").unwrap();
+        let start = std::time::Instant::now();
+        while std::fs::read_to_string(&pid_file).map_or(true, |t| !t.ends_with('\n')) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the command never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p.process_mut()
+            .signal(nix::sys::signal::Signal::SIGHUP)
+            .unwrap();
+        p.exp_string("SIGHUP").unwrap();
+        p.exp_eof().unwrap();
+        p.process().wait().unwrap()
+    })
+    .await
+    .unwrap();
+    let nix::sys::wait::WaitStatus::Exited(_, code) = status else {
+        panic!("{status:?}");
+    };
+    assert_eq!(code, 129);
+    let sleeper: i32 = std::fs::read_to_string(dir.path().join("sleeper.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
+        "the command (group {sleeper}) was left running"
+    );
+}

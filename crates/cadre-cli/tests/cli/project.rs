@@ -215,12 +215,15 @@ async fn a_subfolder_runs_at_the_project_root_and_c_still_wins() {
     assert!(proj.join(".cadre/runs").read_dir().unwrap().count() == 1);
     assert_eq!(
         std::fs::read_to_string(proj.join(".cadre/.gitignore")).unwrap(),
-        "# Written by cadre: run transcripts and agents' worktrees stay out of git.\n.gitignore\nruns/\nworktrees/\n"
+        cadre_core::record::run_dir::GITIGNORE
     );
     assert!(!proj.join("src/lib/.cadre").exists());
     let status =
         cadre_testkit::git::git(&proj, &["status", "--porcelain", "--untracked-files=all"]);
     assert!(!status.contains("runs/"), "{status}");
+    // Nothing of cadre's shows: the file that keeps its folders out keeps itself out too
+    // (the project's own agent types under .cadre/ still show).
+    assert!(!status.contains(".cadre/.gitignore"), "{status}");
 
     // -C names the folder to work in as it is; the user's .gitignore is kept.
     write_file(&proj.join(".cadre/.gitignore"), "mine\n");

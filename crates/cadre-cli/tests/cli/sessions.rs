@@ -680,3 +680,103 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
         out.stderr
     );
 }
+
+/// `cadre -c`, as in Claude Code: the newest run of the project goes on — without a
+/// terminal, with the follow-up read from stdin. It goes with no other command than `run`
+/// and `chat`.
+#[tokio::test]
+async fn c_alone_continues_the_newest_run_with_the_follow_up_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::LastUserContains("FIRST".into()),
+        vec![Reply::text("first answer")],
+    );
+    server.route(
+        Match::LastUserContains("NEXT".into()),
+        vec![Reply::text("next answer")],
+    );
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "FIRST question"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let continued = tokio::task::spawn_blocking({
+        let mut cmd = cadre_command(dir.path(), &server.uri(), home.path(), &["-c"]);
+        move || {
+            let mut child = cmd
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"NEXT question\n")
+                .unwrap();
+            child.wait_with_output().unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&continued.stderr);
+    assert_eq!(continued.status.code(), Some(0), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&continued.stdout).contains("next answer"),
+        "{stderr}"
+    );
+    // The same conversation went on, in the same run folder.
+    let sent = server.requests().pop().unwrap();
+    let messages = sent.messages();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert_eq!(messages[0]["content"][0]["text"], "FIRST question");
+    assert_eq!(messages[2]["content"][0]["text"], "NEXT question");
+    let runs = std::fs::read_dir(dir.path().join(".cadre/runs")).unwrap();
+    assert_eq!(runs.count(), 1);
+
+    let out = cadre_offline(dir.path(), &["-c", "agents", "list"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("-c/--continue"), "{}", out.stderr);
+}
+
+/// A run the model API failed (a 400 here) is carried on by `cadre resume`: the request is
+/// sent again, not the run called finished.
+#[tokio::test]
+async fn resume_retries_a_run_that_stopped_on_a_model_api_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("l1", "list_files", json!({})),
+            Reply::error_status(400, "invalid_request_error", "the server refused it"),
+            Reply::text("recovered"),
+        ],
+    );
+    let env = [
+        ("ANTHROPIC_BASE_URL", server.uri()),
+        ("ANTHROPIC_API_KEY", "k".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = cadre_env(dir.path(), &env, &["run", "A task"]).await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the server refused it"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("`cadre resume "), "{}", out.stderr);
+    let failed = server.requests().pop().unwrap();
+    let out = cadre_env(dir.path(), &env, &["resume"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("recovered"), "{}", out.stdout);
+    // The same request again: the tool call is not run a second time.
+    let again = server.requests().pop().unwrap();
+    assert_eq!(again.messages(), failed.messages());
+    assert_eq!(server.requests().len(), 3);
+    // Now it has finished: there is nothing left to resume.
+    let out = cadre_env(dir.path(), &env, &["resume"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}

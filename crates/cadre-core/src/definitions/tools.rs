@@ -137,9 +137,13 @@ pub fn map_tools(
                     format!("unknown tool {name:?} dropped from {key}: cadre has no such tool"),
                 );
             } else {
+                let why = match closest_tool(name) {
+                    Some(near) => format!("did you mean {near}?"),
+                    None => "it is no cadre or Claude Code tool (an MCP server or agent name? MCP tools are written mcp__<server>__<tool>)".to_owned(),
+                };
                 warn(
                     problems,
-                    format!("unknown tool {name:?} dropped from {key}: it is no cadre or Claude Code tool (an MCP server or agent name? MCP tools are written mcp__<server>__<tool>)"),
+                    format!("unknown tool {name:?} dropped from {key}: {why}"),
                 );
             }
         }
@@ -149,6 +153,22 @@ pub fn map_tools(
         .filter(|t| !out.names.iter().any(|n| n == "*") && !given_by_name(written, t))
         .collect();
     out
+}
+
+/// The tool name, cadre's or Claude Code's, that `name` most likely misspells (`read_fiel`
+/// → `read_file`, `Grpe` → `Grep`), if one is close enough.
+fn closest_tool(name: &str) -> Option<&'static str> {
+    let names = cadre_tools::BUILTIN_TOOL_NAMES
+        .into_iter()
+        .chain(cadre_tools::CLAUDE_CODE_NAMES.map(|(alias, _)| alias))
+        .chain([TASK_TOOL, SKILL_TOOL, TEAM_TOOL]);
+    let name = name.to_lowercase();
+    names
+        .map(|n| (strsim::jaro_winkler(&name, &n.to_lowercase()), n))
+        // Close enough to be a slip of the hand, not merely another word.
+        .filter(|(score, _)| *score > 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
 }
 
 /// The cadre tool a pattern entry such as `Bash(git diff:*)` or `Edit(src/**)` is about;
@@ -233,6 +253,10 @@ mod tests {
         assert!(problems[1]
             .message
             .contains("unknown tool \"airis-mcp-gateway\""));
+        assert!(!problems[1].message.contains("did you mean"));
+        assert_eq!(closest_tool("read_fiel"), Some("read_file"));
+        assert_eq!(closest_tool("Grpe"), Some("Grep"));
+        assert_eq!(closest_tool("airis-mcp-gateway"), None);
 
         let mut problems = Vec::new();
         let out = map_tools(

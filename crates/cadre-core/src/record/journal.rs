@@ -204,6 +204,17 @@ pub enum JournalError {
     /// A step could not be encoded.
     #[error("a journal step could not be encoded: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The step was not written: an earlier write failed, and a step written after a lost
+    /// one would rebuild a run that never was.
+    #[error("journal {}: not written, as an earlier step could not be", file.display())]
+    Closed {
+        /// The file.
+        file: PathBuf,
+    },
+    /// The step was not written: the run is stopping, as a file it keeps could not be
+    /// written (see [`crate::record::failure`]).
+    #[error("not journaled: the run is stopping, as a file it keeps could not be written")]
+    Stopped,
 }
 
 /// Where the steps of a run go and come back from, and how the loop's effects run.
@@ -306,9 +317,41 @@ pub enum Outcome {
 #[derive(Debug)]
 pub struct FileJournal {
     file: PathBuf,
-    out: Mutex<File>,
+    out: Mutex<Out>,
     /// The steps read when the journal was opened, by agent, for rebuilding.
     earlier: HashMap<String, Vec<Step>>,
+}
+
+/// The journal file as it is written: its whole lines end at `len`; after a failed write it
+/// takes no more (`closed`).
+#[derive(Debug)]
+struct Out {
+    file: File,
+    len: u64,
+    closed: bool,
+}
+
+impl Out {
+    /// Appends `line` whole, or leaves the file as it was and takes nothing more: a line
+    /// cut by a full disk is cut off again, so the journal ends on its last whole step.
+    fn append(&mut self, line: &[u8]) -> Result<(), Option<std::io::Error>> {
+        if self.closed {
+            return Err(None);
+        }
+        match self.file.write_all(line) {
+            Ok(()) => {
+                self.len += line.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.closed = true;
+                // Shortening a file needs no room; should it fail too, the cut line is
+                // dropped when the journal is next opened.
+                let _ = self.file.set_len(self.len);
+                Err(Some(e))
+            }
+        }
+    }
 }
 
 /// What opening an existing journal found besides its steps.
@@ -329,7 +372,11 @@ impl FileJournal {
             source,
         })?;
         Ok(Self {
-            out: Mutex::new(out),
+            out: Mutex::new(Out {
+                file: out,
+                len: 0,
+                closed: false,
+            }),
             file,
             earlier: HashMap::new(),
         })
@@ -355,7 +402,11 @@ impl FileJournal {
         }
         Ok((
             Self {
-                out: Mutex::new(out),
+                out: Mutex::new(Out {
+                    file: out,
+                    len: keep_bytes,
+                    closed: false,
+                }),
                 file,
                 earlier,
             },
@@ -375,11 +426,16 @@ impl Journal for FileJournal {
         // One write per line: a line is either whole in the file or cut off at its end.
         super::jsonl::with_line(step, |line| {
             let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            out.write_all(line)
+            out.append(line)
         })?
-        .map_err(|source| JournalError::Io {
-            file: self.file.clone(),
-            source,
+        .map_err(|e| match e {
+            Some(source) => JournalError::Io {
+                file: self.file.clone(),
+                source,
+            },
+            None => JournalError::Closed {
+                file: self.file.clone(),
+            },
         })
     }
 
@@ -482,9 +538,10 @@ impl RunState {
         })
     }
 
-    /// Whether `cadre resume` can carry it on: it never ended, or was cancelled.
+    /// Whether `cadre resume` can carry it on: it never ended, was cancelled, or stopped
+    /// as the model API failed (the request is sent again).
     pub fn resumable(&self) -> bool {
-        matches!(self.finished, None | Some(StopKind::Cancelled))
+        self.finished.as_ref().is_none_or(StopKind::resumes)
     }
 
     /// Whether it can take a follow-up: it ended (a cancelled run too).
@@ -572,6 +629,20 @@ mod tests {
         let (steps, _, notes) = read_steps(&path).unwrap();
         assert_eq!(steps.len(), 4);
         assert!(!notes.dropped_partial_line);
+    }
+
+    #[test]
+    fn a_failed_write_closes_the_file_to_later_steps() {
+        // Every write to /dev/full fails as on a full disk.
+        let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let mut out = Out {
+            file: full,
+            len: 0,
+            closed: false,
+        };
+        assert!(matches!(out.append(b"{}\n"), Err(Some(_))));
+        assert!(out.closed);
+        assert!(matches!(out.append(b"{}\n"), Err(None)));
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! transcripts, summary), and usage rolled up per agent and per type.
 
 pub mod events;
+pub mod failure;
 pub mod journal;
 mod jsonl;
 pub mod run_dir;

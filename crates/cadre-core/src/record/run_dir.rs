@@ -21,6 +21,15 @@ pub const RESULTS_DIR: &str = "results";
 /// The extension of transcripts (the journal has it too).
 const JSONL: &str = "jsonl";
 
+/// What `.cadre/.gitignore` holds when cadre writes it: what cadre writes under `.cadre/`
+/// stays out of git, this file too; the agent types and skills kept there do not.
+pub const GITIGNORE: &str = "# Written by cadre: run transcripts, agents' worktrees and this file stay out of git.\n/.gitignore\nruns/\nworktrees/\n";
+
+/// What earlier versions wrote to `.cadre/.gitignore`, which left the file itself to show in
+/// `git status`; found as it was, it is brought up to date.
+const OLD_GITIGNORE: &str =
+    "# Written by cadre: run transcripts and agents' worktrees stay out of git.\nruns/\nworktrees/\n";
+
 /// `.cadre/runs/<run-id>/`: one run's folder.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -32,6 +41,41 @@ impl RunDir {
     /// `<project>/.cadre/runs`: where the runs of the project at `project` are kept.
     pub fn runs_root(project: &Path) -> PathBuf {
         project.join(".cadre").join("runs")
+    }
+
+    /// In a git repository, writes `<project>/.cadre/.gitignore` ([`GITIGNORE`]) unless one
+    /// is there already: the user's is never overwritten, only one that earlier versions of
+    /// cadre wrote is brought up to date. Returns whether it wrote. Every run calls it, on
+    /// any engine, so that nothing of cadre's shows in `git status`.
+    pub fn write_gitignore(project: &Path) -> std::io::Result<bool> {
+        let file = project.join(".cadre").join(".gitignore");
+        if !project.ancestors().any(|d| d.join(".git").exists()) || file.is_symlink() {
+            return Ok(false);
+        }
+        match std::fs::read_to_string(&file) {
+            Ok(text) if text == OLD_GITIGNORE => {
+                std::fs::write(&file, GITIGNORE)?;
+                return Ok(true);
+            }
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // Something is there that cannot be read as text: it is not ours.
+            Err(_) => return Ok(false),
+        }
+        std::fs::create_dir_all(project.join(".cadre"))?;
+        // `create_new`: a file made meanwhile by another run is kept, not overwritten.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+        {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, GITIGNORE.as_bytes())?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The folder of run `id` of the project at `project`, whether or not it exists.
@@ -223,9 +267,18 @@ impl RunDir {
     }
 
     /// Writes `summary.json`.
+    ///
+    /// Written beside it and renamed into place: a disk too full for it leaves the one it
+    /// had (or none), never a file cut short.
     pub fn write_summary(&self, summary: &impl Serialize) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
-        std::fs::write(self.summary_file(), text + "\n")
+        let file = self.summary_file();
+        let new = self.dir.join(format!("{SUMMARY_FILE}.new"));
+        let written = std::fs::write(&new, text + "\n").and_then(|()| std::fs::rename(&new, &file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&new);
+        }
+        written
     }
 }
 
@@ -426,6 +479,25 @@ impl std::str::FromStr for AgentPath {
 mod tests {
     use super::*;
     use crate::record::transcript::RunTranscript;
+
+    #[test]
+    fn the_gitignore_is_written_in_git_only_and_an_old_one_of_cadres_brought_up_to_date() {
+        let project = tempfile::tempdir().unwrap();
+        let file = project.path().join(".cadre/.gitignore");
+        assert!(!RunDir::write_gitignore(project.path()).unwrap());
+        assert!(!file.exists());
+        std::fs::create_dir(project.path().join(".git")).unwrap();
+        assert!(RunDir::write_gitignore(project.path()).unwrap());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), GITIGNORE);
+        assert!(!RunDir::write_gitignore(project.path()).unwrap());
+        std::fs::write(&file, OLD_GITIGNORE).unwrap();
+        assert!(RunDir::write_gitignore(project.path()).unwrap());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), GITIGNORE);
+        // The user's own is kept.
+        std::fs::write(&file, "mine\n").unwrap();
+        assert!(!RunDir::write_gitignore(project.path()).unwrap());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
+    }
 
     #[test]
     fn stamps_are_utc_dates() {

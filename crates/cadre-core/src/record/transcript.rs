@@ -286,6 +286,9 @@ pub struct RunTranscript {
     /// What each agent's lines held when the file was opened (a run that goes on after a
     /// follow-up or a resume), by path.
     earlier: HashMap<String, Earlier>,
+    /// Whether a line that could not be written was told: a full disk fails every line
+    /// after it too, and one warning says as much.
+    warned: std::sync::atomic::AtomicBool,
 }
 
 impl RunTranscript {
@@ -299,7 +302,11 @@ impl RunTranscript {
         } else {
             HashMap::new()
         };
-        Ok(Self { out, earlier })
+        Ok(Self {
+            out,
+            earlier,
+            warned: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// What the lines of the agent at `path` held when the file was opened.
@@ -420,7 +427,15 @@ impl Transcript {
         .map_err(std::io::Error::other)
         .and_then(|written| written);
         if let Err(e) = written {
-            tracing::warn!("could not write a transcript line: {e}");
+            if !self
+                .run
+                .warned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    "could not write a transcript line: {e} (later ones may be missing too)"
+                );
+            }
         }
     }
 

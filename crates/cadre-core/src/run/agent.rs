@@ -407,9 +407,9 @@ impl Agent {
             // loop's own steps) a call the history no longer holds, which would else be
             // waited for for ever.
             let unrun = match sent {
-                Some(_)
+                Some(sent)
                     if turn.started.contains(&call.id)
-                        && self.rerun(&call.name) == Rerun::Never =>
+                        && self.rerun(&call.name, &sent.input) == Rerun::Never =>
                 {
                     Some(interrupted(&call.name))
                 }
@@ -451,24 +451,25 @@ impl Agent {
         })
     }
 
-    /// What a resumed run may do with a call to `name` cut short by a crash: the tool's own
-    /// say, except that a read-only (sandboxed) agent can change nothing.
-    fn rerun(&self, name: &str) -> Rerun {
-        match self.tools.get(name).map(|t| t.rerun()) {
-            Some(Rerun::Resumes) => Rerun::Resumes,
-            Some(_) if self.ctx.read_only => Rerun::Repeat,
-            Some(rerun) => rerun,
+    /// What a resumed run may do with a call to `name` of `input` cut short by a crash:
+    /// the tool's own answer for that call. A read-only agent's calls are not repeated for
+    /// that alone: its MCP tools and, with the network open, its `bash` reach outside the
+    /// sandbox (see [`cadre_tools::Tool::rerun_call`]).
+    fn rerun(&self, name: &str, input: &serde_json::Value) -> Rerun {
+        match self.tools.get(name) {
+            Some(tool) => tool.rerun_call(input, &self.ctx),
             // An unknown tool runs nothing: it only answers with an error.
             None => Rerun::Repeat,
         }
     }
 
-    /// Appends a step to the journal, if there is one; a failure to write it is logged and
-    /// the run goes on (it only loses the ability to resume from here).
+    /// Appends a step to the journal, if there is one. A run's journal that cannot be
+    /// written stops the run (see [`crate::record::failure`]): the agent is cancelled and
+    /// stops at its next step.
     pub(crate) async fn journal(&self, step: &Step) {
         if let Some(journal) = &self.journal {
             if let Err(e) = journal.append(step).await {
-                tracing::warn!(agent = %self.config.path, "could not journal a step: {e}");
+                crate::record::failure::log_unjournaled(Some(&self.config.path), &e);
             }
         }
     }
@@ -693,7 +694,7 @@ impl Agent {
             }
             _ => None,
         };
-        let rerun = self.rerun(&call.name);
+        let rerun = self.rerun(&call.name, input);
         if rerun == Rerun::Never && denied.is_none() {
             self.journal(&Step::ToolStarted {
                 agent: self.config.path.clone(),

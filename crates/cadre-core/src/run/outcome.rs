@@ -83,6 +83,12 @@ impl StopKind {
         matches!(self, Self::Done)
     }
 
+    /// Whether an agent that stopped so is carried on by a resume rather than left ended:
+    /// it was cancelled, or the model API failed (its request is sent again).
+    pub fn resumes(&self) -> bool {
+        matches!(self, Self::Cancelled | Self::ModelError(_))
+    }
+
     /// What became of the work, in one word.
     pub fn outcome(&self) -> Outcome {
         match self {

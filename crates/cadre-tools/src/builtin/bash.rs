@@ -2,12 +2,13 @@
 
 use crate::output::OutputBuffer;
 use crate::sandbox::{landlock_status, Sandbox, SandboxError, SandboxPolicy, SandboxStatus};
-use crate::{SandboxMode, ScratchDir, ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::{Rerun, SandboxMode, ScratchDir, ToolContext, ToolError, ToolOutput, TypedTool};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::Value;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -93,6 +94,17 @@ impl TypedTool for BashTool {
         false
     }
 
+    fn rerun_call(&self, _input: &Value, ctx: &ToolContext) -> Rerun {
+        // A read-only agent's command runs again after a crash only where the sandbox
+        // leaves it no way to change anything: with the network open, a `curl -X POST` cut
+        // short may have been sent.
+        if confined(ctx, &landlock_status()) {
+            Rerun::Repeat
+        } else {
+            Rerun::Never
+        }
+    }
+
     async fn run(&self, input: BashInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if input.command.trim().is_empty() {
             return Err(ToolError::InvalidInput(
@@ -159,6 +171,14 @@ fn child_env(
 static WARNED_UNSANDBOXED: AtomicBool = AtomicBool::new(false);
 /// Said once per process when read-only agents' `bash` can change file modes and owners.
 static WARNED_NO_METADATA_FILTER: AtomicBool = AtomicBool::new(false);
+
+/// Whether the agent of `ctx` is read-only and its commands are sandboxed so that they can
+/// change nothing outside their scratch folder (see [`SandboxStatus::confines_read_only`]).
+fn confined(ctx: &ToolContext, status: &SandboxStatus) -> bool {
+    ctx.read_only
+        && ctx.sandbox != SandboxMode::Unsandboxed
+        && status.confines_read_only(ctx.allow_network)
+}
 
 /// The sandbox this call runs in, `None` for none, or why `bash` is refused.
 fn sandbox_for(ctx: &ToolContext, status: &SandboxStatus) -> Result<Option<Sandbox>, ToolError> {
@@ -497,6 +517,34 @@ mod tests {
         }
         let sandbox = sandbox_for(&ctx, &status(3)).unwrap().unwrap();
         assert_eq!(sandbox.policy, SandboxPolicy::ReadOnly);
+    }
+
+    #[test]
+    fn a_command_is_repeated_only_where_the_sandbox_leaves_no_way_to_change_anything() {
+        let (_d, mut ctx) = ctx(true, SandboxMode::Landlock);
+        ctx.allow_network = false;
+        assert!(confined(&ctx, &status(9)));
+        // Before ABI 9 a daemon's UNIX socket is a way to write.
+        assert!(!confined(&ctx, &status(8)));
+        // With the network open, a request may have changed something.
+        ctx.allow_network = true;
+        assert!(!confined(&ctx, &status(9)));
+        ctx.allow_network = false;
+        let mut no_seccomp = status(9);
+        no_seccomp.metadata_restriction = false;
+        assert!(!confined(&ctx, &no_seccomp));
+        // A writing agent's command, or an unsandboxed one, is never repeated.
+        ctx.read_only = false;
+        assert!(!confined(&ctx, &status(9)));
+        let (_d, mut ctx) = super::tests::ctx(true, SandboxMode::Unsandboxed);
+        ctx.allow_network = false;
+        assert!(!confined(&ctx, &status(9)));
+        // Where the network is open, that is what the tool answers for the call.
+        let (_d, ctx) = super::tests::ctx(true, SandboxMode::Landlock);
+        assert_eq!(
+            crate::Tool::rerun_call(&BashTool, &serde_json::json!({"command": "ls"}), &ctx),
+            Rerun::Never
+        );
     }
 
     #[test]

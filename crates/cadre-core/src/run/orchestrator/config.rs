@@ -199,9 +199,28 @@ pub enum RunError {
     /// Compacting the conversation failed.
     #[error("could not compact the conversation: {0}")]
     Compact(#[source] crate::run::compaction::CompactError),
+    /// The run stopped before its end, as a file it keeps (its journal, a whole answer)
+    /// could not be written; its journal ends on the last step written whole.
+    #[error("the run stopped, as it {lost}{}", resume_hint(.run.as_deref()))]
+    Stopped {
+        /// The run's id, when it has a folder to be resumed from.
+        run: Option<String>,
+        /// What it could not keep.
+        #[source]
+        lost: crate::record::failure::Lost,
+    },
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),
+}
+
+/// How a run stopped by a file it could not keep goes on: `cadre resume` of its folder,
+/// once the file can be written; nothing without a folder.
+fn resume_hint(run: Option<&str>) -> String {
+    match run {
+        Some(run) => format!("; once that can be written, `cadre resume {run}` carries it on"),
+        None => String::new(),
+    }
 }
 
 /// ` (did you mean …?)` for the closest names, or nothing.

@@ -7,6 +7,7 @@ use crate::definitions::registry::{tools_for, Registry, SKILL_TOOL, TASK_TOOL};
 use crate::definitions::skills::SkillSet;
 use crate::definitions::spec::{AgentSpec, INHERIT_MODEL};
 use crate::record::events::{millis, Event, EventHandler, EventStream};
+use crate::record::failure::Failure;
 use crate::record::journal::{FileJournal, Journal, JournalError, JournaledRun, Step};
 use crate::record::run_dir::{new_run_id, AgentPath, RunDir};
 use crate::record::transcript::{
@@ -217,6 +218,8 @@ pub struct Orchestrator {
     results: results::ResultsFolder,
     /// The run's hooks, compiled once.
     hooks: crate::run::hooks::RunHooks,
+    /// The first file the run could not keep (its journal, a whole answer), which stops it.
+    failure: Arc<Failure>,
 }
 
 /// The type `agent_type` of `registry`, if it may run as the primary agent.
@@ -267,12 +270,14 @@ impl Orchestrator {
         let builtins = with_extra_tools(builtin_tools(), &config.tools);
         let journal = Mutex::new(config.journal.clone());
         let unsaved_id = new_run_id();
+        let cancel = CancellationToken::new();
         Arc::new(Self {
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
             ran: std::sync::atomic::AtomicBool::new(false),
             events,
-            cancel: CancellationToken::new(),
+            failure: Arc::new(Failure::new(cancel.clone())),
+            cancel,
             locks: Arc::default(),
             builtins,
             roster: DashMap::new(),
@@ -370,7 +375,19 @@ impl Orchestrator {
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let result = self.start(agent_type, task).await;
         self.close_events();
-        result
+        self.unless_failed(result)
+    }
+
+    /// `result`, unless the run lost a file it keeps: then the error that says which, and
+    /// how to carry the run on.
+    pub(super) fn unless_failed<T>(&self, result: Result<T, RunError>) -> Result<T, RunError> {
+        match self.failure.take() {
+            Some(lost) => Err(RunError::Stopped {
+                run: self.run_dir().map(|d| d.id().to_owned()),
+                lost,
+            }),
+            None => result,
+        }
     }
 
     /// Claims this orchestrator for its one run: a second run, resume or compaction is
@@ -395,7 +412,9 @@ impl Orchestrator {
                 Some(id) => RunDir::create_named(runs, id)?,
                 None => RunDir::create(runs)?,
             };
-            let journal: Arc<dyn Journal> = Arc::new(FileJournal::create(dir.path())?);
+            let journal = self
+                .failure
+                .guard(Arc::new(FileJournal::create(dir.path())?));
             journal
                 .append(&Step::Run {
                     agent_type: agent_type.to_owned(),
@@ -1108,7 +1127,7 @@ impl Orchestrator {
             .clone();
         if let Some(journal) = journal {
             if let Err(e) = journal.append(&step).await {
-                tracing::warn!("could not journal a step: {e}");
+                crate::record::failure::log_unjournaled(None, &e);
             }
         }
     }

@@ -9,6 +9,7 @@
 
 use super::subagent::subagent_result;
 use super::*;
+use crate::record::failure::Lost;
 use std::path::Path;
 
 /// Room kept in a tool result beside an answer's head: the note that says where the rest
@@ -119,38 +120,56 @@ impl Orchestrator {
         if text.len() <= room {
             return text;
         }
-        let file = match self.keep_whole(path, &text) {
+        let (file, ready) = self.result_file(path);
+        let file = match ready.and_then(|()| write_whole(&file, &text)) {
             Ok(file) => file,
             Err(e) => {
-                // Nothing to point at: the parent still gets all that fits, and is told.
-                tracing::warn!("could not keep the whole answer of {path}: {e}");
-                let cut = cadre_tools::cap_output(&text, room);
-                return format!(
-                    "[The answer of {path} is {} bytes, more than a tool result holds, and it could not be kept in a file ({e}): its middle is cut below.]\n\n{cut}",
+                // Nothing to point at: the answer would be lost, so the run stops here,
+                // before the parent's result is journaled, and a resume hands the answer
+                // on again. Should the parent, stopping too, read this, it is told.
+                let told = format!(
+                    "[The answer of {path} is {} bytes, more than a tool result holds, and it could not be kept in a file ({e}): its middle is cut below.]",
                     text.len()
                 );
+                self.failure.fail(Lost::Result {
+                    agent: path.to_owned(),
+                    file,
+                    source: e,
+                });
+                let cut = cadre_tools::cap_output(&text, room);
+                return format!("{told}\n\n{cut}");
             }
         };
         head_with_note(path, &text, &file, room)
     }
 
-    /// Writes `text` whole to the file of the agent at `path`; returns its absolute path.
-    fn keep_whole(&self, path: &str, text: &str) -> std::io::Result<PathBuf> {
-        let file = match self.run_dir() {
+    /// The file that keeps the whole answer of the agent at `path`, and whether its folder
+    /// is ready: the run folder's `results/`, or the orchestrator's temporary folder.
+    fn result_file(&self, path: &str) -> (PathBuf, std::io::Result<()>) {
+        let at = AgentPath::parse(path);
+        match self.run_dir() {
             Some(dir) => {
-                std::fs::create_dir_all(dir.results_dir())?;
-                dir.result_file(&AgentPath::parse(path))
+                let ready = std::fs::create_dir_all(dir.results_dir());
+                (dir.result_file(&at), ready)
             }
             None => {
-                self.results.make()?;
-                let name = RunDir::result_name(&AgentPath::parse(path));
+                let ready = self.results.make();
+                let name = RunDir::result_name(&at);
                 let name = Path::new(&name).file_name().map(PathBuf::from);
-                self.results.dir.join(name.unwrap_or_default())
+                (self.results.dir.join(name.unwrap_or_default()), ready)
             }
-        };
-        std::fs::write(&file, text)?;
-        file.canonicalize()
+        }
     }
+}
+
+/// Writes `text` whole to `file`; returns its absolute path. A file cut short (a full disk)
+/// is removed rather than left to be read as the whole answer.
+fn write_whole(file: &Path, text: &str) -> std::io::Result<PathBuf> {
+    if let Err(e) = std::fs::write(file, text) {
+        let _ = std::fs::remove_file(file);
+        return Err(e);
+    }
+    file.canonicalize()
 }
 
 /// The head of `text` that fits in `room` bytes, cut after a whole line when one ends in

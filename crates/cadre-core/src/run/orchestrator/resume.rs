@@ -16,7 +16,7 @@ impl Orchestrator {
         self.first_run()?;
         let result = self.carry_on(run, follow_up).await;
         self.close_events();
-        result
+        self.unless_failed(result)
     }
 
     async fn carry_on(
@@ -30,7 +30,7 @@ impl Orchestrator {
         let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(run).await?;
         let id = run_dir.id().to_owned();
         match (follow_up, &ended) {
-            (None, Some(stop)) if *stop != StopKind::Cancelled => {
+            (None, Some(stop)) if !stop.resumes() => {
                 return Err(RunError::AlreadyFinished {
                     id,
                     stop: stop.to_string(),
@@ -38,6 +38,8 @@ impl Orchestrator {
             }
             // A cancelled run may take a follow-up; a killed one must be resumed first.
             (Some(_), None) if !rebuilt.cancelled => return Err(RunError::NotFinished(id)),
+            // Stopped by a failure of the model API: the primary agent asks again.
+            (None, Some(StopKind::ModelError(_))) => rebuilt.finished = None,
             _ => {}
         }
         *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
@@ -149,7 +151,7 @@ impl Orchestrator {
             tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
         }
         let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
-        let journal: Arc<dyn Journal> = Arc::new(journal);
+        let journal = self.failure.guard(Arc::new(journal));
         let primary = self.load_tree(&journal, &spec.name, &run_dir).await?;
         let Some(rebuilt) = primary else {
             return Err(RunError::NoJournal(id));
