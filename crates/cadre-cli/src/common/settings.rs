@@ -13,6 +13,8 @@ use crate::args::{parse_compact_at, Provider, RunArgs, Source};
 use crate::common::claude_settings::{self, read_if_present, ClaudeFile};
 use crate::common::exit::CliError;
 use crate::common::hooks::ConfiguredHooks;
+use crate::common::table::{self, Project};
+use cadre_core::definitions::hooks::{HooksCheck, HOOK_REFUSED};
 use cadre_core::{Hooks, PermissionMode, PermissionSettings};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,26 +26,10 @@ pub const PROJECT_FILE: &str = "cadre.toml";
 /// The user's settings file, in their cadre folder (`~/.config/cadre/`).
 pub const USER_FILE: &str = "config.toml";
 
-/// Every setting a file may hold, by its dotted name.
-pub const KEYS: [&str; 14] = [
-    "model",
-    "provider",
-    "base_url",
-    "mcp_config",
-    "limits.max_parallel",
-    "limits.max_depth",
-    "limits.max_turns",
-    "limits.budget_tokens",
-    "limits.max_tokens",
-    "limits.context_tokens",
-    "compaction.compact_at",
-    "permissions.mode",
-    "permissions.allow",
-    "permissions.deny",
-];
-
-/// The tables a file may hold.
-const TABLES: [&str; 3] = ["limits", "compaction", "permissions"];
+/// Every setting a file may hold, by its dotted name, as the table of settings declares.
+pub fn known_keys() -> impl Iterator<Item = &'static str> {
+    table::file_keys()
+}
 
 /// One value as a file gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +81,7 @@ impl SettingsFile {
         let dir = path.parent().unwrap_or(Path::new("."));
         file.walk(doc.get_ref(), "", &text, dir)?;
         if let Some((key, _)) = doc.get_ref().get_key_value("hooks") {
+            check_hooks(&file.label, &text)?;
             file.read_hooks(&text, line_of(&text, key.span().start));
         }
         Ok(file)
@@ -139,13 +126,13 @@ impl SettingsFile {
                 format!("{prefix}.{name}")
             };
             if let DeValue::Table(inner) = value.get_ref() {
-                if prefix.is_empty() && TABLES.contains(&full.as_str()) {
+                if prefix.is_empty() && table::file_tables().contains(&full.as_str()) {
                     self.walk(inner, &full, text, dir)?;
                     continue;
                 }
             }
             // A limit or compact_at at the top level is taken as if in its table.
-            let canonical = KEYS.into_iter().find(|k| {
+            let canonical = known_keys().find(|k| {
                 *k == full
                     || (prefix.is_empty()
                         && k.split_once('.')
@@ -155,7 +142,7 @@ impl SettingsFile {
                 self.unknown.push(format!(
                     "{}:{line}: unknown setting `{full}` ignored (known: {})",
                     self.label,
-                    KEYS.join(", ")
+                    known_keys().collect::<Vec<_>>().join(", ")
                 ));
                 continue;
             };
@@ -172,6 +159,24 @@ impl SettingsFile {
             .get(key)
             .map(|(v, line)| (v, Source::File(self.label.clone(), *line)))
     }
+}
+
+/// Refuses a file whose `[hooks]` hold an entry that cannot load, naming its line and
+/// column: a guard that cannot load must not let the command it guards through.
+fn check_hooks(label: &str, text: &str) -> Result<(), CliError> {
+    toml::from_str::<HooksCheck>(text).map(|_| ()).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        let line = line_of(text, at);
+        let start = text
+            .get(..at)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let column = text.get(start..at).map_or(0, |t| t.chars().count()) + 1;
+        CliError::config(format!(
+            "{label}:{line}:{column}: {HOOK_REFUSED}: {}",
+            e.message().trim()
+        ))
+    })
 }
 
 /// The 1-based line of byte `at` in `text`.
@@ -249,6 +254,23 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
             };
             parse_compact_at(&written).map(|c| Value::CompactAt(c.0))
         }
+        "mcp.allow_env" => match value {
+            DeValue::Array(items) => items
+                .iter()
+                .map(|item| match item.get_ref() {
+                    DeValue::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+                    other => Err(format!(
+                        "must be a list of environment variable names; {} is not one",
+                        shown(other)
+                    )),
+                })
+                .collect::<Result<_, _>>()
+                .map(Value::List),
+            other => Err(format!(
+                "must be a list of environment variable names, not {}",
+                shown(other)
+            )),
+        },
         "permissions.allow" | "permissions.deny" => match value {
             // Liberal: one rule may be written without the list around it.
             DeValue::String(s) => Ok(Value::List(vec![checked_rule(s)?])),
@@ -287,7 +309,7 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
 pub struct Settings {
     /// The files looked at, the project's first.
     pub files: Vec<SettingsFile>,
-    /// Each setting's value as shown, and where it came from, in [`KEYS`] order.
+    /// Each setting's value as shown, and where it came from, in the table's order.
     pub entries: Vec<(String, String, Source)>,
     /// The `[permissions]` tables and Claude Code's `permissions`, merged.
     pub permissions: PermissionSettings,
@@ -295,6 +317,14 @@ pub struct Settings {
     pub claude: Vec<ClaudeFile>,
     /// Every hook configured, the user's and the project's (trusted or not).
     pub hooks: ConfiguredHooks,
+    /// The variables the user lets a project's MCP servers read (`mcp.allow_env` in their
+    /// own config.toml).
+    pub allow_env: Vec<String>,
+    /// What the project's files set and this run leaves out, one line each: settings an
+    /// untrusted project may not set, a mode looser than the user's.
+    pub left_out: Vec<String>,
+    /// Which settings the command line gave, and how.
+    pub given: crate::args::Given,
 }
 
 impl Settings {
@@ -305,6 +335,45 @@ impl Settings {
             .flat_map(|f| f.unknown.iter())
             .chain(self.claude.iter().flat_map(|f| f.warnings.iter()))
     }
+
+    /// Each setting and where it was set: by the command line, or by a file.
+    pub fn set(&self) -> impl Iterator<Item = (&str, &Source)> {
+        let given = self.given.all().map(|(k, s)| -> (&str, &Source) { (k, s) });
+        given.chain(
+            self.entries
+                .iter()
+                .filter(|(_, _, s)| matches!(s, Source::File(..)))
+                .map(|(k, _, s)| (k.as_str(), s)),
+        )
+    }
+}
+
+/// What an engine run cannot honour of what `set` says was set (each setting's key and
+/// where), one line each.
+pub fn engine_refusals<'a>(set: impl IntoIterator<Item = (&'a str, &'a Source)>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, source) in set {
+        let Some(row) = table::row_of(key) else {
+            continue;
+        };
+        let table::Engine::Refused(why) = row.engine else {
+            continue;
+        };
+        // What the user's own environment says is where the client runs, not a choice for
+        // this run: a variable like ANTHROPIC_BASE_URL is the workers' to set for themselves.
+        let given = match source {
+            Source::Flag => row
+                .flag
+                .map_or_else(|| key.to_owned(), |f| format!("--{}", f.replace('_', "-"))),
+            Source::File(file, line) => format!("{key} ({file}:{line})"),
+            Source::Env(_) | Source::Default => continue,
+        };
+        let line = format!("{given}: {why}");
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
 }
 
 /// Every hook of cadre's files `files` (the project's first, as [`files`] lists them) and
@@ -326,14 +395,18 @@ pub fn configured_hooks(files: &[SettingsFile], claude: &[(ClaudeFile, bool)]) -
     for f in cadre_project {
         project = project.merged(&f.hooks);
     }
-    let disabled_by = claude
-        .iter()
-        .find(|(f, _)| f.disable_all_hooks)
-        .map(|(f, _)| f.label.clone());
+    // The user's own file turns every hook off; a project's turns off only the project's.
+    let disabled = |project: bool| {
+        claude
+            .iter()
+            .find(|(f, p)| f.disable_all_hooks && *p == project)
+            .map(|(f, _)| f.label.clone())
+    };
     ConfiguredHooks {
         user,
         project,
-        disabled_by,
+        disabled_by: disabled(false),
+        project_disabled_by: disabled(true),
         ..ConfiguredHooks::default()
     }
 }
@@ -405,23 +478,111 @@ pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf
         }))
 }
 
-/// Reads the settings files and fills every option of `args` that was not given on the
-/// command line or by the environment; returns the merged settings.
-pub fn resolve(
-    args: &mut RunArgs,
-    root: &Path,
-    user_dir: Option<&Path>,
-) -> Result<Settings, CliError> {
-    let files = files(root, user_dir)?;
+/// Every settings file of a project, read once: cadre's (the project's first, as [`files`]
+/// lists them) and Claude Code's (each with whether it is the project's).
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// cadre's files: the project's `cadre.toml`, then the user's `config.toml`.
+    pub files: Vec<SettingsFile>,
+    /// Claude Code's files, the project's first.
+    pub claude: Vec<(ClaudeFile, bool)>,
+}
+
+impl Sources {
+    /// Reads the settings files of the project at `root`; the user's from `user_dir`, left
+    /// out when `None`.
+    pub fn read(root: &Path, user_dir: Option<&Path>) -> Result<Self, CliError> {
+        Ok(Self {
+            files: files(root, user_dir)?,
+            claude: claude_files(root, user_dir)?,
+        })
+    }
+
+    /// Every hook they hold, the user's apart from the project's.
+    pub fn hooks(&self) -> ConfiguredHooks {
+        configured_hooks(&self.files, &self.claude)
+    }
+
+    /// What the project's `cadre.toml` sets that an untrusted project may not: each key, its
+    /// value as text and where.
+    pub fn project_gated(&self) -> Vec<(&'static str, String, Source)> {
+        let Some(project) = self.files.first() else {
+            return Vec::new();
+        };
+        table::ROWS
+            .iter()
+            .filter(|r| r.project == Project::IfTrusted)
+            .filter_map(|r| project.get(r.key).map(|(v, s)| (r.key, v.text(), s)))
+            .collect()
+    }
+
+    /// The `mcp_config` file the project's `cadre.toml` names, if it does.
+    pub fn project_mcp_config(&self) -> Option<PathBuf> {
+        match self.files.first()?.get("mcp_config") {
+            Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
+            _ => None,
+        }
+    }
+}
+
+impl Value {
+    /// The value as text, for listings.
+    fn text(&self) -> String {
+        match self {
+            Self::Text(t) => t.clone(),
+            Self::Number(n) => n.to_string(),
+            Self::CompactAt(c) => c.map_or_else(|| "off".to_owned(), |n| n.to_string()),
+            Self::List(l) => l.join(", "),
+            Self::Mode(m) => m.to_string(),
+        }
+    }
+}
+
+/// Fills every option of `args` that was not given on the command line or by the
+/// environment from the settings files `sources`; what an untrusted project may not set is
+/// left out unless `trusted`. Returns the merged settings.
+pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Settings {
+    let Sources { files, claude } = sources;
     let given = std::mem::take(&mut args.given);
     let mut entries = Vec::new();
-    // The first file (the project's) wins over the next (the user's).
+    let mut left_out = Vec::new();
+    // The first file (the project's) wins over the next (the user's), where the table
+    // lets the project set the key.
     let from_files = |key: &str| {
-        files
-            .iter()
-            .find_map(|f| f.get(key))
-            .map(|(v, s)| (v.clone(), s))
+        let policy = table::row_of(key).map_or(Project::May, |r| r.project);
+        files.iter().enumerate().find_map(|(i, f)| {
+            let barred = match policy {
+                Project::IfTrusted => !trusted,
+                Project::Never => true,
+                _ => false,
+            };
+            if i == 0 && barred {
+                return None;
+            }
+            f.get(key).map(|(v, s)| (v.clone(), s))
+        })
     };
+    if let Some(project) = files.first() {
+        for row in table::ROWS {
+            let barred = match row.project {
+                Project::IfTrusted => !trusted,
+                Project::Never => true,
+                _ => false,
+            };
+            // What needs trust is named with the project's other items (see
+            // `project_items`); what a project may never set is named here.
+            if let (true, Some((v, s))) = (
+                barred && row.project == Project::Never,
+                project.get(row.key),
+            ) {
+                left_out.push(format!(
+                    "{} = {:?} ({s}): only your own config.toml may set it",
+                    row.key,
+                    v.text()
+                ));
+            }
+        }
+    }
     let source_of = |key: &str| given.source(key);
 
     macro_rules! setting {
@@ -509,6 +670,18 @@ pub fn resolve(
                 .join(", ")
         }
     );
+    let mut allow_env = Vec::new();
+    setting!(
+        "mcp.allow_env",
+        |v| if let Value::List(names) = v {
+            allow_env = names
+        },
+        if allow_env.is_empty() {
+            "(none)".to_owned()
+        } else {
+            allow_env.join(", ")
+        }
+    );
     setting!(
         "limits.max_parallel",
         |v| if let Value::Number(n) = v {
@@ -564,18 +737,51 @@ pub fn resolve(
             .map_or_else(|| "off".to_owned(), |n| n.to_string())
     );
 
-    let claude = claude_files(root, user_dir)?;
+    let permissions = merged_permissions(&files, &claude, &mut entries, &mut left_out);
+    let hooks = configured_hooks(&files, &claude);
+    Settings {
+        files,
+        entries,
+        permissions,
+        claude: claude.into_iter().map(|(f, _)| f).collect(),
+        hooks,
+        allow_env,
+        left_out,
+        given,
+    }
+}
+
+/// The permission mode and rules of every file, with an entry for each. Rules add up, the
+/// user's first; the mode is the user's, or the project's where it is stricter: a project
+/// may tighten the user's mode, never loosen it (a looser one goes to `left_out`).
+fn merged_permissions(
+    files: &[SettingsFile],
+    claude: &[(ClaudeFile, bool)],
+    entries: &mut Vec<(String, String, Source)>,
+    left_out: &mut Vec<String>,
+) -> PermissionSettings {
     // Nearest first: cadre.toml, .claude/settings.local.json, .claude/settings.json,
     // config.toml, ~/.claude/settings.json.
     let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
     let (claude_project, claude_user): (Vec<_>, Vec<_>) = claude.iter().partition(|(_, p)| *p);
     let mut permissions = PermissionSettings::default();
-    let mode = cadre_project
+    let user_mode = cadre_user
         .iter()
         .find_map(cadre_mode)
-        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)))
-        .or_else(|| cadre_user.iter().find_map(cadre_mode))
         .or_else(|| claude_user.iter().find_map(|(f, _)| claude_mode(f)));
+    let project_mode = cadre_project
+        .iter()
+        .find_map(cadre_mode)
+        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)));
+    let mode = match (user_mode, project_mode) {
+        (Some((user, from)), Some((project, at))) if project.stricter(user) != project => {
+            left_out.push(format!(
+                "permissions.mode = \"{project}\" ({at}): a project may only tighten your mode ({user}, {from})"
+            ));
+            Some((user, from))
+        }
+        (user, project) => project.or(user),
+    };
     match mode {
         Some((mode, source)) => {
             entries.push(("permissions.mode".into(), mode.to_string(), source));
@@ -621,14 +827,7 @@ pub fn resolve(
             entries.push((key.to_owned(), "(none)".into(), Source::Default));
         }
     }
-    let hooks = configured_hooks(&files, &claude);
-    Ok(Settings {
-        files,
-        entries,
-        permissions,
-        claude: claude.into_iter().map(|(f, _)| f).collect(),
-        hooks,
-    })
+    permissions
 }
 
 /// A cadre file's `permissions.mode`, and where.
@@ -679,22 +878,52 @@ mod tests {
 
     #[test]
     fn a_hooks_table_reads_as_claude_codes_hooks_object() {
-        let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 5 }]\n\n[[hooks.Whenever]]\nhooks = []\n").unwrap();
+        let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 0 }]\n").unwrap();
         let hooks = f.hooks.all();
         assert_eq!(hooks.len(), 1, "{hooks:?}");
         assert_eq!(hooks[0].event, cadre_core::HookEvent::PreToolUse);
         assert_eq!(hooks[0].matcher.as_deref(), Some("Bash"));
         assert_eq!(hooks[0].command, "guard.sh");
-        assert_eq!(hooks[0].timeout_secs, 5);
+        assert_eq!(hooks[0].timeout_secs, cadre_core::DEFAULT_HOOK_TIMEOUT_SECS);
         assert_eq!(hooks[0].source, "cadre.toml");
-        // Not an unknown setting; its one problem is named with the table's line.
+        // Not an unknown setting; its one repair is named with the table's line.
         assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
         assert!(
-            f.unknown[0].starts_with("cadre.toml:3: hook event `Whenever` ignored"),
+            f.unknown[0].starts_with("cadre.toml:3: a `PreToolUse` hook's timeout 0 ignored"),
             "{:?}",
             f.unknown
         );
         assert_eq!(f.values["model"].0, Value::Text("sonnet".into()));
+        // An entry that cannot load refuses the file, at its place.
+        let e = read_err("model = \"x\"\n[[hooks.Whenever]]\nhooks = []\n");
+        assert!(e.starts_with("cadre.toml:2:"), "{e}");
+        assert!(e.contains("unknown hook event `Whenever`"), "{e}");
+        let e = read_err("[[hooks.Stop]]\nmatcher = \"(\"\nhooks = []\n");
+        assert!(
+            e.starts_with("cadre.toml:2:11: a hook entry cannot load: matcher"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_engine_refuses_what_it_cannot_honour_when_given() {
+        let flag = Source::Flag;
+        let file = Source::File("cadre.toml".into(), 3);
+        let env = Source::Env("ANTHROPIC_BASE_URL".into());
+        let lines = engine_refusals([
+            ("skills_dir", &flag),
+            ("bash_timeout", &flag),
+            ("model", &flag),
+            ("base_url", &file),
+            ("provider", &env),
+        ]);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].starts_with("--skills-dir: "), "{lines:?}");
+        assert!(lines[1].starts_with("--bash-timeout: "), "{lines:?}");
+        assert!(
+            lines[2].starts_with("base_url (cadre.toml:3): "),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -35,6 +35,8 @@ async fn a_run_calls_mcp_tools_and_the_server_never_sees_the_api_key() {
         Some("sk-secret-for-mcp"),
         &[
             "run",
+            // The project's .mcp.json starts only in a project the user trusts.
+            "--trust-project",
             "--output-format",
             "stream-json",
             "Check the environment",
@@ -129,7 +131,13 @@ async fn a_server_that_fails_in_a_run_is_told_as_a_cadre_warning() {
         Match::Any,
         vec![Reply::text("done without it"), Reply::text("again")],
     );
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--trust-project", "q"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let told: Vec<&str> = out
         .stderr
@@ -148,7 +156,13 @@ async fn a_server_that_fails_in_a_run_is_told_as_a_cadre_warning() {
         out.stderr
     );
     // With -v it is a log line again, with its time and level.
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["-v", "run", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["-v", "run", "--trust-project", "q"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stderr
