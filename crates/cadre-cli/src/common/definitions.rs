@@ -104,6 +104,16 @@ fn timeouts(args: &McpArgs) -> Timeouts {
     }
 }
 
+/// Refuses the run (exit 2) when an agent file's hook entry cannot load: its guard must
+/// not be left out silently.
+pub fn refuse_unloadable_hooks(registry: &Registry) -> Result<()> {
+    let refused: Vec<String> = registry.refused_hooks().map(ToString::to_string).collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::config(refused.join("\n")))
+}
+
 /// Prints each problem met loading agent types or skills on stderr, once: a warning says
 /// what was repaired, an error that the file was skipped.
 pub fn print_problems(problems: &[Problem]) {

@@ -49,6 +49,7 @@ pub async fn run(
         crate::common::project_items::resolve_quietly(&mut args, &root, user_dir(true).as_deref())?;
     require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
     let mut registry = load_registry_from(&root, &args.dirs.agents_dir, true);
+    crate::common::definitions::refuse_unloadable_hooks(&registry)?;
     let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
         settings

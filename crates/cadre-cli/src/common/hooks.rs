@@ -133,6 +133,7 @@ pub fn hooks_for_run(
     flags: Flags,
     trusted: bool,
 ) -> Hooks {
+    announce_off(configured, flags);
     if configured.user_off(flags).is_some() {
         strip_types(registry, |_| true);
         return Hooks::default();
@@ -143,6 +144,27 @@ pub fn hooks_for_run(
         return configured.user.clone();
     }
     configured.user.merged(&configured.project)
+}
+
+/// Says on stderr (even under `-q`: it is why a guard does not run) which configured hooks a
+/// file turns off; `--no-hooks` is the user's own word for this run and needs no note.
+fn announce_off(configured: &ConfiguredHooks, flags: Flags) {
+    if flags.off {
+        return;
+    }
+    if let Some(file) = &configured.disabled_by {
+        if !configured.is_empty() {
+            errln!("cadre: no hook runs: disableAllHooks in {file}");
+        }
+        return;
+    }
+    if let Some(file) = &configured.project_disabled_by {
+        if !configured.project_all().is_empty() {
+            errln!(
+                "cadre: the project's hooks do not run: disableAllHooks in {file} (your own still do)"
+            );
+        }
+    }
 }
 
 /// [`hooks_for_run`] for a run whose project's hooks are left out: what the engine keeps

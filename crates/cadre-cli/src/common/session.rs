@@ -95,7 +95,7 @@ impl Session {
         require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
         require_dirs(&args.skills.skills_dir, "--skills-dir")?;
         let mut registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
-        refuse_unloadable_hooks(&registry)?;
+        crate::common::definitions::refuse_unloadable_hooks(&registry)?;
         let flags = (&args).into();
         let items = ProjectItems::gather(&root, &sources, &registry, flags);
         let trusted = project_items::decide(&items, &root, flags)?;
@@ -376,16 +376,6 @@ pub struct Turn {
     pub dir: Option<PathBuf>,
     /// Its summary (usage covers the whole run, earlier turns too).
     pub summary: cadre_core::RunSummary,
-}
-
-/// Refuses the run (exit 2) when an agent file's hook entry cannot load: its guard must
-/// not be left out silently.
-fn refuse_unloadable_hooks(registry: &cadre_core::Registry) -> Result<()> {
-    let refused: Vec<String> = registry.refused_hooks().map(ToString::to_string).collect();
-    if refused.is_empty() {
-        return Ok(());
-    }
-    Err(CliError::config(refused.join("\n")))
 }
 
 /// With --record or --replay, says which of the user's own files exist and are not read.

@@ -585,6 +585,12 @@ async fn a_terminal_is_asked_once_and_the_answer_is_remembered() {
         dir.path(),
         &json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": mark}]}]}}),
     );
+    // And an MCP server: one question covers all the project supplies.
+    write_file(
+        &dir.path().join(".mcp.json"),
+        &json!({"mcpServers": {"asked": {"command": "sh", "args": ["-c", "touch started; exit 1"]}}})
+            .to_string(),
+    );
     let server = MockServer::start().await;
     server.route(
         Match::Any,
@@ -605,6 +611,8 @@ async fn a_terminal_is_asked_once_and_the_answer_is_remembered() {
         let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
         p.exp_string("UserPromptSubmit").unwrap();
         p.exp_string("mark.sh").unwrap();
+        p.exp_string("MCP server asked: sh -c touch started")
+            .unwrap();
         p.exp_string("[y/N]").unwrap();
         p.send_line("y").unwrap();
         p.exp_string("FIRST").unwrap();
@@ -615,6 +623,10 @@ async fn a_terminal_is_asked_once_and_the_answer_is_remembered() {
     assert_eq!(
         std::fs::read_to_string(dir.path().join("marks")).unwrap(),
         "ran\n"
+    );
+    assert!(
+        dir.path().join("started").exists(),
+        "the trusted server did not start"
     );
     // Remembered: a run without a terminal runs them, unasked.
     let out = cadre_home(dir.path(), home.path(), &server.uri(), &["run", "again"]).await;

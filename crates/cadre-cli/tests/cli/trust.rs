@@ -254,9 +254,12 @@ async fn the_users_guard_holds_when_the_project_sets_disable_all_hooks() {
     std::fs::create_dir_all(dir.path().join(".git")).unwrap();
     std::fs::create_dir(dir.path().join("junkdir")).unwrap();
     users_guard(home.path());
+    // The project turns hooks off, its own among them.
     write_file(
         &dir.path().join(".claude/settings.json"),
-        &json!({"disableAllHooks": true}).to_string(),
+        &json!({"disableAllHooks": true, "hooks": {"Stop": [{"hooks": [{"type": "command",
+            "command": "touch \"$CLAUDE_PROJECT_DIR/project-hook-ran\""}]}]}})
+        .to_string(),
     );
     let server = MockServer::start().await;
     let uri = server.uri();
@@ -281,6 +284,14 @@ async fn the_users_guard_holds_when_the_project_sets_disable_all_hooks() {
         );
         let (is_error, text) = result_of(&server.requests(), "b1");
         assert!(is_error && text.contains("guard: refusing"), "{text}");
+        // Why the project's hook did not run is said, -q or not.
+        assert!(!dir.path().join("project-hook-ran").exists());
+        assert!(
+            out.stderr
+                .contains("the project's hooks do not run: disableAllHooks in"),
+            "{}",
+            out.stderr
+        );
     }
     // config show says the user's guard runs.
     let out = cadre_in(dir.path(), home.path(), &[], &["config", "show"]).await;
