@@ -269,6 +269,11 @@ fn changed_refusal(items: &ProjectItems, root: &Path) -> CliError {
 }
 
 /// The one message that says what of the project is left out, and how to trust it.
+pub fn say_left_out(items: &ProjectItems, why: &str) {
+    left_out(items, why);
+}
+
+/// The one message that says what of the project is left out, and how to trust it.
 fn left_out(items: &ProjectItems, why: &str) {
     let mut text = format!(
         "cadre: warning: left out of this run ({why}), {}:",
@@ -364,6 +369,10 @@ pub fn strip_inline_servers(registry: &mut Registry, root: &Path) {
 /// The project's commands and endpoints (hooks, MCP servers, endpoints), and whether this
 /// run uses them: what `cadre trust` covers.
 pub fn print_items(items: &ProjectItems, state: Option<State>, flags: Flags) {
+    outln!("a project's files may set (the rest freely):");
+    for line in crate::common::table::project_limits() {
+        outln!("  {line}");
+    }
     if items.is_empty() {
         outln!("project items  (none: no hooks, MCP servers or endpoints of the project's)");
         return;

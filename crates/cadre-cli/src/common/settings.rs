@@ -467,17 +467,6 @@ pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, 
     Ok(files)
 }
 
-/// The `mcp_config` file the settings name (the project's winning), for commands that take
-/// no other run options (`cadre mcp`).
-pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
-    Ok(files(root, user_dir)?
-        .iter()
-        .find_map(|f| match f.get("mcp_config") {
-            Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
-            _ => None,
-        }))
-}
-
 /// Every settings file of a project, read once: cadre's (the project's first, as [`files`]
 /// lists them) and Claude Code's (each with whether it is the project's).
 #[derive(Debug, Clone)]
@@ -514,6 +503,28 @@ impl Sources {
             .filter(|r| r.project == Project::IfTrusted)
             .filter_map(|r| project.get(r.key).map(|(v, s)| (r.key, v.text(), s)))
             .collect()
+    }
+
+    /// The `mcp_config` file the settings name, for commands that take no other run options
+    /// (`cadre mcp`): the project's (when `trusted`) before the user's.
+    pub fn mcp_config(&self, trusted: bool) -> Option<PathBuf> {
+        let skip = usize::from(!trusted);
+        self.files
+            .iter()
+            .skip(skip)
+            .find_map(|f| match f.get("mcp_config") {
+                Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
+                _ => None,
+            })
+    }
+
+    /// The variables the user lets a project's MCP servers read: `mcp.allow_env` in their
+    /// own `config.toml` (a project's is never read).
+    pub fn allow_env(&self) -> Vec<String> {
+        match self.files.get(1).and_then(|f| f.get("mcp.allow_env")) {
+            Some((Value::List(names), _)) => names.clone(),
+            _ => Vec::new(),
+        }
     }
 
     /// The `mcp_config` file the project's `cadre.toml` names, if it does.

@@ -160,6 +160,8 @@ pub const ROWS: &[Row] = &[
         Engine::Honoured,
     ),
     row("hooks", None, Project::IfTrusted, Engine::Listed),
+    // The project's MCP servers: `.mcp.json`, and agent files' inline servers.
+    row("mcp_servers", None, Project::IfTrusted, Engine::Listed),
     row(
         "engine",
         Some("engine"),
@@ -309,6 +311,10 @@ pub const ROWS: &[Row] = &[
     row("quiet", Some("quiet"), Project::NotInFiles, Engine::Client),
 ];
 
+/// Rows of what a project supplies in files of their own rather than as keys of
+/// `cadre.toml` (its `[hooks]` table aside).
+const NOT_KEYS: [&str; 2] = ["hooks", "mcp_servers"];
+
 /// The row of `key`.
 pub fn row_of(key: &str) -> Option<&'static Row> {
     ROWS.iter().find(|r| r.key == key)
@@ -317,7 +323,7 @@ pub fn row_of(key: &str) -> Option<&'static Row> {
 /// The keys the settings files may hold, in the table's order.
 pub fn file_keys() -> impl Iterator<Item = &'static str> {
     ROWS.iter()
-        .filter(|r| r.project != Project::NotInFiles && r.key != "hooks")
+        .filter(|r| r.project != Project::NotInFiles && !NOT_KEYS.contains(&r.key))
         .map(|r| r.key)
 }
 
@@ -328,6 +334,26 @@ pub fn file_tables() -> Vec<&'static str> {
         .collect();
     tables.dedup();
     tables
+}
+
+/// One line per kind of limit the table puts on a project's files, naming the settings of
+/// each: what `cadre config show` and `cadre doctor` say of what a project may set.
+pub fn project_limits() -> Vec<String> {
+    let keys = |kind: Project| -> String {
+        ROWS.iter()
+            .filter(|r| r.project == kind)
+            .map(|r| r.key)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    vec![
+        format!(
+            "only once the project is trusted: {}",
+            keys(Project::IfTrusted)
+        ),
+        format!("only in your own files: {}", keys(Project::Never)),
+        format!("only stricter than yours: {}", keys(Project::Tighten)),
+    ]
 }
 
 #[cfg(test)]

@@ -1,6 +1,15 @@
 use super::*;
 use cadre_testkit::{mcp_server_binary, prereq};
 
+/// A home folder whose trust file trusts the project at `dir` (its `.mcp.json` as it is):
+/// `cadre mcp` starts a project's servers only then.
+async fn trusting_home(dir: &Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let out = cadre_env(dir, &[("HOME", home.path().to_str().unwrap())], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    home
+}
+
 fn write_config(dir: &Path, servers: Value) {
     let config = json!({ "mcpServers": servers });
     std::fs::write(dir.join(".mcp.json"), config.to_string()).unwrap();
@@ -81,12 +90,14 @@ async fn mcp_list_shows_tools_and_check_reports_a_server_that_fails_with_its_std
             "bad": {"command": bin, "args": ["--fail-start", "missing DATABASE_URL"]}
         }),
     );
-    let out = cadre_env(dir.path(), &[], &["mcp", "list"]).await;
+    let home = trusting_home(dir.path()).await;
+    let home = [("HOME", home.path().to_str().unwrap())];
+    let out = cadre_env(dir.path(), &home, &["mcp", "list"]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stdout.contains("mcp__good__echo"), "{}", out.stdout);
     assert!(out.stdout.contains("mcp__good__add"), "{}", out.stdout);
     assert!(out.stdout.contains("bad") && out.stdout.contains("FAILED"));
-    let out = cadre_env(dir.path(), &[], &["mcp", "check"]).await;
+    let out = cadre_env(dir.path(), &home, &["mcp", "check"]).await;
     assert_eq!(out.code, 1);
     assert!(
         out.stdout.contains("missing DATABASE_URL"),
@@ -193,7 +204,9 @@ async fn mcp_list_works_with_a_published_server_from_npm() {
         dir.path(),
         json!({"files": {"command": bin, "args": ["."]}}),
     );
-    let out = cadre_env(dir.path(), &[], &["mcp", "list"]).await;
+    let home = trusting_home(dir.path()).await;
+    let home = [("HOME", home.path().to_str().unwrap())];
+    let out = cadre_env(dir.path(), &home, &["mcp", "list"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     for tool in ["mcp__files__read_text_file", "mcp__files__list_directory"] {
         assert!(out.stdout.contains(tool), "{}", out.stdout);

@@ -521,6 +521,12 @@ async fn base_url_and_mcp_config_come_from_the_files() {
         tools.iter().any(|t| t.starts_with("mcp__local__")),
         "{tools:?}"
     );
+    // `cadre mcp list` starts a project's servers only once it is trusted.
+    let out = cadre_home(&proj, &home, &[], &["mcp", "list"]).await;
+    assert!(!out.stdout.contains("mcp__local__"), "{}", out.stdout);
+    assert!(out.stderr.contains("left out"), "{}", out.stderr);
+    let out = cadre_home(&proj, &home, &[], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let out = cadre_home(&proj, &home, &[], &["mcp", "list"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("mcp__local__"), "{}", out.stdout);

@@ -178,6 +178,15 @@ async fn an_untrusted_clone_starts_no_server_and_reaches_no_host_until_trusted()
     assert!(out.stdout.contains("MCP server helper"), "{}", out.stdout);
     let out = cadre_in(dir.path(), home.path(), &[], &["doctor"]).await;
     assert!(out.stdout.contains("MCP server web"), "{}", out.stdout);
+    // Listing the servers starts none of them either.
+    let out = cadre_in(dir.path(), home.path(), &key, &["mcp", "list"]).await;
+    assert!(out.stderr.contains("left out"), "{}", out.stderr);
+    assert_eq!(
+        marks(),
+        Vec::<&str>::new(),
+        "cadre mcp list ran a project command"
+    );
+    assert_eq!(listener.heads().await, Vec::<String>::new());
 
     // Trusted: the servers start and the project's endpoint is used; the key still never
     // goes into a project's header (the model's credentials are never expanded there).
