@@ -555,199 +555,55 @@ impl Value {
 pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Settings {
     let Sources { files, claude } = sources;
     let given = std::mem::take(&mut args.given);
-    let mut entries = Vec::new();
-    let mut left_out = Vec::new();
-    // The first file (the project's) wins over the next (the user's), where the table
-    // lets the project set the key.
-    let from_files = |key: &str| {
-        let policy = table::row_of(key).map_or(Project::May, |r| r.project);
-        files.iter().enumerate().find_map(|(i, f)| {
-            let barred = match policy {
-                Project::IfTrusted => !trusted,
-                Project::Never => true,
-                _ => false,
-            };
-            if i == 0 && barred {
-                return None;
-            }
-            f.get(key).map(|(v, s)| (v.clone(), s))
-        })
+    let barred = |key: &str| match table::row_of(key).map_or(Project::May, |r| r.project) {
+        Project::IfTrusted => !trusted,
+        Project::Never => true,
+        _ => false,
     };
-    if let Some(project) = files.first() {
-        for row in table::ROWS {
-            let barred = match row.project {
-                Project::IfTrusted => !trusted,
-                Project::Never => true,
-                _ => false,
-            };
-            // What needs trust is named with the project's other items (see
-            // `project_items`); what a project may never set is named here.
-            if let (true, Some((v, s))) = (
-                barred && row.project == Project::Never,
-                project.get(row.key),
-            ) {
-                left_out.push(format!(
-                    "{} = {:?} ({s}): only your own config.toml may set it",
-                    row.key,
-                    v.text()
-                ));
-            }
-        }
-    }
-    let source_of = |key: &str| given.source(key);
-
-    macro_rules! setting {
-        ($key:literal, |$v:ident| $apply:expr, $show:expr) => {{
-            let source = match source_of($key) {
-                Some(s) => s,
-                None => match from_files($key) {
-                    Some(($v, s)) => {
-                        $apply;
-                        s
-                    }
-                    None => Source::Default,
-                },
-            };
-            entries.push(($key.to_owned(), $show, source));
-        }};
-    }
-
-    setting!(
-        "provider",
-        |v| if let Value::Text(p) = v {
-            args.provider = if p == "openai" {
-                Provider::Openai
-            } else {
-                Provider::Anthropic
-            };
-        },
-        format!("{:?}", args.provider).to_lowercase()
-    );
-    setting!(
-        "model",
-        |v| if let Value::Text(m) = v {
-            args.model = Some(m)
-        },
-        match (&args.model, args.provider) {
-            (Some(m), _) => cadre_model::resolve_model_alias(m).to_owned(),
-            (None, Provider::Anthropic) => cadre_model::DEFAULT_MODEL.to_owned(),
-            (None, Provider::Openai) => "(none: give --model)".to_owned(),
-        }
-    );
-    // The base URL's variable depends on the provider chosen above.
-    let (url_var, url_default) = match args.provider {
-        Provider::Anthropic => (
-            "ANTHROPIC_BASE_URL",
-            cadre_model::anthropic::DEFAULT_BASE_URL,
-        ),
-        Provider::Openai => (
-            "OPENAI_BASE_URL",
-            cadre_model::openai::OPENAI_DEFAULT_BASE_URL,
-        ),
-    };
-    let env_url = std::env::var(url_var).ok().filter(|u| !u.is_empty());
-    match (source_of("base_url"), &env_url) {
-        (Some(s), _) => entries.push((
-            "base_url".into(),
-            args.base_url.clone().unwrap_or_default(),
-            s,
-        )),
-        (None, Some(url)) => {
-            entries.push(("base_url".into(), url.clone(), Source::Env(url_var.into())))
-        }
-        (None, None) => setting!(
-            "base_url",
-            |v| if let Value::Text(u) = v {
-                args.base_url = Some(u)
-            },
-            args.base_url
-                .clone()
-                .unwrap_or_else(|| url_default.to_owned())
-        ),
-    }
-    setting!(
-        "mcp_config",
-        |v| if let Value::Text(p) = v {
-            args.mcp.mcp_config = vec![PathBuf::from(p)]
-        },
-        if args.mcp.mcp_config.is_empty() {
-            "(none)".to_owned()
-        } else {
-            args.mcp
-                .mcp_config
+    // What a project may never set is named here; what needs trust is named with the
+    // project's other items (see `project_items`).
+    let left_out: Vec<String> = files
+        .first()
+        .into_iter()
+        .flat_map(|project| {
+            table::ROWS
                 .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    );
+                .filter(|r| r.project == Project::Never)
+                .filter_map(|r| project.get(r.key).map(|(v, s)| (r.key, v, s)))
+        })
+        .map(|(key, v, s)| {
+            format!(
+                "{key} = {:?} ({s}): only your own config.toml may set it",
+                v.text()
+            )
+        })
+        .collect();
+    let mut entries = Vec::new();
     let mut allow_env = Vec::new();
-    setting!(
-        "mcp.allow_env",
-        |v| if let Value::List(names) = v {
-            allow_env = names
-        },
-        if allow_env.is_empty() {
-            "(none)".to_owned()
-        } else {
-            allow_env.join(", ")
-        }
-    );
-    setting!(
-        "limits.max_parallel",
-        |v| if let Value::Number(n) = v {
-            args.max_parallel = usize::try_from(n).unwrap_or(usize::MAX)
-        },
-        args.max_parallel.to_string()
-    );
-    setting!(
-        "limits.max_depth",
-        |v| if let Value::Number(n) = v {
-            args.max_depth = u32::try_from(n).unwrap_or(u32::MAX)
-        },
-        args.max_depth.to_string()
-    );
-    setting!(
-        "limits.max_turns",
-        |v| if let Value::Number(n) = v {
-            args.max_turns = Some(u32::try_from(n).unwrap_or(u32::MAX))
-        },
-        args.max_turns
-            .map_or_else(|| "(the agent type's)".to_owned(), |n| n.to_string())
-    );
-    setting!(
-        "limits.budget_tokens",
-        |v| if let Value::Number(n) = v {
-            args.budget_tokens = Some(n)
-        },
-        args.budget_tokens
-            .map_or_else(|| "(unlimited)".to_owned(), |n| n.to_string())
-    );
-    setting!(
-        "limits.max_tokens",
-        |v| if let Value::Number(n) = v {
-            args.max_tokens = u32::try_from(n).unwrap_or(u32::MAX)
-        },
-        args.max_tokens.to_string()
-    );
-    setting!(
-        "limits.context_tokens",
-        |v| if let Value::Number(n) = v {
-            args.context_tokens = Some(n)
-        },
-        args.context_tokens
-            .map_or_else(|| "(the model's)".to_owned(), |n| n.to_string())
-    );
-    setting!(
-        "compaction.compact_at",
-        |v| if let Value::CompactAt(c) = v {
-            args.compact_at.0 = c
-        },
-        args.compact_at
-            .0
-            .map_or_else(|| "off".to_owned(), |n| n.to_string())
-    );
-
+    // In the table's order (the provider first: the model's default and the base URL's
+    // variable depend on it). The permissions are merged apart: their rules add up.
+    for key in known_keys().filter(|k| !k.starts_with("permissions.")) {
+        let env = (key == "base_url")
+            .then(|| env_base_url(args.provider))
+            .flatten();
+        let source = match (given.source(key), env) {
+            (Some(source), _) => source,
+            (None, Some((_, var))) => Source::Env(var.to_owned()),
+            // The first file (the project's) wins over the next (the user's), where the
+            // table lets the project set the key.
+            (None, None) => files
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i > 0 || !barred(key))
+                .find_map(|(_, f)| f.get(key))
+                .map_or(Source::Default, |(value, source)| {
+                    apply(key, value, args, &mut allow_env);
+                    source
+                }),
+        };
+        entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
+    }
+    let mut left_out = left_out;
     let permissions = merged_permissions(&files, &claude, &mut entries, &mut left_out);
     let hooks = configured_hooks(&files, &claude);
     Settings {
@@ -759,6 +615,85 @@ pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Sett
         allow_env,
         left_out,
         given,
+    }
+}
+
+/// The base URL the environment gives for `provider`, and its variable.
+fn env_base_url(provider: Provider) -> Option<(String, &'static str)> {
+    let var = match provider {
+        Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        Provider::Openai => "OPENAI_BASE_URL",
+    };
+    std::env::var(var)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map(|u| (u, var))
+}
+
+/// Sets the option of `args` the setting `key` stands for to a file's `value`.
+fn apply(key: &str, value: &Value, args: &mut RunArgs, allow_env: &mut Vec<String>) {
+    let whole = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    match (key, value) {
+        ("provider", Value::Text(p)) => {
+            args.provider = if p == "openai" {
+                Provider::Openai
+            } else {
+                Provider::Anthropic
+            };
+        }
+        ("model", Value::Text(m)) => args.model = Some(m.clone()),
+        ("base_url", Value::Text(u)) => args.base_url = Some(u.clone()),
+        ("mcp_config", Value::Text(p)) => args.mcp.mcp_config = vec![PathBuf::from(p)],
+        ("mcp.allow_env", Value::List(names)) => allow_env.clone_from(names),
+        ("limits.max_parallel", Value::Number(n)) => {
+            args.max_parallel = usize::try_from(*n).unwrap_or(usize::MAX);
+        }
+        ("limits.max_depth", Value::Number(n)) => args.max_depth = whole(*n),
+        ("limits.max_turns", Value::Number(n)) => args.max_turns = Some(whole(*n)),
+        ("limits.budget_tokens", Value::Number(n)) => args.budget_tokens = Some(*n),
+        ("limits.max_tokens", Value::Number(n)) => args.max_tokens = whole(*n),
+        ("limits.context_tokens", Value::Number(n)) => args.context_tokens = Some(*n),
+        ("compaction.compact_at", Value::CompactAt(c)) => args.compact_at.0 = *c,
+        _ => {}
+    }
+}
+
+/// The value of the setting `key` as `cadre config show` shows it, once applied.
+fn shown_setting(key: &str, args: &RunArgs, allow_env: &[String]) -> String {
+    let or = |n: Option<u64>, none: &str| n.map_or_else(|| none.to_owned(), |n| n.to_string());
+    match key {
+        "provider" => format!("{:?}", args.provider).to_lowercase(),
+        "model" => match (&args.model, args.provider) {
+            (Some(m), _) => cadre_model::resolve_model_alias(m).to_owned(),
+            (None, Provider::Anthropic) => cadre_model::DEFAULT_MODEL.to_owned(),
+            (None, Provider::Openai) => "(none: give --model)".to_owned(),
+        },
+        "base_url" => match (&args.base_url, env_base_url(args.provider)) {
+            (Some(url), _) => url.clone(),
+            (None, Some((url, _))) => url,
+            (None, None) => match args.provider {
+                Provider::Anthropic => cadre_model::anthropic::DEFAULT_BASE_URL.to_owned(),
+                Provider::Openai => cadre_model::openai::OPENAI_DEFAULT_BASE_URL.to_owned(),
+            },
+        },
+        "mcp_config" if args.mcp.mcp_config.is_empty() => "(none)".to_owned(),
+        "mcp_config" => args
+            .mcp
+            .mcp_config
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        "mcp.allow_env" if allow_env.is_empty() => "(none)".to_owned(),
+        "mcp.allow_env" => allow_env.join(", "),
+        "limits.max_parallel" => args.max_parallel.to_string(),
+        "limits.max_depth" => args.max_depth.to_string(),
+        "limits.max_turns" => or(args.max_turns.map(u64::from), "(the agent type's)"),
+        "limits.budget_tokens" => or(args.budget_tokens, "(unlimited)"),
+        "limits.max_tokens" => args.max_tokens.to_string(),
+        "limits.context_tokens" => or(args.context_tokens, "(the model's)"),
+        "compaction.compact_at" => or(args.compact_at.0, "off"),
+        _ => String::new(),
     }
 }
 

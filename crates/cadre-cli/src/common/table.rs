@@ -69,10 +69,6 @@ const WORKER_MODEL: &str =
 /// Every setting and every flag of `cadre run`.
 pub const ROWS: &[Row] = &[
     Row {
-        env: Some("CADRE_MODEL"),
-        ..row("model", Some("model"), Project::May, Engine::Honoured)
-    },
-    Row {
         env: Some("CADRE_PROVIDER"),
         ..row(
             "provider",
@@ -80,6 +76,10 @@ pub const ROWS: &[Row] = &[
             Project::May,
             Engine::Refused(WORKER_MODEL),
         )
+    },
+    Row {
+        env: Some("CADRE_MODEL"),
+        ..row("model", Some("model"), Project::May, Engine::Honoured)
     },
     row(
         "base_url",
