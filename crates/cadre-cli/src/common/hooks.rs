@@ -89,6 +89,9 @@ pub struct Flags {
     pub trust: bool,
     /// `--no-hooks`.
     pub off: bool,
+    /// `--permission-mode`: the user's own mode for this run, which a project's allow rules
+    /// may loosen only once it is trusted.
+    pub mode: Option<cadre_core::PermissionMode>,
 }
 
 impl From<&RunArgs> for Flags {
@@ -96,6 +99,7 @@ impl From<&RunArgs> for Flags {
         Self {
             trust: args.trust_hooks,
             off: args.no_hooks,
+            mode: args.permission_mode,
         }
     }
 }

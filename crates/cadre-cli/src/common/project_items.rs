@@ -14,7 +14,7 @@ use crate::common::hooks::{aligned, is_project_type, Flags};
 use crate::common::project::user_dir;
 use crate::common::settings::{resolve_from, Settings, Sources};
 use crate::common::trust::{State, Store};
-use cadre_core::{McpServerRef, Registry};
+use cadre_core::{McpServerRef, PermissionMode, Registry};
 use cadre_mcp::{McpConfig, ServerConfig};
 use sha2::{Digest, Sha256};
 use std::io::IsTerminal;
@@ -38,6 +38,9 @@ pub struct Item {
 pub struct ProjectItems {
     /// Each item, hooks first.
     pub items: Vec<Item>,
+    /// What the fingerprint covers besides: allow rules that loosen nothing under the
+    /// user's mode now.
+    unseen: Vec<String>,
 }
 
 impl ProjectItems {
@@ -101,6 +104,24 @@ impl ProjectItems {
                 }
             }
         }
+        // Where the user holds their agents back (a mode stricter than auto), the project's
+        // allow rules would let calls through: they loosen a rule, so they need trust. The
+        // fingerprint covers them whatever the mode, so a trust given holds across modes.
+        let users_mode = flags.mode.or_else(|| sources.users_mode());
+        let loosens = users_mode.filter(|m| *m != PermissionMode::Auto);
+        let mut unseen = Vec::new();
+        for (rule, source) in sources.project_allow_rules() {
+            let covers = format!("allow\0{rule}");
+            match loosens {
+                Some(mode) => items.push(Item {
+                    what: format!("permissions.allow {rule}: loosens your mode ({mode})"),
+                    file: source.to_string(),
+                    hook: false,
+                    covers,
+                }),
+                None => unseen.push(covers),
+            }
+        }
         for (key, value, source) in sources.project_gated() {
             items.push(Item {
                 what: format!("{key} = {value:?}"),
@@ -109,7 +130,7 @@ impl ProjectItems {
                 covers: format!("setting\0{key}\0{value}"),
             });
         }
-        Self { items }
+        Self { items, unseen }
     }
 
     /// Whether the project has nothing that needs trust.
@@ -122,8 +143,12 @@ impl ProjectItems {
         let mut hash = Sha256::new();
         // Changes meaning whenever what is covered does, so older answers count as changed.
         hash.update(b"cadre project items 2\n");
-        for item in &self.items {
-            hash.update(item.covers.as_bytes());
+        let mut covered: Vec<&str> = self.items.iter().map(|i| i.covers.as_str()).collect();
+        covered.extend(self.unseen.iter().map(String::as_str));
+        // In one order whatever the user's mode makes seen.
+        covered.sort_unstable();
+        for covers in covered {
+            hash.update(covers.as_bytes());
             hash.update(b"\n");
         }
         hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
@@ -328,9 +353,11 @@ fn ask(items: &ProjectItems, root: &Path, changed: bool) -> bool {
     yes
 }
 
-/// The project's items for `cadre trust`: its own files alone (not the user's).
+/// The project's items for `cadre trust`, as a run without flags gathers them.
 pub fn of_project(root: &Path) -> Result<ProjectItems> {
-    let sources = Sources::read(root, None)?;
+    // The user's files too, as a run reads them: their disableAllHooks and their mode
+    // decide what of the project's is an item.
+    let sources = Sources::read(root, user_dir(true).as_deref())?;
     let registry = load_registry_from(root, &[], false);
     Ok(ProjectItems::gather(
         root,

@@ -527,6 +527,39 @@ impl Sources {
         }
     }
 
+    /// The permission mode the user's own files set, if they set one.
+    pub fn users_mode(&self) -> Option<PermissionMode> {
+        self.files
+            .iter()
+            .skip(1)
+            .find_map(cadre_mode)
+            .or_else(|| {
+                self.claude
+                    .iter()
+                    .filter(|(_, p)| !p)
+                    .find_map(|(f, _)| claude_mode(f))
+            })
+            .map(|(mode, _)| mode)
+    }
+
+    /// The project's allow rules, each with where it is written.
+    pub fn project_allow_rules(&self) -> Vec<(String, Source)> {
+        let mut out = Vec::new();
+        for (f, _) in self.claude.iter().rev().filter(|(_, p)| *p) {
+            out.extend(
+                f.allow
+                    .iter()
+                    .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
+            );
+        }
+        if let Some((Value::List(list), source)) =
+            self.files.first().and_then(|f| f.get("permissions.allow"))
+        {
+            out.extend(list.iter().map(|r| (r.clone(), source.clone())));
+        }
+        out
+    }
+
     /// The `mcp_config` file the project's `cadre.toml` names, if it does.
     pub fn project_mcp_config(&self) -> Option<PathBuf> {
         match self.files.first()?.get("mcp_config") {
@@ -604,7 +637,13 @@ pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Sett
         entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
     }
     let mut left_out = left_out;
-    let permissions = merged_permissions(&files, &claude, &mut entries, &mut left_out);
+    let permissions = merged_permissions(
+        &files,
+        &claude,
+        (args.permission_mode, trusted),
+        &mut entries,
+        &mut left_out,
+    );
     let hooks = configured_hooks(&files, &claude);
     Settings {
         files,
@@ -700,9 +739,14 @@ fn shown_setting(key: &str, args: &RunArgs, allow_env: &[String]) -> String {
 /// The permission mode and rules of every file, with an entry for each. Rules add up, the
 /// user's first; the mode is the user's, or the project's where it is stricter: a project
 /// may tighten the user's mode, never loosen it (a looser one goes to `left_out`).
+///
+/// A project's allow rules loosen what the user's own mode holds back: where the user chose
+/// a mode stricter than `auto` (in their files or with `--permission-mode`, `flag`), an
+/// untrusted project's allow rules go to `left_out` too.
 fn merged_permissions(
     files: &[SettingsFile],
     claude: &[(ClaudeFile, bool)],
+    (flag, trusted): (Option<PermissionMode>, bool),
     entries: &mut Vec<(String, String, Source)>,
     left_out: &mut Vec<String>,
 ) -> PermissionSettings {
@@ -719,6 +763,7 @@ fn merged_permissions(
         .iter()
         .find_map(cadre_mode)
         .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)));
+    let users_own = flag.or(user_mode.as_ref().map(|(m, _)| *m));
     let mode = match (user_mode, project_mode) {
         (Some((user, from)), Some((project, at))) if project.stricter(user) != project => {
             left_out.push(format!(
@@ -728,6 +773,7 @@ fn merged_permissions(
         }
         (user, project) => project.or(user),
     };
+    let allow_barred = !trusted && users_own.is_some_and(|m| m != PermissionMode::Auto);
     match mode {
         Some((mode, source)) => {
             entries.push(("permissions.mode".into(), mode.to_string(), source));
@@ -763,8 +809,14 @@ fn merged_permissions(
         };
         from_claude(&claude_user, &mut written);
         from_cadre(cadre_user, &mut written);
-        from_claude(&claude_project, &mut written);
-        from_cadre(cadre_project, &mut written);
+        let mut project = Vec::new();
+        from_claude(&claude_project, &mut project);
+        from_cadre(cadre_project, &mut project);
+        // Named with the project's other items (see `project_items`).
+        if allow_barred && key == "permissions.allow" {
+            project.clear();
+        }
+        written.extend(project);
         for (rule, source) in written {
             entries.push((key.to_owned(), rule.clone(), source));
             rules.push(rule);

@@ -489,7 +489,7 @@ async fn changed_guards_of_a_trusted_project_refuse_a_run_without_a_terminal() {
 }
 
 #[tokio::test]
-async fn a_project_may_tighten_the_users_mode_never_loosen_it() {
+async fn a_project_may_tighten_the_users_mode_never_loosen_it_untrusted() {
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".git")).unwrap();
@@ -537,4 +537,34 @@ async fn a_project_may_tighten_the_users_mode_never_loosen_it() {
         "{}",
         out.stdout
     );
+
+    // The user holds writes back; an untrusted project's allow rule would let them through.
+    write_file(
+        &home.path().join(".claude/settings.json"),
+        &json!({"permissions": {"defaultMode": "dontAsk"}}).to_string(),
+    );
+    std::fs::remove_file(dir.path().join("cadre.toml")).unwrap();
+    write_file(
+        &dir.path().join(".claude/settings.json"),
+        &json!({"permissions": {"allow": ["Bash"]}}).to_string(),
+    );
+    let allowed = |stdout: &str| {
+        stdout
+            .lines()
+            .any(|l| l.starts_with("permissions.allow") && l.contains("Bash"))
+    };
+    let out = cadre_in(dir.path(), home.path(), &[], &["config", "show"]).await;
+    assert!(!allowed(&out.stdout), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("project items (left out")
+            && out
+                .stdout
+                .contains("permissions.allow Bash: loosens your mode (deny-writes)"),
+        "{}",
+        out.stdout
+    );
+    let out = cadre_in(dir.path(), home.path(), &[], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = cadre_in(dir.path(), home.path(), &[], &["config", "show"]).await;
+    assert!(allowed(&out.stdout), "{}", out.stdout);
 }
