@@ -38,99 +38,121 @@ pub struct Item {
 pub struct ProjectItems {
     /// Each item, hooks first.
     pub items: Vec<Item>,
-    /// What the fingerprint covers besides: allow rules that loosen nothing under the
-    /// user's mode now.
+    /// What the fingerprint covers besides: what cannot take effect this run whatever the
+    /// trust.
     unseen: Vec<String>,
 }
 
 impl ProjectItems {
     /// The items of the project at `root`, from its settings files `sources`, the agent
-    /// types of `registry` and its MCP files. Hooks that do not run whatever the trust
-    /// (`--no-hooks`, `disableAllHooks`) are not among them.
+    /// types of `registry` and its MCP files. What cannot take effect this run whatever the
+    /// trust (hooks turned off by `--no-hooks` or `disableAllHooks`, allow rules under the
+    /// user's `auto`) is not listed, but the fingerprint covers it all the same, so a trust
+    /// given holds whichever flags a run is given.
     pub fn gather(root: &Path, sources: &Sources, registry: &Registry, flags: Flags) -> Self {
-        let relative = |file: &str| -> String {
-            let prefix = format!("{}/", root.display());
-            file.strip_prefix(&prefix).unwrap_or(file).to_owned()
-        };
-        let mut items = Vec::new();
-        let hooks = sources.hooks().with_types(registry, root);
-        if hooks.project_off(flags).is_none() {
-            for h in hooks.project_all() {
-                let matcher = h.matcher.clone().unwrap_or_else(|| "*".into());
-                items.push(Item {
-                    what: format!("hook {} {matcher}: {}", h.event, h.command),
-                    file: h.source.clone(),
-                    hook: true,
-                    covers: format!(
-                        "hook\0{}\0{matcher}\0{}\0{}\0{}",
-                        h.event,
-                        h.command,
-                        h.timeout_secs,
-                        relative(&h.source)
-                    ),
-                });
-            }
-        }
-        let config = project_mcp(root, sources);
-        for (name, server) in &config.servers {
-            let file = config
-                .sources
-                .get(name)
-                .map_or_else(String::new, |f| f.display().to_string());
-            items.push(server_item(name, server, &file, &relative(&file)));
-        }
-        for spec in registry.all().filter(|s| is_project_type(s, root)) {
-            let file = spec
-                .source
-                .as_ref()
-                .map_or_else(String::new, |f| f.display().to_string());
-            for inline in spec.mcp_servers.iter().filter_map(|r| match r {
-                McpServerRef::Inline(map) => Some(map),
-                McpServerRef::Name(_) => None,
-            }) {
-                for (name, value) in inline {
-                    let what = format!("{name} (inline, agent type {})", spec.name);
-                    match ServerConfig::from_json(value) {
-                        Ok(server) => {
-                            items.push(server_item(&what, &server, &file, &relative(&file)))
-                        }
-                        Err(_) => items.push(Item {
-                            what: format!("MCP server {what}"),
-                            file: file.clone(),
-                            hook: false,
-                            covers: format!("inline\0{what}\0{value}\0{}", relative(&file)),
-                        }),
-                    }
-                }
-            }
-        }
-        // Where the user holds their agents back (a mode stricter than auto), the project's
-        // allow rules would let calls through: they loosen a rule, so they need trust. The
-        // fingerprint covers them whatever the mode, so a trust given holds across modes.
-        let users_mode = flags.mode.or_else(|| sources.users_mode());
-        let loosens = users_mode.filter(|m| *m != PermissionMode::Auto);
-        let mut unseen = Vec::new();
-        for (rule, source) in sources.project_allow_rules() {
-            let covers = format!("allow\0{rule}");
-            match loosens {
-                Some(mode) => items.push(Item {
-                    what: format!("permissions.allow {rule}: loosens your mode ({mode})"),
-                    file: source.to_string(),
-                    hook: false,
-                    covers,
-                }),
-                None => unseen.push(covers),
-            }
-        }
+        let mut this = Self::default();
+        this.hooks(root, sources, registry, flags);
+        this.servers(root, sources, registry);
+        this.allow_rules(sources, flags);
         for (key, value, source) in sources.project_gated() {
-            items.push(Item {
+            this.items.push(Item {
                 what: format!("{key} = {value:?}"),
                 file: source.to_string(),
                 hook: false,
                 covers: format!("setting\0{key}\0{value}"),
             });
         }
-        Self { items, unseen }
+        this
+    }
+
+    /// The project's hooks: its settings files' and its agent files'.
+    fn hooks(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
+        let hooks = sources.hooks().with_types(registry, root);
+        let off = hooks.project_off(flags).is_some();
+        for h in hooks.project_all() {
+            let matcher = h.matcher.clone().unwrap_or_else(|| "*".into());
+            let item = Item {
+                what: format!("hook {} {matcher}: {}", h.event, h.command),
+                file: h.source.clone(),
+                hook: true,
+                covers: format!(
+                    "hook\0{}\0{matcher}\0{}\0{}\0{}",
+                    h.event,
+                    h.command,
+                    h.timeout_secs,
+                    relative(root, &h.source)
+                ),
+            };
+            self.push(item, !off);
+        }
+    }
+
+    /// The project's MCP servers: its `.mcp.json`, its `mcp_config`, and the inline servers
+    /// of its agent files.
+    fn servers(&mut self, root: &Path, sources: &Sources, registry: &Registry) {
+        let config = project_mcp(root, sources);
+        for (name, server) in &config.servers {
+            let file = config
+                .sources
+                .get(name)
+                .map_or_else(String::new, |f| f.display().to_string());
+            self.push(
+                server_item(name, server, &file, &relative(root, &file)),
+                true,
+            );
+        }
+        for spec in registry.all().filter(|s| is_project_type(s, root)) {
+            let file = spec
+                .source
+                .as_ref()
+                .map_or_else(String::new, |f| f.display().to_string());
+            let inline = spec.mcp_servers.iter().filter_map(|r| match r {
+                McpServerRef::Inline(map) => Some(map),
+                McpServerRef::Name(_) => None,
+            });
+            for (name, value) in inline.flatten() {
+                let what = format!("{name} (inline, agent type {})", spec.name);
+                let item = match ServerConfig::from_json(value) {
+                    Ok(server) => server_item(&what, &server, &file, &relative(root, &file)),
+                    Err(_) => Item {
+                        what: format!("MCP server {what}"),
+                        file: file.clone(),
+                        hook: false,
+                        covers: format!("inline\0{what}\0{value}\0{}", relative(root, &file)),
+                    },
+                };
+                self.push(item, true);
+            }
+        }
+    }
+
+    /// The project's allow rules: where the user holds their agents back (a mode stricter
+    /// than auto), they would let calls through, so they loosen a rule and need trust.
+    fn allow_rules(&mut self, sources: &Sources, flags: Flags) {
+        let users_mode = flags.mode.or_else(|| sources.users_mode());
+        let loosens = users_mode.filter(|m| *m != PermissionMode::Auto);
+        for (rule, source) in sources.project_allow_rules() {
+            let item = Item {
+                what: format!(
+                    "permissions.allow {rule}: loosens your mode ({})",
+                    loosens.unwrap_or_default()
+                ),
+                file: source.to_string(),
+                hook: false,
+                covers: format!("allow\0{rule}"),
+            };
+            self.push(item, loosens.is_some());
+        }
+    }
+
+    /// Adds `item`: listed when it takes effect this run (`listed`), else only covered by
+    /// the fingerprint.
+    fn push(&mut self, item: Item, listed: bool) {
+        if listed {
+            self.items.push(item);
+        } else {
+            self.unseen.push(item.covers);
+        }
     }
 
     /// Whether the project has nothing that needs trust.
@@ -163,6 +185,13 @@ impl ProjectItems {
             .collect();
         aligned(&rows)
     }
+}
+
+/// `file` from the project root `root`, so the fingerprint holds for the same project seen
+/// through another path.
+fn relative(root: &Path, file: &str) -> String {
+    let prefix = format!("{}/", root.display());
+    file.strip_prefix(&prefix).unwrap_or(file).to_owned()
 }
 
 /// One MCP server as an item: what it runs or reaches, and the variables it reads.

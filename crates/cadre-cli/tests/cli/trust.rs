@@ -486,6 +486,12 @@ async fn changed_guards_of_a_trusted_project_refuse_a_run_without_a_terminal() {
     let out = cadre_in(dir.path(), home.path(), &env, &["run", "clean up"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(dir.path().join("junkdir").is_dir(), "rm -rf ran");
+    // --no-hooks changes what runs, not what was trusted.
+    server.route(Match::Any, vec![Reply::text("DONE")]);
+    let out = cadre_in(dir.path(), home.path(), &env, &["run", "--no-hooks", "hi"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("changed since"), "{}", out.stderr);
+    assert!(!out.stderr.contains("left out"), "{}", out.stderr);
 }
 
 #[tokio::test]
