@@ -187,6 +187,9 @@ pub const MODEL_CREDENTIALS: [&str; 4] = [
 pub struct Expansion {
     /// Files whose servers read any variable: the user's own.
     pub open_files: Vec<PathBuf>,
+    /// Folders whose files' servers read any variable: the user's own folders of agent
+    /// files, whose types' inline servers are the user's.
+    pub open_dirs: Vec<PathBuf>,
     /// What every other server may read: the user's allow-list (the model API's
     /// credentials never, even when listed).
     pub allowed: BTreeSet<String>,
@@ -203,7 +206,11 @@ impl Expansion {
 
     /// Whether a server defined in `file` may read the variable `name`.
     pub fn allows(&self, file: Option<&Path>, name: &str) -> bool {
-        let open = file.is_some_and(|f| self.open_files.iter().any(|o| o == f));
+        let open = file.is_some_and(|f| {
+            self.open_files.iter().any(|o| o == f)
+                || f.parent()
+                    .is_some_and(|d| self.open_dirs.iter().any(|o| o == d))
+        });
         open || (self.allowed.contains(name) && !MODEL_CREDENTIALS.contains(&name))
     }
 }
@@ -405,6 +412,7 @@ mod tests {
     fn only_the_users_own_files_read_any_variable() {
         let expansion = Expansion {
             open_files: vec![PathBuf::from("mine.json")],
+            open_dirs: vec![PathBuf::from("home/agents")],
             allowed: ["ALLOWED".to_owned(), "ANTHROPIC_API_KEY".to_owned()]
                 .into_iter()
                 .collect(),
@@ -418,6 +426,8 @@ mod tests {
         assert!(expansion.allows(theirs, "ALLOWED"));
         assert!(!expansion.allows(theirs, "ANTHROPIC_API_KEY"));
         assert!(!Expansion::default().allows(theirs, "ALLOWED"));
+        assert!(expansion.allows(Some(Path::new("home/agents/a.md")), "ANYTHING"));
+        assert!(!expansion.allows(Some(Path::new("project/agents/a.md")), "ANYTHING"));
         let web = ServerConfig::from_json(
             &serde_json::json!({"url": "http://h/${A}", "headers": {"x": "${B:-d} ${A}"}}),
         )

@@ -77,16 +77,11 @@ impl McpServers {
             .clone()
     }
 
-    /// Starts a server that belongs to one agent alone (an agent type's inline server); the
-    /// caller stops it with [`Server::shutdown`] when the agent ends. Its `${VAR}` read only
-    /// what the user allows.
-    pub async fn start(&self, name: &str, config: &ServerConfig) -> Result<Arc<Server>, McpError> {
-        self.start_from(name, config, None).await
-    }
-
-    /// Starts the server `name`, defined in `file`, its variables expanded as the
-    /// configuration's [`Expansion`](crate::config::Expansion) lets it.
-    async fn start_from(
+    /// Starts a server that belongs to one agent alone (an agent type's inline server,
+    /// written in `file`); the caller stops it with [`Server::shutdown`] when the agent
+    /// ends. Its variables are expanded as the configuration's
+    /// [`Expansion`](crate::config::Expansion) lets a server of `file` read them.
+    pub async fn start_from(
         &self,
         name: &str,
         config: &ServerConfig,

@@ -42,6 +42,7 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
         trusted,
         project_config.as_deref(),
         &sources.allow_env(),
+        &[],
     )?;
     let config = servers.config();
     for p in &config.problems {

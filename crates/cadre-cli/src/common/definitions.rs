@@ -51,7 +51,8 @@ pub fn load_servers(root: &Path, args: &McpArgs, include_user: bool) -> Result<M
 /// The MCP servers of a run in `root`, as [`load_servers`] finds them, but the project's
 /// (its `.mcp.json`, and an `mcp_config` file its `cadre.toml` named, `project_config`)
 /// only when `trusted`. The servers of the user's own files read any `${VAR}`; the
-/// project's only those `allow_env` names, and never the model API's credentials.
+/// project's only those `allow_env` names, and never the model API's credentials; so do the
+/// inline servers of agent types, but for those in the user's own folders and `agents_dir`.
 pub fn load_run_servers(
     root: &Path,
     args: &McpArgs,
@@ -59,8 +60,16 @@ pub fn load_run_servers(
     trusted: bool,
     project_config: Option<&Path>,
     allow_env: &[String],
+    agents_dir: &[PathBuf],
 ) -> Result<McpServers> {
     let mut config = read_servers(root, args, include_user, trusted)?;
+    // The user's own agent folders: their types' inline servers are the user's too.
+    let project_dirs = [".claude/agents", "agents", ".cadre/agents"].map(|d| root.join(d));
+    config.expansion.open_dirs = Registry::standard_dirs(root, user_home(include_user).as_deref())
+        .into_iter()
+        .filter(|d| !project_dirs.contains(d))
+        .chain(agents_dir.iter().cloned())
+        .collect();
     let project_json = root.join(".mcp.json");
     let home = user_home(include_user);
     config.expansion.open_files = McpConfig::standard_files(root, home.as_deref())

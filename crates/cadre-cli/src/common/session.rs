@@ -129,6 +129,7 @@ impl Session {
             trusted,
             project_mcp_config.as_deref(),
             &settings.allow_env,
+            &args.dirs.agents_dir,
         )?;
         if !quiet {
             for p in &mcp.config().problems {
