@@ -445,3 +445,68 @@ pub fn print_items(items: &ProjectItems, state: Option<State>, flags: Flags) {
         outln!("  {line}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The items of a project at `root` whose settings file holds `settings` and whose
+    /// `.mcp.json` holds `mcp`.
+    fn items_of(root: &Path, settings: &str, mcp: &str, flags: Flags) -> ProjectItems {
+        std::fs::create_dir_all(root.join(".claude")).unwrap();
+        std::fs::write(root.join(".claude/settings.json"), settings).unwrap();
+        std::fs::write(root.join(".mcp.json"), mcp).unwrap();
+        let sources = Sources::read(root, None).unwrap();
+        let registry = load_registry_from(root, &[], false);
+        ProjectItems::gather(root, &sources, &registry, flags)
+    }
+
+    #[test]
+    fn one_fingerprint_covers_hooks_servers_and_rules_wherever_the_project_lies() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let hook = |timeout: u64| {
+            format!(
+                r#"{{"hooks": {{"PreToolUse": [{{"matcher": "Bash", "hooks": [{{"command": "guard.sh", "timeout": {timeout}}}]}}]}}, "permissions": {{"allow": ["Bash"]}}}}"#
+            )
+        };
+        let mcp = r#"{"mcpServers": {"s": {"command": "sh", "args": ["-c", "${TOKEN}"]}}}"#;
+        let first = items_of(&a, &hook(10), mcp, Flags::default());
+        // The allow rule loosens nothing under auto: covered, not listed.
+        assert_eq!(first.items.len(), 2, "{:?}", first.items);
+        assert!(first.items[0].hook && first.items[0].what.contains("guard.sh"));
+        assert!(
+            first.items[1].what.contains("reads ${TOKEN}"),
+            "{:?}",
+            first.items
+        );
+        // The same project in another folder: the same fingerprint.
+        assert_eq!(
+            first.fingerprint(),
+            items_of(&b, &hook(10), mcp, Flags::default()).fingerprint()
+        );
+        // What is listed by the flags changes nothing of what was trusted.
+        let off = Flags {
+            off: true,
+            mode: Some(PermissionMode::DenyWrites),
+            ..Flags::default()
+        };
+        let listed = items_of(&a, &hook(10), mcp, off);
+        assert!(listed.items.iter().all(|i| !i.hook), "{:?}", listed.items);
+        assert!(listed
+            .items
+            .iter()
+            .any(|i| i.what.contains("permissions.allow Bash")));
+        assert_eq!(first.fingerprint(), listed.fingerprint());
+        // Any change is a change: a timeout, a server's arguments.
+        assert_ne!(
+            first.fingerprint(),
+            items_of(&a, &hook(11), mcp, Flags::default()).fingerprint()
+        );
+        let other = mcp.replace("TOKEN", "OTHER");
+        assert_ne!(
+            first.fingerprint(),
+            items_of(&a, &hook(10), &other, Flags::default()).fingerprint()
+        );
+    }
+}
