@@ -455,8 +455,10 @@ async fn cancelling_the_run_kills_a_running_hook_and_its_children() {
     let hang = script(
         dir.path(),
         "hang.sh",
+        // Written whole, then moved: the watcher below must never read a half-written pid.
         r#"sleep 300 &
-echo $! > "$CLAUDE_PROJECT_DIR/child.pid"
+echo $! > "$CLAUDE_PROJECT_DIR/child.tmp"
+mv "$CLAUDE_PROJECT_DIR/child.tmp" "$CLAUDE_PROJECT_DIR/child.pid"
 wait"#,
     );
     let end = script(
