@@ -53,7 +53,7 @@ impl ProjectItems {
         let mut this = Self::default();
         this.hooks(root, sources, registry, flags);
         this.servers(root, sources, registry);
-        this.allow_rules(sources, flags);
+        this.allow_rules(root, sources, registry, flags);
         for (key, value, source) in sources.project_gated() {
             this.items.push(Item {
                 what: format!("{key} = {value:?}"),
@@ -126,18 +126,37 @@ impl ProjectItems {
         }
     }
 
-    /// The project's allow rules: where the user holds their agents back (a mode stricter
-    /// than auto), they would let calls through, so they loosen a rule and need trust.
-    fn allow_rules(&mut self, sources: &Sources, flags: Flags) {
-        let users_mode = flags.mode.or_else(|| sources.users_mode());
-        let loosens = users_mode.filter(|m| *m != PermissionMode::Auto);
-        for (rule, source) in sources.project_allow_rules() {
+    /// The project's allow rules, its settings files' and its agent types': where the user
+    /// holds their agents back (a mode stricter than auto), they would let calls through,
+    /// so they loosen a rule and need trust.
+    fn allow_rules(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
+        let loosens = loosened_mode(sources, flags);
+        let of_types = registry
+            .all()
+            .filter(|s| is_project_type(s, root))
+            .flat_map(|s| {
+                let file = s
+                    .source
+                    .as_ref()
+                    .map_or_else(String::new, |f| f.display().to_string());
+                s.permissions
+                    .allow
+                    .iter()
+                    .map(move |rule| (format!("{rule} (agent type {})", s.name), file.clone()))
+            });
+        let rules: Vec<(String, String)> = sources
+            .project_allow_rules()
+            .into_iter()
+            .map(|(rule, source)| (rule, source.to_string()))
+            .chain(of_types)
+            .collect();
+        for (rule, source) in rules {
             let item = Item {
                 what: format!(
                     "permissions.allow {rule}: loosens your mode ({})",
                     loosens.unwrap_or_default()
                 ),
-                file: source.to_string(),
+                file: source,
                 hook: false,
                 covers: format!("allow\0{rule}"),
             };
@@ -396,25 +415,36 @@ pub fn of_project(root: &Path) -> Result<ProjectItems> {
     ))
 }
 
-/// The agent types of `registry` with the project's inline MCP servers taken away, for a
-/// run that leaves the project's items out.
-pub fn strip_inline_servers(registry: &mut Registry, root: &Path) {
+/// The mode stricter than auto the user holds their agents to (`--permission-mode`, else
+/// their own files), which a project's allow rules would loosen; `None` under auto.
+pub fn loosened_mode(sources: &Sources, flags: Flags) -> Option<PermissionMode> {
+    flags
+        .mode
+        .or_else(|| sources.users_mode())
+        .filter(|m| *m != PermissionMode::Auto)
+}
+
+/// The project's agent types of `registry` without what an untrusted project may not
+/// use: their inline MCP servers, and their allow rules when they would loosen the user's
+/// mode (`loosens`).
+pub fn strip_untrusted(registry: &mut Registry, root: &Path, loosens: bool) {
+    let inline = |s: &cadre_core::AgentSpec| {
+        s.mcp_servers
+            .iter()
+            .any(|r| matches!(r, McpServerRef::Inline(_)))
+    };
     let stripped: Vec<cadre_core::AgentSpec> = registry
         .all()
         .filter(|s| is_project_type(s, root))
-        .filter(|s| {
-            s.mcp_servers
-                .iter()
-                .any(|r| matches!(r, McpServerRef::Inline(_)))
-        })
-        .map(|s| cadre_core::AgentSpec {
-            mcp_servers: s
-                .mcp_servers
-                .iter()
-                .filter(|r| matches!(r, McpServerRef::Name(_)))
-                .cloned()
-                .collect(),
-            ..s.clone()
+        .filter(|s| inline(s) || (loosens && !s.permissions.allow.is_empty()))
+        .map(|s| {
+            let mut spec = s.clone();
+            spec.mcp_servers
+                .retain(|r| matches!(r, McpServerRef::Name(_)));
+            if loosens {
+                spec.permissions.allow.clear();
+            }
+            spec
         })
         .collect();
     for spec in stripped {

@@ -100,6 +100,7 @@ impl Session {
         let items = ProjectItems::gather(&root, &sources, &registry, flags);
         let trusted = project_items::decide(&items, &root, flags)?;
         let project_mcp_config = sources.project_mcp_config();
+        let loosens = project_items::loosened_mode(&sources, flags).is_some();
         let settings = crate::common::settings::resolve_from(&mut args, sources, trusted);
         let instructions = cadre_core::Instructions::load(&root, user_dir.as_deref());
         // What a project may not weaken is said even with -q: it is a reason a rule of
@@ -139,7 +140,7 @@ impl Session {
             print_problems(skills.problems());
         }
         if !trusted {
-            project_items::strip_inline_servers(&mut registry, &root);
+            project_items::strip_untrusted(&mut registry, &root, loosens);
         }
         let configured = settings.hooks.clone().with_types(&registry, &root);
         let hooks = hooks_for_run(&configured, &mut registry, &root, flags, trusted);

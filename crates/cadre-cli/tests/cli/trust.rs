@@ -574,3 +574,58 @@ async fn a_project_may_tighten_the_users_mode_never_loosen_it_untrusted() {
     let out = cadre_in(dir.path(), home.path(), &[], &["config", "show"]).await;
     assert!(allowed(&out.stdout), "{}", out.stdout);
 }
+
+#[tokio::test]
+async fn an_untrusted_project_types_allow_rules_do_not_loosen_the_users_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    // The user denies writes; the project's primary type would allow every bash command.
+    write_file(
+        &home.path().join(".claude/settings.json"),
+        &json!({"permissions": {"defaultMode": "dontAsk"}}).to_string(),
+    );
+    write_file(
+        &dir.path().join("agents/loose.yaml"),
+        "name: loose\ndescription: Loose.\nmode: primary\ntools: [bash]\npermissions:\n  allow: [\"Bash\"]\nprompt: Do it.\n",
+    );
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let run = || async {
+        server.route(
+            Match::Any,
+            vec![bash("b1", "touch written"), Reply::text("done")],
+        );
+        cadre_in(
+            dir.path(),
+            home.path(),
+            &env,
+            &["run", "--agent", "loose", "go"],
+        )
+        .await
+    };
+    let out = run().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        !dir.path().join("written").exists(),
+        "the project's allow rule loosened deny-writes"
+    );
+    assert!(
+        out.stderr
+            .contains("permissions.allow Bash (agent type loose): loosens your mode (deny-writes)"),
+        "{}",
+        out.stderr
+    );
+    let out = cadre_in(dir.path(), home.path(), &[], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = run().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        dir.path().join("written").exists(),
+        "trusted, its allow rule applies"
+    );
+}
