@@ -232,7 +232,12 @@ mod team_view;
 /// trust.
 #[path = "cli/hooks.rs"]
 mod hooks;
+
 /// Results that arrive whole and outcomes told as they happened: a cut report, a killed
 /// subagent, a cancelled one, in the table, `summary.json` and `cadre runs`.
 #[path = "cli/results.rs"]
 mod results;
+/// One trust boundary: an untrusted clone runs none of its commands and reaches none of its
+/// hosts; the user's guards hold; a guard that cannot load refuses the run.
+#[path = "cli/trust.rs"]
+mod trust;

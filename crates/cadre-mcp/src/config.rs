@@ -3,10 +3,13 @@
 //!
 //! Values may use `${VAR}` and `${VAR:-default}`, expanded from cadre's environment when a
 //! server starts, so a secret can be passed to one server by name without being written down.
+//! Which variables may be read is the user's to say ([`Expansion`]): the servers of the
+//! user's own files read any; every other server (a project's `.mcp.json`, an agent file's
+//! inline server) only those the user allows, and never the model API's credentials.
 
 use serde::Deserialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -136,6 +139,82 @@ impl ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// The names of the variables its values read (`${NAME}`, `${NAME:-default}`), once
+    /// each, in order.
+    pub fn variables(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut note = |text: &str| {
+            let mut rest = text;
+            while let Some(start) = rest.find("${") {
+                let after = &rest[start + 2..];
+                let Some(end) = after.find('}') else { break };
+                let inner = &after[..end];
+                let name = inner.split_once(":-").map_or(inner, |(n, _)| n).to_owned();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+                rest = &after[end + 1..];
+            }
+        };
+        match self {
+            Self::Stdio {
+                command, args, env, ..
+            } => {
+                note(command);
+                args.iter().for_each(|a| note(a));
+                env.values().for_each(|v| note(v));
+            }
+            Self::Http { url, headers, .. } => {
+                note(url);
+                headers.values().for_each(|v| note(v));
+            }
+        }
+        names
+    }
+}
+
+/// The model API's credentials: never expanded into a server the user did not write.
+pub const MODEL_CREDENTIALS: [&str; 4] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+
+/// Which environment variables `${VAR}` may read, by where a server was defined.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expansion {
+    /// Files whose servers read any variable: the user's own.
+    pub open_files: Vec<PathBuf>,
+    /// Folders whose files' servers read any variable: the user's own folders of agent
+    /// files, whose types' inline servers are the user's.
+    pub open_dirs: Vec<PathBuf>,
+    /// What every other server may read: the user's allow-list (the model API's
+    /// credentials never, even when listed).
+    pub allowed: BTreeSet<String>,
+}
+
+impl Expansion {
+    /// The value of `name` for a server defined in `file` (`None`: not a file's, such as an
+    /// agent file's inline server), if it may read it.
+    pub fn lookup(&self, file: Option<&Path>, name: &str) -> Option<String> {
+        self.allows(file, name)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    }
+
+    /// Whether a server defined in `file` may read the variable `name`.
+    pub fn allows(&self, file: Option<&Path>, name: &str) -> bool {
+        let open = file.is_some_and(|f| {
+            self.open_files.iter().any(|o| o == f)
+                || f.parent()
+                    .is_some_and(|d| self.open_dirs.iter().any(|o| o == d))
+        });
+        open || (self.allowed.contains(name) && !MODEL_CREDENTIALS.contains(&name))
+    }
+}
+
 #[derive(Deserialize)]
 struct RawServer {
     #[serde(rename = "type")]
@@ -206,6 +285,8 @@ pub struct McpConfig {
     pub sources: BTreeMap<String, PathBuf>,
     /// What could not be read.
     pub problems: Vec<ConfigProblem>,
+    /// Which variables their `${VAR}` may read; by default none.
+    pub expansion: Expansion,
 }
 
 impl McpConfig {
@@ -325,6 +406,33 @@ mod tests {
         assert!(
             matches!(web, ServerConfig::Http { headers, .. } if headers["Authorization"] == "Bearer t0k")
         );
+    }
+
+    #[test]
+    fn only_the_users_own_files_read_any_variable() {
+        let expansion = Expansion {
+            open_files: vec![PathBuf::from("mine.json")],
+            open_dirs: vec![PathBuf::from("home/agents")],
+            allowed: ["ALLOWED".to_owned(), "ANTHROPIC_API_KEY".to_owned()]
+                .into_iter()
+                .collect(),
+        };
+        let mine = Some(Path::new("mine.json"));
+        let theirs = Some(Path::new(".mcp.json"));
+        assert!(expansion.allows(mine, "ANYTHING"));
+        assert!(expansion.allows(mine, "ANTHROPIC_API_KEY"));
+        assert!(!expansion.allows(theirs, "ANYTHING"));
+        assert!(!expansion.allows(None, "ANYTHING"));
+        assert!(expansion.allows(theirs, "ALLOWED"));
+        assert!(!expansion.allows(theirs, "ANTHROPIC_API_KEY"));
+        assert!(!Expansion::default().allows(theirs, "ALLOWED"));
+        assert!(expansion.allows(Some(Path::new("home/agents/a.md")), "ANYTHING"));
+        assert!(!expansion.allows(Some(Path::new("project/agents/a.md")), "ANYTHING"));
+        let web = ServerConfig::from_json(
+            &serde_json::json!({"url": "http://h/${A}", "headers": {"x": "${B:-d} ${A}"}}),
+        )
+        .unwrap();
+        assert_eq!(web.variables(), ["A", "B"]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod server;
 pub mod servers;
 pub mod tool;
 
-pub use config::{ConfigProblem, McpConfig, ServerConfig};
+pub use config::{ConfigProblem, Expansion, McpConfig, ServerConfig, MODEL_CREDENTIALS};
 pub use server::{McpError, RemoteTool, Server, Timeouts, BASE_ENV};
 pub use servers::McpServers;
 pub use tool::{parse_pattern, pattern_matches, pattern_names_server, tool_name, McpTool, PREFIX};

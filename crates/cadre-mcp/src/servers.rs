@@ -71,13 +71,24 @@ impl McpServers {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             slots.entry(name.to_owned()).or_default().clone()
         };
-        slot.get_or_init(|| self.start(name, config)).await.clone()
+        let file = self.config.sources.get(name).cloned();
+        slot.get_or_init(|| self.start_from(name, config, file.as_deref()))
+            .await
+            .clone()
     }
 
-    /// Starts a server that belongs to one agent alone (an agent type's inline server); the
-    /// caller stops it with [`Server::shutdown`] when the agent ends.
-    pub async fn start(&self, name: &str, config: &ServerConfig) -> Result<Arc<Server>, McpError> {
-        let expanded = config.expanded(&|k| std::env::var(k).ok());
+    /// Starts a server that belongs to one agent alone (an agent type's inline server,
+    /// written in `file`); the caller stops it with [`Server::shutdown`] when the agent
+    /// ends. Its variables are expanded as the configuration's
+    /// [`Expansion`](crate::config::Expansion) lets a server of `file` read them.
+    pub async fn start_from(
+        &self,
+        name: &str,
+        config: &ServerConfig,
+        file: Option<&std::path::Path>,
+    ) -> Result<Arc<Server>, McpError> {
+        let expansion = &self.config.expansion;
+        let expanded = config.expanded(&|k| expansion.lookup(file, k));
         tracing::debug!(target: "cadre::mcp", "starting MCP server {name}: {}", expanded.summary());
         Server::start(name, &expanded, &self.cwd, self.timeouts)
             .await

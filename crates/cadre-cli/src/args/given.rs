@@ -6,22 +6,6 @@ use clap::ArgMatches;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// The command-line option (clap id) each setting stands for, and the environment variable
-/// clap reads for it, if any.
-const FLAGS: [(&str, &str, Option<&str>); 11] = [
-    ("model", "model", Some("CADRE_MODEL")),
-    ("provider", "provider", Some("CADRE_PROVIDER")),
-    ("base_url", "base_url", None),
-    ("mcp_config", "mcp_config", None),
-    ("limits.max_parallel", "max_parallel", None),
-    ("limits.max_depth", "max_depth", None),
-    ("limits.max_turns", "max_turns", None),
-    ("limits.budget_tokens", "budget_tokens", None),
-    ("limits.max_tokens", "max_tokens", None),
-    ("limits.context_tokens", "context_tokens", None),
-    ("compaction.compact_at", "compact_at", None),
-];
-
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -55,7 +39,11 @@ impl Given {
     /// What `matches` (the innermost subcommand's) says was given.
     pub fn from_matches(matches: &ArgMatches) -> Self {
         let mut given = BTreeMap::new();
-        for (key, id, env) in FLAGS {
+        // Every setting a flag gives, as the table of settings declares it.
+        let flags = crate::common::table::ROWS
+            .iter()
+            .filter_map(|r| r.flag.map(|f| (r.key, f, r.env)));
+        for (key, id, env) in flags {
             // Only commands that take the run options have these ids.
             if matches.try_contains_id(id).is_err() {
                 continue;
@@ -76,5 +64,10 @@ impl Given {
     /// Where the setting `key` came from, if the command line gave it.
     pub fn source(&self, key: &str) -> Option<Source> {
         self.0.get(key).cloned()
+    }
+
+    /// Every setting the command line gave, and how.
+    pub fn all(&self) -> impl Iterator<Item = (&'static str, &Source)> {
+        self.0.iter().map(|(k, s)| (*k, s))
     }
 }

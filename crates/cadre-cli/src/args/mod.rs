@@ -73,12 +73,14 @@ pub enum Command {
     /// .claude/settings.local.json and ~/.claude/settings.json.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Trust a project's hooks, so its runs run them: the commands in its
-    /// .claude/settings.json, .claude/settings.local.json, cadre.toml and agent files
-    /// (`hooks`), which run with your rights when its agents act. Until then, a run asks on a terminal and
-    /// runs none without one (your own hooks, in ~/.claude/settings.json and
-    /// ~/.config/cadre/config.toml, always run). The trust covers the hooks as they are now:
-    /// if they change, cadre asks again. Remembered in ~/.config/cadre/trusted.json.
+    /// Trust a project, so its runs use what it supplies that runs a command or reaches a
+    /// host: its hooks (.claude/settings.json, .claude/settings.local.json, cadre.toml, agent
+    /// files), its MCP servers (.mcp.json, mcp_config, agent files' inline servers) and its
+    /// base_url. Until then, a run asks on a terminal and leaves them all out without one,
+    /// naming each (your own hooks, in ~/.claude/settings.json and
+    /// ~/.config/cadre/config.toml, always run). The trust covers them as they are now: if
+    /// they change, cadre asks again, and a run without a terminal whose project has hooks
+    /// is refused. Remembered in ~/.config/cadre/trusted.json.
     Trust(TrustCmd),
     /// List, show or check agent types.
     #[command(subcommand)]
@@ -498,10 +500,11 @@ pub struct RunArgs {
     /// (repeatable).
     #[arg(long = "deny", value_name = "RULE", value_parser = parse_rule)]
     pub deny: Vec<String>,
-    /// Run the project's hooks (in its .claude/settings.json, .claude/settings.local.json,
-    /// cadre.toml, agent files) this once, though the project is not trusted; nothing is remembered
-    /// (`cadre trust` remembers). Your own hooks always run.
-    #[arg(long, conflicts_with = "no_hooks")]
+    /// Trust the project this once, though it is not trusted: its hooks (in its
+    /// .claude/settings.json, .claude/settings.local.json, cadre.toml, agent files), its MCP
+    /// servers (.mcp.json, mcp_config, agent files' inline servers) and its base_url are used;
+    /// nothing is remembered (`cadre trust` remembers). Your own hooks always run.
+    #[arg(long, visible_alias = "trust-project")]
     pub trust_hooks: bool,
     /// Run no hooks this time, neither yours nor the project's.
     #[arg(long)]

@@ -6,7 +6,9 @@ use crate::common::definitions::load_registry_from;
 use crate::common::exit::{Code, Result};
 use crate::common::hooks;
 use crate::common::project::{user_dir, workspace_root};
+use crate::common::project_items::{self, hook_status, print_items, ProjectItems};
 use crate::common::settings::{self, SettingsFile};
+use crate::common::trust::State;
 use std::path::PathBuf;
 
 /// Runs one `cadre config` command.
@@ -19,7 +21,16 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
             // As a run would: a recording or a replay leaves out the user's own file.
             let portable = args.record.is_some() || args.replay.is_some();
             let user_dir = user_dir.filter(|_| !portable);
-            let merged = settings::resolve(&mut args, &root, user_dir.as_deref())?;
+            let sources = settings::Sources::read(&root, user_dir.as_deref())?;
+            // As a run would see them: the agent types' own hooks and the project's items.
+            let include_user = user_dir.is_some();
+            let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
+            let flags = (&args).into();
+            let items = ProjectItems::gather(&root, &sources, &registry, flags);
+            let state = project_items::state(&items, &root, flags);
+            let trusted = matches!(state, None | Some(State::Trusted));
+            let configured = sources.hooks().with_types(&registry, &root);
+            let merged = settings::resolve_from(&mut args, sources, trusted);
             merged
                 .warnings()
                 .for_each(|w| errln!("cadre: warning: {w}"));
@@ -38,12 +49,11 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
                     vw = width.1.min(40)
                 );
             }
+            for line in &merged.left_out {
+                outln!("left out: {line}");
+            }
             outln!();
-            // As a run would see them, with the agent types' own.
-            let include_user = user_dir.is_some();
-            let registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
-            let configured = merged.hooks.clone().with_types(&registry, &root);
-            let listed = hooks::listing(&configured, &root, (&args).into());
+            let listed = hooks::listing(&configured, flags, &hook_status(state, flags));
             if listed.is_empty() {
                 outln!("hooks  (none)");
             } else {
@@ -52,6 +62,8 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
                     outln!("  {line}");
                 }
             }
+            outln!();
+            print_items(&items, state, flags);
             Ok(Code::Done)
         }
         ConfigCommand::Check => {

@@ -4,6 +4,7 @@ use crate::common::definitions::load_registry_from;
 use crate::common::exit::Code;
 use crate::common::hooks;
 use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
+use crate::common::project_items::{self, hook_status, ProjectItems};
 use crate::common::settings;
 use cadre_core::definitions::instructions::Origin;
 use cadre_core::Instructions;
@@ -113,14 +114,20 @@ fn project(directory: Option<PathBuf>) {
         );
     }
     let registry = load_registry_from(&root, &[], true);
-    let configured = settings::configured_hooks(&files, &claude).with_types(&registry, &root);
-    let listed = hooks::listing(&configured, &root, hooks::Flags::default());
+    let sources = settings::Sources { files, claude };
+    let flags = hooks::Flags::default();
+    let items = ProjectItems::gather(&root, &sources, &registry, flags);
+    let state = project_items::state(&items, &root, flags);
+    let configured = sources.hooks().with_types(&registry, &root);
+    let listed = hooks::listing(&configured, flags, &hook_status(state, flags));
     if listed.is_empty() {
         outln!("hooks             none (.claude/settings.json, .claude/settings.local.json, cadre.toml [hooks]; yours in ~/.claude/settings.json, ~/.config/cadre/config.toml)");
     }
     for (i, line) in listed.iter().enumerate() {
         outln!("{:<17} {line}", if i == 0 { "hooks" } else { "" });
     }
+    outln!();
+    project_items::print_items(&items, state, flags);
 }
 
 /// A size in bytes as people read it.

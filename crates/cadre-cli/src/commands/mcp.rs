@@ -1,10 +1,14 @@
 //! `cadre mcp list|check`: the configured MCP servers, started, and their tools.
 
 use crate::args::McpCommand;
-use crate::common::definitions::load_servers;
+use crate::common::definitions::{load_registry_from, load_run_servers};
 use crate::common::display::{first_sentence, truncate};
 use crate::common::exit::{Code, Result};
+use crate::common::hooks::Flags;
 use crate::common::project::user_dir;
+use crate::common::project_items::{self, ProjectItems};
+use crate::common::settings::Sources;
+use crate::common::trust::State;
 use std::path::{Path, PathBuf};
 
 /// Runs one `cadre mcp` command.
@@ -14,13 +18,32 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
         McpCommand::Check(a) => (a, true),
     };
     let mut args = args;
+    // A project's servers start here too only once it is trusted: listing them must not run
+    // a command a repository just cloned chose.
+    let sources = Sources::read(root, user_dir(true).as_deref())?;
+    let registry = load_registry_from(root, &[], true);
+    let flags = Flags::default();
+    let items = ProjectItems::gather(root, &sources, &registry, flags);
+    let trusted = match project_items::state(&items, root, flags) {
+        None | Some(State::Trusted) => true,
+        Some(_) => {
+            project_items::say_left_out(&items, "this project is not trusted");
+            false
+        }
+    };
+    let project_config = sources.project_mcp_config();
     if args.mcp_config.is_empty() {
-        args.mcp_config.extend(crate::common::settings::mcp_config(
-            root,
-            user_dir(true).as_deref(),
-        )?);
+        args.mcp_config.extend(sources.mcp_config(trusted));
     }
-    let servers = load_servers(root, &args, true)?;
+    let servers = load_run_servers(
+        root,
+        &args,
+        true,
+        trusted,
+        project_config.as_deref(),
+        &sources.allow_env(),
+        &[],
+    )?;
     let config = servers.config();
     for p in &config.problems {
         errln!("cadre: {p}");

@@ -1,15 +1,15 @@
-//! `cadre trust [DIR] [--revoke | --list]`: whether a project's hooks may run.
+//! `cadre trust [DIR] [--revoke | --list]`: whether a project's commands and endpoints (its
+//! hooks, MCP servers, `base_url`) may be used.
 
 use crate::args::TrustCmd;
-use crate::common::definitions::load_registry_from;
 use crate::common::exit::{Code, Result};
-use crate::common::hooks::{aligned, rows, ConfiguredHooks};
+use crate::common::hooks::aligned;
 use crate::common::project::{user_dir, workspace_root};
-use crate::common::settings;
+use crate::common::project_items::of_project;
 use crate::common::trust::{key, State, Store};
 use std::path::{Path, PathBuf};
 
-/// Trusts the project (its hooks as they are now), forgets the answer, or lists answers.
+/// Trusts the project (its items as they are now), forgets the answer, or lists answers.
 pub fn trust(cmd: &TrustCmd, directory: Option<PathBuf>) -> Result<Code> {
     let mut store = Store::load(user_dir(true).as_deref());
     if cmd.list {
@@ -21,41 +21,30 @@ pub fn trust(cmd: &TrustCmd, directory: Option<PathBuf>) -> Result<Code> {
     if cmd.revoke {
         if store.remove(&root) {
             store.save()?;
-            outln!("forgot the answer for {shown}: its hooks do not run until it is trusted again");
+            outln!("forgot the answer for {shown}: its hooks and servers are left out until it is trusted again");
         } else {
-            outln!("{shown} was never answered for: its hooks do not run until it is trusted");
+            outln!("{shown} was never answered for: its hooks and servers are left out until it is trusted");
         }
         return Ok(Code::Done);
     }
-    let hooks = project_hooks(&root)?;
-    store.set(&root, true, &hooks.fingerprint(&root));
+    let items = of_project(&root)?;
+    store.set(&root, true, &items.fingerprint());
     store.save()?;
-    let all = hooks.project_all();
-    if all.is_empty() {
-        outln!("trusted {shown}; it has no hooks now, and hooks added later are asked about again");
+    if items.is_empty() {
+        outln!("trusted {shown}; it has no hooks, MCP servers or endpoints now, and any added later are asked about again");
     } else {
         outln!(
-            "trusted {shown}: its {} run in its runs, as they are now (if they change, cadre asks again):",
-            if all.len() == 1 {
-                "hook".to_owned()
-            } else {
-                format!("{} hooks", all.len())
+            "trusted {shown}: its {} used in its runs, as they are now (if they change, cadre asks again):",
+            match items.items.len() {
+                1 => "item is".to_owned(),
+                n => format!("{n} items are"),
             }
         );
-        for line in aligned(&rows(&all, None)) {
+        for line in items.lines() {
             outln!("  {line}");
         }
     }
     Ok(Code::Done)
-}
-
-/// The hooks of the project at `root` alone (not the user's): its settings files' and its
-/// agent files'.
-fn project_hooks(root: &Path) -> Result<ConfiguredHooks> {
-    let files = settings::files(root, None)?;
-    let claude = settings::claude_files(root, None)?;
-    let registry = load_registry_from(root, &[], false);
-    Ok(settings::configured_hooks(&files, &claude).with_types(&registry, root))
 }
 
 /// Every project answered for, and whether the answer still holds.
@@ -70,16 +59,16 @@ fn list(store: &Store) {
         .map(|(path, entry)| {
             let root = Path::new(path);
             let answer = if entry.trusted { "trusted" } else { "declined" };
-            let now = match project_hooks(root) {
+            let now = match of_project(root) {
                 _ if !root.is_dir() => "(the folder is gone)".to_owned(),
                 Err(e) => format!("(its settings cannot be read: {})", e.report()),
-                Ok(h) => match store.state(root, &h.fingerprint(root)) {
-                    State::Changed => {
-                        "(its hooks changed since: not run until answered again)".to_owned()
+                Ok(items) => match store.state(root, &items.fingerprint()) {
+                    State::Changed { .. } => {
+                        "(changed since: left out until answered again)".to_owned()
                     }
                     _ => {
-                        let n = h.project_all().len();
-                        format!("({n} hook{})", if n == 1 { "" } else { "s" })
+                        let n = items.items.len();
+                        format!("({n} item{})", if n == 1 { "" } else { "s" })
                     }
                 },
             };

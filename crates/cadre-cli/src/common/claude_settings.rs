@@ -8,6 +8,7 @@
 //! be dropped quietly.
 
 use crate::common::exit::CliError;
+use cadre_core::definitions::hooks::{HooksCheck, HOOK_REFUSED};
 use cadre_core::definitions::permissions::file_mode;
 use cadre_core::{Hooks, PermissionMode};
 use serde_json::Value;
@@ -94,6 +95,7 @@ pub fn read(path: &Path, label: String) -> Result<ClaudeFile, CliError> {
         )));
     };
     if let Some(hooks) = doc.get("hooks") {
+        check_hooks(&file.label, &text)?;
         let line = line_of_key(&text, "hooks");
         let (hooks, warnings) = Hooks::from_json(hooks, &file.label);
         file.hooks = hooks;
@@ -114,6 +116,25 @@ pub fn read(path: &Path, label: String) -> Result<ClaudeFile, CliError> {
         read_permissions(&mut file, permissions, &text);
     }
     Ok(file)
+}
+
+/// Refuses a file whose `hooks` hold an entry that cannot load, naming its place as a
+/// syntax error does: a guard that cannot load must not let the command it guards through.
+fn check_hooks(label: &str, text: &str) -> Result<(), CliError> {
+    serde_json::from_str::<HooksCheck>(text)
+        .map(|_| ())
+        .map_err(|e| {
+            let message = e.to_string();
+            // The place is said first, as for a syntax error.
+            let message = message
+                .rsplit_once(" at line ")
+                .map_or(message.as_str(), |(m, _)| m);
+            CliError::config(format!(
+                "{label}:{}:{}: {HOOK_REFUSED}: {message}",
+                e.line(),
+                e.column()
+            ))
+        })
 }
 
 /// Reads the `permissions` object into `file`.

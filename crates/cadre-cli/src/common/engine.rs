@@ -52,9 +52,11 @@ pub async fn run(
     quiet: bool,
 ) -> Result<Code> {
     let root = workspace_root(directory)?;
-    let settings = crate::common::settings::resolve(&mut args, &root, user_dir(true).as_deref())?;
+    let settings =
+        crate::common::project_items::resolve_quietly(&mut args, &root, user_dir(true).as_deref())?;
     require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
     let mut registry = load_registry_from(&root, &args.dirs.agents_dir, true);
+    crate::common::definitions::refuse_unloadable_hooks(&registry)?;
     let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
         settings
@@ -151,7 +153,8 @@ fn unhonoured(
     registry: &cadre_core::Registry,
     mcp: &McpConfig,
 ) -> Vec<String> {
-    let mut out = Vec::new();
+    // What the table of settings says the engine cannot honour, where it was set.
+    let mut out = crate::common::settings::engine_refusals(settings.set());
     if args.record.is_some() || args.replay.is_some() {
         out.push(format!("--record/--replay: {NO_CASSETTE}"));
     }

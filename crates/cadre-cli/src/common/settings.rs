@@ -13,6 +13,8 @@ use crate::args::{parse_compact_at, Provider, RunArgs, Source};
 use crate::common::claude_settings::{self, read_if_present, ClaudeFile};
 use crate::common::exit::CliError;
 use crate::common::hooks::ConfiguredHooks;
+use crate::common::table::{self, Project};
+use cadre_core::definitions::hooks::{HooksCheck, HOOK_REFUSED};
 use cadre_core::{Hooks, PermissionMode, PermissionSettings};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,26 +26,10 @@ pub const PROJECT_FILE: &str = "cadre.toml";
 /// The user's settings file, in their cadre folder (`~/.config/cadre/`).
 pub const USER_FILE: &str = "config.toml";
 
-/// Every setting a file may hold, by its dotted name.
-pub const KEYS: [&str; 14] = [
-    "model",
-    "provider",
-    "base_url",
-    "mcp_config",
-    "limits.max_parallel",
-    "limits.max_depth",
-    "limits.max_turns",
-    "limits.budget_tokens",
-    "limits.max_tokens",
-    "limits.context_tokens",
-    "compaction.compact_at",
-    "permissions.mode",
-    "permissions.allow",
-    "permissions.deny",
-];
-
-/// The tables a file may hold.
-const TABLES: [&str; 3] = ["limits", "compaction", "permissions"];
+/// Every setting a file may hold, by its dotted name, as the table of settings declares.
+pub fn known_keys() -> impl Iterator<Item = &'static str> {
+    table::file_keys()
+}
 
 /// One value as a file gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +81,7 @@ impl SettingsFile {
         let dir = path.parent().unwrap_or(Path::new("."));
         file.walk(doc.get_ref(), "", &text, dir)?;
         if let Some((key, _)) = doc.get_ref().get_key_value("hooks") {
+            check_hooks(&file.label, &text)?;
             file.read_hooks(&text, line_of(&text, key.span().start));
         }
         Ok(file)
@@ -139,13 +126,13 @@ impl SettingsFile {
                 format!("{prefix}.{name}")
             };
             if let DeValue::Table(inner) = value.get_ref() {
-                if prefix.is_empty() && TABLES.contains(&full.as_str()) {
+                if prefix.is_empty() && table::file_tables().contains(&full.as_str()) {
                     self.walk(inner, &full, text, dir)?;
                     continue;
                 }
             }
             // A limit or compact_at at the top level is taken as if in its table.
-            let canonical = KEYS.into_iter().find(|k| {
+            let canonical = known_keys().find(|k| {
                 *k == full
                     || (prefix.is_empty()
                         && k.split_once('.')
@@ -155,7 +142,7 @@ impl SettingsFile {
                 self.unknown.push(format!(
                     "{}:{line}: unknown setting `{full}` ignored (known: {})",
                     self.label,
-                    KEYS.join(", ")
+                    known_keys().collect::<Vec<_>>().join(", ")
                 ));
                 continue;
             };
@@ -172,6 +159,24 @@ impl SettingsFile {
             .get(key)
             .map(|(v, line)| (v, Source::File(self.label.clone(), *line)))
     }
+}
+
+/// Refuses a file whose `[hooks]` hold an entry that cannot load, naming its line and
+/// column: a guard that cannot load must not let the command it guards through.
+fn check_hooks(label: &str, text: &str) -> Result<(), CliError> {
+    toml::from_str::<HooksCheck>(text).map(|_| ()).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        let line = line_of(text, at);
+        let start = text
+            .get(..at)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let column = text.get(start..at).map_or(0, |t| t.chars().count()) + 1;
+        CliError::config(format!(
+            "{label}:{line}:{column}: {HOOK_REFUSED}: {}",
+            e.message().trim()
+        ))
+    })
 }
 
 /// The 1-based line of byte `at` in `text`.
@@ -249,6 +254,23 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
             };
             parse_compact_at(&written).map(|c| Value::CompactAt(c.0))
         }
+        "mcp.allow_env" => match value {
+            DeValue::Array(items) => items
+                .iter()
+                .map(|item| match item.get_ref() {
+                    DeValue::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+                    other => Err(format!(
+                        "must be a list of environment variable names; {} is not one",
+                        shown(other)
+                    )),
+                })
+                .collect::<Result<_, _>>()
+                .map(Value::List),
+            other => Err(format!(
+                "must be a list of environment variable names, not {}",
+                shown(other)
+            )),
+        },
         "permissions.allow" | "permissions.deny" => match value {
             // Liberal: one rule may be written without the list around it.
             DeValue::String(s) => Ok(Value::List(vec![checked_rule(s)?])),
@@ -287,7 +309,7 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
 pub struct Settings {
     /// The files looked at, the project's first.
     pub files: Vec<SettingsFile>,
-    /// Each setting's value as shown, and where it came from, in [`KEYS`] order.
+    /// Each setting's value as shown, and where it came from, in the table's order.
     pub entries: Vec<(String, String, Source)>,
     /// The `[permissions]` tables and Claude Code's `permissions`, merged.
     pub permissions: PermissionSettings,
@@ -295,6 +317,14 @@ pub struct Settings {
     pub claude: Vec<ClaudeFile>,
     /// Every hook configured, the user's and the project's (trusted or not).
     pub hooks: ConfiguredHooks,
+    /// The variables the user lets a project's MCP servers read (`mcp.allow_env` in their
+    /// own config.toml).
+    pub allow_env: Vec<String>,
+    /// What the project's files set and this run leaves out, one line each: settings an
+    /// untrusted project may not set, a mode looser than the user's.
+    pub left_out: Vec<String>,
+    /// Which settings the command line gave, and how.
+    pub given: crate::args::Given,
 }
 
 impl Settings {
@@ -305,6 +335,45 @@ impl Settings {
             .flat_map(|f| f.unknown.iter())
             .chain(self.claude.iter().flat_map(|f| f.warnings.iter()))
     }
+
+    /// Each setting and where it was set: by the command line, or by a file.
+    pub fn set(&self) -> impl Iterator<Item = (&str, &Source)> {
+        let given = self.given.all().map(|(k, s)| -> (&str, &Source) { (k, s) });
+        given.chain(
+            self.entries
+                .iter()
+                .filter(|(_, _, s)| matches!(s, Source::File(..)))
+                .map(|(k, _, s)| (k.as_str(), s)),
+        )
+    }
+}
+
+/// What an engine run cannot honour of what `set` says was set (each setting's key and
+/// where), one line each.
+pub fn engine_refusals<'a>(set: impl IntoIterator<Item = (&'a str, &'a Source)>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, source) in set {
+        let Some(row) = table::row_of(key) else {
+            continue;
+        };
+        let table::Engine::Refused(why) = row.engine else {
+            continue;
+        };
+        // What the user's own environment says is where the client runs, not a choice for
+        // this run: a variable like ANTHROPIC_BASE_URL is the workers' to set for themselves.
+        let given = match source {
+            Source::Flag => row
+                .flag
+                .map_or_else(|| key.to_owned(), |f| format!("--{}", f.replace('_', "-"))),
+            Source::File(file, line) => format!("{key} ({file}:{line})"),
+            Source::Env(_) | Source::Default => continue,
+        };
+        let line = format!("{given}: {why}");
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
 }
 
 /// Every hook of cadre's files `files` (the project's first, as [`files`] lists them) and
@@ -326,14 +395,18 @@ pub fn configured_hooks(files: &[SettingsFile], claude: &[(ClaudeFile, bool)]) -
     for f in cadre_project {
         project = project.merged(&f.hooks);
     }
-    let disabled_by = claude
-        .iter()
-        .find(|(f, _)| f.disable_all_hooks)
-        .map(|(f, _)| f.label.clone());
+    // The user's own file turns every hook off; a project's turns off only the project's.
+    let disabled = |project: bool| {
+        claude
+            .iter()
+            .find(|(f, p)| f.disable_all_hooks && *p == project)
+            .map(|(f, _)| f.label.clone())
+    };
     ConfiguredHooks {
         user,
         project,
-        disabled_by,
+        disabled_by: disabled(false),
+        project_disabled_by: disabled(true),
         ..ConfiguredHooks::default()
     }
 }
@@ -394,188 +467,313 @@ pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<Vec<SettingsFile>, 
     Ok(files)
 }
 
-/// The `mcp_config` file the settings name (the project's winning), for commands that take
-/// no other run options (`cadre mcp`).
-pub fn mcp_config(root: &Path, user_dir: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
-    Ok(files(root, user_dir)?
-        .iter()
-        .find_map(|f| match f.get("mcp_config") {
-            Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
-            _ => None,
-        }))
+/// Every settings file of a project, read once: cadre's (the project's first, as [`files`]
+/// lists them) and Claude Code's (each with whether it is the project's).
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// cadre's files: the project's `cadre.toml`, then the user's `config.toml`.
+    pub files: Vec<SettingsFile>,
+    /// Claude Code's files, the project's first.
+    pub claude: Vec<(ClaudeFile, bool)>,
 }
 
-/// Reads the settings files and fills every option of `args` that was not given on the
-/// command line or by the environment; returns the merged settings.
-pub fn resolve(
-    args: &mut RunArgs,
-    root: &Path,
-    user_dir: Option<&Path>,
-) -> Result<Settings, CliError> {
-    let files = files(root, user_dir)?;
-    let given = std::mem::take(&mut args.given);
-    let mut entries = Vec::new();
-    // The first file (the project's) wins over the next (the user's).
-    let from_files = |key: &str| {
-        files
-            .iter()
-            .find_map(|f| f.get(key))
-            .map(|(v, s)| (v.clone(), s))
-    };
-    let source_of = |key: &str| given.source(key);
-
-    macro_rules! setting {
-        ($key:literal, |$v:ident| $apply:expr, $show:expr) => {{
-            let source = match source_of($key) {
-                Some(s) => s,
-                None => match from_files($key) {
-                    Some(($v, s)) => {
-                        $apply;
-                        s
-                    }
-                    None => Source::Default,
-                },
-            };
-            entries.push(($key.to_owned(), $show, source));
-        }};
+impl Sources {
+    /// Reads the settings files of the project at `root`; the user's from `user_dir`, left
+    /// out when `None`.
+    pub fn read(root: &Path, user_dir: Option<&Path>) -> Result<Self, CliError> {
+        Ok(Self {
+            files: files(root, user_dir)?,
+            claude: claude_files(root, user_dir)?,
+        })
     }
 
-    setting!(
-        "provider",
-        |v| if let Value::Text(p) = v {
+    /// Every hook they hold, the user's apart from the project's.
+    pub fn hooks(&self) -> ConfiguredHooks {
+        configured_hooks(&self.files, &self.claude)
+    }
+
+    /// What the project's `cadre.toml` sets that an untrusted project may not: each key, its
+    /// value as text and where.
+    pub fn project_gated(&self) -> Vec<(&'static str, String, Source)> {
+        let Some(project) = self.files.first() else {
+            return Vec::new();
+        };
+        table::ROWS
+            .iter()
+            .filter(|r| r.project == Project::IfTrusted)
+            .filter_map(|r| project.get(r.key).map(|(v, s)| (r.key, v.text(), s)))
+            .collect()
+    }
+
+    /// The `mcp_config` file the settings name, for commands that take no other run options
+    /// (`cadre mcp`): the project's (when `trusted`) before the user's.
+    pub fn mcp_config(&self, trusted: bool) -> Option<PathBuf> {
+        let skip = usize::from(!trusted);
+        self.files
+            .iter()
+            .skip(skip)
+            .find_map(|f| match f.get("mcp_config") {
+                Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
+                _ => None,
+            })
+    }
+
+    /// The variables the user lets a project's MCP servers read: `mcp.allow_env` in their
+    /// own `config.toml` (a project's is never read).
+    pub fn allow_env(&self) -> Vec<String> {
+        match self.files.get(1).and_then(|f| f.get("mcp.allow_env")) {
+            Some((Value::List(names), _)) => names.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The permission mode the user's own files set, if they set one.
+    pub fn users_mode(&self) -> Option<PermissionMode> {
+        self.files
+            .iter()
+            .skip(1)
+            .find_map(cadre_mode)
+            .or_else(|| {
+                self.claude
+                    .iter()
+                    .filter(|(_, p)| !p)
+                    .find_map(|(f, _)| claude_mode(f))
+            })
+            .map(|(mode, _)| mode)
+    }
+
+    /// The project's allow rules, each with where it is written.
+    pub fn project_allow_rules(&self) -> Vec<(String, Source)> {
+        let mut out = Vec::new();
+        for (f, _) in self.claude.iter().rev().filter(|(_, p)| *p) {
+            out.extend(
+                f.allow
+                    .iter()
+                    .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
+            );
+        }
+        if let Some((Value::List(list), source)) =
+            self.files.first().and_then(|f| f.get("permissions.allow"))
+        {
+            out.extend(list.iter().map(|r| (r.clone(), source.clone())));
+        }
+        out
+    }
+
+    /// The `mcp_config` file the project's `cadre.toml` names, if it does.
+    pub fn project_mcp_config(&self) -> Option<PathBuf> {
+        match self.files.first()?.get("mcp_config") {
+            Some((Value::Text(p), _)) => Some(PathBuf::from(p)),
+            _ => None,
+        }
+    }
+}
+
+impl Value {
+    /// The value as text, for listings.
+    fn text(&self) -> String {
+        match self {
+            Self::Text(t) => t.clone(),
+            Self::Number(n) => n.to_string(),
+            Self::CompactAt(c) => c.map_or_else(|| "off".to_owned(), |n| n.to_string()),
+            Self::List(l) => l.join(", "),
+            Self::Mode(m) => m.to_string(),
+        }
+    }
+}
+
+/// Fills every option of `args` that was not given on the command line or by the
+/// environment from the settings files `sources`; what an untrusted project may not set is
+/// left out unless `trusted`. Returns the merged settings.
+pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Settings {
+    let Sources { files, claude } = sources;
+    let given = std::mem::take(&mut args.given);
+    let barred = |key: &str| match table::row_of(key).map_or(Project::May, |r| r.project) {
+        Project::IfTrusted => !trusted,
+        Project::Never => true,
+        _ => false,
+    };
+    // What a project may never set is named here; what needs trust is named with the
+    // project's other items (see `project_items`).
+    let left_out: Vec<String> = files
+        .first()
+        .into_iter()
+        .flat_map(|project| {
+            table::ROWS
+                .iter()
+                .filter(|r| r.project == Project::Never)
+                .filter_map(|r| project.get(r.key).map(|(v, s)| (r.key, v, s)))
+        })
+        .map(|(key, v, s)| {
+            format!(
+                "{key} = {:?} ({s}): only your own config.toml may set it",
+                v.text()
+            )
+        })
+        .collect();
+    let mut entries = Vec::new();
+    let mut allow_env = Vec::new();
+    // In the table's order (the provider first: the model's default and the base URL's
+    // variable depend on it). The permissions are merged apart: their rules add up.
+    for key in known_keys().filter(|k| !k.starts_with("permissions.")) {
+        let env = (key == "base_url")
+            .then(|| env_base_url(args.provider))
+            .flatten();
+        let source = match (given.source(key), env) {
+            (Some(source), _) => source,
+            (None, Some((_, var))) => Source::Env(var.to_owned()),
+            // The first file (the project's) wins over the next (the user's), where the
+            // table lets the project set the key.
+            (None, None) => files
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i > 0 || !barred(key))
+                .find_map(|(_, f)| f.get(key))
+                .map_or(Source::Default, |(value, source)| {
+                    apply(key, value, args, &mut allow_env);
+                    source
+                }),
+        };
+        entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
+    }
+    let mut left_out = left_out;
+    let permissions = merged_permissions(
+        &files,
+        &claude,
+        (args.permission_mode, trusted),
+        &mut entries,
+        &mut left_out,
+    );
+    let hooks = configured_hooks(&files, &claude);
+    Settings {
+        files,
+        entries,
+        permissions,
+        claude: claude.into_iter().map(|(f, _)| f).collect(),
+        hooks,
+        allow_env,
+        left_out,
+        given,
+    }
+}
+
+/// The base URL the environment gives for `provider`, and its variable.
+fn env_base_url(provider: Provider) -> Option<(String, &'static str)> {
+    let var = match provider {
+        Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        Provider::Openai => "OPENAI_BASE_URL",
+    };
+    std::env::var(var)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map(|u| (u, var))
+}
+
+/// Sets the option of `args` the setting `key` stands for to a file's `value`.
+fn apply(key: &str, value: &Value, args: &mut RunArgs, allow_env: &mut Vec<String>) {
+    let whole = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    match (key, value) {
+        ("provider", Value::Text(p)) => {
             args.provider = if p == "openai" {
                 Provider::Openai
             } else {
                 Provider::Anthropic
             };
-        },
-        format!("{:?}", args.provider).to_lowercase()
-    );
-    setting!(
-        "model",
-        |v| if let Value::Text(m) = v {
-            args.model = Some(m)
-        },
-        match (&args.model, args.provider) {
+        }
+        ("model", Value::Text(m)) => args.model = Some(m.clone()),
+        ("base_url", Value::Text(u)) => args.base_url = Some(u.clone()),
+        ("mcp_config", Value::Text(p)) => args.mcp.mcp_config = vec![PathBuf::from(p)],
+        ("mcp.allow_env", Value::List(names)) => allow_env.clone_from(names),
+        ("limits.max_parallel", Value::Number(n)) => {
+            args.max_parallel = usize::try_from(*n).unwrap_or(usize::MAX);
+        }
+        ("limits.max_depth", Value::Number(n)) => args.max_depth = whole(*n),
+        ("limits.max_turns", Value::Number(n)) => args.max_turns = Some(whole(*n)),
+        ("limits.budget_tokens", Value::Number(n)) => args.budget_tokens = Some(*n),
+        ("limits.max_tokens", Value::Number(n)) => args.max_tokens = whole(*n),
+        ("limits.context_tokens", Value::Number(n)) => args.context_tokens = Some(*n),
+        ("compaction.compact_at", Value::CompactAt(c)) => args.compact_at.0 = *c,
+        _ => {}
+    }
+}
+
+/// The value of the setting `key` as `cadre config show` shows it, once applied.
+fn shown_setting(key: &str, args: &RunArgs, allow_env: &[String]) -> String {
+    let or = |n: Option<u64>, none: &str| n.map_or_else(|| none.to_owned(), |n| n.to_string());
+    match key {
+        "provider" => format!("{:?}", args.provider).to_lowercase(),
+        "model" => match (&args.model, args.provider) {
             (Some(m), _) => cadre_model::resolve_model_alias(m).to_owned(),
             (None, Provider::Anthropic) => cadre_model::DEFAULT_MODEL.to_owned(),
             (None, Provider::Openai) => "(none: give --model)".to_owned(),
-        }
-    );
-    // The base URL's variable depends on the provider chosen above.
-    let (url_var, url_default) = match args.provider {
-        Provider::Anthropic => (
-            "ANTHROPIC_BASE_URL",
-            cadre_model::anthropic::DEFAULT_BASE_URL,
-        ),
-        Provider::Openai => (
-            "OPENAI_BASE_URL",
-            cadre_model::openai::OPENAI_DEFAULT_BASE_URL,
-        ),
-    };
-    let env_url = std::env::var(url_var).ok().filter(|u| !u.is_empty());
-    match (source_of("base_url"), &env_url) {
-        (Some(s), _) => entries.push((
-            "base_url".into(),
-            args.base_url.clone().unwrap_or_default(),
-            s,
-        )),
-        (None, Some(url)) => {
-            entries.push(("base_url".into(), url.clone(), Source::Env(url_var.into())))
-        }
-        (None, None) => setting!(
-            "base_url",
-            |v| if let Value::Text(u) = v {
-                args.base_url = Some(u)
+        },
+        "base_url" => match (&args.base_url, env_base_url(args.provider)) {
+            (Some(url), _) => url.clone(),
+            (None, Some((url, _))) => url,
+            (None, None) => match args.provider {
+                Provider::Anthropic => cadre_model::anthropic::DEFAULT_BASE_URL.to_owned(),
+                Provider::Openai => cadre_model::openai::OPENAI_DEFAULT_BASE_URL.to_owned(),
             },
-            args.base_url
-                .clone()
-                .unwrap_or_else(|| url_default.to_owned())
-        ),
+        },
+        "mcp_config" if args.mcp.mcp_config.is_empty() => "(none)".to_owned(),
+        "mcp_config" => args
+            .mcp
+            .mcp_config
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        "mcp.allow_env" if allow_env.is_empty() => "(none)".to_owned(),
+        "mcp.allow_env" => allow_env.join(", "),
+        "limits.max_parallel" => args.max_parallel.to_string(),
+        "limits.max_depth" => args.max_depth.to_string(),
+        "limits.max_turns" => or(args.max_turns.map(u64::from), "(the agent type's)"),
+        "limits.budget_tokens" => or(args.budget_tokens, "(unlimited)"),
+        "limits.max_tokens" => args.max_tokens.to_string(),
+        "limits.context_tokens" => or(args.context_tokens, "(the model's)"),
+        "compaction.compact_at" => or(args.compact_at.0, "off"),
+        _ => String::new(),
     }
-    setting!(
-        "mcp_config",
-        |v| if let Value::Text(p) = v {
-            args.mcp.mcp_config = vec![PathBuf::from(p)]
-        },
-        if args.mcp.mcp_config.is_empty() {
-            "(none)".to_owned()
-        } else {
-            args.mcp
-                .mcp_config
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    );
-    setting!(
-        "limits.max_parallel",
-        |v| if let Value::Number(n) = v {
-            args.max_parallel = usize::try_from(n).unwrap_or(usize::MAX)
-        },
-        args.max_parallel.to_string()
-    );
-    setting!(
-        "limits.max_depth",
-        |v| if let Value::Number(n) = v {
-            args.max_depth = u32::try_from(n).unwrap_or(u32::MAX)
-        },
-        args.max_depth.to_string()
-    );
-    setting!(
-        "limits.max_turns",
-        |v| if let Value::Number(n) = v {
-            args.max_turns = Some(u32::try_from(n).unwrap_or(u32::MAX))
-        },
-        args.max_turns
-            .map_or_else(|| "(the agent type's)".to_owned(), |n| n.to_string())
-    );
-    setting!(
-        "limits.budget_tokens",
-        |v| if let Value::Number(n) = v {
-            args.budget_tokens = Some(n)
-        },
-        args.budget_tokens
-            .map_or_else(|| "(unlimited)".to_owned(), |n| n.to_string())
-    );
-    setting!(
-        "limits.max_tokens",
-        |v| if let Value::Number(n) = v {
-            args.max_tokens = u32::try_from(n).unwrap_or(u32::MAX)
-        },
-        args.max_tokens.to_string()
-    );
-    setting!(
-        "limits.context_tokens",
-        |v| if let Value::Number(n) = v {
-            args.context_tokens = Some(n)
-        },
-        args.context_tokens
-            .map_or_else(|| "(the model's)".to_owned(), |n| n.to_string())
-    );
-    setting!(
-        "compaction.compact_at",
-        |v| if let Value::CompactAt(c) = v {
-            args.compact_at.0 = c
-        },
-        args.compact_at
-            .0
-            .map_or_else(|| "off".to_owned(), |n| n.to_string())
-    );
+}
 
-    let claude = claude_files(root, user_dir)?;
+/// The permission mode and rules of every file, with an entry for each. Rules add up, the
+/// user's first; the mode is the user's, or the project's where it is stricter: a project
+/// may tighten the user's mode, never loosen it (a looser one goes to `left_out`).
+///
+/// A project's allow rules loosen what the user's own mode holds back: where the user chose
+/// a mode stricter than `auto` (in their files or with `--permission-mode`, `flag`), an
+/// untrusted project's allow rules go to `left_out` too.
+fn merged_permissions(
+    files: &[SettingsFile],
+    claude: &[(ClaudeFile, bool)],
+    (flag, trusted): (Option<PermissionMode>, bool),
+    entries: &mut Vec<(String, String, Source)>,
+    left_out: &mut Vec<String>,
+) -> PermissionSettings {
     // Nearest first: cadre.toml, .claude/settings.local.json, .claude/settings.json,
     // config.toml, ~/.claude/settings.json.
     let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
     let (claude_project, claude_user): (Vec<_>, Vec<_>) = claude.iter().partition(|(_, p)| *p);
     let mut permissions = PermissionSettings::default();
-    let mode = cadre_project
+    let user_mode = cadre_user
         .iter()
         .find_map(cadre_mode)
-        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)))
-        .or_else(|| cadre_user.iter().find_map(cadre_mode))
         .or_else(|| claude_user.iter().find_map(|(f, _)| claude_mode(f)));
+    let project_mode = cadre_project
+        .iter()
+        .find_map(cadre_mode)
+        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)));
+    let users_own = flag.or(user_mode.as_ref().map(|(m, _)| *m));
+    let mode = match (user_mode, project_mode) {
+        (Some((user, from)), Some((project, at))) if project.stricter(user) != project => {
+            left_out.push(format!(
+                "permissions.mode = \"{project}\" ({at}): a project may only tighten your mode ({user}, {from})"
+            ));
+            Some((user, from))
+        }
+        (user, project) => project.or(user),
+    };
+    let allow_barred = !trusted && users_own.is_some_and(|m| m != PermissionMode::Auto);
     match mode {
         Some((mode, source)) => {
             entries.push(("permissions.mode".into(), mode.to_string(), source));
@@ -611,8 +809,14 @@ pub fn resolve(
         };
         from_claude(&claude_user, &mut written);
         from_cadre(cadre_user, &mut written);
-        from_claude(&claude_project, &mut written);
-        from_cadre(cadre_project, &mut written);
+        let mut project = Vec::new();
+        from_claude(&claude_project, &mut project);
+        from_cadre(cadre_project, &mut project);
+        // Named with the project's other items (see `project_items`).
+        if allow_barred && key == "permissions.allow" {
+            project.clear();
+        }
+        written.extend(project);
         for (rule, source) in written {
             entries.push((key.to_owned(), rule.clone(), source));
             rules.push(rule);
@@ -621,14 +825,7 @@ pub fn resolve(
             entries.push((key.to_owned(), "(none)".into(), Source::Default));
         }
     }
-    let hooks = configured_hooks(&files, &claude);
-    Ok(Settings {
-        files,
-        entries,
-        permissions,
-        claude: claude.into_iter().map(|(f, _)| f).collect(),
-        hooks,
-    })
+    permissions
 }
 
 /// A cadre file's `permissions.mode`, and where.
@@ -679,22 +876,52 @@ mod tests {
 
     #[test]
     fn a_hooks_table_reads_as_claude_codes_hooks_object() {
-        let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 5 }]\n\n[[hooks.Whenever]]\nhooks = []\n").unwrap();
+        let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 0 }]\n").unwrap();
         let hooks = f.hooks.all();
         assert_eq!(hooks.len(), 1, "{hooks:?}");
         assert_eq!(hooks[0].event, cadre_core::HookEvent::PreToolUse);
         assert_eq!(hooks[0].matcher.as_deref(), Some("Bash"));
         assert_eq!(hooks[0].command, "guard.sh");
-        assert_eq!(hooks[0].timeout_secs, 5);
+        assert_eq!(hooks[0].timeout_secs, cadre_core::DEFAULT_HOOK_TIMEOUT_SECS);
         assert_eq!(hooks[0].source, "cadre.toml");
-        // Not an unknown setting; its one problem is named with the table's line.
+        // Not an unknown setting; its one repair is named with the table's line.
         assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
         assert!(
-            f.unknown[0].starts_with("cadre.toml:3: hook event `Whenever` ignored"),
+            f.unknown[0].starts_with("cadre.toml:3: a `PreToolUse` hook's timeout 0 ignored"),
             "{:?}",
             f.unknown
         );
         assert_eq!(f.values["model"].0, Value::Text("sonnet".into()));
+        // An entry that cannot load refuses the file, at its place.
+        let e = read_err("model = \"x\"\n[[hooks.Whenever]]\nhooks = []\n");
+        assert!(e.starts_with("cadre.toml:2:"), "{e}");
+        assert!(e.contains("unknown hook event `Whenever`"), "{e}");
+        let e = read_err("[[hooks.Stop]]\nmatcher = \"(\"\nhooks = []\n");
+        assert!(
+            e.starts_with("cadre.toml:2:11: a hook entry cannot load: matcher"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_engine_refuses_what_it_cannot_honour_when_given() {
+        let flag = Source::Flag;
+        let file = Source::File("cadre.toml".into(), 3);
+        let env = Source::Env("ANTHROPIC_BASE_URL".into());
+        let lines = engine_refusals([
+            ("skills_dir", &flag),
+            ("bash_timeout", &flag),
+            ("model", &flag),
+            ("base_url", &file),
+            ("provider", &env),
+        ]);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].starts_with("--skills-dir: "), "{lines:?}");
+        assert!(lines[1].starts_with("--bash-timeout: "), "{lines:?}");
+        assert!(
+            lines[2].starts_with("base_url (cadre.toml:3): "),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! Which projects the user trusts to run their hooks: `~/.config/cadre/trusted.json`, one
-//! entry per project, keyed by the canonical path of its root.
+//! Which projects the user trusts: `~/.config/cadre/trusted.json`, one entry per project,
+//! keyed by the canonical path of its root.
 //!
-//! An entry remembers the answer (trusted or declined) together with a fingerprint of the
-//! project's hooks as they were when the answer was given (each hook's event, matcher,
-//! command, timeout and file). Hooks that change afterwards (a pull that adds one, an edit)
-//! are not covered by the old answer: cadre asks again on a terminal, and runs none of them
-//! without one. The scripts a hook command names are not part of the fingerprint: like the
-//! rest of the project's code, they are the project's to change.
+//! An entry remembers the answer (trusted or declined) together with one fingerprint of
+//! everything the project supplies that can run a command, reach a host or weaken a rule,
+//! as it was when the answer was given (gathered by the `project_items` module).
+//! What changes afterwards (a pull that adds a hook or an MCP server, an edit) is not covered
+//! by the old answer: cadre asks again on a terminal; without one, the project's items are
+//! left out, and a run that would lose the project's hooks that way is refused. The scripts a
+//! hook command names are not part of the fingerprint: like the rest of the project's code,
+//! they are the project's to change. An entry written before the fingerprint covered more
+//! than hooks counts as changed.
 
 use crate::common::exit::{CliError, Result};
 use serde::{Deserialize, Serialize};
@@ -19,24 +22,33 @@ pub const TRUST_FILE: &str = "trusted.json";
 /// One project's remembered answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    /// Whether its hooks may run.
+    /// Whether its items may be used.
     pub trusted: bool,
-    /// The fingerprint of its hooks when the answer was given.
+    /// The fingerprint of its items when the answer was given; `None` in an entry written
+    /// before it covered more than hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<String>,
+    /// The fingerprint of its hooks alone, as entries written before kept it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hooks: String,
     /// When the answer was given, in seconds since the Unix epoch.
     #[serde(default)]
     pub at: u64,
 }
 
-/// What the trust file says of a project's hooks as they are now.
+/// What the trust file says of a project's items as they are now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
-    /// Trusted with exactly these hooks.
+    /// Trusted with exactly these items.
     Trusted,
-    /// Declined with exactly these hooks.
+    /// Declined with exactly these items.
     Declined,
-    /// Answered for other hooks than these: the answer no longer holds.
-    Changed,
+    /// Answered for other items than these: the answer no longer holds; `trusted`: the
+    /// old answer was yes.
+    Changed {
+        /// Whether the old answer trusted it.
+        trusted: bool,
+    },
     /// Never answered.
     Unknown,
 }
@@ -74,18 +86,18 @@ impl Store {
         store
     }
 
-    /// What the file says of the project at `root` with hooks of fingerprint `hooks`.
-    pub fn state(&self, root: &Path, hooks: &str) -> State {
+    /// What the file says of the project at `root` with items of fingerprint `items`.
+    pub fn state(&self, root: &Path, items: &str) -> State {
         match self.projects.get(&key(root)) {
             None => State::Unknown,
-            Some(e) if e.hooks != hooks => State::Changed,
+            Some(e) if e.items.as_deref() != Some(items) => State::Changed { trusted: e.trusted },
             Some(e) if e.trusted => State::Trusted,
             Some(_) => State::Declined,
         }
     }
 
-    /// Remembers the answer for the project at `root` with hooks of fingerprint `hooks`.
-    pub fn set(&mut self, root: &Path, trusted: bool, hooks: &str) {
+    /// Remembers the answer for the project at `root` with items of fingerprint `items`.
+    pub fn set(&mut self, root: &Path, trusted: bool, items: &str) {
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -93,7 +105,8 @@ impl Store {
             key(root),
             Entry {
                 trusted,
-                hooks: hooks.to_owned(),
+                items: Some(items.to_owned()),
+                hooks: String::new(),
                 at,
             },
         );
@@ -152,12 +165,25 @@ mod tests {
         assert_eq!(store.state(&project, "h1"), State::Trusted);
         // The same folder by another path.
         assert_eq!(store.state(&project.join("../p"), "h1"), State::Trusted);
-        assert_eq!(store.state(&project, "h2"), State::Changed);
+        assert_eq!(
+            store.state(&project, "h2"),
+            State::Changed { trusted: true }
+        );
         let mut store = store;
         store.set(&project, false, "h2");
         assert_eq!(store.state(&project, "h2"), State::Declined);
         assert!(store.remove(&project));
         assert_eq!(store.state(&project, "h2"), State::Unknown);
+        // An entry from before the fingerprint covered more than hooks: changed.
+        let old = format!(
+            "{{\"projects\": {{{:?}: {{\"trusted\": true, \"hooks\": \"h1\"}}}}}}",
+            key(&project)
+        );
+        std::fs::write(user.join(TRUST_FILE), old).unwrap();
+        assert_eq!(
+            Store::load(Some(&user)).state(&project, "h1"),
+            State::Changed { trusted: true }
+        );
         std::fs::write(user.join(TRUST_FILE), "{not json").unwrap();
         assert!(Store::load(Some(&user)).projects.is_empty());
     }

@@ -500,23 +500,35 @@ async fn an_untrusted_projects_hooks_run_only_once_trusted_and_the_users_always_
         .to_string(),
     );
     let server = MockServer::start().await;
-    server.route(Match::Any, (0..4).map(|_| Reply::text("ok")).collect());
-    let marks = || std::fs::read_to_string(dir.path().join("marks")).unwrap_or_default();
+    server.route(Match::Any, (0..3).map(|_| Reply::text("ok")).collect());
+    // The hooks of one moment run at once: their marks are counted, not ordered.
+    let marks = || {
+        let text = std::fs::read_to_string(dir.path().join("marks")).unwrap_or_default();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        lines.join(" ")
+    };
     let uri = server.uri();
     let run = || cadre_home(dir.path(), home.path(), &uri, &["run", "hello"]);
 
-    // No terminal: the project's hook does not run, and one line says so and how to trust.
+    // No terminal: the project's hook does not run, and one message says so, names it
+    // and how to trust it.
     let out = run().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(marks(), "user\n");
-    let said: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter(|l| l.contains("hooks are not run"))
-        .collect();
-    assert_eq!(said.len(), 1, "{}", out.stderr);
-    assert!(said[0].contains("cadre trust"), "{}", said[0]);
-    assert!(said[0].contains(".claude/settings.json"), "{}", said[0]);
+    assert_eq!(marks(), "user");
+    assert_eq!(
+        out.stderr.matches("left out of this run").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("cadre trust"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("hook UserPromptSubmit")
+            && out.stderr.contains(".claude/settings.json"),
+        "{}",
+        out.stderr
+    );
 
     // `cadre trust` names the hook and remembers it.
     let out = cadre_home(dir.path(), home.path(), &server.uri(), &["trust"]).await;
@@ -526,18 +538,25 @@ async fn an_untrusted_projects_hooks_run_only_once_trusted_and_the_users_always_
     assert!(home.path().join(".config/cadre/trusted.json").is_file());
     let out = run().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(marks(), "user\nuser\nproject\n");
-    assert!(!out.stderr.contains("hooks are not run"), "{}", out.stderr);
+    assert_eq!(marks(), "project user user");
+    assert!(!out.stderr.contains("left out"), "{}", out.stderr);
 
-    // Changed hooks are not covered by the old answer.
+    // Changed hooks are not covered by the old answer: with no terminal to ask, the run is
+    // refused rather than run without the project's guards.
     let changed = format!("{mark} --again");
     settings(
         dir.path(),
         &json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": changed}]}]}}),
     );
     let out = run().await;
-    assert!(out.stderr.contains("changed since"), "{}", out.stderr);
-    assert_eq!(marks(), "user\nuser\nproject\nuser\n");
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("changed since you trusted it"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("cadre trust"), "{}", out.stderr);
+    assert_eq!(marks(), "project user user");
     let out = cadre_home(dir.path(), home.path(), &server.uri(), &["trust", "--list"]).await;
     assert!(out.stdout.contains("changed since"), "{}", out.stdout);
 
@@ -551,8 +570,12 @@ async fn an_untrusted_projects_hooks_run_only_once_trusted_and_the_users_always_
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = run().await;
-    assert!(out.stderr.contains("hooks are not run"), "{}", out.stderr);
-    assert_eq!(marks(), "user\nuser\nproject\nuser\nuser\n");
+    assert!(
+        out.stderr.contains("left out of this run"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(marks(), "project user user user");
 }
 
 #[tokio::test]
@@ -567,6 +590,12 @@ async fn a_terminal_is_asked_once_and_the_answer_is_remembered() {
     settings(
         dir.path(),
         &json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": mark}]}]}}),
+    );
+    // And an MCP server: one question covers all the project supplies.
+    write_file(
+        &dir.path().join(".mcp.json"),
+        &json!({"mcpServers": {"asked": {"command": "sh", "args": ["-c", "touch started; exit 1"]}}})
+            .to_string(),
     );
     let server = MockServer::start().await;
     server.route(
@@ -588,6 +617,8 @@ async fn a_terminal_is_asked_once_and_the_answer_is_remembered() {
         let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
         p.exp_string("UserPromptSubmit").unwrap();
         p.exp_string("mark.sh").unwrap();
+        p.exp_string("MCP server asked: sh -c touch started")
+            .unwrap();
         p.exp_string("[y/N]").unwrap();
         p.send_line("y").unwrap();
         p.exp_string("FIRST").unwrap();
@@ -599,10 +630,14 @@ async fn a_terminal_is_asked_once_and_the_answer_is_remembered() {
         std::fs::read_to_string(dir.path().join("marks")).unwrap(),
         "ran\n"
     );
+    assert!(
+        dir.path().join("started").exists(),
+        "the trusted server did not start"
+    );
     // Remembered: a run without a terminal runs them, unasked.
     let out = cadre_home(dir.path(), home.path(), &server.uri(), &["run", "again"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(!out.stderr.contains("hooks are not run"), "{}", out.stderr);
+    assert!(!out.stderr.contains("left out"), "{}", out.stderr);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("marks")).unwrap(),
         "ran\nran\n"
@@ -775,7 +810,7 @@ async fn an_agent_files_own_hooks_run_for_its_agents_once_the_project_is_trusted
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(marks(), "", "an untrusted agent file's hook ran");
     assert!(
-        out.stderr.contains("hooks are not run") && out.stderr.contains("checker.md"),
+        out.stderr.contains("left out of this run") && out.stderr.contains("checker.md"),
         "{}",
         out.stderr
     );

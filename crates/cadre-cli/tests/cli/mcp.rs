@@ -1,6 +1,15 @@
 use super::*;
 use cadre_testkit::{mcp_server_binary, prereq};
 
+/// A home folder whose trust file trusts the project at `dir` (its `.mcp.json` as it is):
+/// `cadre mcp` starts a project's servers only then.
+async fn trusting_home(dir: &Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let out = cadre_env(dir, &[("HOME", home.path().to_str().unwrap())], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    home
+}
+
 fn write_config(dir: &Path, servers: Value) {
     let config = json!({ "mcpServers": servers });
     std::fs::write(dir.join(".mcp.json"), config.to_string()).unwrap();
@@ -35,6 +44,8 @@ async fn a_run_calls_mcp_tools_and_the_server_never_sees_the_api_key() {
         Some("sk-secret-for-mcp"),
         &[
             "run",
+            // The project's .mcp.json starts only in a project the user trusts.
+            "--trust-project",
             "--output-format",
             "stream-json",
             "Check the environment",
@@ -79,12 +90,14 @@ async fn mcp_list_shows_tools_and_check_reports_a_server_that_fails_with_its_std
             "bad": {"command": bin, "args": ["--fail-start", "missing DATABASE_URL"]}
         }),
     );
-    let out = cadre_env(dir.path(), &[], &["mcp", "list"]).await;
+    let home = trusting_home(dir.path()).await;
+    let home = [("HOME", home.path().to_str().unwrap())];
+    let out = cadre_env(dir.path(), &home, &["mcp", "list"]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stdout.contains("mcp__good__echo"), "{}", out.stdout);
     assert!(out.stdout.contains("mcp__good__add"), "{}", out.stdout);
     assert!(out.stdout.contains("bad") && out.stdout.contains("FAILED"));
-    let out = cadre_env(dir.path(), &[], &["mcp", "check"]).await;
+    let out = cadre_env(dir.path(), &home, &["mcp", "check"]).await;
     assert_eq!(out.code, 1);
     assert!(
         out.stdout.contains("missing DATABASE_URL"),
@@ -129,7 +142,13 @@ async fn a_server_that_fails_in_a_run_is_told_as_a_cadre_warning() {
         Match::Any,
         vec![Reply::text("done without it"), Reply::text("again")],
     );
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["run", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--trust-project", "q"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let told: Vec<&str> = out
         .stderr
@@ -148,7 +167,13 @@ async fn a_server_that_fails_in_a_run_is_told_as_a_cadre_warning() {
         out.stderr
     );
     // With -v it is a log line again, with its time and level.
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["-v", "run", "q"]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["-v", "run", "--trust-project", "q"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stderr
@@ -179,7 +204,9 @@ async fn mcp_list_works_with_a_published_server_from_npm() {
         dir.path(),
         json!({"files": {"command": bin, "args": ["."]}}),
     );
-    let out = cadre_env(dir.path(), &[], &["mcp", "list"]).await;
+    let home = trusting_home(dir.path()).await;
+    let home = [("HOME", home.path().to_str().unwrap())];
+    let out = cadre_env(dir.path(), &home, &["mcp", "list"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     for tool in ["mcp__files__read_text_file", "mcp__files__list_directory"] {
         assert!(out.stdout.contains(tool), "{}", out.stdout);

@@ -509,14 +509,27 @@ async fn base_url_and_mcp_config_come_from_the_files() {
         &home.join(".config/cadre/config.toml"),
         &format!("base_url = \"{}\"\n", server.uri()),
     );
-    // No ANTHROPIC_BASE_URL: the request reaches the mock only through the user's file.
-    let out = cadre_home(&proj, &home, &[("ANTHROPIC_API_KEY", "k")], &["run", "hi"]).await;
+    // No ANTHROPIC_BASE_URL: the request reaches the mock only through the user's file. The
+    // project's mcp_config is used only once the project is trusted.
+    let out = cadre_home(
+        &proj,
+        &home,
+        &[("ANTHROPIC_API_KEY", "k")],
+        &["run", "--trust-project", "hi"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let tools = server.requests()[0].tool_names();
     assert!(
         tools.iter().any(|t| t.starts_with("mcp__local__")),
         "{tools:?}"
     );
+    // `cadre mcp list` starts a project's servers only once it is trusted.
+    let out = cadre_home(&proj, &home, &[], &["mcp", "list"]).await;
+    assert!(!out.stdout.contains("mcp__local__"), "{}", out.stdout);
+    assert!(out.stderr.contains("left out"), "{}", out.stderr);
+    let out = cadre_home(&proj, &home, &[], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let out = cadre_home(&proj, &home, &[], &["mcp", "list"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("mcp__local__"), "{}", out.stdout);

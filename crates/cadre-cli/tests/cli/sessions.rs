@@ -392,7 +392,7 @@ async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_
         dir.path(),
         &server.uri(),
         home.path(),
-        &["run", "PARENT task"],
+        &["run", "--trust-project", "PARENT task"],
     );
     let main_pid = dir.path().join("main.pid");
     wait_for("the command to start", || main_pid.exists()).await;

@@ -2,9 +2,13 @@
 //! "Bash|Edit", "hooks": [{"type": "command", "command": "…", "timeout": 60}]}]}`), read
 //! from settings files, cadre's own `[hooks]` table and agent files' `hooks:` front matter.
 //!
-//! Reading is forgiving: an unknown event, a matcher that is not a regular expression or a
-//! hook of a type cadre does not run is dropped with a warning, and the rest still loads.
+//! Hooks are guards, so they fail closed: [`HooksCheck`] and [`StrictHooks`] read a file's
+//! `hooks` strictly, and an entry that cannot load (an unknown event, a matcher that is not
+//! a regular expression, an object where a list belongs, a hook of a type cadre does not
+//! run) is an error at its place in the file, which refuses the run. [`Hooks::from_json`]
+//! then builds the hooks; the only thing it still repairs is a bad timeout.
 
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
@@ -272,6 +276,112 @@ fn read_group(
     }
 }
 
+/// The start of the message of a hook entry that cannot load, wherever it is reported.
+pub const HOOK_REFUSED: &str = "a hook entry cannot load";
+
+/// A settings document read only for its `hooks` key, strictly: deserializing it (from
+/// JSON or TOML text) fails at the first hook entry cadre cannot run, so the error carries
+/// that entry's line and column, as a syntax error does. Every other key is left alone.
+#[derive(Debug, Deserialize)]
+pub struct HooksCheck {
+    #[serde(default)]
+    #[allow(dead_code)]
+    hooks: Option<StrictHooks>,
+}
+
+/// Claude Code's `hooks` object, checked strictly (see [`HooksCheck`]); it keeps nothing.
+#[derive(Debug)]
+pub struct StrictHooks;
+
+impl<'de> Deserialize<'de> for StrictHooks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Events;
+        impl<'de> Visitor<'de> for Events {
+            type Value = StrictHooks;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of hook events (PreToolUse, Stop, …)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictHooks, A::Error> {
+                while let Some(name) = map.next_key::<String>()? {
+                    if HookEvent::parse(&name).is_none() {
+                        return Err(de::Error::custom(unknown_event(&name)));
+                    }
+                    map.next_value::<Vec<StrictGroup>>()?;
+                }
+                Ok(StrictHooks)
+            }
+        }
+        d.deserialize_map(Events)
+    }
+}
+
+/// What is said of an event cadre does not know, with the one meant when only its case
+/// differs (`PreTooluse`).
+fn unknown_event(name: &str) -> String {
+    let meant = HookEvent::ALL
+        .into_iter()
+        .find(|e| e.name().eq_ignore_ascii_case(name))
+        .map_or_else(String::new, |e| format!(" (did you mean `{e}`?)"));
+    format!(
+        "unknown hook event `{name}`{meant}; cadre runs {}",
+        HookEvent::ALL.map(HookEvent::name).join(", ")
+    )
+}
+
+/// One `{matcher, hooks}` entry, checked.
+#[derive(Deserialize)]
+struct StrictGroup {
+    #[serde(default)]
+    #[allow(dead_code)]
+    matcher: Option<StrictMatcher>,
+    #[allow(dead_code)]
+    hooks: Vec<StrictCommand>,
+}
+
+/// A matcher that must be a regular expression (or empty, or `*`).
+struct StrictMatcher;
+
+impl<'de> Deserialize<'de> for StrictMatcher {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = String::deserialize(d)?;
+        if m.is_empty() || m == "*" {
+            return Ok(Self);
+        }
+        regex::Regex::new(&m).map(|_| Self).map_err(|e| {
+            de::Error::custom(format!(
+                "matcher {m:?} is not a regular expression ({})",
+                e.to_string().lines().last().unwrap_or_default().trim()
+            ))
+        })
+    }
+}
+
+/// One hook of an entry, checked: a `command` of type `command`.
+#[derive(Deserialize)]
+struct StrictCommand {
+    #[serde(rename = "type", default)]
+    #[allow(dead_code)]
+    kind: Option<CommandKind>,
+    #[allow(dead_code)]
+    command: String,
+}
+
+/// A hook's `type`, which must be `command`.
+struct CommandKind;
+
+impl<'de> Deserialize<'de> for CommandKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let kind = String::deserialize(d)?;
+        if kind == "command" {
+            Ok(Self)
+        } else {
+            Err(de::Error::custom(format!(
+                "a hook of type `{kind}` cannot run in cadre: it runs hooks of type `command`"
+            )))
+        }
+    }
+}
+
 /// How a JSON value is named in messages.
 fn kind(value: &Value) -> &'static str {
     match value {
@@ -315,6 +425,33 @@ mod tests {
             .any(|w| w.contains("not a regular expression")));
         assert!(warnings.iter().any(|w| w.contains("`Whenever`")));
         assert!(warnings.iter().any(|w| w.contains("type `prompt`")));
+    }
+
+    #[test]
+    fn an_entry_that_cannot_load_is_an_error_at_its_place() {
+        let at = |text: &str| {
+            let e = serde_json::from_str::<HooksCheck>(text).unwrap_err();
+            (e.line(), e.column(), e.to_string())
+        };
+        let (line, column, e) = at(
+            "{\"model\": 1,\n \"hooks\": {\"PreToolUse\": [\n  {\"matcher\": \"Bash(\", \"hooks\": []}]}}",
+        );
+        assert_eq!((line, column), (3, 21), "{e}");
+        assert!(e.contains("not a regular expression"), "{e}");
+        let (line, _, e) = at("{\"hooks\": {\n\"PreTooluse\": []}}");
+        assert_eq!(line, 2, "{e}");
+        assert!(e.contains("did you mean `PreToolUse`"), "{e}");
+        let (line, _, e) = at("{\"hooks\": {\"Stop\":\n {\"hooks\": []}}}");
+        assert_eq!(line, 2, "{e}");
+        assert!(e.contains("expected a sequence"), "{e}");
+        let (_, _, e) =
+            at(r#"{"hooks": {"Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}]}]}}"#);
+        assert!(e.contains("type `prompt`"), "{e}");
+        assert!(serde_json::from_str::<HooksCheck>(
+            r#"{"other": {"x": 1}, "hooks": {"Stop": [{"matcher": "*", "hooks": [{"command": "a", "timeout": 5}]}]}}"#
+        )
+        .is_ok());
+        assert!(serde_json::from_str::<HooksCheck>("{}").is_ok());
     }
 
     #[test]

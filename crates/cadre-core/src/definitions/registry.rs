@@ -164,6 +164,16 @@ impl Registry {
         &self.problems
     }
 
+    /// The problems of agent files refused because a hook entry of theirs cannot load: a
+    /// run must not start without the guards they hold.
+    pub fn refused_hooks(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().filter(|p| {
+            !p.warning
+                && p.message
+                    .starts_with(crate::definitions::hooks::HOOK_REFUSED)
+        })
+    }
+
     /// Adds or replaces a type directly (for library callers and tests).
     pub fn insert(&mut self, spec: AgentSpec) {
         self.specs.insert(spec.name.clone(), spec);

@@ -404,8 +404,8 @@ pub const KNOWN_KEYS: [&str; 23] = [
     "hooks",
 ];
 
-/// Reads an agent file's `hooks` (Claude Code's object, in YAML) written in `file`; what
-/// cannot be run is dropped with a warning placed by `pos`.
+/// Reads an agent file's `hooks` (Claude Code's object, in YAML) written in `file`; an entry
+/// that cannot load is an error placed by `pos` (see [`HOOK_REFUSED`](crate::definitions::hooks::HOOK_REFUSED)).
 pub(crate) fn read_hooks(
     file: &Path,
     value: &yaml::Value,
@@ -423,6 +423,15 @@ pub(crate) fn read_hooks(
             return Hooks::default();
         }
     };
+    // A guard that cannot load fails closed: the file is refused, and with it the run.
+    if let Err(e) = serde_json::from_value::<crate::definitions::hooks::StrictHooks>(json.clone()) {
+        problems.push(Problem::at(
+            file,
+            pos(),
+            format!("{}: {e}", crate::definitions::hooks::HOOK_REFUSED),
+        ));
+        return Hooks::default();
+    }
     let (hooks, warnings) = Hooks::from_json(&json, &file.display().to_string());
     for w in warnings {
         problems.push(Problem::warning_at(file, pos(), w));

@@ -424,8 +424,54 @@ impl OrchestratorBuilder {
             }),
         };
         check_tools(&registry, &config.tools)?;
+        if config.delegate.is_some() {
+            let unhonoured = unhonoured_on_engine(&registry, &config);
+            if !unhonoured.is_empty() {
+                return Err(RunError::Unhonoured(unhonoured));
+            }
+        }
         Ok(Orchestrator::new(registry, config, events))
     }
+}
+
+/// What a run that hands its subagents to an engine asks for and the engine's workers
+/// cannot honour, one line each: they run no hooks, no MCP servers and no teams. The
+/// command line refuses these (and the flags its table of settings marks) before it
+/// submits a run; this is the same check for whoever builds an orchestrator with a
+/// [`Delegate`].
+fn unhonoured_on_engine(registry: &Registry, config: &RunConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if !config.hooks.is_empty() {
+        out.push(format!(
+            "{} hook(s): the workers run no hooks",
+            config.hooks.all().len()
+        ));
+    }
+    let servers = config.mcp.names();
+    if !servers.is_empty() {
+        out.push(format!(
+            "MCP servers {}: the workers run no MCP servers",
+            servers.join(", ")
+        ));
+    }
+    for spec in registry.all() {
+        if !spec.hooks.is_empty() {
+            out.push(format!(
+                "agent type {} has hooks: the workers run no hooks",
+                spec.name
+            ));
+        }
+        if !spec.mcp_servers.is_empty() {
+            out.push(format!(
+                "agent type {} names MCP servers: the workers run none",
+                spec.name
+            ));
+        }
+    }
+    if config.team.is_some() {
+        out.push("a team: teams run only in one process".to_owned());
+    }
+    out
 }
 
 /// Fails on the first tool name an agent type gives (in `tools` or `disallowed_tools`) that
@@ -490,6 +536,52 @@ mod tests {
             ..AgentSpec::default()
         });
         registry
+    }
+
+    /// A delegate that is never called: the builder refuses before any run.
+    struct Nowhere;
+
+    #[async_trait::async_trait]
+    impl Delegate for Nowhere {
+        async fn run(&self, _call: crate::run::delegate::DelegatedCall) -> crate::Delegated {
+            unreachable!("no run starts")
+        }
+    }
+
+    #[test]
+    fn an_engine_run_refuses_hooks_and_mcp_servers_it_cannot_honour() {
+        let dir = tempfile::tempdir().unwrap();
+        let builder = || {
+            Orchestrator::builder()
+                .anthropic(cadre_model::AnthropicConfig::new("k"))
+                .workspace(dir.path())
+                .delegate(Arc::new(Nowhere))
+        };
+        assert!(builder().build().is_ok());
+        let (hooks, _) = Hooks::from_json(
+            &serde_json::json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"command": "guard.sh"}]}]}),
+            "settings.json",
+        );
+        let e = builder().hooks(hooks.clone()).build().err().unwrap();
+        assert!(
+            matches!(&e, RunError::Unhonoured(lines) if lines.len() == 1),
+            "{e}"
+        );
+        assert!(e.to_string().contains("the workers run no hooks"), "{e}");
+        let e = builder()
+            .agent(AgentSpec {
+                name: "guarded".into(),
+                description: "Guarded.".into(),
+                hooks,
+                ..AgentSpec::default()
+            })
+            .build()
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("agent type guarded has hooks"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub(crate) async fn mcp_tools_for(spec: &AgentSpec, servers: &McpServers, path: 
             None => servers.get(&c.name).await.map_err(|e| e.to_string()),
             Some(value) => match ServerConfig::from_json(value) {
                 Ok(config) => servers
-                    .start(&c.name, &config)
+                    .start_from(&c.name, &config, spec.source.as_deref())
                     .await
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(format!("bad inline definition: {e}")),

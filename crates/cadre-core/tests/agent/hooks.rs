@@ -455,8 +455,10 @@ async fn cancelling_the_run_kills_a_running_hook_and_its_children() {
     let hang = script(
         dir.path(),
         "hang.sh",
+        // Written whole, then moved: the watcher below must never read a half-written pid.
         r#"sleep 300 &
-echo $! > "$CLAUDE_PROJECT_DIR/child.pid"
+echo $! > "$CLAUDE_PROJECT_DIR/child.tmp"
+mv "$CLAUDE_PROJECT_DIR/child.tmp" "$CLAUDE_PROJECT_DIR/child.pid"
 wait"#,
     );
     let end = script(
@@ -778,10 +780,11 @@ async fn a_pre_compact_hook_runs_before_a_compaction_a_person_asked_for() {
 }
 
 #[test]
-fn a_yaml_agent_type_s_hooks_load_and_what_cannot_run_is_warned_at_its_place() {
-    let text = "name: tester\ndescription: Tests.\nprompt: You test.\nhooks:\n  PostToolUse:\n    - matcher: Edit|Write\n      hooks:\n        - type: command\n          command: cargo fmt\n          timeout: 30\n  Whenever: []\n";
+fn a_yaml_agent_type_s_hooks_load_and_what_cannot_run_refuses_the_file_at_its_place() {
+    let valid = "name: tester\ndescription: Tests.\nprompt: You test.\nhooks:\n  PostToolUse:\n    - matcher: Edit|Write\n      hooks:\n        - type: command\n          command: cargo fmt\n          timeout: 30\n";
     let file = Path::new("agents/tester.yaml");
-    let (spec, problems) = AgentSpec::parse_yaml(file, text);
+    let (spec, problems) = AgentSpec::parse_yaml(file, valid);
+    assert!(problems.is_empty(), "{problems:?}");
     let spec = spec.unwrap();
     let hooks = spec.hooks.all();
     assert_eq!(hooks.len(), 1, "{hooks:?}");
@@ -789,10 +792,14 @@ fn a_yaml_agent_type_s_hooks_load_and_what_cannot_run_is_warned_at_its_place() {
     assert_eq!(hooks[0].matcher.as_deref(), Some("Edit|Write"));
     assert_eq!(hooks[0].timeout_secs, 30);
     assert_eq!(hooks[0].source, "agents/tester.yaml");
+    // A guard that cannot load fails closed: an error (the file is refused), at `hooks:`.
+    let (_, problems) = AgentSpec::parse_yaml(file, &format!("{valid}  Whenever: []\n"));
     let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(
-        shown[0].starts_with("agents/tester.yaml:4:1: warning: hook event `Whenever` ignored"),
+        shown[0].starts_with(
+            "agents/tester.yaml:4:1: error: a hook entry cannot load: unknown hook event `Whenever`"
+        ),
         "{shown:?}"
     );
 }

@@ -127,6 +127,10 @@ pub const DEFAULT_COMPACT_AT: u64 = 150_000;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
+    /// The run hands its subagents to an engine that cannot honour some of its settings
+    /// (hooks, MCP servers, a team): refused rather than run with them silently dropped.
+    #[error("the engine cannot honour {} of this run's settings:\n  {}", if .0.len() == 1 { "one" } else { "some" }, .0.join("\n  "))]
+    Unhonoured(Vec<String>),
     /// An agent type names a tool that no one provides.
     #[error("agent type {agent:?} names the tool {tool:?}, which is no tool of this orchestrator{}", closest_hint(.closest))]
     UnknownTool {

@@ -1,0 +1,542 @@
+//! The one trust boundary: everything a project supplies that can run a command, reach a
+//! host or carry a secret — its hooks, its MCP servers (`.mcp.json`, the file `mcp_config`
+//! names, inline servers in its agent files, and the variables they read), and the settings
+//! of its `cadre.toml` the table of settings marks as needing trust (`base_url`) — is
+//! trusted or left out as one set, under one fingerprint (see [`trust`](crate::common::trust)).
+//! A run decides once, before anything of the project is used: trusted, it is used; not,
+//! one message names each item left out and `cadre trust`, and on a terminal the first run
+//! asks, listing them.
+
+use crate::args::RunArgs;
+use crate::common::definitions::load_registry_from;
+use crate::common::exit::{CliError, Result};
+use crate::common::hooks::{aligned, is_project_type, Flags};
+use crate::common::project::user_dir;
+use crate::common::settings::{resolve_from, Settings, Sources};
+use crate::common::trust::{State, Store};
+use cadre_core::{McpServerRef, PermissionMode, Registry};
+use cadre_mcp::{McpConfig, ServerConfig};
+use sha2::{Digest, Sha256};
+use std::io::IsTerminal;
+use std::path::Path;
+
+/// One thing of the project's that needs the user's trust.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// What it is, in a few words (`hook PreToolUse Bash: ./guard.sh`).
+    pub what: String,
+    /// Where it is written.
+    pub file: String,
+    /// Whether it is a hook (a guard: losing it unannounced is refused).
+    pub hook: bool,
+    /// What the fingerprint covers of it: all of it that matters, the file from the root.
+    covers: String,
+}
+
+/// Everything of a project's that needs the user's trust.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectItems {
+    /// Each item, hooks first.
+    pub items: Vec<Item>,
+    /// What the fingerprint covers besides: what cannot take effect this run whatever the
+    /// trust.
+    unseen: Vec<String>,
+}
+
+impl ProjectItems {
+    /// The items of the project at `root`, from its settings files `sources`, the agent
+    /// types of `registry` and its MCP files. What cannot take effect this run whatever the
+    /// trust (hooks turned off by `--no-hooks` or `disableAllHooks`, allow rules under the
+    /// user's `auto`) is not listed, but the fingerprint covers it all the same, so a trust
+    /// given holds whichever flags a run is given.
+    pub fn gather(root: &Path, sources: &Sources, registry: &Registry, flags: Flags) -> Self {
+        let mut this = Self::default();
+        this.hooks(root, sources, registry, flags);
+        this.servers(root, sources, registry);
+        this.allow_rules(root, sources, registry, flags);
+        for (key, value, source) in sources.project_gated() {
+            this.items.push(Item {
+                what: format!("{key} = {value:?}"),
+                file: source.to_string(),
+                hook: false,
+                covers: format!("setting\0{key}\0{value}"),
+            });
+        }
+        this
+    }
+
+    /// The project's hooks: its settings files' and its agent files'.
+    fn hooks(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
+        let hooks = sources.hooks().with_types(registry, root);
+        let off = hooks.project_off(flags).is_some();
+        for h in hooks.project_all() {
+            let matcher = h.matcher.clone().unwrap_or_else(|| "*".into());
+            let item = Item {
+                what: format!("hook {} {matcher}: {}", h.event, h.command),
+                file: h.source.clone(),
+                hook: true,
+                covers: format!(
+                    "hook\0{}\0{matcher}\0{}\0{}\0{}",
+                    h.event,
+                    h.command,
+                    h.timeout_secs,
+                    relative(root, &h.source)
+                ),
+            };
+            self.push(item, !off);
+        }
+    }
+
+    /// The project's MCP servers: its `.mcp.json`, its `mcp_config`, and the inline servers
+    /// of its agent files.
+    fn servers(&mut self, root: &Path, sources: &Sources, registry: &Registry) {
+        let config = project_mcp(root, sources);
+        for (name, server) in &config.servers {
+            let file = config
+                .sources
+                .get(name)
+                .map_or_else(String::new, |f| f.display().to_string());
+            self.push(
+                server_item(name, server, &file, &relative(root, &file)),
+                true,
+            );
+        }
+        for spec in registry.all().filter(|s| is_project_type(s, root)) {
+            let file = spec
+                .source
+                .as_ref()
+                .map_or_else(String::new, |f| f.display().to_string());
+            let inline = spec.mcp_servers.iter().filter_map(|r| match r {
+                McpServerRef::Inline(map) => Some(map),
+                McpServerRef::Name(_) => None,
+            });
+            for (name, value) in inline.flatten() {
+                let what = format!("{name} (inline, agent type {})", spec.name);
+                let item = match ServerConfig::from_json(value) {
+                    Ok(server) => server_item(&what, &server, &file, &relative(root, &file)),
+                    Err(_) => Item {
+                        what: format!("MCP server {what}"),
+                        file: file.clone(),
+                        hook: false,
+                        covers: format!("inline\0{what}\0{value}\0{}", relative(root, &file)),
+                    },
+                };
+                self.push(item, true);
+            }
+        }
+    }
+
+    /// The project's allow rules, its settings files' and its agent types': where the user
+    /// holds their agents back (a mode stricter than auto), they would let calls through,
+    /// so they loosen a rule and need trust.
+    fn allow_rules(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
+        let loosens = loosened_mode(sources, flags);
+        let of_types = registry
+            .all()
+            .filter(|s| is_project_type(s, root))
+            .flat_map(|s| {
+                let file = s
+                    .source
+                    .as_ref()
+                    .map_or_else(String::new, |f| f.display().to_string());
+                s.permissions
+                    .allow
+                    .iter()
+                    .map(move |rule| (format!("{rule} (agent type {})", s.name), file.clone()))
+            });
+        let rules: Vec<(String, String)> = sources
+            .project_allow_rules()
+            .into_iter()
+            .map(|(rule, source)| (rule, source.to_string()))
+            .chain(of_types)
+            .collect();
+        for (rule, source) in rules {
+            let item = Item {
+                what: format!(
+                    "permissions.allow {rule}: loosens your mode ({})",
+                    loosens.unwrap_or_default()
+                ),
+                file: source,
+                hook: false,
+                covers: format!("allow\0{rule}"),
+            };
+            self.push(item, loosens.is_some());
+        }
+    }
+
+    /// Adds `item`: listed when it takes effect this run (`listed`), else only covered by
+    /// the fingerprint.
+    fn push(&mut self, item: Item, listed: bool) {
+        if listed {
+            self.items.push(item);
+        } else {
+            self.unseen.push(item.covers);
+        }
+    }
+
+    /// Whether the project has nothing that needs trust.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The fingerprint the trust file keeps for them.
+    pub fn fingerprint(&self) -> String {
+        let mut hash = Sha256::new();
+        // Changes meaning whenever what is covered does, so older answers count as changed.
+        hash.update(b"cadre project items 2\n");
+        let mut covered: Vec<&str> = self.items.iter().map(|i| i.covers.as_str()).collect();
+        covered.extend(self.unseen.iter().map(String::as_str));
+        // In one order whatever the user's mode makes seen.
+        covered.sort_unstable();
+        for covers in covered {
+            hash.update(covers.as_bytes());
+            hash.update(b"\n");
+        }
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// One aligned line per item: what it is, then its file.
+    pub fn lines(&self) -> Vec<String> {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|i| vec![i.what.clone(), format!("({})", i.file)])
+            .collect();
+        aligned(&rows)
+    }
+}
+
+/// `file` from the project root `root`, so the fingerprint holds for the same project seen
+/// through another path.
+fn relative(root: &Path, file: &str) -> String {
+    let prefix = format!("{}/", root.display());
+    file.strip_prefix(&prefix).unwrap_or(file).to_owned()
+}
+
+/// One MCP server as an item: what it runs or reaches, and the variables it reads.
+fn server_item(name: &str, server: &ServerConfig, file: &str, relative: &str) -> Item {
+    let vars = server.variables();
+    let reads = if vars.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = vars.iter().map(|v| format!("${{{v}}}")).collect();
+        format!(", reads {}", names.join(" "))
+    };
+    Item {
+        what: format!("MCP server {name}: {}{reads}", server.summary()),
+        file: file.to_owned(),
+        hook: false,
+        covers: format!("mcp\0{name}\0{server:?}\0{relative}"),
+    }
+}
+
+/// The project's own MCP servers: its `.mcp.json` and the file its `cadre.toml` names.
+pub fn project_mcp(root: &Path, sources: &Sources) -> McpConfig {
+    let mut files = vec![root.join(".mcp.json")];
+    files.extend(sources.project_mcp_config());
+    McpConfig::load(&files, &[])
+}
+
+/// What the trust file and `flags` say of the project's items, no one asked.
+pub fn state(items: &ProjectItems, root: &Path, flags: Flags) -> Option<State> {
+    if items.is_empty() || flags.trust {
+        return None;
+    }
+    Some(Store::load(user_dir(true).as_deref()).state(root, &items.fingerprint()))
+}
+
+/// Whether the project's items are trusted for this run, as far as `--trust-hooks` and the
+/// trust file say (no one is asked): for commands that show settings or hand them on.
+pub fn trusted_quietly(
+    root: &Path,
+    sources: &Sources,
+    args: &RunArgs,
+    user_dir: Option<&Path>,
+) -> bool {
+    let registry = load_registry_from(root, &args.dirs.agents_dir, user_dir.is_some());
+    let items = ProjectItems::gather(root, sources, &registry, args.into());
+    matches!(
+        state(&items, root, args.into()),
+        None | Some(State::Trusted)
+    )
+}
+
+/// Reads the settings files and fills every option of `args` that was not given on the
+/// command line or by the environment, the project's trust decided from what the trust
+/// file says (no one is asked); returns the merged settings. For commands that hand the
+/// settings on (an engine run); a local run decides trust itself ([`decide`]).
+pub fn resolve_quietly(
+    args: &mut RunArgs,
+    root: &Path,
+    user_dir: Option<&Path>,
+) -> Result<Settings> {
+    let sources = Sources::read(root, user_dir)?;
+    let trusted = trusted_quietly(root, &sources, args, user_dir);
+    Ok(resolve_from(args, sources, trusted))
+}
+
+/// What `cadre config show` and `cadre doctor` say of a project hook, by the trust.
+pub fn hook_status(state: Option<State>, flags: Flags) -> String {
+    match state {
+        _ if flags.trust => "runs (--trust-hooks, this run only)".into(),
+        None | Some(State::Trusted) => "runs (project trusted)".into(),
+        Some(State::Declined) => "not run: you declined it (`cadre trust` trusts it)".into(),
+        Some(State::Changed { trusted: true }) => {
+            "not run: the project changed since you trusted it; a run without a terminal is refused until `cadre trust`".into()
+        }
+        Some(State::Changed { trusted: false }) => {
+            "not run until trusted: changed since you answered (`cadre trust`)".into()
+        }
+        Some(State::Unknown) => {
+            "not run until trusted: asked on a terminal, or `cadre trust`".into()
+        }
+    }
+}
+
+/// Decides, once per run, whether the project's items are used: trusted (by the trust
+/// file or `--trust-hooks`), or asked on a terminal (the answer remembered). Without a
+/// terminal an untrusted project's items are left out with one message naming each, even
+/// under `-q`; but a project trusted before whose items changed since and that holds hooks
+/// refuses the run (exit 2): its guards must not silently stop guarding.
+pub fn decide(items: &ProjectItems, root: &Path, flags: Flags) -> Result<bool> {
+    let Some(state) = state(items, root, flags) else {
+        return Ok(true);
+    };
+    let why = match state {
+        State::Trusted => return Ok(true),
+        State::Declined => "you declined to trust this project",
+        State::Changed { .. } | State::Unknown if can_ask() => {
+            let trusted = ask(items, root, matches!(state, State::Changed { .. }));
+            let mut store = Store::load(user_dir(true).as_deref());
+            store.set(root, trusted, &items.fingerprint());
+            if let Err(e) = store.save() {
+                errln!("cadre: warning: {}", e.report());
+            }
+            if !trusted {
+                left_out(items, "you declined to trust it");
+            }
+            return Ok(trusted);
+        }
+        State::Changed { trusted: true } if items.items.iter().any(|i| i.hook) => {
+            return Err(changed_refusal(items, root));
+        }
+        State::Changed { .. } => "it changed since you answered",
+        State::Unknown => "this project is not trusted",
+    };
+    left_out(items, why);
+    Ok(false)
+}
+
+/// The refusal of a run whose trusted project changed, with hooks, and no one to ask.
+fn changed_refusal(items: &ProjectItems, root: &Path) -> CliError {
+    let mut text = format!(
+        "the project {} changed since you trusted it, and it has hooks: without a terminal to ask, the run is refused rather than run without its guards. Its items now:",
+        root.display()
+    );
+    for line in items.lines() {
+        text.push_str("\n  ");
+        text.push_str(&line);
+    }
+    text.push_str("\n`cadre trust` trusts them as they are now (or --trust-hooks, for one run; --no-hooks runs none)");
+    CliError::config(text)
+}
+
+/// The one message that says what of the project is left out, and how to trust it.
+pub fn say_left_out(items: &ProjectItems, why: &str) {
+    left_out(items, why);
+}
+
+/// The one message that says what of the project is left out, and how to trust it.
+fn left_out(items: &ProjectItems, why: &str) {
+    let mut text = format!(
+        "cadre: warning: left out of this run ({why}), {}:",
+        count(items.items.len())
+    );
+    for line in items.lines() {
+        text.push_str("\n  ");
+        text.push_str(&line);
+    }
+    text.push_str("\n`cadre trust` trusts them (or --trust-hooks, for one run)");
+    errln!("{text}");
+}
+
+/// `N of the project's commands and endpoints`.
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 of the project's commands and endpoints".into()
+    } else {
+        format!("{n} of the project's commands and endpoints")
+    }
+}
+
+/// Whether a person can answer: stdin and stderr (where the question goes) are terminals.
+fn can_ask() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Asks on the terminal whether the project's items may be used; `changed`: they changed
+/// since the last answer.
+fn ask(items: &ProjectItems, root: &Path, changed: bool) -> bool {
+    let what = if changed {
+        "commands and endpoints that changed since you last answered"
+    } else {
+        "commands and endpoints"
+    };
+    errln!(
+        "\ncadre: this project ({}) has {what}: they run with your rights, and reach hosts it chooses.",
+        root.display()
+    );
+    for line in items.lines() {
+        errln!("  {line}");
+    }
+    err!("Trust this project (remembered; `cadre trust --revoke` forgets it)? [y/N] ");
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    let yes = matches!(answer.trim().to_lowercase().as_str(), "y" | "yes");
+    if yes {
+        errln!("cadre: the project is trusted");
+    }
+    yes
+}
+
+/// The project's items for `cadre trust`, as a run without flags gathers them.
+pub fn of_project(root: &Path) -> Result<ProjectItems> {
+    // The user's files too, as a run reads them: their disableAllHooks and their mode
+    // decide what of the project's is an item.
+    let sources = Sources::read(root, user_dir(true).as_deref())?;
+    let registry = load_registry_from(root, &[], false);
+    Ok(ProjectItems::gather(
+        root,
+        &sources,
+        &registry,
+        Flags::default(),
+    ))
+}
+
+/// The mode stricter than auto the user holds their agents to (`--permission-mode`, else
+/// their own files), which a project's allow rules would loosen; `None` under auto.
+pub fn loosened_mode(sources: &Sources, flags: Flags) -> Option<PermissionMode> {
+    flags
+        .mode
+        .or_else(|| sources.users_mode())
+        .filter(|m| *m != PermissionMode::Auto)
+}
+
+/// The project's agent types of `registry` without what an untrusted project may not
+/// use: their inline MCP servers, and their allow rules when they would loosen the user's
+/// mode (`loosens`).
+pub fn strip_untrusted(registry: &mut Registry, root: &Path, loosens: bool) {
+    let inline = |s: &cadre_core::AgentSpec| {
+        s.mcp_servers
+            .iter()
+            .any(|r| matches!(r, McpServerRef::Inline(_)))
+    };
+    let stripped: Vec<cadre_core::AgentSpec> = registry
+        .all()
+        .filter(|s| is_project_type(s, root))
+        .filter(|s| inline(s) || (loosens && !s.permissions.allow.is_empty()))
+        .map(|s| {
+            let mut spec = s.clone();
+            spec.mcp_servers
+                .retain(|r| matches!(r, McpServerRef::Name(_)));
+            if loosens {
+                spec.permissions.allow.clear();
+            }
+            spec
+        })
+        .collect();
+    for spec in stripped {
+        registry.insert(spec);
+    }
+}
+
+/// The project's commands and endpoints (hooks, MCP servers, endpoints), and whether this
+/// run uses them: what `cadre trust` covers.
+pub fn print_items(items: &ProjectItems, state: Option<State>, flags: Flags) {
+    outln!("a project's files may set (the rest freely):");
+    for line in crate::common::table::project_limits() {
+        outln!("  {line}");
+    }
+    if items.is_empty() {
+        outln!("project items  (none: no hooks, MCP servers or endpoints of the project's)");
+        return;
+    }
+    let used = match state {
+        None | Some(State::Trusted) => "used",
+        _ => "left out",
+    };
+    outln!(
+        "project items ({used}: {}):",
+        hook_status(state, flags).replace("runs", "trusted")
+    );
+    for line in items.lines() {
+        outln!("  {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The items of a project at `root` whose settings file holds `settings` and whose
+    /// `.mcp.json` holds `mcp`.
+    fn items_of(root: &Path, settings: &str, mcp: &str, flags: Flags) -> ProjectItems {
+        std::fs::create_dir_all(root.join(".claude")).unwrap();
+        std::fs::write(root.join(".claude/settings.json"), settings).unwrap();
+        std::fs::write(root.join(".mcp.json"), mcp).unwrap();
+        let sources = Sources::read(root, None).unwrap();
+        let registry = load_registry_from(root, &[], false);
+        ProjectItems::gather(root, &sources, &registry, flags)
+    }
+
+    #[test]
+    fn one_fingerprint_covers_hooks_servers_and_rules_wherever_the_project_lies() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let hook = |timeout: u64| {
+            format!(
+                r#"{{"hooks": {{"PreToolUse": [{{"matcher": "Bash", "hooks": [{{"command": "guard.sh", "timeout": {timeout}}}]}}]}}, "permissions": {{"allow": ["Bash"]}}}}"#
+            )
+        };
+        let mcp = r#"{"mcpServers": {"s": {"command": "sh", "args": ["-c", "${TOKEN}"]}}}"#;
+        let first = items_of(&a, &hook(10), mcp, Flags::default());
+        // The allow rule loosens nothing under auto: covered, not listed.
+        assert_eq!(first.items.len(), 2, "{:?}", first.items);
+        assert!(first.items[0].hook && first.items[0].what.contains("guard.sh"));
+        assert!(
+            first.items[1].what.contains("reads ${TOKEN}"),
+            "{:?}",
+            first.items
+        );
+        // The same project in another folder: the same fingerprint.
+        assert_eq!(
+            first.fingerprint(),
+            items_of(&b, &hook(10), mcp, Flags::default()).fingerprint()
+        );
+        // What is listed by the flags changes nothing of what was trusted.
+        let off = Flags {
+            off: true,
+            mode: Some(PermissionMode::DenyWrites),
+            ..Flags::default()
+        };
+        let listed = items_of(&a, &hook(10), mcp, off);
+        assert!(listed.items.iter().all(|i| !i.hook), "{:?}", listed.items);
+        assert!(listed
+            .items
+            .iter()
+            .any(|i| i.what.contains("permissions.allow Bash")));
+        assert_eq!(first.fingerprint(), listed.fingerprint());
+        // Any change is a change: a timeout, a server's arguments.
+        assert_ne!(
+            first.fingerprint(),
+            items_of(&a, &hook(11), mcp, Flags::default()).fingerprint()
+        );
+        let other = mcp.replace("TOKEN", "OTHER");
+        assert_ne!(
+            first.fingerprint(),
+            items_of(&a, &hook(10), &other, Flags::default()).fingerprint()
+        );
+    }
+}
