@@ -147,6 +147,9 @@ struct Inner {
     /// Members (the primary aside) that are working now, not waiting for a message.
     running: HashSet<String>,
     live: HashMap<String, Live>,
+    /// Names a `Task` call checked and holds, not journaled yet: taken by the check itself,
+    /// so two calls for one name (or past the member cap) cannot both pass it.
+    reserved: HashSet<String>,
 }
 
 /// A run's team.
@@ -239,7 +242,16 @@ impl Team {
                 tracing::warn!("could not journal a team change: {e}");
             }
         }
+        let before = inner.state.messages.len();
+        let closing = matches!(change, TeamChange::Closed { .. });
         inner.state.apply(change);
+        // Closing a member sends what it never read back to the senders (in the fold):
+        // they are told like any message.
+        if closing {
+            for m in &inner.state.messages[before..] {
+                self.emit(message_event(by, m));
+            }
+        }
     }
 
     /// Registers the primary agent as the member `name` at `path`.
@@ -248,23 +260,19 @@ impl Team {
         if inner.state.members.contains_key(name) {
             return;
         }
-        let member = Member {
-            name: name.to_owned(),
-            path: path.to_owned(),
-            agent_type: agent_type.to_owned(),
-            starter: None,
-            last_asked: String::new(),
-            closed: false,
-        };
+        let member = Member::new(name, path, agent_type, None);
         self.change(&mut inner, path, TeamChange::Joined { member })
             .await;
     }
 
-    /// Checks that a member named `name` may join now.
-    pub(crate) async fn may_join(&self, name: &str) -> Result<(), TeamError> {
-        let inner = self.inner.lock().await;
+    /// Reserves the name `name` for a member about to join, if it may join now: the check
+    /// and the reservation are one step under the team's lock, so of two calls for one
+    /// name only one passes, and the member cap counts the members on their way in.
+    /// [`Team::join`] turns the reservation into a member (nothing can fail between).
+    pub(crate) async fn reserve(&self, name: &str) -> Result<(), TeamError> {
+        let mut inner = self.inner.lock().await;
         check_name(name)?;
-        if inner.state.members.contains_key(name) {
+        if inner.state.members.contains_key(name) || inner.reserved.contains(name) {
             return Err(TeamError::NameTaken(name.to_owned()));
         }
         let live = inner
@@ -273,16 +281,18 @@ impl Team {
             .values()
             .filter(|m| !m.closed && m.starter.is_some())
             .count();
-        if live >= self.limits.max_members {
+        if live + inner.reserved.len() >= self.limits.max_members {
             return Err(TeamError::TooManyMembers(self.limits.max_members));
         }
+        inner.reserved.insert(name.to_owned());
         Ok(())
     }
 
-    /// Adds `member` (checked by [`Team::may_join`]), working from now on.
+    /// Adds `member` (its name reserved by [`Team::reserve`]), working from now on.
     pub(crate) async fn join(&self, by: &str, member: Member) {
         let mut inner = self.inner.lock().await;
         let name = member.name.clone();
+        inner.reserved.remove(&name);
         if !inner.state.members.contains_key(&name) {
             self.change(&mut inner, by, TeamChange::Joined { member })
                 .await;
@@ -441,14 +451,7 @@ impl Team {
 
     /// Journals and queues one message.
     async fn post(&self, inner: &mut Inner, by: &str, message: Envelope) {
-        self.emit(Event::Message {
-            agent: by.to_owned(),
-            from: message.from.clone(),
-            to: message.to.clone(),
-            seq: message.seq,
-            text: message.text.clone(),
-            notice: message.notice,
-        });
+        self.emit(message_event(by, &message));
         self.change(inner, by, TeamChange::Sent { message }).await;
     }
 
@@ -817,6 +820,18 @@ impl Seat {
     }
 }
 
+/// The event that tells of `message`, sent by the agent at `by`.
+fn message_event(by: &str, message: &Envelope) -> Event {
+    Event::Message {
+        agent: by.to_owned(),
+        from: message.from.clone(),
+        to: message.to.clone(),
+        seq: message.seq,
+        text: message.text.clone(),
+        notice: message.notice,
+    }
+}
+
 /// Checks a member name: short, and plain enough to write in a message.
 fn check_name(name: &str) -> Result<(), TeamError> {
     let ok = (1..=64).contains(&name.len())
@@ -844,4 +859,36 @@ fn task_ids(state: &TeamState) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_check_for_a_name_takes_it_and_counts_it_against_the_cap() {
+        let team = Team::new(TeamLimits {
+            max_members: 2,
+            ..TeamLimits::default()
+        });
+        team.reserve("x").await.unwrap();
+        // A second call for the same name, before the first joined: refused.
+        assert!(matches!(
+            team.reserve("x").await,
+            Err(TeamError::NameTaken(n)) if n == "x"
+        ));
+        team.reserve("y").await.unwrap();
+        // Two on their way in fill a cap of two.
+        assert!(matches!(
+            team.reserve("z").await,
+            Err(TeamError::TooManyMembers(2))
+        ));
+        let member = Member::new("x", "main/w#1", "w", Some("main".into()));
+        team.join("main", member).await;
+        assert!(matches!(
+            team.reserve("x").await,
+            Err(TeamError::NameTaken(_))
+        ));
+        assert_eq!(team.snapshot().await.members.len(), 1);
+    }
 }
