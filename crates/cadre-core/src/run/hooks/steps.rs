@@ -230,16 +230,20 @@ impl Agent {
     pub(crate) async fn stop_hooks(&self, state: &AgentState) -> Option<Step> {
         let hooks = self.hooks.as_ref()?;
         let event = hooks.stop_event();
+        // A member does not stop when it answers: it goes idle (`TeammateIdle`), and its
+        // `SubagentStop` runs once, when it ends.
+        let is_member = hooks.is_subagent() && self.team.is_some();
+        let stops = hooks.has(event) && !is_member;
         let member = self
             .team
             .as_ref()
-            .filter(|_| hooks.is_subagent() && hooks.has(HookEvent::TeammateIdle));
-        if !hooks.has(event) && member.is_none() {
+            .filter(|_| is_member && hooks.has(HookEvent::TeammateIdle));
+        if !stops && member.is_none() {
             return None;
         }
         let mut at = event;
         let mut verdict = Verdict::default();
-        if hooks.has(event) {
+        if stops {
             let last = final_text(&state.history);
             verdict = hooks.stop(&last, state.stop_blocks > 0).await;
         }

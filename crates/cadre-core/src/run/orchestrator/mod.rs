@@ -725,6 +725,12 @@ impl Orchestrator {
                 let session_end = Box::pin(hooks.session_end(reason));
                 session_end.await;
             }
+            // However it ended, a subagent's end runs its `SubagentStop` hooks once.
+            if let Some(hooks) = agent.hooks.as_ref() {
+                let stop = outcome.stop.to_string();
+                let subagent_end = Box::pin(hooks.subagent_end(&outcome.text, &stop));
+                subagent_end.await;
+            }
             self.journal(Step::Finished {
                 agent: path.clone(),
                 stop: outcome.stop.clone(),
