@@ -63,7 +63,9 @@ pub struct Envelope {
     pub to: String,
     /// Its number among the messages from `from` to `to`, from 1.
     pub seq: u64,
-    /// What it says.
+    /// What it says (left out where a `Delivered` step journals it: see
+    /// [`Step::Delivered`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub text: String,
     /// Whether cadre sent it on the sender's behalf (a member went idle), not the sender.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
