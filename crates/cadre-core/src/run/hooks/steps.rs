@@ -8,6 +8,7 @@ use crate::definitions::hooks::HookEvent;
 use crate::record::journal::Step;
 use crate::run::agent::Agent;
 use crate::run::state::{final_text, AgentState};
+use crate::run::team::TaskStatus;
 use cadre_model::ToolUseBlock;
 use cadre_tools::ToolOutput;
 use serde_json::Value;
@@ -168,14 +169,27 @@ impl Agent {
             return None;
         }
         let seat = self.team.as_ref()?;
-        let id = ["task_id", "taskId"]
-            .iter()
-            .find_map(|k| call.input.get(*k))
-            .and_then(|v| match v {
-                Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
-                v => v.as_u64().and_then(|n| u32::try_from(n).ok()),
-            })
-            .unwrap_or(0);
+        let id = if event == HookEvent::TaskCreated {
+            // The id the task is about to get.
+            seat.team().next_task_id().await
+        } else {
+            let id = ["task_id", "taskId"]
+                .iter()
+                .find_map(|k| call.input.get(*k))
+                .and_then(|v| match v {
+                    Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
+                    v => v.as_u64().and_then(|n| u32::try_from(n).ok()),
+                })?;
+            // Only a change the task list would make completes a task: one it refuses
+            // (owned by another, blocked) is refused by the call itself, unhooked.
+            let owner = text("owner");
+            let owner = call.input.get("owner").map(|_| owner.to_owned());
+            seat.team()
+                .may_update_task(&seat.name, id, Some(TaskStatus::Completed), owner)
+                .await
+                .ok()?;
+            id
+        };
         let verdict = hooks
             .task(
                 event,

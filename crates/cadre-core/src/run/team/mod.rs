@@ -567,7 +567,7 @@ impl Team {
                 known: task_ids(&inner.state),
             });
         }
-        let id = inner.state.tasks.keys().next_back().map_or(1, |n| n + 1);
+        let id = next_id(&inner.state);
         let task = SharedTask {
             id,
             subject: subject.to_owned(),
@@ -588,6 +588,24 @@ impl Team {
         Ok(task)
     }
 
+    /// The id the next task created will get (a `TaskCreated` hook is told it before).
+    pub async fn next_task_id(&self) -> u32 {
+        next_id(&self.inner.lock().await.state)
+    }
+
+    /// Whether [`Team::update_task`] would accept the change now (a `TaskCompleted` hook
+    /// runs only for a change that would be made).
+    pub async fn may_update_task(
+        &self,
+        who: &str,
+        id: u32,
+        status: Option<TaskStatus>,
+        owner: Option<String>,
+    ) -> Result<(), TeamError> {
+        let inner = self.inner.lock().await;
+        check_update(&inner.state, who, id, status, owner).map(|_| ())
+    }
+
     /// Changes a task's status or owner for the member `who`. Claiming is atomic: a task
     /// owned by another member cannot be taken, and a blocked one cannot be started.
     pub async fn update_task(
@@ -599,56 +617,7 @@ impl Team {
         owner: Option<String>,
     ) -> Result<SharedTask, TeamError> {
         let mut inner = self.inner.lock().await;
-        let state = &inner.state;
-        let Some(task) = state.tasks.get(&id) else {
-            return Err(TeamError::UnknownTask {
-                id,
-                known: task_ids(state),
-            });
-        };
-        let status = status.unwrap_or(task.status);
-        // Starting or completing a task claims it for whoever does it, unless an owner is
-        // named.
-        let owner = match (owner, status) {
-            (Some(o), _) if o.is_empty() => None,
-            (Some(o), _) => Some(o),
-            (None, TaskStatus::Pending) => task.owner.clone(),
-            (None, _) => task.owner.clone().or_else(|| Some(who.to_owned())),
-        };
-        if let Some(o) = &owner {
-            if !state.members.contains_key(o) {
-                return Err(TeamError::UnknownMember {
-                    name: o.clone(),
-                    known: state.names(),
-                });
-            }
-        }
-        if let Some(current) = &task.owner {
-            if current != who {
-                return Err(TeamError::Owned {
-                    id,
-                    owner: current.clone(),
-                });
-            }
-        }
-        if status == TaskStatus::InProgress && task.status == TaskStatus::Completed {
-            return Err(TeamError::Done(id));
-        }
-        if status != TaskStatus::Pending {
-            let blockers: Vec<String> = task
-                .blocked_by
-                .iter()
-                .filter_map(|b| state.tasks.get(b))
-                .filter(|b| b.status != TaskStatus::Completed)
-                .map(|b| format!("#{} ({})", b.id, b.status))
-                .collect();
-            if !blockers.is_empty() {
-                return Err(TeamError::Blocked {
-                    id,
-                    blockers: blockers.join(", "),
-                });
-            }
-        }
+        let (status, owner) = check_update(&inner.state, who, id, status, owner)?;
         self.change(
             &mut inner,
             by,
@@ -843,6 +812,72 @@ fn check_name(name: &str) -> Result<(), TeamError> {
     } else {
         Err(TeamError::BadName(name.to_owned()))
     }
+}
+
+/// The id of the next task of `state`'s list.
+fn next_id(state: &TeamState) -> u32 {
+    state.tasks.keys().next_back().map_or(1, |n| n + 1)
+}
+
+/// The status and owner the task `id` gets when `who` asks to change it so, or why it may
+/// not: the task list's rules, checked under the team's lock.
+fn check_update(
+    state: &TeamState,
+    who: &str,
+    id: u32,
+    status: Option<TaskStatus>,
+    owner: Option<String>,
+) -> Result<(TaskStatus, Option<String>), TeamError> {
+    let Some(task) = state.tasks.get(&id) else {
+        return Err(TeamError::UnknownTask {
+            id,
+            known: task_ids(state),
+        });
+    };
+    let status = status.unwrap_or(task.status);
+    // Starting or completing a task claims it for whoever does it, unless an owner is
+    // named.
+    let owner = match (owner, status) {
+        (Some(o), _) if o.is_empty() => None,
+        (Some(o), _) => Some(o),
+        (None, TaskStatus::Pending) => task.owner.clone(),
+        (None, _) => task.owner.clone().or_else(|| Some(who.to_owned())),
+    };
+    if let Some(o) = &owner {
+        if !state.members.contains_key(o) {
+            return Err(TeamError::UnknownMember {
+                name: o.clone(),
+                known: state.names(),
+            });
+        }
+    }
+    if let Some(current) = &task.owner {
+        if current != who {
+            return Err(TeamError::Owned {
+                id,
+                owner: current.clone(),
+            });
+        }
+    }
+    if status == TaskStatus::InProgress && task.status == TaskStatus::Completed {
+        return Err(TeamError::Done(id));
+    }
+    if status != TaskStatus::Pending {
+        let blockers: Vec<String> = task
+            .blocked_by
+            .iter()
+            .filter_map(|b| state.tasks.get(b))
+            .filter(|b| b.status != TaskStatus::Completed)
+            .map(|b| format!("#{} ({})", b.id, b.status))
+            .collect();
+        if !blockers.is_empty() {
+            return Err(TeamError::Blocked {
+                id,
+                blockers: blockers.join(", "),
+            });
+        }
+    }
+    Ok((status, owner))
 }
 
 fn task_ids(state: &TeamState) -> String {
