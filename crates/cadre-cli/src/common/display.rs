@@ -339,10 +339,18 @@ impl Display {
         // In a team run the primary agent is a member too: its row says when it waits
         // for the team and what waits for it.
         let team_run = subagents.iter().any(|e| e.member.is_some());
+        // The members' names make one column, so their states line up whatever the names.
+        let name_width = subagents
+            .iter()
+            .filter_map(|e| e.member.as_deref())
+            .chain(main.map(|m| m.path.as_str()))
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0);
         if let Some(main) = main {
             if team_run {
                 text.push('\n');
-                text.push_str(&member_row(main, &main.path, width));
+                text.push_str(&member_row(main, &main.path, width, name_width));
             } else if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
                 let row = format!("  turn {}  {doing}", main.turn);
@@ -358,7 +366,7 @@ impl Display {
         for e in subagents.iter().take(20) {
             if let Some(member) = &e.member {
                 text.push('\n');
-                text.push_str(&member_row(e, member, width));
+                text.push_str(&member_row(e, member, width, name_width));
                 continue;
             }
             let name = AgentPath::parse(&e.path).name();
@@ -439,9 +447,10 @@ impl Display {
     }
 }
 
-/// One team member's row of the live block, cut to `width`:
+/// One team member's row of the live block, cut to `width`, its name in a column
+/// `name_width` wide (at most [`NAME_COLUMN`]):
 /// `  beta (code) · waiting · 2 unread   turn 3   what it is doing   1.2k tok`.
-fn member_row(e: &RosterEntry, name: &str, width: usize) -> String {
+fn member_row(e: &RosterEntry, name: &str, width: usize, name_width: usize) -> String {
     let mut state = format!(" ({}) · ", e.agent_type);
     state.push_str(if e.waiting { "waiting" } else { "working" });
     if e.unread > 0 {
@@ -462,17 +471,17 @@ fn member_row(e: &RosterEntry, name: &str, width: usize) -> String {
     // The name and its state come first and are cut last; the colour goes on the name
     // alone, after cutting, so its codes do not count as width.
     let room = width.saturating_sub(2);
-    let name = truncate(name, room.min(24));
-    let state = truncate(
-        &format!("{state:<30}"),
-        room.saturating_sub(name.chars().count()),
-    );
-    let rest = truncate(
-        &rest,
-        room.saturating_sub(name.chars().count() + state.chars().count()),
-    );
-    format!("  {}{state}{rest}", paint(&name, e.color.as_deref()))
+    let column = name_width.clamp(1, NAME_COLUMN).min(room);
+    let name = truncate(name, column);
+    let pad = " ".repeat(column.saturating_sub(name.chars().count()));
+    let used = name.chars().count() + pad.len();
+    let state = truncate(&format!("{state:<30}"), room.saturating_sub(used));
+    let rest = truncate(&rest, room.saturating_sub(used + state.chars().count()));
+    format!("  {}{pad}{state}{rest}", paint(&name, e.color.as_deref()))
 }
+
+/// The widest a member name's column gets in the live block.
+const NAME_COLUMN: usize = 24;
 
 fn write_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -690,7 +699,11 @@ pub fn usage_table(summary: &RunSummary) -> String {
         "agent", "type", "turns", "tools", "input (cached)", "output", "time"
     )];
     for a in &report.agents {
-        let name = AgentPath::parse(&a.path).name();
+        // A member is known by its name.
+        let name = a
+            .member
+            .clone()
+            .unwrap_or_else(|| AgentPath::parse(&a.path).name());
         let t = Totals {
             agents: 1,
             turns: a.turns,
@@ -759,14 +772,14 @@ mod tests {
 
     #[test]
     fn member_rows_name_type_state_and_unread_within_the_width() {
-        let row = member_row(&entry(true, 2), "beta", 100);
+        let row = member_row(&entry(true, 2), "beta", 100, 4);
         assert!(
             row.starts_with("  beta (code) · waiting · 2 unread "),
             "{row:?}"
         );
         // Waiting, it shows what it was last asked; working, what it does.
         assert!(row.contains("Review the parser"), "{row:?}");
-        let working = member_row(&entry(false, 0), "beta", 100);
+        let working = member_row(&entry(false, 0), "beta", 100, 4);
         assert!(
             working.starts_with("  beta (code) · working "),
             "{working:?}"
@@ -775,9 +788,25 @@ mod tests {
         assert!(working.contains("grep parse") && working.contains("1.2k tok"));
         for width in 0..140 {
             for e in [entry(true, 12), entry(false, 0)] {
-                let row = member_row(&e, "a-rather-long-member-name_0123456789", width);
+                let row = member_row(&e, "a-rather-long-member-name_0123456789", width, 36);
                 assert!(row.chars().count() <= width.max(2), "{width}: {row:?}");
             }
+        }
+    }
+
+    #[test]
+    fn member_rows_keep_their_columns_whatever_the_names() {
+        let names = ["al", "bartholomew", "main"];
+        let width = names.iter().map(|n| n.len()).max().unwrap();
+        let at = |row: &str, what: &str| row.find(what).unwrap_or_else(|| panic!("{row:?}"));
+        let rows: Vec<String> = names
+            .iter()
+            .map(|n| member_row(&entry(false, 0), n, 120, width))
+            .collect();
+        for row in &rows {
+            assert_eq!(at(row, "(code)"), at(&rows[0], "(code)"), "{rows:#?}");
+            assert_eq!(at(row, "turn"), at(&rows[0], "turn"), "{rows:#?}");
+            assert_eq!(at(row, "tok"), at(&rows[0], "tok"), "{rows:#?}");
         }
     }
 

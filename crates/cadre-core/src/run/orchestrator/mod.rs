@@ -649,7 +649,7 @@ impl Orchestrator {
                     usage: Usage::default(),
                     color: spec.color.clone(),
                     background,
-                    member,
+                    member: member.clone(),
                     waiting: false,
                     unread,
                     started,
@@ -765,6 +765,7 @@ impl Orchestrator {
                     stop: outcome.stop.clone(),
                     result_file,
                     worker: None,
+                    member,
                 });
             outcome
         }

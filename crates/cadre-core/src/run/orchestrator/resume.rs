@@ -222,6 +222,7 @@ impl Orchestrator {
                 stop,
                 result_file: None,
                 worker: None,
+                member: None,
             });
     }
 }
