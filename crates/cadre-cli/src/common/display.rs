@@ -202,6 +202,25 @@ impl Display {
                 return;
             }
         }
+        // A `Task` call that failed started no agent, so no row of the live block tells
+        // of it: it is told as a line of its own.
+        if let (
+            Some(pb),
+            Event::ToolResult {
+                agent,
+                name,
+                is_error: true,
+                summary,
+                ..
+            },
+        ) = (&self.live, event)
+        {
+            if name == "Task" {
+                let line = format!("{agent} Task failed: {summary}");
+                pb.suspend(|| errln!("· {line}"));
+                return;
+            }
+        }
         // With a live block the roster says it all; without one, each step is a log line.
         if self.live.is_some() {
             return;

@@ -538,3 +538,49 @@ async fn the_live_block_shows_members_their_state_and_unread_messages() {
     assert!(shown.contains("lead  (lead) · "), "{shown}");
     assert!(shown.contains("beta  (code) · "), "{shown}");
 }
+
+/// On a terminal a `Task` call that fails (an unknown type) starts no agent, so no row
+/// tells of it: a line of its own does.
+#[tokio::test]
+async fn a_failed_task_call_leaves_a_line_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "Job ghost", "prompt": "Job ghost", "subagent_type": "no-such-type"}),
+            ),
+            Reply::text("LEAD-DONE"),
+        ],
+    );
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg("stty cols 120 rows 40; exec \"$0\" \"$@\"")
+        .arg(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["run", "LEAD go"])
+        .current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env("TERM", "xterm")
+        .env_remove("COLUMNS")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG");
+    let shown = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        let mut seen = p.exp_string("LEAD-DONE").unwrap();
+        seen.push_str(&p.exp_eof().unwrap());
+        seen
+    })
+    .await
+    .unwrap();
+    assert!(
+        shown.contains("main Task failed: ") && shown.contains("no-such-type"),
+        "{shown}"
+    );
+}
