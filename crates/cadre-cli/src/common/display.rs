@@ -33,6 +33,67 @@ pub struct Display {
     /// Whether a question to the person holds the terminal; events wait in `queued`.
     paused: bool,
     queued: Vec<Event>,
+    /// A team lead's answers: streamed once, not again each time the team wakes it.
+    lead: LeadTurns,
+}
+
+/// What the display knows of a team lead's turns: once it has answered and waits for its
+/// team, the turns its members' messages wake it for are not streamed as answers again;
+/// the run's final answer is printed at the end if it differs from the one streamed.
+#[derive(Default)]
+struct LeadTurns {
+    /// The text the primary agent streamed in its current turn.
+    turn_text: String,
+    /// Whether its current turn called a tool (then it was no answer).
+    turn_had_tool: bool,
+    /// Whether team messages were given to it since its current turn began.
+    given: bool,
+    /// The answer it streamed before its team woke it, once it did.
+    answered: Option<String>,
+}
+
+impl LeadTurns {
+    /// Notes `event`; true when it is primary text to hold back.
+    fn hold(&mut self, event: &Event, primary: &str) -> bool {
+        if event.agent() != primary {
+            return false;
+        }
+        match event {
+            // It answered and waits for its team.
+            Event::Idle { .. } if self.answered.is_none() => {
+                self.answered = Some(std::mem::take(&mut self.turn_text));
+            }
+            Event::Delivered { .. } => self.given = true,
+            Event::ToolCall { .. } => self.turn_had_tool = true,
+            Event::Turn { .. } => {
+                // A turn of text alone, followed by messages and another turn: it had
+                // answered, and the messages woke it (without waiting, so without `Idle`).
+                let answer = !self.turn_had_tool && self.given && !self.turn_text.is_empty();
+                if answer && self.answered.is_none() {
+                    self.answered = Some(std::mem::take(&mut self.turn_text));
+                }
+                self.turn_text.clear();
+                self.turn_had_tool = false;
+                self.given = false;
+            }
+            Event::Text { delta, .. } => {
+                if self.answered.is_some() {
+                    return true;
+                }
+                self.turn_text.push_str(delta);
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// The final answer still to print: the run's answer, when the team woke the lead
+    /// after it streamed another.
+    fn unshown(&self, answer: &str) -> Option<String> {
+        let streamed = self.answered.as_deref()?;
+        let answer = answer.trim();
+        (!answer.is_empty() && answer != streamed.trim()).then(|| answer.to_owned())
+    }
 }
 
 impl Display {
@@ -61,6 +122,7 @@ impl Display {
             header,
             paused: false,
             queued: Vec::new(),
+            lead: LeadTurns::default(),
         }
     }
 
@@ -117,6 +179,9 @@ impl Display {
     }
 
     fn text_event(&mut self, event: &Event) {
+        if self.lead.hold(event, &self.primary) {
+            return;
+        }
         // The primary agent moved on (to its tools or next turn): show its unfinished line.
         if matches!(event, Event::ToolCall { .. } | Event::Turn { .. })
             && event.agent() == self.primary
@@ -451,6 +516,11 @@ impl Display {
                 }
             }
             OutputFormat::Text => {
+                if let Some(answer) = self.lead.unshown(&outcome.text) {
+                    let gap = if self.at_line_start { "\n" } else { "\n\n" };
+                    write_stdout(&format!("{gap}{answer}"));
+                    self.at_line_start = false;
+                }
                 if !self.at_line_start {
                     outln!();
                 }

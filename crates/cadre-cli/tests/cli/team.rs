@@ -400,3 +400,82 @@ async fn two_starts_of_one_name_in_one_turn_make_one_member_also_after_a_kill() 
         "{results:?}"
     );
 }
+
+#[tokio::test]
+async fn text_mode_prints_the_lead_s_answer_once_however_often_its_team_wakes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    // The lead answers, is woken by alpha's notice, and answers again; then once more
+    // with a different final word.
+    let routes = |server: &MockServer, last: &str| {
+        server.route(
+            when("LEAD", "LEAD"),
+            vec![Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "Job alpha", "prompt": "Job alpha", "subagent_type": "code", "name": "alpha"}),
+            )],
+        );
+        server.route(
+            when("LEAD", "alpha ready"),
+            vec![Reply::tool_use(
+                "s1",
+                "SendMessage",
+                json!({"to": "alpha", "message": "go on"}),
+            )],
+        );
+        server.route(
+            when("LEAD", "Sent to alpha"),
+            vec![Reply::text("LEAD-DONE")],
+        );
+        server.route(when("LEAD", ""), vec![Reply::text(last); 4]);
+        server.route(
+            when("Job alpha", "Job alpha"),
+            vec![Reply::text("alpha ready")],
+        );
+        server.route(
+            when("Job alpha", ""),
+            vec![Reply::text("alpha finished"); 4],
+        );
+    };
+    routes(&server, "LEAD-DONE");
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--team", "LEAD task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The lead was woken: its answer went out twice, and is printed once.
+    let woken = server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.first_user_text() == "LEAD task" && r.last_user_text().contains("alpha finished")
+        })
+        .count();
+    assert!(woken >= 1, "the lead was never woken");
+    assert_eq!(out.stdout.matches("LEAD-DONE").count(), 1, "{}", out.stdout);
+
+    // A final answer other than the one streamed is printed after it, once.
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    routes(&server, "ALL-DONE");
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--team", "LEAD task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.matches("LEAD-DONE").count(), 1, "{}", out.stdout);
+    assert_eq!(out.stdout.matches("ALL-DONE").count(), 1, "{}", out.stdout);
+    assert!(
+        out.stdout.trim_end().ends_with("ALL-DONE"),
+        "{}",
+        out.stdout
+    );
+}
