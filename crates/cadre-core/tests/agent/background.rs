@@ -161,7 +161,7 @@ async fn a_stopped_background_subagent_and_a_fork_each_finish_once_and_stop_once
     let script = cadre_testkit::hooks::script(
         dir.path(),
         "log.sh",
-        &format!("{{ cat; echo; }} >> '{}'", log.display()),
+        &format!("printf '%s\\n' \"$(cat)\" >> '{}'", log.display()),
     );
     let entry = json!([{"hooks": [{"type": "command", "command": script}]}]);
     let (hooks, warnings) = cadre_core::Hooks::from_json(
@@ -223,10 +223,9 @@ async fn a_stopped_background_subagent_and_a_fork_each_finish_once_and_stop_once
     assert_eq!(open.len(), 3, "{open:?}");
     assert!(open.values().all(|n| *n == 0), "{open:?}");
     let mut pairs: std::collections::HashMap<String, (u32, u32)> = Default::default();
+    // (Each hook writes its line in one write, so lines of hooks at once never mix.)
     for line in std::fs::read_to_string(&log).unwrap().lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         let pair = pairs
             .entry(v["agent_id"].as_str().unwrap_or_default().to_owned())
             .or_default();

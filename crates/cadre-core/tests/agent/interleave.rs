@@ -264,7 +264,7 @@ async fn case(ending: Ending, arrival: Arrival) -> Ran {
     let log = script(
         dir.path(),
         "log.sh",
-        &format!("{{ cat; echo; }} >> '{}'", hook_log.display()),
+        &format!("printf '%s\\n' \"$(cat)\" >> '{}'", hook_log.display()),
     );
     let idle = script(
         dir.path(),
