@@ -480,11 +480,14 @@ fn marker(name: &str) -> &'static str {
     }
 }
 
+/// Checks the guarantees on a run's journal `steps` (and its `events`): a message given
+/// at step `read_from` or later must be carried by one of `requests` (those made since).
 fn check(
     what: &str,
     steps: &[Step],
     events: Option<&[Event]>,
     requests: &[cadre_testkit::Captured],
+    read_from: usize,
 ) -> TeamState {
     let state = TeamState::from_steps(steps.iter().cloned())
         .unwrap_or_else(|| panic!("{what}: no team in the journal"));
@@ -505,12 +508,15 @@ fn check(
     }
     // Every message a member sent: given to its recipient once, or returned to it.
     let mut given: HashMap<(String, String, u64), usize> = HashMap::new();
-    for step in steps {
+    let mut given_since = HashSet::new();
+    for (i, step) in steps.iter().enumerate() {
         if let Step::Delivered { messages, .. } = step {
             for m in messages {
-                *given
-                    .entry((m.to.clone(), m.from.clone(), m.seq))
-                    .or_default() += 1;
+                let key = (m.to.clone(), m.from.clone(), m.seq);
+                if i >= read_from {
+                    given_since.insert(key.clone());
+                }
+                *given.entry(key).or_default() += 1;
             }
         }
     }
@@ -540,7 +546,7 @@ fn check(
             m.text
         );
         // Given means read: a request of the recipient carried it.
-        if times == 1 {
+        if given_since.contains(&(m.to.clone(), m.from.clone(), m.seq)) {
             let read = requests.iter().any(|r| {
                 r.first_user_text().contains(marker(&m.to))
                     && serde_json::to_string(r.messages())
@@ -646,7 +652,8 @@ async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool) {
             &format!("{what}, resumed after {k} steps"),
             &journal_steps(&copy),
             Some(&seen.all()),
-            &requests,
+            &requests[asked_before..],
+            k,
         );
         // Bob joined before the cut: he goes on as he joined (one who joins after it
         // takes the resumed lead's model, as a fresh start does).
@@ -686,7 +693,7 @@ async fn drive(ending: Ending, arrival: Arrival) {
     let what = format!("{ending:?} with the message arriving {arrival:?}");
     let ran = case(ending, arrival).await;
     let steps = journal_steps(&ran.run_dir);
-    let state = check(&what, &steps, Some(&ran.events), &ran.requests);
+    let state = check(&what, &steps, Some(&ran.events), &ran.requests, 0);
     stops_match_starts(&what, &ran.hook_log);
     assert!(
         state.members.contains_key("bob"),
@@ -782,7 +789,7 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
     let run_dir = dir.path().join(".cadre/runs").join(summary.run_id.unwrap());
     let steps = journal_steps(&run_dir);
     let what = format!("two starts of {names:?}");
-    let state = check(&what, &steps, Some(&seen.all()), &server.requests());
+    let state = check(&what, &steps, Some(&seen.all()), &server.requests(), 0);
     let results: Vec<(String, bool)> = steps
         .iter()
         .filter_map(|s| match s {
