@@ -835,3 +835,61 @@ async fn two_starts_past_the_member_cap_make_one_member_and_one_error() {
     assert_eq!(errors.len(), 1, "{results:?}");
     assert!(errors[0].0.contains("limit"), "{results:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_still_at_work_when_the_run_is_given_up_finishes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let (id, input) = start("t1", "bob", false);
+    server.route(
+        lead("LEAD go"),
+        vec![Reply::tool_uses(vec![(id.as_str(), "Task", input)])],
+    );
+    defaults(&server, false);
+    let bob_asked = server.gate(bob("BOB job"));
+    let seen = Seen::new();
+    let o = team_run(
+        &server,
+        dir.path(),
+        50,
+        None,
+        None,
+        TeamLimits::default(),
+        &seen,
+    );
+    let runner = tokio::spawn({
+        let o = o.clone();
+        async move { o.run("main", "LEAD go: give up").await }
+    });
+    held(&bob_asked, "bob's first request").await;
+    // A second Ctrl-C: the run is given up, its future dropped; bob's task ends by itself.
+    o.abandon("LEAD go: give up", 0);
+    runner.abort();
+    let run_dir = dir.path().join(".cadre/runs");
+    let bob_ended_in_journal = || {
+        std::fs::read_dir(&run_dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .and_then(|e| std::fs::read_to_string(e.path().join("journal.jsonl")).ok())
+            .is_some_and(|j| {
+                j.lines().any(|l| {
+                    l.contains("\"step\":\"finished\"") && l.contains("\"agent\":\"main/worker#1\"")
+                })
+            })
+    };
+    let waited = tokio::time::timeout(PATIENCE, async {
+        while !bob_ended_in_journal() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "bob never ended");
+    let finished = seen
+        .all()
+        .iter()
+        .filter(|e| matches!(e, Event::Finished { agent, .. } if agent == "main/worker#1"))
+        .count();
+    assert_eq!(finished, 1, "bob's end was told {finished} times");
+}

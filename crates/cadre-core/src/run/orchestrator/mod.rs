@@ -191,6 +191,9 @@ pub struct Orchestrator {
     locks: Arc<PathLocks>,
     builtins: Vec<Arc<dyn Tool>>,
     roster: DashMap<String, RosterEntry>,
+    /// The agents whose end was told: a run given up tells it for the agents still at work,
+    /// and their own end, if it still comes, is not told again.
+    ended: dashmap::DashSet<String>,
     records: Mutex<Vec<AgentRecord>>,
     counters: DashMap<String, u32>,
     run_dir: Mutex<Option<RunDir>>,
@@ -276,6 +279,7 @@ impl Orchestrator {
             locks: Arc::default(),
             builtins,
             roster: DashMap::new(),
+            ended: dashmap::DashSet::new(),
             records: Mutex::new(Vec::new()),
             counters: DashMap::new(),
             run_dir: Mutex::new(None),
@@ -1122,6 +1126,12 @@ impl Orchestrator {
 
     /// Keeps the roster current, then passes the event on.
     fn observe(&self, event: Event) {
+        // Every start has one end: an agent's end is told once.
+        if let Event::Finished { agent, .. } = &event {
+            if !self.ended.insert(agent.clone()) {
+                return;
+            }
+        }
         if let Some(mut entry) = self.roster.get_mut(event.agent()) {
             match &event {
                 Event::Turn { turn, .. } => {
