@@ -493,6 +493,7 @@ fn check(
         .unwrap_or_else(|| panic!("{what}: no team in the journal"));
     // No name joins twice, and each member has one path.
     let mut names = HashSet::new();
+    let mut paths = HashSet::new();
     for step in steps {
         if let Step::Team {
             change: cadre_core::run::team::TeamChange::Joined { member },
@@ -503,6 +504,12 @@ fn check(
                 names.insert(member.name.clone()),
                 "{what}: {} joined twice",
                 member.name
+            );
+            assert!(
+                paths.insert(member.path.clone()),
+                "{what}: {} joined at {}, another member's path",
+                member.name,
+                member.path
             );
         }
     }
@@ -599,7 +606,7 @@ fn check(
 
 /// Resumes the run from every prefix of its journal: each resumed run ends, keeps the team
 /// its prefix holds, and keeps every guarantee.
-async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool) {
+async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool, limits: &TeamLimits) {
     let text = std::fs::read_to_string(run_dir.join("journal.jsonl")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let server = MockServer::start().await;
@@ -624,7 +631,7 @@ async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool) {
             .model_id("claude-haiku-5")
             .runs_dir(dir.path().join(".cadre/runs"))
             .agent(worker(50))
-            .team(TeamLimits::default())
+            .team(limits.clone())
             .on_event(move |e| sink.push(e))
             .build()
             .unwrap();
@@ -703,6 +710,7 @@ async fn drive(ending: Ending, arrival: Arrival) {
         &what,
         &ran.run_dir,
         matches!(ending, Ending::Cut | Ending::Invalid),
+        &TeamLimits::default(),
     )
     .await;
 }
@@ -781,7 +789,7 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
     );
     defaults(&server, false);
     let seen = Seen::new();
-    let o = team_run(&server, dir.path(), 50, None, None, limits, &seen);
+    let o = team_run(&server, dir.path(), 50, None, None, limits.clone(), &seen);
     let (_, summary) = tokio::time::timeout(PATIENCE, o.run("main", "LEAD go: two"))
         .await
         .expect("the run ends")
@@ -808,8 +816,13 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
         .iter()
         .filter(|e| matches!(e, Event::Started { agent, .. } if agent.contains("worker")))
         .count();
-    assert_eq!(starts, 1, "{what}: {starts} members started");
-    resume_every_prefix(&what, &run_dir, false).await;
+    // One start per member (the lead aside).
+    assert_eq!(
+        starts,
+        state.members.len() - 1,
+        "{what}: {starts} members started"
+    );
+    resume_every_prefix(&what, &run_dir, false, &limits).await;
     (state, results)
 }
 
@@ -892,4 +905,13 @@ async fn a_member_still_at_work_when_the_run_is_given_up_finishes_once() {
         .filter(|e| matches!(e, Event::Finished { agent, .. } if agent == "main/worker#1"))
         .count();
     assert_eq!(finished, 1, "bob's end was told {finished} times");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_members_started_in_one_turn_keep_their_own_paths_across_every_resume() {
+    // A resume cut after the first member joined but before it started must not hand its
+    // path to the second.
+    let (state, results) = two_starts(["x", "y"], TeamLimits::default()).await;
+    assert_eq!(state.members.len(), 3, "{:?}", state.members.keys());
+    assert!(results.iter().all(|(_, e)| !e), "{results:?}");
 }
