@@ -293,6 +293,11 @@ impl Agent {
         });
         match self.send(&state.history).await {
             Ok(response) => {
+                // A team member's model read what it was given (a member closed before
+                // this gives it back to the senders).
+                if let Some(seat) = &self.team {
+                    seat.read().await;
+                }
                 *compacted_for_length = false;
                 self.took(&response);
                 // Journaled (by the loop) before anything acts on it: a resumed run never

@@ -150,6 +150,9 @@ struct Inner {
     /// Names a `Task` call checked and holds, not journaled yet: taken by the check itself,
     /// so two calls for one name (or past the member cap) cannot both pass it.
     reserved: HashSet<String>,
+    /// Per member, the messages (sender, number) given to it since its model last
+    /// answered: closed now, it never read them.
+    unseen: HashMap<String, Vec<(String, u64)>>,
 }
 
 /// A run's team.
@@ -357,6 +360,7 @@ impl Team {
         if open {
             let change = TeamChange::Closed {
                 name: name.to_owned(),
+                unseen: inner.unseen.remove(name).unwrap_or_default(),
             };
             self.change(&mut inner, path, change).await;
         }
@@ -465,6 +469,11 @@ impl Team {
             .map(|q| q.iter().map(|&i| inner.state.messages[i].clone()).collect())
             .unwrap_or_default();
         inner.state.delivered(name, &waiting);
+        inner
+            .unseen
+            .entry(name.to_owned())
+            .or_default()
+            .extend(waiting.iter().map(|m| (m.from.clone(), m.seq)));
         for m in &waiting {
             self.emit(Event::Delivered {
                 agent: path.to_owned(),
@@ -510,8 +519,12 @@ impl Team {
             if m.closed || m.starter.is_none() {
                 continue;
             }
-            self.change(&mut inner, &m.path, TeamChange::Closed { name: n.clone() })
-                .await;
+            let unseen = inner.unseen.remove(&n).unwrap_or_default();
+            let change = TeamChange::Closed {
+                name: n.clone(),
+                unseen,
+            };
+            self.change(&mut inner, &m.path, change).await;
             // One at work is cancelled; one waiting sees it was closed and ends.
             if let Some(live) = inner.live.get(&n).filter(|_| inner.running.contains(&n)) {
                 live.cancel.cancel();
@@ -681,6 +694,12 @@ impl Seat {
     /// The team it belongs to.
     pub fn team(&self) -> &Arc<Team> {
         &self.team
+    }
+
+    /// The agent's model answered a request: every message it was given before it has
+    /// been read.
+    pub async fn read(&self) {
+        self.team.inner.lock().await.unseen.remove(&self.name);
     }
 
     /// Messages that arrived while the agent was busy, to go with its tool results.

@@ -163,6 +163,10 @@ pub enum TeamChange {
     Closed {
         /// Its name.
         name: String,
+        /// Messages it was given that no response of its model followed (sender, number):
+        /// it never read them, so they go back to their senders with what waits for it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unseen: Vec<(String, u64)>,
     },
     /// A task was added to the list.
     TaskCreated {
@@ -233,11 +237,11 @@ impl TeamState {
                     m.last_asked = what;
                 }
             }
-            TeamChange::Closed { name } => {
+            TeamChange::Closed { name, unseen } => {
                 if let Some(m) = self.members.get_mut(&name) {
                     m.closed = true;
                 }
-                self.return_unread(&name);
+                self.return_unread(&name, &unseen);
             }
             TeamChange::TaskCreated { task } => {
                 self.tasks.insert(task.id, task);
@@ -251,12 +255,20 @@ impl TeamState {
         }
     }
 
-    /// Sends what waits for the closed member `name` back to its senders, as notices, so
-    /// no message stays in an inbox nobody reads. Part of the fold, so a resumed run
+    /// Sends what waits for the closed member `name`, and the messages it was given but
+    /// never read (`unseen`), back to their senders, as notices, so no message stays where
+    /// nobody reads it. Part of the fold, so a resumed run
     /// returns the same messages under the same numbers. Notices are not returned (they
     /// asked for nothing), nor is a message whose sender is closed too.
-    fn return_unread(&mut self, name: &str) {
-        let waiting: Vec<usize> = self.inboxes.remove(name).map(Vec::from).unwrap_or_default();
+    fn return_unread(&mut self, name: &str, unseen: &[(String, u64)]) {
+        let mut waiting: Vec<usize> = self.inboxes.remove(name).map(Vec::from).unwrap_or_default();
+        // Given, but its model never answered after reading them.
+        waiting.extend(self.messages.iter().enumerate().filter_map(|(i, m)| {
+            let given = m.to == name && unseen.iter().any(|(f, s)| *f == m.from && *s == m.seq);
+            given.then_some(i)
+        }));
+        waiting.sort_unstable();
+        waiting.dedup();
         for i in waiting {
             let m = self.messages[i].clone();
             let sender_open = self.members.get(&m.from).is_some_and(|s| !s.closed);
@@ -445,9 +457,15 @@ mod tests {
         }
         s.apply(sent("a", "b", 1, "k1"));
         s.apply(sent("c", "b", 1, "k2"));
-        s.apply(TeamChange::Closed { name: "c".into() });
+        s.apply(TeamChange::Closed {
+            name: "c".into(),
+            unseen: vec![],
+        });
         assert!(s.any_undelivered());
-        s.apply(TeamChange::Closed { name: "b".into() });
+        s.apply(TeamChange::Closed {
+            name: "b".into(),
+            unseen: vec![],
+        });
         // b's inbox is empty; a is told, c (closed) is not.
         assert_eq!(s.unread("b"), 0);
         assert_eq!(s.unread("a"), 1);
@@ -459,7 +477,34 @@ mod tests {
             .text
             .starts_with("b ended before reading your message #1"));
         // What waits for a closed member never counts as mail in flight.
-        s.apply(TeamChange::Closed { name: "a".into() });
+        s.apply(TeamChange::Closed {
+            name: "a".into(),
+            unseen: vec![],
+        });
         assert!(!s.any_undelivered());
+    }
+
+    #[test]
+    fn a_message_given_but_never_read_goes_back_when_its_reader_is_closed() {
+        let mut s = TeamState::default();
+        for name in ["a", "b"] {
+            s.apply(joined(name));
+        }
+        s.apply(sent("a", "b", 1, "k1"));
+        s.apply(sent("a", "b", 2, "k2"));
+        let first = s.messages[0].clone();
+        s.delivered("b", [&first]);
+        // b was given #1 and closed before its model answered; #2 still waited.
+        s.apply(TeamChange::Closed {
+            name: "b".into(),
+            unseen: vec![("a".into(), 1)],
+        });
+        let back: Vec<&str> = s
+            .messages
+            .iter()
+            .filter(|m| m.notice)
+            .map(|m| m.key.as_str())
+            .collect();
+        assert_eq!(back, ["returned/a#1", "returned/a#2"]);
     }
 }
