@@ -2,9 +2,10 @@
 //! members.
 //!
 //! In process (a `Model` implementation answering at once), a primary agent starts M named
-//! members. Each member starts a token: a message `hop 1 tok i` to the next member; whoever
-//! is given a token with hop h < H passes `hop h+1` on to the member after it. So M tokens
-//! travel the ring at once, M·H messages in all. The benchmark prints the wall time, the
+//! members and, once all have joined, tells them to go. Each member then starts a token: a
+//! message `hop 1 tok i` to the next member; whoever is given a token with hop h < H passes
+//! `hop h+1` on to the member after it. So M tokens travel the ring at once, M·H messages
+//! in all. The benchmark prints the wall time, the
 //! messages per second, the CPU time per message, and the time from each send (its
 //! `Message` event) to the request that carries it to the recipient (median, p99, max) —
 //! the team's own cost, since the model answers at once.
@@ -79,7 +80,15 @@ impl Model for RingModel {
             )
         };
         let (content, stop) = if first.starts_with("Start the ring") {
-            if turn == 0 {
+            if turn == 1 {
+                // Every member has joined (each Task call returned): the ring may start.
+                let go = ContentBlock::tool_use(
+                    id(),
+                    "SendMessage",
+                    json!({"to": "*", "message": "go"}),
+                );
+                (vec![go], StopReason::ToolUse)
+            } else if turn == 0 {
                 let tasks = (0..self.members)
                     .map(|i| {
                         ContentBlock::tool_use(
@@ -101,7 +110,9 @@ impl Model for RingModel {
                 .unwrap_or(0);
             let next = (me + 1) % self.members;
             let mut calls = Vec::new();
-            if turn == 0 {
+            // A token starts once the lead says go: a member that sent before the next
+            // one joined would be refused, and its token lost.
+            if last.lines().any(|l| l.trim() == "go") {
                 calls.push(send(next, format!("hop 1 tok {me}")));
             }
             let mut clock = self.clock.lock().unwrap();
@@ -182,6 +193,7 @@ async fn ring(members: usize, hops: usize) {
         })
         .team(TeamLimits {
             max_members: members,
+            // The tokens' hops, and the lead's go to each member.
             max_messages: members * hops + members,
             max_unread: members * hops,
             ..TeamLimits::default()
@@ -193,7 +205,9 @@ async fn ring(members: usize, hops: usize) {
                 ..
             } = e
             {
-                sends.lock().unwrap().sent.insert(text, Instant::now());
+                if text.starts_with("hop ") {
+                    sends.lock().unwrap().sent.insert(text, Instant::now());
+                }
             }
         })
         .build()
@@ -233,6 +247,11 @@ async fn ring(members: usize, hops: usize) {
         waits.len(),
         messages,
         "a message never reached its recipient"
+    );
+    assert_eq!(
+        messages,
+        members * hops,
+        "a token stopped before its last hop"
     );
 }
 

@@ -163,6 +163,11 @@ mod single_agent;
 #[path = "agent/team.rs"]
 mod team;
 
+/// The team protocol driven step by step through every ending of a member's request against
+/// every point a message may reach it, and resumed from every prefix of the journal.
+#[path = "agent/interleave.rs"]
+mod interleave;
+
 /// Results that arrive whole: long reports kept in the run folder and read back, answers
 /// cut at max_tokens continued, and outcomes reported as they happened.
 #[path = "agent/results.rs"]

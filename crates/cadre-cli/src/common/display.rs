@@ -33,6 +33,67 @@ pub struct Display {
     /// Whether a question to the person holds the terminal; events wait in `queued`.
     paused: bool,
     queued: Vec<Event>,
+    /// A team lead's answers: streamed once, not again each time the team wakes it.
+    lead: LeadTurns,
+}
+
+/// What the display knows of a team lead's turns: once it has answered and waits for its
+/// team, the turns its members' messages wake it for are not streamed as answers again;
+/// the run's final answer is printed at the end if it differs from the one streamed.
+#[derive(Default)]
+struct LeadTurns {
+    /// The text the primary agent streamed in its current turn.
+    turn_text: String,
+    /// Whether its current turn called a tool (then it was no answer).
+    turn_had_tool: bool,
+    /// Whether team messages were given to it since its current turn began.
+    given: bool,
+    /// The answer it streamed before its team woke it, once it did.
+    answered: Option<String>,
+}
+
+impl LeadTurns {
+    /// Notes `event`; true when it is primary text to hold back.
+    fn hold(&mut self, event: &Event, primary: &str) -> bool {
+        if event.agent() != primary {
+            return false;
+        }
+        match event {
+            // It answered and waits for its team.
+            Event::Idle { .. } if self.answered.is_none() => {
+                self.answered = Some(std::mem::take(&mut self.turn_text));
+            }
+            Event::Delivered { .. } => self.given = true,
+            Event::ToolCall { .. } => self.turn_had_tool = true,
+            Event::Turn { .. } => {
+                // A turn of text alone, followed by messages and another turn: it had
+                // answered, and the messages woke it (without waiting, so without `Idle`).
+                let answer = !self.turn_had_tool && self.given && !self.turn_text.is_empty();
+                if answer && self.answered.is_none() {
+                    self.answered = Some(std::mem::take(&mut self.turn_text));
+                }
+                self.turn_text.clear();
+                self.turn_had_tool = false;
+                self.given = false;
+            }
+            Event::Text { delta, .. } => {
+                if self.answered.is_some() {
+                    return true;
+                }
+                self.turn_text.push_str(delta);
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// The final answer still to print: the run's answer, when the team woke the lead
+    /// after it streamed another.
+    fn unshown(&self, answer: &str) -> Option<String> {
+        let streamed = self.answered.as_deref()?;
+        let answer = answer.trim();
+        (!answer.is_empty() && answer != streamed.trim()).then(|| answer.to_owned())
+    }
 }
 
 impl Display {
@@ -61,6 +122,7 @@ impl Display {
             header,
             paused: false,
             queued: Vec::new(),
+            lead: LeadTurns::default(),
         }
     }
 
@@ -117,6 +179,9 @@ impl Display {
     }
 
     fn text_event(&mut self, event: &Event) {
+        if self.lead.hold(event, &self.primary) {
+            return;
+        }
         // The primary agent moved on (to its tools or next turn): show its unfinished line.
         if matches!(event, Event::ToolCall { .. } | Event::Turn { .. })
             && event.agent() == self.primary
@@ -199,6 +264,25 @@ impl Display {
                     Some(pb) => pb.suspend(|| errln!("· {line}")),
                     None => errln!("· {line}"),
                 }
+                return;
+            }
+        }
+        // A `Task` call that failed started no agent, so no row of the live block tells
+        // of it: it is told as a line of its own.
+        if let (
+            Some(pb),
+            Event::ToolResult {
+                agent,
+                name,
+                is_error: true,
+                summary,
+                ..
+            },
+        ) = (&self.live, event)
+        {
+            if name == "Task" {
+                let line = format!("{agent} Task failed: {summary}");
+                pb.suspend(|| errln!("· {line}"));
                 return;
             }
         }
@@ -339,10 +423,18 @@ impl Display {
         // In a team run the primary agent is a member too: its row says when it waits
         // for the team and what waits for it.
         let team_run = subagents.iter().any(|e| e.member.is_some());
+        // The members' names make one column, so their states line up whatever the names.
+        let name_width = subagents
+            .iter()
+            .filter_map(|e| e.member.as_deref())
+            .chain(main.map(|m| m.path.as_str()))
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0);
         if let Some(main) = main {
             if team_run {
                 text.push('\n');
-                text.push_str(&member_row(main, &main.path, width));
+                text.push_str(&member_row(main, &main.path, width, name_width));
             } else if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
                 let row = format!("  turn {}  {doing}", main.turn);
@@ -358,7 +450,7 @@ impl Display {
         for e in subagents.iter().take(20) {
             if let Some(member) = &e.member {
                 text.push('\n');
-                text.push_str(&member_row(e, member, width));
+                text.push_str(&member_row(e, member, width, name_width));
                 continue;
             }
             let name = AgentPath::parse(&e.path).name();
@@ -424,6 +516,11 @@ impl Display {
                 }
             }
             OutputFormat::Text => {
+                if let Some(answer) = self.lead.unshown(&outcome.text) {
+                    let gap = if self.at_line_start { "\n" } else { "\n\n" };
+                    write_stdout(&format!("{gap}{answer}"));
+                    self.at_line_start = false;
+                }
                 if !self.at_line_start {
                     outln!();
                 }
@@ -439,9 +536,10 @@ impl Display {
     }
 }
 
-/// One team member's row of the live block, cut to `width`:
+/// One team member's row of the live block, cut to `width`, its name in a column
+/// `name_width` wide (at most [`NAME_COLUMN`]):
 /// `  beta (code) · waiting · 2 unread   turn 3   what it is doing   1.2k tok`.
-fn member_row(e: &RosterEntry, name: &str, width: usize) -> String {
+fn member_row(e: &RosterEntry, name: &str, width: usize, name_width: usize) -> String {
     let mut state = format!(" ({}) · ", e.agent_type);
     state.push_str(if e.waiting { "waiting" } else { "working" });
     if e.unread > 0 {
@@ -462,17 +560,17 @@ fn member_row(e: &RosterEntry, name: &str, width: usize) -> String {
     // The name and its state come first and are cut last; the colour goes on the name
     // alone, after cutting, so its codes do not count as width.
     let room = width.saturating_sub(2);
-    let name = truncate(name, room.min(24));
-    let state = truncate(
-        &format!("{state:<30}"),
-        room.saturating_sub(name.chars().count()),
-    );
-    let rest = truncate(
-        &rest,
-        room.saturating_sub(name.chars().count() + state.chars().count()),
-    );
-    format!("  {}{state}{rest}", paint(&name, e.color.as_deref()))
+    let column = name_width.clamp(1, NAME_COLUMN).min(room);
+    let name = truncate(name, column);
+    let pad = " ".repeat(column.saturating_sub(name.chars().count()));
+    let used = name.chars().count() + pad.len();
+    let state = truncate(&format!("{state:<30}"), room.saturating_sub(used));
+    let rest = truncate(&rest, room.saturating_sub(used + state.chars().count()));
+    format!("  {}{pad}{state}{rest}", paint(&name, e.color.as_deref()))
 }
+
+/// The widest a member name's column gets in the live block.
+const NAME_COLUMN: usize = 24;
 
 fn write_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -690,7 +788,11 @@ pub fn usage_table(summary: &RunSummary) -> String {
         "agent", "type", "turns", "tools", "input (cached)", "output", "time"
     )];
     for a in &report.agents {
-        let name = AgentPath::parse(&a.path).name();
+        // A member is known by its name.
+        let name = a
+            .member
+            .clone()
+            .unwrap_or_else(|| AgentPath::parse(&a.path).name());
         let t = Totals {
             agents: 1,
             turns: a.turns,
@@ -759,14 +861,14 @@ mod tests {
 
     #[test]
     fn member_rows_name_type_state_and_unread_within_the_width() {
-        let row = member_row(&entry(true, 2), "beta", 100);
+        let row = member_row(&entry(true, 2), "beta", 100, 4);
         assert!(
             row.starts_with("  beta (code) · waiting · 2 unread "),
             "{row:?}"
         );
         // Waiting, it shows what it was last asked; working, what it does.
         assert!(row.contains("Review the parser"), "{row:?}");
-        let working = member_row(&entry(false, 0), "beta", 100);
+        let working = member_row(&entry(false, 0), "beta", 100, 4);
         assert!(
             working.starts_with("  beta (code) · working "),
             "{working:?}"
@@ -775,9 +877,25 @@ mod tests {
         assert!(working.contains("grep parse") && working.contains("1.2k tok"));
         for width in 0..140 {
             for e in [entry(true, 12), entry(false, 0)] {
-                let row = member_row(&e, "a-rather-long-member-name_0123456789", width);
+                let row = member_row(&e, "a-rather-long-member-name_0123456789", width, 36);
                 assert!(row.chars().count() <= width.max(2), "{width}: {row:?}");
             }
+        }
+    }
+
+    #[test]
+    fn member_rows_keep_their_columns_whatever_the_names() {
+        let names = ["al", "bartholomew", "main"];
+        let width = names.iter().map(|n| n.len()).max().unwrap();
+        let at = |row: &str, what: &str| row.find(what).unwrap_or_else(|| panic!("{row:?}"));
+        let rows: Vec<String> = names
+            .iter()
+            .map(|n| member_row(&entry(false, 0), n, 120, width))
+            .collect();
+        for row in &rows {
+            assert_eq!(at(row, "(code)"), at(&rows[0], "(code)"), "{rows:#?}");
+            assert_eq!(at(row, "turn"), at(&rows[0], "turn"), "{rows:#?}");
+            assert_eq!(at(row, "tok"), at(&rows[0], "tok"), "{rows:#?}");
         }
     }
 

@@ -883,3 +883,178 @@ async fn hook_runs_show_on_stderr_a_blocking_one_always_and_every_one_with_verbo
     );
     assert_eq!(lines.len(), 2, "{}", out.stderr);
 }
+
+/// The requests of the agent whose first message holds `who` and whose last message holds
+/// `last`.
+fn asked(who: &str, last: &str) -> Match {
+    let (who, last) = (who.to_owned(), last.to_owned());
+    Match::Custom(std::sync::Arc::new(move |b: &Value| {
+        let msgs = b["messages"].as_array().cloned().unwrap_or_default();
+        msgs.first().is_some_and(|m| m.to_string().contains(&who))
+            && msgs.last().is_some_and(|m| m.to_string().contains(&last))
+    }))
+}
+
+fn named(id: &str, name: &str) -> (String, Value) {
+    (
+        id.to_owned(),
+        json!({"description": format!("Job {name}"), "prompt": format!("Job {name}"),
+               "subagent_type": "code", "name": name}),
+    )
+}
+
+#[tokio::test]
+async fn every_subagent_start_has_one_stop_whatever_ends_it_ctrl_c_included() {
+    require_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let log = script(
+        dir.path(),
+        "log.sh",
+        "jq -c '{event: .hook_event_name, id: .agent_id}' >> \"$CLAUDE_PROJECT_DIR/hooks.log\"\n",
+    );
+    settings(
+        dir.path(),
+        &json!({"hooks": {
+            "SubagentStart": [entry("", &log, None)],
+            "SubagentStop": [entry("", &log, None)],
+        }}),
+    );
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    // The lead starts three members: alpha answers, beta fails, gamma answers. It wakes
+    // gamma on long work and closes it mid-request (cancelled), closes alpha as it waits,
+    // then starts delta, whose request is still in flight at Ctrl-C.
+    let calls = [
+        named("t1", "alpha"),
+        named("t2", "beta"),
+        named("t3", "gamma"),
+    ];
+    server.route(
+        asked("LEAD", "LEAD"),
+        vec![Reply::tool_uses(
+            calls
+                .iter()
+                .map(|(id, input)| (id.as_str(), "Task", input.clone()))
+                .collect(),
+        )],
+    );
+    server.route(
+        asked("LEAD", "gamma ready"),
+        vec![Reply::tool_use(
+            "s1",
+            "SendMessage",
+            json!({"to": "gamma", "message": "work long"}),
+        )],
+    );
+    server.route(
+        asked("LEAD", "Sent to gamma"),
+        vec![Reply::tool_use(
+            "c1",
+            "CloseMember",
+            json!({"name": "gamma"}),
+        )],
+    );
+    server.route(
+        asked("LEAD", "Closed: gamma"),
+        vec![Reply::tool_use(
+            "c2",
+            "CloseMember",
+            json!({"name": "alpha"}),
+        )],
+    );
+    server.route(
+        asked("LEAD", "Closed: alpha"),
+        vec![Reply::tasks([("t4", "code", "Job delta")])],
+    );
+    server.route(asked("LEAD", ""), vec![Reply::text("lead waits"); 10]);
+    server.route(
+        asked("Job alpha", "Job alpha"),
+        vec![Reply::text("alpha ready")],
+    );
+    server.route(
+        asked("Job beta", "Job beta"),
+        vec![Reply::error_status(
+            400,
+            "invalid_request_error",
+            "beta breaks",
+        )],
+    );
+    server.route(
+        asked("Job gamma", "Job gamma"),
+        vec![Reply::text("gamma ready")],
+    );
+    let gamma_working = server.gate(asked("Job gamma", "work long"));
+    server.route(asked("Job gamma", "work long"), vec![Reply::text("never")]);
+    let delta_working = server.gate(asked("Job delta", "Job delta"));
+    server.route(asked("Job delta", "Job delta"), vec![Reply::text("never")]);
+
+    let mut cadre = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir.path())
+        .args(["run", "--team", "--trust-hooks", "LEAD task"])
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        gamma_working.wait_for(1, Duration::from_secs(60)).await
+            || server
+                .requests()
+                .iter()
+                .any(|r| r.first_user_text().contains("Job delta")),
+        "gamma was never woken"
+    );
+    assert!(
+        delta_working.wait_for(1, Duration::from_secs(60)).await,
+        "delta never asked"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(cadre.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = cadre.try_wait().unwrap() {
+                return Some(status);
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = cadre.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .unwrap()
+    .expect("cadre did not exit after Ctrl-C");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    gamma_working.open();
+    delta_working.open();
+
+    let lines = json_lines(&dir.path().join("hooks.log"));
+    let mut pairs: std::collections::BTreeMap<String, (u32, u32)> = Default::default();
+    for line in &lines {
+        let id = line["id"].as_str().unwrap_or_default().to_owned();
+        let pair = pairs.entry(id).or_default();
+        match line["event"].as_str() {
+            Some("SubagentStart") => pair.0 += 1,
+            Some("SubagentStop") => pair.1 += 1,
+            other => panic!("{other:?} in {lines:?}"),
+        }
+    }
+    let ids: Vec<&String> = pairs.keys().collect();
+    assert_eq!(ids.len(), 4, "alpha, beta, gamma and delta: {lines:?}");
+    for (id, pair) in &pairs {
+        assert_eq!(*pair, (1, 1), "{id}: {lines:?}");
+    }
+}

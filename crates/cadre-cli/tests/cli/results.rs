@@ -212,8 +212,13 @@ async fn ctrl_c_reports_a_subagent_at_work_as_cancelled_in_its_task_result_the_t
         .unwrap();
     assert_eq!(status.code(), Some(130));
     // The reader thread may still be taking the last lines.
+    // (Its row, not an earlier log line naming it.)
     wait_for("the usage table", || {
-        stderr.lock().unwrap().contains("code#1 ")
+        stderr
+            .lock()
+            .unwrap()
+            .lines()
+            .any(|l| l.trim_start().starts_with("code#1 "))
     })
     .await;
     let text = stderr.lock().unwrap().clone();

@@ -243,3 +243,239 @@ async fn a_recorded_team_run_replays() {
         out.stdout
     );
 }
+
+#[tokio::test]
+async fn a_member_refused_mid_exchange_returns_the_message_in_flight_and_the_run_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        when("LEAD", "LEAD"),
+        vec![Reply::tool_use(
+            "t1",
+            "Task",
+            json!({"description": "Job bob", "prompt": "Job bob", "subagent_type": "code", "name": "bob"}),
+        )],
+    );
+    server.route(
+        when("LEAD", "bob ready"),
+        vec![Reply::tool_use(
+            "s1",
+            "SendMessage",
+            json!({"to": "bob", "message": "first ask"}),
+        )],
+    );
+    // The lead's next request waits until bob's is in flight: then it sends the second.
+    let lead_second = server.gate(when("LEAD", "Sent to bob as message #1"));
+    server.route(
+        when("LEAD", "Sent to bob as message #1"),
+        vec![Reply::tool_use(
+            "s2",
+            "SendMessage",
+            json!({"to": "bob", "message": "second ask"}),
+        )],
+    );
+    server.route(when("LEAD", ""), vec![Reply::text("LEAD-DONE"); 10]);
+    server.route(when("Job bob", "Job bob"), vec![Reply::text("bob ready")]);
+    let bob_asked = server.gate(when("Job bob", "first ask"));
+    server.route(
+        when("Job bob", "first ask"),
+        vec![Reply::text("I cannot help with that.").stop_reason("refusal")],
+    );
+
+    let run = {
+        let (dir, uri) = (dir.path().to_owned(), server.uri());
+        tokio::spawn(
+            async move { cadre(&dir, &uri, Some("k"), &["run", "--team", "LEAD task"]).await },
+        )
+    };
+    assert!(bob_asked.wait_for(1, Duration::from_secs(60)).await);
+    lead_second.open();
+    wait_for("the second message to be sent", || {
+        journal(dir.path()).contains("second ask")
+    })
+    .await;
+    bob_asked.open();
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run ends")
+        .unwrap();
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("LEAD-DONE"), "{}", out.stdout);
+    // The second message went back to the lead, which read it.
+    let lead_heard = server.requests().iter().any(|r| {
+        r.first_user_text() == "LEAD task"
+            && serde_json::to_string(r.messages())
+                .unwrap()
+                .contains("bob ended before reading your message #2: second ask")
+    });
+    assert!(
+        lead_heard,
+        "the lead was never told: {}",
+        journal(dir.path())
+    );
+}
+
+#[tokio::test]
+async fn two_starts_of_one_name_in_one_turn_make_one_member_also_after_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let start = |id: &str| {
+        (
+            id.to_owned(),
+            json!({"description": "Job x", "prompt": "Job x", "subagent_type": "code", "name": "x"}),
+        )
+    };
+    let calls = [start("t1"), start("t2")];
+    server.route(
+        when("LEAD", "LEAD"),
+        vec![Reply::tool_uses(
+            calls
+                .iter()
+                .map(|(id, input)| (id.as_str(), "Task", input.clone()))
+                .collect(),
+        )],
+    );
+    server.route(when("LEAD", ""), vec![Reply::text("LEAD-DONE"); 10]);
+    // x's first request is in flight when cadre is killed.
+    let x_asked = server.gate(when("Job x", "Job x"));
+    // (Two: the one held when cadre is killed may still be taken as its client goes.)
+    server.route(when("Job x", "Job x"), vec![Reply::text("x ready"); 2]);
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--team", "LEAD task"],
+    );
+    assert!(x_asked.wait_for(1, Duration::from_secs(60)).await);
+    wait_for("the refused start to be journaled", || {
+        journal(dir.path()).contains("already exists")
+    })
+    .await;
+    kill(&mut child);
+    x_asked.open();
+    let out = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+        &["resume"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let j = journal(dir.path());
+    assert_eq!(j.matches("\"change\":\"joined\"").count(), 2, "{j}");
+    assert_eq!(j.matches("\"step\":\"spawned\"").count(), 1, "{j}");
+    // The lead got one member's answer and one refusal.
+    let last = server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.first_user_text() == "LEAD task")
+        .unwrap();
+    let results: Vec<(bool, String)> = last.messages()[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["is_error"].as_bool().unwrap_or(false),
+                cadre_testkit::content_text(b.get("content")),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results.iter().filter(|(e, _)| *e).count(), 1, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|(e, t)| *e && t.contains("already exists")),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|(e, t)| !*e && t.contains("x ready")),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn text_mode_prints_the_lead_s_answer_once_however_often_its_team_wakes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    // The lead answers, is woken by alpha's notice, and answers again; then once more
+    // with a different final word.
+    let routes = |server: &MockServer, last: &str| {
+        server.route(
+            when("LEAD", "LEAD"),
+            vec![Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "Job alpha", "prompt": "Job alpha", "subagent_type": "code", "name": "alpha"}),
+            )],
+        );
+        server.route(
+            when("LEAD", "alpha ready"),
+            vec![Reply::tool_use(
+                "s1",
+                "SendMessage",
+                json!({"to": "alpha", "message": "go on"}),
+            )],
+        );
+        server.route(
+            when("LEAD", "Sent to alpha"),
+            vec![Reply::text("LEAD-DONE")],
+        );
+        server.route(when("LEAD", ""), vec![Reply::text(last); 4]);
+        server.route(
+            when("Job alpha", "Job alpha"),
+            vec![Reply::text("alpha ready")],
+        );
+        server.route(
+            when("Job alpha", ""),
+            vec![Reply::text("alpha finished"); 4],
+        );
+    };
+    routes(&server, "LEAD-DONE");
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--team", "LEAD task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The lead was woken: its answer went out twice, and is printed once.
+    let woken = server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.first_user_text() == "LEAD task" && r.last_user_text().contains("alpha finished")
+        })
+        .count();
+    assert!(woken >= 1, "the lead was never woken");
+    assert_eq!(out.stdout.matches("LEAD-DONE").count(), 1, "{}", out.stdout);
+
+    // A final answer other than the one streamed is printed after it, once.
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    routes(&server, "ALL-DONE");
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--team", "LEAD task"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.matches("LEAD-DONE").count(), 1, "{}", out.stdout);
+    assert_eq!(out.stdout.matches("ALL-DONE").count(), 1, "{}", out.stdout);
+    assert!(
+        out.stdout.trim_end().ends_with("ALL-DONE"),
+        "{}",
+        out.stdout
+    );
+}

@@ -121,7 +121,10 @@ pub enum Step {
     Delivered {
         /// The recipient's path.
         agent: String,
-        /// The messages, in the order given.
+        /// The messages, in the order given. Journaled without their text, which the
+        /// team's steps hold already; [`read_steps`] puts it back (a journal written
+        /// before keeps it, and reads as it did).
+        #[serde(serialize_with = "without_text")]
         messages: Vec<Envelope>,
     },
     /// An agent's final answer did not match its output schema: it is asked again, told
@@ -550,6 +553,41 @@ impl RunState {
     }
 }
 
+/// Writes given messages without their text (see [`Step::Delivered`]).
+fn without_text<S: serde::Serializer>(messages: &[Envelope], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(messages.iter().map(|m| {
+        let mut m = m.clone();
+        m.text.clear();
+        m
+    }))
+}
+
+/// Gives the messages of `Delivered` steps journaled without their text the text their
+/// team's fold holds (a returned message exists only there).
+fn with_texts(steps: &mut [Step]) {
+    let bare = |s: &Step| matches!(s, Step::Delivered { messages, .. } if messages.iter().any(|m| m.text.is_empty()));
+    if !steps.iter().any(bare) {
+        return;
+    }
+    let Some(team) = crate::run::team::TeamState::from_steps(steps.iter().cloned()) else {
+        return;
+    };
+    let texts: HashMap<(&str, &str, u64), &str> = team
+        .messages
+        .iter()
+        .map(|m| ((m.from.as_str(), m.to.as_str(), m.seq), m.text.as_str()))
+        .collect();
+    for step in steps.iter_mut() {
+        if let Step::Delivered { messages, .. } = step {
+            for m in messages.iter_mut().filter(|m| m.text.is_empty()) {
+                if let Some(text) = texts.get(&(m.from.as_str(), m.to.as_str(), m.seq)) {
+                    (*text).clone_into(&mut m.text);
+                }
+            }
+        }
+    }
+}
+
 /// Reads every step of a journal file. Returns the steps, how many bytes of the file are
 /// whole lines, and whether a cut-off last line was dropped.
 pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalError> {
@@ -585,6 +623,7 @@ pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalErr
             }
         }
     }
+    with_texts(&mut steps);
     // The last line of a whole file ends with a newline that `split` does not count.
     let len = std::fs::metadata(file).map_err(io)?.len();
     Ok((steps, whole.min(len), notes))
@@ -653,5 +692,36 @@ mod tests {
         std::fs::write(&path, format!("{run}\nnot json\n{run}\n")).unwrap();
         let e = FileJournal::open(dir.path()).unwrap_err();
         assert!(e.to_string().contains("line 2 is not a step"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_delivered_message_s_text_is_journaled_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = FileJournal::create(dir.path()).unwrap();
+        let message: Envelope = serde_json::from_value(serde_json::json!({
+            "from": "main", "to": "bob", "seq": 1, "text": "the one text", "key": "c1"
+        }))
+        .unwrap();
+        j.append(&Step::Team {
+            by: "main".into(),
+            change: TeamChange::Sent {
+                message: message.clone(),
+            },
+        })
+        .await
+        .unwrap();
+        j.append(&Step::Delivered {
+            agent: "main/w#1".into(),
+            messages: vec![message.clone()],
+        })
+        .await
+        .unwrap();
+        let text = std::fs::read_to_string(dir.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(text.matches("the one text").count(), 1, "{text}");
+        let (steps, _, _) = read_steps(&dir.path().join(JOURNAL_FILE)).unwrap();
+        assert!(
+            matches!(&steps[1], Step::Delivered { messages, .. } if messages == &vec![message]),
+            "{steps:?}"
+        );
     }
 }

@@ -38,6 +38,9 @@ pub struct AgentRecord {
     /// The worker that ran its last step, when it ran on an engine's workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// Its name in the run's team, when it was a member started with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 /// What a record from before outcomes were written says until [`UsageReport::new`] reads

@@ -178,8 +178,12 @@ impl Agent {
                         for step in self.answer(&state).await {
                             self.apply(&mut state, step);
                         }
-                        // Messages that came while it worked go with its tool results.
-                        let seat = self.team.as_ref().filter(|_| state.pending.is_none());
+                        // Messages that came while it worked go with its tool results —
+                        // unless it must stop before another request, when no model would
+                        // read them: they stay, and go back to their senders when it ends.
+                        let seat = self.team.as_ref().filter(|_| {
+                            state.pending.is_none() && self.should_stop(state.turns).is_none()
+                        });
                         let arrived = match seat {
                             Some(seat) => seat.arrived().await,
                             None => None,
@@ -236,25 +240,34 @@ impl Agent {
         if self.ctx.cancel.is_cancelled() {
             return Err(StopKind::Cancelled);
         }
+        // An answer accepted before does not stand for this one.
+        *accepted = None;
         // A typed answer is checked first: an invalid one is asked for again.
-        if let Some(schema) = &self.config.answer {
-            match judge(schema, state, &self.config.path) {
-                Verdict::Accept(text) => *accepted = Some(text),
+        let typed = match &self.config.answer {
+            Some(schema) => match judge(schema, state, &self.config.path) {
+                Verdict::Accept(text) => Some(text),
                 Verdict::Retry(step) => return Ok(step),
                 Verdict::Fail(stop) => return Err(stop),
-            }
-        }
+            },
+            None => None,
+        };
         // Its stop hooks may keep it going (or stop it for good). Boxed, as every hook run
         // below: few agents run hooks, and every waiting agent's future would else hold room
         // for one. The box is made in a statement of its own: a future made in the awaiting
         // one keeps its room in this one after all.
         let stop_hooks = Box::pin(self.stop_hooks(state));
         if let Some(step) = stop_hooks.await {
+            // Kept going (or stopped) by a hook: the answer is not the last word.
             return Ok(step);
         }
-        let team = Box::pin(self.wait_for_team(state));
+        *accepted = typed;
+        let team = Box::pin(self.wait_for_team(state, accepted.as_deref()));
         match team.await {
-            Some(step) => Ok(step),
+            Some(step) => {
+                // Woken for another turn: that turn gives the answer.
+                *accepted = None;
+                Ok(step)
+            }
             None if self.ctx.cancel.is_cancelled() => Err(StopKind::Cancelled),
             None => Err(StopKind::Done),
         }
@@ -280,6 +293,11 @@ impl Agent {
         });
         match self.send(&state.history).await {
             Ok(response) => {
+                // A team member's model read what it was given (a member closed before
+                // this gives it back to the senders).
+                if let Some(seat) = &self.team {
+                    seat.read().await;
+                }
                 *compacted_for_length = false;
                 self.took(&response);
                 // Journaled (by the loop) before anything acts on it: a resumed run never
@@ -373,9 +391,9 @@ impl Agent {
 
     /// What comes last after the agent's answer, for a team member: the next messages for
     /// it, waited for; `None` when nothing comes (or it was cancelled meanwhile).
-    async fn wait_for_team(&self, state: &AgentState) -> Option<Step> {
+    async fn wait_for_team(&self, state: &AgentState, accepted: Option<&str>) -> Option<Step> {
         let seat = self.team.as_ref()?;
-        let answer = final_text(&state.history);
+        let answer = accepted.map_or_else(|| final_text(&state.history), str::to_owned);
         let given = seat
             .idle(&answer, state.woken, state.turns, &self.ctx.cancel)
             .await?;

@@ -214,4 +214,45 @@ mod tests {
         let state = AgentState::from_steps(steps).unwrap();
         assert!(matches!(judge(&schema, &state, "main"), Verdict::Accept(t) if t == "7"));
     }
+
+    #[test]
+    fn a_woken_member_s_answer_gets_its_tries_anew() {
+        let schema = AnswerSchema::new(&json!({"type": "integer"})).unwrap();
+        let answer = |text: &str| Step::Response {
+            agent: "main/w#1".into(),
+            response: serde_json::from_value(json!({"id": "m", "type": "message",
+                "role": "assistant", "model": "x", "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}))
+            .unwrap(),
+        };
+        let rejected = |error: &str| Step::Rejected {
+            agent: "main/w#1".into(),
+            error: error.into(),
+        };
+        let mut state = AgentState::new("w", "d", vec![cadre_model::Message::user_text("go")]);
+        for step in [
+            answer("one"),
+            rejected("not JSON"),
+            answer("two"),
+            rejected("not JSON"),
+            answer("3"),
+        ] {
+            state.apply(step);
+        }
+        assert_eq!(state.rejected, MAX_ANSWERS - 1);
+        // A message wakes it for another turn: its first invalid answer there is sent back.
+        let message: crate::run::team::Envelope = serde_json::from_value(json!({
+            "from": "main", "to": "w", "seq": 1, "text": "more", "key": "k"
+        }))
+        .unwrap();
+        state.apply(Step::Delivered {
+            agent: "main/w#1".into(),
+            messages: vec![message],
+        });
+        state.apply(answer("four"));
+        assert!(matches!(
+            judge(&schema, &state, "main/w#1"),
+            Verdict::Retry(_)
+        ));
+    }
 }

@@ -196,6 +196,7 @@ impl AgentState {
             }
             Step::UserMessage { message, .. } => {
                 self.stop_blocks = 0;
+                self.rejected = 0;
                 self.follow_up(message)
             }
             Step::Rejected { error, .. } => {
@@ -214,6 +215,8 @@ impl AgentState {
                 // Only a wake starts a turn; messages given with tool results join one.
                 if self.finished.is_some() {
                     self.woken = messages.iter().any(|m| !m.notice);
+                    // A new turn: its answer gets tries of its own.
+                    self.rejected = 0;
                 }
                 let blocks = messages
                     .iter()

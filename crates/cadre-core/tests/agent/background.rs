@@ -151,3 +151,94 @@ async fn task_stop_cancels_a_background_subagent_and_kills_its_commands() {
     // A stopped task is not delivered again when the parent ends its turn.
     assert_eq!(parent.len(), 4);
 }
+
+#[tokio::test]
+async fn a_stopped_background_subagent_and_a_fork_each_finish_once_and_stop_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let log = dir.path().join("hooks.log");
+    let script = cadre_testkit::hooks::script(
+        dir.path(),
+        "log.sh",
+        &format!("printf '%s\\n' \"$(cat)\" >> '{}'", log.display()),
+    );
+    let entry = json!([{"hooks": [{"type": "command", "command": script}]}]);
+    let (hooks, warnings) = cadre_core::Hooks::from_json(
+        &json!({"SubagentStart": entry, "SubagentStop": entry}),
+        "settings",
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // The fork starts from the parent's conversation: its request is told by its prompt.
+    server.route(
+        Match::LastUserContains("Fork job".into()),
+        vec![Reply::text("fork done")],
+    );
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![
+                task("t1", "code", "Slow job"),
+                (
+                    "f1".into(),
+                    "Task".into(),
+                    json!({"description": "Fork job", "prompt": "Fork job", "subagent_type": "fork"}),
+                ),
+            ]),
+            Reply::tool_use(
+                "b1",
+                "bash",
+                json!({"command": "for i in $(seq 600); do [ -s slow.pid ] && break; sleep 0.1; done; cat slow.pid"}),
+            ),
+            Reply::tool_use("s1", "TaskStop", json!({"task_id": "task_1"})),
+            Reply::text("stopped it"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Slow job".into()),
+        vec![Reply::tool_use(
+            "x1",
+            "bash",
+            json!({"command": "echo $$ > slow.pid; sleep 300", "timeout_ms": 600000}),
+        )],
+    );
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let o = mock_builder(&server, dir.path())
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .hooks(hooks)
+        .on_event(move |e| sink.lock().unwrap().push(e))
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run("main", "PARENT task").await.unwrap();
+    assert_eq!(outcome.text, "stopped it");
+    let mut open: std::collections::HashMap<String, i32> = Default::default();
+    for e in events.lock().unwrap().iter() {
+        match e {
+            Event::Started { agent, .. } => *open.entry(agent.clone()).or_default() += 1,
+            Event::Finished { agent, .. } => *open.entry(agent.clone()).or_default() -= 1,
+            _ => {}
+        }
+    }
+    assert_eq!(open.len(), 3, "{open:?}");
+    assert!(open.values().all(|n| *n == 0), "{open:?}");
+    let mut pairs: std::collections::HashMap<String, (u32, u32)> = Default::default();
+    // (Each hook writes its line in one write, so lines of hooks at once never mix.)
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let pair = pairs
+            .entry(v["agent_id"].as_str().unwrap_or_default().to_owned())
+            .or_default();
+        match v["hook_event_name"].as_str() {
+            Some("SubagentStart") => pair.0 += 1,
+            Some("SubagentStop") => pair.1 += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        pairs.len(),
+        2,
+        "the background subagent and the fork: {pairs:?}"
+    );
+    assert!(pairs.values().all(|p| *p == (1, 1)), "{pairs:?}");
+}

@@ -803,3 +803,107 @@ fn a_yaml_agent_type_s_hooks_load_and_what_cannot_run_refuses_the_file_at_its_pl
         "{shown:?}"
     );
 }
+
+#[tokio::test]
+async fn task_hooks_get_the_real_task_id_and_only_for_changes_the_list_makes() {
+    require_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let log = script(
+        dir.path(),
+        "log.sh",
+        r#"jq -c '[.hook_event_name, .task_id]' >> "$CLAUDE_PROJECT_DIR/tasks.log""#,
+    );
+    let hooks = hooks(json!({
+        "TaskCreated": [{"hooks": [{"command": log}]}],
+        "TaskCompleted": [{"hooks": [{"command": log}]}]
+    }));
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("c1", "TaskCreate", json!({"subject": "first"})),
+            Reply::tool_use(
+                "c2",
+                "TaskCreate",
+                json!({"subject": "second", "blocked_by": [1]}),
+            ),
+            // Refused: #2 is blocked by #1, so no TaskCompleted for it.
+            Reply::tool_use(
+                "u1",
+                "TaskUpdate",
+                json!({"task_id": 2, "status": "completed"}),
+            ),
+            Reply::tool_use(
+                "u2",
+                "TaskUpdate",
+                json!({"task_id": "1", "status": "completed"}),
+            ),
+            Reply::text("lead done"),
+        ],
+    );
+    let (builder, _) = with_hooks(&server, dir.path(), hooks);
+    let o = builder
+        .team(cadre_core::run::team::TeamLimits::default())
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run("main", "plan").await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    let (text, is_error) = result_of(&server, 3, 0);
+    assert!(is_error && text.contains("blocked"), "{text}");
+    let log = std::fs::read_to_string(dir.path().join("tasks.log")).unwrap();
+    assert_eq!(
+        log,
+        "[\"TaskCreated\",\"1\"]\n[\"TaskCreated\",\"2\"]\n[\"TaskCompleted\",\"1\"]\n"
+    );
+}
+
+#[tokio::test]
+async fn an_accepted_answer_does_not_outlive_a_stop_hook_that_keeps_the_agent_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let flag = dir.path().join("checked");
+    let once = script(
+        dir.path(),
+        "once.sh",
+        &format!(
+            "test -f '{0}' && exit 0; touch '{0}'; echo 'check it again' >&2; exit 2",
+            flag.display()
+        ),
+    );
+    let hooks = hooks(json!({"SubagentStop": [{"hooks": [{"command": once}]}]}));
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "count", "prompt": "Count it", "subagent_type": "explore",
+                       "output_schema": {"type": "object", "properties": {"count": {"type": "integer"}},
+                                         "required": ["count"]}}),
+            ),
+            Reply::text("parent done"),
+        ],
+    );
+    // A valid answer, kept going by the hook, and then a refusal: the answer given up on
+    // is not the subagent's result.
+    server.route(
+        Match::FirstUserContains("Count it".into()),
+        vec![
+            Reply::text("{\"count\": 7}"),
+            Reply::text("on second thought, no").stop_reason("refusal"),
+        ],
+    );
+    let (builder, _) = with_hooks(&server, dir.path(), hooks);
+    let (outcome, _) = builder
+        .build()
+        .unwrap()
+        .run("main", "PARENT")
+        .await
+        .unwrap();
+    assert_eq!(outcome.stop, StopKind::Done);
+    let last = server.requests().len() - 1;
+    let (text, is_error) = result_of(&server, last, 0);
+    assert!(is_error, "{text}");
+    assert!(text.contains("on second thought"), "{text}");
+    assert!(!text.contains("\"count\": 7"), "{text}");
+}

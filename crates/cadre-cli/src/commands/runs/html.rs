@@ -455,7 +455,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
     };
     let mut html = format!(
         r#"<div class="row lane" data-agent="{path}" style="height:{height}px">
-<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="tokens" style="width:{share:.1}%" title="{tokens_human} tokens: {share:.0}% of the most any agent used"></div></div>
+<div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="token-bar" style="width:{share:.1}%" title="{tokens_human} tokens: {share:.0}% of the most any agent used"></div></div>
 <div class="track">
 "#,
         path = escape(&agent.path),
@@ -538,7 +538,7 @@ main { padding: 12px 24px 32px; }
 .path { font-family: ui-monospace, monospace; font-weight: 600; }
 .type { color: var(--muted); }
 .meta { color: var(--muted); font-size: 12px; }
-.tokens { position: absolute; left: 0; bottom: 0; height: 3px; background: var(--turn); opacity: .5; }
+.token-bar { position: absolute; left: 0; bottom: 0; height: 3px; background: var(--turn); opacity: .5; }
 .track { position: relative; flex: 1 1 auto; min-width: 300px; }
 .axisrow { height: 22px; }
 .tick { position: absolute; top: 0; bottom: 0; border-left: 1px solid var(--line); padding-left: 3px; font-size: 11px; color: var(--muted); white-space: nowrap; }
@@ -690,6 +690,20 @@ const JS: &str = r##"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_legend_s_swatches_are_styled_only_as_swatches() {
+        // A rule for a bare class the legend's keys also carry would place them as it
+        // places what it is for (the token bar sits at its row's bottom-left, absolutely).
+        let legend = "turn tool failed tokens";
+        for class in legend.split(' ') {
+            for line in CSS.lines() {
+                let selector = line.split('{').next().unwrap_or_default().trim();
+                let bare = selector.split(',').any(|s| s.trim() == format!(".{class}"));
+                assert!(!bare, "{class:?} has a rule of its own: {line}");
+            }
+        }
+    }
     use crate::commands::runs::view::{Record, Stop};
 
     #[test]

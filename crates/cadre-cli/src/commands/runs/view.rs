@@ -1,7 +1,7 @@
 //! Past runs read back from `.cadre/runs/<run-id>/`: the summary when the run finished,
 //! otherwise whatever its transcripts say.
 
-use cadre_core::record::journal::{read_steps, Step, JOURNAL_FILE};
+use cadre_core::record::journal::{read_steps, JOURNAL_FILE};
 use cadre_core::run::team::TeamState;
 use cadre_core::{
     AgentPath, Earlier, Outcome, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine,
@@ -515,39 +515,13 @@ fn team_of(dir: &RunDir) -> Option<TeamState> {
         return None;
     }
     match read_steps(&file) {
-        Ok((steps, _, _)) => fold_team(steps),
+        // The same fold a resumed run makes.
+        Ok((steps, _, _)) => TeamState::from_steps(steps),
         Err(e) => {
             errln!("cadre: {e}; its team is not shown");
             None
         }
     }
-}
-
-/// Folds a journal's team changes and deliveries into the team they leave, as a resumed
-/// run does; `None` when there are no team changes.
-pub fn fold_team(steps: impl IntoIterator<Item = Step>) -> Option<TeamState> {
-    let mut state = TeamState::default();
-    let mut changes = Vec::new();
-    for step in steps {
-        match step {
-            Step::Team { change, .. } => changes.push(change),
-            // Deliveries may be folded before the sends: a delivered message then never
-            // enters its recipient's inbox.
-            Step::Delivered { messages, .. } => {
-                for m in &messages {
-                    state.delivered(&m.to, std::iter::once(m));
-                }
-            }
-            _ => {}
-        }
-    }
-    if changes.is_empty() {
-        return None;
-    }
-    for change in changes {
-        state.apply(change);
-    }
-    Some(state)
 }
 
 #[cfg(test)]

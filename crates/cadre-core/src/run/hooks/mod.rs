@@ -126,6 +126,7 @@ impl RunHooks {
             events: events.clone(),
             cancel: cancel.clone(),
             transcript,
+            stop_told: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 }
@@ -141,6 +142,8 @@ pub struct AgentHooks {
     cancel: CancellationToken,
     /// Where each hook run is written beside the agent's messages, if anywhere.
     transcript: Option<Arc<Transcript>>,
+    /// Whether its `SubagentStop` hooks ran and let it end: its end then runs them no more.
+    stop_told: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for AgentHooks {
@@ -317,7 +320,41 @@ impl AgentHooks {
         } else {
             &[]
         };
-        self.fire(event, names, fields).await
+        let verdict = self.fire(event, names, fields).await;
+        if event == HookEvent::SubagentStop {
+            // Let end (or stopped by the hook itself): the agent's end was told.
+            self.stop_told.store(
+                verdict.block.is_none(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        verdict
+    }
+
+    /// A subagent ended (`stop`, with `last` as its final text): its `SubagentStop` hooks
+    /// run unless they ran already for this end, so every `SubagentStart` is followed by
+    /// one `SubagentStop`, however the agent ended — an error, a cancel, a turn limit, a
+    /// closed member. They run after a cancel too (with a token of their own), and cannot
+    /// keep the agent going.
+    pub(crate) async fn subagent_end(&self, last: &str, stop: &str) {
+        use std::sync::atomic::Ordering;
+        if !self.is_subagent() || self.stop_told.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let mut fields = Map::new();
+        fields.insert("stop_hook_active".into(), false.into());
+        fields.insert("last_assistant_message".into(), last.into());
+        fields.insert("stop_reason".into(), stop.into());
+        if let Some(t) = &self.who.transcript_path {
+            fields.insert(
+                "agent_transcript_path".into(),
+                t.display().to_string().into(),
+            );
+        }
+        let own = CancellationToken::new();
+        let names = [self.who.agent_type.as_str()];
+        self.fire_until(HookEvent::SubagentStop, &names, fields, &own)
+            .await;
     }
 
     /// `TeammateIdle`: the team member `name` of team `team` would wait for messages.

@@ -8,6 +8,7 @@ use crate::definitions::hooks::HookEvent;
 use crate::record::journal::Step;
 use crate::run::agent::Agent;
 use crate::run::state::{final_text, AgentState};
+use crate::run::team::TaskStatus;
 use cadre_model::ToolUseBlock;
 use cadre_tools::ToolOutput;
 use serde_json::Value;
@@ -168,14 +169,27 @@ impl Agent {
             return None;
         }
         let seat = self.team.as_ref()?;
-        let id = ["task_id", "taskId"]
-            .iter()
-            .find_map(|k| call.input.get(*k))
-            .and_then(|v| match v {
-                Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
-                v => v.as_u64().and_then(|n| u32::try_from(n).ok()),
-            })
-            .unwrap_or(0);
+        let id = if event == HookEvent::TaskCreated {
+            // The id the task is about to get.
+            seat.team().next_task_id().await
+        } else {
+            let id = ["task_id", "taskId"]
+                .iter()
+                .find_map(|k| call.input.get(*k))
+                .and_then(|v| match v {
+                    Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
+                    v => v.as_u64().and_then(|n| u32::try_from(n).ok()),
+                })?;
+            // Only a change the task list would make completes a task: one it refuses
+            // (owned by another, blocked) is refused by the call itself, unhooked.
+            let owner = text("owner");
+            let owner = call.input.get("owner").map(|_| owner.to_owned());
+            seat.team()
+                .may_update_task(&seat.name, id, Some(TaskStatus::Completed), owner)
+                .await
+                .ok()?;
+            id
+        };
         let verdict = hooks
             .task(
                 event,
@@ -230,16 +244,20 @@ impl Agent {
     pub(crate) async fn stop_hooks(&self, state: &AgentState) -> Option<Step> {
         let hooks = self.hooks.as_ref()?;
         let event = hooks.stop_event();
+        // A member does not stop when it answers: it goes idle (`TeammateIdle`), and its
+        // `SubagentStop` runs once, when it ends.
+        let is_member = hooks.is_subagent() && self.team.is_some();
+        let stops = hooks.has(event) && !is_member;
         let member = self
             .team
             .as_ref()
-            .filter(|_| hooks.is_subagent() && hooks.has(HookEvent::TeammateIdle));
-        if !hooks.has(event) && member.is_none() {
+            .filter(|_| is_member && hooks.has(HookEvent::TeammateIdle));
+        if !stops && member.is_none() {
             return None;
         }
         let mut at = event;
         let mut verdict = Verdict::default();
-        if hooks.has(event) {
+        if stops {
             let last = final_text(&state.history);
             verdict = hooks.stop(&last, state.stop_blocks > 0).await;
         }

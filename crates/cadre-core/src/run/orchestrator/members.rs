@@ -85,7 +85,9 @@ impl Orchestrator {
                     }) => return self.task_result(&path, stop, text),
                     rebuilt => rebuilt,
                 };
-                // It never got to its first step: it starts now.
+                // It never got to its first step: it starts now, with the model it
+                // joined with.
+                let model = member.model.clone().unwrap_or(model);
                 let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
                 me.member = Some(member.name.clone());
                 me.answer = task.answer.cloned();
@@ -95,19 +97,18 @@ impl Orchestrator {
                 return self.team.answer(rx, cancel).await;
             }
         }
+        // The name is taken here, before anything is journaled: a second call for it in
+        // the same turn is refused, and never journals a start.
         self.team
-            .may_join(name)
+            .reserve(name)
             .await
             .map_err(|e| SubagentError::Team(e.to_string()))?;
         let path = self.spawned(parent, &spec.name, task.call).await;
-        let member = Member {
-            name: name.to_owned(),
-            path: path.clone(),
-            agent_type: spec.name.clone(),
-            starter: Some(starter),
-            last_asked: task.description.to_owned(),
-            closed: false,
-        };
+        let mut member = Member::new(name, &path, &spec.name, Some(starter));
+        member.last_asked = task.description.to_owned();
+        // Its call's settings go with it, so a resumed run starts it as this one did.
+        member.model = Some(model.clone());
+        member.answer = task.answer.map(|a| a.schema().clone());
         self.team.join(&parent.path, member).await;
         let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
         me.member = Some(name.to_owned());
@@ -165,25 +166,33 @@ impl Orchestrator {
         if changes.is_empty() {
             return Ok(());
         }
-        let mut state = TeamState::default();
-        let paths: Vec<(String, String)> = changes
+        let paths: Vec<String> = changes
             .iter()
             .filter_map(|c| match c {
-                TeamChange::Joined { member } => Some((member.name.clone(), member.path.clone())),
+                TeamChange::Joined { member } => Some(member.path.clone()),
                 _ => None,
             })
             .collect();
-        for (name, path) in paths {
-            for step in journal.steps(&path).await? {
-                if let Step::Delivered { messages, .. } = step {
-                    state.delivered(&name, &messages);
-                }
-            }
+        // The members' own steps say what each was given; the one fold does the rest.
+        let mut steps: Vec<Step> = changes
+            .into_iter()
+            .map(|change| Step::Team {
+                by: String::new(),
+                change,
+            })
+            .collect();
+        for path in paths {
+            steps.extend(
+                journal
+                    .steps(&path)
+                    .await?
+                    .into_iter()
+                    .filter(|s| matches!(s, Step::Delivered { .. })),
+            );
         }
-        for change in changes {
-            state.apply(change);
+        if let Some(state) = TeamState::from_steps(steps) {
+            self.team.restore(state).await;
         }
-        self.team.restore(state).await;
         Ok(())
     }
 
@@ -220,9 +229,19 @@ impl Orchestrator {
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|r| r.path != path);
             let depth = u32::try_from(AgentPath::parse(&path).depth()).unwrap_or(1);
-            let model = self.model_for(&spec, &self.config.model_id);
+            // The model and schema it joined with (a run journaled before they were kept
+            // falls back to its type's model, and no schema).
+            let model = member
+                .model
+                .clone()
+                .unwrap_or_else(|| self.model_for(&spec, &self.config.model_id));
             let mut me = AgentHandle::new(path, depth, model, self.config.workspace.clone());
             me.member = Some(member.name.clone());
+            me.answer = member.answer.as_ref().and_then(|schema| {
+                AnswerSchema::new(schema)
+                    .map_err(|e| tracing::warn!("{}'s output schema is unusable: {e}", member.name))
+                    .ok()
+            });
             let description = rebuilt.description.clone();
             self.spawn_member(spec, me, &description, "", Some(rebuilt))
                 .await;

@@ -192,6 +192,9 @@ pub struct Orchestrator {
     locks: Arc<PathLocks>,
     builtins: Vec<Arc<dyn Tool>>,
     roster: DashMap<String, RosterEntry>,
+    /// The agents whose end was told: a run given up tells it for the agents still at work,
+    /// and their own end, if it still comes, is not told again.
+    ended: dashmap::DashSet<String>,
     records: Mutex<Vec<AgentRecord>>,
     counters: DashMap<String, u32>,
     run_dir: Mutex<Option<RunDir>>,
@@ -281,6 +284,7 @@ impl Orchestrator {
             locks: Arc::default(),
             builtins,
             roster: DashMap::new(),
+            ended: dashmap::DashSet::new(),
             records: Mutex::new(Vec::new()),
             counters: DashMap::new(),
             run_dir: Mutex::new(None),
@@ -668,7 +672,7 @@ impl Orchestrator {
                     usage: Usage::default(),
                     color: spec.color.clone(),
                     background,
-                    member,
+                    member: member.clone(),
                     waiting: false,
                     unread,
                     started,
@@ -744,6 +748,12 @@ impl Orchestrator {
                 let session_end = Box::pin(hooks.session_end(reason));
                 session_end.await;
             }
+            // However it ended, a subagent's end runs its `SubagentStop` hooks once.
+            if let Some(hooks) = agent.hooks.as_ref() {
+                let stop = outcome.stop.to_string();
+                let subagent_end = Box::pin(hooks.subagent_end(&outcome.text, &stop));
+                subagent_end.await;
+            }
             self.journal(Step::Finished {
                 agent: path.clone(),
                 stop: outcome.stop.clone(),
@@ -778,6 +788,7 @@ impl Orchestrator {
                     stop: outcome.stop.clone(),
                     result_file,
                     worker: None,
+                    member,
                 });
             outcome
         }
@@ -1134,6 +1145,12 @@ impl Orchestrator {
 
     /// Keeps the roster current, then passes the event on.
     fn observe(&self, event: Event) {
+        // Every start has one end: an agent's end is told once.
+        if let Event::Finished { agent, .. } = &event {
+            if !self.ended.insert(agent.clone()) {
+                return;
+            }
+        }
         if let Some(mut entry) = self.roster.get_mut(event.agent()) {
             match &event {
                 Event::Turn { turn, .. } => {

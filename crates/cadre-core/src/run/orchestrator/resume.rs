@@ -171,6 +171,13 @@ impl Orchestrator {
         let mut root = None;
         let mut queue = vec![path.to_owned()];
         while let Some(path) = queue.pop() {
+            // New subagents must not take a path the journal already uses, even one whose
+            // agent never got to its first step.
+            let at = AgentPath::parse(&path);
+            if let Some(n) = at.ordinal() {
+                let mut c = self.counters.entry(at.agent_type().to_owned()).or_insert(0);
+                *c = (*c).max(n);
+            }
             let Some(rebuilt) = AgentState::from_steps(journal.steps(&path).await?) else {
                 continue;
             };
@@ -178,12 +185,6 @@ impl Orchestrator {
                 self.children
                     .insert((path.clone(), call.clone()), child.clone());
                 queue.push(child.clone());
-            }
-            // New subagents must not take a path the journal already uses.
-            let at = AgentPath::parse(&path);
-            if let Some(n) = at.ordinal() {
-                let mut c = self.counters.entry(at.agent_type().to_owned()).or_insert(0);
-                *c = (*c).max(n);
             }
             if root.is_none() {
                 root = Some(rebuilt);
@@ -224,6 +225,7 @@ impl Orchestrator {
                 stop,
                 result_file: None,
                 worker: None,
+                member: None,
             });
     }
 }

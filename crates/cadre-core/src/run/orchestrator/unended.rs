@@ -39,6 +39,7 @@ impl Orchestrator {
                     stop: stop.clone(),
                     result_file: None,
                     worker: None,
+                    member: entry.member,
                 });
         }
     }

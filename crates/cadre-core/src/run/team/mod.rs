@@ -147,6 +147,12 @@ struct Inner {
     /// Members (the primary aside) that are working now, not waiting for a message.
     running: HashSet<String>,
     live: HashMap<String, Live>,
+    /// Names a `Task` call checked and holds, not journaled yet: taken by the check itself,
+    /// so two calls for one name (or past the member cap) cannot both pass it.
+    reserved: HashSet<String>,
+    /// Per member, the messages (sender, number) given to it since its model last
+    /// answered: closed now, it never read them.
+    unseen: HashMap<String, Vec<(String, u64)>>,
 }
 
 /// A run's team.
@@ -239,7 +245,16 @@ impl Team {
                 tracing::warn!("could not journal a team change: {e}");
             }
         }
+        let before = inner.state.messages.len();
+        let closing = matches!(change, TeamChange::Closed { .. });
         inner.state.apply(change);
+        // Closing a member sends what it never read back to the senders (in the fold):
+        // they are told like any message.
+        if closing {
+            for m in &inner.state.messages[before..] {
+                self.emit(message_event(by, m));
+            }
+        }
     }
 
     /// Registers the primary agent as the member `name` at `path`.
@@ -248,23 +263,19 @@ impl Team {
         if inner.state.members.contains_key(name) {
             return;
         }
-        let member = Member {
-            name: name.to_owned(),
-            path: path.to_owned(),
-            agent_type: agent_type.to_owned(),
-            starter: None,
-            last_asked: String::new(),
-            closed: false,
-        };
+        let member = Member::new(name, path, agent_type, None);
         self.change(&mut inner, path, TeamChange::Joined { member })
             .await;
     }
 
-    /// Checks that a member named `name` may join now.
-    pub(crate) async fn may_join(&self, name: &str) -> Result<(), TeamError> {
-        let inner = self.inner.lock().await;
+    /// Reserves the name `name` for a member about to join, if it may join now: the check
+    /// and the reservation are one step under the team's lock, so of two calls for one
+    /// name only one passes, and the member cap counts the members on their way in.
+    /// [`Team::join`] turns the reservation into a member (nothing can fail between).
+    pub(crate) async fn reserve(&self, name: &str) -> Result<(), TeamError> {
+        let mut inner = self.inner.lock().await;
         check_name(name)?;
-        if inner.state.members.contains_key(name) {
+        if inner.state.members.contains_key(name) || inner.reserved.contains(name) {
             return Err(TeamError::NameTaken(name.to_owned()));
         }
         let live = inner
@@ -273,16 +284,18 @@ impl Team {
             .values()
             .filter(|m| !m.closed && m.starter.is_some())
             .count();
-        if live >= self.limits.max_members {
+        if live + inner.reserved.len() >= self.limits.max_members {
             return Err(TeamError::TooManyMembers(self.limits.max_members));
         }
+        inner.reserved.insert(name.to_owned());
         Ok(())
     }
 
-    /// Adds `member` (checked by [`Team::may_join`]), working from now on.
+    /// Adds `member` (its name reserved by [`Team::reserve`]), working from now on.
     pub(crate) async fn join(&self, by: &str, member: Member) {
         let mut inner = self.inner.lock().await;
         let name = member.name.clone();
+        inner.reserved.remove(&name);
         if !inner.state.members.contains_key(&name) {
             self.change(&mut inner, by, TeamChange::Joined { member })
                 .await;
@@ -347,6 +360,7 @@ impl Team {
         if open {
             let change = TeamChange::Closed {
                 name: name.to_owned(),
+                unseen: inner.unseen.remove(name).unwrap_or_default(),
             };
             self.change(&mut inner, path, change).await;
         }
@@ -441,14 +455,7 @@ impl Team {
 
     /// Journals and queues one message.
     async fn post(&self, inner: &mut Inner, by: &str, message: Envelope) {
-        self.emit(Event::Message {
-            agent: by.to_owned(),
-            from: message.from.clone(),
-            to: message.to.clone(),
-            seq: message.seq,
-            text: message.text.clone(),
-            notice: message.notice,
-        });
+        self.emit(message_event(by, &message));
         self.change(inner, by, TeamChange::Sent { message }).await;
     }
 
@@ -462,6 +469,11 @@ impl Team {
             .map(|q| q.iter().map(|&i| inner.state.messages[i].clone()).collect())
             .unwrap_or_default();
         inner.state.delivered(name, &waiting);
+        inner
+            .unseen
+            .entry(name.to_owned())
+            .or_default()
+            .extend(waiting.iter().map(|m| (m.from.clone(), m.seq)));
         for m in &waiting {
             self.emit(Event::Delivered {
                 agent: path.to_owned(),
@@ -507,8 +519,12 @@ impl Team {
             if m.closed || m.starter.is_none() {
                 continue;
             }
-            self.change(&mut inner, &m.path, TeamChange::Closed { name: n.clone() })
-                .await;
+            let unseen = inner.unseen.remove(&n).unwrap_or_default();
+            let change = TeamChange::Closed {
+                name: n.clone(),
+                unseen,
+            };
+            self.change(&mut inner, &m.path, change).await;
             // One at work is cancelled; one waiting sees it was closed and ends.
             if let Some(live) = inner.live.get(&n).filter(|_| inner.running.contains(&n)) {
                 live.cancel.cancel();
@@ -564,7 +580,7 @@ impl Team {
                 known: task_ids(&inner.state),
             });
         }
-        let id = inner.state.tasks.keys().next_back().map_or(1, |n| n + 1);
+        let id = next_id(&inner.state);
         let task = SharedTask {
             id,
             subject: subject.to_owned(),
@@ -585,6 +601,24 @@ impl Team {
         Ok(task)
     }
 
+    /// The id the next task created will get (a `TaskCreated` hook is told it before).
+    pub async fn next_task_id(&self) -> u32 {
+        next_id(&self.inner.lock().await.state)
+    }
+
+    /// Whether [`Team::update_task`] would accept the change now (a `TaskCompleted` hook
+    /// runs only for a change that would be made).
+    pub async fn may_update_task(
+        &self,
+        who: &str,
+        id: u32,
+        status: Option<TaskStatus>,
+        owner: Option<String>,
+    ) -> Result<(), TeamError> {
+        let inner = self.inner.lock().await;
+        check_update(&inner.state, who, id, status, owner).map(|_| ())
+    }
+
     /// Changes a task's status or owner for the member `who`. Claiming is atomic: a task
     /// owned by another member cannot be taken, and a blocked one cannot be started.
     pub async fn update_task(
@@ -596,56 +630,7 @@ impl Team {
         owner: Option<String>,
     ) -> Result<SharedTask, TeamError> {
         let mut inner = self.inner.lock().await;
-        let state = &inner.state;
-        let Some(task) = state.tasks.get(&id) else {
-            return Err(TeamError::UnknownTask {
-                id,
-                known: task_ids(state),
-            });
-        };
-        let status = status.unwrap_or(task.status);
-        // Starting or completing a task claims it for whoever does it, unless an owner is
-        // named.
-        let owner = match (owner, status) {
-            (Some(o), _) if o.is_empty() => None,
-            (Some(o), _) => Some(o),
-            (None, TaskStatus::Pending) => task.owner.clone(),
-            (None, _) => task.owner.clone().or_else(|| Some(who.to_owned())),
-        };
-        if let Some(o) = &owner {
-            if !state.members.contains_key(o) {
-                return Err(TeamError::UnknownMember {
-                    name: o.clone(),
-                    known: state.names(),
-                });
-            }
-        }
-        if let Some(current) = &task.owner {
-            if current != who {
-                return Err(TeamError::Owned {
-                    id,
-                    owner: current.clone(),
-                });
-            }
-        }
-        if status == TaskStatus::InProgress && task.status == TaskStatus::Completed {
-            return Err(TeamError::Done(id));
-        }
-        if status != TaskStatus::Pending {
-            let blockers: Vec<String> = task
-                .blocked_by
-                .iter()
-                .filter_map(|b| state.tasks.get(b))
-                .filter(|b| b.status != TaskStatus::Completed)
-                .map(|b| format!("#{} ({})", b.id, b.status))
-                .collect();
-            if !blockers.is_empty() {
-                return Err(TeamError::Blocked {
-                    id,
-                    blockers: blockers.join(", "),
-                });
-            }
-        }
+        let (status, owner) = check_update(&inner.state, who, id, status, owner)?;
         self.change(
             &mut inner,
             by,
@@ -709,6 +694,12 @@ impl Seat {
     /// The team it belongs to.
     pub fn team(&self) -> &Arc<Team> {
         &self.team
+    }
+
+    /// The agent's model answered a request: every message it was given before it has
+    /// been read.
+    pub async fn read(&self) {
+        self.team.inner.lock().await.unseen.remove(&self.name);
     }
 
     /// Messages that arrived while the agent was busy, to go with its tool results.
@@ -817,6 +808,18 @@ impl Seat {
     }
 }
 
+/// The event that tells of `message`, sent by the agent at `by`.
+fn message_event(by: &str, message: &Envelope) -> Event {
+    Event::Message {
+        agent: by.to_owned(),
+        from: message.from.clone(),
+        to: message.to.clone(),
+        seq: message.seq,
+        text: message.text.clone(),
+        notice: message.notice,
+    }
+}
+
 /// Checks a member name: short, and plain enough to write in a message.
 fn check_name(name: &str) -> Result<(), TeamError> {
     let ok = (1..=64).contains(&name.len())
@@ -828,6 +831,72 @@ fn check_name(name: &str) -> Result<(), TeamError> {
     } else {
         Err(TeamError::BadName(name.to_owned()))
     }
+}
+
+/// The id of the next task of `state`'s list.
+fn next_id(state: &TeamState) -> u32 {
+    state.tasks.keys().next_back().map_or(1, |n| n + 1)
+}
+
+/// The status and owner the task `id` gets when `who` asks to change it so, or why it may
+/// not: the task list's rules, checked under the team's lock.
+fn check_update(
+    state: &TeamState,
+    who: &str,
+    id: u32,
+    status: Option<TaskStatus>,
+    owner: Option<String>,
+) -> Result<(TaskStatus, Option<String>), TeamError> {
+    let Some(task) = state.tasks.get(&id) else {
+        return Err(TeamError::UnknownTask {
+            id,
+            known: task_ids(state),
+        });
+    };
+    let status = status.unwrap_or(task.status);
+    // Starting or completing a task claims it for whoever does it, unless an owner is
+    // named.
+    let owner = match (owner, status) {
+        (Some(o), _) if o.is_empty() => None,
+        (Some(o), _) => Some(o),
+        (None, TaskStatus::Pending) => task.owner.clone(),
+        (None, _) => task.owner.clone().or_else(|| Some(who.to_owned())),
+    };
+    if let Some(o) = &owner {
+        if !state.members.contains_key(o) {
+            return Err(TeamError::UnknownMember {
+                name: o.clone(),
+                known: state.names(),
+            });
+        }
+    }
+    if let Some(current) = &task.owner {
+        if current != who {
+            return Err(TeamError::Owned {
+                id,
+                owner: current.clone(),
+            });
+        }
+    }
+    if status == TaskStatus::InProgress && task.status == TaskStatus::Completed {
+        return Err(TeamError::Done(id));
+    }
+    if status != TaskStatus::Pending {
+        let blockers: Vec<String> = task
+            .blocked_by
+            .iter()
+            .filter_map(|b| state.tasks.get(b))
+            .filter(|b| b.status != TaskStatus::Completed)
+            .map(|b| format!("#{} ({})", b.id, b.status))
+            .collect();
+        if !blockers.is_empty() {
+            return Err(TeamError::Blocked {
+                id,
+                blockers: blockers.join(", "),
+            });
+        }
+    }
+    Ok((status, owner))
 }
 
 fn task_ids(state: &TeamState) -> String {
@@ -844,4 +913,36 @@ fn task_ids(state: &TeamState) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_check_for_a_name_takes_it_and_counts_it_against_the_cap() {
+        let team = Team::new(TeamLimits {
+            max_members: 2,
+            ..TeamLimits::default()
+        });
+        team.reserve("x").await.unwrap();
+        // A second call for the same name, before the first joined: refused.
+        assert!(matches!(
+            team.reserve("x").await,
+            Err(TeamError::NameTaken(n)) if n == "x"
+        ));
+        team.reserve("y").await.unwrap();
+        // Two on their way in fill a cap of two.
+        assert!(matches!(
+            team.reserve("z").await,
+            Err(TeamError::TooManyMembers(2))
+        ));
+        let member = Member::new("x", "main/w#1", "w", Some("main".into()));
+        team.join("main", member).await;
+        assert!(matches!(
+            team.reserve("x").await,
+            Err(TeamError::NameTaken(_))
+        ));
+        assert_eq!(team.snapshot().await.members.len(), 1);
+    }
 }

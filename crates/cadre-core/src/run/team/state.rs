@@ -3,9 +3,13 @@
 //! after journaling it; a resumed run folds the journal's changes through the same
 //! [`TeamState::apply`], so the two cannot disagree.
 
+use crate::record::journal::Step;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
+
+/// How much of a returned message its sender is shown again.
+const RETURNED_CHARS: usize = 200;
 
 /// One member of a run's team: the primary agent, or a subagent started with a name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +27,30 @@ pub struct Member {
     pub last_asked: String,
     /// Whether it was closed (it takes no more messages).
     pub closed: bool,
+    /// The model id it talks to, as resolved when it joined (a type that says `inherit`
+    /// takes its starter's), so a resumed run asks the same model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The schema its answers must match, when the call that started it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<serde_json::Value>,
+}
+
+impl Member {
+    /// A member named `name` at agent path `path`, of type `agent_type`, started by
+    /// `starter` (`None` for the primary agent).
+    pub fn new(name: &str, path: &str, agent_type: &str, starter: Option<String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            agent_type: agent_type.to_owned(),
+            starter,
+            last_asked: String::new(),
+            closed: false,
+            model: None,
+            answer: None,
+        }
+    }
 }
 
 /// One message between members.
@@ -35,7 +63,9 @@ pub struct Envelope {
     pub to: String,
     /// Its number among the messages from `from` to `to`, from 1.
     pub seq: u64,
-    /// What it says.
+    /// What it says (left out where a `Delivered` step journals it: see
+    /// [`Step::Delivered`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub text: String,
     /// Whether cadre sent it on the sender's behalf (a member went idle), not the sender.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -133,6 +163,10 @@ pub enum TeamChange {
     Closed {
         /// Its name.
         name: String,
+        /// Messages it was given that no response of its model followed (sender, number):
+        /// it never read them, so they go back to their senders with what waits for it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unseen: Vec<(String, u64)>,
     },
     /// A task was added to the list.
     TaskCreated {
@@ -203,10 +237,11 @@ impl TeamState {
                     m.last_asked = what;
                 }
             }
-            TeamChange::Closed { name } => {
+            TeamChange::Closed { name, unseen } => {
                 if let Some(m) = self.members.get_mut(&name) {
                     m.closed = true;
                 }
+                self.return_unread(&name, &unseen);
             }
             TeamChange::TaskCreated { task } => {
                 self.tasks.insert(task.id, task);
@@ -217,6 +252,43 @@ impl TeamState {
                     t.owner = owner;
                 }
             }
+        }
+    }
+
+    /// Sends what waits for the closed member `name`, and the messages it was given but
+    /// never read (`unseen`), back to their senders, as notices, so no message stays where
+    /// nobody reads it. Part of the fold, so a resumed run
+    /// returns the same messages under the same numbers. Notices are not returned (they
+    /// asked for nothing), nor is a message whose sender is closed too.
+    fn return_unread(&mut self, name: &str, unseen: &[(String, u64)]) {
+        let mut waiting: Vec<usize> = self.inboxes.remove(name).map(Vec::from).unwrap_or_default();
+        // Given, but its model never answered after reading them.
+        waiting.extend(self.messages.iter().enumerate().filter_map(|(i, m)| {
+            let given = m.to == name && unseen.iter().any(|(f, s)| *f == m.from && *s == m.seq);
+            given.then_some(i)
+        }));
+        waiting.sort_unstable();
+        waiting.dedup();
+        for i in waiting {
+            let m = self.messages[i].clone();
+            let sender_open = self.members.get(&m.from).is_some_and(|s| !s.closed);
+            if m.notice || !sender_open || m.from == name {
+                continue;
+            }
+            let text: String = m.text.chars().take(RETURNED_CHARS).collect();
+            let cut = if text.len() < m.text.len() { "…" } else { "" };
+            let returned = Envelope {
+                seq: self.next_seq(name, &m.from),
+                from: name.to_owned(),
+                to: m.from.clone(),
+                text: format!(
+                    "{name} ended before reading your message #{}: {text}{cut}",
+                    m.seq
+                ),
+                notice: true,
+                key: format!("returned/{}#{}", m.from, m.seq),
+            };
+            self.apply(TeamChange::Sent { message: returned });
         }
     }
 
@@ -267,9 +339,41 @@ impl TeamState {
         self.inboxes.get(name).map_or(0, VecDeque::len)
     }
 
-    /// Whether some message waits for any member.
+    /// Whether some message waits for a member that can still read it (a closed member's
+    /// inbox never counts: nobody will read it).
     pub fn any_undelivered(&self) -> bool {
-        self.inboxes.values().any(|q| !q.is_empty())
+        self.inboxes
+            .iter()
+            .any(|(name, q)| !q.is_empty() && self.members.get(name).is_some_and(|m| !m.closed))
+    }
+
+    /// Rebuilds the team from a run's journaled steps (any order of agents; the team's own
+    /// steps in the order journaled): the one fold of a journal into a team, used by a
+    /// resumed run and by whatever shows a run. The messages each agent's `Delivered` steps
+    /// say it was given never enter its inbox. `None` when the steps hold no team change.
+    pub fn from_steps(steps: impl IntoIterator<Item = Step>) -> Option<Self> {
+        let mut state = Self::default();
+        let mut changes = Vec::new();
+        for step in steps {
+            match step {
+                Step::Team { change, .. } => changes.push(change),
+                // Deliveries are folded before the sends: a delivered message then never
+                // enters its recipient's inbox, wherever its step stands in the journal.
+                Step::Delivered { messages, .. } => {
+                    for m in &messages {
+                        state.delivered(&m.to, std::iter::once(m));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if changes.is_empty() {
+            return None;
+        }
+        for change in changes {
+            state.apply(change);
+        }
+        Some(state)
     }
 
     /// Messages members sent themselves (notices excluded): what the run's cap counts.
@@ -337,5 +441,70 @@ mod tests {
         r.apply(sent("a", "b", 1, "c1"));
         r.apply(sent("a", "b", 2, "c2"));
         assert_eq!(r.unread("b"), 1);
+    }
+
+    fn joined(name: &str) -> TeamChange {
+        TeamChange::Joined {
+            member: Member::new(name, &format!("main/w#{name}"), "w", Some("main".into())),
+        }
+    }
+
+    #[test]
+    fn a_closed_member_s_unread_messages_go_back_to_their_senders() {
+        let mut s = TeamState::default();
+        for name in ["a", "b", "c"] {
+            s.apply(joined(name));
+        }
+        s.apply(sent("a", "b", 1, "k1"));
+        s.apply(sent("c", "b", 1, "k2"));
+        s.apply(TeamChange::Closed {
+            name: "c".into(),
+            unseen: vec![],
+        });
+        assert!(s.any_undelivered());
+        s.apply(TeamChange::Closed {
+            name: "b".into(),
+            unseen: vec![],
+        });
+        // b's inbox is empty; a is told, c (closed) is not.
+        assert_eq!(s.unread("b"), 0);
+        assert_eq!(s.unread("a"), 1);
+        assert_eq!(s.unread("c"), 0);
+        let back = s.messages.last().unwrap();
+        assert!(back.notice && back.from == "b" && back.to == "a");
+        assert_eq!(back.key, "returned/a#1");
+        assert!(back
+            .text
+            .starts_with("b ended before reading your message #1"));
+        // What waits for a closed member never counts as mail in flight.
+        s.apply(TeamChange::Closed {
+            name: "a".into(),
+            unseen: vec![],
+        });
+        assert!(!s.any_undelivered());
+    }
+
+    #[test]
+    fn a_message_given_but_never_read_goes_back_when_its_reader_is_closed() {
+        let mut s = TeamState::default();
+        for name in ["a", "b"] {
+            s.apply(joined(name));
+        }
+        s.apply(sent("a", "b", 1, "k1"));
+        s.apply(sent("a", "b", 2, "k2"));
+        let first = s.messages[0].clone();
+        s.delivered("b", [&first]);
+        // b was given #1 and closed before its model answered; #2 still waited.
+        s.apply(TeamChange::Closed {
+            name: "b".into(),
+            unseen: vec![("a".into(), 1)],
+        });
+        let back: Vec<&str> = s
+            .messages
+            .iter()
+            .filter(|m| m.notice)
+            .map(|m| m.key.as_str())
+            .collect();
+        assert_eq!(back, ["returned/a#1", "returned/a#2"]);
     }
 }
