@@ -273,14 +273,21 @@ impl RunDir {
     /// had (or none), never a file cut short.
     pub fn write_summary(&self, summary: &impl Serialize) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
-        let file = self.summary_file();
-        let new = self.dir.join(format!("{SUMMARY_FILE}.new"));
-        let written = std::fs::write(&new, text + "\n").and_then(|()| std::fs::rename(&new, &file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&new);
-        }
-        written
+        write_replacing(&self.summary_file(), (text + "\n").as_bytes())
     }
+}
+
+/// Writes `bytes` to `file` through a file beside it renamed into place: a disk too full
+/// for them leaves the copy `file` had (or none), never a file cut short.
+pub(crate) fn write_replacing(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut name = file.file_name().unwrap_or_default().to_owned();
+    name.push(".new");
+    let new = file.with_file_name(name);
+    let written = std::fs::write(&new, bytes).and_then(|()| std::fs::rename(&new, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&new);
+    }
+    written
 }
 
 /// Whether git tracks `file` in the repository of `project`; when git cannot say, it is
@@ -531,6 +538,19 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success(), "git {args:?}");
+    }
+
+    #[test]
+    fn a_replacing_write_that_fails_keeps_the_copy_there_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("answer.md");
+        write_replacing(&file, b"first").unwrap();
+        write_replacing(&file, b"good copy").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "good copy");
+        // The file beside it cannot be written (as on a full disk): the copy stays whole.
+        std::fs::create_dir(dir.path().join("answer.md.new")).unwrap();
+        assert!(write_replacing(&file, b"lost").is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "good copy");
     }
 
     #[test]
