@@ -1388,6 +1388,37 @@ async fn a_worker_with_an_identity_key_serves_only_what_restate_signed() {
     assert_eq!(out.stdout.trim(), "hello, signed");
 }
 
+/// An identity key typed on the command line is the one used, even where the environment
+/// names a key file (here one that holds a private key, which would be refused).
+#[tokio::test]
+async fn a_workers_identity_key_on_the_command_line_beats_a_key_file_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("restate.pem");
+    std::fs::write(&private, cadre_testkit::restate::TEST_PRIVATE_PEM).unwrap();
+    let log = dir.path().join("worker.log");
+    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["worker", "--listen", "0.0.0.0:0"])
+        .args(["--identity-key", cadre_testkit::restate::TEST_IDENTITY_KEY])
+        .env("CADRE_IDENTITY_KEY_FILE", &private)
+        .env("HOME", dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env_remove("CADRE_IDENTITY_KEY")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let said = std::fs::read_to_string(&log).unwrap();
+    // Listening, and with a key: no warning of serving anyone.
+    assert!(line.contains("listening on"), "{line}\n{said}");
+    assert!(!said.contains("WARNING"), "{said}");
+}
+
 #[tokio::test]
 async fn a_worker_beyond_loopback_without_a_key_warns_and_a_bad_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
