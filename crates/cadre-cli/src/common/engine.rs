@@ -380,13 +380,13 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     }
     let header = format!("cadre · {} · {} · restate", meta.agent, meta.model);
     let mut display = Display::new(args.output_format, quiet, &meta.agent, header);
-    // A client that follows the run again counts from its submission, not from itself.
-    let started = meta
-        .submitted_ms
-        .and_then(|at| {
-            Instant::now().checked_sub(Duration::from_millis(now_ms().saturating_sub(at)))
-        })
-        .unwrap_or_else(Instant::now);
+    // A client that follows the run again counts from its submission, not from itself (an
+    // offset, not an earlier Instant: one before the machine booted cannot be made).
+    let before = Duration::from_millis(
+        meta.submitted_ms
+            .map_or(0, |at| now_ms().saturating_sub(at)),
+    );
+    let started = Instant::now();
     let (roster_tx, roster_rx) = tokio::sync::watch::channel((Vec::<Progress>::new(), 0u64));
     let (stuck_tx, mut stuck_rx) = tokio::sync::watch::channel(Vec::<Stuck>::new());
     // The flag given now, else where the run was told the admin API is, else its default.
@@ -462,7 +462,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
             _ = ticker.tick() => {
                 let (roster, tokens) = roster_rx.borrow().clone();
                 let entries = entries(&roster, &mut seen, &mut done);
-                display.tick(&entries, done.len(), tokens, started.elapsed());
+                display.tick(&entries, done.len(), tokens, before + started.elapsed());
             }
         }
     };
@@ -476,7 +476,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         )
     })?;
     keep_transcripts(&ingress, &meta.run, dir).await;
-    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let elapsed_ms = u64::try_from((before + started.elapsed()).as_millis()).unwrap_or(u64::MAX);
     let own = report
         .records
         .iter()

@@ -276,10 +276,11 @@ async fn a_closed_terminal_stops_the_turn_kills_its_commands_and_ends_the_sessio
         .trim()
         .parse()
         .unwrap();
-    assert!(
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
-        "the command (group {sleeper}) was left running"
-    );
+    // A killed process lingers a moment (a zombie until reaped): wait for the group to go.
+    wait_for(&format!("the command (group {sleeper}) to end"), || {
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err()
+    })
+    .await;
 }
 
 /// SIGTERM while `/compact` waits for the model lets the compaction finish, then ends the
