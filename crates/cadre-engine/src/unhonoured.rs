@@ -18,7 +18,7 @@ pub fn unhonoured(call: &AgentCall) -> Vec<String> {
     }
     if call.settings.permissions.mode == PermissionMode::Ask {
         out.push(
-            "permission mode ask: it asks a person at a terminal, and workers have none".to_owned(),
+            "permission mode ask: it asks a person at a terminal, and workers have none (deny-writes with allow rules refuses what ask would ask about)".to_owned(),
         );
     }
     if let Some(tool) = call.agent.spec.team_tool() {

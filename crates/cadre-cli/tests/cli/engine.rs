@@ -1019,13 +1019,9 @@ async fn settings_the_engine_cannot_honour_refuse_the_run_with_exit_2_naming_the
         (
             "ask flag",
             &["--permission-mode", "ask"],
-            "permission mode ask (--permission-mode)",
+            "permission mode ask",
         ),
-        (
-            "ask in cadre.toml",
-            &[],
-            "permission mode ask (permissions.mode in",
-        ),
+        ("ask in cadre.toml", &[], "permission mode ask"),
     ];
     for (case, flags, named) in cases {
         let _ = std::fs::remove_file(dir.path().join(".mcp.json"));
@@ -1389,6 +1385,40 @@ async fn a_worker_with_an_identity_key_serves_only_what_restate_signed() {
     let _ = signed.wait();
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(out.stdout.trim(), "hello, signed");
+}
+
+/// What the workers would refuse is refused before the repository is touched: a run that
+/// never started leaves no `refs/cadre/RUN/base` behind.
+#[tokio::test]
+async fn a_refused_engine_run_leaves_no_ref_in_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        &dir.path().join(".cadre/agents/linked.yaml"),
+        "name: linked\ndescription: Uses a server.\nmode: all\nmcp_servers:\n  - own: {command: \"true\"}\nprompt: p\n",
+    );
+    cadre_testkit::git::init_repo(dir.path());
+    // Nothing listens there: the refusal comes before any connection.
+    let out = cadre_env(
+        dir.path(),
+        &[("ANTHROPIC_API_KEY", "k")],
+        &[
+            "run",
+            "--engine",
+            "restate",
+            "--restate-url",
+            "http://127.0.0.1:9",
+            "say hello",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("agent type linked names MCP servers"),
+        "{}",
+        out.stderr
+    );
+    let refs = cadre_testkit::git::git(dir.path(), &["for-each-ref", "refs/cadre"]);
+    assert_eq!(refs.trim(), "", "a refused run left a ref");
 }
 
 /// An identity key typed on the command line is the one used, even where the environment
