@@ -636,7 +636,12 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
     );
     let list = cadre_env(dir.path(), &env, &["runs", "list"]).await;
     let row = list.stdout.lines().nth(1).unwrap();
-    let time = row.split_whitespace().find(|c| c.contains(':')).unwrap();
+    // The second column with a colon: the first is the hour it started (`00:07`).
+    let time = row
+        .split_whitespace()
+        .filter(|c| c.contains(':'))
+        .nth(1)
+        .unwrap();
     assert!(time >= "0:02", "{}", list.stdout);
 
     // A third part killed while the model answers, then resumed: still appended, and the
