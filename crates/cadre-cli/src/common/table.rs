@@ -177,6 +177,15 @@ pub const ROWS: &[Row] = &[
             Engine::Client,
         )
     },
+    Row {
+        env: Some("CADRE_RESTATE_ADMIN_URL"),
+        ..row(
+            "restate_admin_url",
+            Some("restate_admin_url"),
+            Project::NotInFiles,
+            Engine::Client,
+        )
+    },
     row("repo", Some("repo"), Project::NotInFiles, Engine::Client),
     row(
         "agent",
