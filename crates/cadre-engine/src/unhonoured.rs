@@ -18,7 +18,7 @@ pub fn unhonoured(call: &AgentCall) -> Vec<String> {
     }
     if call.settings.permissions.mode == PermissionMode::Ask {
         out.push(
-            "permission mode ask: it asks a person at a terminal, and workers have none".to_owned(),
+            "permission mode ask: it asks a person at a terminal, and workers have none (deny-writes with allow rules refuses what ask would ask about)".to_owned(),
         );
     }
     if let Some(tool) = call.agent.spec.team_tool() {
@@ -34,8 +34,13 @@ pub fn unhonoured(call: &AgentCall) -> Vec<String> {
 fn of_type(spec: &AgentSpec) -> Vec<String> {
     let mut out = Vec::new();
     if !spec.hooks.is_empty() {
-        let mut events: Vec<&str> = spec.hooks.all().iter().map(|h| h.event.name()).collect();
-        events.dedup();
+        // Each event once, in the order the hooks come (not only neighbours alike).
+        let mut events: Vec<&str> = Vec::new();
+        for name in spec.hooks.all().iter().map(|h| h.event.name()) {
+            if !events.contains(&name) {
+                events.push(name);
+            }
+        }
         out.push(format!(
             "agent type {} has hooks ({}): workers run no hooks",
             spec.name,
@@ -92,6 +97,18 @@ mod tests {
         assert!(lines[0].contains("agent type main has hooks (PreToolUse)"));
         assert!(lines[1].contains("agent type x names MCP servers"));
         assert!(lines[2].contains("permission mode ask"));
+        // Hooks of one event apart from each other: the event is named once.
+        let hooks = json!([
+            {"event": "PreToolUse", "command": "true", "timeout_secs": 1, "source": "s"},
+            {"event": "Stop", "command": "true", "timeout_secs": 1, "source": "s"},
+            {"event": "PreToolUse", "command": "false", "timeout_secs": 1, "source": "s"},
+        ]);
+        let spread = json!({"name": "main", "prompt": "p", "hooks": hooks});
+        let lines = unhonoured(&call(spread, &[], "auto"));
+        assert!(
+            lines[0].contains("has hooks (PreToolUse, Stop):"),
+            "{lines:?}"
+        );
         let lines = unhonoured(&call(teamed, &[plain], "auto"));
         assert!(
             lines

@@ -593,5 +593,8 @@ pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
     if let Some(args) = args {
         args.given = Given::from_matches(leaf);
     }
+    if let Some(Command::Worker(cmd)) = &mut cli.command {
+        cmd.prefer_command_line(leaf);
+    }
     Ok(cli)
 }

@@ -1,7 +1,8 @@
 //! `cadre worker`'s options, shared by `cadre` and the `cadre-worker` program it hands them
 //! to (so the `cadre` binary does not carry the Restate SDK), and the option parsers both use.
 
-use clap::{Args, Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -99,6 +100,19 @@ pub struct WorkerCmd {
     pub verbose: u8,
 }
 
+impl WorkerCmd {
+    /// An identity key given on the command line beats a key file only the environment
+    /// names (`CADRE_IDENTITY_KEY_FILE`): what is typed is what is meant.
+    pub fn prefer_command_line(&mut self, matches: &ArgMatches) {
+        let from = |id| matches.value_source(id);
+        if from("identity_key") == Some(ValueSource::CommandLine)
+            && from("identity_key_file") == Some(ValueSource::EnvVariable)
+        {
+            self.identity_key_file = None;
+        }
+    }
+}
+
 /// Serves cadre's agents to a Restate server (`cadre worker --help` says more).
 #[derive(Debug, Parser)]
 #[command(name = "cadre-worker", version)]
@@ -118,7 +132,9 @@ pub fn worker_options() -> Result<WorkerCmd, serde_json::Error> {
     match std::env::var(OPTIONS_ENV) {
         Ok(options) => serde_json::from_str(&options),
         Err(_) => {
-            let cli = WorkerCli::parse();
+            let matches = WorkerCli::command().get_matches();
+            let mut cli = WorkerCli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+            cli.cmd.prefer_command_line(&matches);
             Ok(WorkerCmd {
                 verbose: cli.verbose,
                 ..cli.cmd

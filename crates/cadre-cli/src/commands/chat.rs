@@ -15,6 +15,7 @@ use rustyline::Helper;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use tokio::sync::watch;
 
 const HELP: &str = "\
 Type a message and press Enter; end a line with \\ to go on on the next one.
@@ -84,8 +85,9 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     );
     let mut last_summary = None;
     let mut code = Code::Done;
+    let endings = signals::watch_endings();
     let idle = Arc::new(AtomicBool::new(true));
-    spawn_idle_watch(idle.clone());
+    spawn_idle_watch(idle.clone(), endings.clone());
     loop {
         // The editor blocks on the terminal; the runtime keeps serving other tasks meanwhile.
         let line = tokio::task::block_in_place(|| editor.readline("> "));
@@ -136,13 +138,23 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
             "/runs" => print_runs(&session.root),
             "/compact" => match &dir {
                 None => errln!("/compact: nothing to compact yet"),
-                Some(d) => match session.compact(d).await {
-                    Ok(used) => errln!(
-                        "compacted: the conversation so far is now a summary ({} tokens)",
-                        human_tokens(used.total())
-                    ),
-                    Err(e) => errln!("/compact: {}", e.report()),
-                },
+                Some(d) => {
+                    idle.store(false, Ordering::SeqCst);
+                    let compacted = compact(&session, d, endings.clone()).await;
+                    idle.store(true, Ordering::SeqCst);
+                    match compacted {
+                        Some(Ok(used)) => errln!(
+                            "compacted: the conversation so far is now a summary ({} tokens)",
+                            human_tokens(used.total())
+                        ),
+                        Some(Err(e)) => errln!("/compact: {}", e.report()),
+                        None => errln!("/compact: given up"),
+                    }
+                    if let Some(ending) = *endings.borrow() {
+                        code = ending_code(ending);
+                        break;
+                    }
+                }
             },
             command if command.starts_with('/') => {
                 errln!("unknown command {command}; /help lists them")
@@ -159,15 +171,11 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                     },
                 };
                 idle.store(false, Ordering::SeqCst);
-                let turn = session.turn(job, false, Signals::Turn).await;
+                let turn = session
+                    .turn(job, false, Signals::Turn, endings.clone())
+                    .await;
                 idle.store(true, Ordering::SeqCst);
                 match turn {
-                    // SIGTERM or SIGHUP stopped the turn's agents; the session ends with it.
-                    Ok(turn) if turn.ended.is_some() => {
-                        code = turn.code;
-                        dir = turn.dir.or(dir);
-                        break;
-                    }
                     Ok(turn) => {
                         // A turn cancelled with Ctrl-C is the person's choice, not a failure
                         // of the session: leaving afterwards is a normal exit.
@@ -179,6 +187,11 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
                         last_summary = Some(turn.summary);
                     }
                     Err(e) => errln!("cadre: {}", e.report()),
+                }
+                // SIGTERM or SIGHUP during the turn (or as it ended): the session ends too.
+                if let Some(ending) = *endings.borrow() {
+                    code = ending_code(ending);
+                    break;
                 }
             }
         }
@@ -199,19 +212,41 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     Ok(code)
 }
 
+/// The exit code of a session that SIGTERM or SIGHUP ended.
+fn ending_code(ending: Ending) -> Code {
+    match ending {
+        Ending::HungUp => Code::HungUp,
+        Ending::Terminated => Code::Cancelled,
+    }
+}
+
+/// Compacts the conversation in `dir`. SIGTERM or SIGHUP lets it finish (the session ends
+/// after it); a second one gives it up at once (`None`).
+async fn compact(
+    session: &Session,
+    dir: &std::path::Path,
+    mut endings: watch::Receiver<Option<Ending>>,
+) -> Option<Result<cadre_model::Usage>> {
+    let second = async {
+        let _ = endings.wait_for(Option::is_some).await;
+        errln!("cadre: leaving once the compaction is done (a second signal leaves at once)");
+        let _ = endings.changed().await;
+    };
+    tokio::select! {
+        compacted = session.compact(dir) => Some(compacted),
+        () = second => None,
+    }
+}
+
 /// Between turns, SIGTERM or SIGHUP (the terminal closed) ends the session at once, as it
-/// would if cadre did not watch them: no agent is at work then. During a turn the turn
-/// watches them itself, stopping its agents first (see [`Signals::Turn`]).
-fn spawn_idle_watch(idle: Arc<AtomicBool>) {
+/// would if cadre did not watch them: no agent is at work then. During a turn or a
+/// compaction, the chat loop looks at `endings` itself once it is over.
+fn spawn_idle_watch(idle: Arc<AtomicBool>, mut endings: watch::Receiver<Option<Ending>>) {
     tokio::spawn(async move {
-        loop {
-            let ending = signals::ending().await;
-            if idle.load(Ordering::SeqCst) {
-                let code = match ending {
-                    Ending::HungUp => Code::HungUp,
-                    Ending::Terminated => Code::Cancelled,
-                };
-                std::process::exit(code as i32);
+        while endings.changed().await.is_ok() {
+            let ending = *endings.borrow_and_update();
+            if let (Some(ending), true) = (ending, idle.load(Ordering::SeqCst)) {
+                std::process::exit(ending_code(ending) as i32);
             }
         }
     });

@@ -86,13 +86,17 @@ pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
         errln!("cadre: registered http://{addr}/ with {admin}");
     }
     match serving.await {
+        Ok(Ok(())) => Ok(Code::Done),
         Ok(Err(e)) => Err(CliError::config_from("cannot serve", e)),
-        _ => Ok(Code::Done),
+        // The serving task panicked: the worker did not end as asked.
+        Err(e) => Err(CliError::failed_from("the worker stopped serving", e)),
     }
 }
 
 /// The request-identity key from the file --identity-key-file names, else from
-/// --identity-key (or `CADRE_IDENTITY_KEY`); `None` without either.
+/// --identity-key (or `CADRE_IDENTITY_KEY`); `None` without either. (A file the environment
+/// names was already dropped for a key given on the command line: see
+/// [`WorkerCmd::prefer_command_line`](crate::args::WorkerCmd::prefer_command_line).)
 fn identity_key(key: Option<String>, file: Option<&std::path::Path>) -> Result<Option<String>> {
     // The file is named on purpose; the key may come from the environment.
     match (key, file) {

@@ -11,8 +11,7 @@ use crate::common::project::{require_dirs, user_dir, workspace_root};
 use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
-    AgentOutcome, DelegatedCall, Event, PermissionMode, RosterEntry, RunDir, RunSummary,
-    UsageReport,
+    AgentOutcome, AgentSpec, DelegatedCall, Event, RosterEntry, RunDir, RunSummary, UsageReport,
 };
 use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
@@ -64,25 +63,38 @@ pub async fn run(
             .for_each(|w| errln!("cadre: warning: {w}"));
         print_problems(registry.problems());
     }
-    refuse(&unhonoured(&args, &settings, &registry, mcp.config()))?;
-    // Past the refusal, hooks are left out knowingly (--no-hooks, disableAllHooks) or there
-    // are none: agent types go to the workers without theirs.
+    let mut refused = unhonoured(&args, &settings, mcp.config());
+    // Hooks left out knowingly (--no-hooks, disableAllHooks) are no reason to refuse:
+    // agent types then go to the workers without theirs. Otherwise every hook is refused.
+    let hooks_on = !args.no_hooks && settings.hooks.disabled_by.is_none();
+    let hooked: Vec<AgentSpec> = registry
+        .all()
+        .filter(|s| hooks_on && !s.hooks.is_empty())
+        .cloned()
+        .collect();
     let configured = settings.hooks.clone().with_types(&registry, &root);
     crate::common::hooks::for_run(&configured, &mut registry, &root, (&args).into())?;
+    // Types whose hooks were just taken away (an untrusted project's) travel without them,
+    // so the workers' check cannot see them: they are named here.
+    refused.extend(
+        hooked
+            .iter()
+            .filter(|s| {
+                registry
+                    .get(&s.name)
+                    .is_some_and(|now| now.hooks.is_empty())
+            })
+            .map(type_hooks_line),
+    );
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
-    // Written before git is asked about uncommitted changes: cadre's own files are not any.
-    if let Err(e) = cadre_core::RunDir::write_gitignore(&root) {
-        errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
-    }
-    let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &run, quiet).await?;
     let context_tokens = args
         .context_tokens
         .or_else(|| cadre_model::known_context_window(&model))
         .unwrap_or(cadre_core::DEFAULT_CONTEXT_TOKENS);
-    let call = AgentCall {
+    let mut call = AgentCall {
         run: run.clone(),
         agent: DelegatedCall {
             path: spec.name.clone(),
@@ -92,9 +104,10 @@ pub async fn run(
             description: task.chars().take(60).collect(),
             prompt: task.clone(),
         },
-        base,
+        // Filled in below, once the call is known to be honoured.
+        base: None,
         settings: RunSettings {
-            workspace,
+            workspace: WorkspaceRef::Local,
             agents: registry.all().map(WireSpec::new).collect(),
             max_parallel: u32::try_from(args.max_parallel).unwrap_or(u32::MAX),
             max_depth: args.max_depth,
@@ -107,8 +120,17 @@ pub async fn run(
             permissions,
         },
     };
-    // The workers' own check, made here too: what they would refuse is not submitted.
-    refuse(&cadre_engine::unhonoured(&call))?;
+    // The workers' own check, made here too, before the repository is touched: what they
+    // would refuse is not submitted, and leaves no `refs/cadre/RUN/base` behind.
+    refused.extend(cadre_engine::unhonoured(&call));
+    refuse(&refused)?;
+    // Written before git is asked about uncommitted changes: cadre's own files are not any.
+    if let Err(e) = cadre_core::RunDir::write_gitignore(&root) {
+        errln!("cadre: warning: cannot write .cadre/.gitignore: {e}");
+    }
+    let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &call.run, quiet).await?;
+    call.settings.workspace = workspace;
+    call.base = base;
     let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
     let submitted_ms = now_ms();
     let invocation = ingress.submit(&call).await.map_err(|e| {
@@ -142,37 +164,17 @@ pub async fn run(
     follow(&meta, &dir, &args, quiet).await
 }
 
-/// What this run asks for that the engine cannot honour, one line each naming the setting
-/// and where it was given. Whatever shapes what agents may do is either carried to the
-/// workers and enforced there (permission modes and rules, agent types with their own rules)
-/// or listed here, so that no run starts with a setting silently dropped: a setting only a
-/// local run can honour gets its line here.
-fn unhonoured(
-    args: &RunArgs,
-    settings: &Settings,
-    registry: &cadre_core::Registry,
-    mcp: &McpConfig,
-) -> Vec<String> {
+/// What this run asks for that the engine cannot honour and the call to the workers does
+/// not show, one line each naming the setting and where it was given: what the call carries
+/// (agent types' hooks and MCP servers, the permission mode, a team's lead) the workers'
+/// own check ([`cadre_engine::unhonoured`]) names. Whatever shapes what agents may do is
+/// either carried to the workers and enforced there or refused, so that no run starts with a
+/// setting silently dropped.
+fn unhonoured(args: &RunArgs, settings: &Settings, mcp: &McpConfig) -> Vec<String> {
     // What the table of settings says the engine cannot honour, where it was set.
     let mut out = crate::common::settings::engine_refusals(settings.set());
     if args.record.is_some() || args.replay.is_some() {
         out.push(format!("--record/--replay: {NO_CASSETTE}"));
-    }
-    let mode = match args.permission_mode {
-        Some(mode) => Some((mode, "--permission-mode".to_owned())),
-        None => settings.permissions.mode.map(|mode| {
-            let from = settings
-                .entries
-                .iter()
-                .find(|(key, _, _)| key == "permissions.mode")
-                .map_or_else(|| "a settings file".to_owned(), |(_, _, s)| s.to_string());
-            (mode, format!("permissions.mode in {from}"))
-        }),
-    };
-    if let Some((PermissionMode::Ask, from)) = mode {
-        out.push(format!(
-            "permission mode ask ({from}): it asks a person at a terminal, and the workers have none (deny-writes with allow rules refuses what ask would ask about)"
-        ));
     }
     for (name, from) in mcp.servers.keys().map(|name| (name, mcp.sources.get(name))) {
         let from = from.map_or_else(String::new, |f| format!(" (from {})", f.display()));
@@ -180,27 +182,9 @@ fn unhonoured(
             "MCP server {name}{from}: the workers run no MCP servers"
         ));
     }
-    for spec in registry.all().filter(|s| !s.mcp_servers.is_empty()) {
-        let from = spec
-            .source
-            .as_ref()
-            .map_or_else(String::new, |f| format!(" ({})", f.display()));
-        out.push(format!(
-            "agent type {}{from} names MCP servers (mcp_servers): the workers run none",
-            spec.name
-        ));
-    }
     // Teams run in one process: their messages and task list are not on the engine.
-    let lead = registry
-        .get(&args.agent)
-        .and_then(|s| s.team_tool().map(|t| (s, t)));
     if args.team {
         out.push("--team: teams run only in one process; the workers have no team messages or shared task list".to_owned());
-    } else if let Some((spec, tool)) = lead {
-        out.push(format!(
-            "agent type {} (it lists {tool}, so the run is a team run): teams run only in one process; the workers have no team messages or shared task list",
-            spec.name
-        ));
     }
     // Hooks run where the agent acts, and the workers run none: refused, never skipped.
     if !args.no_hooks && settings.hooks.disabled_by.is_none() {
@@ -223,16 +207,6 @@ fn unhonoured(
                 events.join(", ")
             ));
         }
-        for spec in registry.all().filter(|s| !s.hooks.is_empty()) {
-            let from = spec
-                .source
-                .as_ref()
-                .map_or_else(String::new, |f| format!(" ({})", f.display()));
-            out.push(format!(
-                "agent type {}{from} has hooks: the workers run no hooks (--no-hooks leaves every hook out of a run)",
-                spec.name
-            ));
-        }
     }
     if args.allow_unsandboxed_bash {
         out.push(
@@ -241,6 +215,18 @@ fn unhonoured(
         );
     }
     out
+}
+
+/// The refusal of agent type `spec`'s hooks.
+fn type_hooks_line(spec: &AgentSpec) -> String {
+    let from = spec
+        .source
+        .as_ref()
+        .map_or_else(String::new, |f| format!(" ({})", f.display()));
+    format!(
+        "agent type {}{from} has hooks: the workers run no hooks (--no-hooks leaves every hook out of a run)",
+        spec.name
+    )
 }
 
 /// Refuses the run (exit 2) when the engine cannot honour some of what it asks for.
@@ -380,13 +366,13 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     }
     let header = format!("cadre · {} · {} · restate", meta.agent, meta.model);
     let mut display = Display::new(args.output_format, quiet, &meta.agent, header);
-    // A client that follows the run again counts from its submission, not from itself.
-    let started = meta
-        .submitted_ms
-        .and_then(|at| {
-            Instant::now().checked_sub(Duration::from_millis(now_ms().saturating_sub(at)))
-        })
-        .unwrap_or_else(Instant::now);
+    // A client that follows the run again counts from its submission, not from itself (an
+    // offset, not an earlier Instant: one before the machine booted cannot be made).
+    let before = Duration::from_millis(
+        meta.submitted_ms
+            .map_or(0, |at| now_ms().saturating_sub(at)),
+    );
+    let started = Instant::now();
     let (roster_tx, roster_rx) = tokio::sync::watch::channel((Vec::<Progress>::new(), 0u64));
     let (stuck_tx, mut stuck_rx) = tokio::sync::watch::channel(Vec::<Stuck>::new());
     // The flag given now, else where the run was told the admin API is, else its default.
@@ -462,7 +448,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
             _ = ticker.tick() => {
                 let (roster, tokens) = roster_rx.borrow().clone();
                 let entries = entries(&roster, &mut seen, &mut done);
-                display.tick(&entries, done.len(), tokens, started.elapsed());
+                display.tick(&entries, done.len(), tokens, before + started.elapsed());
             }
         }
     };
@@ -476,7 +462,7 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         )
     })?;
     keep_transcripts(&ingress, &meta.run, dir).await;
-    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let elapsed_ms = u64::try_from((before + started.elapsed()).as_millis()).unwrap_or(u64::MAX);
     let own = report
         .records
         .iter()

@@ -24,7 +24,8 @@ use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::signal::unix::SignalKind;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// What the primary agent is asked to do.
@@ -40,16 +41,21 @@ pub enum Job {
 /// Runs the primary agent and prints what it does; returns the exit code.
 pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let session = Session::prepare(args, directory, quiet)?;
-    Ok(session.turn(job, quiet, Signals::Process).await?.code)
+    let endings = signals::watch_endings();
+    Ok(session
+        .turn(job, quiet, Signals::Process, endings)
+        .await?
+        .code)
 }
 
 /// How Ctrl-C is handled during a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signals {
-    /// Ctrl-C, SIGTERM or SIGHUP cancels the run; a second Ctrl-C exits at once (`cadre run`).
+    /// Ctrl-C, SIGTERM or SIGHUP cancels the run; a second one gives it up at once (`cadre run`).
     Process,
     /// Ctrl-C cancels this turn and every subagent it started, nothing more; SIGTERM or
-    /// SIGHUP cancels it too, and the session ends after it (interactive).
+    /// SIGHUP cancels it too, a second gives it up at once, and the session ends after it
+    /// (interactive).
     Turn,
 }
 
@@ -225,8 +231,15 @@ impl Session {
             .build()?)
     }
 
-    /// Runs one job with the live display.
-    pub async fn turn(&self, job: Job, quiet: bool, signals: Signals) -> Result<Turn> {
+    /// Runs one job with the live display; `endings` (from [`signals::watch_endings`]) says
+    /// when SIGTERM or SIGHUP asks the process to end.
+    pub async fn turn(
+        &self,
+        job: Job,
+        quiet: bool,
+        signals: Signals,
+        endings: watch::Receiver<Option<Ending>>,
+    ) -> Result<Turn> {
         let args = &self.args;
         let orchestrator = self.orchestrator()?;
         let mut events = orchestrator.events();
@@ -242,33 +255,17 @@ impl Session {
         let (notes_tx, mut notes) = mpsc::unbounded_channel::<&'static str>();
         // The signal that ended the process's run, if one did (its exit code says which).
         let ended = Arc::new(std::sync::OnceLock::new());
-        match signals {
-            Signals::Process => spawn_signal_watch(
-                orchestrator.cancel_token(),
-                quit.clone(),
-                notes_tx,
-                ended.clone(),
-            ),
-            Signals::Turn => {
-                let cancel = orchestrator.cancel_token();
-                let done = turn_cancel.clone();
-                let ended = ended.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {
-                            let _ = notes_tx.send("cadre: cancelling this turn");
-                            cancel.cancel();
-                        }
-                        ending = signals::ending() => {
-                            let _ = ended.set(ending);
-                            let _ = notes_tx.send(stopping_note(ending));
-                            cancel.cancel();
-                        }
-                        () = done.cancelled() => {}
-                    }
-                });
-            }
-        }
+        spawn_signal_watch(
+            signals,
+            Watched {
+                cancel: orchestrator.cancel_token(),
+                quit: quit.clone(),
+                done: turn_cancel.clone(),
+                notes: notes_tx,
+                ended: ended.clone(),
+            },
+            endings,
+        );
         let _stop_watch = turn_cancel.clone().drop_guard();
         let header = format!("cadre · {} · {}", args.agent, self.model_id);
         let mut display = Display::new(args.output_format, quiet, &args.agent, header);
@@ -433,36 +430,102 @@ fn note_left_out() {
     }
 }
 
-/// Cancels the run on Ctrl-C, SIGTERM or SIGHUP (kept in `ended`); a second Ctrl-C
-/// cancels `quit`, and the run is given up at once (its agents' commands killed, what can be
-/// written written).
-fn spawn_signal_watch(
+/// What the signal watch of one turn acts on.
+struct Watched {
+    /// Cancels the turn's agents.
     cancel: CancellationToken,
+    /// Gives the turn up at once (its agents' commands killed, what can be written written).
     quit: CancellationToken,
+    /// Cancelled when the turn is over: the watch stops.
+    done: CancellationToken,
+    /// What the watch has to say, shown through the display.
     notes: mpsc::UnboundedSender<&'static str>,
+    /// The SIGTERM or SIGHUP that stopped the turn, if one did.
     ended: Arc<std::sync::OnceLock<Ending>>,
+}
+
+/// Cancels the turn on Ctrl-C, SIGTERM or SIGHUP (the latter two kept in `ended`, also
+/// when one came just before the turn began); a second SIGTERM or SIGHUP gives the turn up
+/// at once, and so does a second Ctrl-C with [`Signals::Process`]. Ctrl-C is watched from
+/// before this returns, so none is lost before the task first runs.
+fn spawn_signal_watch(
+    signals: Signals,
+    watched: Watched,
+    mut endings: watch::Receiver<Option<Ending>>,
 ) {
+    let mut interrupts = tokio::signal::unix::signal(SignalKind::interrupt()).ok();
+    if let Some(ending) = *endings.borrow_and_update() {
+        watched.stop(ending);
+    }
     tokio::spawn(async move {
-        let note = tokio::select! {
-            _ = tokio::signal::ctrl_c() => "cadre: stopping every agent (Ctrl-C; Ctrl-C again quits at once)",
-            ending = signals::ending() => {
-                let _ = ended.set(ending);
-                stopping_note(ending)
+        let mut interrupted = false;
+        loop {
+            tokio::select! {
+                Some(()) = next_interrupt(&mut interrupts) => {
+                    if watched.interrupt(signals, interrupted) {
+                        return;
+                    }
+                    interrupted = true;
+                }
+                Ok(()) = endings.changed() => {
+                    if let Some(ending) = *endings.borrow_and_update() {
+                        watched.stop(ending);
+                    }
+                }
+                () = watched.done.cancelled() => return,
             }
-        };
-        let _ = notes.send(note);
-        cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = notes.send("cadre: quitting now");
-            quit.cancel();
         }
     });
+}
+
+impl Watched {
+    /// SIGTERM or SIGHUP: the first stops the agents, a second gives the turn up.
+    fn stop(&self, ending: Ending) {
+        if self.ended.set(ending).is_ok() {
+            let _ = self.notes.send(stopping_note(ending));
+            self.cancel.cancel();
+        } else {
+            let _ = self.notes.send("cadre: quitting now");
+            self.quit.cancel();
+        }
+    }
+
+    /// Ctrl-C (`again` when one came before); true when the turn is given up.
+    fn interrupt(&self, signals: Signals, again: bool) -> bool {
+        let note = match (signals, again) {
+            (Signals::Process, false) => {
+                Some("cadre: stopping every agent (Ctrl-C; Ctrl-C again quits at once)")
+            }
+            (Signals::Process, true) => {
+                let _ = self.notes.send("cadre: quitting now");
+                self.quit.cancel();
+                return true;
+            }
+            (Signals::Turn, false) => Some("cadre: cancelling this turn"),
+            (Signals::Turn, true) => None,
+        };
+        if let Some(note) = note {
+            let _ = self.notes.send(note);
+        }
+        self.cancel.cancel();
+        false
+    }
+}
+
+/// The next Ctrl-C; `None` when it cannot be watched.
+async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match interrupts {
+        Some(s) => s.recv().await,
+        None => None,
+    }
 }
 
 /// What is said when `ending` stops every agent.
 fn stopping_note(ending: Ending) -> &'static str {
     match ending {
-        Ending::Terminated => "cadre: stopping every agent (SIGTERM; Ctrl-C quits at once)",
+        Ending::Terminated => {
+            "cadre: stopping every agent (SIGTERM; a second SIGTERM quits at once)"
+        }
         Ending::HungUp => "cadre: stopping every agent (SIGHUP: the terminal closed)",
     }
 }

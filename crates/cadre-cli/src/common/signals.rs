@@ -1,6 +1,7 @@
 //! Signals every binary of the package waits for.
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
 
 /// Resolves when the process gets SIGTERM (never, where that cannot be watched).
 pub async fn sigterm() {
@@ -16,12 +17,36 @@ pub enum Ending {
     HungUp,
 }
 
-/// Resolves with the first SIGTERM or SIGHUP the process gets. Watching SIGHUP keeps it
-/// from ending the process at once, which would leave the agents' commands running.
-pub async fn ending() -> Ending {
-    tokio::select! {
-        () = arrives(SignalKind::terminate()) => Ending::Terminated,
-        () = arrives(SignalKind::hangup()) => Ending::HungUp,
+/// The SIGTERM and SIGHUP of the whole process, each published as it arrives: the value is
+/// the first one's (it says how the process ends) and every later signal marks it changed
+/// again, so a listener can tell a second from the first. The handlers are installed before
+/// this returns, so no signal falls between two listeners: once a handler is installed, one
+/// that nothing waits for is thrown away. Watching SIGHUP keeps it from ending the process at
+/// once, which would leave the agents' commands running.
+pub fn watch_endings() -> watch::Receiver<Option<Ending>> {
+    let (tx, rx) = watch::channel(None);
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    tokio::spawn(async move {
+        loop {
+            let ending = tokio::select! {
+                Some(()) = next(&mut term) => Ending::Terminated,
+                Some(()) = next(&mut hup) => Ending::HungUp,
+                else => return,
+            };
+            tx.send_modify(|first| {
+                first.get_or_insert(ending);
+            });
+        }
+    });
+    rx
+}
+
+/// The next delivery of a watched signal; `None` once it cannot come (or was never watched).
+async fn next(s: &mut Option<Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => None,
     }
 }
 

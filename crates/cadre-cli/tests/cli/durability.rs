@@ -161,10 +161,12 @@ async fn sighup_kills_the_agents_commands_writes_the_summary_and_exits_129() {
     let said = stderr.lock().unwrap().clone();
     assert_eq!(status.code(), Some(129), "{said}");
     assert!(said.contains("SIGHUP"), "{said}");
-    assert!(
-        nix::sys::signal::killpg(group, None).is_err(),
-        "the subagent's command (group {sleeper}) was left running"
-    );
+    // A killed process lingers a moment (a zombie until reaped): wait for the group to go.
+    wait_for(
+        &format!("the subagent's command (group {sleeper}) to end"),
+        || nix::sys::signal::killpg(group, None).is_err(),
+    )
+    .await;
     let run = only_run(dir.path());
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();

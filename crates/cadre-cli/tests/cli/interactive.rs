@@ -276,8 +276,63 @@ async fn a_closed_terminal_stops_the_turn_kills_its_commands_and_ends_the_sessio
         .trim()
         .parse()
         .unwrap();
-    assert!(
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
-        "the command (group {sleeper}) was left running"
+    // A killed process lingers a moment (a zombie until reaped): wait for the group to go.
+    wait_for(&format!("the command (group {sleeper}) to end"), || {
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err()
+    })
+    .await;
+}
+
+/// SIGTERM while `/compact` waits for the model lets the compaction finish, then ends the
+/// session as it would between turns, with the history saved and the run named.
+#[tokio::test]
+async fn sigterm_during_a_compaction_lets_it_finish_and_ends_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::LastUserContains("hello there".into()),
+        vec![Reply::text("FIRST-REPLY")],
     );
+    let compaction = server.gate(Match::Custom(std::sync::Arc::new(|body| {
+        body["compaction"]["type"] == "summarize"
+    })));
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    cmd.current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env("TERM", "dumb")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG");
+    let held = compaction.clone();
+    let handle = tokio::runtime::Handle::current();
+    let status = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        p.exp_string("/help").unwrap();
+        p.send_line("hello there").unwrap();
+        p.exp_string("FIRST-REPLY").unwrap();
+        p.send_line("/compact").unwrap();
+        assert!(
+            handle.block_on(held.wait_for(1, Duration::from_secs(30))),
+            "the compaction never reached the model"
+        );
+        p.process_mut()
+            .signal(nix::sys::signal::Signal::SIGTERM)
+            .unwrap();
+        p.exp_string("leaving once the compaction is done").unwrap();
+        held.open();
+        p.exp_string("compacted:").unwrap();
+        p.exp_string("session saved as run").unwrap();
+        p.exp_eof().unwrap();
+        p.process().wait().unwrap()
+    })
+    .await
+    .unwrap();
+    let nix::sys::wait::WaitStatus::Exited(_, code) = status else {
+        panic!("{status:?}");
+    };
+    assert_eq!(code, 130);
+    assert!(home.path().join(".config/cadre/history").exists());
 }

@@ -326,11 +326,12 @@ async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary
         .trim()
         .parse()
         .unwrap();
-    let alive = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_ok();
-    assert!(
-        !alive,
-        "the subagent's command (group {sleeper}) was orphaned"
-    );
+    // A killed process lingers a moment (a zombie until reaped): wait for the group to go.
+    wait_for(
+        &format!("the subagent's command (group {sleeper}) to end, not be orphaned"),
+        || nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
+    )
+    .await;
     let left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -635,7 +636,12 @@ async fn a_run_in_parts_appends_its_transcripts_and_adds_up_its_times() {
     );
     let list = cadre_env(dir.path(), &env, &["runs", "list"]).await;
     let row = list.stdout.lines().nth(1).unwrap();
-    let time = row.split_whitespace().find(|c| c.contains(':')).unwrap();
+    // The second column with a colon: the first is the hour it started (`00:07`).
+    let time = row
+        .split_whitespace()
+        .filter(|c| c.contains(':'))
+        .nth(1)
+        .unwrap();
     assert!(time >= "0:02", "{}", list.stdout);
 
     // A third part killed while the model answers, then resumed: still appended, and the

@@ -137,7 +137,7 @@ pub fn map_tools(
                     format!("unknown tool {name:?} dropped from {key}: cadre has no such tool"),
                 );
             } else {
-                let why = match closest_tool(name) {
+                let why = match closest_tools(name, &[]).first() {
                     Some(near) => format!("did you mean {near}?"),
                     None => "it is no cadre or Claude Code tool (an MCP server or agent name? MCP tools are written mcp__<server>__<tool>)".to_owned(),
                 };
@@ -155,20 +155,32 @@ pub fn map_tools(
     out
 }
 
-/// The tool name, cadre's or Claude Code's, that `name` most likely misspells (`read_fiel`
-/// → `read_file`, `Grpe` → `Grep`), if one is close enough.
-fn closest_tool(name: &str) -> Option<&'static str> {
-    let names = cadre_tools::BUILTIN_TOOL_NAMES
+/// The tool names, cadre's, Claude Code's or one of `extra`, that `name` most likely
+/// misspells (`read_fiel` → `read_file`, `Grpe` → `Grep`), closest first; empty when none
+/// is close enough.
+pub(crate) fn closest_tools<'a>(name: &str, extra: &[&'a str]) -> Vec<&'a str> {
+    // Claude Code's spelling first: of two names alike but for case, it is the one kept.
+    let names = cadre_tools::CLAUDE_CODE_NAMES
+        .map(|(alias, _)| alias)
         .into_iter()
-        .chain(cadre_tools::CLAUDE_CODE_NAMES.map(|(alias, _)| alias))
-        .chain([TASK_TOOL, SKILL_TOOL, TEAM_TOOL]);
+        .chain(cadre_tools::BUILTIN_TOOL_NAMES)
+        .chain([TASK_TOOL, SKILL_TOOL, TEAM_TOOL])
+        .chain(extra.iter().copied());
     let name = name.to_lowercase();
-    names
+    let mut scored: Vec<(f64, &str)> = names
         .map(|n| (strsim::jaro_winkler(&name, &n.to_lowercase()), n))
         // Close enough to be a slip of the hand, not merely another word.
         .filter(|(score, _)| *score > 0.85)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, n)| n)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut out: Vec<&str> = Vec::new();
+    for (_, n) in scored {
+        // A Claude Code name may be a cadre one in another case (`Grep`, `grep`).
+        if !out.iter().any(|o| o.eq_ignore_ascii_case(n)) {
+            out.push(n);
+        }
+    }
+    out
 }
 
 /// The cadre tool a pattern entry such as `Bash(git diff:*)` or `Edit(src/**)` is about;
@@ -254,9 +266,10 @@ mod tests {
             .message
             .contains("unknown tool \"airis-mcp-gateway\""));
         assert!(!problems[1].message.contains("did you mean"));
-        assert_eq!(closest_tool("read_fiel"), Some("read_file"));
-        assert_eq!(closest_tool("Grpe"), Some("Grep"));
-        assert_eq!(closest_tool("airis-mcp-gateway"), None);
+        assert_eq!(closest_tools("read_fiel", &[]).first(), Some(&"read_file"));
+        assert_eq!(closest_tools("Grpe", &[]).first(), Some(&"Grep"));
+        assert!(closest_tools("airis-mcp-gateway", &[]).is_empty());
+        assert_eq!(closest_tools("my_tol", &["my_tool"]), ["my_tool"]);
 
         let mut problems = Vec::new();
         let out = map_tools(

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 use std::cell::RefCell;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 
 /// A buffer grown past this by a large line is given back after it, so a thread does not
 /// keep a large tool result's worth of memory.
@@ -36,6 +38,30 @@ pub(crate) fn with_line<T: Serialize + ?Sized, R>(
             Ok(write(&line))
         }
     })
+}
+
+/// Cuts `file` (open to read and write) back to the end of its last whole line: a line cut
+/// short (a kill, a full disk) would otherwise have the next one appended onto it, and both
+/// be lost to a reader. Needs no room on the disk.
+pub(crate) fn cut_partial_line(file: &File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut chunk = [0u8; 8192];
+    // Read backwards until a newline: only the cut line itself is read.
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let part = &mut chunk[..usize::try_from(end - start).unwrap_or(0)];
+        file.read_exact_at(part, start)?;
+        if let Some(nl) = part.iter().rposition(|b| *b == b'\n') {
+            end = start + nl as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        file.set_len(end)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

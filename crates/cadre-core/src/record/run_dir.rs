@@ -26,7 +26,7 @@ const JSONL: &str = "jsonl";
 pub const GITIGNORE: &str = "# Written by cadre: run transcripts, agents' worktrees and this file stay out of git.\n/.gitignore\nruns/\nworktrees/\n";
 
 /// What earlier versions wrote to `.cadre/.gitignore`, which left the file itself to show in
-/// `git status`; found as it was, it is brought up to date.
+/// `git status`; found as it was and untracked, it is brought up to date.
 const OLD_GITIGNORE: &str =
     "# Written by cadre: run transcripts and agents' worktrees stay out of git.\nruns/\nworktrees/\n";
 
@@ -45,7 +45,8 @@ impl RunDir {
 
     /// In a git repository, writes `<project>/.cadre/.gitignore` ([`GITIGNORE`]) unless one
     /// is there already: the user's is never overwritten, only one that earlier versions of
-    /// cadre wrote is brought up to date. Returns whether it wrote. Every run calls it, on
+    /// cadre wrote is brought up to date, and only while git does not track it (a committed
+    /// one rewritten would show as changed after every run). Returns whether it wrote. Every run calls it, on
     /// any engine, so that nothing of cadre's shows in `git status`.
     pub fn write_gitignore(project: &Path) -> std::io::Result<bool> {
         let file = project.join(".cadre").join(".gitignore");
@@ -53,7 +54,7 @@ impl RunDir {
             return Ok(false);
         }
         match std::fs::read_to_string(&file) {
-            Ok(text) if text == OLD_GITIGNORE => {
+            Ok(text) if text == OLD_GITIGNORE && !tracked(project, &file) => {
                 std::fs::write(&file, GITIGNORE)?;
                 return Ok(true);
             }
@@ -272,14 +273,35 @@ impl RunDir {
     /// had (or none), never a file cut short.
     pub fn write_summary(&self, summary: &impl Serialize) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
-        let file = self.summary_file();
-        let new = self.dir.join(format!("{SUMMARY_FILE}.new"));
-        let written = std::fs::write(&new, text + "\n").and_then(|()| std::fs::rename(&new, &file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&new);
-        }
-        written
+        write_replacing(&self.summary_file(), (text + "\n").as_bytes())
     }
+}
+
+/// Writes `bytes` to `file` through a file beside it renamed into place: a disk too full
+/// for them leaves the copy `file` had (or none), never a file cut short.
+pub(crate) fn write_replacing(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut name = file.file_name().unwrap_or_default().to_owned();
+    name.push(".new");
+    let new = file.with_file_name(name);
+    let written = std::fs::write(&new, bytes).and_then(|()| std::fs::rename(&new, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&new);
+    }
+    written
+}
+
+/// Whether git tracks `file` in the repository of `project`; when git cannot say, it is
+/// taken to, so the file is left alone.
+fn tracked(project: &Path, file: &Path) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(project)
+        .args(["ls-files", "--error-unmatch", "--"])
+        .arg(file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_or(true, |s| s.success())
 }
 
 /// Whether the first line of `file` is an agent's header that names no agent: the first
@@ -486,17 +508,49 @@ mod tests {
         let file = project.path().join(".cadre/.gitignore");
         assert!(!RunDir::write_gitignore(project.path()).unwrap());
         assert!(!file.exists());
-        std::fs::create_dir(project.path().join(".git")).unwrap();
+        git(project.path(), &["init", "-q"]);
         assert!(RunDir::write_gitignore(project.path()).unwrap());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), GITIGNORE);
         assert!(!RunDir::write_gitignore(project.path()).unwrap());
         std::fs::write(&file, OLD_GITIGNORE).unwrap();
         assert!(RunDir::write_gitignore(project.path()).unwrap());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), GITIGNORE);
+        // An old one that git tracks stays as committed.
+        std::fs::write(&file, OLD_GITIGNORE).unwrap();
+        git(project.path(), &["add", "-f", ".cadre/.gitignore"]);
+        assert!(!RunDir::write_gitignore(project.path()).unwrap());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), OLD_GITIGNORE);
+        git(
+            project.path(),
+            &["rm", "-q", "--cached", ".cadre/.gitignore"],
+        );
         // The user's own is kept.
         std::fs::write(&file, "mine\n").unwrap();
         assert!(!RunDir::write_gitignore(project.path()).unwrap());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
+    }
+
+    /// Runs git in `dir`; fails the test if it fails.
+    fn git(dir: &Path, args: &[&str]) {
+        let status = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+
+    #[test]
+    fn a_replacing_write_that_fails_keeps_the_copy_there_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("answer.md");
+        write_replacing(&file, b"first").unwrap();
+        write_replacing(&file, b"good copy").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "good copy");
+        // The file beside it cannot be written (as on a full disk): the copy stays whole.
+        std::fs::create_dir(dir.path().join("answer.md.new")).unwrap();
+        assert!(write_replacing(&file, b"lost").is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "good copy");
     }
 
     #[test]

@@ -333,8 +333,8 @@ impl RunTranscript {
     }
 }
 
-/// Opens `file` to append to, creating it; says whether it existed. A line cut short by a
-/// kill is ended, so the next line starts one of its own.
+/// Opens `file` to append to, creating it; says whether it existed. A line cut short (a
+/// kill, a full disk) is cut off, so the next line starts on a line of its own and is read.
 fn open_to_add(file: &Path) -> std::io::Result<(File, bool)> {
     // Most files are new: made in one call.
     match std::fs::OpenOptions::new()
@@ -346,18 +346,12 @@ fn open_to_add(file: &Path) -> std::io::Result<(File, bool)> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let mut out = std::fs::OpenOptions::new().append(true).open(file)?;
-    let len = out.metadata()?.len();
-    if len > 0 {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut reader = File::open(file)?;
-        reader.seek(SeekFrom::Start(len - 1))?;
-        let mut end = [0u8];
-        reader.read_exact(&mut end)?;
-        if end[0] != b'\n' {
-            out.write_all(b"\n")?;
-        }
-    }
+    // Read too: the end of the file is looked at for a cut line.
+    let out = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(file)?;
+    super::jsonl::cut_partial_line(&out)?;
     Ok((out, true))
 }
 
@@ -495,6 +489,20 @@ fn with_stamp<R>(now: SystemTime, f: impl FnOnce(&str) -> R) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_last_line_is_cut_off_before_the_next_is_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.jsonl");
+        std::fs::write(&file, "{\"a\":1}\n{\"b\":").unwrap();
+        let (mut out, existed) = open_to_add(&file).unwrap();
+        assert!(existed);
+        out.write_all(b"{\"c\":3}\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "{\"a\":1}\n{\"c\":3}\n"
+        );
+    }
     use crate::record::run_dir::RunDir;
     use serde_json::{json, Value};
     use std::time::Duration;

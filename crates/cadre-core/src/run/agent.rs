@@ -425,12 +425,9 @@ impl Agent {
             // loop's own steps) a call the history no longer holds, which would else be
             // waited for for ever.
             let unrun = match sent {
-                Some(sent)
-                    if turn.started.contains(&call.id)
-                        && self.rerun(&call.name, &sent.input) == Rerun::Never =>
-                {
-                    Some(interrupted(&call.name))
-                }
+                // Journaled as started only when the run's own setup said it must never run
+                // twice: that answer holds, whatever the resume's setup would say now.
+                Some(_) if turn.started.contains(&call.id) => Some(interrupted(&call.name)),
                 Some(sent) => {
                     to_run.push((sent, turn.hooked.get(&call.id)));
                     None

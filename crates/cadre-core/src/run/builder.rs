@@ -7,7 +7,7 @@ use crate::definitions::instructions::Instructions;
 use crate::definitions::registry::Registry;
 use crate::definitions::skills::{Skill, SkillSet};
 use crate::definitions::spec::AgentSpec;
-use crate::definitions::tools::{is_mcp_name, resolve_tool_name, SKILL_TOOL, TASK_TOOL};
+use crate::definitions::tools::{closest_tools, is_mcp_name, resolve_tool_name};
 use crate::record::events::EventHandler;
 use crate::record::journal::Journal;
 use crate::run::delegate::Delegate;
@@ -16,7 +16,7 @@ use crate::run::permissions::Permissions;
 use crate::run::team::TeamLimits;
 use cadre_mcp::McpServers;
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
-use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace, BUILTIN_TOOL_NAMES};
+use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -493,27 +493,13 @@ fn check_tools(registry: &Registry, extra: &[Arc<dyn Tool>]) -> Result<(), RunEr
             if known(tool) {
                 continue;
             }
-            let mut names: Vec<&str> = BUILTIN_TOOL_NAMES.to_vec();
-            names.extend([TASK_TOOL, SKILL_TOOL]);
-            names.extend(&extra);
-            let mut scored: Vec<(f64, &str)> = names
-                .into_iter()
-                .map(|n| {
-                    (
-                        strsim::jaro_winkler(&tool.to_lowercase(), &n.to_lowercase()),
-                        n,
-                    )
-                })
-                .filter(|(score, _)| *score > 0.8)
-                .collect();
-            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
             return Err(RunError::UnknownTool {
                 agent: spec.name.clone(),
                 tool: name.clone(),
-                closest: scored
+                closest: closest_tools(tool, &extra)
                     .into_iter()
                     .take(2)
-                    .map(|(_, n)| n.to_owned())
+                    .map(str::to_owned)
                     .collect(),
             });
         }

@@ -225,3 +225,101 @@ async fn an_orchestrator_runs_once_and_a_type_typo_fails_at_build() {
         "{err}"
     );
 }
+
+/// A tool that changes things and counts its runs; whether a call of it that a crash cut
+/// short may run again is set by the test (`repeat`).
+struct Post {
+    repeat: bool,
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl TypedTool for Post {
+    type Input = Nothing;
+    type Output = String;
+    fn name(&self) -> &str {
+        "post"
+    }
+    fn description(&self) -> String {
+        "Post the form.".into()
+    }
+    fn is_read_only(&self) -> bool {
+        false
+    }
+    fn rerun(&self) -> cadre_tools::Rerun {
+        if self.repeat {
+            cadre_tools::Rerun::Repeat
+        } else {
+            cadre_tools::Rerun::Never
+        }
+    }
+    async fn run(&self, _: Nothing, _ctx: &ToolContext) -> Result<String, ToolError> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok("posted".into())
+    }
+}
+
+/// A call journaled as started (its run said it must never run twice) and cut short by a
+/// crash is reported as interrupted on resume, even where the resumed run's tool would now
+/// let it run again.
+#[tokio::test]
+async fn a_started_call_is_interrupted_on_resume_whatever_the_tool_says_now() {
+    use cadre_core::record::journal::JournaledRun;
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("p1", "post", json!({})),
+            Reply::text("done"),
+            Reply::text("done again"),
+        ],
+    );
+    let poster = AgentSpec {
+        name: "poster".into(),
+        description: "Posts.".into(),
+        mode: Mode::Primary,
+        tools: vec!["post".into()],
+        prompt: "You post.".into(),
+        ..AgentSpec::default()
+    };
+    let runs = dir.path().join("runs");
+    let posted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let build = |repeat: bool| {
+        Orchestrator::builder()
+            .model(mock_model(&server, 0))
+            .workspace(dir.path())
+            .agent(poster.clone())
+            .tool(Post {
+                repeat,
+                runs: posted.clone(),
+            })
+            .runs_dir(&runs)
+            .build()
+            .unwrap()
+    };
+    let (_, summary) = build(false).run("poster", "post it").await.unwrap();
+    let run_dir = runs.join(summary.run_id.unwrap());
+    // As if cadre were killed while the call ran: the journal ends on its start.
+    let journal = run_dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let cut = text
+        .lines()
+        .position(|l| l.contains("\"step\":\"tool_started\""))
+        .expect("the call's start is journaled");
+    let kept: Vec<&str> = text.lines().take(cut + 1).collect();
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+
+    let run = JournaledRun::open(&run_dir).unwrap().unwrap();
+    let (outcome, _) = build(true).resume(run, None).await.unwrap();
+    assert_eq!(outcome.text, "done again");
+    assert_eq!(
+        posted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the call ran again"
+    );
+    let last = server.requests().last().unwrap().clone();
+    let result = &last.messages().last().unwrap()["content"][0];
+    assert_eq!(result["tool_use_id"], "p1");
+    assert_eq!(result["is_error"], true, "{result}");
+}

@@ -497,3 +497,62 @@ async fn a_cut_answer_with_no_turn_left_to_go_on_ends_at_the_turn_limit() {
     assert!(text.contains("Only the sta"), "{text}");
     assert_eq!(summary.usage.agents[1].outcome, Outcome::TurnLimit);
 }
+
+/// A delegate whose subagent brings back `text` after putting a file where the worker's
+/// `results/` folder would be made (in `run`), so the answer cannot be kept whole.
+struct BlockingResults {
+    run: std::path::PathBuf,
+    text: String,
+}
+
+#[async_trait::async_trait]
+impl cadre_core::Delegate for BlockingResults {
+    async fn run(&self, _call: cadre_core::DelegatedCall) -> cadre_core::Delegated {
+        std::fs::write(self.run.join("results"), "in the way").unwrap();
+        cadre_core::Delegated {
+            text: self.text.clone(),
+            ..cadre_core::Delegated::stopped(StopKind::Done)
+        }
+    }
+}
+
+/// On a worker, a subagent's long answer that cannot be kept stops the agent, and its
+/// outcome says why rather than reading as a plain cancel.
+#[tokio::test]
+async fn a_delegated_agent_stopped_by_an_answer_it_could_not_keep_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![Reply::tasks([("t1", "explore", "Job A")])],
+    );
+    let mut registry = Registry::shipped();
+    registry.insert(reviewer());
+    let o = mock_builder(&server, dir.path())
+        .registry(registry)
+        .runs_dir(runs.path())
+        .run_id("w1")
+        .delegate(Arc::new(BlockingResults {
+            run: runs.path().join("w1"),
+            text: long_report(2000),
+        }))
+        .build()
+        .unwrap();
+    let call = cadre_core::DelegatedCall {
+        path: "reviewer".into(),
+        depth: 0,
+        spec: reviewer(),
+        model: "claude-sonnet-5-5".into(),
+        description: "review".into(),
+        prompt: "PARENT task".into(),
+    };
+    let (outcome, _) = o.run_delegated(&call).await;
+    match &outcome.stop {
+        StopKind::Other(why) => assert!(
+            why.contains("could not keep the whole answer of reviewer/explore#1"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

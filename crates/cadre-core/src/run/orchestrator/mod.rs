@@ -461,7 +461,7 @@ impl Orchestrator {
                 Err(e) => tracing::warn!("could not create a folder for {}: {e}", call.path),
             }
         }
-        let outcome = self
+        let mut outcome = self
             .run_agent(
                 &spec,
                 me,
@@ -471,6 +471,10 @@ impl Orchestrator {
                 false,
             )
             .await;
+        // A file the agent could not keep cancelled it: say so, not just "cancelled".
+        if let Some(lost) = self.failure.take() {
+            outcome.stop = StopKind::Other(format!("stopped: {lost}"));
+        }
         self.config.mcp.shutdown().await;
         self.close_events();
         let records = self

@@ -10,6 +10,7 @@
 use super::subagent::subagent_result;
 use super::*;
 use crate::record::failure::Lost;
+use crate::record::run_dir::write_replacing;
 use std::path::Path;
 
 /// Room kept in a tool result beside an answer's head: the note that says where the rest
@@ -162,13 +163,10 @@ impl Orchestrator {
     }
 }
 
-/// Writes `text` whole to `file`; returns its absolute path. A file cut short (a full disk)
-/// is removed rather than left to be read as the whole answer.
+/// Writes `text` whole to `file`; returns its absolute path. A write that fails (a full
+/// disk) leaves the copy that was there: a resumed run writes a finished child's answer again.
 fn write_whole(file: &Path, text: &str) -> std::io::Result<PathBuf> {
-    if let Err(e) = std::fs::write(file, text) {
-        let _ = std::fs::remove_file(file);
-        return Err(e);
-    }
+    write_replacing(file, text.as_bytes())?;
     file.canonicalize()
 }
 

@@ -130,7 +130,8 @@ impl Orchestrator {
             server.shutdown().await;
         }
         self.config.mcp.shutdown().await;
-        result
+        // A summary the journal did not take is lost: the next turn would not start from it.
+        self.unless_failed(result)
     }
 
     /// Rebuilds the tree of the opened run from its journal: the folder, the journal, the
