@@ -119,11 +119,20 @@ impl ConfiguredHooks {
     /// or `disableAllHooks` in the user's file or in one of the project's (which turns off
     /// the project's alone, never the user's).
     pub fn project_off(&self, flags: Flags) -> Option<String> {
-        self.user_off(flags).or_else(|| {
-            self.project_disabled_by
-                .as_ref()
-                .map(|file| format!("not run (disableAllHooks in {file})"))
-        })
+        self.project_off_by(flags)
+            .map(|why| format!("not run ({why})"))
+    }
+
+    /// What turns the project's hooks off whatever its trust, if anything does:
+    /// `--no-hooks`, or `disableAllHooks in FILE`.
+    pub fn project_off_by(&self, flags: Flags) -> Option<String> {
+        if flags.off {
+            return Some("--no-hooks".into());
+        }
+        self.disabled_by
+            .as_ref()
+            .or(self.project_disabled_by.as_ref())
+            .map(|file| format!("disableAllHooks in {file}"))
     }
 }
 

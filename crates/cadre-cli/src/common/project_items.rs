@@ -29,6 +29,9 @@ pub struct Item {
     pub file: String,
     /// Whether it is a hook (a guard: losing it unannounced is refused).
     pub hook: bool,
+    /// Why it cannot take effect this run whatever the trust (`--no-hooks`, your mode is
+    /// auto), if it cannot: it is listed all the same, since a trust covers it.
+    pub off: Option<String>,
     /// What the fingerprint covers of it: all of it that matters, the file from the root.
     covers: String,
 }
@@ -36,19 +39,20 @@ pub struct Item {
 /// Everything of a project's that needs the user's trust.
 #[derive(Debug, Clone, Default)]
 pub struct ProjectItems {
-    /// Each item, hooks first.
+    /// Each item, hooks first; those that cannot take effect this run too, marked.
     pub items: Vec<Item>,
-    /// What the fingerprint covers besides: what cannot take effect this run whatever the
-    /// trust.
-    unseen: Vec<String>,
+    /// What the fingerprint covers besides the items: the project's own switches that
+    /// decide whether some of them take effect (its `disableAllHooks`).
+    switches: Vec<String>,
 }
 
 impl ProjectItems {
     /// The items of the project at `root`, from its settings files `sources`, the agent
     /// types of `registry` and its MCP files. What cannot take effect this run whatever the
     /// trust (hooks turned off by `--no-hooks` or `disableAllHooks`, allow rules under the
-    /// user's `auto`) is not listed, but the fingerprint covers it all the same, so a trust
-    /// given holds whichever flags a run is given.
+    /// user's `auto`) is listed too, marked as not in effect: a trust covers only what the
+    /// user was shown, and holds whichever flags a run is given. The project's own
+    /// `disableAllHooks` is covered too, so turning it off later is a change.
     pub fn gather(root: &Path, sources: &Sources, registry: &Registry, flags: Flags) -> Self {
         let mut this = Self::default();
         this.hooks(root, sources, registry, flags);
@@ -59,6 +63,7 @@ impl ProjectItems {
                 what: format!("{key} = {value:?}"),
                 file: source.to_string(),
                 hook: false,
+                off: None,
                 covers: format!("setting\0{key}\0{value}"),
             });
         }
@@ -68,13 +73,18 @@ impl ProjectItems {
     /// The project's hooks: its settings files' and its agent files'.
     fn hooks(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
         let hooks = sources.hooks().with_types(registry, root);
-        let off = hooks.project_off(flags).is_some();
+        let off = hooks.project_off_by(flags);
+        if let Some(file) = &hooks.project_disabled_by {
+            self.switches
+                .push(format!("disableAllHooks\0{}", relative(root, file)));
+        }
         for h in hooks.project_all() {
             let matcher = h.matcher.clone().unwrap_or_else(|| "*".into());
             let item = Item {
                 what: format!("hook {} {matcher}: {}", h.event, h.command),
                 file: h.source.clone(),
                 hook: true,
+                off: off.clone(),
                 covers: format!(
                     "hook\0{}\0{matcher}\0{}\0{}\0{}",
                     h.event,
@@ -83,7 +93,7 @@ impl ProjectItems {
                     relative(root, &h.source)
                 ),
             };
-            self.push(item, !off);
+            self.items.push(item);
         }
     }
 
@@ -96,10 +106,8 @@ impl ProjectItems {
                 .sources
                 .get(name)
                 .map_or_else(String::new, |f| f.display().to_string());
-            self.push(
-                server_item(name, server, &file, &relative(root, &file)),
-                true,
-            );
+            self.items
+                .push(server_item(name, server, &file, &relative(root, &file)));
         }
         for spec in registry.all().filter(|s| is_project_type(s, root)) {
             let file = spec
@@ -118,10 +126,11 @@ impl ProjectItems {
                         what: format!("MCP server {what}"),
                         file: file.clone(),
                         hook: false,
+                        off: None,
                         covers: format!("inline\0{what}\0{value}\0{}", relative(root, &file)),
                     },
                 };
-                self.push(item, true);
+                self.items.push(item);
             }
         }
     }
@@ -151,32 +160,32 @@ impl ProjectItems {
             .chain(of_types)
             .collect();
         for (rule, source) in rules {
-            let item = Item {
-                what: format!(
-                    "permissions.allow {rule}: loosens your mode ({})",
-                    loosens.unwrap_or_default()
-                ),
+            let what = match loosens {
+                Some(mode) => format!("permissions.allow {rule}: loosens your mode ({mode})"),
+                None => format!("permissions.allow {rule}"),
+            };
+            self.items.push(Item {
+                what,
                 file: source,
                 hook: false,
+                off: loosens
+                    .is_none()
+                    .then(|| "your mode is auto: it loosens nothing".to_owned()),
                 covers: format!("allow\0{rule}"),
-            };
-            self.push(item, loosens.is_some());
+            });
         }
     }
 
-    /// Adds `item`: listed when it takes effect this run (`listed`), else only covered by
-    /// the fingerprint.
-    fn push(&mut self, item: Item, listed: bool) {
-        if listed {
-            self.items.push(item);
-        } else {
-            self.unseen.push(item.covers);
-        }
-    }
-
-    /// Whether the project has nothing that needs trust.
+    /// Whether the project has nothing that needs trust this run: nothing, or nothing that
+    /// can take effect (asked about once something can, since the fingerprint then differs
+    /// from none).
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.items.iter().all(|i| i.off.is_some())
+    }
+
+    /// Whether a hook of the project's would run this run, once trusted.
+    pub fn has_hooks_in_effect(&self) -> bool {
+        self.items.iter().any(|i| i.hook && i.off.is_none())
     }
 
     /// The fingerprint the trust file keeps for them.
@@ -185,7 +194,7 @@ impl ProjectItems {
         // Changes meaning whenever what is covered does, so older answers count as changed.
         hash.update(b"cadre project items 2\n");
         let mut covered: Vec<&str> = self.items.iter().map(|i| i.covers.as_str()).collect();
-        covered.extend(self.unseen.iter().map(String::as_str));
+        covered.extend(self.switches.iter().map(String::as_str));
         // In one order whatever the user's mode makes seen.
         covered.sort_unstable();
         for covers in covered {
@@ -195,12 +204,21 @@ impl ProjectItems {
         hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// One aligned line per item: what it is, then its file.
+    /// One aligned line per item: what it is, then its file, then why it is not in effect
+    /// now if it is not.
     pub fn lines(&self) -> Vec<String> {
         let rows: Vec<Vec<String>> = self
             .items
             .iter()
-            .map(|i| vec![i.what.clone(), format!("({})", i.file)])
+            .map(|i| {
+                let mut row = vec![i.what.clone(), format!("({})", i.file)];
+                row.extend(
+                    i.off
+                        .as_ref()
+                        .map(|why| format!("(not in effect now: {why})")),
+                );
+                row
+            })
             .collect();
         aligned(&rows)
     }
@@ -226,6 +244,7 @@ fn server_item(name: &str, server: &ServerConfig, file: &str, relative: &str) ->
         what: format!("MCP server {name}: {}{reads}", server.summary()),
         file: file.to_owned(),
         hook: false,
+        off: None,
         covers: format!("mcp\0{name}\0{server:?}\0{relative}"),
     }
 }
@@ -317,7 +336,7 @@ pub fn decide(items: &ProjectItems, root: &Path, flags: Flags) -> Result<bool> {
             }
             return Ok(trusted);
         }
-        State::Changed { trusted: true } if items.items.iter().any(|i| i.hook) => {
+        State::Changed { trusted: true } if items.has_hooks_in_effect() => {
             return Err(changed_refusal(items, root));
         }
         State::Changed { .. } => "it changed since you answered",
@@ -459,7 +478,7 @@ pub fn print_items(items: &ProjectItems, state: Option<State>, flags: Flags) {
     for line in crate::common::table::project_limits() {
         outln!("  {line}");
     }
-    if items.is_empty() {
+    if items.items.is_empty() {
         outln!("project items  (none: no hooks, MCP servers or endpoints of the project's)");
         return;
     }
@@ -502,8 +521,9 @@ mod tests {
         };
         let mcp = r#"{"mcpServers": {"s": {"command": "sh", "args": ["-c", "${TOKEN}"]}}}"#;
         let first = items_of(&a, &hook(10), mcp, Flags::default());
-        // The allow rule loosens nothing under auto: covered, not listed.
-        assert_eq!(first.items.len(), 2, "{:?}", first.items);
+        // The allow rule loosens nothing under auto: listed, marked not in effect.
+        assert_eq!(first.items.len(), 3, "{:?}", first.items);
+        assert!(first.items[2].off.is_some(), "{:?}", first.items);
         assert!(first.items[0].hook && first.items[0].what.contains("guard.sh"));
         assert!(
             first.items[1].what.contains("reads ${TOKEN}"),
@@ -522,7 +542,15 @@ mod tests {
             ..Flags::default()
         };
         let listed = items_of(&a, &hook(10), mcp, off);
-        assert!(listed.items.iter().all(|i| !i.hook), "{:?}", listed.items);
+        assert!(
+            listed
+                .items
+                .iter()
+                .filter(|i| i.hook)
+                .all(|i| i.off.as_deref() == Some("--no-hooks")),
+            "{:?}",
+            listed.items
+        );
         assert!(listed
             .items
             .iter()
@@ -533,6 +561,11 @@ mod tests {
             first.fingerprint(),
             items_of(&a, &hook(11), mcp, Flags::default()).fingerprint()
         );
+        // The project's own disableAllHooks is covered: turning it off later is a change.
+        let disabled = hook(10).replacen('{', r#"{"disableAllHooks": true, "#, 1);
+        let off = items_of(&a, &disabled, mcp, Flags::default());
+        assert!(off.items[0].off.is_some(), "{:?}", off.items);
+        assert_ne!(first.fingerprint(), off.fingerprint());
         let other = mcp.replace("TOKEN", "OTHER");
         assert_ne!(
             first.fingerprint(),

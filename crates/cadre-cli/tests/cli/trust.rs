@@ -629,3 +629,56 @@ async fn an_untrusted_project_types_allow_rules_do_not_loosen_the_users_mode() {
         "trusted, its allow rule applies"
     );
 }
+
+#[tokio::test]
+async fn hooks_a_project_switched_off_are_shown_and_turning_them_on_is_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    let mark = dir.path().join("HOOKRAN");
+    let settings = |disabled: bool| {
+        write_file(
+            &dir.path().join(".claude/settings.json"),
+            &json!({"disableAllHooks": disabled, "hooks": {"SessionStart": [{"matcher": "*",
+                "hooks": [{"type": "command", "command": format!("touch {}", mark.display())}]}]}})
+            .to_string(),
+        );
+    };
+    settings(true);
+    // Something in effect, so the trust is asked for and given.
+    write_file(
+        &dir.path().join(".mcp.json"),
+        &json!({"mcpServers": {"s": {"command": "sh", "args": ["-c", "exit 1"]}}}).to_string(),
+    );
+    let out = cadre_in(dir.path(), home.path(), &[], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("hook SessionStart *: touch")
+            && out
+                .stdout
+                .contains("(not in effect now: disableAllHooks in"),
+        "the switched-off hook was not shown:\n{}",
+        out.stdout
+    );
+    // The project turns its hooks on: what was trusted changed, and the hook never runs
+    // under the old answer.
+    settings(false);
+    // No reply is scripted: the run must stop before the model, and before the hook.
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let out = cadre_in(dir.path(), home.path(), &env, &["-q", "run", "go"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("changed since you trusted it"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !mark.exists(),
+        "a hook ran under an answer that never saw it"
+    );
+}
