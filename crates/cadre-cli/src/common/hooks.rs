@@ -11,6 +11,7 @@
 //! only the user's own file can turn off theirs.
 
 use crate::args::RunArgs;
+use crate::common::display::printable;
 use crate::common::exit::Result;
 use crate::common::project::user_home;
 use cadre_core::{AgentSpec, Hook, Hooks, Registry};
@@ -239,8 +240,13 @@ pub fn listing(configured: &ConfiguredHooks, flags: Flags, project: &str) -> Vec
     aligned(&all)
 }
 
-/// Rows as lines, every column but the last padded to its widest cell.
+/// Rows as lines, every column but the last padded to its widest cell; what the cells hold
+/// comes from files anyone may write, so their control characters are shown escaped.
 pub fn aligned(rows: &[Vec<String>]) -> Vec<String> {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c)).collect())
+        .collect();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {
