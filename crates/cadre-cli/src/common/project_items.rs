@@ -11,7 +11,7 @@ use crate::args::RunArgs;
 use crate::common::definitions::load_registry_from;
 use crate::common::exit::{CliError, Result};
 use crate::common::hooks::{aligned, is_project_type, Flags};
-use crate::common::project::user_dir;
+use crate::common::project::{require_dirs, user_dir};
 use crate::common::settings::{resolve_from, Settings, Sources};
 use crate::common::trust::{State, Store};
 use cadre_core::{McpServerRef, PermissionMode, Registry};
@@ -264,34 +264,52 @@ pub fn state(items: &ProjectItems, root: &Path, flags: Flags) -> Option<State> {
     Some(Store::load(user_dir(true).as_deref()).state(root, &items.fingerprint()))
 }
 
-/// Whether the project's items are trusted for this run, as far as `--trust-hooks` and the
-/// trust file say (no one is asked): for commands that show settings or hand them on.
-pub fn trusted_quietly(
-    root: &Path,
-    sources: &Sources,
-    args: &RunArgs,
-    user_dir: Option<&Path>,
-) -> bool {
-    let registry = load_registry_from(root, &args.dirs.agents_dir, user_dir.is_some());
-    let items = ProjectItems::gather(root, sources, &registry, args.into());
-    matches!(
-        state(&items, root, args.into()),
-        None | Some(State::Trusted)
-    )
+/// A run's settings and agent types once the project's trust is decided and applied.
+pub struct Decided {
+    /// The merged settings, the project's items in them only when trusted.
+    pub settings: Settings,
+    /// The agent types, an untrusted project's without what it may not use.
+    pub registry: Registry,
+    /// Whether the project's items are used.
+    pub trusted: bool,
+    /// The file the project's `cadre.toml` names in `mcp_config`, if it names one.
+    pub project_mcp_config: Option<std::path::PathBuf>,
 }
 
-/// Reads the settings files and fills every option of `args` that was not given on the
-/// command line or by the environment, the project's trust decided from what the trust
-/// file says (no one is asked); returns the merged settings. For commands that hand the
-/// settings on (an engine run); a local run decides trust itself ([`decide`]).
-pub fn resolve_quietly(
+/// The one place a run (local or on the engine) decides the project's trust and applies
+/// it: reads the settings files (a hook entry that cannot load refuses the run) and the
+/// agent types, decides once ([`decide`]: asked on a terminal), fills every option of
+/// `args` not given on the command line or by the environment, says what a project may
+/// not set (even under `-q`: it is why a rule of the project's does not apply), and takes
+/// from an untrusted project's agent types what it may not use.
+pub fn decide_run(
     args: &mut RunArgs,
     root: &Path,
     user_dir: Option<&Path>,
-) -> Result<Settings> {
+    include_user: bool,
+) -> Result<Decided> {
     let sources = Sources::read(root, user_dir)?;
-    let trusted = trusted_quietly(root, &sources, args, user_dir);
-    Ok(resolve_from(args, sources, trusted))
+    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+    let mut registry = load_registry_from(root, &args.dirs.agents_dir, include_user);
+    crate::common::definitions::refuse_unloadable_hooks(&registry)?;
+    let flags = Flags::from(&*args);
+    let items = ProjectItems::gather(root, &sources, &registry, flags);
+    let trusted = decide(&items, root, flags)?;
+    let project_mcp_config = sources.project_mcp_config();
+    let loosens = loosened_mode(&sources, flags).is_some();
+    let settings = resolve_from(args, sources, trusted);
+    for line in &settings.left_out {
+        errln!("cadre: warning: left out: {line}");
+    }
+    if !trusted {
+        strip_untrusted(&mut registry, root, loosens);
+    }
+    Ok(Decided {
+        settings,
+        registry,
+        trusted,
+        project_mcp_config,
+    })
 }
 
 /// What `cadre config show` and `cadre doctor` say of a project hook, by the trust.
