@@ -6,7 +6,7 @@
 //! the user wrote or chose them. A project's (`.claude/settings.json`,
 //! `.claude/settings.local.json`, `cadre.toml`, the `hooks:` of its agent files) are
 //! commands someone else may have written, run with the user's rights: they run only in a
-//! project the user trusts (see `cadre trust`), or with `--trust-hooks`
+//! project the user trusts (see `cadre trust`), or with `--trust-project`
 //! for one run. `disableAllHooks` in a project's file turns off the project's hooks alone;
 //! only the user's own file can turn off theirs.
 
@@ -86,7 +86,7 @@ impl ConfiguredHooks {
 /// The flags that decide about hooks for one run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Flags {
-    /// `--trust-hooks`: the project is trusted for this run.
+    /// `--trust-project`: the project is trusted for this run.
     pub trust: bool,
     /// `--no-hooks`.
     pub off: bool,
@@ -98,7 +98,7 @@ pub struct Flags {
 impl From<&RunArgs> for Flags {
     fn from(args: &RunArgs) -> Self {
         Self {
-            trust: args.trust_hooks,
+            trust: args.trust_project,
             off: args.no_hooks,
             mode: args.permission_mode,
         }

@@ -315,7 +315,7 @@ pub fn decide_run(
 /// What `cadre config show` and `cadre doctor` say of a project hook, by the trust.
 pub fn hook_status(state: Option<State>, flags: Flags) -> String {
     match state {
-        _ if flags.trust => "runs (--trust-hooks, this run only)".into(),
+        _ if flags.trust => "runs (--trust-project, this run only)".into(),
         None | Some(State::Trusted) => "runs (project trusted)".into(),
         Some(State::Declined) => "not run: you declined it (`cadre trust` trusts it)".into(),
         Some(State::Changed { trusted: true }) => {
@@ -331,7 +331,7 @@ pub fn hook_status(state: Option<State>, flags: Flags) -> String {
 }
 
 /// Decides, once per run, whether the project's items are used: trusted (by the trust
-/// file or `--trust-hooks`), or asked on a terminal (the answer remembered). Without a
+/// file or `--trust-project`), or asked on a terminal (the answer remembered). Without a
 /// terminal an untrusted project's items are left out with one message naming each, even
 /// under `-q`; but a project trusted before whose items changed since and that holds hooks
 /// refuses the run (exit 2): its guards must not silently stop guarding.
@@ -374,7 +374,7 @@ fn changed_refusal(items: &ProjectItems, root: &Path) -> CliError {
         text.push_str("\n  ");
         text.push_str(&line);
     }
-    text.push_str("\n`cadre trust` trusts them as they are now (or --trust-hooks, for one run; --no-hooks runs none)");
+    text.push_str("\n`cadre trust` trusts them as they are now (or --trust-project, for one run; --no-hooks runs none)");
     CliError::config(text)
 }
 
@@ -393,7 +393,7 @@ fn left_out(items: &ProjectItems, why: &str) {
         text.push_str("\n  ");
         text.push_str(&line);
     }
-    text.push_str("\n`cadre trust` trusts them (or --trust-hooks, for one run)");
+    text.push_str("\n`cadre trust` trusts them (or --trust-project, for one run)");
     errln!("{text}");
 }
 

@@ -273,10 +273,17 @@ pub const ROWS: &[Row] = &[
         Engine::Listed,
     ),
     row(
+        "trust_project",
+        Some("trust_project"),
+        Project::NotInFiles,
+        Engine::Client,
+    ),
+    // Refused when given: its message names --trust-project.
+    row(
         "trust_hooks",
         Some("trust_hooks"),
         Project::NotInFiles,
-        Engine::Listed,
+        Engine::Client,
     ),
     row(
         "no_hooks",

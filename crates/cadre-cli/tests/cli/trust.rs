@@ -283,7 +283,7 @@ async fn the_users_guard_holds_when_the_project_sets_disable_all_hooks() {
         );
         let mut args = vec!["-q", "run", "clean up"];
         if trust {
-            args.insert(2, "--trust-hooks");
+            args.insert(2, "--trust-project");
         }
         let out = cadre_in(dir.path(), home.path(), &env, &args).await;
         assert_eq!(out.code, 0, "{}", out.stderr);
@@ -357,7 +357,7 @@ async fn a_guard_entry_that_cannot_load_refuses_the_run_at_its_place() {
         write_file(&dir.path().join(".claude/settings.json"), settings);
         // No reply is scripted: a run that reached the model would fail the test.
         for command in [
-            &["-q", "run", "--trust-hooks", "clean up"][..],
+            &["-q", "run", "--trust-project", "clean up"][..],
             &["-q", "chat"],
             &["-q", "resume"],
         ] {
@@ -391,7 +391,7 @@ async fn a_guard_entry_that_cannot_load_refuses_the_run_at_its_place() {
         dir.path(),
         home.path(),
         &env,
-        &["run", "--trust-hooks", "go"],
+        &["run", "--trust-project", "go"],
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
@@ -410,7 +410,7 @@ async fn a_guard_entry_that_cannot_load_refuses_the_run_at_its_place() {
         dir.path(),
         home.path(),
         &env,
-        &["run", "--trust-hooks", "go"],
+        &["run", "--trust-project", "go"],
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
@@ -719,4 +719,39 @@ async fn control_characters_in_a_projects_items_are_shown_escaped() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stdout.contains('\u{1b}'), "{:?}", out.stdout);
     assert!(out.stdout.contains(r"\u{1b}[2K"), "{:?}", out.stdout);
+}
+
+#[tokio::test]
+async fn trust_hooks_is_refused_naming_trust_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    // No reply is scripted: a run that reached the model would fail the test.
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    for command in [
+        &["run", "--trust-hooks", "go"][..],
+        &["chat", "--trust-hooks"],
+        &["config", "show", "--trust-hooks"],
+    ] {
+        let out = cadre_in(dir.path(), home.path(), &env, command).await;
+        assert_eq!(out.code, 2, "{command:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("--trust-hooks is refused")
+                && out.stderr.contains("--trust-project"),
+            "{command:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        server.requests().is_empty(),
+        "a refused run reached the model"
+    );
+    let out = cadre_in(dir.path(), home.path(), &[], &["run", "--help"]).await;
+    assert!(out.stdout.contains("--trust-project"), "{}", out.stdout);
+    assert!(!out.stdout.contains("--trust-hooks"), "{}", out.stdout);
 }
