@@ -486,6 +486,10 @@ pub struct RunArgs {
     /// fill only the others.
     #[arg(skip)]
     pub given: Given,
+    /// Deny rules standing for the project's guards this run leaves out (it is not
+    /// trusted): the tools they guard are refused rather than run unguarded.
+    #[arg(skip)]
+    pub unguarded: Vec<cadre_core::RuleFrom>,
     /// What agents may do unasked: `auto` (as their types allow), `ask` (the person is asked
     /// before a writing tool or `bash` outside the allow rules; denied when there is no
     /// terminal), `deny-writes` (those calls are denied) or `plan` (read-only) [default: auto].

@@ -10,11 +10,13 @@
 use crate::args::RunArgs;
 use crate::common::definitions::load_registry_from;
 use crate::common::exit::{CliError, Result};
-use crate::common::hooks::{aligned, is_project_type, Flags};
+use crate::common::hooks::{aligned, is_project_type, ConfiguredHooks, Flags};
 use crate::common::project::{require_dirs, user_dir};
 use crate::common::settings::{resolve_from, Settings, Sources};
 use crate::common::trust::{State, Store};
-use cadre_core::{McpServerRef, PermissionMode, Registry};
+use cadre_core::{
+    guarded_tools, AgentSpec, HookEvent, Hooks, McpServerRef, PermissionMode, Registry, RuleFrom,
+};
 use cadre_mcp::{McpConfig, ServerConfig};
 use sha2::{Digest, Sha256};
 use std::io::IsTerminal;
@@ -303,6 +305,9 @@ pub fn decide_run(
     }
     if !trusted {
         strip_untrusted(&mut registry, root, loosens);
+        if settings.hooks.project_off_by(flags).is_none() {
+            refuse_unguarded(args, &settings.hooks, &mut registry, root);
+        }
     }
     Ok(Decided {
         settings,
@@ -310,6 +315,60 @@ pub fn decide_run(
         trusted,
         project_mcp_config,
     })
+}
+
+/// Refuses the tools the project's `PreToolUse` hooks guard, as they are left out (the
+/// project is not trusted): the settings files' guards by deny rules of the run naming
+/// `cadre trust`, an agent file's by deny rules of its own type. DESIGN: a guard that does
+/// not run refuses what it guards, never lets it run unguarded.
+fn refuse_unguarded(
+    args: &mut RunArgs,
+    configured: &ConfiguredHooks,
+    registry: &mut Registry,
+    root: &Path,
+) {
+    let guards = |hooks: &Hooks| -> Vec<(&'static str, String)> {
+        hooks
+            .all()
+            .iter()
+            .filter(|h| h.event == HookEvent::PreToolUse)
+            .flat_map(|h| {
+                guarded_tools(h.matcher.as_deref())
+                    .into_iter()
+                    .map(|tool| (tool, h.source.clone()))
+            })
+            .collect()
+    };
+    for (tool, source) in guards(&configured.project) {
+        if args.unguarded.iter().any(|r| r.rule == tool) {
+            continue;
+        }
+        args.unguarded.push(RuleFrom {
+            rule: tool.to_owned(),
+            from: format!(
+                "the project's PreToolUse hook in {source}, which does not run: the project is not trusted; `cadre trust` trusts it"
+            ),
+        });
+    }
+    let guarded: Vec<AgentSpec> = registry
+        .all()
+        .filter(|s| is_project_type(s, root))
+        .filter_map(|s| {
+            let tools = guards(&s.hooks);
+            (!tools.is_empty()).then(|| {
+                let mut spec = s.clone();
+                for (tool, _) in tools {
+                    if !spec.permissions.deny.iter().any(|d| d == tool) {
+                        spec.permissions.deny.push(tool.to_owned());
+                    }
+                }
+                spec
+            })
+        })
+        .collect();
+    for spec in guarded {
+        registry.insert(spec);
+    }
 }
 
 /// What `cadre config show` and `cadre doctor` say of a project hook, by the trust.

@@ -755,3 +755,67 @@ async fn trust_hooks_is_refused_naming_trust_project() {
     assert!(out.stdout.contains("--trust-project"), "{}", out.stdout);
     assert!(!out.stdout.contains("--trust-hooks"), "{}", out.stdout);
 }
+
+#[tokio::test]
+async fn an_untrusted_projects_guard_refuses_the_tools_it_guards_instead_of_leaving_them_unguarded()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    std::fs::create_dir(dir.path().join("junkdir")).unwrap();
+    write_file(&dir.path().join("notes.txt"), "NOTES-BODY");
+    write_file(
+        &dir.path().join(".claude/settings.json"),
+        &json!({"hooks": {"PreToolUse": [{"matcher": "Bash",
+            "hooks": [{"type": "command", "command": "./guard.sh"}]}]}})
+        .to_string(),
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![
+            bash("b1", "rm -rf junkdir"),
+            Reply::tool_use("r1", "read_file", json!({"path": "notes.txt"})),
+            Reply::text("done"),
+        ],
+    );
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let out = cadre_in(dir.path(), home.path(), &env, &["-q", "run", "clean up"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(dir.path().join("junkdir").is_dir(), "rm -rf ran unguarded");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "the run did not go on");
+    let refused = requests[1].last_user_text();
+    assert!(
+        refused.contains("denied by rule bash")
+            && refused.contains("the project's PreToolUse hook in")
+            && refused.contains("cadre trust"),
+        "{refused}"
+    );
+    // Other tools still run.
+    assert!(
+        requests[2].last_user_text().contains("NOTES-BODY"),
+        "{}",
+        requests[2].last_user_text()
+    );
+    // --no-hooks is the user's own word: nothing is refused for a hook that would not run.
+    server.route(
+        Match::Any,
+        vec![bash("b2", "echo RAN-OK"), Reply::text("done")],
+    );
+    let out = cadre_in(
+        dir.path(),
+        home.path(),
+        &env,
+        &["-q", "run", "--no-hooks", "say"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let requests = server.requests();
+    let told = requests[requests.len() - 1].last_user_text();
+    assert!(told.contains("RAN-OK"), "{told}");
+}
