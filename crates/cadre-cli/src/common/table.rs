@@ -93,12 +93,8 @@ pub const ROWS: &[Row] = &[
         Project::IfTrusted,
         Engine::Listed,
     ),
-    row(
-        "mcp.allow_env",
-        None,
-        Project::Never,
-        Engine::Refused("the workers run no MCP servers"),
-    ),
+    // What servers may read, not a server: the servers themselves are checked one by one.
+    row("mcp.allow_env", None, Project::Never, Engine::Listed),
     row(
         "limits.max_parallel",
         Some("max_parallel"),

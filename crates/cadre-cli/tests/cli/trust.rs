@@ -819,3 +819,34 @@ async fn an_untrusted_projects_guard_refuses_the_tools_it_guards_instead_of_leav
     let told = requests[requests.len() - 1].last_user_text();
     assert!(told.contains("RAN-OK"), "{told}");
 }
+
+#[tokio::test]
+async fn mcp_allow_env_in_the_users_config_does_not_refuse_an_engine_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_file(
+        &home.path().join(".config/cadre/config.toml"),
+        "[mcp]\nallow_env = [\"GITHUB_TOKEN\"]\n",
+    );
+    // Nothing listens there: the run gets past the refusal check and fails to submit.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let out = cadre_in(
+        dir.path(),
+        home.path(),
+        &[],
+        &["run", "--engine", "restate", "--restate-url", &url, "hi"],
+    )
+    .await;
+    assert!(
+        !out.stderr.contains("the engine cannot honour"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("cannot submit the run"),
+        "{}",
+        out.stderr
+    );
+}
