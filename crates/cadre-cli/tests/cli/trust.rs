@@ -414,9 +414,42 @@ async fn a_guard_entry_that_cannot_load_refuses_the_run_at_its_place() {
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("checker.md:5:"), "{}", out.stderr);
+    // At the entry that cannot load, not at the `hooks:` key.
+    assert!(out.stderr.contains("checker.md:6:3:"), "{}", out.stderr);
     assert!(
         out.stderr.contains("a hook entry cannot load"),
+        "{}",
+        out.stderr
+    );
+    // A second entry whose matcher is wrong: placed at its matcher.
+    write_file(
+        &dir.path().join(".claude/agents/checker.md"),
+        "---\nname: checker\ndescription: Checks.\ntools: Bash\nhooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - command: exit 0\n    - matcher: \"Bash(\"\n      hooks:\n        - command: exit 2\n---\nCheck.\n",
+    );
+    let out = cadre_in(
+        dir.path(),
+        home.path(),
+        &env,
+        &["run", "--trust-project", "go"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("checker.md:10:17:"), "{}", out.stderr);
+    // A key YAML allows and JSON does not: refused too, never dropped with a warning.
+    write_file(
+        &dir.path().join(".claude/agents/checker.md"),
+        "---\nname: checker\ndescription: Checks.\ntools: Bash\nhooks:\n  [a, b]: x\n---\nCheck.\n",
+    );
+    let out = cadre_in(
+        dir.path(),
+        home.path(),
+        &env,
+        &["-q", "run", "--trust-project", "go"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("checker.md:") && out.stderr.contains("a hook entry cannot load"),
         "{}",
         out.stderr
     );
