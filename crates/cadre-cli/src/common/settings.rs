@@ -82,27 +82,28 @@ impl SettingsFile {
         file.walk(doc.get_ref(), "", &text, dir)?;
         if let Some((key, _)) = doc.get_ref().get_key_value("hooks") {
             check_hooks(&file.label, &text)?;
-            file.read_hooks(&text, line_of(&text, key.span().start));
+            file.read_hooks(&text, line_of(&text, key.span().start))?;
         }
         Ok(file)
     }
 
-    /// Reads the `[hooks]` table (at `line`) as Claude Code's `hooks` object.
-    fn read_hooks(&mut self, text: &str, line: usize) {
+    /// Reads the `[hooks]` table (at `line`) as Claude Code's `hooks` object; a table that
+    /// cannot be read refuses the file (a guard fails closed).
+    fn read_hooks(&mut self, text: &str, line: usize) -> Result<(), CliError> {
         // Read again as plain data: the table has Claude Code's JSON shape.
-        let doc: serde_json::Value = match toml::from_str(text) {
-            Ok(doc) => doc,
-            Err(e) => {
-                self.unknown
-                    .push(format!("{}:{line}: hooks ignored: {e}", self.label));
-                return;
-            }
-        };
+        let doc: serde_json::Value = toml::from_str(text).map_err(|e| {
+            CliError::config(format!(
+                "{}:{line}: {HOOK_REFUSED}: {}",
+                self.label,
+                e.message().trim()
+            ))
+        })?;
         let (hooks, warnings) = Hooks::from_json(&doc["hooks"], &self.label);
         self.hooks = hooks;
         let label = &self.label;
         self.unknown
             .extend(warnings.into_iter().map(|w| format!("{label}:{line}: {w}")));
+        Ok(())
     }
 
     fn walk(
@@ -116,9 +117,17 @@ impl SettingsFile {
             let line = line_of(text, key.span().start);
             // Liberal: `max-parallel` is `max_parallel`, `Model` is `model`.
             let name = key.get_ref().trim().to_lowercase().replace('-', "_");
-            // Read whole by `read_hooks`.
+            // Read whole by `read_hooks`, under this exact name alone; another spelling would
+            // be a guard read by no one, so it refuses the file.
             if prefix.is_empty() && name == "hooks" {
-                continue;
+                if key.get_ref() == "hooks" {
+                    continue;
+                }
+                return Err(CliError::config(format!(
+                    "{}:{line}: {HOOK_REFUSED}: `{}` is not read: the table of hooks is spelled `hooks`",
+                    self.label,
+                    key.get_ref()
+                )));
             }
             let full = if prefix.is_empty() {
                 name

@@ -883,3 +883,36 @@ async fn mcp_allow_env_in_the_users_config_does_not_refuse_an_engine_run() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn hooks_in_cadre_toml_under_another_spelling_refuse_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    write_file(
+        &dir.path().join("cadre.toml"),
+        "model = \"sonnet\"\n\n[[Hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"exit 2\" }]\n",
+    );
+    // No reply is scripted: a run that reached the model would fail the test.
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let out = cadre_in(
+        dir.path(),
+        home.path(),
+        &env,
+        &["-q", "run", "--trust-project", "go"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cadre.toml:3: a hook entry cannot load: `Hooks` is not read"),
+        "{}",
+        out.stderr
+    );
+    assert!(server.requests().is_empty());
+}
