@@ -916,3 +916,30 @@ async fn hooks_in_cadre_toml_under_another_spelling_refuse_the_run() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_deny_rule_in_claude_settings_that_cannot_be_read_refuses_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    write_file(
+        &home.path().join(".claude/settings.json"),
+        "{\"permissions\": {\n  \"deny\": [\"Bash(rm:*\"]}}\n",
+    );
+    // No reply is scripted: a run that reached the model would fail the test.
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let out = cadre_in(dir.path(), home.path(), &env, &["-q", "run", "go"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(".claude/settings.json:2:12: permissions.deny rule"),
+        "{}",
+        out.stderr
+    );
+    assert!(server.requests().is_empty());
+}
