@@ -355,7 +355,13 @@ async fn a_guard_entry_that_cannot_load_refuses_the_run_at_its_place() {
     ];
     for (settings, place, why) in &cases {
         write_file(&dir.path().join(".claude/settings.json"), settings);
-        // No reply is scripted: a run that reached the model would fail the test.
+        // The model would ask for `rm -rf junkdir`: a run that got past the refusal would
+        // delete it (and reach the model, which the end checks).
+        server.allow_unused_replies();
+        server.route(
+            Match::Any,
+            vec![bash("b1", "rm -rf junkdir"), Reply::text("DONE")],
+        );
         for command in [
             &["-q", "run", "--trust-project", "clean up"][..],
             &["-q", "chat"],
@@ -489,7 +495,13 @@ async fn changed_guards_of_a_trusted_project_refuse_a_run_without_a_terminal() {
     a_killed_run(dir.path(), home.path()).await;
     // Only the timeout changes, 10 → 11.
     settings(11);
-    // No reply is scripted: a run that reached the model would fail the test.
+    // The model would ask for `rm -rf junkdir`: a run that got past the refusal would
+    // delete it (and reach the model, which the end checks).
+    server.allow_unused_replies();
+    server.route(
+        Match::Any,
+        vec![bash("b1", "rm -rf junkdir"), Reply::text("DONE")],
+    );
     for command in [
         &["-q", "run", "clean up"][..],
         &["-q", "chat"],
@@ -509,13 +521,9 @@ async fn changed_guards_of_a_trusted_project_refuse_a_run_without_a_terminal() {
         server.requests().is_empty(),
         "a refused run reached the model"
     );
-    // Trusted again: the guard runs and blocks.
+    // Trusted again: the guard runs and blocks (the replies scripted above serve this run).
     let out = cadre_in(dir.path(), home.path(), &[], &["trust"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    server.route(
-        Match::Any,
-        vec![bash("b1", "rm -rf junkdir"), Reply::text("DONE")],
-    );
     let out = cadre_in(dir.path(), home.path(), &env, &["run", "clean up"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(dir.path().join("junkdir").is_dir(), "rm -rf ran");
