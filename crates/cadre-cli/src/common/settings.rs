@@ -867,6 +867,66 @@ mod tests {
     }
 
     #[test]
+    fn every_file_key_is_applied_and_shown() {
+        // A sample value for each key; a new row needs one here, and arms in `apply` and
+        // `shown_setting`, or this fails.
+        let sample = |key: &str| {
+            match key {
+            "provider" => "\"openai\"",
+            "model" => "\"sample-model\"",
+            "base_url" => "\"http://127.0.0.1:9\"",
+            "mcp_config" => "\"servers.json\"",
+            "mcp.allow_env" => "[\"SAMPLE\"]",
+            "compaction.compact_at" => "123456",
+            k if k.starts_with("limits.") => "7",
+            other => panic!("no sample value for `{other}`: add one here, and its arms in apply and shown_setting"),
+        }
+        };
+        let keys: Vec<&str> = known_keys()
+            .filter(|k| !k.starts_with("permissions."))
+            .collect();
+        let mut text = String::new();
+        let mut table = "";
+        for key in &keys {
+            let (t, name) = key.split_once('.').unwrap_or(("", key));
+            if t != table {
+                text.push_str(&format!("[{t}]\n"));
+                table = t;
+            }
+            text.push_str(&format!("{name} = {}\n", sample(key)));
+        }
+        let shown = |config: &str| {
+            let root = tempfile::tempdir().unwrap();
+            let user = tempfile::tempdir().unwrap();
+            std::fs::write(user.path().join(USER_FILE), config).unwrap();
+            std::fs::write(user.path().join("servers.json"), "{}").unwrap();
+            let sources = Sources::read(root.path(), Some(user.path())).unwrap();
+            let cli = crate::args::parse(
+                <crate::args::Cli as clap::CommandFactory>::command()
+                    .get_matches_from(["cadre", "run", "task"]),
+            )
+            .unwrap();
+            let Some(crate::args::Command::Run(mut cmd)) = cli.command else {
+                panic!("not a run");
+            };
+            resolve_from(&mut cmd.args, sources, true).entries
+        };
+        let (set, default) = (shown(&text), shown(""));
+        for key in keys {
+            let entry = |entries: &[(String, String, Source)]| {
+                entries
+                    .iter()
+                    .find(|(k, _, _)| k == key)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("`{key}` has no entry"))
+            };
+            let (_, value, source) = entry(&set);
+            assert!(matches!(source, Source::File(..)), "`{key}`: {source:?}");
+            assert_ne!(value, entry(&default).1, "`{key}` is read but not applied");
+        }
+    }
+
+    #[test]
     fn loose_spellings_are_read() {
         let f = read("Max-Parallel = \"4\"\ncompact_at = false\n[limits]\ncontext_tokens = 200_000\n[permissions]\nallow = \"Bash(ls:*)\"\n[extra]\nx = 1\n").unwrap();
         assert_eq!(f.values["limits.max_parallel"], (Value::Number(4), 1));

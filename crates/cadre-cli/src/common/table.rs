@@ -14,6 +14,9 @@ pub enum Project {
     IfTrusted,
     /// Only to make it stricter than the user's own (the permission mode).
     Tighten,
+    /// Freely where it loosens nothing; where the user's mode is stricter than auto, only
+    /// once the project is trusted (allow rules: they would let held-back calls through).
+    IfTrustedWhereLoosening,
     /// Never: only the user's own files (it decides what the project may do).
     Never,
     /// Not a setting of the files: the command line alone gives it.
@@ -146,7 +149,7 @@ pub const ROWS: &[Row] = &[
     row(
         "permissions.allow",
         Some("allow"),
-        Project::May,
+        Project::IfTrustedWhereLoosening,
         Engine::Honoured,
     ),
     row(
@@ -365,6 +368,10 @@ pub fn project_limits() -> Vec<String> {
         ),
         format!("only in your own files: {}", keys(Project::Never)),
         format!("only stricter than yours: {}", keys(Project::Tighten)),
+        format!(
+            "only once the project is trusted where your mode is stricter than auto: {}",
+            keys(Project::IfTrustedWhereLoosening)
+        ),
     ]
 }
 

@@ -565,6 +565,14 @@ async fn a_project_may_tighten_the_users_mode_never_loosen_it_untrusted() {
         "{}",
         out.stdout
     );
+    // The table says allow rules need trust where they would loosen the user's mode.
+    assert!(
+        out.stdout.contains(
+            "only once the project is trusted where your mode is stricter than auto: permissions.allow"
+        ),
+        "{}",
+        out.stdout
+    );
     write_file(
         &dir.path().join("cadre.toml"),
         "[permissions]\nmode = \"plan\"\n",
