@@ -243,7 +243,7 @@ fn server_item(name: &str, server: &ServerConfig, file: &str, relative: &str) ->
         format!(", reads {}", names.join(" "))
     };
     Item {
-        what: format!("MCP server {name}: {}{reads}", server.summary()),
+        what: format!("MCP server {name}: {}{reads}", server.described()),
         file: file.to_owned(),
         hook: false,
         off: None,
