@@ -141,7 +141,7 @@ impl ProjectItems {
     /// holds their agents back (a mode stricter than auto), they would let calls through,
     /// so they loosen a rule and need trust.
     fn allow_rules(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
-        let loosens = loosened_mode(sources, flags);
+        let loosens = loosened_mode(sources, flags, registry, root);
         let of_types = registry
             .all()
             .filter(|s| is_project_type(s, root))
@@ -298,8 +298,8 @@ pub fn decide_run(
     let items = ProjectItems::gather(root, &sources, &registry, flags);
     let trusted = decide(&items, root, flags)?;
     let project_mcp_config = sources.project_mcp_config();
-    let loosens = loosened_mode(&sources, flags).is_some();
-    let settings = resolve_from(args, sources, trusted);
+    let loosens = loosened_mode(&sources, flags, &registry, root).is_some();
+    let settings = resolve_from(args, sources, trusted, !trusted && loosens);
     for line in &settings.left_out {
         errln!("cadre: warning: left out: {line}");
     }
@@ -511,13 +511,28 @@ pub fn of_project(root: &Path) -> Result<ProjectItems> {
     ))
 }
 
-/// The mode stricter than auto the user holds their agents to (`--permission-mode`, else
-/// their own files), which a project's allow rules would loosen; `None` under auto.
-pub fn loosened_mode(sources: &Sources, flags: Flags) -> Option<PermissionMode> {
+/// The mode stricter than auto the user holds some agent to, which a project's allow rules
+/// would loosen: the run's (`--permission-mode`, else their own files), else the
+/// `permission_mode` of one of their own agent types in `registry` (any of them may be
+/// delegated to); `None` when every agent the user set up runs under auto.
+pub fn loosened_mode(
+    sources: &Sources,
+    flags: Flags,
+    registry: &Registry,
+    root: &Path,
+) -> Option<PermissionMode> {
+    let strict = |m: &PermissionMode| *m != PermissionMode::Auto;
     flags
         .mode
         .or_else(|| sources.users_mode())
-        .filter(|m| *m != PermissionMode::Auto)
+        .filter(strict)
+        .or_else(|| {
+            registry
+                .all()
+                .filter(|s| !is_project_type(s, root))
+                .filter_map(AgentSpec::own_mode)
+                .find(strict)
+        })
 }
 
 /// The project's agent types of `registry` without what an untrusted project may not

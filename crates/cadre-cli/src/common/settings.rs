@@ -594,7 +594,12 @@ impl Value {
 /// Fills every option of `args` that was not given on the command line or by the
 /// environment from the settings files `sources`; what an untrusted project may not set is
 /// left out unless `trusted`. Returns the merged settings.
-pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Settings {
+pub fn resolve_from(
+    args: &mut RunArgs,
+    sources: Sources,
+    trusted: bool,
+    allow_barred: bool,
+) -> Settings {
     let Sources { files, claude } = sources;
     let given = std::mem::take(&mut args.given);
     let barred = |key: &str| match table::row_of(key).map_or(Project::May, |r| r.project) {
@@ -646,13 +651,8 @@ pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Sett
         entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
     }
     let mut left_out = left_out;
-    let permissions = merged_permissions(
-        &files,
-        &claude,
-        (args.permission_mode, trusted),
-        &mut entries,
-        &mut left_out,
-    );
+    let permissions =
+        merged_permissions(&files, &claude, allow_barred, &mut entries, &mut left_out);
     let hooks = configured_hooks(&files, &claude);
     Settings {
         files,
@@ -749,13 +749,13 @@ fn shown_setting(key: &str, args: &RunArgs, allow_env: &[String]) -> String {
 /// user's first; the mode is the user's, or the project's where it is stricter: a project
 /// may tighten the user's mode, never loosen it (a looser one goes to `left_out`).
 ///
-/// A project's allow rules loosen what the user's own mode holds back: where the user chose
-/// a mode stricter than `auto` (in their files or with `--permission-mode`, `flag`), an
-/// untrusted project's allow rules go to `left_out` too.
+/// A project's allow rules loosen what the user's own mode holds back: where the caller
+/// says so (`allow_barred`: the project is not trusted and the user holds some agent to a
+/// mode stricter than `auto`, see `project_items::loosened_mode`), they go to `left_out` too.
 fn merged_permissions(
     files: &[SettingsFile],
     claude: &[(ClaudeFile, bool)],
-    (flag, trusted): (Option<PermissionMode>, bool),
+    allow_barred: bool,
     entries: &mut Vec<(String, String, Source)>,
     left_out: &mut Vec<String>,
 ) -> PermissionSettings {
@@ -772,7 +772,6 @@ fn merged_permissions(
         .iter()
         .find_map(cadre_mode)
         .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)));
-    let users_own = flag.or(user_mode.as_ref().map(|(m, _)| *m));
     let mode = match (user_mode, project_mode) {
         (Some((user, from)), Some((project, at))) if project.stricter(user) != project => {
             left_out.push(format!(
@@ -782,7 +781,6 @@ fn merged_permissions(
         }
         (user, project) => project.or(user),
     };
-    let allow_barred = !trusted && users_own.is_some_and(|m| m != PermissionMode::Auto);
     match mode {
         Some((mode, source)) => {
             entries.push(("permissions.mode".into(), mode.to_string(), source));
@@ -909,7 +907,7 @@ mod tests {
             let Some(crate::args::Command::Run(mut cmd)) = cli.command else {
                 panic!("not a run");
             };
-            resolve_from(&mut cmd.args, sources, true).entries
+            resolve_from(&mut cmd.args, sources, true, false).entries
         };
         let (set, default) = (shown(&text), shown(""));
         for key in keys {

@@ -961,3 +961,47 @@ async fn a_deny_rule_in_claude_settings_that_cannot_be_read_refuses_the_run() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[tokio::test]
+async fn an_untrusted_projects_allow_rules_do_not_loosen_a_users_agent_type_held_stricter() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    // The run is in auto; the user's own type holds its agents to deny-writes.
+    write_file(
+        &home.path().join(".config/cadre/agents/careful.yaml"),
+        "name: careful\ndescription: Careful.\nmode: primary\ntools: [bash]\npermission_mode: deny-writes\nprompt: Do it.\n",
+    );
+    write_file(
+        &dir.path().join(".claude/settings.json"),
+        &json!({"permissions": {"allow": ["Bash"]}}).to_string(),
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![bash("b1", "touch written"), Reply::text("done")],
+    );
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let out = cadre_in(
+        dir.path(),
+        home.path(),
+        &env,
+        &["run", "--agent", "careful", "go"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        !dir.path().join("written").exists(),
+        "the untrusted project's allow rule loosened the user's type"
+    );
+    assert!(
+        out.stderr
+            .contains("permissions.allow Bash: loosens your mode (deny-writes)"),
+        "{}",
+        out.stderr
+    );
+}
