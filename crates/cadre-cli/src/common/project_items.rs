@@ -66,7 +66,8 @@ impl ProjectItems {
                 file: source.to_string(),
                 hook: false,
                 off: None,
-                covers: format!("setting\0{key}\0{value}"),
+                // A path (mcp_config) from the root, so moving the project changes nothing.
+                covers: format!("setting\0{key}\0{}", relative(root, &value)),
             });
         }
         this
@@ -600,6 +601,23 @@ mod tests {
         let sources = Sources::read(root, None).unwrap();
         let registry = load_registry_from(root, &[], false);
         ProjectItems::gather(root, &sources, &registry, flags)
+    }
+
+    #[test]
+    fn an_mcp_config_path_is_fingerprinted_from_the_project_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let of = |name: &str| {
+            let root = dir.path().join(name);
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(root.join("servers.json"), "{}").unwrap();
+            std::fs::write(root.join("cadre.toml"), "mcp_config = \"servers.json\"\n").unwrap();
+            let sources = Sources::read(&root, None).unwrap();
+            let registry = load_registry_from(&root, &[], false);
+            ProjectItems::gather(&root, &sources, &registry, Flags::default())
+        };
+        let (a, b) = (of("a"), of("b"));
+        assert_eq!(a.items.len(), 1, "{:?}", a.items);
+        assert_eq!(a.fingerprint(), b.fingerprint());
     }
 
     #[test]
