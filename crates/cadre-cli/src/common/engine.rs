@@ -73,7 +73,7 @@ pub async fn run(
     // Past the refusal, hooks are left out knowingly (--no-hooks, disableAllHooks) or there
     // are none: agent types go to the workers without theirs.
     let configured = settings.hooks.clone().with_types(&registry, &root);
-    crate::common::hooks::for_run(&configured, &mut registry, &root, (&args).into())?;
+    crate::common::hooks::hooks_for_run(&configured, &mut registry, &root, (&args).into(), false);
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;

@@ -12,7 +12,6 @@
 
 use crate::args::RunArgs;
 use crate::common::display::printable;
-use crate::common::exit::Result;
 use crate::common::project::user_home;
 use cadre_core::{AgentSpec, Hook, Hooks, Registry};
 use std::path::Path;
@@ -179,17 +178,6 @@ fn announce_off(configured: &ConfiguredHooks, flags: Flags) {
             );
         }
     }
-}
-
-/// [`hooks_for_run`] for a run whose project's hooks are left out: what the engine keeps
-/// once it has refused every hook it would have to run.
-pub fn for_run(
-    configured: &ConfiguredHooks,
-    registry: &mut Registry,
-    root: &Path,
-    flags: Flags,
-) -> Result<Hooks> {
-    Ok(hooks_for_run(configured, registry, root, flags, false))
 }
 
 /// Takes the hooks away from the agent types `which` picks, so their agents run none.

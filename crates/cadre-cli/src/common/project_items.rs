@@ -439,12 +439,7 @@ fn changed_refusal(items: &ProjectItems, root: &Path) -> CliError {
 }
 
 /// The one message that says what of the project is left out, and how to trust it.
-pub fn say_left_out(items: &ProjectItems, why: &str) {
-    left_out(items, why);
-}
-
-/// The one message that says what of the project is left out, and how to trust it.
-fn left_out(items: &ProjectItems, why: &str) {
+pub fn left_out(items: &ProjectItems, why: &str) {
     let mut text = format!(
         "cadre: warning: left out of this run ({why}), {}:",
         count(items.items.len())

@@ -538,35 +538,63 @@ impl Sources {
 
     /// The permission mode the user's own files set, if they set one.
     pub fn users_mode(&self) -> Option<PermissionMode> {
-        self.files
+        self.mode_of(false).map(|(mode, _)| mode)
+    }
+
+    /// The permission mode the project's files (`project`) or the user's set, and where:
+    /// cadre's file first, then Claude Code's (the local one first).
+    fn mode_of(&self, project: bool) -> Option<(PermissionMode, Source)> {
+        self.cadre_files(project)
             .iter()
-            .skip(1)
             .find_map(cadre_mode)
-            .or_else(|| {
-                self.claude
-                    .iter()
-                    .filter(|(_, p)| !p)
-                    .find_map(|(f, _)| claude_mode(f))
-            })
-            .map(|(mode, _)| mode)
+            .or_else(|| self.claude_files(project).find_map(claude_mode))
     }
 
     /// The project's allow rules, each with where it is written.
     pub fn project_allow_rules(&self) -> Vec<(String, Source)> {
+        self.rules_of("permissions.allow", true)
+    }
+
+    /// The rules of `key` (`permissions.allow` or `permissions.deny`) the project's files
+    /// (`project`) or the user's hold, each with where: Claude Code's, then cadre's.
+    fn rules_of(&self, key: &str, project: bool) -> Vec<(String, Source)> {
         let mut out = Vec::new();
-        for (f, _) in self.claude.iter().rev().filter(|(_, p)| *p) {
+        let claude: Vec<&ClaudeFile> = self.claude_files(project).collect();
+        for f in claude.into_iter().rev() {
+            let list = if key == "permissions.allow" {
+                &f.allow
+            } else {
+                &f.deny
+            };
             out.extend(
-                f.allow
-                    .iter()
+                list.iter()
                     .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
             );
         }
-        if let Some((Value::List(list), source)) =
-            self.files.first().and_then(|f| f.get("permissions.allow"))
-        {
-            out.extend(list.iter().map(|r| (r.clone(), source.clone())));
+        for f in self.cadre_files(project) {
+            if let Some((Value::List(list), source)) = f.get(key) {
+                out.extend(list.iter().map(|r| (r.clone(), source.clone())));
+            }
         }
         out
+    }
+
+    /// cadre's file of the project (`project`), or the user's.
+    fn cadre_files(&self, project: bool) -> &[SettingsFile] {
+        let (of_project, of_user) = self.files.split_at(self.files.len().min(1));
+        if project {
+            of_project
+        } else {
+            of_user
+        }
+    }
+
+    /// Claude Code's files of the project (`project`), or the user's, nearest first.
+    fn claude_files(&self, project: bool) -> impl Iterator<Item = &ClaudeFile> {
+        self.claude
+            .iter()
+            .filter(move |(_, p)| *p == project)
+            .map(|(f, _)| f)
     }
 
     /// The `mcp_config` file the project's `cadre.toml` names, if it does.
@@ -600,7 +628,7 @@ pub fn resolve_from(
     trusted: bool,
     allow_barred: bool,
 ) -> Settings {
-    let Sources { files, claude } = sources;
+    let files = &sources.files;
     let given = std::mem::take(&mut args.given);
     let barred = |key: &str| match table::row_of(key).map_or(Project::May, |r| r.project) {
         Project::IfTrusted => !trusted,
@@ -651,8 +679,8 @@ pub fn resolve_from(
         entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
     }
     let mut left_out = left_out;
-    let permissions =
-        merged_permissions(&files, &claude, allow_barred, &mut entries, &mut left_out);
+    let permissions = merged_permissions(&sources, allow_barred, &mut entries, &mut left_out);
+    let Sources { files, claude } = sources;
     let hooks = configured_hooks(&files, &claude);
     Settings {
         files,
@@ -753,25 +781,14 @@ fn shown_setting(key: &str, args: &RunArgs, allow_env: &[String]) -> String {
 /// says so (`allow_barred`: the project is not trusted and the user holds some agent to a
 /// mode stricter than `auto`, see `project_items::loosened_mode`), they go to `left_out` too.
 fn merged_permissions(
-    files: &[SettingsFile],
-    claude: &[(ClaudeFile, bool)],
+    sources: &Sources,
     allow_barred: bool,
     entries: &mut Vec<(String, String, Source)>,
     left_out: &mut Vec<String>,
 ) -> PermissionSettings {
-    // Nearest first: cadre.toml, .claude/settings.local.json, .claude/settings.json,
-    // config.toml, ~/.claude/settings.json.
-    let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
-    let (claude_project, claude_user): (Vec<_>, Vec<_>) = claude.iter().partition(|(_, p)| *p);
     let mut permissions = PermissionSettings::default();
-    let user_mode = cadre_user
-        .iter()
-        .find_map(cadre_mode)
-        .or_else(|| claude_user.iter().find_map(|(f, _)| claude_mode(f)));
-    let project_mode = cadre_project
-        .iter()
-        .find_map(cadre_mode)
-        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)));
+    let user_mode = sources.mode_of(false);
+    let project_mode = sources.mode_of(true);
     let mode = match (user_mode, project_mode) {
         (Some((user, from)), Some((project, at))) if project.stricter(user) != project => {
             left_out.push(format!(
@@ -793,32 +810,8 @@ fn merged_permissions(
         ("permissions.deny", &mut permissions.deny),
     ] {
         // Rules add up: the user's first, then the project's.
-        let mut written: Vec<(String, Source)> = Vec::new();
-        let from_claude = |files: &[&(ClaudeFile, bool)], out: &mut Vec<(String, Source)>| {
-            for (f, _) in files.iter().rev() {
-                let list = if key == "permissions.allow" {
-                    &f.allow
-                } else {
-                    &f.deny
-                };
-                out.extend(
-                    list.iter()
-                        .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
-                );
-            }
-        };
-        let from_cadre = |files: &[SettingsFile], out: &mut Vec<(String, Source)>| {
-            for f in files {
-                if let Some((Value::List(list), source)) = f.get(key) {
-                    out.extend(list.iter().map(|r| (r.clone(), source.clone())));
-                }
-            }
-        };
-        from_claude(&claude_user, &mut written);
-        from_cadre(cadre_user, &mut written);
-        let mut project = Vec::new();
-        from_claude(&claude_project, &mut project);
-        from_cadre(cadre_project, &mut project);
+        let mut written = sources.rules_of(key, false);
+        let mut project = sources.rules_of(key, true);
         // Named with the project's other items (see `project_items`).
         if allow_barred && key == "permissions.allow" {
             project.clear();
