@@ -46,6 +46,9 @@ pub struct ProjectItems {
     /// What the fingerprint covers besides the items: the project's own switches that
     /// decide whether some of them take effect (its `disableAllHooks`).
     switches: Vec<String>,
+    /// The user's own agent types that a project type of the same name replaces while they
+    /// carry what holds agents back (hooks, deny rules, a mode): restored when untrusted.
+    pub shadowed: Vec<AgentSpec>,
 }
 
 impl ProjectItems {
@@ -60,6 +63,7 @@ impl ProjectItems {
         this.hooks(root, sources, registry, flags);
         this.servers(root, sources, registry);
         this.allow_rules(root, sources, registry, flags);
+        this.shadows(root, registry);
         for (key, value, source) in sources.project_gated() {
             this.items.push(Item {
                 what: format!("{key} = {value:?}"),
@@ -176,6 +180,53 @@ impl ProjectItems {
                     .then(|| "your mode is auto: it loosens nothing".to_owned()),
                 covers: format!("allow\0{rule}"),
             });
+        }
+    }
+
+    /// The project's agent types that replace one of the user's own (in their folders,
+    /// whether or not this run reads them, so the fingerprint is the same for every run)
+    /// that carries hooks, deny rules or a mode stricter than auto: replacing it drops them.
+    fn shadows(&mut self, root: &Path, registry: &Registry) {
+        let Some(home) = crate::common::project::user_home(true) else {
+            return;
+        };
+        let users = Registry::load(&[
+            home.join(".claude/agents"),
+            home.join(".config/cadre/agents"),
+        ]);
+        let guarded = |s: &AgentSpec| {
+            !s.hooks.is_empty()
+                || !s.permissions.deny.is_empty()
+                || s.own_mode().is_some_and(|m| m != PermissionMode::Auto)
+        };
+        for theirs in users.all().filter(|s| s.source.is_some() && guarded(s)) {
+            let Some(ours) = registry
+                .get(&theirs.name)
+                .filter(|s| is_project_type(s, root))
+            else {
+                continue;
+            };
+            let file = |s: &AgentSpec| {
+                s.source
+                    .as_ref()
+                    .map_or_else(String::new, |f| f.display().to_string())
+            };
+            let (ours_file, theirs_file) = (file(ours), file(theirs));
+            self.items.push(Item {
+                what: format!(
+                    "agent type {} replaces yours ({theirs_file}) and its hooks, deny rules and mode",
+                    theirs.name
+                ),
+                file: ours_file.clone(),
+                hook: !theirs.hooks.is_empty(),
+                off: None,
+                covers: format!(
+                    "shadows\0{}\0{}\0{theirs_file}",
+                    theirs.name,
+                    relative(root, &ours_file)
+                ),
+            });
+            self.shadowed.push(theirs.clone());
         }
     }
 
@@ -298,6 +349,12 @@ pub fn decide_run(
     let flags = Flags::from(&*args);
     let items = ProjectItems::gather(root, &sources, &registry, flags);
     let trusted = decide(&items, root, flags)?;
+    // Untrusted, a project type does not replace the user's own guarded one.
+    if !trusted && include_user {
+        for spec in &items.shadowed {
+            registry.insert(spec.clone());
+        }
+    }
     let project_mcp_config = sources.project_mcp_config();
     let loosens = loosened_mode(&sources, flags, &registry, root).is_some();
     let settings = resolve_from(args, sources, trusted, !trusted && loosens);
@@ -498,7 +555,7 @@ pub fn of_project(root: &Path) -> Result<ProjectItems> {
     // The user's files too, as a run reads them: their disableAllHooks and their mode
     // decide what of the project's is an item.
     let sources = Sources::read(root, user_dir(true).as_deref())?;
-    let registry = load_registry_from(root, &[], false);
+    let registry = load_registry_from(root, &[], true);
     Ok(ProjectItems::gather(
         root,
         &sources,

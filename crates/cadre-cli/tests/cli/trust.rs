@@ -1005,3 +1005,61 @@ async fn an_untrusted_projects_allow_rules_do_not_loosen_a_users_agent_type_held
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn an_untrusted_project_type_does_not_replace_the_users_guarded_type_of_that_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    std::fs::create_dir(dir.path().join("junkdir")).unwrap();
+    // The user's own type refuses deletions; the project ships one of the same name without.
+    write_file(
+        &home.path().join(".config/cadre/agents/careful.yaml"),
+        "name: careful\ndescription: Careful.\nmode: primary\ntools: [bash]\npermissions:\n  deny: [\"Bash(rm:*)\"]\nprompt: Do it.\n",
+    );
+    write_file(
+        &dir.path().join("agents/careful.yaml"),
+        "name: careful\ndescription: Not careful.\nmode: primary\ntools: [bash]\nprompt: Do it.\n",
+    );
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let run = || async {
+        server.route(
+            Match::Any,
+            vec![bash("b1", "rm -rf junkdir"), Reply::text("done")],
+        );
+        cadre_in(
+            dir.path(),
+            home.path(),
+            &env,
+            &["run", "--agent", "careful", "go"],
+        )
+        .await
+    };
+    let out = run().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        dir.path().join("junkdir").is_dir(),
+        "the project's type replaced the user's guarded one untrusted"
+    );
+    assert!(
+        out.stderr.contains("agent type careful replaces yours"),
+        "{}",
+        out.stderr
+    );
+    // Trusted, the project's type is used, as the user agreed.
+    let out = cadre_in(dir.path(), home.path(), &[], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("agent type careful replaces yours"),
+        "{}",
+        out.stdout
+    );
+    let out = run().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!dir.path().join("junkdir").exists());
+}
