@@ -101,7 +101,7 @@ pub use run::budget::Budget;
 pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
-pub use run::hooks::{CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
+pub use run::hooks::{guarded_tools, CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
 pub use run::orchestrator::{
     primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
     DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,

@@ -64,6 +64,35 @@ impl ServerConfig {
         }
     }
 
+    /// [`summary`](Self::summary) with what else shapes what it runs or sends: its
+    /// environment (`NODE_OPTIONS=--require ./x.js` makes an innocent `npx` run anything),
+    /// its working folder, and the names of the headers it sends.
+    pub fn described(&self) -> String {
+        let mut extra = Vec::new();
+        match self {
+            Self::Stdio { env, cwd, .. } => {
+                if !env.is_empty() {
+                    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    extra.push(format!("env {}", vars.join(" ")));
+                }
+                if let Some(cwd) = cwd {
+                    extra.push(format!("cwd {}", cwd.display()));
+                }
+            }
+            Self::Http { headers, .. } => {
+                if !headers.is_empty() {
+                    let names: Vec<&str> = headers.keys().map(String::as_str).collect();
+                    extra.push(format!("headers {}", names.join(" ")));
+                }
+            }
+        }
+        if extra.is_empty() {
+            self.summary()
+        } else {
+            format!("{} ({})", self.summary(), extra.join("; "))
+        }
+    }
+
     /// Reads one server entry of an `mcpServers` map. Unknown keys are ignored (Claude Code
     /// writes a few of its own); a missing `command`/`url` or an unknown `type` is an error.
     pub fn from_json(value: &Value) -> Result<Self, String> {

@@ -170,7 +170,7 @@ pub enum ConfigCommand {
 /// `cadre trust`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  cadre trust                 (the project here: lists its hooks and trusts them)\n  cadre trust ~/src/app\n  cadre trust --revoke        (forget the answer: the next run asks again)\n  cadre trust --list          (every project answered for)\n  cadre run --trust-hooks …   (run the project's hooks once, remembering nothing)"
+    after_help = "Examples:\n  cadre trust                 (the project here: lists its hooks and trusts them)\n  cadre trust ~/src/app\n  cadre trust --revoke        (forget the answer: the next run asks again)\n  cadre trust --list          (every project answered for)\n  cadre run --trust-project … (use the project's items once, remembering nothing)"
 )]
 pub struct TrustCmd {
     /// The project [default: the project root, as for a run here, or -C DIR].
@@ -486,6 +486,10 @@ pub struct RunArgs {
     /// fill only the others.
     #[arg(skip)]
     pub given: Given,
+    /// Deny rules standing for the project's guards this run leaves out (it is not
+    /// trusted): the tools they guard are refused rather than run unguarded.
+    #[arg(skip)]
+    pub unguarded: Vec<cadre_core::RuleFrom>,
     /// What agents may do unasked: `auto` (as their types allow), `ask` (the person is asked
     /// before a writing tool or `bash` outside the allow rules; denied when there is no
     /// terminal), `deny-writes` (those calls are denied) or `plan` (read-only) [default: auto].
@@ -504,7 +508,12 @@ pub struct RunArgs {
     /// .claude/settings.json, .claude/settings.local.json, cadre.toml, agent files), its MCP
     /// servers (.mcp.json, mcp_config, agent files' inline servers) and its base_url are used;
     /// nothing is remembered (`cadre trust` remembers). Your own hooks always run.
-    #[arg(long, visible_alias = "trust-project")]
+    #[arg(long)]
+    pub trust_project: bool,
+    /// The old name of --trust-project, refused with a message naming it: it trusts the
+    /// whole project (servers, base_url), not its hooks alone, so a script that passes it
+    /// must say so.
+    #[arg(long, hide = true)]
     pub trust_hooks: bool,
     /// Run no hooks this time, neither yours nor the project's.
     #[arg(long)]
@@ -552,6 +561,11 @@ pub fn from_env() -> Cli {
     parse(Cli::command().get_matches()).unwrap_or_else(|e| e.exit())
 }
 
+/// Why `--trust-hooks` is refused: trust covers the project as one set (hooks, MCP servers,
+/// base_url), and the old name would let a script that meant its guards send the user's
+/// key to the project's endpoint unawares.
+const TRUST_HOOKS_REFUSED: &str = "--trust-hooks is refused: trust now covers the whole project as one set (its hooks, its MCP servers and the variables they read, its base_url), not its hooks alone. Pass --trust-project to trust all of it for this run, or `cadre trust` to remember it";
+
 /// The command line from clap's matches, with what the run options' matches say was given
 /// (a flag, the environment) noted, so settings files fill only the rest.
 pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
@@ -591,6 +605,12 @@ pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
         _ => None,
     };
     if let Some(args) = args {
+        if args.trust_hooks {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                TRUST_HOOKS_REFUSED,
+            ));
+        }
         args.given = Given::from_matches(leaf);
     }
     if let Some(Command::Worker(cmd)) = &mut cli.command {

@@ -30,7 +30,8 @@ pub fn config(cmd: ConfigCommand, directory: Option<PathBuf>) -> Result<Code> {
             let state = project_items::state(&items, &root, flags);
             let trusted = matches!(state, None | Some(State::Trusted));
             let configured = sources.hooks().with_types(&registry, &root);
-            let merged = settings::resolve_from(&mut args, sources, trusted);
+            let loosens = project_items::loosened_mode(&sources, flags, &registry, &root).is_some();
+            let merged = settings::resolve_from(&mut args, sources, trusted, !trusted && loosens);
             merged
                 .warnings()
                 .for_each(|w| errln!("cadre: warning: {w}"));

@@ -27,7 +27,7 @@ pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
     let trusted = match project_items::state(&items, root, flags) {
         None | Some(State::Trusted) => true,
         Some(_) => {
-            project_items::say_left_out(&items, "this project is not trusted");
+            project_items::left_out(&items, "this project is not trusted");
             false
         }
     };

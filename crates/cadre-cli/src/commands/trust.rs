@@ -30,7 +30,7 @@ pub fn trust(cmd: &TrustCmd, directory: Option<PathBuf>) -> Result<Code> {
     let items = of_project(&root)?;
     store.set(&root, true, &items.fingerprint());
     store.save()?;
-    if items.is_empty() {
+    if items.items.is_empty() {
         outln!("trusted {shown}; it has no hooks, MCP servers or endpoints now, and any added later are asked about again");
     } else {
         outln!(

@@ -113,7 +113,7 @@ pub fn read(path: &Path, label: String) -> Result<ClaudeFile, CliError> {
         )),
     }
     if let Some(permissions) = doc.get("permissions") {
-        read_permissions(&mut file, permissions, &text);
+        read_permissions(&mut file, permissions, &text)?;
     }
     Ok(file)
 }
@@ -137,8 +137,13 @@ fn check_hooks(label: &str, text: &str) -> Result<(), CliError> {
         })
 }
 
-/// Reads the `permissions` object into `file`.
-fn read_permissions(file: &mut ClaudeFile, permissions: &Value, text: &str) {
+/// Reads the `permissions` object into `file`; a deny (or ask) rule that cannot be read
+/// refuses the file, as in `cadre.toml`: a guard that cannot load fails closed.
+fn read_permissions(
+    file: &mut ClaudeFile,
+    permissions: &Value,
+    text: &str,
+) -> Result<(), CliError> {
     let label = file.label.clone();
     let at = |key: &str| format!("{label}:{}", line_of_key(text, key));
     let Some(permissions) = permissions.as_object() else {
@@ -146,12 +151,18 @@ fn read_permissions(file: &mut ClaudeFile, permissions: &Value, text: &str) {
             "{}: permissions ignored: expected an object with allow, deny, ask, defaultMode",
             at("permissions")
         ));
-        return;
+        return Ok(());
     };
     for (key, value) in permissions {
         match key.as_str() {
             "allow" | "deny" | "ask" => {
                 let Some(rules) = value.as_array() else {
+                    if key != "allow" {
+                        return Err(CliError::config(format!(
+                            "{}: permissions.{key} refused: expected a list of rules",
+                            at(key)
+                        )));
+                    }
                     file.warnings.push(format!(
                         "{}: permissions.{key} ignored: expected a list of rules",
                         at(key)
@@ -159,7 +170,7 @@ fn read_permissions(file: &mut ClaudeFile, permissions: &Value, text: &str) {
                     continue;
                 };
                 for rule in rules {
-                    read_rule(file, key, rule, text);
+                    read_rule(file, key, rule, text)?;
                 }
             }
             "defaultMode" => {
@@ -202,29 +213,41 @@ fn read_permissions(file: &mut ClaudeFile, permissions: &Value, text: &str) {
             )),
         }
     }
+    Ok(())
 }
 
-/// Reads one rule of the list `key` (`allow`, `deny`, `ask`).
-fn read_rule(file: &mut ClaudeFile, key: &str, rule: &Value, text: &str) {
+/// Reads one rule of the list `key` (`allow`, `deny`, `ask`). An allow rule that cannot be
+/// read is dropped with a warning (it would only let calls through); a deny or ask rule
+/// refuses the file, at its line and column.
+fn read_rule(file: &mut ClaudeFile, key: &str, rule: &Value, text: &str) -> Result<(), CliError> {
     let label = &file.label;
+    let guard = key != "allow";
     let Some(rule) = rule.as_str() else {
+        let line = line_of_key(text, key);
+        if guard {
+            return Err(CliError::config(format!(
+                "{label}:{line}: a permissions.{key} rule refused: expected text, found {rule}"
+            )));
+        }
         file.warnings.push(format!(
-            "{label}:{}: a permissions.{key} rule ignored: expected text, found {rule}",
-            line_of_key(text, key)
+            "{label}:{line}: a permissions.{key} rule ignored: expected text, found {rule}"
         ));
-        return;
+        return Ok(());
     };
     let line = line_of_text(text, rule).unwrap_or_else(|| line_of_key(text, key));
     if let Err(e) = cadre_core::Rule::parse(rule) {
-        let dropped = match key {
-            "allow" => "not allowed",
-            _ => "nothing to refuse",
-        };
+        if guard {
+            let column = column_of_text(text, rule).unwrap_or(1);
+            return Err(CliError::config(format!(
+                "{label}:{line}:{column}: permissions.{key} rule {rule:?} cannot be read, so the file is refused rather than run without it: {}",
+                e.why
+            )));
+        }
         file.warnings.push(format!(
-            "{label}:{line}: permissions.{key} rule {rule:?} ignored ({dropped}): {}",
+            "{label}:{line}: permissions.{key} rule {rule:?} ignored (not allowed): {}",
             e.why
         ));
-        return;
+        return Ok(());
     }
     let written = Written {
         rule: rule.trim().to_owned(),
@@ -240,11 +263,20 @@ fn read_rule(file: &mut ClaudeFile, key: &str, rule: &Value, text: &str) {
             file.deny.push(written);
         }
     }
+    Ok(())
 }
 
 /// The 1-based line where `"key"` first appears in `text` (1 if it does not).
 fn line_of_key(text: &str, key: &str) -> usize {
     line_of_text(text, key).unwrap_or(1)
+}
+
+/// The 1-based column where `value`, written as a JSON string, first appears on its line.
+fn column_of_text(text: &str, value: &str) -> Option<usize> {
+    let quoted = serde_json::to_string(value).ok()?;
+    let at = text.find(&quoted)?;
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    Some(text[start..at].chars().count() + 1)
 }
 
 /// The 1-based line where `value`, written as a JSON string, first appears in `text`.
@@ -308,6 +340,13 @@ mod tests {
             f.warnings[0].contains("the run's mode applies"),
             "{:?}",
             f.warnings
+        );
+        let e = read_text("{\"permissions\": {\n  \"deny\": [\"Bash\", \"Fetch(x)\"]}}")
+            .unwrap_err()
+            .report();
+        assert!(
+            e.starts_with("settings.json:2:20: permissions.deny rule"),
+            "{e}"
         );
         let e = read_text("{\n  \"hooks\": ,\n}").unwrap_err().report();
         assert!(e.starts_with("settings.json:2:"), "{e}");

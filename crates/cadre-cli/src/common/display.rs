@@ -642,6 +642,28 @@ pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `text` safe to print on a terminal: control characters (escape sequences that could move
+/// the cursor or erase lines) and the invisible marks that reorder or hide text are written
+/// as escapes (`\u{1b}`), so what a project's files say cannot rewrite what is shown.
+pub fn printable(text: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hidden) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Token counts in a short human form: 950, 12.4k, 3.1M.
 pub fn human_tokens(n: u64) -> String {
     match n {

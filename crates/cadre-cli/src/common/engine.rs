@@ -3,11 +3,11 @@
 //! usage table and exit codes as a local one.
 
 use crate::args::RunArgs;
-use crate::common::definitions::{load_registry_from, load_servers, print_problems};
+use crate::common::definitions::{load_servers, print_problems};
 use crate::common::display::{one_line, shown_path, Display};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
-use crate::common::project::{require_dirs, user_dir, workspace_root};
+use crate::common::project::{user_dir, workspace_root};
 use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
@@ -51,11 +51,16 @@ pub async fn run(
     quiet: bool,
 ) -> Result<Code> {
     let root = workspace_root(directory)?;
-    let settings =
-        crate::common::project_items::resolve_quietly(&mut args, &root, user_dir(true).as_deref())?;
-    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
-    let mut registry = load_registry_from(&root, &args.dirs.agents_dir, true);
-    crate::common::definitions::refuse_unloadable_hooks(&registry)?;
+    let crate::common::project_items::Decided {
+        settings,
+        mut registry,
+        ..
+    } = crate::common::project_items::decide_run(
+        &mut args,
+        &root,
+        user_dir(true).as_deref(),
+        true,
+    )?;
     let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
         settings
@@ -73,7 +78,7 @@ pub async fn run(
         .cloned()
         .collect();
     let configured = settings.hooks.clone().with_types(&registry, &root);
-    crate::common::hooks::for_run(&configured, &mut registry, &root, (&args).into())?;
+    crate::common::hooks::hooks_for_run(&configured, &mut registry, &root, (&args).into(), false);
     // Types whose hooks were just taken away (an untrusted project's) travel without them,
     // so the workers' check cannot see them: they are named here.
     refused.extend(

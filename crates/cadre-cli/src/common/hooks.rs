@@ -6,12 +6,12 @@
 //! the user wrote or chose them. A project's (`.claude/settings.json`,
 //! `.claude/settings.local.json`, `cadre.toml`, the `hooks:` of its agent files) are
 //! commands someone else may have written, run with the user's rights: they run only in a
-//! project the user trusts (see `cadre trust`), or with `--trust-hooks`
+//! project the user trusts (see `cadre trust`), or with `--trust-project`
 //! for one run. `disableAllHooks` in a project's file turns off the project's hooks alone;
 //! only the user's own file can turn off theirs.
 
 use crate::args::RunArgs;
-use crate::common::exit::Result;
+use crate::common::display::printable;
 use crate::common::project::user_home;
 use cadre_core::{AgentSpec, Hook, Hooks, Registry};
 use std::path::Path;
@@ -85,7 +85,7 @@ impl ConfiguredHooks {
 /// The flags that decide about hooks for one run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Flags {
-    /// `--trust-hooks`: the project is trusted for this run.
+    /// `--trust-project`: the project is trusted for this run.
     pub trust: bool,
     /// `--no-hooks`.
     pub off: bool,
@@ -97,7 +97,7 @@ pub struct Flags {
 impl From<&RunArgs> for Flags {
     fn from(args: &RunArgs) -> Self {
         Self {
-            trust: args.trust_hooks,
+            trust: args.trust_project,
             off: args.no_hooks,
             mode: args.permission_mode,
         }
@@ -119,11 +119,20 @@ impl ConfiguredHooks {
     /// or `disableAllHooks` in the user's file or in one of the project's (which turns off
     /// the project's alone, never the user's).
     pub fn project_off(&self, flags: Flags) -> Option<String> {
-        self.user_off(flags).or_else(|| {
-            self.project_disabled_by
-                .as_ref()
-                .map(|file| format!("not run (disableAllHooks in {file})"))
-        })
+        self.project_off_by(flags)
+            .map(|why| format!("not run ({why})"))
+    }
+
+    /// What turns the project's hooks off whatever its trust, if anything does:
+    /// `--no-hooks`, or `disableAllHooks in FILE`.
+    pub fn project_off_by(&self, flags: Flags) -> Option<String> {
+        if flags.off {
+            return Some("--no-hooks".into());
+        }
+        self.disabled_by
+            .as_ref()
+            .or(self.project_disabled_by.as_ref())
+            .map(|file| format!("disableAllHooks in {file}"))
     }
 }
 
@@ -169,17 +178,6 @@ fn announce_off(configured: &ConfiguredHooks, flags: Flags) {
             );
         }
     }
-}
-
-/// [`hooks_for_run`] for a run whose project's hooks are left out: what the engine keeps
-/// once it has refused every hook it would have to run.
-pub fn for_run(
-    configured: &ConfiguredHooks,
-    registry: &mut Registry,
-    root: &Path,
-    flags: Flags,
-) -> Result<Hooks> {
-    Ok(hooks_for_run(configured, registry, root, flags, false))
 }
 
 /// Takes the hooks away from the agent types `which` picks, so their agents run none.
@@ -230,8 +228,13 @@ pub fn listing(configured: &ConfiguredHooks, flags: Flags, project: &str) -> Vec
     aligned(&all)
 }
 
-/// Rows as lines, every column but the last padded to its widest cell.
+/// Rows as lines, every column but the last padded to its widest cell; what the cells hold
+/// comes from files anyone may write, so their control characters are shown escaped.
 pub fn aligned(rows: &[Vec<String>]) -> Vec<String> {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c)).collect())
+        .collect();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {

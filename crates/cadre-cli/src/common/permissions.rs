@@ -80,6 +80,11 @@ pub fn rules(args: &RunArgs, settings: &cadre_core::PermissionSettings) -> Resul
             .deny(rule, "--deny")
             .map_err(|e| CliError::config_from("--deny", e))?;
     }
+    for r in &args.unguarded {
+        permissions
+            .deny(&r.rule, &r.from)
+            .map_err(|e| CliError::config_from(&r.from, e))?;
+    }
     Ok(permissions)
 }
 

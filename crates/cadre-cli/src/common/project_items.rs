@@ -10,11 +10,13 @@
 use crate::args::RunArgs;
 use crate::common::definitions::load_registry_from;
 use crate::common::exit::{CliError, Result};
-use crate::common::hooks::{aligned, is_project_type, Flags};
-use crate::common::project::user_dir;
+use crate::common::hooks::{aligned, is_project_type, ConfiguredHooks, Flags};
+use crate::common::project::{require_dirs, user_dir};
 use crate::common::settings::{resolve_from, Settings, Sources};
 use crate::common::trust::{State, Store};
-use cadre_core::{McpServerRef, PermissionMode, Registry};
+use cadre_core::{
+    guarded_tools, AgentSpec, HookEvent, Hooks, McpServerRef, PermissionMode, Registry, RuleFrom,
+};
 use cadre_mcp::{McpConfig, ServerConfig};
 use sha2::{Digest, Sha256};
 use std::io::IsTerminal;
@@ -29,6 +31,9 @@ pub struct Item {
     pub file: String,
     /// Whether it is a hook (a guard: losing it unannounced is refused).
     pub hook: bool,
+    /// Why it cannot take effect this run whatever the trust (`--no-hooks`, your mode is
+    /// auto), if it cannot: it is listed all the same, since a trust covers it.
+    pub off: Option<String>,
     /// What the fingerprint covers of it: all of it that matters, the file from the root.
     covers: String,
 }
@@ -36,30 +41,37 @@ pub struct Item {
 /// Everything of a project's that needs the user's trust.
 #[derive(Debug, Clone, Default)]
 pub struct ProjectItems {
-    /// Each item, hooks first.
+    /// Each item, hooks first; those that cannot take effect this run too, marked.
     pub items: Vec<Item>,
-    /// What the fingerprint covers besides: what cannot take effect this run whatever the
-    /// trust.
-    unseen: Vec<String>,
+    /// What the fingerprint covers besides the items: the project's own switches that
+    /// decide whether some of them take effect (its `disableAllHooks`).
+    switches: Vec<String>,
+    /// The user's own agent types that a project type of the same name replaces while they
+    /// carry what holds agents back (hooks, deny rules, a mode): restored when untrusted.
+    pub shadowed: Vec<AgentSpec>,
 }
 
 impl ProjectItems {
     /// The items of the project at `root`, from its settings files `sources`, the agent
     /// types of `registry` and its MCP files. What cannot take effect this run whatever the
     /// trust (hooks turned off by `--no-hooks` or `disableAllHooks`, allow rules under the
-    /// user's `auto`) is not listed, but the fingerprint covers it all the same, so a trust
-    /// given holds whichever flags a run is given.
+    /// user's `auto`) is listed too, marked as not in effect: a trust covers only what the
+    /// user was shown, and holds whichever flags a run is given. The project's own
+    /// `disableAllHooks` is covered too, so turning it off later is a change.
     pub fn gather(root: &Path, sources: &Sources, registry: &Registry, flags: Flags) -> Self {
         let mut this = Self::default();
         this.hooks(root, sources, registry, flags);
         this.servers(root, sources, registry);
         this.allow_rules(root, sources, registry, flags);
+        this.shadows(root, registry);
         for (key, value, source) in sources.project_gated() {
             this.items.push(Item {
                 what: format!("{key} = {value:?}"),
                 file: source.to_string(),
                 hook: false,
-                covers: format!("setting\0{key}\0{value}"),
+                off: None,
+                // A path (mcp_config) from the root, so moving the project changes nothing.
+                covers: format!("setting\0{key}\0{}", relative(root, &value)),
             });
         }
         this
@@ -68,13 +80,18 @@ impl ProjectItems {
     /// The project's hooks: its settings files' and its agent files'.
     fn hooks(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
         let hooks = sources.hooks().with_types(registry, root);
-        let off = hooks.project_off(flags).is_some();
+        let off = hooks.project_off_by(flags);
+        if let Some(file) = &hooks.project_disabled_by {
+            self.switches
+                .push(format!("disableAllHooks\0{}", relative(root, file)));
+        }
         for h in hooks.project_all() {
             let matcher = h.matcher.clone().unwrap_or_else(|| "*".into());
             let item = Item {
                 what: format!("hook {} {matcher}: {}", h.event, h.command),
                 file: h.source.clone(),
                 hook: true,
+                off: off.clone(),
                 covers: format!(
                     "hook\0{}\0{matcher}\0{}\0{}\0{}",
                     h.event,
@@ -83,7 +100,7 @@ impl ProjectItems {
                     relative(root, &h.source)
                 ),
             };
-            self.push(item, !off);
+            self.items.push(item);
         }
     }
 
@@ -96,10 +113,8 @@ impl ProjectItems {
                 .sources
                 .get(name)
                 .map_or_else(String::new, |f| f.display().to_string());
-            self.push(
-                server_item(name, server, &file, &relative(root, &file)),
-                true,
-            );
+            self.items
+                .push(server_item(name, server, &file, &relative(root, &file)));
         }
         for spec in registry.all().filter(|s| is_project_type(s, root)) {
             let file = spec
@@ -118,10 +133,11 @@ impl ProjectItems {
                         what: format!("MCP server {what}"),
                         file: file.clone(),
                         hook: false,
+                        off: None,
                         covers: format!("inline\0{what}\0{value}\0{}", relative(root, &file)),
                     },
                 };
-                self.push(item, true);
+                self.items.push(item);
             }
         }
     }
@@ -130,7 +146,7 @@ impl ProjectItems {
     /// holds their agents back (a mode stricter than auto), they would let calls through,
     /// so they loosen a rule and need trust.
     fn allow_rules(&mut self, root: &Path, sources: &Sources, registry: &Registry, flags: Flags) {
-        let loosens = loosened_mode(sources, flags);
+        let loosens = loosened_mode(sources, flags, registry, root);
         let of_types = registry
             .all()
             .filter(|s| is_project_type(s, root))
@@ -151,32 +167,79 @@ impl ProjectItems {
             .chain(of_types)
             .collect();
         for (rule, source) in rules {
-            let item = Item {
-                what: format!(
-                    "permissions.allow {rule}: loosens your mode ({})",
-                    loosens.unwrap_or_default()
-                ),
+            let what = match loosens {
+                Some(mode) => format!("permissions.allow {rule}: loosens your mode ({mode})"),
+                None => format!("permissions.allow {rule}"),
+            };
+            self.items.push(Item {
+                what,
                 file: source,
                 hook: false,
+                off: loosens
+                    .is_none()
+                    .then(|| "your mode is auto: it loosens nothing".to_owned()),
                 covers: format!("allow\0{rule}"),
+            });
+        }
+    }
+
+    /// The project's agent types that replace one of the user's own (in their folders,
+    /// whether or not this run reads them, so the fingerprint is the same for every run)
+    /// that carries hooks, deny rules or a mode stricter than auto: replacing it drops them.
+    fn shadows(&mut self, root: &Path, registry: &Registry) {
+        let Some(home) = crate::common::project::user_home(true) else {
+            return;
+        };
+        let users = Registry::load(&[
+            home.join(".claude/agents"),
+            home.join(".config/cadre/agents"),
+        ]);
+        let guarded = |s: &AgentSpec| {
+            !s.hooks.is_empty()
+                || !s.permissions.deny.is_empty()
+                || s.own_mode().is_some_and(|m| m != PermissionMode::Auto)
+        };
+        for theirs in users.all().filter(|s| s.source.is_some() && guarded(s)) {
+            let Some(ours) = registry
+                .get(&theirs.name)
+                .filter(|s| is_project_type(s, root))
+            else {
+                continue;
             };
-            self.push(item, loosens.is_some());
+            let file = |s: &AgentSpec| {
+                s.source
+                    .as_ref()
+                    .map_or_else(String::new, |f| f.display().to_string())
+            };
+            let (ours_file, theirs_file) = (file(ours), file(theirs));
+            self.items.push(Item {
+                what: format!(
+                    "agent type {} replaces yours ({theirs_file}) and its hooks, deny rules and mode",
+                    theirs.name
+                ),
+                file: ours_file.clone(),
+                hook: !theirs.hooks.is_empty(),
+                off: None,
+                covers: format!(
+                    "shadows\0{}\0{}\0{theirs_file}",
+                    theirs.name,
+                    relative(root, &ours_file)
+                ),
+            });
+            self.shadowed.push(theirs.clone());
         }
     }
 
-    /// Adds `item`: listed when it takes effect this run (`listed`), else only covered by
-    /// the fingerprint.
-    fn push(&mut self, item: Item, listed: bool) {
-        if listed {
-            self.items.push(item);
-        } else {
-            self.unseen.push(item.covers);
-        }
-    }
-
-    /// Whether the project has nothing that needs trust.
+    /// Whether the project has nothing that needs trust this run: nothing, or nothing that
+    /// can take effect (asked about once something can, since the fingerprint then differs
+    /// from none).
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.items.iter().all(|i| i.off.is_some())
+    }
+
+    /// Whether a hook of the project's would run this run, once trusted.
+    pub fn has_hooks_in_effect(&self) -> bool {
+        self.items.iter().any(|i| i.hook && i.off.is_none())
     }
 
     /// The fingerprint the trust file keeps for them.
@@ -185,7 +248,7 @@ impl ProjectItems {
         // Changes meaning whenever what is covered does, so older answers count as changed.
         hash.update(b"cadre project items 2\n");
         let mut covered: Vec<&str> = self.items.iter().map(|i| i.covers.as_str()).collect();
-        covered.extend(self.unseen.iter().map(String::as_str));
+        covered.extend(self.switches.iter().map(String::as_str));
         // In one order whatever the user's mode makes seen.
         covered.sort_unstable();
         for covers in covered {
@@ -195,12 +258,21 @@ impl ProjectItems {
         hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// One aligned line per item: what it is, then its file.
+    /// One aligned line per item: what it is, then its file, then why it is not in effect
+    /// now if it is not.
     pub fn lines(&self) -> Vec<String> {
         let rows: Vec<Vec<String>> = self
             .items
             .iter()
-            .map(|i| vec![i.what.clone(), format!("({})", i.file)])
+            .map(|i| {
+                let mut row = vec![i.what.clone(), format!("({})", i.file)];
+                row.extend(
+                    i.off
+                        .as_ref()
+                        .map(|why| format!("(not in effect now: {why})")),
+                );
+                row
+            })
             .collect();
         aligned(&rows)
     }
@@ -223,9 +295,10 @@ fn server_item(name: &str, server: &ServerConfig, file: &str, relative: &str) ->
         format!(", reads {}", names.join(" "))
     };
     Item {
-        what: format!("MCP server {name}: {}{reads}", server.summary()),
+        what: format!("MCP server {name}: {}{reads}", server.described()),
         file: file.to_owned(),
         hook: false,
+        off: None,
         covers: format!("mcp\0{name}\0{server:?}\0{relative}"),
     }
 }
@@ -245,40 +318,121 @@ pub fn state(items: &ProjectItems, root: &Path, flags: Flags) -> Option<State> {
     Some(Store::load(user_dir(true).as_deref()).state(root, &items.fingerprint()))
 }
 
-/// Whether the project's items are trusted for this run, as far as `--trust-hooks` and the
-/// trust file say (no one is asked): for commands that show settings or hand them on.
-pub fn trusted_quietly(
-    root: &Path,
-    sources: &Sources,
-    args: &RunArgs,
-    user_dir: Option<&Path>,
-) -> bool {
-    let registry = load_registry_from(root, &args.dirs.agents_dir, user_dir.is_some());
-    let items = ProjectItems::gather(root, sources, &registry, args.into());
-    matches!(
-        state(&items, root, args.into()),
-        None | Some(State::Trusted)
-    )
+/// A run's settings and agent types once the project's trust is decided and applied.
+pub struct Decided {
+    /// The merged settings, the project's items in them only when trusted.
+    pub settings: Settings,
+    /// The agent types, an untrusted project's without what it may not use.
+    pub registry: Registry,
+    /// Whether the project's items are used.
+    pub trusted: bool,
+    /// The file the project's `cadre.toml` names in `mcp_config`, if it names one.
+    pub project_mcp_config: Option<std::path::PathBuf>,
 }
 
-/// Reads the settings files and fills every option of `args` that was not given on the
-/// command line or by the environment, the project's trust decided from what the trust
-/// file says (no one is asked); returns the merged settings. For commands that hand the
-/// settings on (an engine run); a local run decides trust itself ([`decide`]).
-pub fn resolve_quietly(
+/// The one place a run (local or on the engine) decides the project's trust and applies
+/// it: reads the settings files (a hook entry that cannot load refuses the run) and the
+/// agent types, decides once ([`decide`]: asked on a terminal), fills every option of
+/// `args` not given on the command line or by the environment, says what a project may
+/// not set (even under `-q`: it is why a rule of the project's does not apply), and takes
+/// from an untrusted project's agent types what it may not use.
+pub fn decide_run(
     args: &mut RunArgs,
     root: &Path,
     user_dir: Option<&Path>,
-) -> Result<Settings> {
+    include_user: bool,
+) -> Result<Decided> {
     let sources = Sources::read(root, user_dir)?;
-    let trusted = trusted_quietly(root, &sources, args, user_dir);
-    Ok(resolve_from(args, sources, trusted))
+    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+    let mut registry = load_registry_from(root, &args.dirs.agents_dir, include_user);
+    crate::common::definitions::refuse_unloadable_hooks(&registry)?;
+    let flags = Flags::from(&*args);
+    let items = ProjectItems::gather(root, &sources, &registry, flags);
+    let trusted = decide(&items, root, flags)?;
+    // Untrusted, a project type does not replace the user's own guarded one.
+    if !trusted && include_user {
+        for spec in &items.shadowed {
+            registry.insert(spec.clone());
+        }
+    }
+    let project_mcp_config = sources.project_mcp_config();
+    let loosens = loosened_mode(&sources, flags, &registry, root).is_some();
+    let settings = resolve_from(args, sources, trusted, !trusted && loosens);
+    for line in &settings.left_out {
+        errln!("cadre: warning: left out: {line}");
+    }
+    if !trusted {
+        strip_untrusted(&mut registry, root, loosens);
+        if settings.hooks.project_off_by(flags).is_none() {
+            refuse_unguarded(args, &settings.hooks, &mut registry, root);
+        }
+    }
+    Ok(Decided {
+        settings,
+        registry,
+        trusted,
+        project_mcp_config,
+    })
+}
+
+/// Refuses the tools the project's `PreToolUse` hooks guard, as they are left out (the
+/// project is not trusted): the settings files' guards by deny rules of the run naming
+/// `cadre trust`, an agent file's by deny rules of its own type. DESIGN: a guard that does
+/// not run refuses what it guards, never lets it run unguarded.
+fn refuse_unguarded(
+    args: &mut RunArgs,
+    configured: &ConfiguredHooks,
+    registry: &mut Registry,
+    root: &Path,
+) {
+    let guards = |hooks: &Hooks| -> Vec<(&'static str, String)> {
+        hooks
+            .all()
+            .iter()
+            .filter(|h| h.event == HookEvent::PreToolUse)
+            .flat_map(|h| {
+                guarded_tools(h.matcher.as_deref())
+                    .into_iter()
+                    .map(|tool| (tool, h.source.clone()))
+            })
+            .collect()
+    };
+    for (tool, source) in guards(&configured.project) {
+        if args.unguarded.iter().any(|r| r.rule == tool) {
+            continue;
+        }
+        args.unguarded.push(RuleFrom {
+            rule: tool.to_owned(),
+            from: format!(
+                "the project's PreToolUse hook in {source}, which does not run: the project is not trusted; `cadre trust` trusts it"
+            ),
+        });
+    }
+    let guarded: Vec<AgentSpec> = registry
+        .all()
+        .filter(|s| is_project_type(s, root))
+        .filter_map(|s| {
+            let tools = guards(&s.hooks);
+            (!tools.is_empty()).then(|| {
+                let mut spec = s.clone();
+                for (tool, _) in tools {
+                    if !spec.permissions.deny.iter().any(|d| d == tool) {
+                        spec.permissions.deny.push(tool.to_owned());
+                    }
+                }
+                spec
+            })
+        })
+        .collect();
+    for spec in guarded {
+        registry.insert(spec);
+    }
 }
 
 /// What `cadre config show` and `cadre doctor` say of a project hook, by the trust.
 pub fn hook_status(state: Option<State>, flags: Flags) -> String {
     match state {
-        _ if flags.trust => "runs (--trust-hooks, this run only)".into(),
+        _ if flags.trust => "runs (--trust-project, this run only)".into(),
         None | Some(State::Trusted) => "runs (project trusted)".into(),
         Some(State::Declined) => "not run: you declined it (`cadre trust` trusts it)".into(),
         Some(State::Changed { trusted: true }) => {
@@ -294,7 +448,7 @@ pub fn hook_status(state: Option<State>, flags: Flags) -> String {
 }
 
 /// Decides, once per run, whether the project's items are used: trusted (by the trust
-/// file or `--trust-hooks`), or asked on a terminal (the answer remembered). Without a
+/// file or `--trust-project`), or asked on a terminal (the answer remembered). Without a
 /// terminal an untrusted project's items are left out with one message naming each, even
 /// under `-q`; but a project trusted before whose items changed since and that holds hooks
 /// refuses the run (exit 2): its guards must not silently stop guarding.
@@ -317,7 +471,7 @@ pub fn decide(items: &ProjectItems, root: &Path, flags: Flags) -> Result<bool> {
             }
             return Ok(trusted);
         }
-        State::Changed { trusted: true } if items.items.iter().any(|i| i.hook) => {
+        State::Changed { trusted: true } if items.has_hooks_in_effect() => {
             return Err(changed_refusal(items, root));
         }
         State::Changed { .. } => "it changed since you answered",
@@ -337,17 +491,12 @@ fn changed_refusal(items: &ProjectItems, root: &Path) -> CliError {
         text.push_str("\n  ");
         text.push_str(&line);
     }
-    text.push_str("\n`cadre trust` trusts them as they are now (or --trust-hooks, for one run; --no-hooks runs none)");
+    text.push_str("\n`cadre trust` trusts them as they are now (or --trust-project, for one run; --no-hooks runs none)");
     CliError::config(text)
 }
 
 /// The one message that says what of the project is left out, and how to trust it.
-pub fn say_left_out(items: &ProjectItems, why: &str) {
-    left_out(items, why);
-}
-
-/// The one message that says what of the project is left out, and how to trust it.
-fn left_out(items: &ProjectItems, why: &str) {
+pub fn left_out(items: &ProjectItems, why: &str) {
     let mut text = format!(
         "cadre: warning: left out of this run ({why}), {}:",
         count(items.items.len())
@@ -356,7 +505,7 @@ fn left_out(items: &ProjectItems, why: &str) {
         text.push_str("\n  ");
         text.push_str(&line);
     }
-    text.push_str("\n`cadre trust` trusts them (or --trust-hooks, for one run)");
+    text.push_str("\n`cadre trust` trusts them (or --trust-project, for one run)");
     errln!("{text}");
 }
 
@@ -406,7 +555,7 @@ pub fn of_project(root: &Path) -> Result<ProjectItems> {
     // The user's files too, as a run reads them: their disableAllHooks and their mode
     // decide what of the project's is an item.
     let sources = Sources::read(root, user_dir(true).as_deref())?;
-    let registry = load_registry_from(root, &[], false);
+    let registry = load_registry_from(root, &[], true);
     Ok(ProjectItems::gather(
         root,
         &sources,
@@ -415,13 +564,28 @@ pub fn of_project(root: &Path) -> Result<ProjectItems> {
     ))
 }
 
-/// The mode stricter than auto the user holds their agents to (`--permission-mode`, else
-/// their own files), which a project's allow rules would loosen; `None` under auto.
-pub fn loosened_mode(sources: &Sources, flags: Flags) -> Option<PermissionMode> {
+/// The mode stricter than auto the user holds some agent to, which a project's allow rules
+/// would loosen: the run's (`--permission-mode`, else their own files), else the
+/// `permission_mode` of one of their own agent types in `registry` (any of them may be
+/// delegated to); `None` when every agent the user set up runs under auto.
+pub fn loosened_mode(
+    sources: &Sources,
+    flags: Flags,
+    registry: &Registry,
+    root: &Path,
+) -> Option<PermissionMode> {
+    let strict = |m: &PermissionMode| *m != PermissionMode::Auto;
     flags
         .mode
         .or_else(|| sources.users_mode())
-        .filter(|m| *m != PermissionMode::Auto)
+        .filter(strict)
+        .or_else(|| {
+            registry
+                .all()
+                .filter(|s| !is_project_type(s, root))
+                .filter_map(AgentSpec::own_mode)
+                .find(strict)
+        })
 }
 
 /// The project's agent types of `registry` without what an untrusted project may not
@@ -459,7 +623,7 @@ pub fn print_items(items: &ProjectItems, state: Option<State>, flags: Flags) {
     for line in crate::common::table::project_limits() {
         outln!("  {line}");
     }
-    if items.is_empty() {
+    if items.items.is_empty() {
         outln!("project items  (none: no hooks, MCP servers or endpoints of the project's)");
         return;
     }
@@ -492,6 +656,23 @@ mod tests {
     }
 
     #[test]
+    fn an_mcp_config_path_is_fingerprinted_from_the_project_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let of = |name: &str| {
+            let root = dir.path().join(name);
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(root.join("servers.json"), "{}").unwrap();
+            std::fs::write(root.join("cadre.toml"), "mcp_config = \"servers.json\"\n").unwrap();
+            let sources = Sources::read(&root, None).unwrap();
+            let registry = load_registry_from(&root, &[], false);
+            ProjectItems::gather(&root, &sources, &registry, Flags::default())
+        };
+        let (a, b) = (of("a"), of("b"));
+        assert_eq!(a.items.len(), 1, "{:?}", a.items);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+    }
+
+    #[test]
     fn one_fingerprint_covers_hooks_servers_and_rules_wherever_the_project_lies() {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
@@ -502,8 +683,9 @@ mod tests {
         };
         let mcp = r#"{"mcpServers": {"s": {"command": "sh", "args": ["-c", "${TOKEN}"]}}}"#;
         let first = items_of(&a, &hook(10), mcp, Flags::default());
-        // The allow rule loosens nothing under auto: covered, not listed.
-        assert_eq!(first.items.len(), 2, "{:?}", first.items);
+        // The allow rule loosens nothing under auto: listed, marked not in effect.
+        assert_eq!(first.items.len(), 3, "{:?}", first.items);
+        assert!(first.items[2].off.is_some(), "{:?}", first.items);
         assert!(first.items[0].hook && first.items[0].what.contains("guard.sh"));
         assert!(
             first.items[1].what.contains("reads ${TOKEN}"),
@@ -522,7 +704,15 @@ mod tests {
             ..Flags::default()
         };
         let listed = items_of(&a, &hook(10), mcp, off);
-        assert!(listed.items.iter().all(|i| !i.hook), "{:?}", listed.items);
+        assert!(
+            listed
+                .items
+                .iter()
+                .filter(|i| i.hook)
+                .all(|i| i.off.as_deref() == Some("--no-hooks")),
+            "{:?}",
+            listed.items
+        );
         assert!(listed
             .items
             .iter()
@@ -533,6 +723,11 @@ mod tests {
             first.fingerprint(),
             items_of(&a, &hook(11), mcp, Flags::default()).fingerprint()
         );
+        // The project's own disableAllHooks is covered: turning it off later is a change.
+        let disabled = hook(10).replacen('{', r#"{"disableAllHooks": true, "#, 1);
+        let off = items_of(&a, &disabled, mcp, Flags::default());
+        assert!(off.items[0].off.is_some(), "{:?}", off.items);
+        assert_ne!(first.fingerprint(), off.fingerprint());
         let other = mcp.replace("TOKEN", "OTHER");
         assert_ne!(
             first.fingerprint(),

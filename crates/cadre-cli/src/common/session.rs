@@ -3,18 +3,15 @@
 //! run`, `cadre resume` and every message of `cadre chat`.
 
 use crate::args::{OutputFormat, RunArgs};
-use crate::common::definitions::{
-    load_registry_from, load_run_servers, load_skills_from, print_problems,
-};
+use crate::common::definitions::{load_run_servers, load_skills_from, print_problems};
 use crate::common::display::{shown_path, Display};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::hooks::hooks_for_run;
 use crate::common::model::{build_model, model_id};
 use crate::common::permissions::{self, Ask};
 use crate::common::project::{require_dirs, user_dir, user_home, workspace_root};
-use crate::common::project_items::{self, ProjectItems};
+use crate::common::project_items;
 use crate::common::run_folders::open_run;
-use crate::common::settings::Sources;
 use crate::common::signals::{self, Ending};
 use cadre_core::record::journal::JournaledRun;
 use cadre_core::{Limits, Orchestrator, RunDir, RunError, StopKind};
@@ -96,26 +93,17 @@ impl Session {
         let portable = args.record.is_some() || args.replay.is_some();
         let include_user = !portable;
         let user_dir = user_dir(include_user);
-        // A straight line: read every settings file (a hook entry that cannot load refuses
-        // the run here), load the definitions, decide the project's trust once, then use
-        // what it allows.
-        let sources = Sources::read(&root, user_dir.as_deref())?;
-        require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+        // A straight line: read every settings file and the definitions, decide the
+        // project's trust once, then use what it allows.
         require_dirs(&args.skills.skills_dir, "--skills-dir")?;
-        let mut registry = load_registry_from(&root, &args.dirs.agents_dir, include_user);
-        crate::common::definitions::refuse_unloadable_hooks(&registry)?;
+        let project_items::Decided {
+            settings,
+            mut registry,
+            trusted,
+            project_mcp_config,
+        } = project_items::decide_run(&mut args, &root, user_dir.as_deref(), include_user)?;
         let flags = (&args).into();
-        let items = ProjectItems::gather(&root, &sources, &registry, flags);
-        let trusted = project_items::decide(&items, &root, flags)?;
-        let project_mcp_config = sources.project_mcp_config();
-        let loosens = project_items::loosened_mode(&sources, flags).is_some();
-        let settings = crate::common::settings::resolve_from(&mut args, sources, trusted);
         let instructions = cadre_core::Instructions::load(&root, user_dir.as_deref());
-        // What a project may not weaken is said even with -q: it is a reason a rule of
-        // the project's does not apply.
-        for line in &settings.left_out {
-            errln!("cadre: warning: left out: {line}");
-        }
         if !quiet {
             settings
                 .warnings()
@@ -146,9 +134,6 @@ impl Session {
             }
             print_problems(registry.problems());
             print_problems(skills.problems());
-        }
-        if !trusted {
-            project_items::strip_untrusted(&mut registry, &root, loosens);
         }
         let configured = settings.hooks.clone().with_types(&registry, &root);
         let hooks = hooks_for_run(&configured, &mut registry, &root, flags, trusted);

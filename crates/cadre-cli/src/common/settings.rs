@@ -82,27 +82,28 @@ impl SettingsFile {
         file.walk(doc.get_ref(), "", &text, dir)?;
         if let Some((key, _)) = doc.get_ref().get_key_value("hooks") {
             check_hooks(&file.label, &text)?;
-            file.read_hooks(&text, line_of(&text, key.span().start));
+            file.read_hooks(&text, line_of(&text, key.span().start))?;
         }
         Ok(file)
     }
 
-    /// Reads the `[hooks]` table (at `line`) as Claude Code's `hooks` object.
-    fn read_hooks(&mut self, text: &str, line: usize) {
+    /// Reads the `[hooks]` table (at `line`) as Claude Code's `hooks` object; a table that
+    /// cannot be read refuses the file (a guard fails closed).
+    fn read_hooks(&mut self, text: &str, line: usize) -> Result<(), CliError> {
         // Read again as plain data: the table has Claude Code's JSON shape.
-        let doc: serde_json::Value = match toml::from_str(text) {
-            Ok(doc) => doc,
-            Err(e) => {
-                self.unknown
-                    .push(format!("{}:{line}: hooks ignored: {e}", self.label));
-                return;
-            }
-        };
+        let doc: serde_json::Value = toml::from_str(text).map_err(|e| {
+            CliError::config(format!(
+                "{}:{line}: {HOOK_REFUSED}: {}",
+                self.label,
+                e.message().trim()
+            ))
+        })?;
         let (hooks, warnings) = Hooks::from_json(&doc["hooks"], &self.label);
         self.hooks = hooks;
         let label = &self.label;
         self.unknown
             .extend(warnings.into_iter().map(|w| format!("{label}:{line}: {w}")));
+        Ok(())
     }
 
     fn walk(
@@ -116,9 +117,17 @@ impl SettingsFile {
             let line = line_of(text, key.span().start);
             // Liberal: `max-parallel` is `max_parallel`, `Model` is `model`.
             let name = key.get_ref().trim().to_lowercase().replace('-', "_");
-            // Read whole by `read_hooks`.
+            // Read whole by `read_hooks`, under this exact name alone; another spelling would
+            // be a guard read by no one, so it refuses the file.
             if prefix.is_empty() && name == "hooks" {
-                continue;
+                if key.get_ref() == "hooks" {
+                    continue;
+                }
+                return Err(CliError::config(format!(
+                    "{}:{line}: {HOOK_REFUSED}: `{}` is not read: the table of hooks is spelled `hooks`",
+                    self.label,
+                    key.get_ref()
+                )));
             }
             let full = if prefix.is_empty() {
                 name
@@ -529,35 +538,63 @@ impl Sources {
 
     /// The permission mode the user's own files set, if they set one.
     pub fn users_mode(&self) -> Option<PermissionMode> {
-        self.files
+        self.mode_of(false).map(|(mode, _)| mode)
+    }
+
+    /// The permission mode the project's files (`project`) or the user's set, and where:
+    /// cadre's file first, then Claude Code's (the local one first).
+    fn mode_of(&self, project: bool) -> Option<(PermissionMode, Source)> {
+        self.cadre_files(project)
             .iter()
-            .skip(1)
             .find_map(cadre_mode)
-            .or_else(|| {
-                self.claude
-                    .iter()
-                    .filter(|(_, p)| !p)
-                    .find_map(|(f, _)| claude_mode(f))
-            })
-            .map(|(mode, _)| mode)
+            .or_else(|| self.claude_files(project).find_map(claude_mode))
     }
 
     /// The project's allow rules, each with where it is written.
     pub fn project_allow_rules(&self) -> Vec<(String, Source)> {
+        self.rules_of("permissions.allow", true)
+    }
+
+    /// The rules of `key` (`permissions.allow` or `permissions.deny`) the project's files
+    /// (`project`) or the user's hold, each with where: Claude Code's, then cadre's.
+    fn rules_of(&self, key: &str, project: bool) -> Vec<(String, Source)> {
         let mut out = Vec::new();
-        for (f, _) in self.claude.iter().rev().filter(|(_, p)| *p) {
+        let claude: Vec<&ClaudeFile> = self.claude_files(project).collect();
+        for f in claude.into_iter().rev() {
+            let list = if key == "permissions.allow" {
+                &f.allow
+            } else {
+                &f.deny
+            };
             out.extend(
-                f.allow
-                    .iter()
+                list.iter()
                     .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
             );
         }
-        if let Some((Value::List(list), source)) =
-            self.files.first().and_then(|f| f.get("permissions.allow"))
-        {
-            out.extend(list.iter().map(|r| (r.clone(), source.clone())));
+        for f in self.cadre_files(project) {
+            if let Some((Value::List(list), source)) = f.get(key) {
+                out.extend(list.iter().map(|r| (r.clone(), source.clone())));
+            }
         }
         out
+    }
+
+    /// cadre's file of the project (`project`), or the user's.
+    fn cadre_files(&self, project: bool) -> &[SettingsFile] {
+        let (of_project, of_user) = self.files.split_at(self.files.len().min(1));
+        if project {
+            of_project
+        } else {
+            of_user
+        }
+    }
+
+    /// Claude Code's files of the project (`project`), or the user's, nearest first.
+    fn claude_files(&self, project: bool) -> impl Iterator<Item = &ClaudeFile> {
+        self.claude
+            .iter()
+            .filter(move |(_, p)| *p == project)
+            .map(|(f, _)| f)
     }
 
     /// The `mcp_config` file the project's `cadre.toml` names, if it does.
@@ -585,8 +622,13 @@ impl Value {
 /// Fills every option of `args` that was not given on the command line or by the
 /// environment from the settings files `sources`; what an untrusted project may not set is
 /// left out unless `trusted`. Returns the merged settings.
-pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Settings {
-    let Sources { files, claude } = sources;
+pub fn resolve_from(
+    args: &mut RunArgs,
+    sources: Sources,
+    trusted: bool,
+    allow_barred: bool,
+) -> Settings {
+    let files = &sources.files;
     let given = std::mem::take(&mut args.given);
     let barred = |key: &str| match table::row_of(key).map_or(Project::May, |r| r.project) {
         Project::IfTrusted => !trusted,
@@ -637,13 +679,8 @@ pub fn resolve_from(args: &mut RunArgs, sources: Sources, trusted: bool) -> Sett
         entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
     }
     let mut left_out = left_out;
-    let permissions = merged_permissions(
-        &files,
-        &claude,
-        (args.permission_mode, trusted),
-        &mut entries,
-        &mut left_out,
-    );
+    let permissions = merged_permissions(&sources, allow_barred, &mut entries, &mut left_out);
+    let Sources { files, claude } = sources;
     let hooks = configured_hooks(&files, &claude);
     Settings {
         files,
@@ -740,30 +777,18 @@ fn shown_setting(key: &str, args: &RunArgs, allow_env: &[String]) -> String {
 /// user's first; the mode is the user's, or the project's where it is stricter: a project
 /// may tighten the user's mode, never loosen it (a looser one goes to `left_out`).
 ///
-/// A project's allow rules loosen what the user's own mode holds back: where the user chose
-/// a mode stricter than `auto` (in their files or with `--permission-mode`, `flag`), an
-/// untrusted project's allow rules go to `left_out` too.
+/// A project's allow rules loosen what the user's own mode holds back: where the caller
+/// says so (`allow_barred`: the project is not trusted and the user holds some agent to a
+/// mode stricter than `auto`, see `project_items::loosened_mode`), they go to `left_out` too.
 fn merged_permissions(
-    files: &[SettingsFile],
-    claude: &[(ClaudeFile, bool)],
-    (flag, trusted): (Option<PermissionMode>, bool),
+    sources: &Sources,
+    allow_barred: bool,
     entries: &mut Vec<(String, String, Source)>,
     left_out: &mut Vec<String>,
 ) -> PermissionSettings {
-    // Nearest first: cadre.toml, .claude/settings.local.json, .claude/settings.json,
-    // config.toml, ~/.claude/settings.json.
-    let (cadre_project, cadre_user) = files.split_at(files.len().min(1));
-    let (claude_project, claude_user): (Vec<_>, Vec<_>) = claude.iter().partition(|(_, p)| *p);
     let mut permissions = PermissionSettings::default();
-    let user_mode = cadre_user
-        .iter()
-        .find_map(cadre_mode)
-        .or_else(|| claude_user.iter().find_map(|(f, _)| claude_mode(f)));
-    let project_mode = cadre_project
-        .iter()
-        .find_map(cadre_mode)
-        .or_else(|| claude_project.iter().find_map(|(f, _)| claude_mode(f)));
-    let users_own = flag.or(user_mode.as_ref().map(|(m, _)| *m));
+    let user_mode = sources.mode_of(false);
+    let project_mode = sources.mode_of(true);
     let mode = match (user_mode, project_mode) {
         (Some((user, from)), Some((project, at))) if project.stricter(user) != project => {
             left_out.push(format!(
@@ -773,7 +798,6 @@ fn merged_permissions(
         }
         (user, project) => project.or(user),
     };
-    let allow_barred = !trusted && users_own.is_some_and(|m| m != PermissionMode::Auto);
     match mode {
         Some((mode, source)) => {
             entries.push(("permissions.mode".into(), mode.to_string(), source));
@@ -786,32 +810,8 @@ fn merged_permissions(
         ("permissions.deny", &mut permissions.deny),
     ] {
         // Rules add up: the user's first, then the project's.
-        let mut written: Vec<(String, Source)> = Vec::new();
-        let from_claude = |files: &[&(ClaudeFile, bool)], out: &mut Vec<(String, Source)>| {
-            for (f, _) in files.iter().rev() {
-                let list = if key == "permissions.allow" {
-                    &f.allow
-                } else {
-                    &f.deny
-                };
-                out.extend(
-                    list.iter()
-                        .map(|w| (w.rule.clone(), Source::File(f.label.clone(), w.line))),
-                );
-            }
-        };
-        let from_cadre = |files: &[SettingsFile], out: &mut Vec<(String, Source)>| {
-            for f in files {
-                if let Some((Value::List(list), source)) = f.get(key) {
-                    out.extend(list.iter().map(|r| (r.clone(), source.clone())));
-                }
-            }
-        };
-        from_claude(&claude_user, &mut written);
-        from_cadre(cadre_user, &mut written);
-        let mut project = Vec::new();
-        from_claude(&claude_project, &mut project);
-        from_cadre(cadre_project, &mut project);
+        let mut written = sources.rules_of(key, false);
+        let mut project = sources.rules_of(key, true);
         // Named with the project's other items (see `project_items`).
         if allow_barred && key == "permissions.allow" {
             project.clear();
@@ -855,6 +855,66 @@ mod tests {
         let path = dir.path().join(PROJECT_FILE);
         std::fs::write(&path, text).unwrap();
         SettingsFile::read(&path, "cadre.toml".into())
+    }
+
+    #[test]
+    fn every_file_key_is_applied_and_shown() {
+        // A sample value for each key; a new row needs one here, and arms in `apply` and
+        // `shown_setting`, or this fails.
+        let sample = |key: &str| {
+            match key {
+            "provider" => "\"openai\"",
+            "model" => "\"sample-model\"",
+            "base_url" => "\"http://127.0.0.1:9\"",
+            "mcp_config" => "\"servers.json\"",
+            "mcp.allow_env" => "[\"SAMPLE\"]",
+            "compaction.compact_at" => "123456",
+            k if k.starts_with("limits.") => "7",
+            other => panic!("no sample value for `{other}`: add one here, and its arms in apply and shown_setting"),
+        }
+        };
+        let keys: Vec<&str> = known_keys()
+            .filter(|k| !k.starts_with("permissions."))
+            .collect();
+        let mut text = String::new();
+        let mut table = "";
+        for key in &keys {
+            let (t, name) = key.split_once('.').unwrap_or(("", key));
+            if t != table {
+                text.push_str(&format!("[{t}]\n"));
+                table = t;
+            }
+            text.push_str(&format!("{name} = {}\n", sample(key)));
+        }
+        let shown = |config: &str| {
+            let root = tempfile::tempdir().unwrap();
+            let user = tempfile::tempdir().unwrap();
+            std::fs::write(user.path().join(USER_FILE), config).unwrap();
+            std::fs::write(user.path().join("servers.json"), "{}").unwrap();
+            let sources = Sources::read(root.path(), Some(user.path())).unwrap();
+            let cli = crate::args::parse(
+                <crate::args::Cli as clap::CommandFactory>::command()
+                    .get_matches_from(["cadre", "run", "task"]),
+            )
+            .unwrap();
+            let Some(crate::args::Command::Run(mut cmd)) = cli.command else {
+                panic!("not a run");
+            };
+            resolve_from(&mut cmd.args, sources, true, false).entries
+        };
+        let (set, default) = (shown(&text), shown(""));
+        for key in keys {
+            let entry = |entries: &[(String, String, Source)]| {
+                entries
+                    .iter()
+                    .find(|(k, _, _)| k == key)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("`{key}` has no entry"))
+            };
+            let (_, value, source) = entry(&set);
+            assert!(matches!(source, Source::File(..)), "`{key}`: {source:?}");
+            assert_ne!(value, entry(&default).1, "`{key}` is read but not applied");
+        }
     }
 
     #[test]

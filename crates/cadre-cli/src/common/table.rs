@@ -14,6 +14,9 @@ pub enum Project {
     IfTrusted,
     /// Only to make it stricter than the user's own (the permission mode).
     Tighten,
+    /// Freely where it loosens nothing; where the user's mode is stricter than auto, only
+    /// once the project is trusted (allow rules: they would let held-back calls through).
+    IfTrustedWhereLoosening,
     /// Never: only the user's own files (it decides what the project may do).
     Never,
     /// Not a setting of the files: the command line alone gives it.
@@ -93,12 +96,8 @@ pub const ROWS: &[Row] = &[
         Project::IfTrusted,
         Engine::Listed,
     ),
-    row(
-        "mcp.allow_env",
-        None,
-        Project::Never,
-        Engine::Refused("the workers run no MCP servers"),
-    ),
+    // What servers may read, not a server: the servers themselves are checked one by one.
+    row("mcp.allow_env", None, Project::Never, Engine::Listed),
     row(
         "limits.max_parallel",
         Some("max_parallel"),
@@ -150,7 +149,7 @@ pub const ROWS: &[Row] = &[
     row(
         "permissions.allow",
         Some("allow"),
-        Project::May,
+        Project::IfTrustedWhereLoosening,
         Engine::Honoured,
     ),
     row(
@@ -273,10 +272,17 @@ pub const ROWS: &[Row] = &[
         Engine::Listed,
     ),
     row(
+        "trust_project",
+        Some("trust_project"),
+        Project::NotInFiles,
+        Engine::Client,
+    ),
+    // Refused when given: its message names --trust-project.
+    row(
         "trust_hooks",
         Some("trust_hooks"),
         Project::NotInFiles,
-        Engine::Listed,
+        Engine::Client,
     ),
     row(
         "no_hooks",
@@ -362,6 +368,10 @@ pub fn project_limits() -> Vec<String> {
         ),
         format!("only in your own files: {}", keys(Project::Never)),
         format!("only stricter than yours: {}", keys(Project::Tighten)),
+        format!(
+            "only once the project is trusted where your mode is stricter than auto: {}",
+            keys(Project::IfTrustedWhereLoosening)
+        ),
     ]
 }
 

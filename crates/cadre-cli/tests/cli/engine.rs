@@ -995,6 +995,63 @@ async fn permission_rules_from_every_source_hold_on_the_engine() {
     not(all(has_restate, has_haproxy)),
     ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
 )]
+async fn an_untrusted_project_types_allow_rules_do_not_loosen_the_users_mode_on_the_engine() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap().to_owned();
+    let mock = MockServer::start().await;
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let junk = dir.path().join("junk.txt");
+    std::fs::write(&junk, "keep me").unwrap();
+    // The user denies writes; the project's primary type, not trusted, allows every command.
+    write_file(
+        &home.path().join(".claude/settings.json"),
+        &json!({"permissions": {"defaultMode": "dontAsk"}}).to_string(),
+    );
+    write_file(
+        &dir.path().join("agents/loose.yaml"),
+        "name: loose\ndescription: Loose.\nmode: primary\ntools: [bash]\npermissions:\n  allow: [\"Bash\"]\nprompt: Do it.\n",
+    );
+    one_command_route(&mock, "LOOSE", "rm -f junk.txt");
+    let ingress = fleet.restate.ingress_url();
+    let args = [
+        "run",
+        "--engine",
+        "restate",
+        "--restate-url",
+        &ingress,
+        "--agent",
+        "loose",
+        "LOOSE: tidy up",
+    ];
+    let out = cadre_env(dir.path(), &[("HOME", &home_dir)], &args).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        junk.exists(),
+        "the untrusted project's allow rule loosened deny-writes on the engine"
+    );
+    assert!(
+        told(&mock, "LOOSE").contains("denied by permission mode deny-writes"),
+        "{}",
+        told(&mock, "LOOSE")
+    );
+    // The items left out are named, as on a local run.
+    assert!(
+        out.stderr
+            .contains("permissions.allow Bash (agent type loose): loosens your mode (deny-writes)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn settings_the_engine_cannot_honour_refuse_the_run_with_exit_2_naming_them() {
     if !engine_or_skip() {
         return;
@@ -1008,7 +1065,8 @@ async fn settings_the_engine_cannot_honour_refuse_the_run_with_exit_2_naming_the
     let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let server = r#"{"mcpServers": {"files": {"command": "true"}}}"#;
     let typed = "name: linked\ndescription: Uses a server.\nmode: all\nmcp_servers:\n  - own: {command: \"true\"}\nprompt: p\n";
-    let agent_file = dir.path().join(".cadre/agents/linked.yaml");
+    // The user's own agent type: a project's, untrusted, would have its servers left out.
+    let agent_file = home.path().join(".config/cadre/agents/linked.yaml");
     let user_mcp = home.path().join(".config/cadre/mcp.json");
     std::fs::create_dir_all(user_mcp.parent().unwrap()).unwrap();
     // (what is set up, flags, what the refusal must name)

@@ -123,7 +123,7 @@ async fn a_claude_code_formatter_formats_what_the_model_wrote_and_a_guard_blocks
         &server.uri(),
         &[
             "run",
-            "--trust-hooks",
+            "--trust-project",
             "--output-format",
             "stream-json",
             "tidy up",
@@ -208,7 +208,7 @@ async fn subagent_hooks_know_which_subagent_they_serve() {
         dir.path(),
         home.path(),
         &server.uri(),
-        &["run", "--trust-hooks", "Survey the code"],
+        &["run", "--trust-project", "Survey the code"],
     )
     .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -261,7 +261,7 @@ async fn a_stop_hook_keeps_the_agent_working_until_a_file_exists() {
         dir.path(),
         home.path(),
         &server.uri(),
-        &["run", "--trust-hooks", "finish the job"],
+        &["run", "--trust-project", "finish the job"],
     )
     .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -302,7 +302,7 @@ async fn a_stop_hook_that_never_lets_go_is_bounded() {
         dir.path(),
         home.path(),
         &server.uri(),
-        &["run", "--trust-hooks", "loop forever"],
+        &["run", "--trust-project", "loop forever"],
     )
     .await;
     let asked = server.requests().len();
@@ -355,7 +355,7 @@ esac
         dir.path(),
         home.path(),
         &server.uri(),
-        &["run", "--trust-hooks", "do things"],
+        &["run", "--trust-project", "do things"],
     )
     .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -394,7 +394,7 @@ async fn a_hanging_hook_is_killed_at_its_timeout_with_its_process_group() {
         &server.uri(),
         &[
             "run",
-            "--trust-hooks",
+            "--trust-project",
             "--output-format",
             "stream-json",
             "go",
@@ -433,7 +433,7 @@ async fn ctrl_c_during_a_hook_leaves_no_process_behind() {
     );
     let mut cadre = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
         .current_dir(dir.path())
-        .args(["run", "--trust-hooks", "go"])
+        .args(["run", "--trust-project", "go"])
         .env("HOME", home.path())
         .env("XDG_CONFIG_HOME", home.path().join(".config"))
         .env("ANTHROPIC_API_KEY", "k")
@@ -718,11 +718,11 @@ async fn config_show_and_doctor_list_every_hook_with_its_origin_and_whether_it_r
         dir.path(),
         home.path(),
         "http://127.0.0.1:9",
-        &["config", "show", "--trust-hooks"],
+        &["config", "show", "--trust-project"],
     )
     .await;
     assert!(
-        line_of(&out.stdout, "guard.sh").contains("--trust-hooks"),
+        line_of(&out.stdout, "guard.sh").contains("--trust-project"),
         "{}",
         out.stdout
     );
@@ -818,7 +818,7 @@ async fn an_agent_files_own_hooks_run_for_its_agents_once_the_project_is_trusted
         dir.path(),
         home.path(),
         &uri,
-        &["run", "--trust-hooks", "PARENT task"],
+        &["run", "--trust-project", "PARENT task"],
     )
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -852,7 +852,7 @@ async fn hook_runs_show_on_stderr_a_blocking_one_always_and_every_one_with_verbo
         dir.path(),
         home.path(),
         &uri,
-        &["run", "--trust-hooks", "go"],
+        &["run", "--trust-project", "go"],
     )
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -869,7 +869,7 @@ async fn hook_runs_show_on_stderr_a_blocking_one_always_and_every_one_with_verbo
         dir.path(),
         home.path(),
         &uri,
-        &["-v", "run", "--trust-hooks", "go"],
+        &["-v", "run", "--trust-project", "go"],
     )
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);

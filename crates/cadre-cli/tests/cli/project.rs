@@ -317,7 +317,8 @@ async fn settings_follow_flags_env_project_user_defaults() {
     let line = |key: &str| -> String {
         out.stdout
             .lines()
-            .filter(|l| l.split_whitespace().next() == Some(key))
+            // The settings' own lines, not the project items listed below them.
+            .filter(|l| !l.starts_with(' ') && l.split_whitespace().next() == Some(key))
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .collect::<Vec<_>>()
             .join("\n")

@@ -129,7 +129,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         .unwrap_or_default();
     let hooks = map
         .get("hooks")
-        .map(|v| read_hooks(file, v, &mut problems, &|| at("hooks", None)))
+        .map(|v| read_hooks(file, v, &mut problems, &|needle| at("hooks", needle)))
         .unwrap_or_default();
     let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
         let pos = at(key, needle);

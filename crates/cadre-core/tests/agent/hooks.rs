@@ -792,13 +792,13 @@ fn a_yaml_agent_type_s_hooks_load_and_what_cannot_run_refuses_the_file_at_its_pl
     assert_eq!(hooks[0].matcher.as_deref(), Some("Edit|Write"));
     assert_eq!(hooks[0].timeout_secs, 30);
     assert_eq!(hooks[0].source, "agents/tester.yaml");
-    // A guard that cannot load fails closed: an error (the file is refused), at `hooks:`.
+    // A guard that cannot load fails closed: an error (the file is refused), at the event.
     let (_, problems) = AgentSpec::parse_yaml(file, &format!("{valid}  Whenever: []\n"));
     let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(
         shown[0].starts_with(
-            "agents/tester.yaml:4:1: error: a hook entry cannot load: unknown hook event `Whenever`"
+            "agents/tester.yaml:11:3: error: a hook entry cannot load: unknown hook event `Whenever`"
         ),
         "{shown:?}"
     );

@@ -2,7 +2,7 @@
 //! `Edit|Write`, `mcp__server__.*`), and match cadre's equivalents as well as cadre's own
 //! names.
 
-use crate::definitions::tools::TASK_TOOL;
+use crate::definitions::tools::{SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL};
 use cadre_tools::CLAUDE_CODE_NAMES;
 use regex::Regex;
 
@@ -61,9 +61,38 @@ pub(crate) fn names_of(tool: &str) -> ([&str; 3], usize) {
     (names, n)
 }
 
+/// The tools (by cadre's names, as permission rules write them) a `PreToolUse` hook with
+/// matcher `written` guards: what must be refused when the hook cannot run, so no call it
+/// would have checked runs unchecked. A matcher that is not a regular expression guards
+/// every tool. MCP tools are not named: a run knows its servers only once they start.
+pub fn guarded_tools(written: Option<&str>) -> Vec<&'static str> {
+    let matcher = Matcher::new(written).unwrap_or(Matcher::All);
+    cadre_tools::BUILTIN_TOOL_NAMES
+        .iter()
+        .chain(&[TASK_TOOL, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL])
+        .copied()
+        .filter(|tool| {
+            let (names, n) = names_of(tool);
+            matcher.matches(&names[..n])
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guarded_tools_are_those_the_matcher_names() {
+        assert_eq!(guarded_tools(Some("Bash")), ["bash"]);
+        assert_eq!(
+            guarded_tools(Some("Edit|Write")),
+            ["write_file", "edit_file"]
+        );
+        assert_eq!(guarded_tools(None).len(), 10);
+        assert_eq!(guarded_tools(Some("(")).len(), 10);
+        assert!(guarded_tools(Some("mcp__.*")).is_empty());
+    }
 
     fn matches(matcher: &str, tool: &str) -> bool {
         let (names, n) = names_of(tool);

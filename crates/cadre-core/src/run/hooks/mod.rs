@@ -13,6 +13,7 @@ mod output;
 mod runner;
 mod steps;
 
+pub use matcher::guarded_tools;
 pub use outcome::{CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
 
 pub(crate) use input::{claude_mode, Who};
