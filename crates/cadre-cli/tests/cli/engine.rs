@@ -1455,12 +1455,14 @@ async fn a_refused_engine_run_leaves_no_ref_in_the_repository() {
         "name: linked\ndescription: Uses a server.\nmode: all\nmcp_servers:\n  - own: {command: \"true\"}\nprompt: p\n",
     );
     cadre_testkit::git::init_repo(dir.path());
-    // Nothing listens there: the refusal comes before any connection.
+    // Nothing listens there: the refusal comes before any connection. The project is
+    // trusted for the run, so its agent type's server is in effect (and so refused).
     let out = cadre_env(
         dir.path(),
         &[("ANTHROPIC_API_KEY", "k")],
         &[
             "run",
+            "--trust-project",
             "--engine",
             "restate",
             "--restate-url",
