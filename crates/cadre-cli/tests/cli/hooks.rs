@@ -991,7 +991,7 @@ async fn every_subagent_start_has_one_stop_whatever_ends_it_ctrl_c_included() {
 
     let mut cadre = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
         .current_dir(dir.path())
-        .args(["run", "--team", "--trust-hooks", "LEAD task"])
+        .args(["run", "--team", "--trust-project", "LEAD task"])
         .env("HOME", home.path())
         .env("XDG_CONFIG_HOME", home.path().join(".config"))
         .env("ANTHROPIC_API_KEY", "k")
