@@ -12,6 +12,7 @@ use super::*;
 use cadre_core::record::journal::{read_steps, JournaledRun, Step};
 use cadre_core::run::team::{TeamLimits, TeamState};
 use cadre_core::{AgentSpec, Hooks, Mode, Orchestrator};
+use cadre_model::StopReason;
 use cadre_testkit::hooks::script;
 use cadre_testkit::Gate;
 use std::collections::{HashMap, HashSet};
@@ -238,7 +239,6 @@ struct Ran {
     _dir: tempfile::TempDir,
     run_dir: PathBuf,
     events: Vec<Event>,
-    requests: Vec<cadre_testkit::Captured>,
     hook_log: String,
 }
 
@@ -448,7 +448,6 @@ async fn case(ending: Ending, arrival: Arrival) -> Ran {
         _dir: dir,
         run_dir,
         events: seen.all(),
-        requests: server.requests(),
         hook_log,
     }
 }
@@ -470,25 +469,9 @@ fn journal_steps(run_dir: &Path) -> Vec<Step> {
     read_steps(&run_dir.join("journal.jsonl")).unwrap().0
 }
 
-/// The guarantees every run keeps, checked on its journal and (when given) its events.
-/// The words that start the conversation of the member `name`.
-fn marker(name: &str) -> &'static str {
-    match name {
-        "main" => "LEAD go",
-        "bob" => "BOB job",
-        _ => "X job",
-    }
-}
-
-/// Checks the guarantees on a run's journal `steps` (and its `events`): a message given
-/// at step `read_from` or later must be carried by one of `requests` (those made since).
-fn check(
-    what: &str,
-    steps: &[Step],
-    events: Option<&[Event]>,
-    requests: &[cadre_testkit::Captured],
-    read_from: usize,
-) -> TeamState {
+/// Checks the guarantees on a run's journal `steps` (and its `events`); a message kept by
+/// its recipient must have been read if it was given at step `read_from` or later.
+fn check(what: &str, steps: &[Step], events: Option<&[Event]>, read_from: usize) -> TeamState {
     let state = TeamState::from_steps(steps.iter().cloned())
         .unwrap_or_else(|| panic!("{what}: no team in the journal"));
     // No name joins twice, and each member has one path.
@@ -514,24 +497,21 @@ fn check(
         }
     }
     // Every message a member sent: given to its recipient once, or returned to it.
-    let mut given: HashMap<(String, String, u64), usize> = HashMap::new();
-    let mut given_since = HashSet::new();
+    let mut given: HashMap<(String, String, u64), Vec<(usize, String)>> = HashMap::new();
     for (i, step) in steps.iter().enumerate() {
-        if let Step::Delivered { messages, .. } = step {
+        if let Step::Delivered { agent, messages } = step {
             for m in messages {
                 let key = (m.to.clone(), m.from.clone(), m.seq);
-                if i >= read_from {
-                    given_since.insert(key.clone());
-                }
-                *given.entry(key).or_default() += 1;
+                given.entry(key).or_default().push((i, agent.clone()));
             }
         }
     }
     for m in state.messages.iter().filter(|m| !m.notice) {
-        let times = given
+        let at = given
             .get(&(m.to.clone(), m.from.clone(), m.seq))
-            .copied()
-            .unwrap_or(0);
+            .cloned()
+            .unwrap_or_default();
+        let times = at.len();
         let returned = state
             .messages
             .iter()
@@ -554,18 +534,16 @@ fn check(
             m.seq,
             m.text
         );
-        // Given and kept means read: a request of the recipient carried it.
-        if !returned && given_since.contains(&(m.to.clone(), m.from.clone(), m.seq)) {
-            let read = requests.iter().any(|r| {
-                r.first_user_text().contains(marker(&m.to))
-                    && serde_json::to_string(r.messages())
-                        .unwrap()
-                        .contains(&m.text)
-            });
+        // Given and kept means read: the recipient acted on a response after it was given.
+        if let (Some((i, path)), false) = (at.first().filter(|(i, _)| *i >= read_from), returned) {
             assert!(
-                read,
-                "{what}: {}→{} #{} ({:?}) was given but no request of {} carried it",
-                m.from, m.to, m.seq, m.text, m.to
+                acted_on_after(steps, path, *i),
+                "{what}: {}→{} #{} ({:?}) was kept, but {} never acted on a response after it was given",
+                m.from,
+                m.to,
+                m.seq,
+                m.text,
+                m.to
             );
         }
         if !recipient_open {
@@ -604,6 +582,40 @@ fn check(
         );
     }
     state
+}
+
+/// Whether the agent at `path` acted on a model response journaled after step `from`: one
+/// that was not refused, cut or paused, and whose answer was not rejected (asked for
+/// again, or failed for good).
+fn acted_on_after(steps: &[Step], path: &str, from: usize) -> bool {
+    let mine: Vec<&Step> = steps[from..]
+        .iter()
+        .filter(|s| s.agent() == Some(path))
+        .collect();
+    mine.iter().enumerate().any(|(k, step)| {
+        let Step::Response { response, .. } = step else {
+            return false;
+        };
+        let not_acted = matches!(
+            response.stop_reason,
+            Some(StopReason::Refusal | StopReason::MaxTokens | StopReason::PauseTurn)
+        );
+        // What the agent did next with it, up to its next response.
+        let rejected = mine[k + 1..]
+            .iter()
+            .take_while(|s| !matches!(s, Step::Response { .. }))
+            .any(|s| {
+                matches!(
+                    s,
+                    Step::Rejected { .. }
+                        | Step::Finished {
+                            stop: StopKind::InvalidAnswer(_),
+                            ..
+                        }
+                )
+            });
+        !not_acted && !rejected
+    })
 }
 
 /// Resumes the run from every prefix of its journal: each resumed run ends, keeps the team
@@ -661,7 +673,6 @@ async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool, limits: &T
             &format!("{what}, resumed after {k} steps"),
             &journal_steps(&copy),
             Some(&seen.all()),
-            &requests[asked_before..],
             k,
         );
         // Bob joined before the cut: he goes on as he joined (one who joins after it
@@ -702,7 +713,7 @@ async fn drive(ending: Ending, arrival: Arrival) {
     let what = format!("{ending:?} with the message arriving {arrival:?}");
     let ran = case(ending, arrival).await;
     let steps = journal_steps(&ran.run_dir);
-    let state = check(&what, &steps, Some(&ran.events), &ran.requests, 0);
+    let state = check(&what, &steps, Some(&ran.events), 0);
     stops_match_starts(&what, &ran.hook_log);
     assert!(
         state.members.contains_key("bob"),
@@ -799,7 +810,7 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
     let run_dir = dir.path().join(".cadre/runs").join(summary.run_id.unwrap());
     let steps = journal_steps(&run_dir);
     let what = format!("two starts of {names:?}");
-    let state = check(&what, &steps, Some(&seen.all()), &server.requests(), 0);
+    let state = check(&what, &steps, Some(&seen.all()), 0);
     let results: Vec<(String, bool)> = steps
         .iter()
         .filter_map(|s| match s {

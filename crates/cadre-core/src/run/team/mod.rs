@@ -150,8 +150,8 @@ struct Inner {
     /// Names a `Task` call checked and holds, not journaled yet: taken by the check itself,
     /// so two calls for one name (or past the member cap) cannot both pass it.
     reserved: HashSet<String>,
-    /// Per member, the messages (sender, number) given to it since its model last
-    /// answered: closed now, it never read them.
+    /// Per member, the messages (sender, number) given to it since it last acted on its
+    /// model's response: closed now, it never read them.
     unseen: HashMap<String, Vec<(String, u64)>>,
 }
 
@@ -696,8 +696,8 @@ impl Seat {
         &self.team
     }
 
-    /// The agent's model answered a request: every message it was given before it has
-    /// been read.
+    /// The agent acted on its model's response (it runs the response's tool calls, or its
+    /// answer was accepted): every message it was given before has been read.
     pub async fn read(&self) {
         self.team.inner.lock().await.unseen.remove(&self.name);
     }
@@ -729,6 +729,8 @@ impl Seat {
         let mut told = false;
         {
             let mut inner = team.inner.lock().await;
+            // Its answer stands: what it was given before has been read.
+            inner.unseen.remove(&self.name);
             inner.running.remove(&self.name);
             if let Some(live) = inner.live.get(&self.name) {
                 live.answer.send_replace(Some(Ok(answer.to_owned())));
