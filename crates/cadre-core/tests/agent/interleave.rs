@@ -572,14 +572,22 @@ fn check(what: &str, steps: &[Step], events: Option<&[Event]>, read_from: usize)
                 "{what}: {agent} started and finished {n} times apart"
             );
         }
-        let starts = events
-            .iter()
-            .filter(|e| matches!(e, Event::Started { agent, .. } if agent.contains("worker")))
-            .count();
-        assert!(
-            starts <= state.members.len(),
-            "{what}: {starts} member starts"
-        );
+        // No member's agent started twice, and only members' agents started.
+        let mut starts: HashMap<&str, usize> = HashMap::new();
+        for e in events {
+            if let Event::Started { agent, .. } = e {
+                if agent.contains("worker") {
+                    *starts.entry(agent.as_str()).or_default() += 1;
+                }
+            }
+        }
+        for (agent, n) in &starts {
+            assert_eq!(*n, 1, "{what}: {agent} started {n} times");
+            assert!(
+                state.members.values().any(|m| m.path == *agent),
+                "{what}: {agent} started, but no member has its path"
+            );
+        }
     }
     state
 }
