@@ -469,9 +469,8 @@ fn journal_steps(run_dir: &Path) -> Vec<Step> {
     read_steps(&run_dir.join("journal.jsonl")).unwrap().0
 }
 
-/// Checks the guarantees on a run's journal `steps` (and its `events`); a message kept by
-/// its recipient must have been read if it was given at step `read_from` or later.
-fn check(what: &str, steps: &[Step], events: Option<&[Event]>, read_from: usize) -> TeamState {
+/// Checks the guarantees on a run's journal `steps` (and its `events`).
+fn check(what: &str, steps: &[Step], events: Option<&[Event]>) -> TeamState {
     let state = TeamState::from_steps(steps.iter().cloned())
         .unwrap_or_else(|| panic!("{what}: no team in the journal"));
     // No name joins twice, and each member has one path.
@@ -535,7 +534,7 @@ fn check(what: &str, steps: &[Step], events: Option<&[Event]>, read_from: usize)
             m.text
         );
         // Given and kept means read: the recipient acted on a response after it was given.
-        if let (Some((i, path)), false) = (at.first().filter(|(i, _)| *i >= read_from), returned) {
+        if let (Some((i, path)), false) = (at.first(), returned) {
             assert!(
                 acted_on_after(steps, path, *i),
                 "{what}: {}→{} #{} ({:?}) was kept, but {} never acted on a response after it was given",
@@ -681,7 +680,6 @@ async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool, limits: &T
             &format!("{what}, resumed after {k} steps"),
             &journal_steps(&copy),
             Some(&seen.all()),
-            k,
         );
         // Bob joined before the cut: he goes on as he joined (one who joins after it
         // takes the resumed lead's model, as a fresh start does).
@@ -721,7 +719,7 @@ async fn drive(ending: Ending, arrival: Arrival) {
     let what = format!("{ending:?} with the message arriving {arrival:?}");
     let ran = case(ending, arrival).await;
     let steps = journal_steps(&ran.run_dir);
-    let state = check(&what, &steps, Some(&ran.events), 0);
+    let state = check(&what, &steps, Some(&ran.events));
     stops_match_starts(&what, &ran.hook_log);
     assert!(
         state.members.contains_key("bob"),
@@ -818,7 +816,7 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
     let run_dir = dir.path().join(".cadre/runs").join(summary.run_id.unwrap());
     let steps = journal_steps(&run_dir);
     let what = format!("two starts of {names:?}");
-    let state = check(&what, &steps, Some(&seen.all()), 0);
+    let state = check(&what, &steps, Some(&seen.all()));
     let results: Vec<(String, bool)> = steps
         .iter()
         .filter_map(|s| match s {

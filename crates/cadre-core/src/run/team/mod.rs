@@ -210,9 +210,15 @@ impl Team {
     }
 
     /// Starts over from a journaled team (a resumed run): its state, with every member not
-    /// closed counted as working until it says otherwise.
-    pub(crate) async fn restore(&self, state: TeamState) {
+    /// closed counted as working until it says otherwise, and what each was given and has
+    /// not read (`unseen`, by member name).
+    pub(crate) async fn restore(
+        &self,
+        state: TeamState,
+        unseen: HashMap<String, Vec<(String, u64)>>,
+    ) {
         let mut inner = self.inner.lock().await;
+        inner.unseen = unseen;
         inner.running = state
             .members
             .values()
