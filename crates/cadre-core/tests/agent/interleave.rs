@@ -511,10 +511,13 @@ fn check(what: &str, steps: &[Step], events: Option<&[Event]>) -> TeamState {
             .cloned()
             .unwrap_or_default();
         let times = at.len();
-        let returned = state
-            .messages
-            .iter()
-            .any(|r| r.notice && r.key == format!("returned/{}#{}", m.from, m.seq));
+        // Returned: a notice from its recipient back to its sender, under its key.
+        let returned = state.messages.iter().any(|r| {
+            r.notice
+                && r.key == format!("returned/{}#{}", m.from, m.seq)
+                && r.from == m.to
+                && r.to == m.from
+        });
         let recipient_open = state.members.get(&m.to).is_some_and(|r| !r.closed);
         assert!(
             times <= 1,
