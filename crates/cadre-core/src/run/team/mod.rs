@@ -364,10 +364,7 @@ impl Team {
         }
         let open = inner.state.members.get(name).is_some_and(|m| !m.closed);
         if open {
-            let change = TeamChange::Closed {
-                name: name.to_owned(),
-                unseen: inner.unseen.remove(name).unwrap_or_default(),
-            };
+            let change = closing(&mut inner, name);
             self.change(&mut inner, path, change).await;
         }
         drop(inner);
@@ -525,11 +522,7 @@ impl Team {
             if m.closed || m.starter.is_none() {
                 continue;
             }
-            let unseen = inner.unseen.remove(&n).unwrap_or_default();
-            let change = TeamChange::Closed {
-                name: n.clone(),
-                unseen,
-            };
+            let change = closing(&mut inner, &n);
             self.change(&mut inner, &m.path, change).await;
             // One at work is cancelled; one waiting sees it was closed and ends.
             if let Some(live) = inner.live.get(&n).filter(|_| inner.running.contains(&n)) {
@@ -813,6 +806,15 @@ impl Seat {
                 changed = rx.changed() => if changed.is_err() { return None },
             }
         }
+    }
+}
+
+/// The change that closes the member `name`, with the messages it was given and never
+/// read (taken from its unread list, which ends with it).
+fn closing(inner: &mut Inner, name: &str) -> TeamChange {
+    TeamChange::Closed {
+        name: name.to_owned(),
+        unseen: inner.unseen.remove(name).unwrap_or_default(),
     }
 }
 
