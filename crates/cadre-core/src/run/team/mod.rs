@@ -600,9 +600,15 @@ impl Team {
         Ok(task)
     }
 
-    /// The id the next task created will get (a `TaskCreated` hook is told it before).
-    pub async fn next_task_id(&self) -> u32 {
-        next_id(&self.inner.lock().await.state)
+    /// The id of the task `creator`'s call under `key` makes: the one it made before (a
+    /// resumed run repeating the call), else the next free one. (Another member creating a
+    /// task meanwhile may take that one first; the task then gets the next.)
+    pub async fn task_id_for(&self, creator: &str, key: &str) -> u32 {
+        let inner = self.inner.lock().await;
+        inner
+            .state
+            .created_under(creator, key)
+            .map_or_else(|| next_id(&inner.state), |t| t.id)
     }
 
     /// Whether [`Team::update_task`] would accept the change now (a `TaskCompleted` hook
