@@ -724,6 +724,7 @@ async fn drive(ending: Ending, arrival: Arrival) {
     let steps = journal_steps(&ran.run_dir);
     let state = check(&what, &steps, Some(&ran.events));
     stops_match_starts(&what, &ran.hook_log);
+    notices_keep_their_text(&what, &ran.run_dir);
     assert!(
         state.members.contains_key("bob"),
         "{what}: bob never joined"
@@ -735,6 +736,26 @@ async fn drive(ending: Ending, arrival: Arrival) {
         &TeamLimits::default(),
     )
     .await;
+}
+
+/// Every notice a `Delivered` step gave is journaled with its text, as given: a returned
+/// message's notice has no step of its own to take it from.
+fn notices_keep_their_text(what: &str, run_dir: &Path) {
+    let text = std::fs::read_to_string(run_dir.join("journal.jsonl")).unwrap();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["step"] != "delivered" {
+            continue;
+        }
+        for m in v["messages"].as_array().unwrap() {
+            if m["notice"] == true {
+                assert!(
+                    m["text"].as_str().is_some_and(|t| !t.is_empty()),
+                    "{what}: a notice was journaled without its text: {line}"
+                );
+            }
+        }
+    }
 }
 
 /// Every `SubagentStart` in a hook log is followed by exactly one `SubagentStop` of the
