@@ -1004,14 +1004,9 @@ async fn every_subagent_start_has_one_stop_whatever_ends_it_ctrl_c_included() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    assert!(
-        gamma_working.wait_for(1, Duration::from_secs(60)).await
-            || server
-                .requests()
-                .iter()
-                .any(|r| r.first_user_text().contains("Job delta")),
-        "gamma was never woken"
-    );
+    // Delta's request is held until Ctrl-C, so waiting for it cannot miss it; it comes
+    // after gamma's close. (Whether gamma's woken request got out before its close is a
+    // race the test does not settle: a held one is dropped by the close.)
     assert!(
         delta_working.wait_for(1, Duration::from_secs(60)).await,
         "delta never asked"

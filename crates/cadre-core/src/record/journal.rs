@@ -121,9 +121,10 @@ pub enum Step {
     Delivered {
         /// The recipient's path.
         agent: String,
-        /// The messages, in the order given. Journaled without their text, which the
-        /// team's steps hold already; [`read_steps`] puts it back (a journal written
-        /// before keeps it, and reads as it did).
+        /// The messages, in the order given. A member's message is journaled without its
+        /// text, which its `Sent` step holds already; [`read_steps`] puts it back (a
+        /// journal written before keeps it, and reads as it did). A notice keeps its text:
+        /// a returned one has no step of its own.
         #[serde(serialize_with = "without_text")]
         messages: Vec<Envelope>,
     },
@@ -553,35 +554,46 @@ impl RunState {
     }
 }
 
-/// Writes given messages without their text (see [`Step::Delivered`]).
+/// Writes given messages without the text of members' own (see [`Step::Delivered`]).
 fn without_text<S: serde::Serializer>(messages: &[Envelope], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(messages.iter().map(|m| {
         let mut m = m.clone();
-        m.text.clear();
+        if !m.notice {
+            m.text.clear();
+        }
         m
     }))
 }
 
-/// Gives the messages of `Delivered` steps journaled without their text the text their
-/// team's fold holds (a returned message exists only there).
+/// Gives the messages of `Delivered` steps journaled without their text the text of the
+/// `Sent` step of the same message (sender, recipient, number).
 fn with_texts(steps: &mut [Step]) {
     let bare = |s: &Step| matches!(s, Step::Delivered { messages, .. } if messages.iter().any(|m| m.text.is_empty()));
     if !steps.iter().any(bare) {
         return;
     }
-    let Some(team) = crate::run::team::TeamState::from_steps(steps.iter().cloned()) else {
-        return;
-    };
-    let texts: HashMap<(&str, &str, u64), &str> = team
-        .messages
+    let texts: HashMap<(String, String, u64), String> = steps
         .iter()
-        .map(|m| ((m.from.as_str(), m.to.as_str(), m.seq), m.text.as_str()))
+        .filter_map(|s| match s {
+            Step::Team {
+                change: TeamChange::Sent { message: m },
+                ..
+            } => Some(((m.from.clone(), m.to.clone(), m.seq), m.text.clone())),
+            _ => None,
+        })
         .collect();
     for step in steps.iter_mut() {
-        if let Step::Delivered { messages, .. } = step {
+        if let Step::Delivered { agent, messages } = step {
             for m in messages.iter_mut().filter(|m| m.text.is_empty()) {
-                if let Some(text) = texts.get(&(m.from.as_str(), m.to.as_str(), m.seq)) {
-                    (*text).clone_into(&mut m.text);
+                match texts.get(&(m.from.clone(), m.to.clone(), m.seq)) {
+                    Some(text) => text.clone_into(&mut m.text),
+                    None => tracing::warn!(
+                        agent = %agent,
+                        "the journal has no text for message #{} from {} to {}: it is read as empty",
+                        m.seq,
+                        m.from,
+                        m.to
+                    ),
                 }
             }
         }

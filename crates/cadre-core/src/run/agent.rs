@@ -175,6 +175,12 @@ impl Agent {
                     }
                     Next::End(stop) => break stop,
                     Next::Answer => {
+                        // The model acted on what it was given: read. (A response that
+                        // is refused, cut or rejected is not acted on: what it was given
+                        // stays unread, and goes back to its senders if it ends so.)
+                        if let Some(seat) = &self.team {
+                            seat.read().await;
+                        }
                         for step in self.answer(&state).await {
                             self.apply(&mut state, step);
                         }
@@ -293,11 +299,6 @@ impl Agent {
         });
         match self.send(&state.history).await {
             Ok(response) => {
-                // A team member's model read what it was given (a member closed before
-                // this gives it back to the senders).
-                if let Some(seat) = &self.team {
-                    seat.read().await;
-                }
                 *compacted_for_length = false;
                 self.took(&response);
                 // Journaled (by the loop) before anything acts on it: a resumed run never

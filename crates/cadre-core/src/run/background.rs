@@ -3,6 +3,7 @@
 //! `TaskStop` cancels it, and whatever the parent has not collected when it ends its turn is
 //! handed to it as one more user message, so no result is lost.
 
+use crate::definitions::hooks::DEFAULT_HOOK_TIMEOUT_SECS;
 use crate::run::agent::Inbox;
 use crate::run::orchestrator::SubagentError;
 use async_trait::async_trait;
@@ -13,6 +14,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -39,17 +41,41 @@ pub struct Background {
     next: AtomicU32,
 }
 
+/// How long a background subagent cancelled with its dropped parent may take to end by
+/// itself (its end recorded, its `SubagentStop` hooks run, at their default bound) before
+/// it is aborted.
+const END_GRACE: Duration = Duration::from_secs(DEFAULT_HOOK_TIMEOUT_SECS + 5);
+
 impl Drop for Background {
-    /// A parent dropped without waiting (its own call cut off after a cancel) takes its
-    /// background subagents with it: none runs on unowned.
+    /// A parent dropped without waiting (its own call cut off after a cancel, or its run
+    /// given up) takes its background subagents with it: each is cancelled and ends as a
+    /// cancelled agent does; one not ended within [`END_GRACE`] is aborted, so none runs
+    /// on unowned.
     fn drop(&mut self) {
         let tasks = self.tasks.get_mut().unwrap_or_else(|e| e.into_inner());
-        for entry in tasks.values() {
+        let mut running = Vec::new();
+        for entry in tasks.values_mut() {
             entry.cancel.cancel();
-            if let Some(task) = &entry.task {
-                task.abort();
+            if let Some(task) = entry.task.take().filter(|t| !t.is_finished()) {
+                running.push((task, entry.result.clone()));
             }
         }
+        if running.is_empty() {
+            return;
+        }
+        // Outside a runtime nothing can wait for them: they are aborted at once.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            running.iter().for_each(|(task, _)| task.abort());
+            return;
+        };
+        runtime.spawn(async move {
+            let deadline = tokio::time::Instant::now() + END_GRACE;
+            for (task, mut result) in running {
+                // Reported means ended; a sender gone means its task is gone too.
+                let _ = tokio::time::timeout_at(deadline, result.wait_for(Option::is_some)).await;
+                task.abort();
+            }
+        });
     }
 }
 

@@ -242,3 +242,71 @@ async fn a_stopped_background_subagent_and_a_fork_each_finish_once_and_stop_once
     );
     assert!(pairs.values().all(|p| *p == (1, 1)), "{pairs:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_subagent_of_a_run_given_up_still_runs_its_subagent_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let log = dir.path().join("hooks.log");
+    let script = cadre_testkit::hooks::script(
+        dir.path(),
+        "log.sh",
+        &format!("printf '%s\\n' \"$(cat)\" >> '{}'", log.display()),
+    );
+    let entry = json!([{"hooks": [{"type": "command", "command": script}]}]);
+    let (hooks, warnings) = cadre_core::Hooks::from_json(
+        &json!({"SubagentStart": entry, "SubagentStop": entry}),
+        "settings",
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("t1", "code", "Slow job")]),
+            Reply::text("waiting"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Slow job".into()),
+        vec![Reply::text("slow done")],
+    );
+    let slow_asked = server.gate(Match::FirstUserContains("Slow job".into()));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let o = mock_builder(&server, dir.path())
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .hooks(hooks)
+        .on_event(move |e| sink.lock().unwrap().push(e))
+        .build()
+        .unwrap();
+    let runner = tokio::spawn({
+        let o = o.clone();
+        async move { o.run("main", "PARENT task").await }
+    });
+    assert!(
+        slow_asked.wait_for(1, Duration::from_secs(60)).await,
+        "the background subagent never asked"
+    );
+    // A second Ctrl-C: the run is given up and its future dropped, the parent's list of
+    // background work with it. Its subagent is cancelled, not cut off: it ends as a
+    // cancelled agent does, its SubagentStop included.
+    o.abandon("PARENT task", 0);
+    runner.abort();
+    let stopped = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("\"SubagentStop\"")
+    };
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while !stopped() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "the background subagent never ran its SubagentStop"
+    );
+    slow_asked.open();
+}

@@ -907,3 +907,55 @@ async fn an_accepted_answer_does_not_outlive_a_stop_hook_that_keeps_the_agent_go
     assert!(text.contains("on second thought"), "{text}");
     assert!(!text.contains("\"count\": 7"), "{text}");
 }
+
+#[tokio::test]
+async fn a_task_created_hook_run_again_on_resume_is_told_the_id_the_task_got() {
+    require_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let log = script(
+        dir.path(),
+        "log.sh",
+        r#"jq -c '[.hook_event_name, .task_id]' >> "$CLAUDE_PROJECT_DIR/tasks.log""#,
+    );
+    let hooks = hooks(json!({"TaskCreated": [{"hooks": [{"command": log}]}]}));
+    server.route(
+        Match::Any,
+        vec![
+            Reply::tool_use("c1", "TaskCreate", json!({"subject": "first"})),
+            Reply::text("lead done"),
+            Reply::text("lead done again"),
+        ],
+    );
+    let runs = dir.path().join("runs");
+    let build = || {
+        let (builder, _) = with_hooks(&server, dir.path(), hooks.clone());
+        builder
+            .runs_dir(&runs)
+            .team(cadre_core::run::team::TeamLimits::default())
+            .build()
+            .unwrap()
+    };
+    let (_, summary) = build().run("main", "plan").await.unwrap();
+    let run_dir = runs.join(summary.run_id.unwrap());
+    // Killed once the task was made, before the call's result was journaled: the resumed
+    // run makes the call again, which finds the task it made.
+    let journal = run_dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let made = lines
+        .iter()
+        .position(|l| l.contains("\"step\":\"team\"") && l.contains("\"subject\":\"first\""))
+        .expect("the task's creation is journaled");
+    std::fs::write(&journal, lines[..=made].join("\n") + "\n").unwrap();
+    std::fs::remove_file(run_dir.join("summary.json")).ok();
+    let run = JournaledRun::open(&run_dir).unwrap().unwrap();
+    let (outcome, _) = build().resume(run, None).await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    let log = std::fs::read_to_string(dir.path().join("tasks.log")).unwrap();
+    assert_eq!(
+        log, "[\"TaskCreated\",\"1\"]\n[\"TaskCreated\",\"1\"]\n",
+        "{lines:#?}"
+    );
+}

@@ -12,6 +12,7 @@ use super::*;
 use cadre_core::record::journal::{read_steps, JournaledRun, Step};
 use cadre_core::run::team::{TeamLimits, TeamState};
 use cadre_core::{AgentSpec, Hooks, Mode, Orchestrator};
+use cadre_model::StopReason;
 use cadre_testkit::hooks::script;
 use cadre_testkit::Gate;
 use std::collections::{HashMap, HashSet};
@@ -246,7 +247,6 @@ struct Ran {
     _dir: tempfile::TempDir,
     run_dir: PathBuf,
     events: Vec<Event>,
-    requests: Vec<cadre_testkit::Captured>,
     hook_log: String,
 }
 
@@ -458,7 +458,6 @@ async fn case(ending: Ending, arrival: Arrival) -> Ran {
         _dir: dir,
         run_dir,
         events: seen.all(),
-        requests: server.requests(),
         hook_log,
     }
 }
@@ -480,25 +479,8 @@ fn journal_steps(run_dir: &Path) -> Vec<Step> {
     read_steps(&run_dir.join("journal.jsonl")).unwrap().0
 }
 
-/// The guarantees every run keeps, checked on its journal and (when given) its events.
-/// The words that start the conversation of the member `name`.
-fn marker(name: &str) -> &'static str {
-    match name {
-        "main" => "LEAD go",
-        "bob" => "BOB job",
-        _ => "X job",
-    }
-}
-
-/// Checks the guarantees on a run's journal `steps` (and its `events`): a message given
-/// at step `read_from` or later must be carried by one of `requests` (those made since).
-fn check(
-    what: &str,
-    steps: &[Step],
-    events: Option<&[Event]>,
-    requests: &[cadre_testkit::Captured],
-    read_from: usize,
-) -> TeamState {
+/// Checks the guarantees on a run's journal `steps` (and its `events`).
+fn check(what: &str, steps: &[Step], events: Option<&[Event]>) -> TeamState {
     let state = TeamState::from_steps(steps.iter().cloned())
         .unwrap_or_else(|| panic!("{what}: no team in the journal"));
     // No name joins twice, and each member has one path.
@@ -524,28 +506,28 @@ fn check(
         }
     }
     // Every message a member sent: given to its recipient once, or returned to it.
-    let mut given: HashMap<(String, String, u64), usize> = HashMap::new();
-    let mut given_since = HashSet::new();
+    let mut given: HashMap<(String, String, u64), Vec<(usize, String)>> = HashMap::new();
     for (i, step) in steps.iter().enumerate() {
-        if let Step::Delivered { messages, .. } = step {
+        if let Step::Delivered { agent, messages } = step {
             for m in messages {
                 let key = (m.to.clone(), m.from.clone(), m.seq);
-                if i >= read_from {
-                    given_since.insert(key.clone());
-                }
-                *given.entry(key).or_default() += 1;
+                given.entry(key).or_default().push((i, agent.clone()));
             }
         }
     }
     for m in state.messages.iter().filter(|m| !m.notice) {
-        let times = given
+        let at = given
             .get(&(m.to.clone(), m.from.clone(), m.seq))
-            .copied()
-            .unwrap_or(0);
-        let returned = state
-            .messages
-            .iter()
-            .any(|r| r.notice && r.key == format!("returned/{}#{}", m.from, m.seq));
+            .cloned()
+            .unwrap_or_default();
+        let times = at.len();
+        // Returned: a notice from its recipient back to its sender, under its key.
+        let returned = state.messages.iter().any(|r| {
+            r.notice
+                && r.key == format!("returned/{}#{}", m.from, m.seq)
+                && r.from == m.to
+                && r.to == m.from
+        });
         let recipient_open = state.members.get(&m.to).is_some_and(|r| !r.closed);
         assert!(
             times <= 1,
@@ -564,18 +546,16 @@ fn check(
             m.seq,
             m.text
         );
-        // Given and kept means read: a request of the recipient carried it.
-        if !returned && given_since.contains(&(m.to.clone(), m.from.clone(), m.seq)) {
-            let read = requests.iter().any(|r| {
-                r.first_user_text().contains(marker(&m.to))
-                    && serde_json::to_string(r.messages())
-                        .unwrap()
-                        .contains(&m.text)
-            });
+        // Given and kept means read: the recipient acted on a response after it was given.
+        if let (Some((i, path)), false) = (at.first(), returned) {
             assert!(
-                read,
-                "{what}: {}→{} #{} ({:?}) was given but no request of {} carried it",
-                m.from, m.to, m.seq, m.text, m.to
+                acted_on_after(steps, path, *i),
+                "{what}: {}→{} #{} ({:?}) was kept, but {} never acted on a response after it was given",
+                m.from,
+                m.to,
+                m.seq,
+                m.text,
+                m.to
             );
         }
         if !recipient_open {
@@ -604,16 +584,58 @@ fn check(
                 "{what}: {agent} started and finished {n} times apart"
             );
         }
-        let starts = events
-            .iter()
-            .filter(|e| matches!(e, Event::Started { agent, .. } if agent.contains("worker")))
-            .count();
-        assert!(
-            starts <= state.members.len(),
-            "{what}: {starts} member starts"
-        );
+        // No member's agent started twice, and only members' agents started.
+        let mut starts: HashMap<&str, usize> = HashMap::new();
+        for e in events {
+            if let Event::Started { agent, .. } = e {
+                if agent.contains("worker") {
+                    *starts.entry(agent.as_str()).or_default() += 1;
+                }
+            }
+        }
+        for (agent, n) in &starts {
+            assert_eq!(*n, 1, "{what}: {agent} started {n} times");
+            assert!(
+                state.members.values().any(|m| m.path == *agent),
+                "{what}: {agent} started, but no member has its path"
+            );
+        }
     }
     state
+}
+
+/// Whether the agent at `path` acted on a model response journaled after step `from`: one
+/// that was not refused, cut or paused, and whose answer was not rejected (asked for
+/// again, or failed for good).
+fn acted_on_after(steps: &[Step], path: &str, from: usize) -> bool {
+    let mine: Vec<&Step> = steps[from..]
+        .iter()
+        .filter(|s| s.agent() == Some(path))
+        .collect();
+    mine.iter().enumerate().any(|(k, step)| {
+        let Step::Response { response, .. } = step else {
+            return false;
+        };
+        let not_acted = matches!(
+            response.stop_reason,
+            Some(StopReason::Refusal | StopReason::MaxTokens | StopReason::PauseTurn)
+        );
+        // What the agent did next with it, up to its next response.
+        let rejected = mine[k + 1..]
+            .iter()
+            .take_while(|s| !matches!(s, Step::Response { .. }))
+            .any(|s| {
+                matches!(
+                    s,
+                    Step::Rejected { .. }
+                        | Step::Finished {
+                            stop: StopKind::InvalidAnswer(_),
+                            ..
+                        }
+                )
+            });
+        !not_acted && !rejected
+    })
 }
 
 /// Resumes the run from every prefix of its journal: each resumed run ends, keeps the team
@@ -671,8 +693,6 @@ async fn resume_every_prefix(what: &str, run_dir: &Path, typed: bool, limits: &T
             &format!("{what}, resumed after {k} steps"),
             &journal_steps(&copy),
             Some(&seen.all()),
-            &requests[asked_before..],
-            k,
         );
         // Bob joined before the cut: he goes on as he joined (one who joins after it
         // takes the resumed lead's model, as a fresh start does).
@@ -712,8 +732,9 @@ async fn drive(ending: Ending, arrival: Arrival) {
     let what = format!("{ending:?} with the message arriving {arrival:?}");
     let ran = case(ending, arrival).await;
     let steps = journal_steps(&ran.run_dir);
-    let state = check(&what, &steps, Some(&ran.events), &ran.requests, 0);
+    let state = check(&what, &steps, Some(&ran.events));
     stops_match_starts(&what, &ran.hook_log);
+    notices_keep_their_text(&what, &ran.run_dir);
     assert!(
         state.members.contains_key("bob"),
         "{what}: bob never joined"
@@ -725,6 +746,26 @@ async fn drive(ending: Ending, arrival: Arrival) {
         &TeamLimits::default(),
     )
     .await;
+}
+
+/// Every notice a `Delivered` step gave is journaled with its text, as given: a returned
+/// message's notice has no step of its own to take it from.
+fn notices_keep_their_text(what: &str, run_dir: &Path) {
+    let text = std::fs::read_to_string(run_dir.join("journal.jsonl")).unwrap();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["step"] != "delivered" {
+            continue;
+        }
+        for m in v["messages"].as_array().unwrap() {
+            if m["notice"] == true {
+                assert!(
+                    m["text"].as_str().is_some_and(|t| !t.is_empty()),
+                    "{what}: a notice was journaled without its text: {line}"
+                );
+            }
+        }
+    }
 }
 
 /// Every `SubagentStart` in a hook log is followed by exactly one `SubagentStop` of the
@@ -809,7 +850,7 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
     let run_dir = dir.path().join(".cadre/runs").join(summary.run_id.unwrap());
     let steps = journal_steps(&run_dir);
     let what = format!("two starts of {names:?}");
-    let state = check(&what, &steps, Some(&seen.all()), &server.requests(), 0);
+    let state = check(&what, &steps, Some(&seen.all()));
     let results: Vec<(String, bool)> = steps
         .iter()
         .filter_map(|s| match s {

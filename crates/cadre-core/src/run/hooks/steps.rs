@@ -170,8 +170,8 @@ impl Agent {
         }
         let seat = self.team.as_ref()?;
         let id = if event == HookEvent::TaskCreated {
-            // The id the task is about to get.
-            seat.team().next_task_id().await
+            // The id the task is about to get, or got (a resumed repeat of the call).
+            seat.team().task_id_for(&seat.name, &call.id).await
         } else {
             let id = ["task_id", "taskId"]
                 .iter()

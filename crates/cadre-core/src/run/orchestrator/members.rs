@@ -5,6 +5,7 @@ use super::*;
 use crate::record::journal::TEAM_STEPS;
 use crate::run::background::TaskResult;
 use crate::run::team::{Member, TeamChange, TeamState};
+use std::collections::HashMap;
 use tokio::sync::watch;
 
 impl Orchestrator {
@@ -181,17 +182,25 @@ impl Orchestrator {
                 change,
             })
             .collect();
+        let mut unseen = HashMap::new();
         for path in paths {
+            let own = journal.steps(&path).await?;
+            unseen.insert(path, unread_since_acted_on(&own));
             steps.extend(
-                journal
-                    .steps(&path)
-                    .await?
-                    .into_iter()
+                own.into_iter()
                     .filter(|s| matches!(s, Step::Delivered { .. })),
             );
         }
         if let Some(state) = TeamState::from_steps(steps) {
-            self.team.restore(state).await;
+            // Keyed by name, as the live list is; a closed member's list is spent.
+            let unseen = state
+                .members
+                .values()
+                .filter(|m| !m.closed)
+                .filter_map(|m| Some((m.name.clone(), unseen.remove(&m.path)?)))
+                .filter(|(_, u)| !u.is_empty())
+                .collect();
+            self.team.restore(state, unseen).await;
         }
         Ok(())
     }
@@ -262,4 +271,51 @@ impl Orchestrator {
         }
         Ok(spec)
     }
+}
+
+/// The messages (sender, number) an agent's journaled `steps` gave it after the last
+/// response it acted on: a response not refused, cut or paused, whose answer was not
+/// rejected. Its model never read them, as the live run counts it.
+fn unread_since_acted_on(steps: &[Step]) -> Vec<(String, u64)> {
+    let mut unread = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Delivered { messages, .. } => {
+                unread.extend(messages.iter().map(|m| (m.from.clone(), m.seq)));
+            }
+            Step::Response { response, .. } if acted_on(response, &steps[i + 1..]) => {
+                unread.clear();
+            }
+            _ => {}
+        }
+    }
+    unread
+}
+
+/// Whether the agent acted on `response`, given the steps that follow it: it ran the
+/// response's tool calls, or its answer was accepted — it went on to wait for messages and
+/// was given more. An answer with nothing after it is left to the resumed run to judge.
+fn acted_on(response: &cadre_model::Response, after: &[Step]) -> bool {
+    use cadre_model::StopReason;
+    if response.stop_reason == Some(StopReason::ToolUse) && response.tool_uses().next().is_some() {
+        return true;
+    }
+    // The first thing the agent did after its answer: waited and was given messages, or
+    // was asked again (rejected, kept going by a hook, told of its background work).
+    let next = after.iter().find(|s| {
+        matches!(
+            s,
+            Step::Delivered { .. }
+                | Step::Rejected { .. }
+                | Step::Hooked { .. }
+                | Step::UserMessage { .. }
+                | Step::Response { .. }
+                | Step::Finished { .. }
+        )
+    });
+    let answered = !matches!(
+        response.stop_reason,
+        Some(StopReason::Refusal | StopReason::MaxTokens | StopReason::PauseTurn)
+    );
+    answered && matches!(next, Some(Step::Delivered { .. }))
 }

@@ -577,7 +577,10 @@ impl Orchestrator {
 
     /// Gives the run up without waiting for its agents (a second Ctrl-C): cancels every
     /// agent and writes `summary.json` from what has ended so far, stop `cancelled`. The
-    /// caller then drops the run's future, whose agents' commands die with it.
+    /// caller then drops the run's future, whose agents' commands die with it. The agents
+    /// still at work are recorded as ended here, without their `SubagentStop` hooks: giving
+    /// the run up waits for nothing (background subagents and team members, which run as
+    /// tasks of their own, may still end and run theirs while the process lives).
     pub fn abandon(&self, task: &str, elapsed_ms: u64) -> RunSummary {
         self.cancel.cancel();
         // The agents still at work are given up with the run: cancelled, by the person.

@@ -150,8 +150,8 @@ struct Inner {
     /// Names a `Task` call checked and holds, not journaled yet: taken by the check itself,
     /// so two calls for one name (or past the member cap) cannot both pass it.
     reserved: HashSet<String>,
-    /// Per member, the messages (sender, number) given to it since its model last
-    /// answered: closed now, it never read them.
+    /// Per member, the messages (sender, number) given to it since it last acted on its
+    /// model's response: closed now, it never read them.
     unseen: HashMap<String, Vec<(String, u64)>>,
 }
 
@@ -210,9 +210,15 @@ impl Team {
     }
 
     /// Starts over from a journaled team (a resumed run): its state, with every member not
-    /// closed counted as working until it says otherwise.
-    pub(crate) async fn restore(&self, state: TeamState) {
+    /// closed counted as working until it says otherwise, and what each was given and has
+    /// not read (`unseen`, by member name).
+    pub(crate) async fn restore(
+        &self,
+        state: TeamState,
+        unseen: HashMap<String, Vec<(String, u64)>>,
+    ) {
         let mut inner = self.inner.lock().await;
+        inner.unseen = unseen;
         inner.running = state
             .members
             .values()
@@ -358,10 +364,7 @@ impl Team {
         }
         let open = inner.state.members.get(name).is_some_and(|m| !m.closed);
         if open {
-            let change = TeamChange::Closed {
-                name: name.to_owned(),
-                unseen: inner.unseen.remove(name).unwrap_or_default(),
-            };
+            let change = closing(&mut inner, name);
             self.change(&mut inner, path, change).await;
         }
         drop(inner);
@@ -519,11 +522,7 @@ impl Team {
             if m.closed || m.starter.is_none() {
                 continue;
             }
-            let unseen = inner.unseen.remove(&n).unwrap_or_default();
-            let change = TeamChange::Closed {
-                name: n.clone(),
-                unseen,
-            };
+            let change = closing(&mut inner, &n);
             self.change(&mut inner, &m.path, change).await;
             // One at work is cancelled; one waiting sees it was closed and ends.
             if let Some(live) = inner.live.get(&n).filter(|_| inner.running.contains(&n)) {
@@ -601,9 +600,15 @@ impl Team {
         Ok(task)
     }
 
-    /// The id the next task created will get (a `TaskCreated` hook is told it before).
-    pub async fn next_task_id(&self) -> u32 {
-        next_id(&self.inner.lock().await.state)
+    /// The id of the task `creator`'s call under `key` makes: the one it made before (a
+    /// resumed run repeating the call), else the next free one. (Another member creating a
+    /// task meanwhile may take that one first; the task then gets the next.)
+    pub async fn task_id_for(&self, creator: &str, key: &str) -> u32 {
+        let inner = self.inner.lock().await;
+        inner
+            .state
+            .created_under(creator, key)
+            .map_or_else(|| next_id(&inner.state), |t| t.id)
     }
 
     /// Whether [`Team::update_task`] would accept the change now (a `TaskCompleted` hook
@@ -696,8 +701,8 @@ impl Seat {
         &self.team
     }
 
-    /// The agent's model answered a request: every message it was given before it has
-    /// been read.
+    /// The agent acted on its model's response (it runs the response's tool calls, or its
+    /// answer was accepted): every message it was given before has been read.
     pub async fn read(&self) {
         self.team.inner.lock().await.unseen.remove(&self.name);
     }
@@ -729,6 +734,8 @@ impl Seat {
         let mut told = false;
         {
             let mut inner = team.inner.lock().await;
+            // Its answer stands: what it was given before has been read.
+            inner.unseen.remove(&self.name);
             inner.running.remove(&self.name);
             if let Some(live) = inner.live.get(&self.name) {
                 live.answer.send_replace(Some(Ok(answer.to_owned())));
@@ -805,6 +812,15 @@ impl Seat {
                 changed = rx.changed() => if changed.is_err() { return None },
             }
         }
+    }
+}
+
+/// The change that closes the member `name`, with the messages it was given and never
+/// read (taken from its unread list, which ends with it).
+fn closing(inner: &mut Inner, name: &str) -> TeamChange {
+    TeamChange::Closed {
+        name: name.to_owned(),
+        unseen: inner.unseen.remove(name).unwrap_or_default(),
     }
 }
 
