@@ -20,6 +20,9 @@ pub struct Display {
     live: Option<ProgressBar>,
     /// Whether the last thing printed to stdout ended a line.
     at_line_start: bool,
+    /// Whether stdout is a terminal: only then does a log line on stderr end the answer's
+    /// open line first (both show on one screen); a piped answer is never broken by one.
+    stdout_tty: bool,
     /// Whether the primary agent started a new turn since its last text.
     new_turn: bool,
     /// Answer text not yet printed because its line has not ended (live mode only).
@@ -115,6 +118,7 @@ impl Display {
             primary: primary.to_owned(),
             live,
             at_line_start: true,
+            stdout_tty: std::io::stdout().is_terminal(),
             new_turn: false,
             pending: String::new(),
             printed_this_turn: false,
@@ -243,9 +247,8 @@ impl Display {
         // A hook that blocked, refused or failed is always told; every hook run with -v.
         if let Event::Hook { .. } = event {
             if let Some(line) = hook_line(event) {
-                if !self.at_line_start && self.live.is_none() {
-                    outln!();
-                    self.at_line_start = true;
+                if self.live.is_none() {
+                    self.end_open_line();
                 }
                 match &self.live {
                     Some(pb) => pb.suspend(|| errln!("· {line}")),
@@ -384,11 +387,16 @@ impl Display {
             }
             _ => return,
         };
-        if !self.at_line_start {
+        self.end_open_line();
+        errln!("· {line}");
+    }
+
+    /// Ends the answer's open line on a terminal before a log line goes to stderr.
+    fn end_open_line(&mut self) {
+        if self.stdout_tty && !self.at_line_start {
             outln!();
             self.at_line_start = true;
         }
-        errln!("· {line}");
     }
 
     /// Redraws the live block from the roster (no-op unless stderr is a terminal).
