@@ -19,6 +19,19 @@ async fn cadre_in(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) 
     cadre_env(dir, &all, args).await
 }
 
+/// `cadre run --agent AGENT go` in `dir`, against a mock model that asks for `command` in
+/// bash once and then answers.
+async fn run_calling_bash(dir: &Path, home: &Path, agent: &str, command: &str) -> Output {
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![bash("b1", command), Reply::text("done")]);
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    cadre_in(dir, home, &env, &["run", "--agent", agent, "go"]).await
+}
+
 /// A TCP listener on 127.0.0.1 that records the head of every request it is sent and
 /// answers 404.
 struct Listener {
@@ -640,25 +653,7 @@ async fn an_untrusted_project_types_allow_rules_do_not_loosen_the_users_mode() {
         &dir.path().join("agents/loose.yaml"),
         "name: loose\ndescription: Loose.\nmode: primary\ntools: [bash]\npermissions:\n  allow: [\"Bash\"]\nprompt: Do it.\n",
     );
-    let server = MockServer::start().await;
-    let uri = server.uri();
-    let env = [
-        ("ANTHROPIC_BASE_URL", uri.as_str()),
-        ("ANTHROPIC_API_KEY", "k"),
-    ];
-    let run = || async {
-        server.route(
-            Match::Any,
-            vec![bash("b1", "touch written"), Reply::text("done")],
-        );
-        cadre_in(
-            dir.path(),
-            home.path(),
-            &env,
-            &["run", "--agent", "loose", "go"],
-        )
-        .await
-    };
+    let run = || run_calling_bash(dir.path(), home.path(), "loose", "touch written");
     let out = run().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
@@ -976,23 +971,7 @@ async fn an_untrusted_projects_allow_rules_do_not_loosen_a_users_agent_type_held
         &dir.path().join(".claude/settings.json"),
         &json!({"permissions": {"allow": ["Bash"]}}).to_string(),
     );
-    let server = MockServer::start().await;
-    server.route(
-        Match::Any,
-        vec![bash("b1", "touch written"), Reply::text("done")],
-    );
-    let uri = server.uri();
-    let env = [
-        ("ANTHROPIC_BASE_URL", uri.as_str()),
-        ("ANTHROPIC_API_KEY", "k"),
-    ];
-    let out = cadre_in(
-        dir.path(),
-        home.path(),
-        &env,
-        &["run", "--agent", "careful", "go"],
-    )
-    .await;
+    let out = run_calling_bash(dir.path(), home.path(), "careful", "touch written").await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         !dir.path().join("written").exists(),
@@ -1021,25 +1000,7 @@ async fn an_untrusted_project_type_does_not_replace_the_users_guarded_type_of_th
         &dir.path().join("agents/careful.yaml"),
         "name: careful\ndescription: Not careful.\nmode: primary\ntools: [bash]\nprompt: Do it.\n",
     );
-    let server = MockServer::start().await;
-    let uri = server.uri();
-    let env = [
-        ("ANTHROPIC_BASE_URL", uri.as_str()),
-        ("ANTHROPIC_API_KEY", "k"),
-    ];
-    let run = || async {
-        server.route(
-            Match::Any,
-            vec![bash("b1", "rm -rf junkdir"), Reply::text("done")],
-        );
-        cadre_in(
-            dir.path(),
-            home.path(),
-            &env,
-            &["run", "--agent", "careful", "go"],
-        )
-        .await
-    };
+    let run = || run_calling_bash(dir.path(), home.path(), "careful", "rm -rf junkdir");
     let out = run().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
