@@ -98,7 +98,7 @@ pub use record::transcript::{
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
-pub use run::builder::OrchestratorBuilder;
+pub use run::builder::{unhonoured_by_workers, OrchestratorBuilder};
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::hooks::{guarded_tools, CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};

@@ -3,7 +3,7 @@
 //! who reaches Restate's ingress can send one.
 
 use crate::wire::AgentCall;
-use cadre_core::{AgentSpec, PermissionMode};
+use cadre_core::{unhonoured_by_workers, PermissionMode};
 
 /// One line for each thing in `call` a worker cannot honour; empty when it can run it.
 pub fn unhonoured(call: &AgentCall) -> Vec<String> {
@@ -11,7 +11,7 @@ pub fn unhonoured(call: &AgentCall) -> Vec<String> {
     // The agent's own type travels beside the run's types, and may differ from them.
     let types =
         std::iter::once(&call.agent.spec).chain(call.settings.agents.iter().map(|w| &w.spec));
-    for line in types.flat_map(of_type) {
+    for line in types.flat_map(unhonoured_by_workers) {
         if !out.contains(&line) {
             out.push(line);
         }
@@ -25,32 +25,6 @@ pub fn unhonoured(call: &AgentCall) -> Vec<String> {
         out.push(format!(
             "agent type {} lists {tool}: teams run only in one process",
             call.agent.spec.name
-        ));
-    }
-    out
-}
-
-/// What agent type `spec` asks for that a worker cannot honour.
-fn of_type(spec: &AgentSpec) -> Vec<String> {
-    let mut out = Vec::new();
-    if !spec.hooks.is_empty() {
-        // Each event once, in the order the hooks come (not only neighbours alike).
-        let mut events: Vec<&str> = Vec::new();
-        for name in spec.hooks.all().iter().map(|h| h.event.name()) {
-            if !events.contains(&name) {
-                events.push(name);
-            }
-        }
-        out.push(format!(
-            "agent type {} has hooks ({}): workers run no hooks",
-            spec.name,
-            events.join(", ")
-        ));
-    }
-    if !spec.mcp_servers.is_empty() {
-        out.push(format!(
-            "agent type {} names MCP servers: workers run none",
-            spec.name
         ));
     }
     out

@@ -454,22 +454,36 @@ fn unhonoured_on_engine(registry: &Registry, config: &RunConfig) -> Vec<String> 
             servers.join(", ")
         ));
     }
-    for spec in registry.all() {
-        if !spec.hooks.is_empty() {
-            out.push(format!(
-                "agent type {} has hooks: the workers run no hooks",
-                spec.name
-            ));
-        }
-        if !spec.mcp_servers.is_empty() {
-            out.push(format!(
-                "agent type {} names MCP servers: the workers run none",
-                spec.name
-            ));
-        }
-    }
+    out.extend(registry.all().flat_map(unhonoured_by_workers));
     if config.team.is_some() {
         out.push("a team: teams run only in one process".to_owned());
+    }
+    out
+}
+
+/// What agent type `spec` asks for that a worker cannot honour, one line each: its hooks
+/// (each event named once) and its MCP servers.
+pub fn unhonoured_by_workers(spec: &AgentSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if !spec.hooks.is_empty() {
+        // Each event once, in the order the hooks come (not only neighbours alike).
+        let mut events: Vec<&str> = Vec::new();
+        for name in spec.hooks.all().iter().map(|h| h.event.name()) {
+            if !events.contains(&name) {
+                events.push(name);
+            }
+        }
+        out.push(format!(
+            "agent type {} has hooks ({}): workers run no hooks",
+            spec.name,
+            events.join(", ")
+        ));
+    }
+    if !spec.mcp_servers.is_empty() {
+        out.push(format!(
+            "agent type {} names MCP servers: workers run none",
+            spec.name
+        ));
     }
     out
 }
