@@ -1488,25 +1488,12 @@ async fn a_workers_identity_key_on_the_command_line_beats_a_key_file_from_the_en
     let dir = tempfile::tempdir().unwrap();
     let private = dir.path().join("restate.pem");
     std::fs::write(&private, cadre_testkit::restate::TEST_PRIVATE_PEM).unwrap();
-    let log = dir.path().join("worker.log");
-    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .args(["worker", "--listen", "0.0.0.0:0"])
-        .args(["--identity-key", cadre_testkit::restate::TEST_IDENTITY_KEY])
-        .env("CADRE_IDENTITY_KEY_FILE", &private)
-        .env("HOME", dir.path())
-        .env("ANTHROPIC_API_KEY", "sk-test")
-        .env_remove("CADRE_IDENTITY_KEY")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(worker.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _ = worker.kill();
-    let _ = worker.wait();
-    let said = std::fs::read_to_string(&log).unwrap();
+    let (line, said) = worker_until_listening(
+        dir.path(),
+        "0.0.0.0:0",
+        &["--identity-key", cadre_testkit::restate::TEST_IDENTITY_KEY],
+        &[("CADRE_IDENTITY_KEY_FILE", private.to_str().unwrap())],
+    );
     // Listening, and with a key: no warning of serving anyone.
     assert!(line.contains("listening on"), "{line}\n{said}");
     assert!(!said.contains("WARNING"), "{said}");
@@ -1537,45 +1524,16 @@ async fn a_worker_beyond_loopback_without_a_key_warns_and_a_bad_key_is_refused()
         out.stderr
     );
     // Listening on every address with no key: a warning, before it serves anything.
-    let log = dir.path().join("worker.log");
-    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .args(["worker", "--listen", "0.0.0.0:0"])
-        .env("HOME", dir.path())
-        .env("ANTHROPIC_API_KEY", "sk-test")
-        .env_remove("CADRE_IDENTITY_KEY")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(worker.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _ = worker.kill();
-    let _ = worker.wait();
-    let said = std::fs::read_to_string(&log).unwrap();
+    let (_, said) = worker_until_listening(dir.path(), "0.0.0.0:0", &[], &[]);
     assert!(
         said.contains("WARNING") && said.contains("without an identity key"),
         "{said}"
     );
     // On loopback, no warning.
-    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
-        .args(["worker", "--listen", "127.0.0.1:0"])
-        .env("HOME", dir.path())
-        .env("ANTHROPIC_API_KEY", "sk-test")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(worker.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _ = worker.kill();
-    let _ = worker.wait();
+    let (_, said) = worker_until_listening(dir.path(), "127.0.0.1:0", &[], &[]);
     assert!(
-        !std::fs::read_to_string(&log).unwrap().contains("WARNING"),
-        "a loopback worker warned"
+        !said.contains("WARNING"),
+        "a loopback worker warned: {said}"
     );
 }
 
@@ -1803,4 +1761,34 @@ async fn a_run_whose_worker_cannot_be_reached_says_why_while_it_waits() {
     assert_eq!(out.code, 0, "{}\n{said}", out.stdout);
     assert_eq!(out.stdout.trim(), "reached at last");
     assert!(!said.contains("cannot reach Restate"), "{said}");
+}
+
+/// Starts `cadre worker --listen LISTEN ARGS` with `env` (and no identity key from the
+/// environment), waits for the first line it prints (its address, once it listens), stops
+/// it, and returns that line and what it wrote to stderr.
+fn worker_until_listening(
+    dir: &Path,
+    listen: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (String, String) {
+    let log = dir.join("worker.log");
+    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .args(["worker", "--listen", listen])
+        .args(args)
+        .envs(env.iter().copied())
+        .env("HOME", dir)
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env_remove("CADRE_IDENTITY_KEY")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    (line, std::fs::read_to_string(&log).unwrap())
 }
