@@ -19,6 +19,21 @@ async fn cadre_in(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) 
     cadre_env(dir, &all, args).await
 }
 
+/// `cadre ARGS` in `dir`, which must be refused (exit 2) before the model is asked: the
+/// mock it talks to has no reply scripted and must see no request.
+async fn refused_before_the_model(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    let server = MockServer::start().await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+    ];
+    let out = cadre_in(dir, home, &env, args).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(server.requests().is_empty());
+    out
+}
+
 /// `cadre run --agent AGENT go` in `dir`, against a mock model that asks for `command` in
 /// bash once and then answers.
 async fn run_calling_bash(dir: &Path, home: &Path, agent: &str, command: &str) -> Output {
@@ -906,28 +921,18 @@ async fn hooks_in_cadre_toml_under_another_spelling_refuse_the_run() {
         &dir.path().join("cadre.toml"),
         "model = \"sonnet\"\n\n[[Hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"exit 2\" }]\n",
     );
-    // No reply is scripted: a run that reached the model would fail the test.
-    let server = MockServer::start().await;
-    let uri = server.uri();
-    let env = [
-        ("ANTHROPIC_BASE_URL", uri.as_str()),
-        ("ANTHROPIC_API_KEY", "k"),
-    ];
-    let out = cadre_in(
+    let out = refused_before_the_model(
         dir.path(),
         home.path(),
-        &env,
         &["-q", "run", "--trust-project", "go"],
     )
     .await;
-    assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr
             .contains("cadre.toml:3: a hook entry cannot load: `Hooks` is not read"),
         "{}",
         out.stderr
     );
-    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
@@ -939,22 +944,13 @@ async fn a_deny_rule_in_claude_settings_that_cannot_be_read_refuses_the_run() {
         &home.path().join(".claude/settings.json"),
         "{\"permissions\": {\n  \"deny\": [\"Bash(rm:*\"]}}\n",
     );
-    // No reply is scripted: a run that reached the model would fail the test.
-    let server = MockServer::start().await;
-    let uri = server.uri();
-    let env = [
-        ("ANTHROPIC_BASE_URL", uri.as_str()),
-        ("ANTHROPIC_API_KEY", "k"),
-    ];
-    let out = cadre_in(dir.path(), home.path(), &env, &["-q", "run", "go"]).await;
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    let out = refused_before_the_model(dir.path(), home.path(), &["-q", "run", "go"]).await;
     assert!(
         out.stderr
             .contains(".claude/settings.json:2:12: permissions.deny rule"),
         "{}",
         out.stderr
     );
-    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
