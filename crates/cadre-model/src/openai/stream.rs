@@ -127,7 +127,9 @@ pub(super) fn map_finish_reason(
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,
         Some("content_filter") => StopReason::Refusal,
-        Some(other) => StopReason::Other(other.to_owned()),
+        // A server that answers in the Messages API's words (`refusal`, `end_turn`) is
+        // read as it means; only an unknown word stays `Other`.
+        Some(other) => StopReason::parse(other),
     })
 }
 

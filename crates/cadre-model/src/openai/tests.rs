@@ -327,6 +327,7 @@ fn finish_reasons() {
         ("function_call", true, StopReason::ToolUse),
         ("length", false, StopReason::MaxTokens),
         ("content_filter", false, StopReason::Refusal),
+        ("refusal", false, StopReason::Refusal),
         ("eos", false, StopReason::Other("eos".into())),
     ] {
         assert_eq!(
