@@ -407,8 +407,8 @@ impl Display {
         // Rows are cut to the terminal's width: a wrapped row would break the redraw. One
         // column is kept free (a full row moves some terminals' cursor on).
         let width = usize::from(console::Term::stderr().size().1).saturating_sub(1);
-        let subagents: Vec<&RosterEntry> =
-            roster.iter().filter(|e| e.path != self.primary).collect();
+        let primary = AgentPath::parse(&self.primary);
+        let subagents: Vec<&RosterEntry> = roster.iter().filter(|e| e.path != primary).collect();
         // Team members that answered and wait for a message are not running.
         let idle = subagents.iter().filter(|e| e.waiting).count();
         let waiting = if idle > 0 {
@@ -427,7 +427,7 @@ impl Display {
             ),
             width.saturating_sub(2),
         );
-        let main = roster.iter().find(|e| e.path == self.primary);
+        let main = roster.iter().find(|e| e.path == primary);
         // In a team run the primary agent is a member too: its row says when it waits
         // for the team and what waits for it.
         let team_run = subagents.iter().any(|e| e.member.is_some());
@@ -435,14 +435,14 @@ impl Display {
         let name_width = subagents
             .iter()
             .filter_map(|e| e.member.as_deref())
-            .chain(main.map(|m| m.path.as_str()))
             .map(|n| n.chars().count())
+            .chain(main.map(|m| m.path.to_string().chars().count()))
             .max()
             .unwrap_or(0);
         if let Some(main) = main {
             if team_run {
                 text.push('\n');
-                text.push_str(&member_row(main, &main.path, width, name_width));
+                text.push_str(&member_row(main, &main.path.to_string(), width, name_width));
             } else if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
                 let row = format!("  turn {}  {doing}", main.turn);
@@ -461,7 +461,7 @@ impl Display {
                 text.push_str(&member_row(e, member, width, name_width));
                 continue;
             }
-            let name = AgentPath::parse(&e.path).name();
+            let name = e.path.name();
             // A background subagent is marked: its parent is not waiting for it.
             let description = if e.background {
                 format!("[bg] {}", e.description)

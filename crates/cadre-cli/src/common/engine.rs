@@ -11,7 +11,8 @@ use crate::common::project::{user_dir, workspace_root};
 use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
-    AgentOutcome, AgentSpec, DelegatedCall, Event, RosterEntry, RunDir, RunSummary, UsageReport,
+    AgentOutcome, AgentPath, AgentSpec, DelegatedCall, Event, RosterEntry, RunDir, RunSummary,
+    UsageReport,
 };
 use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
@@ -612,7 +613,7 @@ fn entries(
         .map(|p| {
             let started = *seen.entry(p.path.clone()).or_insert_with(Instant::now);
             RosterEntry {
-                path: p.path.clone(),
+                path: AgentPath::parse(&p.path),
                 agent_type: p.agent_type.clone(),
                 description: p.description.clone(),
                 turn: p.turn,

@@ -1,7 +1,15 @@
 //! How a run is configured (`RunConfig`, `Limits`) and why one cannot start (`RunError`).
 
-use super::*;
 use crate::definitions::instructions::Instructions;
+use crate::definitions::skills::SkillSet;
+use crate::record::journal::{Journal, JournalError};
+use crate::run::outcome::StopKind;
+use crate::run::permissions::Permissions;
+use cadre_mcp::McpServers;
+use cadre_model::Model;
+use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Limits that hold across the whole tree of agents.
 #[derive(Debug, Clone)]

@@ -7,27 +7,28 @@
 //! folder of the system's temporary directory that belongs to the orchestrator and is
 //! removed when it is dropped.
 
-use super::subagent::subagent_result;
-use super::*;
+use super::run_context::RunContext;
+use super::spawn::{subagent_result, SubagentError};
+use super::Orchestrator;
 use crate::record::failure::Lost;
-use crate::record::run_dir::write_replacing;
-use std::path::Path;
+use crate::record::run_dir::{write_replacing, AgentPath, RunDir};
+use crate::run::outcome::StopKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Room kept in a tool result beside an answer's head: the note that says where the rest
 /// is, and what a failed or isolated subagent's result adds around its answer.
 const ROOM_AROUND: usize = 2_000;
 
-/// Where long answers are kept: the run folder's `results/` once the run has a folder; else
-/// a folder in the system's temporary directory, made when the first one comes and removed
-/// with the orchestrator.
+/// Where long answers are kept when the run has no folder: a folder in the system's
+/// temporary directory, made when the first one comes and removed with the orchestrator.
 #[derive(Debug)]
 pub(super) struct ResultsFolder {
-    /// The temporary folder, for a run without a folder.
+    /// The temporary folder.
     dir: PathBuf,
-    /// Whether this orchestrator made the temporary folder (and so removes it).
+    /// Whether this orchestrator made it (and so removes it).
     made: Mutex<bool>,
-    /// The run folder's `results/`, once the run has its folder: one copy for every agent.
-    in_run_dir: std::sync::OnceLock<Arc<Path>>,
 }
 
 impl ResultsFolder {
@@ -38,8 +39,12 @@ impl ResultsFolder {
         Self {
             dir: std::env::temp_dir().join(format!("cadre-results-{run_id}-{n}")),
             made: Mutex::new(false),
-            in_run_dir: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The folder's path.
+    pub(super) fn path(&self) -> Arc<Path> {
+        self.dir.as_path().into()
     }
 
     /// Makes the folder (private to the user) unless this orchestrator already did; one
@@ -68,21 +73,11 @@ impl Drop for ResultsFolder {
 }
 
 impl Orchestrator {
-    /// The folder long answers are kept in, which every agent's `read_file` may read: the
-    /// run folder's `results/` (one copy shared by every agent), or the orchestrator's
-    /// temporary one.
-    pub(super) fn readable_results(&self) -> Arc<Path> {
-        if let Some(dir) = self.results.in_run_dir.get() {
-            return dir.clone();
-        }
-        match self.run_dir() {
-            Some(dir) => self
-                .results
-                .in_run_dir
-                .get_or_init(|| dir.results_dir().into())
-                .clone(),
-            None => self.results.dir.as_path().into(),
-        }
+    /// The folder long answers of `run` are kept in, which every agent's `read_file` may
+    /// read: the run folder's `results/` (one copy shared by every agent), or the
+    /// orchestrator's temporary one.
+    pub(super) fn readable_results(&self, run: &RunContext) -> Arc<Path> {
+        run.results.clone()
     }
 
     /// The most of an answer a parent's tool result holds as it is.
@@ -96,8 +91,14 @@ impl Orchestrator {
     /// Where `summary.json` says the whole answer `text` of the subagent at `path` is
     /// (relative to the run folder), when it is too long to reach its parent whole and the
     /// run has a folder.
-    pub(super) fn result_name(&self, path: &str, depth: u32, text: &str) -> Option<String> {
-        (depth > 0 && text.len() > self.answer_room() && self.run_dir().is_some())
+    pub(super) fn result_name(
+        &self,
+        run: &RunContext,
+        path: &str,
+        depth: u32,
+        text: &str,
+    ) -> Option<String> {
+        (depth > 0 && text.len() > self.answer_room() && run.dir.is_some())
             .then(|| RunDir::result_name(&AgentPath::parse(path)))
     }
 
@@ -106,22 +107,23 @@ impl Orchestrator {
     /// and the file that keeps it whole.
     pub(super) fn task_result(
         &self,
+        run: &RunContext,
         path: &str,
         stop: StopKind,
         text: String,
     ) -> Result<String, SubagentError> {
-        let text = self.deliverable(path, text);
+        let text = self.deliverable(run, path, text);
         subagent_result(path, stop, text)
     }
 
     /// `text` as it reaches the parent: itself when it fits; else kept whole in a file,
     /// and its head with where the rest is.
-    fn deliverable(&self, path: &str, text: String) -> String {
+    fn deliverable(&self, run: &RunContext, path: &str, text: String) -> String {
         let room = self.answer_room();
         if text.len() <= room {
             return text;
         }
-        let (file, ready) = self.result_file(path);
+        let (file, ready) = self.result_file(run, path);
         let file = match ready.and_then(|()| write_whole(&file, &text)) {
             Ok(file) => file,
             Err(e) => {
@@ -146,9 +148,9 @@ impl Orchestrator {
 
     /// The file that keeps the whole answer of the agent at `path`, and whether its folder
     /// is ready: the run folder's `results/`, or the orchestrator's temporary folder.
-    fn result_file(&self, path: &str) -> (PathBuf, std::io::Result<()>) {
+    fn result_file(&self, run: &RunContext, path: &str) -> (PathBuf, std::io::Result<()>) {
         let at = AgentPath::parse(path);
-        match self.run_dir() {
+        match &run.dir {
             Some(dir) => {
                 let ready = std::fs::create_dir_all(dir.results_dir());
                 (dir.result_file(&at), ready)
@@ -196,7 +198,8 @@ fn head_with_note(path: &str, text: &str, file: &Path, room: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::head_with_note;
+    use std::path::Path;
 
     #[test]
     fn the_head_ends_at_a_line_and_says_where_the_rest_starts() {

@@ -1,6 +1,36 @@
 //! Going on with a run from its journal: resuming it, continuing it, compacting it.
 
-use super::*;
+use super::config::RunError;
+use super::handle::{AgentHandle, Start};
+use super::primary::RunParts;
+use super::run_context::{open_transcript, Lineage, RunContext};
+use super::{primary_spec, Orchestrator, RunSummary};
+use crate::definitions::hooks::HookEvent;
+use crate::definitions::spec::AgentSpec;
+use crate::record::journal::{Journal, JournaledRun, Step};
+use crate::record::run_dir::{AgentPath, RunDir};
+use crate::record::transcript::RunTranscript;
+use crate::record::usage::AgentRecord;
+use crate::run::hooks::HookDecision;
+use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::state::AgentState;
+use cadre_model::{ContentBlock, Message, Usage};
+use std::sync::Arc;
+
+/// A run read back from its journal: what its context is made of, its primary agent's
+/// type and rebuilt state, and its task.
+pub(super) struct LoadedRun {
+    /// The run's id (its folder's name).
+    pub(super) id: String,
+    /// Its folder, journal, transcript and the agents its journal rebuilt.
+    pub(super) parts: RunParts,
+    /// The primary agent's type.
+    pub(super) spec: AgentSpec,
+    /// The primary agent as its journal left it.
+    pub(super) primary: AgentState,
+    /// The run's task.
+    pub(super) task: String,
+}
 
 impl Orchestrator {
     /// Carries on the run in `run` (a run folder whose journal was read once, when it was
@@ -15,20 +45,25 @@ impl Orchestrator {
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         self.first_run()?;
         let result = self.carry_on(run, follow_up).await;
-        self.close_events();
+        self.roster.close();
         self.unless_failed(result)
     }
 
     async fn carry_on(
         self: &Arc<Self>,
-        run: JournaledRun,
+        opened: JournaledRun,
         follow_up: Option<&str>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         // The run ended when its primary agent's end was journaled; one that answered and
         // waited for its team, or was killed right after answering, has not.
-        let ended = run.state.finished.clone();
-        let (run_dir, journal, spec, mut rebuilt, task) = self.load_run(run).await?;
-        let id = run_dir.id().to_owned();
+        let ended = opened.state.finished.clone();
+        let LoadedRun {
+            id,
+            parts,
+            spec,
+            mut primary,
+            task,
+        } = self.load_run(opened).await?;
         match (follow_up, &ended) {
             (None, Some(stop)) if !stop.resumes() => {
                 return Err(RunError::AlreadyFinished {
@@ -37,51 +72,81 @@ impl Orchestrator {
                 })
             }
             // A cancelled run may take a follow-up; a killed one must be resumed first.
-            (Some(_), None) if !rebuilt.cancelled => return Err(RunError::NotFinished(id)),
+            (Some(_), None) if !primary.cancelled => return Err(RunError::NotFinished(id)),
             // Stopped by a failure of the model API: the primary agent asks again.
-            (None, Some(StopKind::ModelError(_))) => rebuilt.finished = None,
+            (None, Some(StopKind::ModelError(_))) => primary.finished = None,
             _ => {}
         }
-        *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
-        *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal.clone());
-        self.restore_team(&journal).await?;
-        if let Some(text) = follow_up {
-            let mut message = Message::user_text(text);
-            // The follow-up is a prompt like the first: its hooks may add to it or refuse it
-            // (a refused one never joins the conversation; the run stops with the reason).
-            let step = match self.prompt_hooks(&spec, text).await {
-                Ok(notes) => {
-                    message.content.extend(notes);
-                    Step::UserMessage {
-                        agent: spec.name.clone(),
-                        message,
-                    }
+        let run = self.resumed_context(parts, &spec).await?;
+        match follow_up {
+            Some(text) => self.follow_up(&run, &spec, &mut primary, text).await?,
+            None => {
+                if let Some(hooks) = self.primary_hooks(&run, &spec) {
+                    let model = self.model_for(&spec, &self.config.model_id);
+                    hooks.session_start("resume", &model).await;
                 }
-                Err(refused) => refused,
-            };
-            journal.append(&step).await?;
-            rebuilt.apply(step);
-        }
-        if follow_up.is_none() {
-            if let Some(hooks) = self.primary_hooks(&spec) {
-                let model = self.model_for(&spec, &self.config.model_id);
-                hooks.session_start("resume", &model).await;
             }
         }
-        let description = rebuilt.description.clone();
-        self.run_primary(spec, &description, &task, Start::Resume(Box::new(rebuilt)))
+        let description = primary.description.clone();
+        let start = Start::Resume(Box::new(primary));
+        self.run_primary(&run, spec, &description, &task, start)
             .await
+    }
+
+    /// The context of a resumed run: its team brought back from its journal, a team run
+    /// when it was one or its primary type makes it one.
+    async fn resumed_context(
+        &self,
+        parts: RunParts,
+        spec: &AgentSpec,
+    ) -> Result<Arc<RunContext>, RunError> {
+        let team = self.new_team(parts.journal.as_ref());
+        if let Some(journal) = &parts.journal {
+            self.restore_team(&team, journal).await?;
+        }
+        let restored = !team.snapshot().await.members.is_empty();
+        let teams_on = self.config.team.is_some() || spec.team_tool().is_some() || restored;
+        Ok(self.context(parts, team, teams_on))
+    }
+
+    /// Adds the follow-up `text` to the conversation of the primary agent (of type `spec`)
+    /// of `run`, journaled. The follow-up is a prompt like the first: its hooks may add to
+    /// it or refuse it (a refused one never joins the conversation; the run stops with the
+    /// reason).
+    async fn follow_up(
+        &self,
+        run: &Arc<RunContext>,
+        spec: &AgentSpec,
+        primary: &mut AgentState,
+        text: &str,
+    ) -> Result<(), RunError> {
+        let mut message = Message::user_text(text);
+        let step = match self.prompt_hooks(run, spec, text).await {
+            Ok(notes) => {
+                message.content.extend(notes);
+                Step::UserMessage {
+                    agent: spec.name.clone(),
+                    message,
+                }
+            }
+            Err(refused) => refused,
+        };
+        if let Some(journal) = &run.journal {
+            journal.append(&step).await?;
+        }
+        primary.apply(step);
+        Ok(())
     }
 
     /// Runs the `UserPromptSubmit` hooks of the primary agent of type `spec` on the
     /// follow-up `prompt`: what they add for the model, or the step that refuses it.
     async fn prompt_hooks(
-        self: &Arc<Self>,
+        &self,
+        run: &Arc<RunContext>,
         spec: &AgentSpec,
         prompt: &str,
-    ) -> Result<Vec<cadre_model::ContentBlock>, Step> {
-        use crate::definitions::hooks::HookEvent;
-        let Some(hooks) = self.primary_hooks(spec) else {
+    ) -> Result<Vec<ContentBlock>, Step> {
+        let Some(hooks) = self.primary_hooks(run, spec) else {
             return Ok(Vec::new());
         };
         let verdict = hooks.user_prompt_submit(prompt).await;
@@ -90,14 +155,14 @@ impl Orchestrator {
                 agent: spec.name.clone(),
                 event: HookEvent::UserPromptSubmit,
                 call: None,
-                decision: crate::run::hooks::HookDecision::Stop {
+                decision: HookDecision::Stop {
                     reason: format!("the prompt was refused by a UserPromptSubmit hook: {reason}"),
                 },
             });
         }
         Ok(verdict
             .context
-            .map(|c| cadre_model::ContentBlock::text(format!("[UserPromptSubmit hook] {c}")))
+            .map(|c| ContentBlock::text(format!("[UserPromptSubmit hook] {c}")))
             .into_iter()
             .collect())
     }
@@ -107,18 +172,20 @@ impl Orchestrator {
     /// compacting cost.
     pub async fn compact(self: &Arc<Self>, run: JournaledRun) -> Result<Usage, RunError> {
         self.first_run()?;
-        let (run_dir, journal, spec, rebuilt, _) = self.load_run(run).await?;
-        if rebuilt.finished.is_none() && !rebuilt.cancelled {
-            return Err(RunError::NotFinished(run_dir.id().to_owned()));
+        let loaded = self.load_run(run).await?;
+        if loaded.primary.finished.is_none() && !loaded.primary.cancelled {
+            return Err(RunError::NotFinished(loaded.id));
         }
-        *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
-        *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal);
+        let spec = loaded.spec;
+        let run = self.context(loaded.parts, self.new_team(None), false);
         let model = self.model_for(&spec, &self.config.model_id);
-        let me = AgentHandle::new(spec.name.clone(), 0, model, self.config.workspace.clone());
+        let path = AgentPath::parse(&spec.name);
+        let workspace = self.config.workspace.clone();
+        let me = AgentHandle::new(run, path, 0, model, workspace);
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token(), None)
             .await;
-        let result = match agent.compact_as(&rebuilt.history, "manual").await {
+        let result = match agent.compact_as(&loaded.primary.history, "manual").await {
             Ok(compaction) => {
                 let used = compaction.usage;
                 agent.journal(&agent.compacted(compaction)).await;
@@ -134,12 +201,8 @@ impl Orchestrator {
         self.unless_failed(result)
     }
 
-    /// Rebuilds the tree of the opened run from its journal: the folder, the journal, the
-    /// primary agent's type, its rebuilt state, and the run's task.
-    pub(super) async fn load_run(
-        &self,
-        run: JournaledRun,
-    ) -> Result<(RunDir, Arc<dyn Journal>, AgentSpec, AgentState, String), RunError> {
+    /// Rebuilds the tree of the opened run from its journal.
+    async fn load_run(&self, run: JournaledRun) -> Result<LoadedRun, RunError> {
         let JournaledRun {
             dir,
             journal,
@@ -153,80 +216,94 @@ impl Orchestrator {
         }
         let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
         let journal = self.failure.guard(Arc::new(journal));
-        let primary = self.load_tree(&journal, &spec.name, &run_dir).await?;
-        let Some(rebuilt) = primary else {
+        let transcript = open_transcript(&run_dir);
+        let lineage = Lineage::default();
+        let root = AgentPath::parse(&spec.name);
+        let primary = self
+            .load_tree(&journal, &lineage, transcript.as_deref(), root)
+            .await?;
+        let Some(primary) = primary else {
             return Err(RunError::NoJournal(id));
         };
-        Ok((run_dir, journal, spec, rebuilt, state.task))
+        let parts = RunParts {
+            dir: Some(run_dir),
+            journal: Some(journal),
+            transcript,
+            lineage,
+            answer: None,
+        };
+        Ok(LoadedRun {
+            id,
+            parts,
+            spec,
+            primary,
+            task: state.task,
+        })
     }
 
-    /// Rebuilds the agent at `path` and, through the subagents its `Task` calls started,
-    /// the whole tree below it. Finished agents are counted in the usage now (they will not
-    /// run again); the others wait in `resumed` for their parent's call to reach them.
-    pub(super) async fn load_tree(
+    /// Rebuilds the agent at `root` and, through the subagents its `Task` calls started,
+    /// the whole tree below it, into `lineage`. Finished agents are counted in the usage
+    /// now (they will not run again); the others wait in the lineage for their parent's
+    /// call to reach them.
+    async fn load_tree(
         &self,
         journal: &Arc<dyn Journal>,
-        path: &str,
-        run_dir: &RunDir,
+        lineage: &Lineage,
+        transcript: Option<&RunTranscript>,
+        root: AgentPath,
     ) -> Result<Option<AgentState>, RunError> {
-        let mut root = None;
-        let mut queue = vec![path.to_owned()];
+        let mut primary = None;
+        let mut queue = vec![root];
         while let Some(path) = queue.pop() {
             // New subagents must not take a path the journal already uses, even one whose
             // agent never got to its first step.
-            let at = AgentPath::parse(&path);
-            if let Some(n) = at.ordinal() {
-                let mut c = self.counters.entry(at.agent_type().to_owned()).or_insert(0);
-                *c = (*c).max(n);
-            }
-            let Some(rebuilt) = AgentState::from_steps(journal.steps(&path).await?) else {
+            lineage.taken(&path);
+            let text = path.to_string();
+            let Some(rebuilt) = AgentState::from_steps(journal.steps(&text).await?) else {
                 continue;
             };
             for (call, child) in &rebuilt.spawned {
-                self.children
+                let child = AgentPath::parse(child);
+                lineage
+                    .children
                     .insert((path.clone(), call.clone()), child.clone());
-                queue.push(child.clone());
+                queue.push(child);
             }
-            if root.is_none() {
-                root = Some(rebuilt);
+            if primary.is_none() {
+                primary = Some(rebuilt);
                 continue;
             }
             if let Some((stop, _)) = &rebuilt.finished {
-                let elapsed = self
-                    .transcript_in(run_dir)
-                    .map_or(0, |t| t.earlier(&path).elapsed_ms);
+                let elapsed = transcript.map_or(0, |t| t.earlier(&text).elapsed_ms);
                 self.record_earlier(&path, &rebuilt, stop.clone(), elapsed);
             }
-            self.resumed.insert(path, rebuilt);
+            lineage.resumed.insert(path, rebuilt);
         }
-        Ok(root)
+        Ok(primary)
     }
 
     /// Counts the usage of an agent that ran before the resume and will not run again.
     pub(super) fn record_earlier(
         &self,
-        path: &str,
+        path: &AgentPath,
         rebuilt: &AgentState,
         stop: StopKind,
         elapsed_ms: u64,
     ) {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(AgentRecord {
-                path: path.to_owned(),
-                agent_type: rebuilt.agent_type.clone(),
-                description: rebuilt.description.clone(),
-                model: String::new(),
-                turns: rebuilt.turns,
-                tool_calls: rebuilt.tool_calls,
-                usage: rebuilt.usage,
-                elapsed_ms,
-                outcome: stop.outcome(),
-                stop,
-                result_file: None,
-                worker: None,
-                member: None,
-            });
+        self.roster.record(AgentRecord {
+            path: path.to_string(),
+            agent_type: rebuilt.agent_type.clone(),
+            description: rebuilt.description.clone(),
+            model: String::new(),
+            turns: rebuilt.turns,
+            tool_calls: rebuilt.tool_calls,
+            usage: rebuilt.usage,
+            elapsed_ms,
+            outcome: stop.outcome(),
+            stop,
+            result_file: None,
+            worker: None,
+            member: None,
+        });
     }
 }

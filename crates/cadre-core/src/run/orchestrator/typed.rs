@@ -1,7 +1,10 @@
 //! Typed runs: the primary agent's answer as a value of a Rust type.
 
-use super::*;
+use super::config::RunError;
+use super::{Orchestrator, RunSummary};
+use crate::run::answer::AnswerSchema;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 
 impl Orchestrator {
     /// Like [`run`](Self::run), but the primary agent must answer with JSON valid against
@@ -15,11 +18,9 @@ impl Orchestrator {
     ) -> Result<(T, RunSummary), RunError> {
         let schema = AnswerSchema::of::<T>()
             .map_err(|why| RunError::Answer(format!("the answer's type cannot be used: {why}")))?;
-        *self
-            .primary_answer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(schema);
-        let (outcome, summary) = self.run(agent_type, task).await?;
+        let result = self.start(agent_type, task, Some(schema)).await;
+        self.roster.close();
+        let (outcome, summary) = self.unless_failed(result)?;
         if !outcome.stop.is_done() {
             return Err(RunError::Answer(format!(
                 "the agent gave no answer: {}",

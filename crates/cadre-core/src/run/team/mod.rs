@@ -10,9 +10,14 @@
 //! a member too: when it has answered it waits until nothing is left in flight, and then the
 //! run ends and the members still waiting are closed.
 
+mod error;
+mod rules;
+mod seat;
 mod state;
 mod tools;
 
+pub use error::TeamError;
+pub use seat::Seat;
 pub use state::{Envelope, Member, SharedTask, TaskStatus, TeamChange, TeamState};
 pub use tools::{team_tools, TEAM_TOOL_NAMES};
 
@@ -20,6 +25,7 @@ use crate::record::events::{Event, EventHandler};
 use crate::record::journal::{Journal, Step};
 use crate::run::background::TaskResult;
 use crate::run::orchestrator::SubagentError;
+use rules::{check_name, check_update, next_id, task_ids};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -47,89 +53,6 @@ impl Default for TeamLimits {
             max_messages: 500,
         }
     }
-}
-
-/// Why a team change was refused: the calling agent gets this as an `is_error`.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum TeamError {
-    /// No member has that name.
-    #[error("there is no member named {name:?}; the members are: {known}")]
-    UnknownMember {
-        /// The name asked for.
-        name: String,
-        /// The members there are.
-        known: String,
-    },
-    /// The name is taken.
-    #[error("a member named {0:?} already exists; choose another name")]
-    NameTaken(String),
-    /// The name is not one cadre takes.
-    #[error("{0:?} is not a usable member name: use 1 to 64 letters, digits, '-' or '_'")]
-    BadName(String),
-    /// The run has as many members as it may.
-    #[error("refused: the run already has {0} members (its limit); close one (CloseMember) or give the work to an existing member")]
-    TooManyMembers(usize),
-    /// The recipient was closed.
-    #[error("{0} was closed and takes no more messages")]
-    Closed(String),
-    /// A member wrote to itself.
-    #[error("a member cannot send a message to itself")]
-    ToSelf,
-    /// The message is too long.
-    #[error("the message is {size} bytes; the limit is {limit}: shorten it, or put the details in a file and send its path")]
-    TooLong {
-        /// Its size.
-        size: usize,
-        /// The limit.
-        limit: usize,
-    },
-    /// The recipient's inbox is full.
-    #[error("{name}'s inbox is full ({limit} unread messages): wait until it has read them before sending more")]
-    InboxFull {
-        /// The recipient.
-        name: String,
-        /// The limit.
-        limit: usize,
-    },
-    /// The run's cap on messages is reached.
-    #[error("this run has reached its cap of {0} messages: no more messages can be sent. Finish your part with what you have and answer")]
-    Cap(usize),
-    /// No task has that id.
-    #[error("there is no task #{id}; the tasks are: {known}")]
-    UnknownTask {
-        /// The id asked for.
-        id: u32,
-        /// The ids there are.
-        known: String,
-    },
-    /// Another member owns the task.
-    #[error("task #{id} is owned by {owner}; only its owner can change it")]
-    Owned {
-        /// The task.
-        id: u32,
-        /// Its owner.
-        owner: String,
-    },
-    /// The task is completed already.
-    #[error("task #{0} is already completed")]
-    Done(u32),
-    /// The task is blocked.
-    #[error("task #{id} cannot be started: it is blocked by {blockers}, not completed yet")]
-    Blocked {
-        /// The task.
-        id: u32,
-        /// The tasks blocking it, with their status.
-        blockers: String,
-    },
-    /// Only the member that started another may close it.
-    #[error("{name} was started by {starter}; only its starter may close it")]
-    NotStarter {
-        /// The member.
-        name: String,
-        /// Its starter.
-        starter: String,
-    },
 }
 
 /// What a member is doing, as far as the team can tell.
@@ -161,8 +84,10 @@ pub struct Team {
     /// Bumped on every change, so waiters look again.
     changed: watch::Sender<u64>,
     limits: TeamLimits,
-    journal: Mutex<Option<Arc<dyn Journal>>>,
-    events: Mutex<Option<EventHandler>>,
+    /// Where its changes are journaled: the run's journal, if it has one.
+    journal: Option<Arc<dyn Journal>>,
+    /// Where its events go: the run's roster.
+    events: EventHandler,
     /// The tasks running members, awaited when the run ends.
     handles: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -176,22 +101,21 @@ impl std::fmt::Debug for Team {
 }
 
 impl Team {
-    /// An empty team under `limits`.
-    pub fn new(limits: TeamLimits) -> Self {
+    /// An empty team under `limits`, journaling its changes to `journal` and telling its
+    /// events to `events`.
+    pub fn new(
+        limits: TeamLimits,
+        journal: Option<Arc<dyn Journal>>,
+        events: EventHandler,
+    ) -> Self {
         Self {
             inner: tokio::sync::Mutex::default(),
             changed: watch::channel(0).0,
             limits,
-            journal: Mutex::default(),
-            events: Mutex::default(),
+            journal,
+            events,
             handles: Mutex::default(),
         }
-    }
-
-    /// Where the team's changes are journaled and its events go.
-    pub(crate) fn attach(&self, journal: Option<Arc<dyn Journal>>, events: EventHandler) {
-        *lock(&self.journal) = journal;
-        *lock(&self.events) = Some(events);
     }
 
     /// The team as it stands.
@@ -229,10 +153,7 @@ impl Team {
     }
 
     fn emit(&self, event: Event) {
-        let events = lock(&self.events).clone();
-        if let Some(events) = events {
-            events(event);
-        }
+        (self.events)(event);
     }
 
     fn bump(&self) {
@@ -241,8 +162,7 @@ impl Team {
 
     /// Journals `change` made by the agent at `by` and folds it into `inner`.
     async fn change(&self, inner: &mut Inner, by: &str, change: TeamChange) {
-        let journal = lock(&self.journal).clone();
-        if let Some(journal) = journal {
+        if let Some(journal) = &self.journal {
             let step = Step::Team {
                 by: by.to_owned(),
                 change: change.clone(),
@@ -409,13 +329,40 @@ impl Team {
         if !earlier.is_empty() {
             return Ok(earlier);
         }
+        self.may_send(state, from, &recipients, text)?;
+        let mut sent = Vec::new();
+        for r in &recipients {
+            let message = Envelope {
+                from: from.to_owned(),
+                to: r.clone(),
+                seq: inner.state.next_seq(from, r),
+                text: text.to_owned(),
+                notice: false,
+                key: keyed(r),
+            };
+            self.post(&mut inner, by, message.clone()).await;
+            sent.push(message);
+        }
+        drop(inner);
+        self.bump();
+        Ok(sent)
+    }
+
+    /// Whether `from` may send `text` to each of `recipients` now: `Err` says why not.
+    fn may_send(
+        &self,
+        state: &TeamState,
+        from: &str,
+        recipients: &[String],
+        text: &str,
+    ) -> Result<(), TeamError> {
         if text.len() > self.limits.max_message_bytes {
             return Err(TeamError::TooLong {
                 size: text.len(),
                 limit: self.limits.max_message_bytes,
             });
         }
-        for r in &recipients {
+        for r in recipients {
             let Some(member) = state.members.get(r) else {
                 return Err(TeamError::UnknownMember {
                     name: r.clone(),
@@ -438,22 +385,7 @@ impl Team {
         if state.sent_by_members() + recipients.len() > self.limits.max_messages {
             return Err(TeamError::Cap(self.limits.max_messages));
         }
-        let mut sent = Vec::new();
-        for r in &recipients {
-            let message = Envelope {
-                from: from.to_owned(),
-                to: r.clone(),
-                seq: inner.state.next_seq(from, r),
-                text: text.to_owned(),
-                notice: false,
-                key: keyed(r),
-            };
-            self.post(&mut inner, by, message.clone()).await;
-            sent.push(message);
-        }
-        drop(inner);
-        self.bump();
-        Ok(sent)
+        Ok(())
     }
 
     /// Journals and queues one message.
@@ -664,157 +596,6 @@ impl Team {
     }
 }
 
-/// One agent's place in the team: what the loop asks between turns.
-#[derive(Clone)]
-pub struct Seat {
-    team: Arc<Team>,
-    /// Its member name.
-    pub name: String,
-    /// Its agent path.
-    pub path: String,
-    /// Whether it is the primary agent (it waits for the team rather than for a message).
-    pub primary: bool,
-}
-
-impl std::fmt::Debug for Seat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Seat")
-            .field("name", &self.name)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Seat {
-    /// The seat of the member `name` at `path` in `team`.
-    pub fn new(team: Arc<Team>, name: &str, path: &str, primary: bool) -> Self {
-        Self {
-            team,
-            name: name.to_owned(),
-            path: path.to_owned(),
-            primary,
-        }
-    }
-
-    /// The team it belongs to.
-    pub fn team(&self) -> &Arc<Team> {
-        &self.team
-    }
-
-    /// The agent acted on its model's response (it runs the response's tool calls, or its
-    /// answer was accepted): every message it was given before has been read.
-    pub async fn read(&self) {
-        self.team.inner.lock().await.unseen.remove(&self.name);
-    }
-
-    /// Messages that arrived while the agent was busy, to go with its tool results.
-    pub async fn arrived(&self) -> Option<Vec<Envelope>> {
-        let mut inner = self.team.inner.lock().await;
-        if inner.state.unread(&self.name) == 0 {
-            return None;
-        }
-        let given = self.team.take(&mut inner, &self.name, &self.path);
-        Some(given).filter(|g| !g.is_empty())
-    }
-
-    /// The agent ended its turn with `answer` after `turns` requests (`woken`: the turn
-    /// began with a member's message). Tells whoever waits for its answer, tells its
-    /// starter once when a member's message started the turn, then waits for a message —
-    /// or, for the primary agent, until nothing is left in flight. `None` when it is to
-    /// stop: closed, cancelled, or (the primary) the team is done.
-    pub async fn idle(
-        &self,
-        answer: &str,
-        woken: bool,
-        turns: u32,
-        cancel: &CancellationToken,
-    ) -> Option<Vec<Envelope>> {
-        let team = &self.team;
-        let mut rx = team.changed.subscribe();
-        let mut told = false;
-        {
-            let mut inner = team.inner.lock().await;
-            // Its answer stands: what it was given before has been read.
-            inner.unseen.remove(&self.name);
-            inner.running.remove(&self.name);
-            if let Some(live) = inner.live.get(&self.name) {
-                live.answer.send_replace(Some(Ok(answer.to_owned())));
-            }
-            let starter = inner
-                .state
-                .members
-                .get(&self.name)
-                .and_then(|m| m.starter.clone())
-                .filter(|s| inner.state.members.get(s).is_some_and(|m| !m.closed));
-            let key = format!("idle@{turns}");
-            if let Some(starter) = starter.filter(|_| woken) {
-                if inner.state.sent_under(&self.name, &key).is_none() {
-                    let notice = Envelope {
-                        seq: inner.state.next_seq(&self.name, &starter),
-                        from: self.name.clone(),
-                        to: starter,
-                        text: format!(
-                            "{} finished its turn and is waiting for messages. Its last reply:\n{}",
-                            self.name,
-                            answer.trim()
-                        ),
-                        notice: true,
-                        key,
-                    };
-                    team.post(&mut inner, &self.path, notice).await;
-                }
-            }
-        }
-        team.bump();
-        loop {
-            {
-                let mut inner = team.inner.lock().await;
-                if inner.state.unread(&self.name) > 0 {
-                    let given = team.take(&mut inner, &self.name, &self.path);
-                    inner.running.insert(self.name.clone());
-                    if let Some(first) = given.iter().find(|m| !m.notice) {
-                        let what: String = first.text.chars().take(60).collect();
-                        let change = TeamChange::Asked {
-                            name: self.name.clone(),
-                            what: format!("{}: {what}", first.from),
-                        };
-                        team.change(&mut inner, &self.path, change).await;
-                    }
-                    drop(inner);
-                    if told {
-                        team.emit(Event::Woken {
-                            agent: self.path.clone(),
-                        });
-                    }
-                    team.bump();
-                    return Some(given);
-                }
-                let closed = inner
-                    .state
-                    .members
-                    .get(&self.name)
-                    .is_some_and(|m| m.closed);
-                let done =
-                    self.primary && inner.running.is_empty() && !inner.state.any_undelivered();
-                if closed || done {
-                    return None;
-                }
-            }
-            if !told {
-                told = true;
-                team.emit(Event::Idle {
-                    agent: self.path.clone(),
-                });
-            }
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => return None,
-                changed = rx.changed() => if changed.is_err() { return None },
-            }
-        }
-    }
-}
-
 /// The change that closes the member `name`, with the messages it was given and never
 /// read (taken from its unread list, which ends with it).
 fn closing(inner: &mut Inner, name: &str) -> TeamChange {
@@ -836,111 +617,25 @@ fn message_event(by: &str, message: &Envelope) -> Event {
     }
 }
 
-/// Checks a member name: short, and plain enough to write in a message.
-fn check_name(name: &str) -> Result<(), TeamError> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(TeamError::BadName(name.to_owned()))
-    }
-}
-
-/// The id of the next task of `state`'s list.
-fn next_id(state: &TeamState) -> u32 {
-    state.tasks.keys().next_back().map_or(1, |n| n + 1)
-}
-
-/// The status and owner the task `id` gets when `who` asks to change it so, or why it may
-/// not: the task list's rules, checked under the team's lock.
-fn check_update(
-    state: &TeamState,
-    who: &str,
-    id: u32,
-    status: Option<TaskStatus>,
-    owner: Option<String>,
-) -> Result<(TaskStatus, Option<String>), TeamError> {
-    let Some(task) = state.tasks.get(&id) else {
-        return Err(TeamError::UnknownTask {
-            id,
-            known: task_ids(state),
-        });
-    };
-    let status = status.unwrap_or(task.status);
-    // Starting or completing a task claims it for whoever does it, unless an owner is
-    // named.
-    let owner = match (owner, status) {
-        (Some(o), _) if o.is_empty() => None,
-        (Some(o), _) => Some(o),
-        (None, TaskStatus::Pending) => task.owner.clone(),
-        (None, _) => task.owner.clone().or_else(|| Some(who.to_owned())),
-    };
-    if let Some(o) = &owner {
-        if !state.members.contains_key(o) {
-            return Err(TeamError::UnknownMember {
-                name: o.clone(),
-                known: state.names(),
-            });
-        }
-    }
-    if let Some(current) = &task.owner {
-        if current != who {
-            return Err(TeamError::Owned {
-                id,
-                owner: current.clone(),
-            });
-        }
-    }
-    if status == TaskStatus::InProgress && task.status == TaskStatus::Completed {
-        return Err(TeamError::Done(id));
-    }
-    if status != TaskStatus::Pending {
-        let blockers: Vec<String> = task
-            .blocked_by
-            .iter()
-            .filter_map(|b| state.tasks.get(b))
-            .filter(|b| b.status != TaskStatus::Completed)
-            .map(|b| format!("#{} ({})", b.id, b.status))
-            .collect();
-        if !blockers.is_empty() {
-            return Err(TeamError::Blocked {
-                id,
-                blockers: blockers.join(", "),
-            });
-        }
-    }
-    Ok((status, owner))
-}
-
-fn task_ids(state: &TeamState) -> String {
-    if state.tasks.is_empty() {
-        return "none yet".into();
-    }
-    state
-        .tasks
-        .keys()
-        .map(|id| format!("#{id}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Member, Team, TeamError, TeamLimits};
+    use std::sync::Arc;
 
     #[tokio::test]
     async fn the_check_for_a_name_takes_it_and_counts_it_against_the_cap() {
-        let team = Team::new(TeamLimits {
-            max_members: 2,
-            ..TeamLimits::default()
-        });
+        let team = Team::new(
+            TeamLimits {
+                max_members: 2,
+                ..TeamLimits::default()
+            },
+            None,
+            Arc::new(|_| {}),
+        );
         team.reserve("x").await.unwrap();
         // A second call for the same name, before the first joined: refused.
         assert!(matches!(

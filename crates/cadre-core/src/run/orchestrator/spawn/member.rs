@@ -1,40 +1,37 @@
 //! Team members: opening a run's team, starting a named subagent that stays after it
 //! answers, and bringing the team back when a run is resumed.
 
-use super::*;
-use crate::record::journal::TEAM_STEPS;
+use super::SubagentError;
+use crate::definitions::spec::AgentSpec;
+use crate::record::journal::{Journal, Step, TEAM_STEPS};
+use crate::record::run_dir::AgentPath;
+use crate::run::answer::AnswerSchema;
 use crate::run::background::TaskResult;
-use crate::run::team::{Member, TeamChange, TeamState};
+use crate::run::orchestrator::config::RunError;
+use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
+use crate::run::orchestrator::run_context::RunContext;
+use crate::run::orchestrator::Orchestrator;
+use crate::run::state::AgentState;
+use crate::run::team::{Member, Team, TeamChange, TeamState};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 impl Orchestrator {
-    /// Opens the run's team with the primary agent of type `spec` as its first member, and
-    /// starts again the members a resumed run left open. Returns the primary's member name
-    /// in a team run, `None` otherwise.
-    pub(super) async fn open_team(self: &Arc<Self>, spec: &AgentSpec) -> Option<String> {
-        let restored = !self.team.snapshot().await.members.is_empty();
-        let on = self.config.team.is_some() || spec.team_tool().is_some() || restored;
-        self.teams_on.store(on, Ordering::Relaxed);
-        if !on {
+    /// Opens the team of `run` with its primary agent of type `spec` as its first member,
+    /// and starts again the members a resumed run left open. Returns the primary's member
+    /// name in a team run, `None` otherwise.
+    pub(in crate::run::orchestrator) async fn open_team(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+        spec: &AgentSpec,
+    ) -> Option<String> {
+        if !run.teams_on {
             return None;
         }
-        let journal = self
-            .journal
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let me = Arc::downgrade(self);
-        self.team.attach(
-            journal,
-            Arc::new(move |e| {
-                if let Some(o) = me.upgrade() {
-                    o.observe(e);
-                }
-            }),
-        );
-        self.team.lead(&spec.name, &spec.name, &spec.name).await;
-        self.restart_members().await;
+        run.team.lead(&spec.name, &spec.name, &spec.name).await;
+        self.restart_members(run).await;
         Some(spec.name.clone())
     }
 
@@ -48,13 +45,7 @@ impl Orchestrator {
         cancel: &CancellationToken,
     ) -> TaskResult {
         let spec = self.subagent_spec(task.subagent_type)?.clone();
-        let depth = parent.depth + 1;
-        if depth > self.config.limits.max_depth {
-            return Err(SubagentError::DepthLimit {
-                limit: self.config.limits.max_depth,
-                parent: parent.path.clone(),
-            });
-        }
+        let depth = self.depth_below(parent)?;
         let Some(starter) = parent.member.clone() else {
             return Err(SubagentError::Team(
                 "only a team member can start a named member; start it without a name".into(),
@@ -71,53 +62,79 @@ impl Orchestrator {
                 }
             )));
         }
-        let model = self.model_for(&spec, &parent.model);
+        let run = &parent.run;
         // A resumed run: this call started the member before.
-        if let Some(path) = self.resumed_child(&parent.path, task.call) {
-            if let Some(member) = self.team.snapshot().await.member_at(&path).cloned() {
-                // Started again when the team was opened: wait for its answer.
-                if let Some(rx) = self.team.answers(&member.name).await {
-                    return self.team.answer(rx, cancel).await;
-                }
-                let rebuilt = match self.resumed.remove(&path).map(|(_, s)| s) {
-                    Some(AgentState {
-                        finished: Some((stop, text)),
-                        ..
-                    }) => return self.task_result(&path, stop, text),
-                    rebuilt => rebuilt,
-                };
-                // It never got to its first step: it starts now, with the model it
-                // joined with.
-                let model = member.model.clone().unwrap_or(model);
-                let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
-                me.member = Some(member.name.clone());
-                me.answer = task.answer.cloned();
-                let rx = self
-                    .spawn_member(spec, me, task.description, task.prompt, rebuilt)
-                    .await;
-                return self.team.answer(rx, cancel).await;
+        if let Some(path) = run.resumed_child(&parent.path, task.call) {
+            if let Some(member) = run
+                .team
+                .snapshot()
+                .await
+                .member_at(&path.to_string())
+                .cloned()
+            {
+                let again = Box::pin(self.member_again(parent, task, spec, member, cancel));
+                return again.await;
             }
         }
         // The name is taken here, before anything is journaled: a second call for it in
         // the same turn is refused, and never journals a start.
-        self.team
+        run.team
             .reserve(name)
             .await
             .map_err(|e| SubagentError::Team(e.to_string()))?;
-        let path = self.spawned(parent, &spec.name, task.call).await;
-        let mut member = Member::new(name, &path, &spec.name, Some(starter));
+        let model = self.model_for(&spec, &parent.model);
+        let path = self.spawned(run, parent, &spec.name, task.call).await;
+        let mut member = Member::new(name, &path.to_string(), &spec.name, Some(starter));
         member.last_asked = task.description.to_owned();
         // Its call's settings go with it, so a resumed run starts it as this one did.
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
-        self.team.join(&parent.path, member).await;
-        let mut me = AgentHandle::new(path, depth, model, parent.workspace.clone());
+        run.team.join(&parent.path.to_string(), member).await;
+        let mut me = AgentHandle::new(run.clone(), path, depth, model, parent.workspace.clone());
         me.member = Some(name.to_owned());
         me.answer = task.answer.cloned();
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
             .await;
-        self.team.answer(rx, cancel).await
+        run.team.answer(rx, cancel).await
+    }
+
+    /// The answer of `member`, which `parent`'s `task` started before the run was
+    /// resumed: started again when the team was opened (its answer is waited for), ended
+    /// (its result stands), or never at its first step (it starts now, with the model it
+    /// joined with).
+    async fn member_again(
+        self: &Arc<Self>,
+        parent: &AgentHandle,
+        task: &TaskCall<'_>,
+        spec: AgentSpec,
+        member: Member,
+        cancel: &CancellationToken,
+    ) -> TaskResult {
+        let run = &parent.run;
+        if let Some(rx) = run.team.answers(&member.name).await {
+            return run.team.answer(rx, cancel).await;
+        }
+        let path = AgentPath::parse(&member.path);
+        let rebuilt = match run.take_resumed(&path) {
+            Some(AgentState {
+                finished: Some((stop, text)),
+                ..
+            }) => return self.task_result(run, &path.to_string(), stop, text),
+            rebuilt => rebuilt,
+        };
+        let model = member
+            .model
+            .clone()
+            .unwrap_or_else(|| self.model_for(&spec, &parent.model));
+        let depth = parent.depth + 1;
+        let mut me = AgentHandle::new(run.clone(), path, depth, model, parent.workspace.clone());
+        me.member = Some(member.name.clone());
+        me.answer = task.answer.cloned();
+        let rx = self
+            .spawn_member(spec, me, task.description, task.prompt, rebuilt)
+            .await;
+        run.team.answer(rx, cancel).await
     }
 
     /// Runs the member `me` on a task of its own (it outlives the call that started it);
@@ -133,11 +150,13 @@ impl Orchestrator {
         // Its own token under the run's: the call that started it ends, the member stays.
         let cancel = self.cancel.child_token();
         let name = me.member.clone().unwrap_or_default();
-        let rx = self.team.seat(&name, cancel.clone()).await;
+        let team = me.run.team.clone();
+        let rx = team.seat(&name, cancel.clone()).await;
         let this = self.clone();
         let (description, prompt) = (description.to_owned(), prompt.to_owned());
         let handle = tokio::spawn(async move {
-            let path = me.path.clone();
+            let run = me.run.clone();
+            let path = me.path.to_string();
             let start = match rebuilt {
                 Some(state) => Start::Resume(Box::new(state)),
                 None => Start::Fresh(&prompt),
@@ -145,16 +164,21 @@ impl Orchestrator {
             let outcome = this
                 .run_agent(&spec, me, &description, start, cancel, false)
                 .await;
-            let result = this.task_result(&path, outcome.stop, outcome.text);
-            this.team.ended(&name, &path, result).await;
+            let result = this.task_result(&run, &path, outcome.stop, outcome.text);
+            run.team.ended(&name, &path, result).await;
         });
-        self.team.keep(handle);
+        team.keep(handle);
         rx
     }
 
-    /// Rebuilds the team of a resumed run from its journal: the changes in order, with the
-    /// messages each member's own steps say it was given taken out of its inbox.
-    pub(super) async fn restore_team(&self, journal: &Arc<dyn Journal>) -> Result<(), RunError> {
+    /// Rebuilds `team`, the team of a resumed run, from its `journal`: the changes in
+    /// order, with the messages each member's own steps say it was given taken out of its
+    /// inbox.
+    pub(in crate::run::orchestrator) async fn restore_team(
+        &self,
+        team: &Team,
+        journal: &Arc<dyn Journal>,
+    ) -> Result<(), RunError> {
         let changes: Vec<TeamChange> = journal
             .steps(TEAM_STEPS)
             .await?
@@ -200,7 +224,7 @@ impl Orchestrator {
                 .filter_map(|m| Some((m.name.clone(), unseen.remove(&m.path)?)))
                 .filter(|(_, u)| !u.is_empty())
                 .collect();
-            self.team.restore(state, unseen).await;
+            team.restore(state, unseen).await;
         }
         Ok(())
     }
@@ -209,67 +233,55 @@ impl Orchestrator {
     /// one that was waiting waits again (and gets what was sent to it and not given), one
     /// that was working goes on. A member with no steps yet is started by its starter's
     /// call, which the resumed run makes again.
-    async fn restart_members(self: &Arc<Self>) {
-        let state = self.team.snapshot().await;
+    async fn restart_members(self: &Arc<Self>, run: &Arc<RunContext>) {
+        let state = run.team.snapshot().await;
         for member in state.members.values() {
             if member.closed || member.starter.is_none() {
                 continue;
             }
-            let Some((path, rebuilt)) = self.resumed.remove(&member.path) else {
+            let path = AgentPath::parse(&member.path);
+            let Some(rebuilt) = run.take_resumed(&path) else {
                 continue;
             };
             let Some(spec) = self.registry.get(&member.agent_type).cloned() else {
                 // Its type is gone: it cannot go on, and the run must not wait for it.
-                let why = SubagentError::UnknownType {
-                    name: member.agent_type.clone(),
-                    known: self
-                        .registry
-                        .subagents()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                };
-                self.team.ended(&member.name, &path, Err(why)).await;
+                let why = self.unknown_type(&member.agent_type);
+                run.team.ended(&member.name, &member.path, Err(why)).await;
                 continue;
             };
             // It runs again, so its earlier record gives way to the one it ends with.
-            self.records
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|r| r.path != path);
-            let depth = u32::try_from(AgentPath::parse(&path).depth()).unwrap_or(1);
-            // The model and schema it joined with (a run journaled before they were kept
-            // falls back to its type's model, and no schema).
-            let model = member
-                .model
-                .clone()
-                .unwrap_or_else(|| self.model_for(&spec, &self.config.model_id));
-            let mut me = AgentHandle::new(path, depth, model, self.config.workspace.clone());
-            me.member = Some(member.name.clone());
-            me.answer = member.answer.as_ref().and_then(|schema| {
-                AnswerSchema::new(schema)
-                    .map_err(|e| tracing::warn!("{}'s output schema is unusable: {e}", member.name))
-                    .ok()
-            });
+            self.roster.forget(&member.path);
+            let me = self.member_handle(run, &spec, member, path);
             let description = rebuilt.description.clone();
             self.spawn_member(spec, me, &description, "", Some(rebuilt))
                 .await;
         }
     }
 
-    /// The subagent type `name`, if a `Task` call may start it.
-    pub(super) fn subagent_spec(&self, name: &str) -> Result<&AgentSpec, SubagentError> {
-        let Some(spec) = self.registry.get(name).filter(|s| s.mode.is_subagent()) else {
-            let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
-            return Err(SubagentError::UnknownType {
-                name: name.to_owned(),
-                known: known.join(", "),
-            });
-        };
-        if let Some(why) = spec.unusable() {
-            return Err(SubagentError::Unusable(why));
-        }
-        Ok(spec)
+    /// The handle of `member` at `path`, of type `spec`, as a resumed run starts it again:
+    /// with the model and schema it joined with (a run journaled before they were kept
+    /// falls back to its type's model, and no schema).
+    fn member_handle(
+        &self,
+        run: &Arc<RunContext>,
+        spec: &AgentSpec,
+        member: &Member,
+        path: AgentPath,
+    ) -> AgentHandle {
+        let depth = u32::try_from(path.depth()).unwrap_or(1);
+        let model = member
+            .model
+            .clone()
+            .unwrap_or_else(|| self.model_for(spec, &self.config.model_id));
+        let workspace = self.config.workspace.clone();
+        let mut me = AgentHandle::new(run.clone(), path, depth, model, workspace);
+        me.member = Some(member.name.clone());
+        me.answer = member.answer.as_ref().and_then(|schema| {
+            AnswerSchema::new(schema)
+                .map_err(|e| tracing::warn!("{}'s output schema is unusable: {e}", member.name))
+                .ok()
+        });
+        me
     }
 }
 

@@ -1,7 +1,9 @@
 //! The agent type a fork runs as: its parent's, under the name `fork`.
 
-use super::*;
-use crate::run::fork::FORK_TYPE;
+use super::SubagentError;
+use crate::definitions::spec::AgentSpec;
+use crate::run::fork::{ForkBase, FORK_TYPE};
+use crate::run::orchestrator::Orchestrator;
 
 impl Orchestrator {
     /// The spec of a fork of an agent of type `base.agent_type`: that type as it is (its

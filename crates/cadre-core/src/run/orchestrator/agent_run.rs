@@ -1,0 +1,267 @@
+//! One agent's run, from its start to its record: it goes on the roster, starts fresh (its
+//! start hooks may add to its prompt or refuse it) or from its journal, and when it ends its
+//! end hooks run, its end is journaled and its record is kept.
+
+use super::handle::{AgentHandle, Start};
+use super::roster::RosterEntry;
+use super::Orchestrator;
+use crate::definitions::hooks::HookEvent;
+use crate::definitions::spec::AgentSpec;
+use crate::record::events::{millis, Event};
+use crate::record::journal::Step;
+use crate::record::usage::AgentRecord;
+use crate::run::agent::Agent;
+use crate::run::fork::first_history;
+use crate::run::hooks::{AgentHooks, HookDecision};
+use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::state::AgentState;
+use cadre_model::{ContentBlock, Message, Usage};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+impl Orchestrator {
+    /// Builds the agent `me` of type `spec`, runs it on `prompt`, and records the result.
+    ///
+    /// An async block rather than an `async fn`: an `async fn` moves its arguments into
+    /// locals of their own, and every waiting subagent's future would hold `me` twice.
+    #[allow(clippy::manual_async_fn)] // an `async fn` holds its arguments twice
+    pub(super) fn run_agent<'a>(
+        self: &'a Arc<Self>,
+        spec: &'a AgentSpec,
+        me: AgentHandle,
+        description: &'a str,
+        start: Start<'a>,
+        cancel: CancellationToken,
+        background: bool,
+    ) -> impl Future<Output = AgentOutcome> + Send + 'a {
+        async move {
+            let started = Instant::now();
+            let (mut agent, own_servers) =
+                self.build_agent(spec, &me, cancel, Some(description)).await;
+            // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
+            let earlier = agent
+                .transcript
+                .as_ref()
+                .map_or(0, |t| t.earlier().elapsed_ms);
+            self.enter(spec, &me, description, background, started)
+                .await;
+            let outcome = match start {
+                Start::Fresh(prompt) => {
+                    let fresh = self.start_fresh(&mut agent, spec, &me, description, prompt);
+                    fresh.await
+                }
+                Start::Resume(rebuilt) => {
+                    if let Some(t) = &agent.transcript {
+                        t.catch_up(&rebuilt.history);
+                    }
+                    // Boxed: resuming needs a larger future than a fresh start (it may compact
+                    // first), and every waiting subagent would else hold room for it.
+                    let resume = Box::pin(agent.resume(*rebuilt));
+                    resume.await
+                }
+            };
+            // Background subagents never outlive their parent: one that stopped early (turn
+            // limit, budget, error) takes them down with it.
+            me.background.cancel_all();
+            me.background.settle().await;
+            self.end_hooks(&agent, &outcome).await;
+            me.run
+                .journal(Step::Finished {
+                    agent: me.path.to_string(),
+                    stop: outcome.stop.clone(),
+                    text: outcome.text.clone(),
+                })
+                .await;
+            for server in own_servers {
+                server.shutdown().await;
+            }
+            let elapsed_ms = earlier + millis(started.elapsed());
+            if let Some(t) = &agent.transcript {
+                t.outcome_after(&outcome, elapsed_ms);
+            }
+            self.record_end(spec, &me, description, &outcome, elapsed_ms);
+            outcome
+        }
+    }
+
+    /// Puts the agent `me` of type `spec` on the roster and tells its start.
+    async fn enter(
+        &self,
+        spec: &AgentSpec,
+        me: &AgentHandle,
+        description: &str,
+        background: bool,
+        started: Instant,
+    ) {
+        let member = me.member.clone().filter(|_| me.depth > 0);
+        // Messages sent to a member before it is on the roster count as unread from the start.
+        let unread = match &member {
+            Some(name) => u32::try_from(me.run.team.unread(name).await).unwrap_or(u32::MAX),
+            None => 0,
+        };
+        self.roster.enter(RosterEntry {
+            path: me.path.clone(),
+            agent_type: spec.name.clone(),
+            description: description.to_owned(),
+            turn: 0,
+            current_tool: None,
+            tokens: 0,
+            usage: Usage::default(),
+            color: spec.color.clone(),
+            background,
+            member,
+            waiting: false,
+            unread,
+            started,
+        });
+        self.roster.observe(Event::Started {
+            agent: me.path.to_string(),
+            agent_type: spec.name.clone(),
+            description: description.to_owned(),
+            model: me.model.clone(),
+            color: spec.color.clone(),
+            background,
+        });
+    }
+
+    /// Runs `agent` on a fresh `prompt`: its first history (a fork's starts with its
+    /// parent's), its start hooks, and its start journaled.
+    async fn start_fresh(
+        &self,
+        agent: &mut Agent,
+        spec: &AgentSpec,
+        me: &AgentHandle,
+        description: &str,
+        prompt: &str,
+    ) -> AgentOutcome {
+        let mut history = match &me.fork {
+            Some(base) => {
+                let (history, point) = first_history(base, prompt);
+                agent.config.fork = Some(point);
+                history
+            }
+            None => vec![Message::user_text(prompt)],
+        };
+        // The hooks of its start may add to its first message, or refuse the prompt.
+        // Boxed, as every hook run here: few agents run hooks, and every waiting
+        // subagent's future would else hold room for one.
+        let refused = match &agent.hooks {
+            Some(hooks) => {
+                let start_hooks = Box::pin(start_hooks(hooks, &me.model, prompt, &mut history));
+                start_hooks.await.map(Box::new)
+            }
+            None => None,
+        };
+        me.run
+            .journal(Step::Started {
+                agent: me.path.to_string(),
+                agent_type: spec.name.clone(),
+                description: description.to_owned(),
+                history: history.clone(),
+            })
+            .await;
+        match refused {
+            None => agent.run(history).await,
+            Some(step) => {
+                me.run.journal((*step).clone()).await;
+                let mut state = AgentState::new(&spec.name, description, history);
+                state.apply(*step);
+                let resume = Box::pin(agent.resume(state));
+                resume.await
+            }
+        }
+    }
+
+    /// Runs the hooks of `agent`'s end: `SessionEnd` for the primary agent, and however
+    /// it ended, a subagent's `SubagentStop` hooks once.
+    async fn end_hooks(&self, agent: &Agent, outcome: &AgentOutcome) {
+        let Some(hooks) = agent.hooks.as_ref() else {
+            return;
+        };
+        if !hooks.is_subagent() {
+            let reason = match outcome.stop {
+                StopKind::Cancelled => "prompt_input_exit",
+                _ => "other",
+            };
+            let session_end = Box::pin(hooks.session_end(reason));
+            session_end.await;
+        }
+        let stop = outcome.stop.to_string();
+        let subagent_end = Box::pin(hooks.subagent_end(&outcome.text, &stop));
+        subagent_end.await;
+    }
+
+    /// Takes the agent `me` off the roster and keeps its record — unless it was off the
+    /// roster already: then it was recorded when the run was given up.
+    fn record_end(
+        &self,
+        spec: &AgentSpec,
+        me: &AgentHandle,
+        description: &str,
+        outcome: &AgentOutcome,
+        elapsed_ms: u64,
+    ) {
+        if !self.roster.leave(&me.path) {
+            return;
+        }
+        let path = me.path.to_string();
+        let result_file = self.result_name(&me.run, &path, me.depth, &outcome.text);
+        self.roster.record(AgentRecord {
+            path,
+            agent_type: spec.name.clone(),
+            description: description.to_owned(),
+            model: me.model.clone(),
+            turns: outcome.turns,
+            tool_calls: outcome.tool_calls,
+            usage: outcome.usage,
+            elapsed_ms,
+            outcome: outcome.stop.outcome(),
+            stop: outcome.stop.clone(),
+            result_file,
+            worker: None,
+            member: me.member.clone().filter(|_| me.depth > 0),
+        });
+    }
+}
+
+/// Runs the hooks of an agent's fresh start: `SubagentStart` for a subagent,
+/// `SessionStart` and `UserPromptSubmit` for the primary agent on `prompt`, talking to
+/// `model`. What they add for the model joins `history`'s last message; a refused
+/// prompt comes back as the journal step that stops the agent.
+async fn start_hooks(
+    hooks: &AgentHooks,
+    model: &str,
+    prompt: &str,
+    history: &mut [Message],
+) -> Option<Step> {
+    let mut notes: Vec<(HookEvent, String)> = Vec::new();
+    let mut refused = None;
+    if hooks.is_subagent() {
+        let v = hooks.subagent_start().await;
+        notes.extend(v.context.map(|c| (HookEvent::SubagentStart, c)));
+    } else {
+        let v = hooks.session_start("startup", model).await;
+        notes.extend(v.context.map(|c| (HookEvent::SessionStart, c)));
+        let v = hooks.user_prompt_submit(prompt).await;
+        notes.extend(v.context.map(|c| (HookEvent::UserPromptSubmit, c)));
+        refused = v.stop.or(v.block).map(|reason| Step::Hooked {
+            agent: hooks.agent_id().to_owned(),
+            event: HookEvent::UserPromptSubmit,
+            call: None,
+            decision: HookDecision::Stop {
+                reason: format!("the prompt was refused by a UserPromptSubmit hook: {reason}"),
+            },
+        });
+    }
+    // The prompt is the last message (a fork's first ones are its parent's, shared
+    // with the cache, so they are left as they are).
+    if let Some(last) = history.last_mut() {
+        for (event, note) in notes {
+            last.content
+                .push(ContentBlock::text(format!("[{event} hook] {note}")));
+        }
+    }
+    refused
+}

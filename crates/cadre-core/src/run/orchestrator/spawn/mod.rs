@@ -1,0 +1,184 @@
+//! Subagent spawning: a plain subagent for a `Task` call ([`plain`]), a named team member
+//! that stays after it answers ([`member`]), and a fork of its parent's conversation
+//! ([`fork`]). Here: what they share — the checks before one starts, its path, and what its
+//! parent's call gets back.
+
+mod fork;
+mod member;
+mod plain;
+
+use super::handle::AgentHandle;
+use super::run_context::RunContext;
+use super::Orchestrator;
+use crate::definitions::spec::AgentSpec;
+use crate::record::journal::Step;
+use crate::record::run_dir::AgentPath;
+use crate::run::outcome::StopKind;
+use cadre_tools::{ToolError, WorktreeError};
+use std::sync::Arc;
+
+impl Orchestrator {
+    /// The subagent type `name`, if a `Task` call may start it.
+    fn subagent_spec(&self, name: &str) -> Result<&AgentSpec, SubagentError> {
+        let Some(spec) = self.registry.get(name).filter(|s| s.mode.is_subagent()) else {
+            return Err(self.unknown_type(name));
+        };
+        if let Some(why) = spec.unusable() {
+            return Err(SubagentError::Unusable(why));
+        }
+        Ok(spec)
+    }
+
+    /// The error for a subagent type `name` this run does not have.
+    fn unknown_type(&self, name: &str) -> SubagentError {
+        let known: Vec<&str> = self.registry.subagents().map(|s| s.name.as_str()).collect();
+        SubagentError::UnknownType {
+            name: name.to_owned(),
+            known: known.join(", "),
+        }
+    }
+
+    /// The depth of a subagent of `parent`, if delegation may go that deep.
+    fn depth_below(&self, parent: &AgentHandle) -> Result<u32, SubagentError> {
+        let depth = parent.depth + 1;
+        if depth > self.config.limits.max_depth {
+            return Err(SubagentError::DepthLimit {
+                limit: self.config.limits.max_depth,
+                parent: parent.path.to_string(),
+            });
+        }
+        Ok(depth)
+    }
+
+    /// The path of a new subagent of type `agent_type` that `parent`'s call `call` starts,
+    /// journaled, so a resumed run finds it by the call.
+    async fn spawned(
+        &self,
+        run: &RunContext,
+        parent: &AgentHandle,
+        agent_type: &str,
+        call: &str,
+    ) -> AgentPath {
+        let n = run.lineage.next(agent_type);
+        let path = parent.path.child(agent_type, n);
+        run.journal(Step::Spawned {
+            agent: parent.path.to_string(),
+            call: call.to_owned(),
+            child: path.to_string(),
+        })
+        .await;
+        path
+    }
+}
+
+/// A subagent's result with what became of its worktree added.
+fn with_report(
+    result: Result<String, SubagentError>,
+    report: String,
+) -> Result<String, SubagentError> {
+    match result {
+        Ok(text) => Ok(text + &report),
+        Err(SubagentError::Stopped {
+            path, stop, last, ..
+        }) => Err(SubagentError::Stopped {
+            path,
+            stop,
+            last,
+            report,
+        }),
+        Err(other) => Err(other),
+    }
+}
+
+/// Why a `Task` call brought back no result: its parent receives this as an `is_error`
+/// tool result, in these words.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubagentError {
+    /// No subagent type of that name.
+    #[error("unknown subagent_type {name:?}; the subagent types are: {known}")]
+    UnknownType {
+        /// The name asked for.
+        name: String,
+        /// The subagent types there are.
+        known: String,
+    },
+    /// The type cannot start (every entry of its `tools` was dropped while loading).
+    #[error("{0}")]
+    Unusable(String),
+    /// The parent is at the depth limit.
+    #[error("delegation is limited to {limit} levels; {parent} cannot start another subagent — do this work yourself")]
+    DepthLimit {
+        /// The limit.
+        limit: u32,
+        /// The parent's path.
+        parent: String,
+    },
+    /// The parent has as many subagents running as it may.
+    #[error("refused: {parent} already has {running} subagents running (the limit is {limit}); wait for their results and delegate the rest afterwards")]
+    FanOut {
+        /// The parent's path.
+        parent: String,
+        /// How many it has running.
+        running: u32,
+        /// The limit.
+        limit: usize,
+    },
+    /// An isolated subagent could not get its worktree.
+    #[error("subagent {path} could not get its own worktree: {source}")]
+    Worktree {
+        /// The subagent's path.
+        path: String,
+        /// Why (shared, so the error can be handed to every reader of a background result).
+        source: Arc<WorktreeError>,
+    },
+    /// An isolated subagent's worktree was made but cannot be a workspace.
+    #[error("subagent {path} could not get its own worktree: its worktree cannot be a workspace: {source}")]
+    WorktreeWorkspace {
+        /// The subagent's path.
+        path: String,
+        /// Why.
+        source: Arc<ToolError>,
+    },
+    /// A team member could not be started.
+    #[error("{0}")]
+    Team(String),
+    /// Its background task ended without handing back anything (it was aborted).
+    #[error("outcome: cancelled — it ended without a result: its task was stopped")]
+    Lost,
+    /// It ran and stopped before finishing its work.
+    #[error("subagent {path} did not finish — outcome: {} ({stop}). Its last message: {last}{report}", .stop.outcome())]
+    Stopped {
+        /// The subagent's path.
+        path: String,
+        /// Why it stopped.
+        stop: StopKind,
+        /// Its last message, or `(none)`.
+        last: String,
+        /// What became of its worktree, when it had one (empty otherwise).
+        report: String,
+    },
+}
+
+/// What a parent's `Task` call gets from a subagent that stopped with `stop`.
+pub(super) fn subagent_result(
+    path: &str,
+    stop: StopKind,
+    text: String,
+) -> Result<String, SubagentError> {
+    match stop {
+        StopKind::Done if text.trim().is_empty() => {
+            Ok(format!("({path} finished without a final message)"))
+        }
+        StopKind::Done => Ok(text),
+        stop => {
+            let last = text.trim();
+            Err(SubagentError::Stopped {
+                path: path.to_owned(),
+                stop,
+                last: if last.is_empty() { "(none)" } else { last }.to_owned(),
+                report: String::new(),
+            })
+        }
+    }
+}

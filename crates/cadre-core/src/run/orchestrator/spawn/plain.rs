@@ -1,0 +1,235 @@
+//! Running one subagent for a parent's `Task` call: its checks, its path (a new one, or the
+//! one a resumed run finds by the call), its worktree when isolated, and its result. Its
+//! subagents run here, or on a durable engine's workers when the run delegates them.
+
+use super::{with_report, SubagentError};
+use crate::definitions::spec::AgentSpec;
+use crate::record::run_dir::AgentPath;
+use crate::run::continuation::{self, MAX_CONTINUATIONS};
+use crate::run::delegate::{Delegate, DelegatedCall};
+use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
+use crate::run::orchestrator::run_context::RunContext;
+use crate::run::orchestrator::Orchestrator;
+use crate::run::outcome::StopKind;
+use crate::run::state::AgentState;
+use cadre_tools::{Finished, Workspace, Worktree};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What a resumed run found for a `Task` call: the subagent had ended (its result stands),
+/// or it goes on from its journal.
+enum Found {
+    Ended(Result<String, SubagentError>),
+    GoesOn(AgentPath, Box<AgentState>),
+}
+
+impl Orchestrator {
+    /// Runs one subagent for a `Task` call and returns its final text, or why it failed.
+    pub(crate) async fn run_subagent(
+        self: &Arc<Self>,
+        parent: &AgentHandle,
+        task: &TaskCall<'_>,
+        cancel: CancellationToken,
+    ) -> Result<String, SubagentError> {
+        let run = &parent.run;
+        // Boxed: a fork's spec is made for it, and every waiting subagent's future would
+        // else hold room for one.
+        let forked;
+        let spec = match task.fork {
+            Some(base) => {
+                forked = Box::new(self.fork_spec(base, self.config.delegate.is_some())?);
+                &*forked
+            }
+            None => self.subagent_spec(task.subagent_type)?,
+        };
+        let depth = self.depth_below(parent)?;
+        let (running, _release) = parent.one_more_call();
+        if running as usize >= self.config.limits.max_fanout {
+            return Err(SubagentError::FanOut {
+                parent: parent.path.to_string(),
+                running,
+                limit: self.config.limits.max_fanout,
+            });
+        }
+        // A resumed run finds the subagent this call started before, by the call's id. (Not
+        // kept in a variable: a rebuilt state held to the end would cost every waiting
+        // subagent's future its size.)
+        let (path, start) = match self.found(run, parent, task.call) {
+            Some(Found::Ended(result)) => return result,
+            Some(Found::GoesOn(path, rebuilt)) => (path, Start::Resume(rebuilt)),
+            None => (
+                self.spawned(run, parent, &spec.name, task.call).await,
+                Start::Fresh(task.prompt),
+            ),
+        };
+        if let Some(delegate) = &self.config.delegate {
+            let delegated = Box::pin(self.delegated(delegate, parent, spec, task, path));
+            return delegated.await;
+        }
+        let model = self.model_for(spec, &parent.model);
+        let Some((worktree, workspace)) = self.isolate(spec, parent, &path).await? else {
+            let me = self.subagent_handle(parent, task, path, depth, model, None);
+            return self.run_to_result(spec, me, task, start, cancel).await;
+        };
+        let me = self.subagent_handle(parent, task, path.clone(), depth, model, Some(workspace));
+        let result = self.run_to_result(spec, me, task, start, cancel).await;
+        let report = Box::pin(worktree_report(worktree, &path, task.description)).await;
+        with_report(result, report)
+    }
+
+    /// The handle of the subagent at `path` that `parent`'s `task` starts, working in
+    /// `workspace` (its worktree's) or else in its parent's.
+    fn subagent_handle(
+        &self,
+        parent: &AgentHandle,
+        task: &TaskCall<'_>,
+        path: AgentPath,
+        depth: u32,
+        model: String,
+        workspace: Option<Arc<Workspace>>,
+    ) -> AgentHandle {
+        let workspace = workspace.unwrap_or_else(|| parent.workspace.clone());
+        // Made whole in one expression: a handle changed field by field counts as borrowed,
+        // and would be held beside the agent's future until it ends.
+        AgentHandle {
+            answer: task.answer.cloned(),
+            fork: task.fork.cloned(),
+            ..AgentHandle::new(parent.run.clone(), path, depth, model, workspace)
+        }
+    }
+
+    /// Runs the subagent `me` of type `spec` for `task`; what its parent's call gets.
+    async fn run_to_result(
+        self: &Arc<Self>,
+        spec: &AgentSpec,
+        me: AgentHandle,
+        task: &TaskCall<'_>,
+        start: Start<'_>,
+        cancel: CancellationToken,
+    ) -> Result<String, SubagentError> {
+        let run = me.run.clone();
+        let path = me.path.to_string();
+        let outcome = self
+            .run_agent(spec, me, task.description, start, cancel, task.background)
+            .await;
+        self.task_result(&run, &path, outcome.stop, outcome.text)
+    }
+
+    /// What a resumed run has for `parent`'s call `call`: nothing (it starts a new
+    /// subagent), the result of the subagent that call started and that ended, or that
+    /// subagent to go on.
+    fn found(&self, run: &RunContext, parent: &AgentHandle, call: &str) -> Option<Found> {
+        let path = run.resumed_child(&parent.path, call)?;
+        let rebuilt = run.take_resumed(&path)?;
+        match rebuilt {
+            // It had finished: its result stands (its usage was counted when it was loaded),
+            // unless its cut answer was still to be asked to go on.
+            AgentState {
+                finished: Some((stop, text)),
+                history,
+                ..
+            } if !(stop == StopKind::MaxTokens
+                && continuation::may_go_on(&history, MAX_CONTINUATIONS)) =>
+            {
+                Some(Found::Ended(self.task_result(
+                    run,
+                    &path.to_string(),
+                    stop,
+                    text,
+                )))
+            }
+            rebuilt => {
+                // Any record it had (a cut answer that goes on) gives way to the one it ends with.
+                self.roster.forget(&path.to_string());
+                Some(Found::GoesOn(path, Box::new(rebuilt)))
+            }
+        }
+    }
+
+    /// Hands the subagent at `path` of type `spec` that `parent`'s `task` starts to the
+    /// run's `delegate` (a durable engine's workers) and keeps the records it brings back.
+    async fn delegated(
+        &self,
+        delegate: &Arc<dyn Delegate>,
+        parent: &AgentHandle,
+        spec: &AgentSpec,
+        task: &TaskCall<'_>,
+        path: AgentPath,
+    ) -> Result<String, SubagentError> {
+        if task.answer.is_some() {
+            return Err(SubagentError::Unusable(
+                "output_schema on a Task call is not available when subagents run on the engine; give the agent type an output_schema instead".into(),
+            ));
+        }
+        let path = path.to_string();
+        let done = delegate
+            .run(DelegatedCall {
+                path: path.clone(),
+                depth: parent.depth + 1,
+                spec: spec.clone(),
+                model: self.model_for(spec, &parent.model),
+                description: task.description.to_owned(),
+                prompt: task.prompt.to_owned(),
+            })
+            .await;
+        self.roster.record_all(done.records);
+        with_report(
+            self.task_result(&parent.run, &path, done.stop, done.text),
+            done.report,
+        )
+    }
+
+    /// The worktree an isolated subagent at `path` works in, and its workspace there;
+    /// `None` for a subagent that works in its parent's workspace.
+    ///
+    /// The worktree's futures are boxed, each in a statement of its own: few subagents are
+    /// isolated, and every waiting subagent's future would else hold room for them.
+    async fn isolate(
+        &self,
+        spec: &AgentSpec,
+        parent: &AgentHandle,
+        path: &AgentPath,
+    ) -> Result<Option<(Worktree, Arc<Workspace>)>, SubagentError> {
+        if !spec.is_isolated() {
+            return Ok(None);
+        }
+        let path = path.to_string();
+        let create = Box::pin(Worktree::create(
+            parent.workspace.root(),
+            &parent.run.id,
+            &path,
+        ));
+        let wt = create.await.map_err(|e| SubagentError::Worktree {
+            path: path.clone(),
+            source: Arc::new(e),
+        })?;
+        match Workspace::new(wt.workspace()) {
+            Ok(w) => Ok(Some((wt, Arc::new(w)))),
+            Err(e) => {
+                let discard = Box::pin(wt.discard());
+                if let Err(e) = discard.await {
+                    tracing::warn!("could not remove the worktree of {path}: {e}");
+                }
+                Err(SubagentError::WorktreeWorkspace {
+                    path,
+                    source: Arc::new(e),
+                })
+            }
+        }
+    }
+}
+
+/// Commits what the subagent at `path` changed in its worktree `wt` (or removes the
+/// worktree when it changed nothing); what its parent is told of it.
+async fn worktree_report(wt: Worktree, path: &AgentPath, description: &str) -> String {
+    let message = format!("{path}: {description}");
+    match wt.finish(&message).await {
+        Ok(Finished::Unchanged) => {
+            "\n\n[It changed no file; its worktree and branch were removed.]".to_owned()
+        }
+        Ok(Finished::Committed { branch, diffstat }) => format!(
+            "\n\n[Its changes are committed on branch {branch} (the main checkout is untouched):\n{diffstat}]"
+        ),
+        Err(e) => format!("\n\n[Its worktree could not be committed: {e}]"),
+    }
+}
