@@ -330,52 +330,10 @@ impl OrchestratorBuilder {
     /// without a model id for an OpenAI-compatible server), on a workspace folder that
     /// cannot be opened, or a provider client that cannot be made.
     pub fn build(self) -> Result<Arc<Orchestrator>, RunError> {
-        let (model, default_id): (Arc<dyn Model>, Option<&str>) = match self.model {
-            None => return Err(RunError::NoModel),
-            Some(ModelSource::Client(m)) => (m, Some(cadre_model::DEFAULT_MODEL)),
-            Some(ModelSource::Anthropic(config)) => (
-                Arc::new(AnthropicModel::new(*config)?),
-                Some(cadre_model::DEFAULT_MODEL),
-            ),
-            Some(ModelSource::OpenAi(config)) => (Arc::new(OpenAiModel::new(*config)?), None),
-        };
-        let model_id = match (self.model_id, default_id) {
-            (Some(id), _) => cadre_model::resolve_model_alias(&id).to_owned(),
-            (None, Some(id)) => id.to_owned(),
-            (None, None) => return Err(RunError::NoModelId),
-        };
-        let workspace = match (self.workspace, self.workspace_dir) {
-            (Some(w), _) => w,
-            (None, dir) => {
-                let dir = dir.unwrap_or_else(|| PathBuf::from("."));
-                Arc::new(
-                    Workspace::new(&dir).map_err(|source| RunError::Workspace { dir, source })?,
-                )
-            }
-        };
-        let mut registry = match self.agents {
-            Agents::Shipped => Registry::shipped(),
-            Agents::Registry(r) => r,
-        };
-        if !self.agent_dirs.is_empty() {
-            registry.load_dirs(&self.agent_dirs);
-        }
-        for spec in self.specs {
-            registry.insert(spec);
-        }
-        let mut skills = self.skills;
-        if !self.skill_dirs.is_empty() || !self.skill_list.is_empty() {
-            let mut set = match skills {
-                Some(s) => (*s).clone(),
-                None => SkillSet::default(),
-            };
-            set.load_dirs(&self.skill_dirs);
-            for skill in self.skill_list {
-                set.insert(skill);
-            }
-            skills = Some(Arc::new(set));
-        }
-
+        let (model, model_id) = model_of(self.model, self.model_id)?;
+        let workspace = workspace_of(self.workspace, self.workspace_dir)?;
+        let registry = registry_of(self.agents, &self.agent_dirs, self.specs);
+        let skills = skills_of(self.skills, &self.skill_dirs, self.skill_list);
         let mut config = RunConfig::new(workspace, model, model_id);
         config.tools = self.tools;
         if let Some(v) = self.limits {
@@ -414,15 +372,6 @@ impl OrchestratorBuilder {
         config.delegate = self.delegate;
         config.team = self.team;
         config.hooks = self.hooks;
-        let events: EventHandler = match <[EventHandler; 1]>::try_from(self.handlers) {
-            Ok([one]) => one,
-            Err(none) if none.is_empty() => crate::record::events::no_events(),
-            Err(handlers) => Arc::new(move |e: crate::Event| {
-                for h in &handlers {
-                    h(e.clone());
-                }
-            }),
-        };
         check_tools(&registry, &config.tools)?;
         if config.delegate.is_some() {
             let unhonoured = unhonoured_on_engine(&registry, &config);
@@ -430,7 +379,93 @@ impl OrchestratorBuilder {
                 return Err(RunError::Unhonoured(unhonoured));
             }
         }
-        Ok(Orchestrator::new(registry, config, events))
+        Ok(Orchestrator::new(registry, config, fan_out(self.handlers)))
+    }
+}
+
+/// The model client `source` makes, and the model id: `model_id` (aliases resolved), or
+/// the provider's default; `Err` without a model, or without an id for a server that has
+/// no default.
+fn model_of(
+    source: Option<ModelSource>,
+    model_id: Option<String>,
+) -> Result<(Arc<dyn Model>, String), RunError> {
+    let (model, default_id): (Arc<dyn Model>, Option<&str>) = match source {
+        None => return Err(RunError::NoModel),
+        Some(ModelSource::Client(m)) => (m, Some(cadre_model::DEFAULT_MODEL)),
+        Some(ModelSource::Anthropic(config)) => (
+            Arc::new(AnthropicModel::new(*config)?),
+            Some(cadre_model::DEFAULT_MODEL),
+        ),
+        Some(ModelSource::OpenAi(config)) => (Arc::new(OpenAiModel::new(*config)?), None),
+    };
+    let model_id = match (model_id, default_id) {
+        (Some(id), _) => cadre_model::resolve_model_alias(&id).to_owned(),
+        (None, Some(id)) => id.to_owned(),
+        (None, None) => return Err(RunError::NoModelId),
+    };
+    Ok((model, model_id))
+}
+
+/// The workspace given, or one opened in `dir` (the current folder by default).
+fn workspace_of(
+    workspace: Option<Arc<Workspace>>,
+    dir: Option<PathBuf>,
+) -> Result<Arc<Workspace>, RunError> {
+    if let Some(w) = workspace {
+        return Ok(w);
+    }
+    let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+    let w = Workspace::new(&dir).map_err(|source| RunError::Workspace { dir, source })?;
+    Ok(Arc::new(w))
+}
+
+/// The agent types of the run: `agents`, with the types in `dirs` and then `specs` added.
+fn registry_of(agents: Agents, dirs: &[PathBuf], specs: Vec<AgentSpec>) -> Registry {
+    let mut registry = match agents {
+        Agents::Shipped => Registry::shipped(),
+        Agents::Registry(r) => r,
+    };
+    if !dirs.is_empty() {
+        registry.load_dirs(dirs);
+    }
+    for spec in specs {
+        registry.insert(spec);
+    }
+    registry
+}
+
+/// The skills of the run: `skills`, with those in `dirs` and then `list` added; `None`
+/// keeps the configuration's default.
+fn skills_of(
+    skills: Option<Arc<SkillSet>>,
+    dirs: &[PathBuf],
+    list: Vec<Skill>,
+) -> Option<Arc<SkillSet>> {
+    if dirs.is_empty() && list.is_empty() {
+        return skills;
+    }
+    let mut set = match skills {
+        Some(s) => (*s).clone(),
+        None => SkillSet::default(),
+    };
+    set.load_dirs(dirs);
+    for skill in list {
+        set.insert(skill);
+    }
+    Some(Arc::new(set))
+}
+
+/// One handler that passes every event to each of `handlers`.
+fn fan_out(handlers: Vec<EventHandler>) -> EventHandler {
+    match <[EventHandler; 1]>::try_from(handlers) {
+        Ok([one]) => one,
+        Err(none) if none.is_empty() => crate::record::events::no_events(),
+        Err(handlers) => Arc::new(move |e: crate::Event| {
+            for h in &handlers {
+                h(e.clone());
+            }
+        }),
     }
 }
 
@@ -523,8 +558,14 @@ fn check_tools(registry: &Registry, extra: &[Arc<dyn Tool>]) -> Result<(), RunEr
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::check_tools;
+    use crate::definitions::hooks::Hooks;
+    use crate::definitions::registry::Registry;
+    use crate::definitions::spec::AgentSpec;
     use crate::definitions::spec::Mode;
+    use crate::run::delegate::Delegate;
+    use crate::run::orchestrator::{Orchestrator, RunError};
+    use std::sync::Arc;
 
     fn with_tools(tools: &[&str]) -> Registry {
         let mut registry = Registry::shipped();

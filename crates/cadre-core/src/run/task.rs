@@ -193,24 +193,9 @@ impl TypedTool for TaskTool {
     }
 
     async fn run(&self, input: TaskInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
-            return Ok(ToolOutput::error(format!(
-                "subagent_type {:?} is not one this agent may start; it may start: {}",
-                input.subagent_type,
-                self.allowed.join(", ")
-            )));
-        }
-        let answer = match input.output_schema.as_ref().map(AnswerSchema::new) {
-            Some(Err(why)) => return Ok(ToolOutput::error(format!("output_schema: {why}"))),
-            Some(Ok(schema)) => Some(schema),
-            None => None,
-        };
-        let fork = match self.forks(&input.subagent_type) {
-            true => match self.fork_base(&input, ctx) {
-                Ok(base) => Some(base),
-                Err(why) => return Ok(ToolOutput::error(why)),
-            },
-            false => None,
+        let (answer, fork) = match self.settings(&input, ctx) {
+            Ok(settings) => settings,
+            Err(refused) => return Ok(refused),
         };
         let name = input.name.as_deref().map(str::trim);
         // A type marked `background` always runs so (Claude Code's `background: true`).
@@ -224,31 +209,7 @@ impl TypedTool for TaskTool {
         // would make that order depend on timing, so it is awaited like any other.
         // A named member stays after it answers: it is never a background task.
         if background && name.is_none() && !self.orchestrator.delegates() {
-            let (id, cancel, reporter) = self
-                .parent
-                .background
-                .start(&input.description, &ctx.cancel);
-            let orchestrator = self.orchestrator.clone();
-            // Without the parent's own background list, so the task does not keep it (and
-            // itself) alive: dropping the parent's handle aborts it.
-            let parent = self.parent.detached();
-            let call = ctx.call_id.clone();
-            let handle = tokio::spawn(async move {
-                let task = TaskCall {
-                    subagent_type: &input.subagent_type,
-                    description: &input.description,
-                    prompt: &input.prompt,
-                    call: &call,
-                    background: true,
-                    answer: answer.as_ref(),
-                    fork: fork.as_ref(),
-                };
-                reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
-            });
-            self.parent.background.attach(&id, handle.abort_handle());
-            return Ok(ToolOutput::ok(format!(
-                "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
-            )));
+            return Ok(self.in_background(input, answer, fork, ctx));
         }
         let task = TaskCall {
             subagent_type: &input.subagent_type,
@@ -281,5 +242,70 @@ impl TypedTool for TaskTool {
             Ok(text) => ToolOutput::ok(text),
             Err(why) => ToolOutput::error(why.to_string()),
         })
+    }
+}
+
+impl TaskTool {
+    /// The call's answer schema and, for a fork, the conversation it starts from; `Err`
+    /// with what the agent is told when the call cannot be made.
+    #[allow(clippy::type_complexity)] // two settings, each optional
+    fn settings(
+        &self,
+        input: &TaskInput,
+        ctx: &ToolContext,
+    ) -> Result<(Option<AnswerSchema>, Option<Arc<ForkBase>>), ToolOutput> {
+        if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
+            return Err(ToolOutput::error(format!(
+                "subagent_type {:?} is not one this agent may start; it may start: {}",
+                input.subagent_type,
+                self.allowed.join(", ")
+            )));
+        }
+        let answer = match input.output_schema.as_ref().map(AnswerSchema::new) {
+            Some(Err(why)) => return Err(ToolOutput::error(format!("output_schema: {why}"))),
+            Some(Ok(schema)) => Some(schema),
+            None => None,
+        };
+        let fork = match self.forks(&input.subagent_type) {
+            true => Some(self.fork_base(input, ctx).map_err(ToolOutput::error)?),
+            false => None,
+        };
+        Ok((answer, fork))
+    }
+
+    /// Starts the subagent of `input` in the background and tells the agent so; its result
+    /// comes through `TaskOutput`, or when the agent ends its turn.
+    fn in_background(
+        &self,
+        input: TaskInput,
+        answer: Option<AnswerSchema>,
+        fork: Option<Arc<ForkBase>>,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
+        let (id, cancel, reporter) = self
+            .parent
+            .background
+            .start(&input.description, &ctx.cancel);
+        let orchestrator = self.orchestrator.clone();
+        // Without the parent's own background list, so the task does not keep it (and
+        // itself) alive: dropping the parent's handle aborts it.
+        let parent = self.parent.detached();
+        let call = ctx.call_id.clone();
+        let handle = tokio::spawn(async move {
+            let task = TaskCall {
+                subagent_type: &input.subagent_type,
+                description: &input.description,
+                prompt: &input.prompt,
+                call: &call,
+                background: true,
+                answer: answer.as_ref(),
+                fork: fork.as_ref(),
+            };
+            reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
+        });
+        self.parent.background.attach(&id, handle.abort_handle());
+        ToolOutput::ok(format!(
+            "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
+        ))
     }
 }
