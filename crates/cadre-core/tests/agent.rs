@@ -186,3 +186,6 @@ mod forks;
 /// and prompts, their decisions journaled.
 #[path = "agent/hooks.rs"]
 mod hooks;
+/// The orchestrator's layout: small files and functions that say what they depend on.
+#[path = "agent/layout.rs"]
+mod layout;
