@@ -6,7 +6,7 @@
 //! lines; runs written before kept only those.)
 
 use crate::record::run_dir::RunDir;
-use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::vocab::outcome::{AgentOutcome, StopKind};
 use cadre_model::{CompactionUsage, Message, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -130,7 +130,7 @@ impl From<&AgentOutcome> for OutcomeRecord {
 #[serde(default)]
 pub struct HookRecord {
     /// The moment it ran at.
-    pub hook_event: Recorded<crate::definitions::hooks::HookEvent>,
+    pub hook_event: Recorded<crate::vocab::hooks::HookEvent>,
     /// The command, as written.
     pub command: String,
     /// Where it was written.
@@ -141,7 +141,7 @@ pub struct HookRecord {
     /// How long it ran, in milliseconds.
     pub duration_ms: u64,
     /// What came of it.
-    pub outcome: Recorded<crate::run::hooks::HookOutcome>,
+    pub outcome: Recorded<crate::vocab::hooks::HookOutcome>,
 }
 
 /// A value as a record holds it: one this version reads, or one another version wrote,

@@ -9,8 +9,8 @@
 //! [`StopKind::InvalidAnswer`] naming the last error.
 
 use crate::record::journal::Step;
-use crate::run::outcome::StopKind;
 use crate::run::state::{final_text, AgentState};
+use crate::vocab::outcome::StopKind;
 use cadre_model::OutputFormat;
 use serde_json::Value;
 use std::sync::Arc;

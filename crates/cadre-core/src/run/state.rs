@@ -9,8 +9,8 @@
 use crate::definitions::hooks::HookEvent;
 use crate::record::journal::Step;
 use crate::run::context;
-use crate::run::hooks::HookDecision;
-use crate::run::outcome::StopKind;
+use crate::vocab::hooks::HookDecision;
+use crate::vocab::outcome::StopKind;
 use cadre_model::{ContentBlock, Message, Response, Role, StopReason, ToolUseBlock, Usage};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

@@ -8,13 +8,12 @@
 
 mod input;
 mod matcher;
-mod outcome;
 mod output;
 mod runner;
 mod steps;
 
+pub use crate::vocab::hooks::{CallPermission, HookDecision, HookOutcome};
 pub use matcher::guarded_tools;
-pub use outcome::{CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
 
 pub(crate) use input::{claude_mode, Who};
 pub(crate) use output::Verdict;
@@ -35,6 +34,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How often `Stop` / `SubagentStop` / `TeammateIdle` hooks may keep an agent going in a
+/// row (with no new input between); past it the agent stops with a clear message.
+pub const MAX_STOP_BLOCKS: u32 = 5;
 
 /// A hook with its matcher compiled.
 #[derive(Debug, Clone)]

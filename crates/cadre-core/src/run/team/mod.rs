@@ -13,7 +13,8 @@
 mod state;
 mod tools;
 
-pub use state::{Envelope, Member, SharedTask, TaskStatus, TeamChange, TeamState};
+pub use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
+pub use state::TeamState;
 pub use tools::{team_tools, TEAM_TOOL_NAMES};
 
 use crate::record::events::{Event, EventHandler};
