@@ -2,11 +2,8 @@
 //! engine note and transcript are, and the path that names each agent.
 
 use crate::record::journal::JOURNAL_FILE;
-use crate::record::transcript::{TranscriptLine, TranscriptRecord, TRANSCRIPT_FILE};
 pub use crate::vocab::agent_path::AgentPath;
 use serde::Serialize;
-use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// The run's summary, written when it ends.
@@ -18,8 +15,11 @@ pub const ENGINE_FILE: &str = "engine.json";
 /// The folder of a run's whole subagent answers that were too long for a tool result.
 pub const RESULTS_DIR: &str = "results";
 
+/// The run's transcript, in its run folder.
+pub const TRANSCRIPT_FILE: &str = "transcript.jsonl";
+
 /// The extension of transcripts (the journal has it too).
-const JSONL: &str = "jsonl";
+pub(crate) const JSONL: &str = "jsonl";
 
 /// What `.cadre/.gitignore` holds when cadre writes it: what cadre writes under `.cadre/`
 /// stays out of git, this file too; the agent types and skills kept there do not.
@@ -209,56 +209,6 @@ impl RunDir {
         self.dir.join(format!("{}.{JSONL}", agent.transcript_key()))
     }
 
-    /// Every agent's transcript lines, in order, by path (a parent before its subagents):
-    /// those of a run written before the run-wide transcript from each agent's file, then
-    /// those of `transcript.jsonl`. A line that names no agent belongs to the header it
-    /// follows.
-    pub fn transcripts(&self) -> Vec<(AgentPath, Vec<TranscriptLine<'static>>)> {
-        let mut agents: BTreeMap<AgentPath, Vec<TranscriptLine<'static>>> = BTreeMap::new();
-        let files = self.agent_files().into_iter();
-        for file in files.chain(Some(self.transcript_file())) {
-            let Ok(lines) = TranscriptLine::read_all(&file) else {
-                continue;
-            };
-            let mut whose: Option<AgentPath> = None;
-            for line in lines {
-                if let TranscriptRecord::Agent(header) = &line.record {
-                    whose = Some(AgentPath::parse(&header.path));
-                }
-                if let Some(agent) = &line.agent {
-                    whose = Some(AgentPath::parse(agent));
-                }
-                if let Some(path) = &whose {
-                    agents.entry(path.clone()).or_default().push(line);
-                }
-            }
-        }
-        agents.into_iter().collect()
-    }
-
-    /// Whether the folder holds agents' transcripts of their own from before the run-wide
-    /// transcript.
-    pub fn has_agent_files(&self) -> bool {
-        !self.agent_files().is_empty()
-    }
-
-    /// The `.jsonl` files that are agents' transcripts from before the run-wide one, by
-    /// name: their first line is an agent's header naming no agent (the copies kept for
-    /// hooks name theirs; the journal, and anything else, is left alone).
-    pub fn agent_files(&self) -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == JSONL))
-            .filter(|p| starts_as_agent_file(p))
-            .collect();
-        files.sort();
-        files
-    }
-
     /// Whether the folder holds a run: a summary, a transcript, or an engine run's note.
     pub fn holds_a_run(&self) -> bool {
         self.summary_file().is_file()
@@ -304,20 +254,6 @@ fn tracked(project: &Path, file: &Path) -> bool {
         .map_or(true, |s| s.success())
 }
 
-/// Whether the first line of `file` is an agent's header that names no agent: the first
-/// line of an agent's transcript written before the run-wide one.
-fn starts_as_agent_file(file: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(file) else {
-        return false;
-    };
-    let mut line = String::new();
-    if std::io::BufReader::new(f).read_line(&mut line).is_err() {
-        return false;
-    }
-    TranscriptLine::parse(&line)
-        .is_some_and(|l| l.agent.is_none() && matches!(l.record, TranscriptRecord::Agent(_)))
-}
-
 /// A new run id: the UTC time and the process id (`20261201-101500-1234`).
 pub fn new_run_id() -> String {
     format!(
@@ -344,7 +280,7 @@ fn utc_stamp(at: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::transcript::RunTranscript;
+    use crate::record::transcript::{RunTranscript, TranscriptRecord};
 
     #[test]
     fn the_gitignore_is_written_in_git_only_and_an_old_one_of_cadres_brought_up_to_date() {
