@@ -22,6 +22,7 @@ pub mod state;
 #[cfg(test)]
 mod state_props;
 pub mod task;
+pub mod task_result;
 pub mod team;
 pub mod toolset;
 

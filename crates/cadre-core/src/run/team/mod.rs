@@ -11,16 +11,14 @@
 //! run ends and the members still waiting are closed.
 
 mod state;
-mod tools;
+pub mod tools;
 
 pub use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
 pub use state::TeamState;
-pub use tools::{team_tools, TEAM_TOOL_NAMES};
 
 use crate::record::events::{Event, EventHandler};
 use crate::record::journal::{Journal, Step};
-use crate::run::background::TaskResult;
-use crate::run::orchestrator::SubagentError;
+use crate::run::task_result::{SubagentError, TaskResult};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
