@@ -186,3 +186,8 @@ mod forks;
 /// and prompts, their decisions journaled.
 #[path = "agent/hooks.rs"]
 mod hooks;
+
+/// The shape of the code: no circle between files, the log and the vocabulary beneath the
+/// loop, and the length limits of files and functions.
+#[path = "agent/structure.rs"]
+mod structure;
