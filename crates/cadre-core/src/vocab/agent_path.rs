@@ -1,5 +1,5 @@
-//! Where an agent sits in its run's tree ([`AgentPath`]): how steps, events and records
-//! name an agent.
+//! Where an agent sits in its run's tree ([`AgentPath`]). Steps, events and records keep
+//! an agent's path as this type's text (`main/explore#2`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
