@@ -60,6 +60,7 @@
 pub mod definitions;
 pub mod record;
 pub mod run;
+pub mod vocab;
 
 // One dependency is enough to embed cadre: the crates below it come along, whole and by
 // their common names.
@@ -90,7 +91,7 @@ pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
-pub use record::run_dir::{AgentPath, RunDir};
+pub use record::run_dir::RunDir;
 pub use record::transcript::{
     AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, RunTranscript, Transcript,
     TranscriptLine, TranscriptRecord,
@@ -101,12 +102,11 @@ pub use run::budget::Budget;
 pub use run::builder::{unhonoured_by_workers, OrchestratorBuilder};
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
-pub use run::hooks::{guarded_tools, CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
+pub use run::hooks::{guarded_tools, MAX_STOP_BLOCKS};
 pub use run::orchestrator::{
     primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
     DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
-pub use run::outcome::{AgentOutcome, Outcome, StopKind};
 pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
     PermissionsSnapshot, RuleFrom,
@@ -114,3 +114,6 @@ pub use run::permissions::{
 pub use run::skill_tool::SkillTool;
 pub use run::team::{Seat, Team, TeamError, TeamLimits};
 pub use run::toolset::ToolSet;
+pub use vocab::agent_path::AgentPath;
+pub use vocab::hooks::{CallPermission, HookDecision, HookOutcome};
+pub use vocab::outcome::{AgentOutcome, Outcome, StopKind};

@@ -186,6 +186,8 @@ mod forks;
 /// and prompts, their decisions journaled.
 #[path = "agent/hooks.rs"]
 mod hooks;
-/// The orchestrator's layout: small files and functions that say what they depend on.
-#[path = "agent/layout.rs"]
-mod layout;
+
+/// The shape of the code: no circle between files, the log and the vocabulary beneath the
+/// loop, and the length limits of files and functions.
+#[path = "agent/structure.rs"]
+mod structure;

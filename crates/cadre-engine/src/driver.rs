@@ -1,9 +1,11 @@
 //! One invocation's driver: the only owner of the Restate context. It runs the agent's
 //! future and serves what the agent asks for, one request at a time and in the order
-//! asked, so the sequence of journal entries is a function of the journal itself.
+//! asked, so the sequence of journal entries is a function of the journal itself. The
+//! `CadreAgent` service that runs it is here too: the driver calls that same service for
+//! each `Task` call.
 
 use crate::pump::{Ask, EffectKind};
-use crate::service::{CadreAgentClient, CadreRosterClient, CadreRunClient};
+use crate::service::{CadreRosterClient, CadreRunClient};
 use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
 use crate::worker::{Checkpoints, Worker};
 use cadre_core::record::journal::{Done, ModelStep, Outcome, Work};
@@ -15,6 +17,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+/// Runs one agent of a run to its end, as one durable invocation.
+pub struct CadreAgent(pub Arc<Worker>);
+
+#[restate_sdk::service]
+impl CadreAgent {
+    /// Runs the agent `call` names; its model requests and tool calls are durable steps and
+    /// its `Task` calls are calls to this same service, on whichever worker takes them.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: Context<'_>,
+        Json(call): Json<AgentCall>,
+    ) -> Result<Json<Delegated>, HandlerError> {
+        drive(&ctx, &self.0, call).await.map(Json)
+    }
+}
 
 /// A model step as journaled: the step and the worker that ran it.
 #[derive(Debug, Serialize, Deserialize)]

@@ -1,10 +1,22 @@
 //! A writing agent's worktree as the driver checkpoints it.
 
-use crate::worker::{Checkpoints, WorkerError};
+use crate::error::WorkerError;
 use crate::workspace::WriterTree;
 use async_trait::async_trait;
 use cadre_tools::Finished;
 use tokio::sync::Mutex;
+
+/// A writing agent's tree, checkpointed after each change so another worker can go on
+/// from it.
+#[async_trait]
+pub trait Checkpoints: Send + Sync {
+    /// Commits every change and pushes it where other workers fetch it; its commit id.
+    async fn checkpoint(&self, message: &str) -> Result<String, WorkerError>;
+    /// Makes the tree exactly the checkpoint `sha`.
+    async fn restore(&self, sha: &str) -> Result<(), WorkerError>;
+    /// Commits what is left and pushes the agent's branch, when it changed something.
+    async fn finish(&self, message: &str) -> Result<cadre_tools::Finished, WorkerError>;
+}
 
 /// A [`WriterTree`] behind the driver's [`Checkpoints`]; finishing takes it.
 pub(crate) struct GitTree(Mutex<Option<WriterTree>>);

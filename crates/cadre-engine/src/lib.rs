@@ -1,6 +1,6 @@
 //! cadre on Restate: a fleet of workers that run a run's agents as durable invocations.
 //!
-//! A worker ([`worker::serve`]) serves two Restate services. `CadreAgent/run` runs one
+//! A worker ([`serve`]) serves two Restate services. `CadreAgent/run` runs one
 //! agent per invocation: each model request and each tool result is a journaled step (the
 //! core's [`Journal`](cadre_core::record::journal::Journal) seam, run by the invocation's
 //! driver), and each `Task` call is a call to `CadreAgent/run` again, taken by whichever
@@ -9,6 +9,8 @@
 //! run through Restate's ingress, follows it and cancels it.
 
 mod driver;
+mod endpoint;
+mod error;
 mod git_tree;
 mod pump;
 mod service;
@@ -22,5 +24,6 @@ pub mod workspace;
 mod unhonoured;
 pub use unhonoured::unhonoured;
 
-pub use worker::{serve, Worker, WorkerError};
+pub use endpoint::serve;
+pub use worker::{Worker, WorkerError};
 pub use workspace::{CloneCache, WorkspaceError, WriterTree};

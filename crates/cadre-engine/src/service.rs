@@ -1,33 +1,12 @@
-//! The Restate services a worker serves: `CadreAgent` runs one agent per invocation; the
-//! `CadreRun` object (one per run id) holds what the whole tree shares — its model slots,
-//! its token budget and the primary invocation to cancel; the `CadreRoster` object (one per
-//! run id) holds the live roster.
+//! The Restate objects a worker serves beside `CadreAgent` (which runs one agent per
+//! invocation, in [`crate::driver`]): the `CadreRun` object (one per run id) holds what the
+//! whole tree shares — its model slots, its token budget and the primary invocation to
+//! cancel; the `CadreRoster` object (one per run id) holds the live roster.
 
-use crate::driver;
-use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
-use crate::worker::Worker;
-use cadre_core::Delegated;
+use crate::wire::{Acquire, AgentTranscript, Grant, Progress};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
-
-/// Runs one agent of a run to its end, as one durable invocation.
-pub struct CadreAgent(pub Arc<Worker>);
-
-#[restate_sdk::service]
-impl CadreAgent {
-    /// Runs the agent `call` names; its model requests and tool calls are durable steps and
-    /// its `Task` calls are calls to this same service, on whichever worker takes them.
-    #[handler]
-    async fn run(
-        &self,
-        ctx: Context<'_>,
-        Json(call): Json<AgentCall>,
-    ) -> Result<Json<Delegated>, HandlerError> {
-        driver::drive(&ctx, &self.0, call).await.map(Json)
-    }
-}
 
 /// What the `CadreRun` object keeps about its slots and budget.
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -3,78 +3,16 @@
 
 use crate::pump::{Ask, Pump};
 use crate::wire::{AgentCall, WorkspaceRef};
-use async_trait::async_trait;
-use cadre_core::{Instructions, Limits, Orchestrator, Permissions, Registry, RunError, SkillSet};
+
+pub use crate::error::WorkerError;
+pub use crate::git_tree::Checkpoints;
+use cadre_core::{Instructions, Limits, Orchestrator, Permissions, Registry, SkillSet};
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// Why a worker could not set up an agent (Restate retries the invocation).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkerError {
-    /// The run works in each worker's own folder, and this worker was started without one.
-    #[error("the run works in each worker's own folder, and this worker has none (start it with --workspace DIR)")]
-    NoWorkspace,
-    /// The folder cannot be a workspace.
-    #[error("cannot work in {dir}: {source}")]
-    Workspace {
-        /// The folder.
-        dir: String,
-        /// Why not.
-        source: cadre_tools::ToolError,
-    },
-    /// The run's repository could not be checked out, checkpointed or pushed.
-    #[error("{0}")]
-    Checkout(#[from] crate::workspace::WorkspaceError),
-    /// The agent's worktree was asked for after it was finished.
-    #[error("the agent's worktree was already finished")]
-    TreeGone,
-    /// The agent types the run sent cannot make an orchestrator (a tool name no tool
-    /// answers to).
-    #[error("{0}")]
-    Setup(#[source] RunError),
-    /// The run's permission rules cannot be read here.
-    #[error("the run's permissions: {0}")]
-    Permissions(#[source] cadre_core::RuleError),
-    /// The run asks for something a worker does not do (hooks, an MCP server): running it
-    /// without would silently change what its agents may do.
-    #[error("{0}")]
-    Unsupported(String),
-    /// The request-identity key given to the worker is not one.
-    #[error("{0}")]
-    IdentityKey(#[from] crate::identity::IdentityKeyError),
-}
-
-impl WorkerError {
-    /// Whether trying again on this worker cannot help (its set-up, or the run's, is wrong).
-    pub fn is_lasting(&self) -> bool {
-        matches!(
-            self,
-            Self::NoWorkspace
-                | Self::Workspace { .. }
-                | Self::Setup(_)
-                | Self::Permissions(_)
-                | Self::Unsupported(_)
-                | Self::IdentityKey(_)
-        )
-    }
-}
-
-/// A writing agent's tree, checkpointed after each change so another worker can go on
-/// from it.
-#[async_trait]
-pub trait Checkpoints: Send + Sync {
-    /// Commits every change and pushes it where other workers fetch it; its commit id.
-    async fn checkpoint(&self, message: &str) -> Result<String, WorkerError>;
-    /// Makes the tree exactly the checkpoint `sha`.
-    async fn restore(&self, sha: &str) -> Result<(), WorkerError>;
-    /// Commits what is left and pushes the agent's branch, when it changed something.
-    async fn finish(&self, message: &str) -> Result<cadre_tools::Finished, WorkerError>;
-}
 
 /// What one worker process shares between the invocations it serves.
 pub struct Worker {
@@ -88,7 +26,7 @@ pub struct Worker {
     attempts: AtomicU64,
     started: u128,
     /// Restate's request-identity public key: with one, only requests it signed are served.
-    identity_key: Option<String>,
+    pub(crate) identity_key: Option<String>,
 }
 
 /// One invocation's agent, ready to drive.
@@ -274,46 +212,4 @@ impl Worker {
             transcripts,
         })
     }
-}
-
-/// Serves `worker`'s services on `listener` (HTTP/2 without TLS, as Restate speaks to
-/// services) until `stop` resolves; with an identity key, a request Restate did not sign
-/// is answered 401 and runs nothing.
-pub async fn serve(
-    worker: Arc<Worker>,
-    listener: tokio::net::TcpListener,
-    stop: impl std::future::Future<Output = ()>,
-) -> Result<(), WorkerError> {
-    use restate_sdk::prelude::*;
-    // Every call to the run's `CadreRun` object is a short HTTP/2 exchange, and the calls
-    // of one run go one after another: with Nagle's algorithm on, each response's last
-    // small write waits for Restate's delayed ACK (about 40 ms a call). The SDK's server
-    // does not set TCP_NODELAY on what it accepts; Linux gives accepted connections the
-    // listener's setting.
-    if let Err(e) = socket2::SockRef::from(&listener).set_tcp_nodelay(true) {
-        tracing::warn!("cannot set TCP_NODELAY on the worker's socket: {e}");
-    }
-    // A step may run as long as the longest bash command or model stream: Restate must not
-    // take a quiet invocation for a dead one before that.
-    let patient = ServiceOptions::new()
-        .inactivity_timeout(std::time::Duration::from_secs(15 * 60))
-        .abort_timeout(std::time::Duration::from_secs(15 * 60));
-    let key = worker.identity_key.clone();
-    let mut endpoint = Endpoint::builder()
-        .bind(
-            crate::service::CadreAgent(worker)
-                .into_service_definition()
-                .options(patient),
-        )
-        .bind(crate::service::CadreRun)
-        .bind(crate::service::CadreRoster);
-    if let Some(key) = key {
-        endpoint = endpoint.identity_key(&key).map_err(|e| {
-            WorkerError::IdentityKey(crate::identity::IdentityKeyError::Unreadable(e.to_string()))
-        })?;
-    }
-    HttpServer::new(endpoint.build())
-        .serve_with_cancel(listener, stop)
-        .await;
-    Ok(())
 }

@@ -1,6 +1,7 @@
 //! YAML front matter at the top of a Markdown file (`SKILL.md`, Claude Code agent files):
 //! the lines between an opening `---` line and the next `---` line.
 
+use crate::definitions::yaml::without_positions;
 use std::io::BufRead;
 
 /// The most front matter read before giving up, so a file missing its closing line is not
@@ -73,24 +74,6 @@ pub fn yaml_error(e: &crate::definitions::yaml::Error) -> ((usize, usize), Strin
     (pos, without_positions(&e.to_string()))
 }
 
-/// `message` without the YAML reader's ` at line N column M` parts (the position is reported
-/// separately, and relative to the front matter they would be off by one).
-pub(crate) fn without_positions(message: &str) -> String {
-    let mut out = String::new();
-    let mut rest = message;
-    while let Some(i) = rest.find(" at line ") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + " at line ".len()..];
-        let after = after.trim_start_matches(|c: char| c.is_ascii_digit());
-        let after = after.strip_prefix(" column ").map_or(after, |a| {
-            a.trim_start_matches(|c: char| c.is_ascii_digit())
-        });
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
 /// Where `needle` (or else `key`) is in the front matter `yaml`, as a 1-based (line, column)
 /// of the whole file; the opening `---` line when the key is absent.
 pub fn locate(yaml: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
@@ -102,7 +85,7 @@ pub fn locate(yaml: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
     if !has_key {
         return (1, 1);
     }
-    let (line, column) = crate::definitions::spec::locate(yaml, key, needle);
+    let (line, column) = crate::definitions::problem::locate(yaml, key, needle);
     (line + 1, column)
 }
 

@@ -14,88 +14,10 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
+pub use crate::vocab::hooks::HookEvent;
+
 /// The timeout of a hook that gives none, in seconds (as in Claude Code).
 pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 60;
-
-/// The moments a hook runs at, by Claude Code's names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum HookEvent {
-    /// A run starts (or is resumed).
-    SessionStart,
-    /// The user's prompt is about to be sent.
-    UserPromptSubmit,
-    /// A tool call is about to run; may block it or change its input.
-    PreToolUse,
-    /// A tool call succeeded.
-    PostToolUse,
-    /// A tool call failed (its result is an error).
-    PostToolUseFailure,
-    /// The primary agent is about to stop; may keep it going.
-    Stop,
-    /// A subagent starts.
-    SubagentStart,
-    /// A subagent is about to stop; may keep it going.
-    SubagentStop,
-    /// A conversation is about to be compacted.
-    PreCompact,
-    /// A run ends.
-    SessionEnd,
-    /// A team task was created.
-    TaskCreated,
-    /// A team task was completed.
-    TaskCompleted,
-    /// A team member finished its work and waits.
-    TeammateIdle,
-}
-
-impl HookEvent {
-    /// Every event, in the order a run meets them.
-    pub const ALL: [HookEvent; 13] = [
-        Self::SessionStart,
-        Self::UserPromptSubmit,
-        Self::PreToolUse,
-        Self::PostToolUse,
-        Self::PostToolUseFailure,
-        Self::Stop,
-        Self::SubagentStart,
-        Self::SubagentStop,
-        Self::PreCompact,
-        Self::SessionEnd,
-        Self::TaskCreated,
-        Self::TaskCompleted,
-        Self::TeammateIdle,
-    ];
-
-    /// Its name as settings files write it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::SessionStart => "SessionStart",
-            Self::UserPromptSubmit => "UserPromptSubmit",
-            Self::PreToolUse => "PreToolUse",
-            Self::PostToolUse => "PostToolUse",
-            Self::PostToolUseFailure => "PostToolUseFailure",
-            Self::Stop => "Stop",
-            Self::SubagentStart => "SubagentStart",
-            Self::SubagentStop => "SubagentStop",
-            Self::PreCompact => "PreCompact",
-            Self::SessionEnd => "SessionEnd",
-            Self::TaskCreated => "TaskCreated",
-            Self::TaskCompleted => "TaskCompleted",
-            Self::TeammateIdle => "TeammateIdle",
-        }
-    }
-
-    /// The event named `name`, if cadre knows it.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|e| e.name() == name)
-    }
-}
-
-impl fmt::Display for HookEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// One hook command, with the event and matcher it runs for and where it was written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

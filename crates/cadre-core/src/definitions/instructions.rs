@@ -6,7 +6,7 @@
 //! prefix per agent type. Loading is forgiving: a missing import, an import that leaves
 //! its folder, a cycle or too deep a chain is a warning, and the text goes on without it.
 
-use crate::definitions::spec::Problem;
+use crate::definitions::problem::Problem;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 

@@ -3,13 +3,16 @@
 //! are warnings); `cadre … check --strict` turns every warning into an error.
 
 pub mod claude_agents;
+mod fields;
 pub mod frontmatter;
 pub mod hooks;
 pub mod instructions;
 pub mod model_settings;
 pub mod permissions;
+pub mod problem;
 pub mod registry;
 pub mod skills;
 pub mod spec;
+pub mod tool_names;
 pub mod tools;
 pub mod yaml;

@@ -1,7 +1,7 @@
 //! Per-type model settings as users write them: `effort` (cadre's YAML and Claude Code's
 //! front matter alike) and `output_schema`, repaired or dropped with a warning while loading.
 
-use crate::definitions::spec::{AgentSpec, Locator, Problem};
+use crate::definitions::problem::{Locator, Problem};
 use cadre_model::Effort;
 use std::path::Path;
 
@@ -9,22 +9,23 @@ use std::path::Path;
 /// is no level; drops an `output_schema` that is not a JSON Schema object. Each with a
 /// warning, so `check --strict` reports it.
 pub(crate) fn repair(
-    spec: &mut AgentSpec,
+    effort: &mut Option<String>,
+    output_schema: &mut Option<serde_json::Value>,
     file: &Path,
     problems: &mut Vec<Problem>,
     pos: &Locator,
 ) {
-    if let Some(written) = spec.effort.take() {
+    if let Some(written) = effort.take() {
         match Effort::parse(&written) {
-            Some(effort) => {
-                if effort.as_str() != written {
+            Some(level) => {
+                if level.as_str() != written {
                     problems.push(Problem::warning_at(
                         file,
                         pos("effort", Some(&written)),
-                        format!("`effort: {written}` read as `{effort}`"),
+                        format!("`effort: {written}` read as `{level}`"),
                     ));
                 }
-                spec.effort = Some(effort.as_str().to_owned());
+                *effort = Some(level.as_str().to_owned());
             }
             None => problems.push(Problem::warning_at(
                 file,
@@ -36,9 +37,9 @@ pub(crate) fn repair(
             )),
         }
     }
-    if let Some(schema) = spec.output_schema.take() {
+    if let Some(schema) = output_schema.take() {
         match schema_problem(&schema) {
-            None => spec.output_schema = Some(schema),
+            None => *output_schema = Some(schema),
             Some(why) => problems.push(Problem::warning_at(
                 file,
                 pos("output_schema", None),

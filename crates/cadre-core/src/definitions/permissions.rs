@@ -3,7 +3,7 @@
 //! `Edit(src/**)`, `Read(./secrets/**)` (gitignore-style globs from the workspace root),
 //! bare `Bash` or `Read` for the whole tool, and `mcp__server__tool`.
 
-use crate::definitions::tools::{
+use crate::definitions::tool_names::{
     DROPPED_TOOLS, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL,
 };
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};

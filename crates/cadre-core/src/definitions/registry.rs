@@ -2,6 +2,7 @@
 //! A folder may hold cadre's YAML files (`*.yaml`, `*.yml`) and Claude Code agent files
 //! (`*.md`, see [`crate::definitions::claude_agents`]).
 
+pub use crate::definitions::spec::tools_for;
 use crate::definitions::spec::{AgentSpec, Problem};
 pub use crate::definitions::tools::{resolve_tool_name, SKILL_TOOL, TASK_TOOL};
 use std::collections::BTreeMap;
@@ -191,31 +192,5 @@ pub(crate) fn distinct_dirs(dirs: &[PathBuf]) -> Vec<&PathBuf> {
         .enumerate()
         .filter(|(i, _)| !keys[i + 1..].contains(&keys[*i]))
         .map(|(_, d)| d)
-        .collect()
-}
-
-/// The cadre tool names an agent type gets, given every tool the run offers: `tools`
-/// (with `"*"` meaning all, aliases resolved) minus `disallowed_tools`, in `available` order.
-pub fn tools_for(spec: &AgentSpec, available: &[&str]) -> Vec<String> {
-    let resolve = |names: &[String]| -> Vec<&str> {
-        names
-            .iter()
-            .filter_map(|n| {
-                if n == "*" {
-                    Some("*")
-                } else {
-                    // A run's extra tools go by their own names.
-                    resolve_tool_name(n).or_else(|| available.iter().copied().find(|a| *a == n))
-                }
-            })
-            .collect()
-    };
-    let allowed = resolve(&spec.tools);
-    let denied = resolve(&spec.disallowed_tools);
-    available
-        .iter()
-        .filter(|t| allowed.contains(&"*") || allowed.contains(t))
-        .filter(|t| !denied.contains(t) && !denied.contains(&"*"))
-        .map(|t| (*t).to_owned())
         .collect()
 }

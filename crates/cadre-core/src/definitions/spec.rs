@@ -4,8 +4,10 @@ use crate::definitions::hooks::Hooks;
 use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules, Rule};
 use crate::definitions::tools::{is_mcp_name, map_tools, resolve_tool_name, SKILL_TOOL, TEAM_TOOL};
 use crate::definitions::yaml;
+
+pub(crate) use crate::definitions::problem::Locator;
+pub use crate::definitions::problem::{check_name, locate, valid_name, Problem};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Where an agent type may run.
@@ -247,93 +249,6 @@ fn default_max_turns() -> u32 {
     30
 }
 
-/// A problem found in an agent or skill file, with where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The file.
-    pub file: PathBuf,
-    /// 1-based line, 0 when unknown.
-    pub line: usize,
-    /// 1-based column, 0 when unknown.
-    pub column: usize,
-    /// What is wrong and what was expected.
-    pub message: String,
-    /// Whether loading can go on without fixing it (a dropped tool, say).
-    pub warning: bool,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = if self.warning { "warning" } else { "error" };
-        write!(
-            f,
-            "{}:{}:{}: {kind}: {}",
-            self.file.display(),
-            self.line,
-            self.column,
-            self.message
-        )
-    }
-}
-
-impl Problem {
-    /// An error at `line:column` of `file`.
-    pub fn at(file: &Path, (line, column): (usize, usize), message: impl Into<String>) -> Self {
-        Self {
-            file: file.to_path_buf(),
-            line,
-            column,
-            message: message.into(),
-            warning: false,
-        }
-    }
-
-    /// A warning at `line:column` of `file`: reported, but loading goes on.
-    pub fn warning_at(
-        file: &Path,
-        (line, column): (usize, usize),
-        message: impl Into<String>,
-    ) -> Self {
-        Self {
-            warning: true,
-            ..Self::at(file, (line, column), message)
-        }
-    }
-}
-
-/// Whether `name` is a valid agent or skill name: 1–64 chars of `[a-z0-9-]`, no leading,
-/// trailing or doubled hyphen.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-        && !name.contains("--")
-}
-
-/// What is wrong with `name` as an agent or skill name, if anything: `Err` when it cannot
-/// be used (empty, or holding whitespace, `/` or control characters), `Ok(Some(warning))`
-/// when it is used as written but is not `[a-z0-9-]` (a dot, a capital, an underscore).
-pub fn check_name(name: &str) -> Result<Option<String>, String> {
-    if name.is_empty()
-        || name
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '/')
-    {
-        return Err(format!(
-            "bad name {name:?}: a name must not be empty nor hold spaces, `/` or control characters"
-        ));
-    }
-    Ok((!valid_name(name)).then(|| {
-        format!(
-            "name {name:?} is used as written, but names are usually 1–64 characters of a-z, 0-9 and single inner hyphens"
-        )
-    }))
-}
-
 /// The `model` of an agent type that talks to its parent's model (the default).
 pub const INHERIT_MODEL: &str = "inherit";
 
@@ -350,31 +265,6 @@ pub fn valid_model(model: &str) -> bool {
             && model
                 .chars()
                 .any(|c| c.is_ascii_digit() || "-./:".contains(c)))
-}
-
-/// Where `needle` first appears in `text` at or after the line that starts with `key:`,
-/// as 1-based (line, column); the key's own line when the needle is not found.
-pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines
-        .iter()
-        .position(|l| {
-            l.trim_start()
-                .strip_prefix(key)
-                .is_some_and(|r| r.starts_with(':'))
-        })
-        .unwrap_or(0);
-    if let Some(needle) = needle.filter(|n| !n.is_empty()) {
-        for (i, line) in lines.iter().enumerate().skip(start) {
-            if let Some(col) = line.find(needle) {
-                return (i + 1, line[..col].chars().count() + 1);
-            }
-        }
-    }
-    let col = lines
-        .get(start)
-        .map_or(0, |l| l.len() - l.trim_start().len());
-    (start + 1, col + 1)
 }
 
 /// The keys an agent file may use.
@@ -492,10 +382,6 @@ pub(crate) fn read_hooks(
     hooks
 }
 
-/// Places a problem in a file: at a key (spelled as in the file) and an optional needle
-/// after it, as a 1-based (line, column).
-pub(crate) type Locator<'a> = dyn Fn(&str, Option<&str>) -> (usize, usize) + 'a;
-
 impl AgentSpec {
     /// Whether each of its subagents works in its own git worktree.
     pub fn is_isolated(&self) -> bool {
@@ -583,8 +469,7 @@ impl AgentSpec {
                 });
                 // Skills are loaded with the `Skill` tool: listing them to a type that
                 // lacks it is a mistake, told rather than silently widening its tools.
-                let no_skill_tool =
-                    crate::definitions::registry::tools_for(&spec, &[SKILL_TOOL]).is_empty();
+                let no_skill_tool = tools_for(&spec, &[SKILL_TOOL]).is_empty();
                 if lists_skills && !spec.skills.is_empty() && no_skill_tool {
                     problems.push(Problem::warning_at(
                         file,
@@ -660,7 +545,13 @@ impl AgentSpec {
             pos,
             key("permission_mode", "permissionMode"),
         );
-        crate::definitions::model_settings::repair(self, file, problems, pos);
+        crate::definitions::model_settings::repair(
+            &mut self.effort,
+            &mut self.output_schema,
+            file,
+            problems,
+            pos,
+        );
         if let Some(isolation) = self.isolation.take() {
             let normal = isolation.trim().to_ascii_lowercase();
             if normal == "worktree" {
@@ -836,4 +727,30 @@ impl AgentSpec {
             )
         })
     }
+}
+
+/// The cadre tool names an agent type gets, given every tool the run offers: `tools`
+/// (with `"*"` meaning all, aliases resolved) minus `disallowed_tools`, in `available` order.
+pub fn tools_for(spec: &AgentSpec, available: &[&str]) -> Vec<String> {
+    let resolve = |names: &[String]| -> Vec<&str> {
+        names
+            .iter()
+            .filter_map(|n| {
+                if n == "*" {
+                    Some("*")
+                } else {
+                    // A run's extra tools go by their own names.
+                    resolve_tool_name(n).or_else(|| available.iter().copied().find(|a| *a == n))
+                }
+            })
+            .collect()
+    };
+    let allowed = resolve(&spec.tools);
+    let denied = resolve(&spec.disallowed_tools);
+    available
+        .iter()
+        .filter(|t| allowed.contains(&"*") || allowed.contains(t))
+        .filter(|t| !denied.contains(t) && !denied.contains(&"*"))
+        .map(|t| (*t).to_owned())
+        .collect()
 }

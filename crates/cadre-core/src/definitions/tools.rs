@@ -3,34 +3,13 @@
 //! files, so both repair the same way.
 
 use crate::definitions::permissions::Rule;
-use crate::definitions::spec::Problem;
+use crate::definitions::problem::Problem;
+
+pub use crate::definitions::tool_names::{
+    DROPPED_TOOLS, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL, TEAM_TOOL,
+};
 use cadre_tools::canonical_tool_name;
 use std::path::Path;
-
-/// The name of the delegation tool.
-pub const TASK_TOOL: &str = "Task";
-/// The name of the skill-loading tool.
-pub const SKILL_TOOL: &str = "Skill";
-/// The name of the tool that reads a background subagent's result (it comes with Task).
-pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
-/// The name of the tool that stops a background subagent (it comes with Task).
-pub const TASK_STOP_TOOL: &str = "TaskStop";
-
-/// The name agent files use for the team's tools (any of them gives all of them).
-pub const TEAM_TOOL: &str = "SendMessage";
-
-/// Claude Code tools cadre does not provide; an agent file naming one still loads, without it.
-pub const DROPPED_TOOLS: [&str; 9] = [
-    "WebFetch",
-    "WebSearch",
-    "NotebookEdit",
-    "NotebookRead",
-    "TodoWrite",
-    "BashOutput",
-    "KillShell",
-    "SlashCommand",
-    "ExitPlanMode",
-];
 
 /// Maps a tool name as written in an agent file (cadre's or a Claude Code alias) to the
 /// name cadre uses, or `None` if there is no such tool.

@@ -6,8 +6,7 @@
 //! syntax error the text is read again line by line as `key: value` entries, and every
 //! repair is reported as a warning with its position.
 
-use crate::definitions::frontmatter::without_positions;
-use crate::definitions::spec::Problem;
+use crate::definitions::problem::Problem;
 use std::path::Path;
 
 // The YAML crate is named here alone; the rest of cadre reaches it through this module.
@@ -204,6 +203,24 @@ fn unquote(s: &str) -> &str {
         }
     }
     s
+}
+
+/// `message` without the YAML reader's ` at line N column M` parts (the position is reported
+/// separately, and relative to the front matter they would be off by one).
+pub(crate) fn without_positions(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(i) = rest.find(" at line ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + " at line ".len()..];
+        let after = after.trim_start_matches(|c: char| c.is_ascii_digit());
+        let after = after.strip_prefix(" column ").map_or(after, |a| {
+            a.trim_start_matches(|c: char| c.is_ascii_digit())
+        });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]

@@ -8,10 +8,11 @@
 //! can be rebuilt from its own steps alone; a parent records which subagent each `Task`
 //! call started ([`Step::Spawned`]), so subagents are found again by call id.
 
-use crate::run::outcome::StopKind;
-use crate::run::team::{Envelope, TeamChange};
+use crate::vocab::outcome::StopKind;
+pub use crate::vocab::step::{Step, TEAM_STEPS};
+use crate::vocab::team::TeamChange;
 use async_trait::async_trait;
-use cadre_model::{ContentBlock, Message, Response, Usage};
+use cadre_model::Response;
 use cadre_tools::{Rerun, ToolOutput};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -21,167 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-/// The key the team's steps are kept under (no agent path looks like it).
-pub const TEAM_STEPS: &str = "@team";
-
 /// The journal's file name inside a run folder.
 pub const JOURNAL_FILE: &str = "journal.jsonl";
-
-/// One step of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "step", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Step {
-    /// The run began: the primary agent's type and task.
-    Run {
-        /// The primary agent's type.
-        agent_type: String,
-        /// The task it was given.
-        task: String,
-        /// The primary agent's model.
-        model: String,
-    },
-    /// An agent began, with its first messages.
-    Started {
-        /// Its path (`main`, `main/explore#2`).
-        agent: String,
-        /// Its type.
-        agent_type: String,
-        /// What it was asked to do, in a few words.
-        description: String,
-        /// The history it started from.
-        history: Vec<Message>,
-    },
-    /// A parent's `Task` call started a subagent.
-    Spawned {
-        /// The parent's path.
-        agent: String,
-        /// The `tool_use` id of the `Task` call.
-        call: String,
-        /// The subagent's path.
-        child: String,
-    },
-    /// A model response, journaled before the loop acts on it.
-    Response {
-        /// The agent's path.
-        agent: String,
-        /// The response as received.
-        response: Response,
-    },
-    /// A tool that may change something is about to run.
-    ToolStarted {
-        /// The agent's path.
-        agent: String,
-        /// The `tool_use` id.
-        id: String,
-        /// The tool.
-        name: String,
-    },
-    /// A tool's result (a `tool_result` block), journaled before the model sees it.
-    ToolResult {
-        /// The agent's path.
-        agent: String,
-        /// The `tool_result` block.
-        result: ContentBlock,
-    },
-    /// The agent's conversation was compacted on demand or summarised by cadre: `history`
-    /// replaces it from here on.
-    Compacted {
-        /// The agent's path.
-        agent: String,
-        /// The history that replaces the conversation.
-        history: Vec<Message>,
-        /// What compacting cost.
-        usage: Usage,
-    },
-    /// Old tool results were cleared to keep the next request inside the context window:
-    /// all but the newest `keep` user messages holding results have their output replaced.
-    Cleared {
-        /// The agent's path.
-        agent: String,
-        /// How many of the newest messages with tool results kept their output.
-        keep: usize,
-    },
-    /// A new user message for an agent whose conversation had ended (a follow-up).
-    UserMessage {
-        /// The agent's path.
-        agent: String,
-        /// The message.
-        message: Message,
-    },
-    /// A change to the run's team (a member joined or closed, a message sent, the task list
-    /// changed); grouped under [`TEAM_STEPS`], not under the agent that made it.
-    Team {
-        /// The path of the agent that made the change.
-        by: String,
-        /// The change.
-        change: TeamChange,
-    },
-    /// Messages given to an agent as (part of) a user turn.
-    Delivered {
-        /// The recipient's path.
-        agent: String,
-        /// The messages, in the order given. A member's message is journaled without its
-        /// text, which its `Sent` step holds already; [`read_steps`] puts it back (a
-        /// journal written before keeps it, and reads as it did). A notice keeps its text:
-        /// a returned one has no step of its own.
-        #[serde(serialize_with = "without_text")]
-        messages: Vec<Envelope>,
-    },
-    /// An agent's final answer did not match its output schema: it is asked again, told
-    /// `error`.
-    Rejected {
-        /// The agent's path.
-        agent: String,
-        /// What was wrong with the answer.
-        error: String,
-    },
-    /// A hook's decision that changes what the agent does (it keeps going, stops, or runs
-    /// a call otherwise), journaled before it takes effect.
-    Hooked {
-        /// The agent's path.
-        agent: String,
-        /// The moment the hook ran at.
-        event: crate::definitions::hooks::HookEvent,
-        /// The `tool_use` id of the call it is about, for `PreToolUse`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        call: Option<String>,
-        /// What it decided.
-        #[serde(flatten)]
-        decision: crate::run::hooks::HookDecision,
-    },
-    /// An agent ended.
-    Finished {
-        /// The agent's path.
-        agent: String,
-        /// Why it stopped.
-        stop: StopKind,
-        /// Its final text.
-        text: String,
-    },
-}
-
-impl Step {
-    /// The path of the agent the step belongs to (`None` for the run header).
-    pub fn agent(&self) -> Option<&str> {
-        match self {
-            Self::Run { .. } => None,
-            Self::Team { .. } => Some(TEAM_STEPS),
-            Self::Started { agent, .. }
-            | Self::Spawned { agent, .. }
-            | Self::Response { agent, .. }
-            | Self::ToolStarted { agent, .. }
-            | Self::ToolResult { agent, .. }
-            | Self::UserMessage { agent, .. }
-            | Self::Compacted { agent, .. }
-            | Self::Cleared { agent, .. }
-            | Self::Delivered { agent, .. }
-            | Self::Rejected { agent, .. }
-            | Self::Hooked { agent, .. }
-            | Self::Finished { agent, .. } => Some(agent),
-        }
-    }
-}
 
 /// Why the journal could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -554,17 +396,6 @@ impl RunState {
     }
 }
 
-/// Writes given messages without the text of members' own (see [`Step::Delivered`]).
-fn without_text<S: serde::Serializer>(messages: &[Envelope], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(messages.iter().map(|m| {
-        let mut m = m.clone();
-        if !m.notice {
-            m.text.clear();
-        }
-        m
-    }))
-}
-
 /// Gives the messages of `Delivered` steps journaled without their text the text of the
 /// `Sent` step of the same message (sender, recipient, number).
 fn with_texts(steps: &mut [Step]) {
@@ -644,6 +475,8 @@ pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::team::Envelope;
+    use cadre_model::Message;
 
     fn started(agent: &str) -> Step {
         Step::Started {

@@ -5,21 +5,21 @@
 //! handed a `transcript_path` also gets a file of its own, `<agent>.jsonl`, with the same
 //! lines; runs written before kept only those.)
 
-use crate::record::run_dir::RunDir;
-use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::record::run_dir::{RunDir, JSONL};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::{AgentOutcome, StopKind};
 use cadre_model::{CompactionUsage, Message, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The run's transcript, in its run folder.
-pub const TRANSCRIPT_FILE: &str = "transcript.jsonl";
+pub use crate::record::run_dir::TRANSCRIPT_FILE;
 
 /// One line of a transcript: when it was written, whose it is, and what it holds. On disk
 /// it is one JSON object, `{"t": TIME, "agent": PATH, "type": KIND, ...fields}`, the fields in the order their types
@@ -130,7 +130,7 @@ impl From<&AgentOutcome> for OutcomeRecord {
 #[serde(default)]
 pub struct HookRecord {
     /// The moment it ran at.
-    pub hook_event: Recorded<crate::definitions::hooks::HookEvent>,
+    pub hook_event: Recorded<crate::vocab::hooks::HookEvent>,
     /// The command, as written.
     pub command: String,
     /// Where it was written.
@@ -141,7 +141,7 @@ pub struct HookRecord {
     /// How long it ran, in milliseconds.
     pub duration_ms: u64,
     /// What came of it.
-    pub outcome: Recorded<crate::run::hooks::HookOutcome>,
+    pub outcome: Recorded<crate::vocab::hooks::HookOutcome>,
 }
 
 /// A value as a record holds it: one this version reads, or one another version wrote,
@@ -484,6 +484,73 @@ fn with_stamp<R>(now: SystemTime, f: impl FnOnce(&str) -> R) -> R {
         stamp.push('Z');
         f(stamp)
     })
+}
+
+/// A run folder's transcripts, as written by every version.
+impl RunDir {
+    /// Every agent's transcript lines, in order, by path (a parent before its subagents):
+    /// those of a run written before the run-wide transcript from each agent's file, then
+    /// those of `transcript.jsonl`. A line that names no agent belongs to the header it
+    /// follows.
+    pub fn transcripts(&self) -> Vec<(AgentPath, Vec<TranscriptLine<'static>>)> {
+        let mut agents: BTreeMap<AgentPath, Vec<TranscriptLine<'static>>> = BTreeMap::new();
+        let files = self.agent_files().into_iter();
+        for file in files.chain(Some(self.transcript_file())) {
+            let Ok(lines) = TranscriptLine::read_all(&file) else {
+                continue;
+            };
+            let mut whose: Option<AgentPath> = None;
+            for line in lines {
+                if let TranscriptRecord::Agent(header) = &line.record {
+                    whose = Some(AgentPath::parse(&header.path));
+                }
+                if let Some(agent) = &line.agent {
+                    whose = Some(AgentPath::parse(agent));
+                }
+                if let Some(path) = &whose {
+                    agents.entry(path.clone()).or_default().push(line);
+                }
+            }
+        }
+        agents.into_iter().collect()
+    }
+
+    /// Whether the folder holds agents' transcripts of their own from before the run-wide
+    /// transcript.
+    pub fn has_agent_files(&self) -> bool {
+        !self.agent_files().is_empty()
+    }
+
+    /// The `.jsonl` files that are agents' transcripts from before the run-wide one, by
+    /// name: their first line is an agent's header naming no agent (the copies kept for
+    /// hooks name theirs; the journal, and anything else, is left alone).
+    pub fn agent_files(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.path()) else {
+            return Vec::new();
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == JSONL))
+            .filter(|p| starts_as_agent_file(p))
+            .collect();
+        files.sort();
+        files
+    }
+}
+
+/// Whether the first line of `file` is an agent's header that names no agent: the first
+/// line of an agent's transcript written before the run-wide one.
+fn starts_as_agent_file(file: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(file) else {
+        return false;
+    };
+    let mut line = String::new();
+    if std::io::BufReader::new(f).read_line(&mut line).is_err() {
+        return false;
+    }
+    TranscriptLine::parse(&line)
+        .is_some_and(|l| l.agent.is_none() && matches!(l.record, TranscriptRecord::Agent(_)))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Token use and outcomes rolled up per agent, per agent type, and for the whole run.
 
-use crate::record::run_dir::AgentPath;
-use crate::run::outcome::{Outcome, StopKind};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::{Outcome, StopKind};
 use cadre_model::Usage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -10,12 +10,13 @@ use crate::run::budget::Budget;
 use crate::run::context;
 use crate::run::continuation;
 use crate::run::fork::{ForkBase, ForkPoint};
-use crate::run::hooks::{AgentHooks, Answered, CallPermission, HookDecision};
-use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::run::hooks::{AgentHooks, Answered};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
 use crate::run::team::{Envelope, Seat};
 use crate::run::toolset::ToolSet;
+use crate::vocab::hooks::{CallPermission, HookDecision};
+use crate::vocab::outcome::{AgentOutcome, StopKind};
 use cadre_model::{
     ContentBlock, Message, Model, ModelEvent, Request, RequestOrigin, Response, Role, SystemBlock,
     ToolUseBlock,

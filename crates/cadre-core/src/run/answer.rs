@@ -9,8 +9,9 @@
 //! [`StopKind::InvalidAnswer`] naming the last error.
 
 use crate::record::journal::Step;
-use crate::run::outcome::StopKind;
+pub use crate::run::state::retry_message;
 use crate::run::state::{final_text, AgentState};
+use crate::vocab::outcome::StopKind;
 use cadre_model::OutputFormat;
 use serde_json::Value;
 use std::sync::Arc;
@@ -110,13 +111,6 @@ fn unfenced(answer: &str) -> &str {
     };
     // The fence's language tag (`json`) runs to the end of its line.
     body.split_once('\n').map_or(body, |(_, b)| b).trim()
-}
-
-/// What the model is told when its answer was invalid.
-pub fn retry_message(error: &str) -> String {
-    format!(
-        "Your final answer was not accepted: {error}. Answer again with only the JSON value that matches the output schema, nothing before or after it."
-    )
 }
 
 /// What becomes of an agent's answer.

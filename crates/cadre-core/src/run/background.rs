@@ -5,7 +5,8 @@
 
 use crate::definitions::hooks::DEFAULT_HOOK_TIMEOUT_SECS;
 use crate::run::agent::Inbox;
-use crate::run::orchestrator::SubagentError;
+use crate::run::task_result::SubagentError;
+pub use crate::run::task_result::TaskResult;
 use async_trait::async_trait;
 use cadre_model::ContentBlock;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
@@ -19,9 +20,6 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::definitions::tools::{TASK_OUTPUT_TOOL, TASK_STOP_TOOL};
-
-/// What a subagent handed back: its final text, or why it failed.
-pub type TaskResult = Result<String, SubagentError>;
 
 /// One background subagent of a parent.
 struct Entry {

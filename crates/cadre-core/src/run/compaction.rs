@@ -7,8 +7,8 @@ use crate::record::journal::Step;
 use crate::record::transcript::TranscriptRecord;
 use crate::run::agent::{Agent, Failed};
 use crate::run::context;
-use crate::run::outcome::StopKind;
 use crate::run::state::AgentState;
+use crate::vocab::outcome::StopKind;
 use cadre_model::{CompactionUsage, ContentBlock, Message, Role, Usage};
 
 impl Agent {

@@ -3,7 +3,7 @@
 
 use crate::definitions::spec::AgentSpec;
 use crate::record::usage::AgentRecord;
-use crate::run::outcome::StopKind;
+use crate::vocab::outcome::StopKind;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 

@@ -15,7 +15,6 @@ pub mod hooks;
 pub(crate) mod mcp_tools;
 pub mod model_settings;
 pub mod orchestrator;
-pub mod outcome;
 pub mod permissions;
 pub mod prompt;
 pub mod skill_tool;
@@ -23,5 +22,10 @@ pub mod state;
 #[cfg(test)]
 mod state_props;
 pub mod task;
+pub mod task_result;
 pub mod team;
 pub mod toolset;
+
+// The paths these modules had before they moved down into the vocabulary, so code that
+// names them still builds; to go once nothing names them.
+pub use crate::vocab::outcome;

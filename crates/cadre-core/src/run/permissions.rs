@@ -7,8 +7,8 @@ use crate::definitions::permissions::{allowed_by, CallView, PermissionMode, Rule
 use crate::definitions::registry::{SKILL_TOOL, TASK_TOOL};
 use crate::definitions::spec::AgentSpec;
 use crate::definitions::tools::{TASK_OUTPUT_TOOL, TASK_STOP_TOOL};
-use crate::run::hooks::CallPermission;
 use crate::run::toolset::ToolSet;
+use crate::vocab::hooks::CallPermission;
 use cadre_tools::{SandboxMode, ToolContext};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -9,8 +9,8 @@
 use crate::definitions::hooks::HookEvent;
 use crate::record::journal::Step;
 use crate::run::context;
-use crate::run::hooks::HookDecision;
-use crate::run::outcome::StopKind;
+use crate::vocab::hooks::HookDecision;
+use crate::vocab::outcome::StopKind;
 use cadre_model::{ContentBlock, Message, Response, Role, StopReason, ToolUseBlock, Usage};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -201,7 +201,7 @@ impl AgentState {
             }
             Step::Rejected { error, .. } => {
                 self.rejected += 1;
-                let retry = crate::run::answer::retry_message(&error);
+                let retry = retry_message(&error);
                 self.follow_up(Message::user_text(retry))
             }
             Step::Hooked {
@@ -426,6 +426,13 @@ pub(crate) fn terminal(reason: &StopReason) -> Option<StopKind> {
         StopReason::ModelContextWindowExceeded => Some(StopKind::ContextWindowExceeded),
         StopReason::Other(other) => Some(StopKind::Other(other.clone())),
     }
+}
+
+/// What the model is told when its answer was invalid.
+pub fn retry_message(error: &str) -> String {
+    format!(
+        "Your final answer was not accepted: {error}. Answer again with only the JSON value that matches the output schema, nothing before or after it."
+    )
 }
 
 /// The final answer: the text of the last assistant message, joined after the pieces it

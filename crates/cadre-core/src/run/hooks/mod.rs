@@ -8,22 +8,21 @@
 
 mod input;
 mod matcher;
-mod outcome;
 mod output;
 mod runner;
 mod steps;
 
+pub use crate::vocab::hooks::{CallPermission, HookDecision, HookOutcome};
 pub use matcher::guarded_tools;
-pub use outcome::{CallPermission, HookDecision, HookOutcome, MAX_STOP_BLOCKS};
 
 pub(crate) use input::{claude_mode, Who};
 pub(crate) use output::Verdict;
-pub(crate) use steps::Answered;
 
 use crate::definitions::hooks::{Hook, HookEvent, Hooks};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::{millis, Event, EventHandler};
 use crate::record::transcript::{HookRecord, Recorded, Transcript, TranscriptRecord};
+use crate::vocab::step::Step;
 use cadre_model::ToolUseBlock;
 use cadre_tools::ToolOutput;
 use dashmap::DashMap;
@@ -35,6 +34,37 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How often `Stop` / `SubagentStop` / `TeammateIdle` hooks may keep an agent going in a
+/// row (with no new input between); past it the agent stops with a clear message.
+pub const MAX_STOP_BLOCKS: u32 = 5;
+
+/// One tool call's journaled steps: a hook decision made before it ran, its result, and a
+/// hook decision made after it.
+pub(crate) struct Answered {
+    /// A `PreToolUse` decision, if one was journaled (boxed, as `after`: the future of every
+    /// call waiting for its tool holds these, and most calls have none).
+    pub before: Option<Box<Step>>,
+    /// The `tool_result`.
+    pub result: Step,
+    /// A `PostToolUse` decision (a stop), if one was journaled.
+    pub after: Option<Box<Step>>,
+}
+
+impl IntoIterator for Answered {
+    type Item = Step;
+    type IntoIter = std::iter::Flatten<std::array::IntoIter<Option<Step>, 3>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        [
+            self.before.map(|s| *s),
+            Some(self.result),
+            self.after.map(|s| *s),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
 
 /// A hook with its matcher compiled.
 #[derive(Debug, Clone)]

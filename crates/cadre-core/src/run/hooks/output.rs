@@ -2,9 +2,9 @@
 //! honoured, or its stdout taken as context where Claude Code takes it), exit 2 blocks with
 //! its stderr, any other code is a warning and the run goes on.
 
-use super::outcome::HookOutcome;
 use super::runner::{End, Ran};
 use crate::definitions::hooks::HookEvent;
+use crate::vocab::hooks::HookOutcome;
 use serde_json::Value;
 
 /// A permission decision of a `PreToolUse` hook.

@@ -26,33 +26,6 @@ pub(crate) struct PreTool {
     pub context: Option<String>,
 }
 
-/// One tool call's journaled steps: a hook decision made before it ran, its result, and a
-/// hook decision made after it.
-pub(crate) struct Answered {
-    /// A `PreToolUse` decision, if one was journaled (boxed, as `after`: the future of every
-    /// call waiting for its tool holds these, and most calls have none).
-    pub before: Option<Box<Step>>,
-    /// The `tool_result`.
-    pub result: Step,
-    /// A `PostToolUse` decision (a stop), if one was journaled.
-    pub after: Option<Box<Step>>,
-}
-
-impl IntoIterator for Answered {
-    type Item = Step;
-    type IntoIter = std::iter::Flatten<std::array::IntoIter<Option<Step>, 3>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        [
-            self.before.map(|s| *s),
-            Some(self.result),
-            self.after.map(|s| *s),
-        ]
-        .into_iter()
-        .flatten()
-    }
-}
-
 /// Adds a hook's words for the model to a call's output.
 pub(crate) fn add_note(out: &mut ToolOutput, event: HookEvent, text: &str) {
     if !out.content.is_empty() {

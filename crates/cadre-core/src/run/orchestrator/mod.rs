@@ -6,7 +6,8 @@
 //! run's folder, journal, transcript and team, made when the run starts or resumes and
 //! handed down in every agent's handle), `factory` (how an agent is built), `agent_run`
 //! (how one runs, from its start to its record), `spawn` (subagents: plain, team members,
-//! forks), `primary` and `resume` (how a run starts and goes on), `results` (long answers).
+//! forks), `primary` and `resume` (how a run starts and goes on), `results` and
+//! `results_folder` (long answers, and where they are kept without a run folder).
 
 use crate::definitions::registry::Registry;
 use crate::definitions::spec::{AgentSpec, INHERIT_MODEL};
@@ -32,20 +33,21 @@ mod factory;
 mod handle;
 mod primary;
 mod results;
+mod results_folder;
 mod resume;
 mod roster;
 mod run_context;
 mod spawn;
 mod typed;
 
+pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
 pub use config::{Limits, RunError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
 pub use handle::AgentHandle;
 pub(crate) use handle::TaskCall;
 pub use roster::RosterEntry;
-pub use spawn::SubagentError;
 
-use results::ResultsFolder;
+use results_folder::ResultsFolder;
 use roster::Roster;
 use run_context::RunContext;
 

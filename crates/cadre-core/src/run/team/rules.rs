@@ -1,7 +1,9 @@
 //! The team's rules, checked under its lock: member names, task ids, and who may change a
 //! task of the shared list to what.
 
-use super::{TaskStatus, TeamError, TeamState};
+use super::error::TeamError;
+use super::state::TeamState;
+use crate::vocab::team::TaskStatus;
 
 /// Checks a member name: short, and plain enough to write in a message.
 pub(super) fn check_name(name: &str) -> Result<(), TeamError> {

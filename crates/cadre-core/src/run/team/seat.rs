@@ -1,8 +1,9 @@
 //! A member's seat in its team: what the agent loop asks between turns — the messages
 //! waiting for it, and, when its turn is over, to wait for the next one.
 
-use super::{Envelope, Team, TeamChange};
+use super::hub::Team;
 use crate::record::events::Event;
+use crate::vocab::team::{Envelope, TeamChange};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 

@@ -2,7 +2,9 @@
 //! `CloseMember` and the shared task list (`TaskCreate`, `TaskUpdate`, `TaskList`,
 //! `TaskGet`) — Claude Code's names, so its agent files that list them get them.
 
-use super::{Seat, SharedTask, TaskStatus, TeamError};
+use super::error::TeamError;
+use super::seat::Seat;
+use crate::vocab::team::{SharedTask, TaskStatus};
 use async_trait::async_trait;
 use cadre_tools::{Rerun, Tool, ToolContext, ToolError, ToolOutput, TypedTool};
 use schemars::JsonSchema;

@@ -14,8 +14,7 @@ use crate::definitions::spec::AgentSpec;
 use crate::record::journal::Step;
 use crate::record::run_dir::AgentPath;
 use crate::run::outcome::StopKind;
-use cadre_tools::{ToolError, WorktreeError};
-use std::sync::Arc;
+pub use crate::run::task_result::SubagentError;
 
 impl Orchestrator {
     /// The subagent type `name`, if a `Task` call may start it.
@@ -88,76 +87,6 @@ fn with_report(
         }),
         Err(other) => Err(other),
     }
-}
-
-/// Why a `Task` call brought back no result: its parent receives this as an `is_error`
-/// tool result, in these words.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum SubagentError {
-    /// No subagent type of that name.
-    #[error("unknown subagent_type {name:?}; the subagent types are: {known}")]
-    UnknownType {
-        /// The name asked for.
-        name: String,
-        /// The subagent types there are.
-        known: String,
-    },
-    /// The type cannot start (every entry of its `tools` was dropped while loading).
-    #[error("{0}")]
-    Unusable(String),
-    /// The parent is at the depth limit.
-    #[error("delegation is limited to {limit} levels; {parent} cannot start another subagent — do this work yourself")]
-    DepthLimit {
-        /// The limit.
-        limit: u32,
-        /// The parent's path.
-        parent: String,
-    },
-    /// The parent has as many subagents running as it may.
-    #[error("refused: {parent} already has {running} subagents running (the limit is {limit}); wait for their results and delegate the rest afterwards")]
-    FanOut {
-        /// The parent's path.
-        parent: String,
-        /// How many it has running.
-        running: u32,
-        /// The limit.
-        limit: usize,
-    },
-    /// An isolated subagent could not get its worktree.
-    #[error("subagent {path} could not get its own worktree: {source}")]
-    Worktree {
-        /// The subagent's path.
-        path: String,
-        /// Why (shared, so the error can be handed to every reader of a background result).
-        source: Arc<WorktreeError>,
-    },
-    /// An isolated subagent's worktree was made but cannot be a workspace.
-    #[error("subagent {path} could not get its own worktree: its worktree cannot be a workspace: {source}")]
-    WorktreeWorkspace {
-        /// The subagent's path.
-        path: String,
-        /// Why.
-        source: Arc<ToolError>,
-    },
-    /// A team member could not be started.
-    #[error("{0}")]
-    Team(String),
-    /// Its background task ended without handing back anything (it was aborted).
-    #[error("outcome: cancelled — it ended without a result: its task was stopped")]
-    Lost,
-    /// It ran and stopped before finishing its work.
-    #[error("subagent {path} did not finish — outcome: {} ({stop}). Its last message: {last}{report}", .stop.outcome())]
-    Stopped {
-        /// The subagent's path.
-        path: String,
-        /// Why it stopped.
-        stop: StopKind,
-        /// Its last message, or `(none)`.
-        last: String,
-        /// What became of its worktree, when it had one (empty otherwise).
-        report: String,
-    },
 }
 
 /// What a parent's `Task` call gets from a subagent that stopped with `stop`.

@@ -1,13 +1,90 @@
-//! What came of a hook: as an event shows it ([`HookOutcome`]), and as the journal keeps a
-//! decision that changed what an agent does ([`HookDecision`]).
+//! Hooks as a run speaks of them: the moments they run at ([`HookEvent`]), what came of
+//! one as an event shows it ([`HookOutcome`]), and a decision that changed what an agent
+//! does as the journal keeps it ([`HookDecision`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 
-/// How often `Stop` / `SubagentStop` / `TeammateIdle` hooks may keep an agent going in a
-/// row (with no new input between); past it the agent stops with a clear message.
-pub const MAX_STOP_BLOCKS: u32 = 5;
+/// The moments a hook runs at, by Claude Code's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum HookEvent {
+    /// A run starts (or is resumed).
+    SessionStart,
+    /// The user's prompt is about to be sent.
+    UserPromptSubmit,
+    /// A tool call is about to run; may block it or change its input.
+    PreToolUse,
+    /// A tool call succeeded.
+    PostToolUse,
+    /// A tool call failed (its result is an error).
+    PostToolUseFailure,
+    /// The primary agent is about to stop; may keep it going.
+    Stop,
+    /// A subagent starts.
+    SubagentStart,
+    /// A subagent is about to stop; may keep it going.
+    SubagentStop,
+    /// A conversation is about to be compacted.
+    PreCompact,
+    /// A run ends.
+    SessionEnd,
+    /// A team task was created.
+    TaskCreated,
+    /// A team task was completed.
+    TaskCompleted,
+    /// A team member finished its work and waits.
+    TeammateIdle,
+}
+
+impl HookEvent {
+    /// Every event, in the order a run meets them.
+    pub const ALL: [HookEvent; 13] = [
+        Self::SessionStart,
+        Self::UserPromptSubmit,
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::PostToolUseFailure,
+        Self::Stop,
+        Self::SubagentStart,
+        Self::SubagentStop,
+        Self::PreCompact,
+        Self::SessionEnd,
+        Self::TaskCreated,
+        Self::TaskCompleted,
+        Self::TeammateIdle,
+    ];
+
+    /// Its name as settings files write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::Stop => "Stop",
+            Self::SubagentStart => "SubagentStart",
+            Self::SubagentStop => "SubagentStop",
+            Self::PreCompact => "PreCompact",
+            Self::SessionEnd => "SessionEnd",
+            Self::TaskCreated => "TaskCreated",
+            Self::TaskCompleted => "TaskCompleted",
+            Self::TeammateIdle => "TeammateIdle",
+        }
+    }
+
+    /// The event named `name`, if cadre knows it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// What came of one hook run, as [`Event::Hook`](crate::Event::Hook) reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
