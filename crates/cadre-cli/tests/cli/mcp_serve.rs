@@ -4,10 +4,12 @@
 use super::*;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, Implementation, ProgressNotificationParam,
+    ClientRequest, GetTaskParams, Implementation, ProgressNotificationParam, ServerResult,
+    TaskPayload, TaskStatus,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceError, ServiceExt};
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +27,8 @@ const CHIEF: &str = "name: chief\ndescription: Delegates.\ntools: [Task]\nsubage
 struct Client {
     /// Every progress notification, in the order it arrived.
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// Whether it declares MCP's tasks extension.
+    tasks: bool,
 }
 
 impl ClientHandler for Client {
@@ -37,48 +41,141 @@ impl ClientHandler for Client {
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("cadre-test-client", "1"),
-        )
+        let capabilities = if self.tasks {
+            ClientCapabilities::builder().enable_tasks().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("cadre-test-client", "1"))
     }
+}
+
+/// How the client reaches the server.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// Stdio: the client starts the server, as Claude Code or Codex do.
+    Stdio,
+    /// Streamable HTTP on a loopback port of the server's choosing.
+    Http,
 }
 
 /// A running `cadre mcp serve` and the client connected to it.
 struct Served {
     client: RunningService<RoleClient, Client>,
     seen: Client,
+    /// The server's endpoint, over HTTP.
+    url: Option<String>,
+    /// The server process, over HTTP (the client owns it over stdio).
+    _child: Option<tokio::process::Child>,
     _home: tempfile::TempDir,
 }
 
-/// Starts `cadre mcp serve ARGS` in `dir` against the mock at `base_url`, connected over
-/// stdio as an MCP client launches a server.
-async fn serve(dir: &Path, base_url: &str, args: &[&str]) -> Served {
-    let home = tempfile::tempdir().unwrap();
+/// `cadre mcp serve ARGS` in `dir` against the mock at `base_url`, not yet started.
+fn serve_command(
+    dir: &Path,
+    home: &Path,
+    base_url: &str,
+    args: &[&str],
+) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
     command
         .current_dir(dir)
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("ANTHROPIC_API_KEY", "k")
         .env("ANTHROPIC_BASE_URL", base_url)
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("CADRE_MODEL")
         .env_remove("CADRE_PROVIDER")
+        .env_remove("CADRE_MCP_TOKEN")
         .env_remove("RUST_LOG")
         .args(["mcp", "serve"])
-        .args(args);
-    let seen = Client::default();
-    let client = seen
-        .clone()
-        .serve(TokioChildProcess::new(command).unwrap())
-        .await
-        .unwrap();
-    Served {
-        client,
-        seen,
-        _home: home,
+        .args(args)
+        .kill_on_drop(true);
+    command
+}
+
+/// Starts `cadre mcp serve ARGS` in `dir` against the mock at `base_url` and connects a
+/// client to it `via` stdio (as an MCP client launches a server) or HTTP.
+async fn serve(via: Via, dir: &Path, base_url: &str, args: &[&str]) -> Served {
+    serve_as(via, dir, base_url, args, Client::default()).await
+}
+
+/// [`serve`] with the client `seen`.
+async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Client) -> Served {
+    let home = tempfile::tempdir().unwrap();
+    match via {
+        Via::Stdio => {
+            let command = serve_command(dir, home.path(), base_url, args);
+            let client = seen
+                .clone()
+                .serve(TokioChildProcess::new(command).unwrap())
+                .await
+                .unwrap();
+            Served {
+                client,
+                seen,
+                url: None,
+                _child: None,
+                _home: home,
+            }
+        }
+        Via::Http => {
+            let mut args = args.to_vec();
+            args.extend(["--http", "127.0.0.1:0"]);
+            let (child, url) = start_http(serve_command(dir, home.path(), base_url, &args)).await;
+            let client = connect(&url, None, seen.clone()).await.unwrap();
+            Served {
+                client,
+                seen,
+                url: Some(url),
+                _child: Some(child),
+                _home: home,
+            }
+        }
     }
+}
+
+/// Starts an HTTP server's `command`; the process and the endpoint it says it serves.
+async fn start_http(mut command: tokio::process::Command) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    command.stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("cadre: serving MCP at ") {
+                return url.to_owned();
+            }
+            eprintln!("{line}");
+        }
+        panic!("the server ended without serving")
+    })
+    .await
+    .expect("the server did not say where it serves");
+    // The rest of its stderr goes on to the test's, so a full pipe never stops it.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+        }
+    });
+    (child, url)
+}
+
+/// A client of the HTTP server at `url`, sending `token` if given.
+async fn connect(
+    url: &str,
+    token: Option<&str>,
+    seen: Client,
+) -> Result<RunningService<RoleClient, Client>, rmcp::service::ClientInitializeError> {
+    // rmcp's reqwest client needs a crypto provider installed; the test kit installs one.
+    let _ = cadre_testkit::http_client();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    seen.serve(StreamableHttpClientTransport::from_config(config))
+        .await
 }
 
 /// A `tools/call` of `tool` with `arguments`.
@@ -116,8 +213,7 @@ async fn summary_of(dir: &Path, task: &str) -> Value {
     found.unwrap()
 }
 
-#[tokio::test]
-async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer() {
+async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     write_file(&dir.path().join("agents/counter.yaml"), COUNTER);
     write_file(&dir.path().join("agents/boss.yaml"), BOSS);
@@ -134,7 +230,7 @@ async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer() {
         vec![Reply::text(r#"{"count": 7}"#)],
     );
     write_file(&dir.path().join("lib.rs"), "fn alpha() {}\n");
-    let served = serve(dir.path(), &server.uri(), &[]).await;
+    let served = serve(via, dir.path(), &server.uri(), &[]).await;
 
     let tools = served.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -225,13 +321,12 @@ async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer() {
     assert!(tasks.contains(&"Count the files"), "{tasks:?}");
 }
 
-#[tokio::test]
-async fn bad_input_is_a_clear_error_and_the_server_keeps_serving() {
+async fn bad_input_is_a_clear_error_and_the_server_keeps_serving(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     write_file(&dir.path().join("agents/counter.yaml"), COUNTER);
     let server = MockServer::start().await;
     server.route(Match::Any, vec![Reply::text("still here")]);
-    let served = serve(dir.path(), &server.uri(), &[]).await;
+    let served = serve(via, dir.path(), &server.uri(), &[]).await;
     let client = &served.client;
 
     let unknown = client
@@ -291,8 +386,7 @@ async fn bad_input_is_a_clear_error_and_the_server_keeps_serving() {
     assert_eq!(text_of(&result), "still here");
 }
 
-#[tokio::test]
-async fn two_calls_at_once_run_concurrently_under_one_limit() {
+async fn two_calls_at_once_run_concurrently_under_one_limit(via: Via) {
     // Two at once: the mock holds each request until both wait, so both calls must be in
     // flight together, or the barrier times out and fails the test.
     let dir = tempfile::tempdir().unwrap();
@@ -306,7 +400,7 @@ async fn two_calls_at_once_run_concurrently_under_one_limit() {
         vec![Reply::text("two")],
     );
     server.hold_until_waiting(Match::Any, 2, std::time::Duration::from_secs(60));
-    let served = serve(dir.path(), &server.uri(), &["--max-parallel", "2"]).await;
+    let served = serve(via, dir.path(), &server.uri(), &["--max-parallel", "2"]).await;
     let (a, b) = tokio::join!(
         served
             .client
@@ -331,7 +425,7 @@ async fn two_calls_at_once_run_concurrently_under_one_limit() {
         vec![Reply::text("two")],
     );
     let gate = server.gate(Match::FirstUserContains("first".into()));
-    let served = serve(dir.path(), &server.uri(), &["--max-parallel", "1"]).await;
+    let served = serve(via, dir.path(), &server.uri(), &["--max-parallel", "1"]).await;
     let first = served
         .client
         .call_tool(call("explore", json!({"prompt": "the first"})));
@@ -353,8 +447,7 @@ async fn two_calls_at_once_run_concurrently_under_one_limit() {
     assert_eq!(server.max_in_flight(), 1);
 }
 
-#[tokio::test]
-async fn a_cancelled_call_stops_its_agent_and_children() {
+async fn a_cancelled_call_stops_its_agent_and_children(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     write_file(&dir.path().join("agents/chief.yaml"), CHIEF);
     let server = MockServer::start().await;
@@ -370,7 +463,7 @@ async fn a_cancelled_call_stops_its_agent_and_children() {
             json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
         )],
     );
-    let served = serve(dir.path(), &server.uri(), &[]).await;
+    let served = serve(via, dir.path(), &server.uri(), &[]).await;
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
         "chief",
         json!({"prompt": "PARENT task"}),
@@ -408,4 +501,195 @@ async fn a_cancelled_call_stops_its_agent_and_children() {
         .await
         .unwrap();
     assert_eq!(text_of(&result), "after");
+}
+
+#[tokio::test]
+async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer_over_stdio() {
+    each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer_over_http() {
+    each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer(Via::Http).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_a_clear_error_and_the_server_keeps_serving_over_stdio() {
+    bad_input_is_a_clear_error_and_the_server_keeps_serving(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_a_clear_error_and_the_server_keeps_serving_over_http() {
+    bad_input_is_a_clear_error_and_the_server_keeps_serving(Via::Http).await;
+}
+
+#[tokio::test]
+async fn two_calls_at_once_run_concurrently_under_one_limit_over_stdio() {
+    two_calls_at_once_run_concurrently_under_one_limit(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn two_calls_at_once_run_concurrently_under_one_limit_over_http() {
+    two_calls_at_once_run_concurrently_under_one_limit(Via::Http).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_its_agent_and_children_over_stdio() {
+    a_cancelled_call_stops_its_agent_and_children(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_its_agent_and_children_over_http() {
+    a_cancelled_call_stops_its_agent_and_children(Via::Http).await;
+}
+
+#[tokio::test]
+async fn a_task_outlives_a_two_second_client_timeout_and_is_fetched_afterwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("long job".into()),
+        vec![Reply::text("the long answer")],
+    );
+    // The other client's call is given up while held; its reply is never taken.
+    server.route(
+        Match::FirstUserContains("impatient".into()),
+        vec![Reply::text("never taken")],
+    );
+    server.allow_unused_replies();
+    let gate = server.gate(Match::Any);
+    let tasks = Client {
+        tasks: true,
+        ..Client::default()
+    };
+    let served = serve_as(Via::Http, dir.path(), &server.uri(), &[], tasks).await;
+    let two_seconds = || PeerRequestOptions::with_timeout(std::time::Duration::from_secs(2));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "explore",
+        json!({"prompt": "the long job"}),
+    )));
+    // A client that declares tasks gets a task at once, however long the run takes.
+    let created = served
+        .client
+        .peer()
+        .send_cancellable_request(request, two_seconds())
+        .await
+        .unwrap()
+        .await_response()
+        .await
+        .unwrap();
+    let ServerResult::CreateTaskResult(created) = created else {
+        panic!("not a task: {created:?}")
+    };
+    let task_id = created.task.task_id.clone();
+    assert!(gate.wait_for(1, std::time::Duration::from_secs(60)).await);
+    // A plain call with the same two-second timeout, from a client without tasks, times
+    // out meanwhile: the task has outlived such a timeout.
+    let plain = connect(served.url.as_deref().unwrap(), None, Client::default())
+        .await
+        .unwrap();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "explore",
+        json!({"prompt": "impatient"}),
+    )));
+    let timed_out = plain
+        .peer()
+        .send_cancellable_request(request, two_seconds())
+        .await
+        .unwrap()
+        .await_response()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(timed_out, ServiceError::Timeout { .. }),
+        "{timed_out:?}"
+    );
+    let working = served
+        .client
+        .get_task(GetTaskParams::new(task_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(working.task.status(), TaskStatus::Working);
+    gate.open();
+    let mut done = None;
+    let start = std::time::Instant::now();
+    while done.is_none() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the task never ended"
+        );
+        let got = served
+            .client
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        if got.task.status().is_terminal() {
+            done = Some(got.task);
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    let TaskPayload::Completed { result } = done.unwrap().payload else {
+        panic!("the task did not complete")
+    };
+    let result: CallToolResult = serde_json::from_value(Value::Object(result)).unwrap();
+    assert_eq!(text_of(&result), "the long answer");
+    let summary = summary_of(dir.path(), "the long job").await;
+    assert_eq!(summary["outcome"], "completed");
+}
+
+#[tokio::test]
+async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cadre_env(
+        dir.path(),
+        &[("CADRE_MCP_TOKEN", "")],
+        &["mcp", "serve", "--http", "0.0.0.0:0"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--token"), "{}", out.stderr);
+    let out = cadre_env(
+        dir.path(),
+        &[("CADRE_MCP_TOKEN", "")],
+        &["mcp", "serve", "--engine", "restate"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("let in")]);
+    let home = tempfile::tempdir().unwrap();
+    let command = serve_command(
+        dir.path(),
+        home.path(),
+        &server.uri(),
+        &["--http", "127.0.0.1:0", "--token", "s3cret"],
+    );
+    let (_child, url) = start_http(command).await;
+    let refused = reqwest_status(&url, None).await;
+    assert_eq!(refused, 401);
+    assert_eq!(reqwest_status(&url, Some("Bearer wrong")).await, 401);
+    assert!(connect(&url, None, Client::default()).await.is_err());
+    let client = connect(&url, Some("s3cret"), Client::default())
+        .await
+        .unwrap();
+    let result = client
+        .call_tool(call("explore", json!({"prompt": "knock"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "let in");
+}
+
+/// The status of an `initialize` POST to `url` with `authorization`.
+async fn reqwest_status(url: &str, authorization: Option<&str>) -> u16 {
+    let mut request = cadre_testkit::http_client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    request.send().await.unwrap().status().as_u16()
 }

@@ -32,6 +32,8 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
         prefix,
         args,
     } = cmd;
+    // An empty token (CADRE_MCP_TOKEN= in a script) would let anyone in: it is none.
+    let token = token.filter(|t| !t.trim().is_empty());
     if args.engine == Engine::Restate {
         return Err(CliError::config(
             "cadre mcp serve runs each call here; --engine restate is not supported (run `cadre worker`s for the engine instead)",
