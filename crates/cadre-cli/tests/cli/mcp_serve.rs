@@ -65,6 +65,8 @@ struct Served {
     seen: Client,
     /// The server's endpoint, over HTTP.
     url: Option<String>,
+    /// The server's process id.
+    pid: u32,
     /// The server process, over HTTP (the client owns it over stdio).
     _child: Option<tokio::process::Child>,
     _home: tempfile::TempDir,
@@ -107,15 +109,14 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
     match via {
         Via::Stdio => {
             let command = serve_command(dir, home.path(), base_url, args);
-            let client = seen
-                .clone()
-                .serve(TokioChildProcess::new(command).unwrap())
-                .await
-                .unwrap();
+            let transport = TokioChildProcess::new(command).unwrap();
+            let pid = transport.id().unwrap();
+            let client = seen.clone().serve(transport).await.unwrap();
             Served {
                 client,
                 seen,
                 url: None,
+                pid,
                 _child: None,
                 _home: home,
             }
@@ -129,6 +130,7 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
                 client,
                 seen,
                 url: Some(url),
+                pid: child.id().unwrap(),
                 _child: Some(child),
                 _home: home,
             }
@@ -692,4 +694,82 @@ async fn reqwest_status(url: &str, authorization: Option<&str>) -> u16 {
         request = request.header("authorization", value);
     }
     request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_call_leaves_an_unfinished_run_that_cadre_resume_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("lib.rs"), "fn alpha() {}\n");
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Find alpha".into()),
+        vec![
+            Reply::tool_use("g1", "grep", json!({"pattern": "alpha"})),
+            Reply::text("alpha is in lib.rs:1"),
+        ],
+    );
+    // The second request (after the grep) is held: the server is killed while it waits.
+    let gate = server.gate(Match::LastUserContains("fn alpha".into()));
+    let served = serve(
+        Via::Stdio,
+        dir.path(),
+        &server.uri(),
+        &["--max-parallel", "1"],
+    )
+    .await;
+    let peer = served.client.peer().clone();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "explore",
+        json!({"prompt": "Find alpha", "max_turns": 5}),
+    )));
+    let _pending = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    assert!(gate.wait_for(1, std::time::Duration::from_secs(60)).await);
+    let runs = dir.path().join(".cadre/runs");
+    wait_for("the call to be kept in its run folder", || {
+        std::fs::read_dir(&runs).is_ok_and(|mut e| {
+            e.next()
+                .is_some_and(|r| r.unwrap().path().join("served.json").exists())
+        })
+    })
+    .await;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(served.pid).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_for("the killed server's request to leave the gate", || {
+        gate.waiting() == 0
+    })
+    .await;
+    drop(served);
+
+    let listed = cadre_offline(dir.path(), &["runs", "list", "--json"]).await;
+    let items: Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(items[0]["outcome"], "unfinished", "{}", listed.stdout);
+    let id = items[0]["id"].as_str().unwrap().to_owned();
+    let before = server.requests().len();
+    assert_eq!(before, 2);
+    gate.open();
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["resume", &id, "--output-format", "json"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(result["answer"], "alpha is in lib.rs:1");
+    // Only the request the kill cut off is sent again; the first, answered, is not.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{}", requests.len());
+    assert_eq!(
+        super::sessions::key(&requests[1]),
+        super::sessions::key(&requests[2])
+    );
+    let summary = summary_of(dir.path(), "Find alpha").await;
+    assert_eq!(summary["outcome"], "completed");
+    // The call's own limit held on resume: the type's 30 turns were cut to 5.
+    let kept = std::fs::read_to_string(runs.join(&id).join("served.json")).unwrap();
+    assert!(kept.contains("\"max_turns\": 5"), "{kept}");
 }

@@ -63,8 +63,8 @@ pub async fn run_call(
         .builder()
         .model(model)
         .agent(call.spec.clone())
-        .max_turns(call.max_turns);
-    if let Some(n) = call.budget_tokens {
+        .max_turns(call.served.max_turns);
+    if let Some(n) = call.served.budget_tokens {
         builder = builder.budget_tokens(n);
     }
     let orchestrator = match builder.build() {
@@ -75,6 +75,8 @@ pub async fn run_call(
     let run = orchestrator.run(&call.spec.name, &call.prompt);
     tokio::pin!(run);
     let mut cancelled = false;
+    // Whether the call is kept in its run folder yet (made once the run starts).
+    let mut kept = false;
     let result = loop {
         tokio::select! {
             result = &mut run => break result,
@@ -85,6 +87,9 @@ pub async fn run_call(
                 orchestrator.cancel_token().cancel();
             }
             Some(event) = events.next() => {
+                if !kept {
+                    kept = keep_served(&call, &orchestrator);
+                }
                 if let Some(p) = progress.as_mut() {
                     p.tell(&event, &orchestrator).await;
                 }
@@ -95,6 +100,22 @@ pub async fn run_call(
         Ok((outcome, summary)) => told(&call, &outcome, &summary),
         Err(e) => failed(format!("the run failed: {e}")),
     }
+}
+
+/// Keeps the call in its run's folder, once there is one, so `cadre resume` can carry the
+/// run on as the call ran it; true once done (or when it never can be).
+fn keep_served(call: &Call, orchestrator: &Orchestrator) -> bool {
+    let Some(dir) = orchestrator.run_dir() else {
+        return false;
+    };
+    if let Err(e) = call.served.write(dir.path()) {
+        errln!(
+            "cadre: warning: cannot write {} in {}: {e}; `cadre resume` cannot carry this run on",
+            crate::common::served::FILE,
+            dir.path().display()
+        );
+    }
+    true
 }
 
 /// The tool result for a run that ended: its answer, or an error naming its outcome.

@@ -45,7 +45,7 @@ pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>)
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             tokio::select! {
-                () = super::stop_signal() => {}
+                () = super::stopped::stop_signal() => {}
                 () = stopping.cancelled() => {}
             }
         })

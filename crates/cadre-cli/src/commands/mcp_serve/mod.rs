@@ -1,12 +1,14 @@
 //! `cadre mcp serve`: cadre as an MCP server. Each agent type a subagent may be is a tool
 //! ([`tools`]); each call is a run of its own in the project, journaled and listed by
 //! `cadre runs` like any other ([`call`]); the MCP side is [`handler`], over stdio or
-//! streamable HTTP ([`http`]); every call's model requests share one limit ([`limit`]).
+//! streamable HTTP ([`http`]); every call's model requests share one limit ([`limit`]),
+//! and Ctrl-C or SIGTERM stops it ([`stopped`]).
 
 mod call;
 mod handler;
 mod http;
 mod limit;
+mod stopped;
 mod tools;
 
 use crate::args::{Engine, McpServeCmd};
@@ -86,27 +88,9 @@ async fn serve_stdio(shared: Arc<Shared>) -> Result<()> {
                 tracing::warn!("the MCP session ended: {e}");
             }
         }
-        () = stop_signal() => {}
+        () = stopped::stop_signal() => {}
     }
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).ok();
-    let terminated = async {
-        match term.as_mut() {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminated => {}
-    }
 }
 
 /// Cancels every call still running and gives them [`GRACE`] to end, so their runs record

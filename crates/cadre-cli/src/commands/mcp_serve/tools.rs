@@ -1,9 +1,10 @@
 //! The tools the server offers: one per agent type a subagent may be, named after it, with
 //! the input a call takes and the checks that input passes before any run starts.
 
+use crate::common::served::ServedCall;
 use cadre_core::definitions::model_settings::schema_problem;
 use cadre_core::definitions::spec::valid_model;
-use cadre_core::{AgentSpec, Mode, Registry};
+use cadre_core::{AgentSpec, Registry};
 use cadre_model::Effort;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde::Deserialize;
@@ -186,13 +187,11 @@ struct Given {
 pub struct Call {
     /// The task.
     pub prompt: String,
+    /// The type and what the call changed of it, kept in the run folder for a resume.
+    pub served: ServedCall,
     /// The type as this call runs it (as the run's primary agent, with the call's model,
     /// effort and answer schema).
     pub spec: AgentSpec,
-    /// Most model requests of the primary agent.
-    pub max_turns: u32,
-    /// The run's token budget, if any.
-    pub budget_tokens: Option<u64>,
 }
 
 /// Checks a call's `arguments` against `tool`; `Err` says, in words a caller can act on,
@@ -209,16 +208,17 @@ pub fn check_call(
     if given.prompt.trim().is_empty() {
         return Err("prompt is empty: say what the agent should do".into());
     }
-    let mut spec = tool.spec.clone();
-    // The type runs as the primary agent of its own run; its subagents stay as they are.
-    spec.mode = Mode::All;
+    let mut served = ServedCall {
+        agent_type: tool.spec.name.clone(),
+        ..ServedCall::default()
+    };
     if let Some(model) = given.model {
         if !valid_model(&model) {
             return Err(format!(
                 "model {model:?} is no model id nor alias (opus, sonnet, haiku)"
             ));
         }
-        spec.model = model;
+        served.model = Some(model);
     }
     if let Some(effort) = given.effort {
         let level = Effort::parse(&effort).ok_or_else(|| {
@@ -227,10 +227,10 @@ pub fn check_call(
                 Effort::ALL.map(Effort::as_str).join(", ")
             )
         })?;
-        spec.effort = Some(level.as_str().to_owned());
+        served.effort = Some(level.as_str().to_owned());
     }
     if let Some(schema) = given.output_schema {
-        if spec.output_schema.is_some() {
+        if tool.spec.output_schema.is_some() {
             return Err(format!(
                 "{} answers with its type's own schema (the tool's outputSchema); leave out output_schema",
                 tool.name
@@ -239,7 +239,7 @@ pub fn check_call(
         if let Some(why) = schema_problem(&schema) {
             return Err(format!("output_schema is not usable: {why}"));
         }
-        spec.output_schema = Some(schema);
+        served.output_schema = Some(schema);
     }
     let most_turns = tool.max_turns(limits);
     let max_turns = match given.max_turns {
@@ -261,10 +261,12 @@ pub fn check_call(
         }
         (given, most) => given.or(most),
     };
+    served.max_turns = max_turns;
+    served.budget_tokens = budget_tokens;
     Ok(Call {
         prompt: given.prompt,
-        spec,
-        max_turns,
-        budget_tokens,
+        // The type runs as the primary agent of its own run; its subagents stay as they are.
+        spec: served.apply(tool.spec.clone()),
+        served,
     })
 }
