@@ -773,3 +773,83 @@ async fn a_server_killed_mid_call_leaves_an_unfinished_run_that_cadre_resume_com
     let kept = std::fs::read_to_string(runs.join(&id).join("served.json")).unwrap();
     assert!(kept.contains("\"max_turns\": 5"), "{kept}");
 }
+
+/// What installs the MCP Inspector where the tests look for it.
+const INSPECTOR_INSTALL: &str =
+    "npm install --prefix target/npm-inspector @modelcontextprotocol/inspector@1.0.3";
+
+/// Runs the MCP Inspector's CLI against `cadre -C DIR mcp serve`, with `args` after the
+/// server's command line; its stdout, after checking it succeeded.
+async fn inspector(inspector: &Path, dir: &Path, base_url: &str, args: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let cadre = assert_cmd::cargo::cargo_bin("cadre");
+    let mut command = tokio::process::Command::new(inspector);
+    command
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .args(["--cli", "-e", "ANTHROPIC_API_KEY=k", "-e"])
+        .arg(format!("ANTHROPIC_BASE_URL={base_url}"))
+        .arg(&cadre)
+        .arg("-C")
+        .arg(dir)
+        .args(["mcp", "serve"])
+        .args(args)
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), command.output())
+        .await
+        .expect("the Inspector did not end")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A published MCP client (the MCP Inspector's CLI, from npm) lists the tools and calls
+/// one (`.ci/run` installs it; elsewhere the test is ignored, with the reason).
+#[tokio::test]
+#[cfg_attr(
+    not(has_mcp_inspector),
+    ignore = "needs the MCP Inspector: npm install --prefix target/npm-inspector @modelcontextprotocol/inspector@1.0.3 (as .ci/run does)"
+)]
+async fn the_mcp_inspector_lists_and_calls_the_tools() {
+    let Some(bin) = cadre_testkit::prereq::find_or_skip(
+        &cadre_testkit::prereq::MCP_INSPECTOR,
+        INSPECTOR_INSTALL,
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("agents/counter.yaml"), COUNTER);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Where is beta".into()),
+        vec![Reply::text("beta is nowhere")],
+    );
+    let listed = inspector(&bin, dir.path(), &server.uri(), &["--method", "tools/list"]).await;
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let tools = listed["tools"].as_array().unwrap();
+    let counter = tools.iter().find(|t| t["name"] == "counter").unwrap();
+    assert_eq!(counter["outputSchema"]["required"], json!(["count"]));
+    assert!(tools.iter().any(|t| t["name"] == "explore"), "{listed}");
+    let called = inspector(
+        &bin,
+        dir.path(),
+        &server.uri(),
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "explore",
+            "--tool-arg",
+            "prompt=Where is beta?",
+        ],
+    )
+    .await;
+    let called: Value = serde_json::from_str(&called).unwrap();
+    assert_eq!(called["content"][0]["text"], "beta is nowhere", "{called}");
+    assert_ne!(called["isError"], true, "{called}");
+}
