@@ -853,3 +853,38 @@ async fn the_mcp_inspector_lists_and_calls_the_tools() {
     assert_eq!(called["content"][0]["text"], "beta is nowhere", "{called}");
     assert_ne!(called["isError"], true, "{called}");
 }
+
+#[tokio::test]
+async fn an_ask_is_denied_with_a_clear_message_and_a_prefix_renames_the_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Write the note".into()),
+        vec![
+            bash("b1", "echo hi > note.txt"),
+            Reply::text("I was not allowed to write it."),
+        ],
+    );
+    let served = serve(
+        Via::Stdio,
+        dir.path(),
+        &server.uri(),
+        &["--permission-mode", "ask", "--prefix", "cadre_"],
+    )
+    .await;
+    let tools = served.client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["cadre_code", "cadre_explore", "cadre_plan"]);
+    let result = served
+        .client
+        .call_tool(call("cadre_code", json!({"prompt": "Write the note"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "I was not allowed to write it.");
+    // The server has no terminal: the question became a denial that says why.
+    let (is_error, text) = result_of(&server.requests(), "b1");
+    assert!(is_error, "{text}");
+    assert!(text.contains("no terminal to ask"), "{text}");
+    assert!(!dir.path().join("note.txt").exists());
+}
