@@ -612,6 +612,24 @@ async fn a_task_outlives_a_two_second_client_timeout_and_is_fetched_afterwards()
         .await
         .unwrap();
     assert_eq!(working.task.status(), TaskStatus::Working);
+    // Its status message tells how the run stands, as progress notifications would.
+    let start = std::time::Instant::now();
+    loop {
+        let got = served
+            .client
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        let message = got.task.task.status_message.unwrap_or_default();
+        if message.contains("explore: turn 1") {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no turn in the status: {message:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     gate.open();
     let mut done = None;
     let start = std::time::Instant::now();

@@ -8,22 +8,39 @@ use cadre_model::Model;
 use futures::StreamExt;
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
+use rmcp::task_manager::TaskContext;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Where a call's progress goes: the client that asked for it with a progress token.
+/// Where a call's progress goes.
+pub enum Sink {
+    /// The client that asked for it with a progress token.
+    Client {
+        /// The client.
+        peer: Peer<RoleServer>,
+        /// The token its request carried.
+        token: ProgressToken,
+    },
+    /// The call's MCP Task, whose status message `tasks/get` shows.
+    Task(TaskContext),
+}
+
+/// A call's progress, told as the run goes.
 pub struct Progress {
-    /// The client.
-    pub peer: Peer<RoleServer>,
-    /// The token its request carried.
-    pub token: ProgressToken,
+    /// Where it goes.
+    pub to: Sink,
     /// Notifications sent so far (each one's `progress` is the next number, so they rise).
     pub sent: u32,
 }
 
 impl Progress {
-    /// Tells the client how the run stands, if `event` changed what it shows.
+    /// Progress told to `to`.
+    pub fn to(to: Sink) -> Self {
+        Self { to, sent: 0 }
+    }
+
+    /// Tells how the run stands, if `event` changed what it shows.
     async fn tell(&mut self, event: &Event, orchestrator: &Orchestrator) {
         let what = match event {
             Event::Turn { turn, .. } => format!("{}: turn {turn}", event.agent()),
@@ -41,11 +58,16 @@ impl Progress {
             if running == 1 { "" } else { "s" }
         );
         self.sent += 1;
-        let param = ProgressNotificationParam::new(self.token.clone(), f64::from(self.sent))
-            .with_message(message);
-        // A client that went away cannot be told; the run goes on regardless.
-        if let Err(e) = self.peer.notify_progress(param).await {
-            tracing::debug!("progress not sent: {e}");
+        match &self.to {
+            Sink::Client { peer, token } => {
+                let param = ProgressNotificationParam::new(token.clone(), f64::from(self.sent))
+                    .with_message(message);
+                // A client that went away cannot be told; the run goes on regardless.
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!("progress not sent: {e}");
+                }
+            }
+            Sink::Task(task) => task.set_status_message(message),
         }
     }
 }

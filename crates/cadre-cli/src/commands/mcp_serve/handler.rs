@@ -1,8 +1,8 @@
 //! The MCP side: `tools/list`, `tools/call` (at once, or as a Task for a client that
 //! declares the tasks extension), and `tasks/get|cancel`.
 
-use super::call::{run_call, Progress};
-use super::tools::{check_call, AgentTool, ServerLimits};
+use super::call::{run_call, Progress, Sink};
+use super::tools::{check_call, AgentTool, Call, ServerLimits};
 use crate::common::session::Session;
 use cadre_model::Model;
 use rmcp::model::{
@@ -106,38 +106,13 @@ impl ServerHandler for CadreServer {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         if as_task {
-            let task = self.shared.tasks.spawn(TaskOptions::default(), move |ctx| {
-                Box::pin(async move {
-                    let _running = running;
-                    let cancel = shared.stopping.child_token();
-                    let run = run_call(
-                        &shared.session,
-                        shared.model.clone(),
-                        call,
-                        None,
-                        cancel.clone(),
-                    );
-                    tokio::pin!(run);
-                    // `tasks/cancel` cancels the run, which then ends as its agents do.
-                    let result = tokio::select! {
-                        result = &mut run => result,
-                        () = ctx.cancelled() => {
-                            cancel.cancel();
-                            run.await
-                        }
-                    };
-                    if cancel.is_cancelled() {
-                        return Err(TaskExit::Cancelled);
-                    }
-                    Ok(result)
-                })
-            });
-            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+            return Ok(CallToolResponse::Task(spawn_task(shared, call, running)));
         }
-        let progress = context.meta.get_progress_token().map(|token| Progress {
-            peer: context.peer.clone(),
-            token,
-            sent: 0,
+        let progress = context.meta.get_progress_token().map(|token| {
+            Progress::to(Sink::Client {
+                peer: context.peer.clone(),
+                token,
+            })
         });
         // Cancelled by the client's `notifications/cancelled`, or by the server stopping.
         let cancel = shared.stopping.child_token();
@@ -179,4 +154,49 @@ impl ServerHandler for CadreServer {
     ) -> Result<(), ErrorData> {
         self.shared.tasks.cancel_task(&request.task_id)
     }
+}
+
+/// A served run's task lives this long at most (MCP's tasks end once their time is up, and
+/// the rmcp task store then aborts one still running): a day, longer than any run.
+const TASK_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// Runs `call` as an MCP Task (for a client that declared the tasks extension): the call
+/// returns at once, and the client fetches the result with `tasks/get`; `tasks/cancel`
+/// cancels the run. `running` keeps the server waiting for it when it stops.
+fn spawn_task(
+    shared: Arc<Shared>,
+    call: Call,
+    running: tokio_util::task::task_tracker::TaskTrackerToken,
+) -> CreateTaskResult {
+    let options = TaskOptions::new()
+        .with_ttl_ms(TASK_TTL_MS)
+        .with_poll_interval_ms(500);
+    let task = shared.tasks.clone().spawn(options, move |ctx| {
+        Box::pin(async move {
+            let _running = running;
+            let cancel = shared.stopping.child_token();
+            let progress = Progress::to(Sink::Task(ctx.clone()));
+            let run = run_call(
+                &shared.session,
+                shared.model.clone(),
+                call,
+                Some(progress),
+                cancel.clone(),
+            );
+            tokio::pin!(run);
+            // `tasks/cancel` cancels the run, which then ends as its agents do.
+            let result = tokio::select! {
+                result = &mut run => result,
+                () = ctx.cancelled() => {
+                    cancel.cancel();
+                    run.await
+                }
+            };
+            if cancel.is_cancelled() {
+                return Err(TaskExit::Cancelled);
+            }
+            Ok(result)
+        })
+    });
+    CreateTaskResult::new(task)
 }
