@@ -906,3 +906,44 @@ async fn an_ask_is_denied_with_a_clear_message_and_a_prefix_renames_the_tools() 
     assert!(text.contains("no terminal to ask"), "{text}");
     assert!(!dir.path().join("note.txt").exists());
 }
+
+#[tokio::test]
+async fn a_read_only_type_served_as_a_tool_stays_under_landlock() {
+    let status = cadre_tools::landlock_status();
+    if status.abi < cadre_tools::sandbox::MIN_READ_ONLY_ABI {
+        // CI sets CADRE_REQUIRE_LANDLOCK: there a missing sandbox fails instead of skipping.
+        assert!(
+            std::env::var_os("CADRE_REQUIRE_LANDLOCK").is_none(),
+            "CADRE_REQUIRE_LANDLOCK is set but {}",
+            status.summary
+        );
+        eprintln!(
+            "skipped: this kernel has no usable Landlock ({})",
+            status.summary
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("keep.txt"), "original\n");
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Overwrite keep".into()),
+        vec![
+            bash("w1", "echo changed > keep.txt"),
+            Reply::text("could not write"),
+        ],
+    );
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let result = served
+        .client
+        .call_tool(call("explore", json!({"prompt": "Overwrite keep.txt"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "could not write");
+    let (is_error, text) = result_of(&server.requests(), "w1");
+    assert!(is_error, "the write went through: {text}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
+        "original\n"
+    );
+}
