@@ -947,3 +947,36 @@ async fn a_read_only_type_served_as_a_tool_stays_under_landlock() {
         "original\n"
     );
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_http_server_and_the_call_in_flight_ends_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Wait forever".into()),
+        vec![Reply::text("never taken")],
+    );
+    server.allow_unused_replies();
+    let gate = server.gate(Match::Any);
+    let mut served = serve(Via::Http, dir.path(), &server.uri(), &[]).await;
+    let peer = served.client.peer().clone();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "explore",
+        json!({"prompt": "Wait forever"}),
+    )));
+    let _pending = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    assert!(gate.wait_for(1, std::time::Duration::from_secs(60)).await);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(served.pid).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut child = served._child.take().unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server did not stop on SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let summary = summary_of(dir.path(), "Wait forever").await;
+    assert_eq!(summary["outcome"], "cancelled", "{summary}");
+}

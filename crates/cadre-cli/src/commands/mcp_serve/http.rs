@@ -48,6 +48,9 @@ pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>)
                 () = super::stopped::stop_signal() => {}
                 () = stopping.cancelled() => {}
             }
+            // The calls in flight are cancelled now, so their responses end and the open
+            // connections close: shutting down gracefully does not wait for whole runs.
+            stopping.cancel();
         })
         .await
         .map_err(|e| CliError::config_from("the HTTP server failed", e))
