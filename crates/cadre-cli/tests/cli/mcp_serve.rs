@@ -67,6 +67,8 @@ struct Served {
     url: Option<String>,
     /// The server's process id.
     pid: u32,
+    /// What the server wrote to stderr so far.
+    stderr: Arc<Mutex<String>>,
     /// The server process, over HTTP (the client owns it over stdio).
     _child: Option<tokio::process::Child>,
     _home: tempfile::TempDir,
@@ -109,14 +111,19 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
     match via {
         Via::Stdio => {
             let command = serve_command(dir, home.path(), base_url, args);
-            let transport = TokioChildProcess::new(command).unwrap();
+            let (transport, stderr) = TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
             let pid = transport.id().unwrap();
+            let stderr = gather(tokio::io::BufReader::new(stderr.unwrap()));
             let client = seen.clone().serve(transport).await.unwrap();
             Served {
                 client,
                 seen,
                 url: None,
                 pid,
+                stderr,
                 _child: None,
                 _home: home,
             }
@@ -124,13 +131,15 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
         Via::Http => {
             let mut args = args.to_vec();
             args.extend(["--http", "127.0.0.1:0"]);
-            let (child, url) = start_http(serve_command(dir, home.path(), base_url, &args)).await;
+            let (child, url, stderr) =
+                start_http(serve_command(dir, home.path(), base_url, &args)).await;
             let client = connect(&url, None, seen.clone()).await.unwrap();
             Served {
                 client,
                 seen,
                 url: Some(url),
                 pid: child.id().unwrap(),
+                stderr,
                 _child: Some(child),
                 _home: home,
             }
@@ -138,30 +147,44 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
     }
 }
 
-/// Starts an HTTP server's `command`; the process and the endpoint it says it serves.
-async fn start_http(mut command: tokio::process::Command) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
+/// Starts an HTTP server's `command`; the process, the endpoint it says it serves, and
+/// what it writes to stderr.
+async fn start_http(
+    mut command: tokio::process::Command,
+) -> (tokio::process::Child, String, Arc<Mutex<String>>) {
     command.stderr(std::process::Stdio::piped());
     let mut child = command.spawn().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("cadre: serving MCP at ") {
-                return url.to_owned();
-            }
-            eprintln!("{line}");
-        }
-        panic!("the server ended without serving")
+    let stderr = gather(tokio::io::BufReader::new(child.stderr.take().unwrap()));
+    let mut url = None;
+    wait_for("the server to say where it serves", || {
+        url = stderr
+            .lock()
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("cadre: serving MCP at "))
+            .map(str::to_owned);
+        url.is_some()
     })
-    .await
-    .expect("the server did not say where it serves");
-    // The rest of its stderr goes on to the test's, so a full pipe never stops it.
+    .await;
+    (child, url.unwrap(), stderr)
+}
+
+/// Gathers every line of `pipe` as it comes (and passes it on to the test's stderr), so
+/// a full pipe never stops the server.
+fn gather(pipe: impl tokio::io::AsyncBufRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+    use tokio::io::AsyncBufReadExt;
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = text.clone();
+    let mut lines = pipe.lines();
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
             eprintln!("{line}");
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
         }
     });
-    (child, url)
+    text
 }
 
 /// A client of the HTTP server at `url`, sending `token` if given.
@@ -427,18 +450,33 @@ async fn two_calls_at_once_run_concurrently_under_one_limit(via: Via) {
         vec![Reply::text("two")],
     );
     let gate = server.gate(Match::FirstUserContains("first".into()));
-    let served = serve(via, dir.path(), &server.uri(), &["--max-parallel", "1"]).await;
+    let served = serve(
+        via,
+        dir.path(),
+        &server.uri(),
+        &["-v", "--max-parallel", "1"],
+    )
+    .await;
     let first = served
         .client
         .call_tool(call("explore", json!({"prompt": "the first"})));
     let second = async {
-        // The first call's request holds the one permit at the gate before the second
-        // call is made; the second's request can only follow once the gate opens.
+        // The first call's request holds the one slot at the gate; the second call's
+        // request waits for it, as the server says, and only then does the gate open.
         assert!(gate.wait_for(1, std::time::Duration::from_secs(60)).await);
         let second = served
             .client
             .call_tool(call("plan", json!({"prompt": "the second"})));
         let opener = async {
+            wait_for("the second call's request to wait for a slot", || {
+                served
+                    .stderr
+                    .lock()
+                    .unwrap()
+                    .contains("a model request waits")
+            })
+            .await;
+            assert_eq!(server.requests().len(), 1);
             gate.open();
         };
         tokio::join!(second, opener).0
@@ -686,7 +724,7 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
         &server.uri(),
         &["--http", "127.0.0.1:0", "--token", "s3cret"],
     );
-    let (_child, url) = start_http(command).await;
+    let (_child, url, _) = start_http(command).await;
     let refused = reqwest_status(&url, None).await;
     assert_eq!(refused, 401);
     assert_eq!(reqwest_status(&url, Some("Bearer wrong")).await, 401);

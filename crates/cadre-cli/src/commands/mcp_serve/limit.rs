@@ -12,14 +12,18 @@ use tokio::sync::Semaphore;
 pub struct SharedLimit {
     inner: Arc<dyn Model>,
     permits: Arc<Semaphore>,
+    /// How many requests may be in flight at once.
+    most: usize,
 }
 
 impl SharedLimit {
     /// `inner`, with at most `max_parallel` (at least 1) requests in flight at once.
     pub fn new(inner: Arc<dyn Model>, max_parallel: usize) -> Self {
+        let most = max_parallel.max(1);
         Self {
             inner,
-            permits: Arc::new(Semaphore::new(max_parallel.max(1))),
+            permits: Arc::new(Semaphore::new(most)),
+            most,
         }
     }
 }
@@ -33,7 +37,16 @@ impl Model for SharedLimit {
     async fn send(&self, request: Request, events: EventSink<'_>) -> Result<Response, ModelError> {
         // The semaphore is never closed, so acquiring fails only if it were; a request
         // then goes out unlimited rather than not at all.
-        let _permit = self.permits.acquire().await.ok();
+        let _permit = match self.permits.try_acquire() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                tracing::info!(
+                    "a model request waits: all {} slots of --max-parallel are in use by the calls running",
+                    self.most
+                );
+                self.permits.acquire().await.ok()
+            }
+        };
         self.inner.send(request, events).await
     }
 
