@@ -203,25 +203,45 @@ pub fn check_call(
 ) -> Result<Call, String> {
     let given: Given = serde_json::from_value(Value::Object(arguments.unwrap_or_default()))
         .map_err(|e| {
-            format!("bad arguments for {}: {e}; it takes prompt (required), model, effort, max_turns, budget_tokens{}", tool.name, if tool.spec.output_schema.is_none() { ", output_schema" } else { "" })
+            let schema = if tool.spec.output_schema.is_none() {
+                ", output_schema"
+            } else {
+                ""
+            };
+            format!(
+                "bad arguments for {}: {e}; it takes prompt (required), model, effort, max_turns, budget_tokens{schema}",
+                tool.name
+            )
         })?;
     if given.prompt.trim().is_empty() {
         return Err("prompt is empty: say what the agent should do".into());
     }
+    let mut served = settings(tool, &given)?;
+    (served.max_turns, served.budget_tokens) = tightened(tool, &given, limits)?;
+    Ok(Call {
+        prompt: given.prompt,
+        // The type runs as the primary agent of its own run; its subagents stay as they are.
+        spec: served.apply(tool.spec.clone()),
+        served,
+    })
+}
+
+/// The call's model, effort and answer schema, each checked.
+fn settings(tool: &AgentTool, given: &Given) -> Result<ServedCall, String> {
     let mut served = ServedCall {
         agent_type: tool.spec.name.clone(),
         ..ServedCall::default()
     };
-    if let Some(model) = given.model {
-        if !valid_model(&model) {
+    if let Some(model) = &given.model {
+        if !valid_model(model) {
             return Err(format!(
                 "model {model:?} is no model id nor alias (opus, sonnet, haiku)"
             ));
         }
-        served.model = Some(model);
+        served.model = Some(model.clone());
     }
-    if let Some(effort) = given.effort {
-        let level = Effort::parse(&effort).ok_or_else(|| {
+    if let Some(effort) = &given.effort {
+        let level = Effort::parse(effort).ok_or_else(|| {
             format!(
                 "effort {effort:?} is no level; the levels are {}",
                 Effort::ALL.map(Effort::as_str).join(", ")
@@ -229,18 +249,28 @@ pub fn check_call(
         })?;
         served.effort = Some(level.as_str().to_owned());
     }
-    if let Some(schema) = given.output_schema {
+    if let Some(schema) = &given.output_schema {
         if tool.spec.output_schema.is_some() {
             return Err(format!(
                 "{} answers with its type's own schema (the tool's outputSchema); leave out output_schema",
                 tool.name
             ));
         }
-        if let Some(why) = schema_problem(&schema) {
+        if let Some(why) = schema_problem(schema) {
             return Err(format!("output_schema is not usable: {why}"));
         }
-        served.output_schema = Some(schema);
+        served.output_schema = Some(schema.clone());
     }
+    Ok(served)
+}
+
+/// The call's turn limit and token budget: what it asks for, which may only tighten the
+/// type's and the server's, else theirs.
+fn tightened(
+    tool: &AgentTool,
+    given: &Given,
+    limits: &ServerLimits,
+) -> Result<(u32, Option<u64>), String> {
     let most_turns = tool.max_turns(limits);
     let max_turns = match given.max_turns {
         Some(0) => return Err("max_turns must be at least 1".into()),
@@ -261,12 +291,5 @@ pub fn check_call(
         }
         (given, most) => given.or(most),
     };
-    served.max_turns = max_turns;
-    served.budget_tokens = budget_tokens;
-    Ok(Call {
-        prompt: given.prompt,
-        // The type runs as the primary agent of its own run; its subagents stay as they are.
-        spec: served.apply(tool.spec.clone()),
-        served,
-    })
+    Ok((max_turns, budget_tokens))
 }
