@@ -1018,3 +1018,60 @@ async fn sigterm_stops_the_http_server_and_the_call_in_flight_ends_cancelled() {
     let summary = summary_of(dir.path(), "Wait forever").await;
     assert_eq!(summary["outcome"], "cancelled", "{summary}");
 }
+
+#[tokio::test]
+async fn a_call_that_did_not_complete_is_an_error_naming_its_outcome_and_budgets_only_tighten() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Search on".into()),
+        vec![
+            Reply::tool_use("g1", "grep", json!({"pattern": "x"})),
+            Reply::text("a plausible answer it never reached"),
+        ],
+    );
+    server.allow_unused_replies();
+    let served = serve(
+        Via::Stdio,
+        dir.path(),
+        &server.uri(),
+        &["--budget-tokens", "100000"],
+    )
+    .await;
+    let tools = served.client.list_all_tools().await.unwrap();
+    let explore = tools.iter().find(|t| t.name == "explore").unwrap();
+    assert_eq!(
+        explore.input_schema["properties"]["budget_tokens"]["maximum"],
+        100000
+    );
+    let loose = served
+        .client
+        .call_tool(call(
+            "explore",
+            json!({"prompt": "x", "budget_tokens": 200000}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(loose.is_error, Some(true));
+    assert!(
+        text_of(&loose).contains("would loosen the server's budget of 100000 tokens"),
+        "{loose:?}"
+    );
+
+    let cut = served
+        .client
+        .call_tool(call(
+            "explore",
+            json!({"prompt": "Search on", "max_turns": 1}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(cut.is_error, Some(true), "{cut:?}");
+    let text = text_of(&cut);
+    assert!(text.contains("outcome turn_limit"), "{text}");
+    assert!(!text.contains("plausible"), "{text}");
+    let summary = summary_of(dir.path(), "Search on").await;
+    assert_eq!(summary["outcome"], "turn_limit");
+    let id = summary["run_id"].as_str().unwrap();
+    assert!(text.contains(&format!("cadre runs show {id}")), "{text}");
+}
