@@ -241,3 +241,8 @@ mod results;
 /// hosts; the user's guards hold; a guard that cannot load refuses the run.
 #[path = "cli/trust.rs"]
 mod trust;
+
+/// `cadre mcp serve` through an rmcp client over stdio: each agent type a tool, each call
+/// a run; bad input, concurrency under one limit, progress and cancellation.
+#[path = "cli/mcp_serve.rs"]
+mod mcp_serve;

@@ -35,6 +35,13 @@ pub const NPM_MCP: &str = "target/npm-mcp";
 /// The server's command inside [`NPM_MCP`].
 const NPM_MCP_SERVER: &str = "node_modules/.bin/mcp-server-filesystem";
 
+/// Where `.ci/run` installs the MCP Inspector (a published MCP client) from npm, relative
+/// to the workspace root.
+pub const NPM_INSPECTOR: &str = "target/npm-inspector";
+
+/// The Inspector's command inside [`NPM_INSPECTOR`].
+const NPM_INSPECTOR_BIN: &str = "node_modules/.bin/mcp-inspector";
+
 /// Something some tests need, and how to find it.
 #[derive(Clone, Copy, Debug)]
 pub struct Prereq {
@@ -89,6 +96,16 @@ pub const NPM_MCP_FILESYSTEM: Prereq = Prereq {
     require_env: "CADRE_REQUIRE_NPM_MCP",
     find: npm_mcp_server,
     npm_prefix: Some(NPM_MCP),
+    env: &[],
+    dirs: &[],
+};
+
+/// The MCP Inspector from npm, whose `--cli` mode is a published MCP client.
+pub const MCP_INSPECTOR: Prereq = Prereq {
+    cfg: "has_mcp_inspector",
+    require_env: "CADRE_REQUIRE_MCP_INSPECTOR",
+    find: mcp_inspector,
+    npm_prefix: Some(NPM_INSPECTOR),
     env: &[],
     dirs: &[],
 };
@@ -169,6 +186,12 @@ pub fn chromium_binary() -> Option<PathBuf> {
 /// The filesystem MCP server installed under the workspace's [`NPM_MCP`].
 pub fn npm_mcp_server() -> Option<PathBuf> {
     let bin = workspace_root().join(NPM_MCP).join(NPM_MCP_SERVER);
+    bin.is_file().then_some(bin)
+}
+
+/// The MCP Inspector installed under the workspace's [`NPM_INSPECTOR`].
+pub fn mcp_inspector() -> Option<PathBuf> {
+    let bin = workspace_root().join(NPM_INSPECTOR).join(NPM_INSPECTOR_BIN);
     bin.is_file().then_some(bin)
 }
 

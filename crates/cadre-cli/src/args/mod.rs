@@ -203,6 +203,58 @@ pub enum McpCommand {
     /// Start every configured MCP server and report each one that fails, with its stderr;
     /// exit 1 on any failure or configuration problem.
     Check(McpArgs),
+    /// Be an MCP server: each agent type a subagent may be (`explore`, `plan`, `code`, your
+    /// own) is a tool, and each call is a cadre run in this project, journaled in
+    /// .cadre/runs/ like any other. Serves stdio unless --http is given.
+    Serve(Box<McpServeCmd>),
+}
+
+/// What `cadre mcp serve --help` shows after the options.
+const MCP_SERVE_HELP: &str = "Set-ups (the server runs in the project it is started in; give -C DIR otherwise):
+  Claude Code:  claude mcp add cadre -- cadre -C /path/to/project mcp serve
+  Codex:        in ~/.codex/config.toml
+                  [mcp_servers.cadre]
+                  command = \"cadre\"
+                  args = [\"-C\", \"/path/to/project\", \"mcp\", \"serve\"]
+  .mcp.json:    {\"mcpServers\": {\"cadre\": {\"command\": \"cadre\", \"args\": [\"mcp\", \"serve\"]}}}
+  HTTP:         cadre mcp serve --http 127.0.0.1:8765   (the endpoint is http://127.0.0.1:8765/mcp)
+
+Each tool takes `prompt` (required) and, optionally, `model`, `effort`, `max_turns` and
+`budget_tokens` (which may only tighten the type's and the server's limits) and, for a type
+without an answer schema of its own, `output_schema`. A type with an `output_schema` answers
+with `structuredContent`. A call that did not complete is an error result naming its outcome
+(turn_limit, budget, cancelled, …) and its run id; `cadre runs show RUN_ID` shows it.
+
+There is no terminal to ask: in permission mode `ask`, a call that would be asked about is
+denied, and the agent is told why. The project's trust is decided as for `cadre run` without a
+terminal (`cadre trust` first, or --trust-project). --max-parallel bounds the model requests
+in flight across every call at once. The API key comes from this process's environment.";
+
+/// `cadre mcp serve`.
+#[derive(Debug, Args)]
+#[command(after_help = MCP_SERVE_HELP)]
+pub struct McpServeCmd {
+    /// Serve streamable HTTP at ADDR (e.g. 127.0.0.1:8765, path /mcp) instead of stdio. An
+    /// address that is not loopback needs --token.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required
+    /// when --http listens on an address that is not loopback.
+    #[arg(
+        long,
+        env = "CADRE_MCP_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Put PREFIX before every tool's name (`--prefix cadre_` serves `cadre_explore`), for a
+    /// client that already has tools of these names.
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+    /// The model, limits, permissions and the rest, as for `cadre run` (--agent aside: each
+    /// tool is its own type).
+    #[command(flatten)]
+    pub args: RunArgs,
 }
 
 /// Where MCP servers are configured, besides `.mcp.json` and `~/.config/cadre/mcp.json`.
@@ -602,6 +654,7 @@ pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
         Some(Command::Chat(cmd)) => Some(&mut cmd.args),
         Some(Command::Resume(cmd)) => Some(&mut cmd.args),
         Some(Command::Config(ConfigCommand::Show(cmd))) => Some(&mut cmd.args),
+        Some(Command::Mcp(McpCommand::Serve(cmd))) => Some(&mut cmd.args),
         _ => None,
     };
     if let Some(args) = args {

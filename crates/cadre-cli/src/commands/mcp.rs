@@ -1,6 +1,7 @@
 //! `cadre mcp list|check`: the configured MCP servers, started, and their tools.
+//! (`cadre mcp serve`, the other way round, is a command of its own.)
 
-use crate::args::McpCommand;
+use crate::args::McpArgs;
 use crate::common::definitions::{load_registry_from, load_run_servers};
 use crate::common::display::{first_sentence, truncate};
 use crate::common::exit::{Code, Result};
@@ -11,13 +12,8 @@ use crate::common::settings::Sources;
 use crate::common::trust::State;
 use std::path::{Path, PathBuf};
 
-/// Runs one `cadre mcp` command.
-pub async fn mcp(cmd: McpCommand, root: &Path) -> Result<Code> {
-    let (args, check) = match cmd {
-        McpCommand::List(a) => (a, false),
-        McpCommand::Check(a) => (a, true),
-    };
-    let mut args = args;
+/// Runs `cadre mcp list`, or `cadre mcp check` when `check`.
+pub async fn mcp(mut args: McpArgs, check: bool, root: &Path) -> Result<Code> {
     // A project's servers start here too only once it is trusted: listing them must not run
     // a command a repository just cloned chose.
     let sources = Sources::read(root, user_dir(true).as_deref())?;

@@ -7,6 +7,7 @@ pub mod completions;
 pub mod config;
 pub mod doctor;
 pub mod mcp;
+pub mod mcp_serve;
 pub mod resume;
 pub mod run;
 pub mod runs;
@@ -14,7 +15,7 @@ pub mod skills;
 pub mod trust;
 pub mod worker;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, McpCommand};
 use crate::common::exit::{Code, Result};
 use crate::common::project::workspace_root;
 use clap::CommandFactory;
@@ -45,7 +46,13 @@ pub async fn dispatch(cli: Cli) -> Result<Code> {
         Command::Agents(cmd) => agents::agents(cmd, &workspace_root(directory)?),
         Command::Skills(cmd) => skills::skills(cmd, &workspace_root(directory)?),
         Command::Runs(cmd) => runs::runs(cmd, &workspace_root(directory)?).await,
-        Command::Mcp(cmd) => mcp::mcp(cmd, &workspace_root(directory)?).await,
+        Command::Mcp(McpCommand::Serve(cmd)) => mcp_serve::serve(*cmd, directory).await,
+        Command::Mcp(McpCommand::List(args)) => {
+            mcp::mcp(args, false, &workspace_root(directory)?).await
+        }
+        Command::Mcp(McpCommand::Check(args)) => {
+            mcp::mcp(args, true, &workspace_root(directory)?).await
+        }
         Command::Worker(mut cmd) => {
             cmd.verbose = verbose;
             worker::exec(&cmd)

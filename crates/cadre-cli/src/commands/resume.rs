@@ -6,6 +6,7 @@ use crate::common::engine;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run};
+use crate::common::served::{self, ServedCall};
 use crate::common::session::{run, Job};
 use cadre_core::RunError;
 use std::path::PathBuf;
@@ -51,6 +52,10 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
             }
             .into());
         }
+    }
+    // A call of `cadre mcp serve` ran a type that may only be a subagent as its primary.
+    if let Some(served) = ServedCall::read(&dir) {
+        return served::resume(args, journaled, served, directory, quiet).await;
     }
     args.agent = journaled.state.agent_type.clone();
     run(args, Job::Resume(journaled), directory, quiet).await

@@ -164,8 +164,27 @@ impl Session {
         })
     }
 
+    /// The same session with no one to ask: a call `ask` mode would ask about is denied
+    /// with a message saying there is no terminal (for a server, whose stdin is no person).
+    pub fn without_terminal(mut self) -> Self {
+        self.permissions.approver = None;
+        self.asks = None;
+        self
+    }
+
+    /// The model client every turn talks to.
+    pub fn model(&self) -> Arc<dyn Model> {
+        self.model.clone()
+    }
+
     /// A fresh orchestrator for one turn (its own cancel token and usage).
     pub fn orchestrator(&self) -> Result<Arc<Orchestrator>> {
+        Ok(self.builder().build()?)
+    }
+
+    /// The builder of [`orchestrator`](Self::orchestrator), for a caller that changes some
+    /// of it (another model client, a type of its own) before building.
+    pub fn builder(&self) -> cadre_core::OrchestratorBuilder {
         let args = &self.args;
         let mut builder = Orchestrator::builder()
             .workspace_handle(self.workspace.clone())
@@ -210,10 +229,9 @@ impl Session {
         if args.allow_unsandboxed_bash {
             builder = builder.sandbox(SandboxMode::Unsandboxed);
         }
-        Ok(builder
+        builder
             .permissions(self.permissions.clone())
             .hooks(self.hooks.clone())
-            .build()?)
     }
 
     /// Runs one job with the live display; `endings` (from [`signals::watch_endings`]) says

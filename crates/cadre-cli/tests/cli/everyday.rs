@@ -778,7 +778,12 @@ async fn the_readme_lists_every_run_option_and_its_contents() {
             "no contents entry for {heading:?}"
         );
     }
-    for doc in ["docs/engine.md", "docs/library.md", "docs/permissions.md"] {
+    for doc in [
+        "docs/engine.md",
+        "docs/library.md",
+        "docs/permissions.md",
+        "docs/mcp-serve.md",
+    ] {
         assert!(readme.contains(&format!("({doc})")), "no link to {doc}");
         assert!(repo().join(doc).is_file(), "{doc} is missing");
     }

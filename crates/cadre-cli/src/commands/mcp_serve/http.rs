@@ -1,0 +1,78 @@
+//! Streamable HTTP: the same server at `/mcp`, on loopback unless told otherwise, behind a
+//! bearer token when one is given (required off loopback).
+
+use super::handler::{CadreServer, Shared};
+use crate::common::exit::{CliError, Result};
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Serves `/mcp` at `addr` until the process is stopped; `token`, when given, is required
+/// of every request.
+pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::config_from(format!("cannot listen on {addr}"), e))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shared.stopping.child_token());
+    if !addr.ip().is_loopback() {
+        // rmcp accepts only loopback Host headers by default (against DNS rebinding); off
+        // loopback the bearer token is what keeps strangers out.
+        config = config.disable_allowed_hosts();
+    }
+    let stopping = shared.stopping.clone();
+    let service: StreamableHttpService<CadreServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(CadreServer::new(shared.clone())),
+            Default::default(),
+            config,
+        );
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(token) = token {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            Arc::new(format!("Bearer {token}")),
+            require_token,
+        ));
+    }
+    // Said on stderr, so a client (or a test) that asked for port 0 learns the port.
+    errln!("cadre: serving MCP at http://{bound}/mcp");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                () = super::stopped::stop_signal() => {}
+                () = stopping.cancelled() => {}
+            }
+            // The calls in flight are cancelled now, so their responses end and the open
+            // connections close: shutting down gracefully does not wait for whole runs.
+            stopping.cancel();
+        })
+        .await
+        .map_err(|e| CliError::config_from("the HTTP server failed", e))
+}
+
+/// Lets a request through only with `Authorization: Bearer TOKEN`.
+async fn require_token(
+    State(expected): State<Arc<String>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if given == Some(expected.as_str()) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "cadre mcp serve: this server needs `Authorization: Bearer TOKEN` (its --token)",
+    )
+        .into_response()
+}

@@ -1,0 +1,108 @@
+//! `cadre mcp serve`: cadre as an MCP server. Each agent type a subagent may be is a tool
+//! ([`tools`]); each call is a run of its own in the project, journaled and listed by
+//! `cadre runs` like any other ([`call`]); the MCP side is [`handler`], over stdio or
+//! streamable HTTP ([`http`]); every call's model requests share one limit ([`limit`]),
+//! and Ctrl-C or SIGTERM stops it ([`stopped`]).
+
+mod call;
+mod handler;
+mod http;
+mod limit;
+mod stopped;
+mod tools;
+
+use crate::args::{Engine, McpServeCmd};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::session::Session;
+use handler::{CadreServer, Shared};
+use rmcp::ServiceExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tools::{agent_tools, ServerLimits};
+
+/// How long calls still running when the server stops get to end as cancelled runs.
+const GRACE: Duration = Duration::from_secs(20);
+
+/// Serves the project's agent types as MCP tools until the client hangs up (stdio) or the
+/// process is stopped (HTTP).
+pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code> {
+    let McpServeCmd {
+        http,
+        token,
+        prefix,
+        args,
+    } = cmd;
+    // An empty token (CADRE_MCP_TOKEN= in a script) would let anyone in: it is none.
+    let token = token.filter(|t| !t.trim().is_empty());
+    if args.engine == Engine::Restate {
+        return Err(CliError::config(
+            "cadre mcp serve runs each call here; --engine restate is not supported (run `cadre worker`s for the engine instead)",
+        ));
+    }
+    if let Some(addr) = http {
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(CliError::config(format!(
+                "--http {addr} is not a loopback address: anyone who reaches it could run agents in this project; give --token TOKEN (or CADRE_MCP_TOKEN), which clients then send as `Authorization: Bearer TOKEN`"
+            )));
+        }
+    }
+    let limits = ServerLimits {
+        max_turns: args.max_turns,
+        budget_tokens: args.budget_tokens,
+    };
+    let max_parallel = args.max_parallel;
+    let session = Session::prepare(args, directory, false)?.without_terminal();
+    let tools = agent_tools(&session.registry, &prefix, &limits);
+    if tools.is_empty() {
+        errln!("cadre: warning: no agent type may be a subagent here, so no tool is served (see `cadre agents list`)");
+    }
+    let model = Arc::new(limit::SharedLimit::new(session.model(), max_parallel));
+    let shared = Arc::new(Shared {
+        session,
+        model,
+        tools,
+        limits,
+        tasks: rmcp::task_manager::TaskManager::new(),
+        stopping: CancellationToken::new(),
+        calls: tokio_util::task::TaskTracker::new(),
+    });
+    let served = match http {
+        None => serve_stdio(shared.clone()).await,
+        Some(addr) => http::serve(shared.clone(), addr, token).await,
+    };
+    stop(&shared).await;
+    served.map(|()| Code::Done)
+}
+
+/// Serves one client over stdin and stdout until it hangs up (or the process is stopped).
+async fn serve_stdio(shared: Arc<Shared>) -> Result<()> {
+    let service = CadreServer::new(shared)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| CliError::config_from("the MCP client did not start a session", e))?;
+    tokio::select! {
+        done = service.waiting() => {
+            if let Err(e) = done {
+                tracing::warn!("the MCP session ended: {e}");
+            }
+        }
+        () = stopped::stop_signal() => {}
+    }
+    Ok(())
+}
+
+/// Cancels every call still running and gives them [`GRACE`] to end, so their runs record
+/// the cancellation and their commands are stopped.
+async fn stop(shared: &Shared) {
+    shared.calls.close();
+    shared.stopping.cancel();
+    if tokio::time::timeout(GRACE, shared.calls.wait())
+        .await
+        .is_err()
+    {
+        errln!("cadre: some calls did not end in time; their runs are left unfinished (`cadre resume` carries one on)");
+    }
+    shared.tasks.shutdown();
+}
