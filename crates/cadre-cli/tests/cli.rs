@@ -209,6 +209,9 @@ mod definitions;
 mod exit_codes;
 #[path = "cli/fleet.rs"]
 mod fleet;
+/// The size rules of the sources: no file over 700 lines, no function over 80.
+#[path = "cli/layout.rs"]
+mod layout;
 #[path = "cli/run_command.rs"]
 mod run_command;
 /// Teams through the binary: a killed team run resumes with every message delivered once,
