@@ -1,7 +1,6 @@
 //! What a person sees: the primary agent's streamed answer, a live line per running
 //! subagent, and the closing usage table; or JSON for programs.
 
-use crate::args::OutputFormat;
 mod event_line;
 mod text;
 
@@ -10,6 +9,7 @@ pub use text::{
     truncate,
 };
 
+use crate::args::OutputFormat;
 use cadre_core::{AgentOutcome, AgentPath, Event, RosterEntry, RunSummary, StopKind, Totals};
 use event_line::{hook_line, log_line};
 use indicatif::{ProgressBar, ProgressStyle};
