@@ -7,7 +7,7 @@
 use crate::pump::{Ask, EffectKind};
 use crate::service::{CadreRosterClient, CadreRunClient};
 use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
-use crate::worker::{Checkpoints, Worker};
+use crate::worker::{Checkpoints, Prepared, Worker};
 use cadre_core::record::journal::{Done, ModelStep, Outcome, Work};
 use cadre_core::{Delegated, DelegatedCall, StopKind};
 use cadre_tools::Finished;
@@ -65,33 +65,7 @@ pub(crate) async fn drive(
     worker: &Arc<Worker>,
     call: AgentCall,
 ) -> Result<Delegated, HandlerError> {
-    // The worker that began this agent, journaled: every payload sent below is built from
-    // journaled values only, so a replay elsewhere sends the same ones.
-    let began_on = worker.name().to_owned();
-    let began_on: String = ctx
-        .run(|| async move { Ok(began_on) })
-        .name("worker")
-        .await?;
-    if call.agent.depth == 0 {
-        ctx.object_client::<CadreRunClient>(call.run.clone())
-            .open(ctx.invocation_id().to_owned())
-            .send();
-    }
-    let mut line = Progress {
-        path: call.agent.path.clone(),
-        agent_type: call.agent.spec.name.clone(),
-        description: call.agent.description.clone(),
-        worker: began_on,
-        ..Progress::default()
-    };
-    ctx.object_client::<CadreRosterClient>(call.run.clone())
-        .progress(Json(line.clone()))
-        .send();
-    tracing::info!(
-        invocation = ctx.invocation_id(),
-        agent = %call.agent.path,
-        "attempt starts"
-    );
+    let mut line = announce(ctx, worker, &call).await?;
     let prepared = match worker.prepare(&call).await {
         Ok(prepared) => prepared,
         // A worker set up wrong stays wrong: the run fails and says why, instead of
@@ -99,18 +73,7 @@ pub(crate) async fn drive(
         Err(e) if e.is_lasting() => return Err(TerminalError::new(e.to_string()).into()),
         Err(e) => return Err(e.into()),
     };
-    let mut driver = Driver {
-        ctx,
-        call: &call,
-        nonce: worker.attempt_nonce(),
-        worker: worker.name().to_owned(),
-        tree: prepared.tree.clone(),
-        restored: Arc::new(AtomicBool::new(false)),
-        checkpoint: None,
-        cancel: prepared.orchestrator.cancel_token(),
-        cancelled: false,
-        models: 0,
-    };
+    let mut driver = Driver::new(ctx, &call, worker, &prepared);
     let mut asks = prepared.asks;
     let orchestrator = prepared.orchestrator.clone();
     let agent = orchestrator.run_delegated(&call.agent);
@@ -138,13 +101,8 @@ pub(crate) async fn drive(
             },
             next = children.next(), if !children.is_empty() => match next {
                 Ok(Some((i, result))) => {
-                    let report = match result {
-                        Ok(Json(report)) => report,
-                        Err(e) if e.code() == CANCELLED => Delegated::stopped(StopKind::Cancelled),
-                        Err(e) => Delegated::stopped(StopKind::ModelError(format!("the subagent failed: {}", e.message()))),
-                    };
                     if let Some(reply) = waiting.get_mut(i).and_then(Option::take) {
-                        let _ = reply.send(report);
+                        let _ = reply.send(child_report(result));
                     }
                 }
                 Ok(None) => {}
@@ -160,9 +118,77 @@ pub(crate) async fn drive(
         Some(tree) => driver.finish(tree.clone()).await?,
         None => String::new(),
     };
+    keep_transcript(ctx, &call, prepared.transcripts.as_ref()).await?;
+    line.done = true;
+    ctx.object_client::<CadreRosterClient>(call.run.clone())
+        .progress(Json(line))
+        .send();
+    Ok(Delegated {
+        stop: outcome.stop,
+        text: outcome.text,
+        report,
+        records,
+    })
+}
+
+/// Tells the run's objects that the agent of `call` starts on `worker` (opening the run
+/// for the primary agent); returns its roster line. The worker's name is journaled: every
+/// payload sent from here is built from journaled values only, so a replay elsewhere sends
+/// the same ones.
+async fn announce(
+    ctx: &Context<'_>,
+    worker: &Worker,
+    call: &AgentCall,
+) -> Result<Progress, HandlerError> {
+    let began_on = worker.name().to_owned();
+    let began_on: String = ctx
+        .run(|| async move { Ok(began_on) })
+        .name("worker")
+        .await?;
+    if call.agent.depth == 0 {
+        ctx.object_client::<CadreRunClient>(call.run.clone())
+            .open(ctx.invocation_id().to_owned())
+            .send();
+    }
+    let line = Progress {
+        path: call.agent.path.clone(),
+        agent_type: call.agent.spec.name.clone(),
+        description: call.agent.description.clone(),
+        worker: began_on,
+        ..Progress::default()
+    };
+    ctx.object_client::<CadreRosterClient>(call.run.clone())
+        .progress(Json(line.clone()))
+        .send();
+    tracing::info!(
+        invocation = ctx.invocation_id(),
+        agent = %call.agent.path,
+        "attempt starts"
+    );
+    Ok(line)
+}
+
+/// What a delegated subagent's call came back with, as its parent is told.
+fn child_report(result: Result<Json<Delegated>, TerminalError>) -> Delegated {
+    match result {
+        Ok(Json(report)) => report,
+        Err(e) if e.code() == CANCELLED => Delegated::stopped(StopKind::Cancelled),
+        Err(e) => Delegated::stopped(StopKind::ModelError(format!(
+            "the subagent failed: {}",
+            e.message()
+        ))),
+    }
+}
+
+/// Carries the transcript the agent of `call` wrote in `transcripts` to the run's roster.
+async fn keep_transcript(
+    ctx: &Context<'_>,
+    call: &AgentCall,
+    transcripts: Option<&tempfile::TempDir>,
+) -> Result<(), HandlerError> {
     // Journaled first: a replay elsewhere writes its own transcript, with other times, and
     // must send what the first attempt sent.
-    let written = crate::worker::written_transcript(prepared.transcripts.as_ref(), &call.run);
+    let written = crate::worker::written_transcript(transcripts, &call.run);
     let Json(kept) = ctx
         .run(|| async move { Ok(Json(written)) })
         .name("transcript")
@@ -182,16 +208,7 @@ pub(crate) async fn drive(
             tracing::warn!(agent = %call.agent.path, "the transcript was not kept: {}", e.message());
         }
     }
-    line.done = true;
-    ctx.object_client::<CadreRosterClient>(call.run.clone())
-        .progress(Json(line))
-        .send();
-    Ok(Delegated {
-        stop: outcome.stop,
-        text: outcome.text,
-        report,
-        records,
-    })
+    Ok(())
 }
 
 /// The state of one invocation's driver.
@@ -216,7 +233,28 @@ struct Driver<'a, 'ctx> {
     models: u32,
 }
 
-impl Driver<'_, '_> {
+impl<'a, 'ctx> Driver<'a, 'ctx> {
+    /// The driver of `call`'s attempt on `worker`, with what it `prepared`.
+    fn new(
+        ctx: &'a Context<'ctx>,
+        call: &'a AgentCall,
+        worker: &Worker,
+        prepared: &Prepared,
+    ) -> Self {
+        Self {
+            ctx,
+            call,
+            nonce: worker.attempt_nonce(),
+            worker: worker.name().to_owned(),
+            tree: prepared.tree.clone(),
+            restored: Arc::new(AtomicBool::new(false)),
+            checkpoint: None,
+            cancel: prepared.orchestrator.cancel_token(),
+            cancelled: false,
+            models: 0,
+        }
+    }
+
     /// Restate cancelled the invocation: the agent stops at its next step.
     fn on_cancel(&mut self) {
         self.cancelled = true;
@@ -257,17 +295,7 @@ impl Driver<'_, '_> {
     /// A model request, within the run's slots and budget.
     async fn model(&mut self, work: Work, line: &mut Progress) -> Outcome {
         let run = self.call.run.clone();
-        let settings = &self.call.settings;
-        let (awakeable, grant) = self.ctx.awakeable::<Json<Grant>>();
-        self.ctx
-            .object_client::<CadreRunClient>(run.clone())
-            .acquire(Json(Acquire {
-                awakeable,
-                max_parallel: settings.max_parallel,
-                budget_tokens: settings.budget_tokens,
-            }))
-            .send();
-        let grant = match grant.await {
+        let grant = match self.slot().await {
             Ok(Json(grant)) => grant,
             Err(e) => return self.failed(&e),
         };
@@ -285,10 +313,7 @@ impl Driver<'_, '_> {
         // The roster shows the turn under way, from its request on, as a local run's does.
         line.turn += 1;
         line.tool = None;
-        self.ctx
-            .object_client::<CadreRosterClient>(run.clone())
-            .progress(Json(line.clone()))
-            .send();
+        self.show(line);
         let worker = self.worker.clone();
         let (agent, n) = (self.call.agent.path.clone(), self.models);
         let kept = self
@@ -312,11 +337,39 @@ impl Driver<'_, '_> {
             _ => None,
         };
         let tokens = response.as_ref().map_or(0, |r| r.usage.total());
-        // Awaited: what the tree spent is counted before this agent goes on, so a subagent
-        // it starts next already sees it when it asks for a slot.
+        self.count(tokens).await;
+        line.tokens += tokens;
+        line.worker = kept.worker;
+        line.tool = response.and_then(|r| {
+            let names: Vec<String> = r.tool_uses().map(|t| t.name.clone()).collect();
+            (!names.is_empty()).then(|| names.join(", "))
+        });
+        self.show(line);
+        Outcome::Ran(kept.step)
+    }
+
+    /// Asks the run for a model slot within its budget, and waits for it.
+    async fn slot(&self) -> Result<Json<Grant>, TerminalError> {
+        let settings = &self.call.settings;
+        let (awakeable, grant) = self.ctx.awakeable::<Json<Grant>>();
+        self.ctx
+            .object_client::<CadreRunClient>(self.call.run.clone())
+            .acquire(Json(Acquire {
+                awakeable,
+                max_parallel: settings.max_parallel,
+                budget_tokens: settings.budget_tokens,
+            }))
+            .send();
+        grant.await
+    }
+
+    /// Gives the slot back with the `tokens` the step spent. Awaited: what the tree spent
+    /// is counted before this agent goes on, so a subagent it starts next already sees it
+    /// when it asks for a slot.
+    async fn count(&mut self, tokens: u64) {
         let counted = self
             .ctx
-            .object_client::<CadreRunClient>(run.clone())
+            .object_client::<CadreRunClient>(self.call.run.clone())
             .release(tokens)
             .call()
             .await;
@@ -326,17 +379,14 @@ impl Driver<'_, '_> {
                 self.on_cancel();
             }
         }
-        line.tokens += tokens;
-        line.worker = kept.worker;
-        line.tool = response.and_then(|r| {
-            let names: Vec<String> = r.tool_uses().map(|t| t.name.clone()).collect();
-            (!names.is_empty()).then(|| names.join(", "))
-        });
+    }
+
+    /// Sends the agent's roster `line` to the run's roster.
+    fn show(&self, line: &Progress) {
         self.ctx
-            .object_client::<CadreRosterClient>(run)
+            .object_client::<CadreRosterClient>(self.call.run.clone())
             .progress(Json(line.clone()))
             .send();
-        Outcome::Ran(kept.step)
     }
 
     /// A tool call; a changing one journals its intent first, and a writer's tree is

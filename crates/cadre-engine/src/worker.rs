@@ -122,7 +122,6 @@ impl Worker {
 
     /// Sets up the agent of `call`: its workspace, its types, its orchestrator.
     pub(crate) async fn prepare(&self, call: &AgentCall) -> Result<Prepared, WorkerError> {
-        let spec = &call.agent.spec;
         // The client refuses these first; a worker checks again rather than trust it.
         let unhonoured = crate::unhonoured::unhonoured(call);
         if !unhonoured.is_empty() {
@@ -133,29 +132,7 @@ impl Worker {
         }
         let permissions = Permissions::from_snapshot(&call.settings.permissions)
             .map_err(WorkerError::Permissions)?;
-        let (root, tree) = match &call.settings.workspace {
-            WorkspaceRef::Local => (
-                self.workspace.clone().ok_or(WorkerError::NoWorkspace)?,
-                None,
-            ),
-            WorkspaceRef::Git { url, commit } => {
-                let base = call.base.as_deref().unwrap_or(commit);
-                if spec.read_only {
-                    let dir = self.cache.read_only(url, base).await?;
-                    (dir, None)
-                } else {
-                    let tree = self
-                        .cache
-                        .writer(url, base, &call.run, &call.agent.path)
-                        .await?;
-                    let dir = tree.path().to_path_buf();
-                    (
-                        dir,
-                        Some(Arc::new(crate::git_tree::GitTree::new(tree)) as Arc<dyn Checkpoints>),
-                    )
-                }
-            }
-        };
+        let (root, tree) = self.checkout(call).await?;
         let workspace = Workspace::new(&root).map_err(|source| WorkerError::Workspace {
             dir: root.display().to_string(),
             source,
@@ -210,6 +187,38 @@ impl Worker {
             asks,
             tree,
             transcripts,
+        })
+    }
+
+    /// The folder the agent of `call` works in: the worker's own outside git; in a
+    /// repository, a shared read-only checkout or (for a writer) a tree of its own, which
+    /// it checkpoints.
+    async fn checkout(
+        &self,
+        call: &AgentCall,
+    ) -> Result<(PathBuf, Option<Arc<dyn Checkpoints>>), WorkerError> {
+        Ok(match &call.settings.workspace {
+            WorkspaceRef::Local => (
+                self.workspace.clone().ok_or(WorkerError::NoWorkspace)?,
+                None,
+            ),
+            WorkspaceRef::Git { url, commit } => {
+                let base = call.base.as_deref().unwrap_or(commit);
+                if call.agent.spec.read_only {
+                    let dir = self.cache.read_only(url, base).await?;
+                    (dir, None)
+                } else {
+                    let tree = self
+                        .cache
+                        .writer(url, base, &call.run, &call.agent.path)
+                        .await?;
+                    let dir = tree.path().to_path_buf();
+                    (
+                        dir,
+                        Some(Arc::new(crate::git_tree::GitTree::new(tree)) as Arc<dyn Checkpoints>),
+                    )
+                }
+            }
         })
     }
 }

@@ -19,17 +19,18 @@
 //! removing worktrees, deleting branches) take the clone's lock: an async mutex for the
 //! agents of this process and an advisory file lock for other processes sharing the root.
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+mod error;
+mod lock;
+
+pub use error::WorkspaceError;
+
+use lock::{Locks, RepoLock};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex as StdMutex};
 
 use cadre_tools::git::{create_dir_all, is_valid_run_id, not_intact, same_dir, Git, GitError};
 use cadre_tools::worktree::{branch_name, commit, remove};
 use cadre_tools::{agent_slug, Finished};
-use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
-use tokio::sync::{Mutex, OwnedMutexGuard};
 
 /// Settings every git command here gets, before its subcommand.
 ///
@@ -55,58 +56,6 @@ const IDENTITY: [(&str, &str); 4] = [
 
 /// Where fetched commits are kept in a clone, so they stay reachable.
 const CACHE_REFS: &str = "refs/cadre-cache";
-
-/// Why a checkout, checkpoint or push failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkspaceError {
-    /// The `git` binary could not be run.
-    #[error("`{command}` could not be run ({source}); cadre workers need git installed")]
-    GitMissing {
-        /// The command as it was to be run.
-        command: String,
-        /// What starting it failed with.
-        source: std::io::Error,
-    },
-    /// A git command failed, or a folder for it could not be made.
-    #[error(transparent)]
-    Git(GitError),
-    /// The repository has no such commit, even after fetching its branches and tags.
-    #[error(
-        "the repository {url} has no commit {commit} (fetched it, then all branches and tags)"
-    )]
-    CommitNotFound {
-        /// The repository.
-        url: String,
-        /// The commit asked for.
-        commit: String,
-    },
-    /// The run id cannot be part of a branch name and a folder name.
-    #[error(
-        "run id {0:?} cannot name a branch: use ASCII letters, digits, '.', '_' and '-', \
-         not starting with '.' or '-'"
-    )]
-    InvalidRunId(String),
-    /// The writer's folder is no longer its checkout of its branch (its `.git` was removed,
-    /// or it switched branches), so nothing was committed, pushed or removed.
-    #[error("the worktree {} is no longer a checkout of {branch} ({why}); nothing was committed, pushed or removed", path.display())]
-    NotIntact {
-        /// The worktree folder.
-        path: PathBuf,
-        /// The branch it should be on.
-        branch: String,
-        /// What was found instead.
-        why: String,
-    },
-    /// A file or folder of the cache could not be made, locked or removed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or folder involved.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-}
 
 /// A worker's cache of clones, one per repository URL, under `root`.
 #[derive(Debug, Clone)]
@@ -478,68 +427,6 @@ impl WriterTree {
                 why,
             }),
         }
-    }
-}
-
-/// The clones' in-process locks, one per clone, shared by a cache and its writer trees.
-#[derive(Debug, Clone, Default)]
-struct Locks(Arc<StdMutex<HashMap<String, Arc<Mutex<()>>>>>);
-
-/// A clone's lock, held: released when dropped.
-struct RepoLock {
-    _file: Flock<File>,
-    _turn: OwnedMutexGuard<()>,
-}
-
-impl Locks {
-    /// Takes the lock of the clone `<root>/repos/<key>`: this process's turn first, then
-    /// the file lock `<root>/locks/<key>` other processes take.
-    async fn lock(&self, root: &Path, key: &str) -> Result<RepoLock, WorkspaceError> {
-        let turn = {
-            let mut map = self
-                .0
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            map.entry(key.to_string()).or_default().clone()
-        };
-        let turn = turn.lock_owned().await;
-
-        let dir = root.join("locks");
-        create_dir_all(&dir).await?;
-        let path = dir.join(format!("{key}.lock"));
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| WorkspaceError::Io { path, source }
-        };
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        // flock blocks; a thread of its own waits for it.
-        let file = tokio::task::spawn_blocking(move || {
-            Flock::lock(file, FlockArg::LockExclusive)
-                .map_err(|(_, errno)| std::io::Error::from(errno))
-        })
-        .await
-        .map_err(std::io::Error::other)
-        .and_then(|locked| locked)
-        .map_err(io(&path))?;
-        Ok(RepoLock {
-            _file: file,
-            _turn: turn,
-        })
-    }
-
-    /// [`lock`](Self::lock) for the clone at `repo` (`<root>/repos/<key>`).
-    async fn lock_repo(&self, repo: &Path) -> Result<RepoLock, WorkspaceError> {
-        let key = repo
-            .file_name()
-            .map(|k| k.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let root = repo.parent().and_then(Path::parent).unwrap_or(repo);
-        self.lock(root, &key).await
     }
 }
 

@@ -12,6 +12,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -140,73 +141,8 @@ impl Server {
             stderr: stderr.lock().map(|s| s.clone()).unwrap_or_default(),
             source,
         };
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
-        );
-        let connect = async {
-            match config {
-                ServerConfig::Stdio {
-                    command,
-                    args,
-                    env,
-                    cwd: own_cwd,
-                    ..
-                } => {
-                    let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args)
-                        .env_clear()
-                        .current_dir(own_cwd.as_deref().unwrap_or(cwd));
-                    for key in BASE_ENV {
-                        if let Some(v) = std::env::var_os(key) {
-                            cmd.env(key, v);
-                        }
-                    }
-                    cmd.envs(env);
-                    // Its own process group, killed whole: `npx` and shell wrappers start
-                    // children that would otherwise outlive the run.
-                    let mut wrap = CommandWrap::from(cmd);
-                    wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                    let (transport, child_stderr) = TokioChildProcess::builder(wrap)
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .map_err(caused(|e| format!("cannot run {command:?}: {e}")))?;
-                    if let Some(err) = child_stderr {
-                        tokio::spawn(keep_tail(name.to_owned(), err, stderr.clone()));
-                    }
-                    info.clone().serve(transport).await.map_err(caused(|e| {
-                        format!("it exited or closed its output before the MCP handshake ({e})")
-                    }))
-                }
-                ServerConfig::Http { url, headers, .. } => {
-                    let mut custom = std::collections::HashMap::new();
-                    for (k, v) in headers {
-                        let key = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                            .map_err(caused(|e| format!("bad header name {k:?}: {e}")))?;
-                        let value = reqwest::header::HeaderValue::from_str(v)
-                            .map_err(caused(|e| format!("bad value for header {k:?}: {e}")))?;
-                        custom.insert(key, value);
-                    }
-                    let client =
-                        http_client().map_err(|e| (format!("cannot set up HTTP: {e}"), Some(e)))?;
-                    let mut http = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                        .custom_headers(custom);
-                    // rmcp's default reconnects forever: a crashed server would hold every
-                    // call until its timeout. A few quick tries, then the call fails.
-                    let mut backoff = ExponentialBackoff::default();
-                    backoff.max_times = Some(3);
-                    backoff.base_duration = Duration::from_millis(200);
-                    backoff.max_delay = Some(Duration::from_secs(2));
-                    http.retry_config = Arc::new(backoff);
-                    let transport = StreamableHttpClientTransport::with_client(client, http);
-                    info.clone()
-                        .serve(transport)
-                        .await
-                        .map_err(caused(|e| format!("{e}")))
-                }
-            }
-        };
-        let service = match tokio::time::timeout(timeouts.start, connect).await {
+        let handshake = connect(name, config, cwd, &stderr);
+        let service = match tokio::time::timeout(timeouts.start, handshake).await {
             Ok(Ok(service)) => service,
             Ok(Err(failure)) => {
                 settle_stderr().await;
@@ -237,24 +173,7 @@ impl Server {
                 ))
             }
         };
-        let tools = listed
-            .into_iter()
-            .map(|t| RemoteTool {
-                description: t
-                    .description
-                    .as_deref()
-                    .map(str::to_owned)
-                    .or(t.title.clone())
-                    .unwrap_or_default(),
-                input_schema: Value::Object((*t.input_schema).clone()),
-                read_only: t
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.read_only_hint)
-                    .unwrap_or(false),
-                name: t.name.into_owned(),
-            })
-            .collect();
+        let tools = listed.into_iter().map(remote_tool).collect();
         Ok(Self {
             name: name.to_owned(),
             peer,
@@ -330,6 +249,127 @@ impl Server {
         if let Some(service) = service {
             let _ = service.cancel().await;
         }
+    }
+}
+
+/// A running MCP client connection.
+type Service = RunningService<RoleClient, ClientConfig>;
+
+/// Connects to the server `name` as `config` says (a stdio server started in its own
+/// folder, else `cwd`), its stderr's tail kept in `stderr`; up to the MCP handshake.
+async fn connect(
+    name: &str,
+    config: &ServerConfig,
+    cwd: &Path,
+    stderr: &Arc<Mutex<String>>,
+) -> Result<Service, Failure> {
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
+    );
+    match config {
+        ServerConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd: own_cwd,
+            ..
+        } => {
+            let cwd = own_cwd.as_deref().unwrap_or(cwd);
+            let stdio = Stdio { command, args, env };
+            connect_stdio(name, info, &stdio, cwd, stderr).await
+        }
+        ServerConfig::Http { url, headers, .. } => connect_http(info, url, headers).await,
+    }
+}
+
+/// What starts a stdio server.
+struct Stdio<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: &'a BTreeMap<String, String>,
+}
+
+/// Starts the stdio server `name` in `cwd` with only [`BASE_ENV`] and its own variables,
+/// its stderr's tail kept in `stderr`, and shakes hands with it.
+async fn connect_stdio(
+    name: &str,
+    info: ClientConfig,
+    stdio: &Stdio<'_>,
+    cwd: &Path,
+    stderr: &Arc<Mutex<String>>,
+) -> Result<Service, Failure> {
+    let command = stdio.command;
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(stdio.args).env_clear().current_dir(cwd);
+    for key in BASE_ENV {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    cmd.envs(stdio.env);
+    // Its own process group, killed whole: `npx` and shell wrappers start children that
+    // would otherwise outlive the run.
+    let mut wrap = CommandWrap::from(cmd);
+    wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    let (transport, child_stderr) = TokioChildProcess::builder(wrap)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(caused(|e| format!("cannot run {command:?}: {e}")))?;
+    if let Some(err) = child_stderr {
+        tokio::spawn(keep_tail(name.to_owned(), err, stderr.clone()));
+    }
+    info.serve(transport).await.map_err(caused(|e| {
+        format!("it exited or closed its output before the MCP handshake ({e})")
+    }))
+}
+
+/// Connects to the streamable-HTTP server at `url` with `headers`, retrying a few times
+/// only, and shakes hands with it.
+async fn connect_http(
+    info: ClientConfig,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<Service, Failure> {
+    let mut custom = std::collections::HashMap::new();
+    for (k, v) in headers {
+        let key = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(caused(|e| format!("bad header name {k:?}: {e}")))?;
+        let value = reqwest::header::HeaderValue::from_str(v)
+            .map_err(caused(|e| format!("bad value for header {k:?}: {e}")))?;
+        custom.insert(key, value);
+    }
+    let client = http_client().map_err(|e| (format!("cannot set up HTTP: {e}"), Some(e)))?;
+    let mut http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    // rmcp's default reconnects forever: a crashed server would hold every call until its
+    // timeout. A few quick tries, then the call fails.
+    let mut backoff = ExponentialBackoff::default();
+    backoff.max_times = Some(3);
+    backoff.base_duration = Duration::from_millis(200);
+    backoff.max_delay = Some(Duration::from_secs(2));
+    http.retry_config = Arc::new(backoff);
+    let transport = StreamableHttpClientTransport::with_client(client, http);
+    info.serve(transport)
+        .await
+        .map_err(caused(|e| format!("{e}")))
+}
+
+/// A tool as the server lists it, as cadre offers it.
+fn remote_tool(t: rmcp::model::Tool) -> RemoteTool {
+    RemoteTool {
+        description: t
+            .description
+            .as_deref()
+            .map(str::to_owned)
+            .or(t.title.clone())
+            .unwrap_or_default(),
+        input_schema: Value::Object((*t.input_schema).clone()),
+        read_only: t
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false),
+        name: t.name.into_owned(),
     }
 }
 

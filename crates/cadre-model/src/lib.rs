@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod cassette;
+pub mod content;
 pub mod descriptors;
 pub mod error;
 pub mod openai;
@@ -19,6 +20,7 @@ pub mod types;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use cassette::{request_key, Cassette, CassetteHeader, Exchange, RecordedRequest};
+pub use content::*;
 pub use descriptors::{connection_limit, raise_open_file_limit};
 pub use error::ModelError;
 pub use openai::{OpenAiConfig, OpenAiModel};

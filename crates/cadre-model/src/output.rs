@@ -200,40 +200,13 @@ fn strict_node(node: Value) -> Value {
         _ => false,
     };
     if is("object") || node.contains_key("properties") {
-        let props = match node.remove("properties") {
-            Some(Value::Object(p)) => p.into_iter().map(|(k, v)| (k, strict_node(v))).collect(),
-            _ => Map::new(),
-        };
-        out.insert("properties".into(), Value::Object(props));
-        node.remove("additionalProperties");
-        out.insert("additionalProperties".into(), Value::Bool(false));
-        if let Some(required) = node.remove("required") {
-            out.insert("required".into(), required);
-        }
+        strict_object(&mut node, &mut out);
     }
     if is("string") {
-        if let Some(format) = node.remove("format") {
-            if format
-                .as_str()
-                .is_some_and(|f| SUPPORTED_STRING_FORMATS.contains(&f))
-            {
-                out.insert("format".into(), format);
-            } else {
-                node.insert("format".into(), format);
-            }
-        }
+        strict_string(&mut node, &mut out);
     }
     if is("array") {
-        if let Some(items) = node.remove("items") {
-            out.insert("items".into(), strict_node(items));
-        }
-        if let Some(min) = node.remove("minItems") {
-            if matches!(min.as_u64(), Some(0 | 1)) {
-                out.insert("minItems".into(), min);
-            } else {
-                node.insert("minItems".into(), min);
-            }
-        }
+        strict_array(&mut node, &mut out);
     }
     if !node.is_empty() {
         let said: Vec<String> = node.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -245,6 +218,51 @@ fn strict_node(node: Value) -> Value {
         out.insert("description".into(), Value::String(description));
     }
     Value::Object(out)
+}
+
+/// An object's part of its strict form: its properties (each made strict), no others
+/// allowed, its `required` list.
+fn strict_object(node: &mut Map<String, Value>, out: &mut Map<String, Value>) {
+    let props = match node.remove("properties") {
+        Some(Value::Object(p)) => p.into_iter().map(|(k, v)| (k, strict_node(v))).collect(),
+        _ => Map::new(),
+    };
+    out.insert("properties".into(), Value::Object(props));
+    node.remove("additionalProperties");
+    out.insert("additionalProperties".into(), Value::Bool(false));
+    if let Some(required) = node.remove("required") {
+        out.insert("required".into(), required);
+    }
+}
+
+/// A string's part of its strict form: its `format`, where strict mode supports it (else
+/// it stays in `node`, to be said in the description).
+fn strict_string(node: &mut Map<String, Value>, out: &mut Map<String, Value>) {
+    if let Some(format) = node.remove("format") {
+        if format
+            .as_str()
+            .is_some_and(|f| SUPPORTED_STRING_FORMATS.contains(&f))
+        {
+            out.insert("format".into(), format);
+        } else {
+            node.insert("format".into(), format);
+        }
+    }
+}
+
+/// An array's part of its strict form: its items (made strict) and a `minItems` of 0 or 1
+/// (another stays in `node`, to be said in the description).
+fn strict_array(node: &mut Map<String, Value>, out: &mut Map<String, Value>) {
+    if let Some(items) = node.remove("items") {
+        out.insert("items".into(), strict_node(items));
+    }
+    if let Some(min) = node.remove("minItems") {
+        if matches!(min.as_u64(), Some(0 | 1)) {
+            out.insert("minItems".into(), min);
+        } else {
+            node.insert("minItems".into(), min);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! SSE framing is done by `eventsource-stream`; this module only interprets the events
 //! (`message_start`, `content_block_*`, `message_delta`, `message_stop`, `ping`, `error`).
 
-use crate::{ContentBlock, EventSink, ModelError, ModelEvent, Response, Role, StopReason, Usage};
+use crate::{
+    CompactionBlock, ContentBlock, EventSink, ModelError, ModelEvent, Response, Role, StopReason,
+    Usage,
+};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -185,14 +188,8 @@ impl StreamAssembler {
         Ok(())
     }
 
-    fn block_delta(&mut self, v: &Value, sink: EventSink<'_>) -> Result<(), ModelError> {
-        const EV: &str = "content_block_delta";
-        let index = index_of(v, EV)?;
-        let delta = v.get("delta").ok_or_else(|| missing(EV, "delta"))?;
-        let kind = delta
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| missing(EV, "delta.type"))?;
+    /// The slot of block `index`, started and not yet stopped, for a delta of `kind`.
+    fn open_slot(&mut self, index: u64, kind: &str) -> Result<&mut Slot, ModelError> {
         let slot = self.blocks.get_mut(&index).ok_or_else(|| {
             ModelError::Protocol(format!(
                 "a `{kind}` arrived for block {index}, which never started"
@@ -203,6 +200,18 @@ impl StreamAssembler {
                 "a `{kind}` arrived for block {index} after it stopped"
             )));
         }
+        Ok(slot)
+    }
+
+    fn block_delta(&mut self, v: &Value, sink: EventSink<'_>) -> Result<(), ModelError> {
+        const EV: &str = "content_block_delta";
+        let index = index_of(v, EV)?;
+        let delta = v.get("delta").ok_or_else(|| missing(EV, "delta"))?;
+        let kind = delta
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| missing(EV, "delta.type"))?;
+        let slot = self.open_slot(index, kind)?;
         let field = |name: &str| {
             delta
                 .get(name)
@@ -230,20 +239,7 @@ impl StreamAssembler {
                 push_citation(&mut b.extra, citation.clone());
             }
             // Each field a delta carries replaces the block's (as the official SDKs do).
-            ("compaction_delta", ContentBlock::Compaction(b)) => {
-                for (key, value) in delta.as_object().into_iter().flatten() {
-                    match (key.as_str(), value) {
-                        ("type", _) | (_, Value::Null) => {}
-                        ("content", Value::String(v)) => b.content = Some(v.clone()),
-                        ("encrypted_content", Value::String(v)) => {
-                            b.encrypted_content = Some(v.clone());
-                        }
-                        (other, v) => {
-                            b.extra.insert(other.to_owned(), v.clone());
-                        }
-                    }
-                }
-            }
+            ("compaction_delta", ContentBlock::Compaction(b)) => apply_compaction_delta(b, delta),
             ("input_json_delta", ContentBlock::ToolUse(_) | ContentBlock::Unknown(_)) => {
                 let part = field("partial_json")?;
                 slot.json.get_or_insert_with(String::new).push_str(part);
@@ -350,6 +346,22 @@ fn finalize(slot: &mut Slot) -> Result<(), ModelError> {
         _ => {}
     }
     Ok(())
+}
+
+/// Applies a `compaction_delta`: each field it carries replaces the block's.
+fn apply_compaction_delta(b: &mut CompactionBlock, delta: &Value) {
+    for (key, value) in delta.as_object().into_iter().flatten() {
+        match (key.as_str(), value) {
+            ("type", _) | (_, Value::Null) => {}
+            ("content", Value::String(v)) => b.content = Some(v.clone()),
+            ("encrypted_content", Value::String(v)) => {
+                b.encrypted_content = Some(v.clone());
+            }
+            (other, v) => {
+                b.extra.insert(other.to_owned(), v.clone());
+            }
+        }
+    }
 }
 
 fn index_of(v: &Value, event: &str) -> Result<u64, ModelError> {

@@ -72,109 +72,115 @@ fn install(dest: &Path, force: bool) -> std::io::Result<(Vec<PathBuf>, Vec<PathB
 /// Runs one `cadre skills` command.
 pub fn skills(cmd: SkillsCommand, root: &Path) -> Result<Code> {
     match cmd {
-        SkillsCommand::List(SkillsDirArg { skills_dir }) => {
-            let set = load_skills(root, &skills_dir)?;
-            print_problems(set.problems());
-            if set.is_empty() && set.problems().is_empty() {
-                errln!("{}", no_skills_found(root, &skills_dir, true));
-                return Ok(Code::Done);
-            }
-            // Columns as wide as their longest entry, so the descriptions line up; lines
-            // are cut to the terminal's width.
-            let folder = |s: &Skill| {
-                s.dir
-                    .strip_prefix(root)
-                    .unwrap_or(&s.dir)
-                    .display()
-                    .to_string()
-            };
-            let name_width = set
-                .all()
-                .map(|s| s.name.chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(4);
-            let folder_width = set
-                .all()
-                .map(|s| folder(s).chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(6);
-            let mut out = format!(
-                "{:<name_width$} {:<folder_width$} description\n",
-                "name", "folder"
-            );
-            for s in set.all() {
-                let desc = one_line(&s.description);
-                let _ = writeln!(
-                    out,
-                    "{:<name_width$} {:<folder_width$} {desc}",
-                    s.name,
-                    folder(s)
-                );
-            }
-            emit(&fit_lines(&out, stdout_width()));
-            if !set.problems().is_empty() {
-                errln!(
-                    "\n{} problem(s) in skills; run `cadre skills check` to see them",
-                    set.problems().len()
-                );
-            }
-            Ok(Code::Done)
-        }
-        SkillsCommand::Show { name, dirs } => {
-            let set = load_skills(root, &dirs.skills_dir)?;
-            print_problems(set.problems());
-            let skill = set.get(&name).ok_or_else(|| {
-                let known: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
-                CliError::config(format!(
-                    "there is no skill {name:?}; the skills are: {}",
-                    if known.is_empty() {
-                        "(none)".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ))
-            })?;
-            let body = skill.read_body().map_err(CliError::invalid)?;
-            let mut out = format!("# from {}\n---\n", skill.file.display());
-            out.push_str(&yaml::to_string(&front_matter(skill)).unwrap_or_default());
-            let _ = writeln!(out, "---\n{body}");
-            let files = skill.files();
-            let _ = writeln!(out, "\n# files in {}", skill.dir.display());
-            if files.is_empty() {
-                out.push_str("(none besides SKILL.md)\n");
-            }
-            for f in files {
-                let _ = writeln!(out, "{} ({} bytes)", f.path.display(), f.bytes);
-            }
-            emit(&out);
-            Ok(Code::Done)
-        }
-        SkillsCommand::Install { force } => {
-            let home = user_home(true).ok_or_else(|| {
-                CliError::config(
-                    "HOME is not set, so there is no ~/.config/cadre/skills to install into",
-                )
-            })?;
-            let dest = home.join(".config/cadre/skills");
-            let (written, kept) = install(&dest, force).map_err(|e| {
-                CliError::failed_from(format!("cannot install into {}", dest.display()), e)
-            })?;
-            for p in &written {
-                outln!("installed {}", p.display());
-            }
-            for p in &kept {
-                outln!("kept {} (exists; --force overwrites it)", p.display());
-            }
-            Ok(Code::Done)
-        }
+        SkillsCommand::List(SkillsDirArg { skills_dir }) => list(root, &skills_dir),
+        SkillsCommand::Show { name, dirs } => show(root, &dirs.skills_dir, &name),
+        SkillsCommand::Install { force } => install_shipped(force),
         SkillsCommand::Check { dirs, strict } => {
             let set = load_skills(root, &dirs.skills_dir)?;
             let ok = format!("{} skills OK", set.len());
             Ok(check_report(set.problems(), strict, &ok))
         }
     }
+}
+
+/// `cadre skills list`: each skill's name, folder and description, in columns.
+fn list(root: &Path, skills_dir: &[PathBuf]) -> Result<Code> {
+    let set = load_skills(root, skills_dir)?;
+    print_problems(set.problems());
+    if set.is_empty() && set.problems().is_empty() {
+        errln!("{}", no_skills_found(root, skills_dir, true));
+        return Ok(Code::Done);
+    }
+    // Columns as wide as their longest entry, so the descriptions line up; lines
+    // are cut to the terminal's width.
+    let folder = |s: &Skill| {
+        s.dir
+            .strip_prefix(root)
+            .unwrap_or(&s.dir)
+            .display()
+            .to_string()
+    };
+    let name_width = set
+        .all()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let folder_width = set
+        .all()
+        .map(|s| folder(s).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let mut out = format!(
+        "{:<name_width$} {:<folder_width$} description\n",
+        "name", "folder"
+    );
+    for s in set.all() {
+        let desc = one_line(&s.description);
+        let _ = writeln!(
+            out,
+            "{:<name_width$} {:<folder_width$} {desc}",
+            s.name,
+            folder(s)
+        );
+    }
+    emit(&fit_lines(&out, stdout_width()));
+    if !set.problems().is_empty() {
+        errln!(
+            "\n{} problem(s) in skills; run `cadre skills check` to see them",
+            set.problems().len()
+        );
+    }
+    Ok(Code::Done)
+}
+
+/// `cadre skills show NAME`: the skill's front matter, body and files.
+fn show(root: &Path, skills_dir: &[PathBuf], name: &str) -> Result<Code> {
+    let set = load_skills(root, skills_dir)?;
+    print_problems(set.problems());
+    let skill = set.get(name).ok_or_else(|| {
+        let known: Vec<&str> = set.all().map(|s| s.name.as_str()).collect();
+        CliError::config(format!(
+            "there is no skill {name:?}; the skills are: {}",
+            if known.is_empty() {
+                "(none)".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ))
+    })?;
+    let body = skill.read_body().map_err(CliError::invalid)?;
+    let mut out = format!("# from {}\n---\n", skill.file.display());
+    out.push_str(&yaml::to_string(&front_matter(skill)).unwrap_or_default());
+    let _ = writeln!(out, "---\n{body}");
+    let files = skill.files();
+    let _ = writeln!(out, "\n# files in {}", skill.dir.display());
+    if files.is_empty() {
+        out.push_str("(none besides SKILL.md)\n");
+    }
+    for f in files {
+        let _ = writeln!(out, "{} ({} bytes)", f.path.display(), f.bytes);
+    }
+    emit(&out);
+    Ok(Code::Done)
+}
+
+/// `cadre skills install`: writes the shipped skills into `~/.config/cadre/skills`.
+fn install_shipped(force: bool) -> Result<Code> {
+    let home = user_home(true).ok_or_else(|| {
+        CliError::config("HOME is not set, so there is no ~/.config/cadre/skills to install into")
+    })?;
+    let dest = home.join(".config/cadre/skills");
+    let (written, kept) = install(&dest, force)
+        .map_err(|e| CliError::failed_from(format!("cannot install into {}", dest.display()), e))?;
+    for p in &written {
+        outln!("installed {}", p.display());
+    }
+    for p in &kept {
+        outln!("kept {} (exists; --force overwrites it)", p.display());
+    }
+    Ok(Code::Done)
 }
 
 /// Prints `text` to stdout; a reader that went away early (`| head`) is not an error.

@@ -1,13 +1,19 @@
 //! What a person sees: the primary agent's streamed answer, a live line per running
 //! subagent, and the closing usage table; or JSON for programs.
 
-use crate::args::OutputFormat;
-use cadre_core::{
-    describe_call, AgentOutcome, AgentPath, Event, RosterEntry, RunSummary, StopKind, Totals,
+mod event_line;
+mod text;
+
+pub use text::{
+    clock, first_sentence, fit_lines, human_tokens, one_line, printable, shown_path, stdout_width,
+    truncate,
 };
+
+use crate::args::OutputFormat;
+use cadre_core::{AgentOutcome, AgentPath, Event, RosterEntry, RunSummary, StopKind, Totals};
+use event_line::{hook_line, log_line};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Renders events as they arrive and the roster on each tick.
@@ -186,7 +192,50 @@ impl Display {
         if self.lead.hold(event, &self.primary) {
             return;
         }
-        // The primary agent moved on (to its tools or next turn): show its unfinished line.
+        self.end_pending_line_on_move(event);
+        if let Event::Turn { agent, turn } = event {
+            self.new_turn |= *agent == self.primary && *turn > 1 && self.printed_any;
+            if *agent == self.primary {
+                self.printed_this_turn = false;
+            }
+        }
+        if let Event::Retrying { agent, .. } = event {
+            if *agent == self.primary {
+                self.note_restart();
+            }
+        }
+        if let Event::Text { agent, delta } = event {
+            if *agent == self.primary {
+                self.stream_answer(delta);
+            }
+            return;
+        }
+        // A hook that blocked, refused or failed is always told; every hook run with -v.
+        if let Event::Hook { .. } = event {
+            if let Some(line) = hook_line(event) {
+                if self.live.is_none() {
+                    self.end_open_line();
+                }
+                self.tell(&line);
+            }
+            return;
+        }
+        if let Some(line) = self.failure_line(event) {
+            self.tell(&line);
+            return;
+        }
+        // With a live block the roster says it all; without one, each step is a log line.
+        if self.live.is_some() {
+            return;
+        }
+        if let Some(line) = log_line(event, &self.primary) {
+            self.end_open_line();
+            errln!("· {line}");
+        }
+    }
+
+    /// The primary agent moved on (to its tools or next turn): shows its unfinished line.
+    fn end_pending_line_on_move(&mut self, event: &Event) {
         if matches!(event, Event::ToolCall { .. } | Event::Turn { .. })
             && event.agent() == self.primary
             && !self.pending.is_empty()
@@ -197,198 +246,81 @@ impl Display {
             }
             self.at_line_start = true;
         }
-        if let Event::Turn { agent, turn } = event {
-            self.new_turn |= *agent == self.primary && *turn > 1 && self.printed_any;
-            if *agent == self.primary {
-                self.printed_this_turn = false;
-            }
-        }
-        if let Event::Retrying { agent, .. } = event {
-            // The failed attempt's text is already out; say that what follows replaces it.
-            if *agent == self.primary && std::mem::take(&mut self.printed_this_turn) {
-                let note = "\n[the connection broke; the answer starts again]\n";
-                match &self.live {
-                    Some(pb) => {
-                        let text = std::mem::take(&mut self.pending) + note;
-                        pb.suspend(|| write_stdout(&text));
-                    }
-                    None => write_stdout(note),
-                }
-                self.at_line_start = true;
-            }
-        }
-        if let Event::Text { agent, delta } = event {
-            if *agent == self.primary {
-                self.printed_this_turn = true;
-                self.printed_any = true;
-                // Text of a later turn starts a new paragraph.
-                let gap = match (std::mem::take(&mut self.new_turn), self.at_line_start) {
-                    (true, false) => "\n\n",
-                    (true, true) => "\n",
-                    _ => "",
-                };
-                self.at_line_start = delta.ends_with('\n');
-                match &self.live {
-                    // The live block redraws below the cursor: hand it whole lines only,
-                    // keeping a partial line until it ends (or the run does).
-                    Some(pb) => {
-                        self.pending.push_str(gap);
-                        self.pending.push_str(delta);
-                        if let Some(end) = self.pending.rfind('\n') {
-                            let lines: String = self.pending.drain(..=end).collect();
-                            pb.suspend(|| write_stdout(&lines));
-                        }
-                    }
-                    None => write_stdout(&format!("{gap}{delta}")),
-                }
-            }
+    }
+
+    /// The primary agent's attempt is retried: the failed attempt's text is already out, so
+    /// says that what follows replaces it.
+    fn note_restart(&mut self) {
+        if !std::mem::take(&mut self.printed_this_turn) {
             return;
         }
-        // A hook that blocked, refused or failed is always told; every hook run with -v.
-        if let Event::Hook { .. } = event {
-            if let Some(line) = hook_line(event) {
-                if self.live.is_none() {
-                    self.end_open_line();
-                }
-                match &self.live {
-                    Some(pb) => pb.suspend(|| errln!("· {line}")),
-                    None => errln!("· {line}"),
-                }
+        let note = "\n[the connection broke; the answer starts again]\n";
+        match &self.live {
+            Some(pb) => {
+                let text = std::mem::take(&mut self.pending) + note;
+                pb.suspend(|| write_stdout(&text));
             }
-            return;
+            None => write_stdout(note),
         }
-        // A subagent that failed says why in full: its parent may only pass on a summary.
-        if let Event::Finished { agent, stop, .. } = event {
-            if *agent != self.primary
-                && matches!(stop, StopKind::ModelError(_) | StopKind::Other(_))
-            {
-                let line = format!("{agent} failed: {stop}");
-                match &self.live {
-                    Some(pb) => pb.suspend(|| errln!("· {line}")),
-                    None => errln!("· {line}"),
-                }
-                return;
-            }
-        }
-        // A `Task` call that failed started no agent, so no row of the live block tells
-        // of it: it is told as a line of its own.
-        if let (
-            Some(pb),
-            Event::ToolResult {
-                agent,
-                name,
-                is_error: true,
-                summary,
-                ..
-            },
-        ) = (&self.live, event)
-        {
-            if name == "Task" {
-                let line = format!("{agent} Task failed: {summary}");
-                pb.suspend(|| errln!("· {line}"));
-                return;
-            }
-        }
-        // With a live block the roster says it all; without one, each step is a log line.
-        if self.live.is_some() {
-            return;
-        }
-        let line = match event {
-            Event::Started {
-                agent,
-                description,
-                background,
-                ..
-            } if *agent != self.primary => {
-                let bg = if *background {
-                    " in the background"
-                } else {
-                    ""
-                };
-                format!("{agent} started{bg}: {description}")
-            }
-            Event::ToolCall {
-                agent, name, input, ..
-            } => {
-                format!("{agent} {}", describe_call(name, input))
-            }
-            Event::ToolResult {
-                agent,
-                name,
-                is_error: true,
-                summary,
-                ..
-            } => {
-                // A tool's own error already starts with "NAME failed: ".
-                let why = summary
-                    .strip_prefix(name.as_str())
-                    .and_then(|s| s.strip_prefix(" failed: "))
-                    .unwrap_or(summary);
-                format!("{agent} {name} failed: {why}")
-            }
-            Event::Compacted { agent, by, usage } => format!(
-                "{agent} compacted its conversation (summarised by {by}, {} tok)",
-                human_tokens(usage.total())
-            ),
-            Event::Retrying {
-                agent,
-                attempt,
-                wait_ms,
-                reason,
-            } => format!(
-                "{agent} retry {attempt} in {:.1}s: {reason}",
-                *wait_ms as f64 / 1000.0
-            ),
-            // cadre's own idle notices would only repeat the members' answers.
-            Event::Message {
-                from,
-                to,
-                seq,
-                text,
-                notice: false,
-                ..
-            } => format!(
-                "{from} → {to} #{seq}: {}",
-                truncate(
-                    text.lines()
-                        .map(str::trim)
-                        .find(|l| !l.is_empty())
-                        .unwrap_or_default(),
-                    60
-                )
-            ),
-            Event::TaskChanged {
-                id,
-                subject,
-                status,
-                owner,
-                ..
-            } => {
-                let owner = owner
-                    .as_deref()
-                    .map(|o| format!(" ({o})"))
-                    .unwrap_or_default();
-                format!("task #{id} {status}{owner}: {}", truncate(subject, 60))
-            }
-            Event::Finished {
-                agent,
-                stop,
-                turns,
-                usage,
-                elapsed_ms,
-                ..
-            } if *agent != self.primary => {
-                format!(
-                    "{agent} {} · {turns} turns · {} tok · {}",
-                    stop.label(),
-                    human_tokens(usage.total()),
-                    clock(*elapsed_ms)
-                )
-            }
-            _ => return,
+        self.at_line_start = true;
+    }
+
+    /// Streams a piece of the primary agent's answer to stdout.
+    fn stream_answer(&mut self, delta: &str) {
+        self.printed_this_turn = true;
+        self.printed_any = true;
+        // Text of a later turn starts a new paragraph.
+        let gap = match (std::mem::take(&mut self.new_turn), self.at_line_start) {
+            (true, false) => "\n\n",
+            (true, true) => "\n",
+            _ => "",
         };
-        self.end_open_line();
-        errln!("· {line}");
+        self.at_line_start = delta.ends_with('\n');
+        match &self.live {
+            // The live block redraws below the cursor: hand it whole lines only, keeping a
+            // partial line until it ends (or the run does).
+            Some(pb) => {
+                self.pending.push_str(gap);
+                self.pending.push_str(delta);
+                if let Some(end) = self.pending.rfind('\n') {
+                    let lines: String = self.pending.drain(..=end).collect();
+                    pb.suspend(|| write_stdout(&lines));
+                }
+            }
+            None => write_stdout(&format!("{gap}{delta}")),
+        }
+    }
+
+    /// The line of a failure no other line tells of: a subagent that failed says why in
+    /// full (its parent may only pass on a summary); a `Task` call that failed started no
+    /// agent, so with a live block no row tells of it.
+    fn failure_line(&self, event: &Event) -> Option<String> {
+        match event {
+            Event::Finished { agent, stop, .. }
+                if *agent != self.primary
+                    && matches!(stop, StopKind::ModelError(_) | StopKind::Other(_)) =>
+            {
+                Some(format!("{agent} failed: {stop}"))
+            }
+            Event::ToolResult {
+                agent,
+                name,
+                is_error: true,
+                summary,
+                ..
+            } if self.live.is_some() && name == "Task" => {
+                Some(format!("{agent} Task failed: {summary}"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Tells `line` on stderr, above the live block when there is one.
+    fn tell(&self, line: &str) {
+        match &self.live {
+            Some(pb) => pb.suspend(|| errln!("· {line}")),
+            None => errln!("· {line}"),
+        }
     }
 
     /// Ends the answer's open line on a terminal before a log line goes to stderr.
@@ -450,37 +382,12 @@ impl Display {
                 text.push_str(&truncate(&row, width));
             }
         }
-        // A narrow terminal shortens the description first, then the tool: the turn and
-        // the tokens always show. Fixed: the indent, the name, " turn NNN " and " NNNNNNN tok".
-        let room = width.saturating_sub(2 + 12 + 10 + 12);
-        let description_width = room.saturating_sub(31).clamp(room.min(8), 32);
-        let tool_width = room.saturating_sub(description_width + 1).min(30);
         for e in subagents.iter().take(20) {
-            if let Some(member) = &e.member {
-                text.push('\n');
-                text.push_str(&member_row(e, member, width, name_width));
-                continue;
+            text.push('\n');
+            match &e.member {
+                Some(member) => text.push_str(&member_row(e, member, width, name_width)),
+                None => text.push_str(&subagent_row(e, width)),
             }
-            let name = e.path.name();
-            // A background subagent is marked: its parent is not waiting for it.
-            let description = if e.background {
-                format!("[bg] {}", e.description)
-            } else {
-                e.description.clone()
-            };
-            let rest = format!(
-                " {:<description_width$} turn {:<3} {:<tool_width$} {:>7} tok",
-                truncate(&description, description_width),
-                e.turn,
-                truncate(e.current_tool.as_deref().unwrap_or("thinking"), tool_width),
-                human_tokens(e.tokens),
-            );
-            // Cut before painting, so the colour codes do not count as width.
-            let name = truncate(&format!("{name:<12}"), width.saturating_sub(2));
-            let rest = truncate(&rest, width.saturating_sub(2 + name.chars().count()));
-            // The live block exists only on a terminal, so colour codes are safe here.
-            let name = paint(&name, e.color.as_deref());
-            text.push_str(&format!("\n  {name}{rest}"));
         }
         if subagents.len() > 20 {
             text.push_str(&format!("\n  … and {} more", subagents.len() - 20));
@@ -542,6 +449,36 @@ impl Display {
             }
         }
     }
+}
+
+/// A subagent's row of the live block, cut to `width`:
+/// `  reviewer    check the parser   turn 3   Read src/lib.rs   1.2k tok`.
+fn subagent_row(e: &RosterEntry, width: usize) -> String {
+    // A narrow terminal shortens the description first, then the tool: the turn and
+    // the tokens always show. Fixed: the indent, the name, " turn NNN " and " NNNNNNN tok".
+    let room = width.saturating_sub(2 + 12 + 10 + 12);
+    let description_width = room.saturating_sub(31).clamp(room.min(8), 32);
+    let tool_width = room.saturating_sub(description_width + 1).min(30);
+    let name = e.path.name();
+    // A background subagent is marked: its parent is not waiting for it.
+    let description = if e.background {
+        format!("[bg] {}", e.description)
+    } else {
+        e.description.clone()
+    };
+    let rest = format!(
+        " {:<description_width$} turn {:<3} {:<tool_width$} {:>7} tok",
+        truncate(&description, description_width),
+        e.turn,
+        truncate(e.current_tool.as_deref().unwrap_or("thinking"), tool_width),
+        human_tokens(e.tokens),
+    );
+    // Cut before painting, so the colour codes do not count as width.
+    let name = truncate(&format!("{name:<12}"), width.saturating_sub(2));
+    let rest = truncate(&rest, width.saturating_sub(2 + name.chars().count()));
+    // The live block exists only on a terminal, so colour codes are safe here.
+    let name = paint(&name, e.color.as_deref());
+    format!("  {name}{rest}")
 }
 
 /// One team member's row of the live block, cut to `width`, its name in a column
@@ -621,154 +558,6 @@ fn paint(text: &str, color: Option<&str>) -> String {
         _ => return text.to_owned(),
     };
     format!("\x1b[{code}m{text}\x1b[0m")
-}
-
-/// `path` as a person would type it from where cadre was started: relative to the current
-/// folder when inside it, else as it is.
-pub fn shown_path(path: &Path) -> PathBuf {
-    let inside = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf));
-    match inside {
-        Some(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
-        Some(rel) => rel,
-        None => path.to_path_buf(),
-    }
-}
-
-/// The first sentence of a description, for one-line listings.
-pub fn first_sentence(text: &str) -> &str {
-    let line = text.lines().next().unwrap_or_default();
-    match line.find(". ") {
-        Some(i) => &line[..=i],
-        None => line,
-    }
-}
-
-/// Text on one line: its runs of whitespace made one space.
-pub fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `text` safe to print on a terminal: control characters (escape sequences that could move
-/// the cursor or erase lines) and the invisible marks that reorder or hide text are written
-/// as escapes (`\u{1b}`), so what a project's files say cannot rewrite what is shown.
-pub fn printable(text: &str) -> String {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-    };
-    if !text.chars().any(hidden) {
-        return text.to_owned();
-    }
-    text.chars()
-        .map(|c| {
-            if hidden(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// Token counts in a short human form: 950, 12.4k, 3.1M.
-pub fn human_tokens(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
-/// Milliseconds as `m:ss`.
-pub fn clock(ms: u64) -> String {
-    let secs = ms / 1000;
-    format!("{}:{:02}", secs / 60, secs % 60)
-}
-
-/// The line a hook run gets on stderr: `main hook PreToolUse [Bash] guard.sh: blocked: why
-/// (12 ms)`. Without `-v`, only for a hook that changed what happens (blocked, denied, asked,
-/// stopped, cancelled): one that went as expected needs no line, and a failing one is
-/// already a warning of the run's.
-fn hook_line(event: &Event) -> Option<String> {
-    let Event::Hook {
-        agent,
-        hook_event,
-        command,
-        matcher,
-        duration_ms,
-        outcome,
-        ..
-    } = event
-    else {
-        return None;
-    };
-    let notable = !outcome.is_failure()
-        && !matches!(
-            outcome,
-            cadre_core::HookOutcome::Ok { .. } | cadre_core::HookOutcome::Allowed { .. }
-        );
-    if !notable && !tracing::enabled!(tracing::Level::INFO) {
-        return None;
-    }
-    let matcher = matcher
-        .as_deref()
-        .map(|m| format!(" [{m}]"))
-        .unwrap_or_default();
-    let took = if *duration_ms < 1000 {
-        format!("{duration_ms} ms")
-    } else {
-        format!("{:.1} s", *duration_ms as f64 / 1000.0)
-    };
-    // Its stderr may span lines: the line stays one.
-    let outcome = outcome
-        .to_string()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    Some(format!(
-        "{agent} hook {hook_event}{matcher} {}: {} ({took})",
-        truncate(command, 60),
-        truncate(&outcome, 200)
-    ))
-}
-
-/// `s` cut to at most `n` characters, the cut marked with `…`.
-pub fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        return s.to_owned();
-    }
-    if n == 0 {
-        return String::new();
-    }
-    let kept: String = s.chars().take(n - 1).collect();
-    format!("{kept}…")
-}
-
-/// How wide stdout's lines may be: the terminal's width, else `$COLUMNS`; `None` (no
-/// limit) when stdout goes to a file or a pipe and `COLUMNS` is not set.
-pub fn stdout_width() -> Option<usize> {
-    if let Some((_, cols)) = console::Term::stdout().size_checked() {
-        return Some(usize::from(cols));
-    }
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|&c| c > 0)
-}
-
-/// Each line of `text` cut to `width` characters (no limit for `None`).
-pub fn fit_lines(text: &str, width: Option<usize>) -> String {
-    let Some(width) = width else {
-        return text.to_owned();
-    };
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        out.push_str(&truncate(line, width));
-        out.push('\n');
-    }
-    out
 }
 
 fn input_column(t: &Totals) -> String {

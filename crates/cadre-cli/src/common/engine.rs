@@ -2,29 +2,28 @@
 //! a Restate server (each a `cadre worker`), followed from here with the same live roster,
 //! usage table and exit codes as a local one.
 
+mod refusals;
+mod workspace;
+
 use crate::args::RunArgs;
 use crate::common::definitions::{load_servers, print_problems};
 use crate::common::display::{one_line, shown_path, Display};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
 use crate::common::project::{user_dir, workspace_root};
-use crate::common::settings::Settings;
 use cadre_core::record::run_dir::new_run_id;
 use cadre_core::{
-    AgentOutcome, AgentPath, AgentSpec, DelegatedCall, Event, RosterEntry, RunDir, RunSummary,
-    UsageReport,
+    AgentOutcome, AgentPath, AgentSpec, Delegated, DelegatedCall, Event, PermissionsSnapshot,
+    Registry, RosterEntry, RunDir, RunSummary, UsageReport,
 };
 use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::{AgentCall, Progress, RunSettings, WireSpec, WorkspaceRef};
-use cadre_mcp::McpConfig;
+use refusals::{hooks_for_workers, refuse, unhonoured, NO_CASSETTE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Why an engine run takes no cassette: the model's replies come to the workers.
-const NO_CASSETTE: &str =
-    "the workers send the model requests, not this process, so it has none to record or replay";
+use workspace::workspace_ref;
 
 /// An engine run, as `engine.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,62 +69,20 @@ pub async fn run(
         print_problems(registry.problems());
     }
     let mut refused = unhonoured(&args, &settings, mcp.config());
-    // Hooks left out knowingly (--no-hooks, disableAllHooks) are no reason to refuse:
-    // agent types then go to the workers without theirs. Otherwise every hook is refused.
-    let hooks_on = !args.no_hooks && settings.hooks.disabled_by.is_none();
-    let hooked: Vec<AgentSpec> = registry
-        .all()
-        .filter(|s| hooks_on && !s.hooks.is_empty())
-        .cloned()
-        .collect();
-    let configured = settings.hooks.clone().with_types(&registry, &root);
-    crate::common::hooks::hooks_for_run(&configured, &mut registry, &root, (&args).into(), false);
-    // Types whose hooks were just taken away (an untrusted project's) travel without them,
-    // so the workers' check cannot see them: they are named here.
-    refused.extend(
-        hooked
-            .iter()
-            .filter(|s| {
-                registry
-                    .get(&s.name)
-                    .is_some_and(|now| now.hooks.is_empty())
-            })
-            .map(type_hooks_line),
-    );
+    refused.extend(hooks_for_workers(&args, &settings, &mut registry, &root));
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
     let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
-    let context_tokens = args
-        .context_tokens
-        .or_else(|| cadre_model::known_context_window(&model))
-        .unwrap_or(cadre_core::DEFAULT_CONTEXT_TOKENS);
-    let mut call = AgentCall {
-        run: run.clone(),
-        agent: DelegatedCall {
-            path: spec.name.clone(),
-            depth: 0,
-            spec,
-            model: model.clone(),
-            description: task.chars().take(60).collect(),
-            prompt: task.clone(),
-        },
-        // Filled in below, once the call is known to be honoured.
-        base: None,
-        settings: RunSettings {
-            workspace: WorkspaceRef::Local,
-            agents: registry.all().map(WireSpec::new).collect(),
-            max_parallel: u32::try_from(args.max_parallel).unwrap_or(u32::MAX),
-            max_depth: args.max_depth,
-            max_fanout: u32::try_from(cadre_core::Limits::default().max_fanout).unwrap_or(u32::MAX),
-            budget_tokens: args.budget_tokens,
-            max_tokens: args.max_tokens,
-            max_turns: args.max_turns,
-            context_tokens,
-            compact_at: args.compact_at.0,
-            permissions,
-        },
-    };
+    let mut call = agent_call(
+        &args,
+        &registry,
+        spec,
+        &model,
+        &task,
+        run.clone(),
+        permissions,
+    );
     // The workers' own check, made here too, before the repository is touched: what they
     // would refuse is not submitted, and leaves no `refs/cadre/RUN/base` behind.
     refused.extend(cadre_engine::unhonoured(&call));
@@ -161,159 +118,62 @@ pub async fn run(
             .or_else(|| Admin::beside(&args.restate_url)),
         submitted_ms: Some(submitted_ms),
     };
-    let dir = RunDir::create_named(&RunDir::runs_root(&root), &meta.run)?;
-    let note = serde_json::to_vec_pretty(&meta)
+    let dir = write_note(&root, &meta)?;
+    follow(&meta, &dir, &args, quiet).await
+}
+
+/// The call that starts the run `run`'s primary agent `spec` on `model` with `task`, and
+/// the settings it carries to the workers (the workspace filled in later).
+fn agent_call(
+    args: &RunArgs,
+    registry: &Registry,
+    spec: AgentSpec,
+    model: &str,
+    task: &str,
+    run: String,
+    permissions: PermissionsSnapshot,
+) -> AgentCall {
+    let context_tokens = args
+        .context_tokens
+        .or_else(|| cadre_model::known_context_window(model))
+        .unwrap_or(cadre_core::DEFAULT_CONTEXT_TOKENS);
+    AgentCall {
+        run,
+        agent: DelegatedCall {
+            path: spec.name.clone(),
+            depth: 0,
+            spec,
+            model: model.to_owned(),
+            description: task.chars().take(60).collect(),
+            prompt: task.to_owned(),
+        },
+        // Filled in below, once the call is known to be honoured.
+        base: None,
+        settings: RunSettings {
+            workspace: WorkspaceRef::Local,
+            agents: registry.all().map(WireSpec::new).collect(),
+            max_parallel: u32::try_from(args.max_parallel).unwrap_or(u32::MAX),
+            max_depth: args.max_depth,
+            max_fanout: u32::try_from(cadre_core::Limits::default().max_fanout).unwrap_or(u32::MAX),
+            budget_tokens: args.budget_tokens,
+            max_tokens: args.max_tokens,
+            max_turns: args.max_turns,
+            context_tokens,
+            compact_at: args.compact_at.0,
+            permissions,
+        },
+    }
+}
+
+/// Makes the run's folder and writes its note (`engine.json`) there.
+fn write_note(root: &Path, meta: &EngineRun) -> Result<RunDir> {
+    let dir = RunDir::create_named(&RunDir::runs_root(root), &meta.run)?;
+    let note = serde_json::to_vec_pretty(meta)
         .map_err(|e| CliError::failed_from("cannot encode the engine run's note", e))?;
     std::fs::write(dir.engine_file(), note).map_err(|e| {
         CliError::failed_from(format!("cannot write {}", dir.engine_file().display()), e)
     })?;
-    follow(&meta, &dir, &args, quiet).await
-}
-
-/// What this run asks for that the engine cannot honour and the call to the workers does
-/// not show, one line each naming the setting and where it was given: what the call carries
-/// (agent types' hooks and MCP servers, the permission mode, a team's lead) the workers'
-/// own check ([`cadre_engine::unhonoured`]) names. Whatever shapes what agents may do is
-/// either carried to the workers and enforced there or refused, so that no run starts with a
-/// setting silently dropped.
-fn unhonoured(args: &RunArgs, settings: &Settings, mcp: &McpConfig) -> Vec<String> {
-    // What the table of settings says the engine cannot honour, where it was set.
-    let mut out = crate::common::settings::engine_refusals(settings.set());
-    if args.record.is_some() || args.replay.is_some() {
-        out.push(format!("--record/--replay: {NO_CASSETTE}"));
-    }
-    for (name, from) in mcp.servers.keys().map(|name| (name, mcp.sources.get(name))) {
-        let from = from.map_or_else(String::new, |f| format!(" (from {})", f.display()));
-        out.push(format!(
-            "MCP server {name}{from}: the workers run no MCP servers"
-        ));
-    }
-    // Teams run in one process: their messages and task list are not on the engine.
-    if args.team {
-        out.push("--team: teams run only in one process; the workers have no team messages or shared task list".to_owned());
-    }
-    // Hooks run where the agent acts, and the workers run none: refused, never skipped.
-    if !args.no_hooks && settings.hooks.disabled_by.is_none() {
-        let hooks = settings
-            .hooks
-            .user
-            .all()
-            .iter()
-            .chain(settings.hooks.project.all());
-        let mut files: Vec<(&str, Vec<&str>)> = Vec::new();
-        for h in hooks {
-            match files.iter_mut().find(|(f, _)| *f == h.source) {
-                Some((_, events)) => events.push(h.event.name()),
-                None => files.push((&h.source, vec![h.event.name()])),
-            }
-        }
-        for (file, events) in files {
-            out.push(format!(
-                "hooks in {file} ({}): the workers run no hooks (--no-hooks leaves every hook out of a run)",
-                events.join(", ")
-            ));
-        }
-    }
-    if args.allow_unsandboxed_bash {
-        out.push(
-            "--allow-unsandboxed-bash: each worker decides it (`cadre worker --allow-unsandboxed-bash`)"
-                .to_owned(),
-        );
-    }
-    out
-}
-
-/// The refusal of agent type `spec`'s hooks.
-fn type_hooks_line(spec: &AgentSpec) -> String {
-    let from = spec
-        .source
-        .as_ref()
-        .map_or_else(String::new, |f| format!(" ({})", f.display()));
-    format!(
-        "agent type {}{from} has hooks: the workers run no hooks (--no-hooks leaves every hook out of a run)",
-        spec.name
-    )
-}
-
-/// Refuses the run (exit 2) when the engine cannot honour some of what it asks for.
-fn refuse(unhonoured: &[String]) -> Result<()> {
-    if unhonoured.is_empty() {
-        return Ok(());
-    }
-    Err(CliError::config(format!(
-        "the engine cannot honour {} of this run's settings, so it was not started (run it with --engine local, or leave them out):\n  {}",
-        if unhonoured.len() == 1 { "one" } else { "some" },
-        unhonoured.join("\n  ")
-    )))
-}
-
-/// Where the workers work: the repository and commit (made reachable as
-/// `refs/cadre/RUN/base`), or each worker's own folder outside git.
-async fn workspace_ref(
-    root: &Path,
-    repo: Option<&str>,
-    run: &str,
-    quiet: bool,
-) -> Result<(WorkspaceRef, Option<String>)> {
-    let Ok(top) = git(root, &["rev-parse", "--show-toplevel"]).await else {
-        if repo.is_some() {
-            return Err(CliError::config(format!(
-                "--repo needs a git repository, and {} is not in one",
-                root.display()
-            )));
-        }
-        return Ok((WorkspaceRef::Local, None));
-    };
-    let commit = git(root, &["rev-parse", "HEAD"]).await.map_err(|_| {
-        CliError::config(
-            "the repository has no commit yet: the workers start from one, so commit first",
-        )
-    })?;
-    if !quiet && !git(root, &["status", "--porcelain"]).await?.is_empty() {
-        errln!(
-            "cadre: warning: the workers start from commit {}; uncommitted changes here are not part of the run",
-            &commit[..commit.len().min(12)]
-        );
-    }
-    let base_ref = format!("refs/cadre/{run}/base");
-    let url = match repo {
-        Some(url) => {
-            git(root, &["push", "--quiet", url, &format!("HEAD:{base_ref}")])
-                .await
-                .map_err(|e| {
-                    CliError::config_from(format!("cannot push HEAD to --repo {url}"), e)
-                })?;
-            url.to_owned()
-        }
-        None => {
-            git(root, &["update-ref", &base_ref, &commit]).await?;
-            top
-        }
-    };
-    Ok((
-        WorkspaceRef::Git {
-            url,
-            commit: commit.clone(),
-        },
-        Some(commit),
-    ))
-}
-
-/// Runs git in `dir`; its trimmed stdout, or its stderr as the error.
-async fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = cadre_tools::git::Git::new(dir)
-        .args(args.iter().copied())
-        .output()
-        .await
-        .map_err(|e| CliError::config_from("cannot run git", e))?;
-    if !out.status.success() {
-        return Err(CliError::config(format!(
-            "{}: {}",
-            out.command,
-            out.failure_text()
-        )));
-    }
-    Ok(out.stdout_trimmed())
+    Ok(dir)
 }
 
 /// The engine run in `root`'s run folder `id` (or a unique prefix of it), if it is one.
@@ -381,48 +241,9 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     let started = Instant::now();
     let (roster_tx, roster_rx) = tokio::sync::watch::channel((Vec::<Progress>::new(), 0u64));
     let (stuck_tx, mut stuck_rx) = tokio::sync::watch::channel(Vec::<Stuck>::new());
-    // The flag given now, else where the run was told the admin API is, else its default.
-    let admin = args
-        .restate_admin_url
-        .clone()
-        .or_else(|| meta.admin.clone())
-        .or_else(|| Admin::beside(&meta.ingress));
-    let _stop_asking = admin.and_then(|admin| {
-        let admin = Admin::new(&admin).ok()?;
-        let root = meta.invocation.clone();
-        Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
-            async move {
-                loop {
-                    // Best effort: an admin API out of reach only means no reason is shown.
-                    if let Ok(stuck) = admin.stuck(&root).await {
-                        if stuck_tx.send(stuck).is_err() {
-                            break;
-                        }
-                    }
-                    // The query reads every partition: asked seldom, it costs Restate little.
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                }
-            },
-        )))
-    });
+    let _stop_asking = ask_why_stuck(meta, args, stuck_tx);
     let mut waiting = Waiting::default();
-    let poller = {
-        let ingress = ingress.clone();
-        let run = meta.run.clone();
-        tokio::spawn(async move {
-            loop {
-                if let (Ok(roster), Ok(tokens)) =
-                    tokio::join!(ingress.roster(&run), ingress.tokens(&run))
-                {
-                    if roster_tx.send((roster, tokens)).is_err() {
-                        break;
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        })
-    };
-    let _stop_poller = tokio_util::task::AbortOnDropHandle::new(poller);
+    let _stop_poller = poll_roster(&ingress, &meta.run, roster_tx);
     let attach = ingress.attach(&meta.invocation);
     tokio::pin!(attach);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
@@ -469,6 +290,93 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     })?;
     keep_transcripts(&ingress, &meta.run, dir).await;
     let elapsed_ms = u64::try_from((before + started.elapsed()).as_millis()).unwrap_or(u64::MAX);
+    Ok(show_end(&mut display, meta, dir, report, elapsed_ms))
+}
+
+/// Writes the run's summary from the `report` it ended with and shows its end as a local
+/// run's would be: the answer, the usage table; returns the exit code of its stop.
+fn show_end(
+    display: &mut Display,
+    meta: &EngineRun,
+    dir: &RunDir,
+    report: Delegated,
+    elapsed_ms: u64,
+) -> Code {
+    let (outcome, summary) = ended(meta, report, elapsed_ms);
+    if let Err(e) = dir.write_summary(&summary) {
+        errln!("cadre: warning: could not write the run summary: {e}");
+    }
+    let text = outcome.text.clone();
+    // The workers streamed nothing here: the answer is shown as a local run's would be.
+    display.event(&Event::Text {
+        agent: meta.agent.clone(),
+        delta: text,
+    });
+    let shown = shown_path(dir.path());
+    display.finish(&outcome, &summary, &meta.model, Some(&shown));
+    Code::for_stop(&outcome.stop)
+}
+
+/// Asks Restate's admin API (the flag given now, else where the run was told it is, else
+/// its default) every two seconds what the run's invocations wait for, into `stuck_tx`;
+/// stops when dropped.
+fn ask_why_stuck(
+    meta: &EngineRun,
+    args: &RunArgs,
+    stuck_tx: tokio::sync::watch::Sender<Vec<Stuck>>,
+) -> Option<tokio_util::task::AbortOnDropHandle<()>> {
+    let admin = args
+        .restate_admin_url
+        .clone()
+        .or_else(|| meta.admin.clone())
+        .or_else(|| Admin::beside(&meta.ingress));
+    admin.and_then(|admin| {
+        let admin = Admin::new(&admin).ok()?;
+        let root = meta.invocation.clone();
+        Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            async move {
+                loop {
+                    // Best effort: an admin API out of reach only means no reason is shown.
+                    if let Ok(stuck) = admin.stuck(&root).await {
+                        if stuck_tx.send(stuck).is_err() {
+                            break;
+                        }
+                    }
+                    // The query reads every partition: asked seldom, it costs Restate little.
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            },
+        )))
+    })
+}
+
+/// Reads the run's roster and tokens four times a second into `roster_tx`; stops when
+/// dropped.
+fn poll_roster(
+    ingress: &Ingress,
+    run: &str,
+    roster_tx: tokio::sync::watch::Sender<(Vec<Progress>, u64)>,
+) -> tokio_util::task::AbortOnDropHandle<()> {
+    let ingress = ingress.clone();
+    let run = run.to_owned();
+    let poller = tokio::spawn(async move {
+        loop {
+            if let (Ok(roster), Ok(tokens)) =
+                tokio::join!(ingress.roster(&run), ingress.tokens(&run))
+            {
+                if roster_tx.send((roster, tokens)).is_err() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    tokio_util::task::AbortOnDropHandle::new(poller)
+}
+
+/// The primary agent's outcome and the run's summary, from the `report` its invocation
+/// ended with.
+fn ended(meta: &EngineRun, report: Delegated, elapsed_ms: u64) -> (AgentOutcome, RunSummary) {
     let own = report
         .records
         .iter()
@@ -486,23 +394,13 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     let summary = RunSummary {
         run_id: Some(meta.run.clone()),
         task: meta.task.clone(),
-        answer: text.clone(),
+        answer: text,
         outcome: report.stop.outcome(),
         stop: report.stop.clone(),
         elapsed_ms,
         usage: UsageReport::new(report.records),
     };
-    if let Err(e) = dir.write_summary(&summary) {
-        errln!("cadre: warning: could not write the run summary: {e}");
-    }
-    // The workers streamed nothing here: the answer is shown as a local run's would be.
-    display.event(&Event::Text {
-        agent: meta.agent.clone(),
-        delta: text,
-    });
-    let shown = shown_path(dir.path());
-    display.finish(&outcome, &summary, &meta.model, Some(&shown));
-    Ok(Code::for_stop(&outcome.stop))
+    (outcome, summary)
 }
 
 /// Milliseconds since the Unix epoch.

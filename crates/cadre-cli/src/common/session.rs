@@ -35,6 +35,16 @@ pub enum Job {
     Continue(JournaledRun, String),
 }
 
+impl Job {
+    /// The task or follow-up it gives (none to carry on a killed run).
+    fn task(&self) -> &str {
+        match self {
+            Job::Fresh(t) | Job::Continue(_, t) => t,
+            Job::Resume(_) => "",
+        }
+    }
+}
+
 /// Runs the primary agent and prints what it does; returns the exit code.
 pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
     let session = Session::prepare(args, directory, quiet)?;
@@ -246,30 +256,13 @@ impl Session {
         let args = &self.args;
         let orchestrator = self.orchestrator()?;
         let mut events = orchestrator.events();
-        let task = match &job {
-            Job::Fresh(t) | Job::Continue(_, t) => t.clone(),
-            Job::Resume(_) => String::new(),
-        };
-        let turn_cancel = CancellationToken::new();
-        // Cancelled by a second Ctrl-C: stop waiting for the agents at all.
-        let quit = CancellationToken::new();
-        // What the signal watch has to say goes through the display, which clears its live
-        // block around it: written straight to the terminal, it would break the redraw.
-        let (notes_tx, mut notes) = mpsc::unbounded_channel::<&'static str>();
-        // The signal that ended the process's run, if one did (its exit code says which).
-        let ended = Arc::new(std::sync::OnceLock::new());
-        spawn_signal_watch(
-            signals,
-            Watched {
-                cancel: orchestrator.cancel_token(),
-                quit: quit.clone(),
-                done: turn_cancel.clone(),
-                notes: notes_tx,
-                ended: ended.clone(),
-            },
-            endings,
-        );
-        let _stop_watch = turn_cancel.clone().drop_guard();
+        let task = job.task().to_owned();
+        let TurnWatch {
+            quit,
+            mut notes,
+            ended,
+            _stop_watch,
+        } = watch_turn(&orchestrator, signals, endings);
         let header = format!("cadre · {} · {}", args.agent, self.model_id);
         let mut display = Display::new(args.output_format, quiet, &args.agent, header);
         let started = Instant::now();
@@ -281,13 +274,7 @@ impl Session {
         };
         let mut answering: Option<tokio::sync::oneshot::Receiver<()>> = None;
         let result = {
-            let run = async {
-                match job {
-                    Job::Fresh(_) => orchestrator.run(&args.agent, &task).await,
-                    Job::Resume(run) => orchestrator.resume(run, None).await,
-                    Job::Continue(run, _) => orchestrator.resume(run, Some(&task)).await,
-                }
-            };
+            let run = run_job(&orchestrator, job, &args.agent, &task);
             tokio::pin!(run);
             loop {
                 tokio::select! {
@@ -315,45 +302,15 @@ impl Session {
                 }
             }
         };
-        while let Some(event) = events.try_next() {
-            display.event(&event);
-        }
-        while let Ok(note) = notes.try_recv() {
-            display.note(note);
-        }
+        show_the_rest(&mut display, &mut events, &mut notes);
         let (outcome, summary) = match result {
             Some(result) => result?,
-            // The run's future is dropped above: its commands' process groups are killed
-            // and sandbox folders removed as their owners drop; the summary is what ended.
-            None => {
-                let task = task.as_str();
-                let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let summary = orchestrator.abandon(task, elapsed);
-                let outcome = cadre_core::AgentOutcome {
-                    text: String::new(),
-                    stop: StopKind::Cancelled,
-                    turns: 0,
-                    tool_calls: 0,
-                    usage: Default::default(),
-                    history: Vec::new(),
-                };
-                (outcome, summary)
-            }
+            None => abandoned(&orchestrator, &task, started),
         };
         let run_dir = orchestrator.run_dir().map(|d| shown_path(d.path()));
         display.finish(&outcome, &summary, &self.model_id, run_dir.as_deref());
-        if let StopKind::ModelError(e) = &outcome.stop {
-            if quiet || args.output_format != OutputFormat::Text {
-                errln!("cadre: {e}");
-            }
-            // The journal keeps the conversation: the failed request can be sent again.
-            if let Some(dir) = orchestrator.run_dir() {
-                errln!(
-                    "cadre: once the API answers again, `cadre resume {}` sends the request again",
-                    dir.id()
-                );
-            }
-        }
+        let tell = quiet || args.output_format != OutputFormat::Text;
+        tell_model_error(&outcome.stop, tell, &orchestrator);
         let code = match ended.get() {
             Some(Ending::HungUp) => Code::HungUp,
             _ => Code::for_stop(&outcome.stop),
@@ -372,6 +329,120 @@ impl Session {
     pub async fn compact(&self, dir: &std::path::Path) -> Result<cadre_model::Usage> {
         let orchestrator = self.orchestrator()?;
         Ok(orchestrator.compact(open_run(dir)?).await?)
+    }
+}
+
+/// Runs `job` on `orchestrator`: a new run of `agent` on `task`, a killed run carried on,
+/// or a finished one continued with `task`.
+async fn run_job(
+    orchestrator: &Arc<Orchestrator>,
+    job: Job,
+    agent: &str,
+    task: &str,
+) -> std::result::Result<(cadre_core::AgentOutcome, cadre_core::RunSummary), RunError> {
+    match job {
+        Job::Fresh(_) => orchestrator.run(agent, task).await,
+        Job::Resume(run) => orchestrator.resume(run, None).await,
+        Job::Continue(run, _) => orchestrator.resume(run, Some(task)).await,
+    }
+}
+
+/// Shows the events and notes that came after the turn's last tick.
+fn show_the_rest(
+    display: &mut Display,
+    events: &mut cadre_core::EventStream,
+    notes: &mut mpsc::UnboundedReceiver<&'static str>,
+) {
+    while let Some(event) = events.try_next() {
+        display.event(&event);
+    }
+    while let Ok(note) = notes.try_recv() {
+        display.note(note);
+    }
+}
+
+/// What a turn's signal watch gives the turn: its quit, its notes and the ending it saw;
+/// the watch stops when `_stop_watch` drops.
+struct TurnWatch {
+    /// Cancelled by a second Ctrl-C: stop waiting for the agents at all.
+    quit: CancellationToken,
+    /// What the watch has to say, shown through the display.
+    notes: mpsc::UnboundedReceiver<&'static str>,
+    /// The signal that ended the process's run, if one did (its exit code says which).
+    ended: Arc<std::sync::OnceLock<Ending>>,
+    /// Stops the watch when the turn is over.
+    _stop_watch: tokio_util::sync::DropGuard,
+}
+
+/// Starts the signal watch of a turn of `orchestrator` (see [`spawn_signal_watch`]).
+fn watch_turn(
+    orchestrator: &Orchestrator,
+    signals: Signals,
+    endings: watch::Receiver<Option<Ending>>,
+) -> TurnWatch {
+    let turn_cancel = CancellationToken::new();
+    // Cancelled by a second Ctrl-C: stop waiting for the agents at all.
+    let quit = CancellationToken::new();
+    // What the signal watch has to say goes through the display, which clears its live
+    // block around it: written straight to the terminal, it would break the redraw.
+    let (notes_tx, notes) = mpsc::unbounded_channel::<&'static str>();
+    // The signal that ended the process's run, if one did (its exit code says which).
+    let ended = Arc::new(std::sync::OnceLock::new());
+    spawn_signal_watch(
+        signals,
+        Watched {
+            cancel: orchestrator.cancel_token(),
+            quit: quit.clone(),
+            done: turn_cancel.clone(),
+            notes: notes_tx,
+            ended: ended.clone(),
+        },
+        endings,
+    );
+
+    TurnWatch {
+        quit,
+        notes,
+        ended,
+        _stop_watch: turn_cancel.drop_guard(),
+    }
+}
+
+/// The outcome and summary of a turn given up (its run's future dropped: its commands'
+/// process groups are killed and sandbox folders removed as their owners drop): what ended.
+fn abandoned(
+    orchestrator: &Orchestrator,
+    task: &str,
+    started: Instant,
+) -> (cadre_core::AgentOutcome, cadre_core::RunSummary) {
+    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let summary = orchestrator.abandon(task, elapsed);
+    let outcome = cadre_core::AgentOutcome {
+        text: String::new(),
+        stop: StopKind::Cancelled,
+        turns: 0,
+        tool_calls: 0,
+        usage: Default::default(),
+        history: Vec::new(),
+    };
+    (outcome, summary)
+}
+
+/// When the turn stopped on a model error, tells of it (said here when the display did
+/// not, `tell`) and how to send the failed request again: the journal keeps the
+/// conversation.
+fn tell_model_error(stop: &StopKind, tell: bool, orchestrator: &Orchestrator) {
+    let StopKind::ModelError(e) = stop else {
+        return;
+    };
+    if tell {
+        errln!("cadre: {e}");
+    }
+    if let Some(dir) = orchestrator.run_dir() {
+        errln!(
+            "cadre: once the API answers again, `cadre resume {}` sends the request again",
+            dir.id()
+        );
     }
 }
 

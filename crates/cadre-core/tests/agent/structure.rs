@@ -1,9 +1,9 @@
 //! The shape of the code, kept true by reading it: no circle between the files of
 //! cadre-core, cadre-engine or cadre-cli; the log (`record`) and the vocabulary beneath it
 //! (`vocab`) never import the loop (`run`), and the vocabulary imports neither `record` nor
-//! `definitions`; no file of the library crates over 700 lines and no function over 80
-//! (tests and generated markup aside), past a named allowance that can only shrink; each
-//! file of cadre-core says at its top what it depends on (no `use super::*` outside tests)
+//! `definitions`; no file of the library crates or the CLI over 700 lines and no function
+//! over 80 (tests and generated markup aside), past a named allowance that can only shrink;
+//! each file of cadre-core says at its top what it depends on (no `use super::*` outside tests)
 //! and no per-run state of the loop waits in a `Mutex<Option<…>>` to be filled in later.
 //!
 //! A file's imports are the paths it names through `crate::`, `super::`, `self::` or a
@@ -28,14 +28,13 @@ const FUNCTION_LINES: usize = 80;
 const LONG_FILES: &[(&str, usize)] = &[
     ("cadre-core/src/definitions/spec.rs", 756),
     ("cadre-core/src/run/agent.rs", 847),
-    ("cadre-engine/src/workspace.rs", 704),
-    ("cadre-model/src/types.rs", 997),
 ];
 
 /// The functions over [`FUNCTION_LINES`] when the rule was made (`file::Type::function`),
 /// with their length then (from the signature to the closing brace); the same rules as
 /// [`LONG_FILES`].
 const LONG_FUNCTIONS: &[(&str, usize)] = &[
+    ("cadre-cli/src/commands/chat.rs::chat", 163),
     ("cadre-core/src/definitions/claude_agents.rs::parse", 176),
     ("cadre-core/src/definitions/skills.rs::Skill::parse", 113),
     (
@@ -54,24 +53,19 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
         "cadre-core/src/run/permissions.rs::AgentPermissions::check_with",
         119,
     ),
-    ("cadre-engine/src/driver.rs::Driver::model", 83),
-    ("cadre-engine/src/driver.rs::drive", 133),
-    ("cadre-engine/src/worker.rs::Worker::prepare", 91),
-    ("cadre-mcp/src/server.rs::Server::start", 137),
-    ("cadre-model/src/output.rs::strict_node", 84),
-    ("cadre-model/src/sse.rs::StreamAssembler::block_delta", 91),
 ];
 
 /// The crates whose files may form no circle.
 const NO_CIRCLES: [&str; 3] = ["cadre-core", "cadre-engine", "cadre-cli"];
 
-/// The library crates held to the length limits.
-const LIBRARIES: [&str; 5] = [
+/// The crates held to the length limits: the libraries, and the CLI around them.
+const SIZED: [&str; 6] = [
     "cadre-model",
     "cadre-tools",
     "cadre-core",
     "cadre-mcp",
     "cadre-engine",
+    "cadre-cli",
 ];
 
 /// One source file of a crate.
@@ -675,7 +669,7 @@ fn check_allowance(
 fn no_long_files_or_functions_in_the_libraries_past_the_allowance() {
     let mut file_lines = BTreeMap::new();
     let mut function_lines = BTreeMap::new();
-    for krate in LIBRARIES {
+    for krate in SIZED {
         for source in sources(krate) {
             let left_out: BTreeSet<usize> = markup_lines(&source.text)
                 .union(&source.test_lines)

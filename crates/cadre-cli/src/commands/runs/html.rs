@@ -354,17 +354,7 @@ fn arrow_data(arrows: &[Arrow], scale: &Scale) -> String {
 pub fn page(run: &RunView) -> String {
     let scale = Scale::new(run);
     let most_tokens = run.agents.iter().map(AgentView::tokens).max().unwrap_or(0);
-    let mut lanes = String::new();
-    for agent in &run.agents {
-        // A team member's lane is named by its member name too.
-        let member = run
-            .team
-            .as_ref()
-            .and_then(|t| t.member_at(&agent.path))
-            .map(|m| m.name.as_str())
-            .filter(|name| *name != agent.path);
-        lanes.push_str(&lane(agent, member, &scale, most_tokens));
-    }
+    let lanes = lanes(run, &scale, most_tokens);
     let time = run.elapsed_ms.map_or("–".to_owned(), clock);
     let answer = match &run.answer {
         Some(a) => escape(a.trim()),
@@ -431,6 +421,22 @@ pub fn page(run: &RunView) -> String {
         mode = if scale.timed { "time" } else { "steps" },
         span = scale.span,
     )
+}
+
+/// Every agent's lane of the timeline, in the run's order.
+fn lanes(run: &RunView, scale: &Scale, most_tokens: u64) -> String {
+    let mut lanes = String::new();
+    for agent in &run.agents {
+        // A team member's lane is named by its member name too.
+        let member = run
+            .team
+            .as_ref()
+            .and_then(|t| t.member_at(&agent.path))
+            .map(|m| m.name.as_str())
+            .filter(|name| *name != agent.path);
+        lanes.push_str(&lane(agent, member, scale, most_tokens));
+    }
+    lanes
 }
 
 fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64) -> String {

@@ -48,6 +48,94 @@ pub fn id_time(id: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339(&text).ok()
 }
 
+/// The run's `summary.json`, if it has one that reads (one that does not is said, and the
+/// transcripts are shown alone).
+fn read_summary(dir: &RunDir) -> Option<SavedSummary> {
+    let id = dir.id();
+    match std::fs::read_to_string(dir.summary_file()) {
+        Ok(text) => match serde_json::from_str::<SavedSummary>(&text) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                errln!("cadre: {id}/summary.json cannot be read ({e}); showing the transcripts");
+                None
+            }
+        },
+        Err(_) => None,
+    }
+}
+
+/// Adds what `summary` records of each agent to `agents` (an agent without a transcript
+/// gets a view of its own): the summary is the record of what each agent used;
+/// transcripts add the timeline.
+fn add_usage(agents: &mut Vec<AgentView>, summary: &SavedSummary) {
+    for saved in &summary.usage.agents {
+        let at = match agents.iter().position(|a| a.path == saved.path) {
+            Some(at) => at,
+            None => {
+                agents.push(AgentView {
+                    path: saved.path.clone(),
+                    ..AgentView::default()
+                });
+                agents.len() - 1
+            }
+        };
+        let a = &mut agents[at];
+        a.agent_type.clone_from(&saved.agent_type);
+        a.description.clone_from(&saved.description);
+        a.model.clone_from(&saved.model);
+        a.turns = saved.turns;
+        a.tool_calls = saved.tool_calls;
+        a.usage = Some(saved.usage);
+        a.elapsed_ms = Some(saved.elapsed_ms);
+        a.stop = Some(Stop::from_recorded(&saved.stop));
+        a.result_file.clone_from(&saved.result_file);
+    }
+}
+
+/// The run's task: the primary agent's prompt, or (an engine run's, while the workers have
+/// it) the task its note keeps.
+fn prompt_of(agents: &[AgentView], dir: &RunDir, engine: bool) -> String {
+    let prompt = agents
+        .iter()
+        .find(|a| a.depth() == 0)
+        .and_then(|a| {
+            a.records.iter().find_map(|r| match &r.kind {
+                RecordKind::Prompt(text) => Some(text.clone()),
+                _ => None,
+            })
+        })
+        .unwrap_or_default();
+    // An engine run's note keeps its task while the workers have it.
+    match (prompt.is_empty(), engine) {
+        (true, true) => std::fs::read_to_string(dir.engine_file())
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|v| v.get("task").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default(),
+        _ => prompt,
+    }
+}
+
+/// How long the run took by its transcripts' first and last times, if they have any.
+fn derived_elapsed(agents: &[AgentView]) -> Option<u64> {
+    let times = agents
+        .iter()
+        .flat_map(|a| a.records.iter().filter_map(|r| r.t));
+    let (first, last) = times.fold((None, None), |(lo, hi): (Option<SystemTime>, _), t| {
+        (
+            Some(lo.map_or(t, |lo| lo.min(t))),
+            Some(hi.map_or(t, |hi: SystemTime| hi.max(t))),
+        )
+    });
+    match (first, last) {
+        (Some(a), Some(b)) => b
+            .duration_since(a)
+            .ok()
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        _ => None,
+    }
+}
+
 /// A run's start for people: `2026-12-01 10:15` (UTC), from its id.
 fn start_label(id: &str) -> String {
     match id_time(id) {
@@ -366,82 +454,13 @@ impl RunView {
             .into_iter()
             .map(|(path, lines)| AgentView::from_lines(&path, lines))
             .collect();
-        let summary = match std::fs::read_to_string(dir.summary_file()) {
-            Ok(text) => match serde_json::from_str::<SavedSummary>(&text) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    errln!(
-                        "cadre: {id}/summary.json cannot be read ({e}); showing the transcripts"
-                    );
-                    None
-                }
-            },
-            Err(_) => None,
-        };
+        let summary = read_summary(dir);
         if let Some(summary) = &summary {
-            // The summary is the record of what each agent used; transcripts add the timeline.
-            for saved in &summary.usage.agents {
-                let at = match agents.iter().position(|a| a.path == saved.path) {
-                    Some(at) => at,
-                    None => {
-                        agents.push(AgentView {
-                            path: saved.path.clone(),
-                            ..AgentView::default()
-                        });
-                        agents.len() - 1
-                    }
-                };
-                let a = &mut agents[at];
-                a.agent_type.clone_from(&saved.agent_type);
-                a.description.clone_from(&saved.description);
-                a.model.clone_from(&saved.model);
-                a.turns = saved.turns;
-                a.tool_calls = saved.tool_calls;
-                a.usage = Some(saved.usage);
-                a.elapsed_ms = Some(saved.elapsed_ms);
-                a.stop = Some(Stop::from_recorded(&saved.stop));
-                a.result_file.clone_from(&saved.result_file);
-            }
+            add_usage(&mut agents, summary);
         }
         agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
-        let prompt = agents
-            .iter()
-            .find(|a| a.depth() == 0)
-            .and_then(|a| {
-                a.records.iter().find_map(|r| match &r.kind {
-                    RecordKind::Prompt(text) => Some(text.clone()),
-                    _ => None,
-                })
-            })
-            .unwrap_or_default();
-        let derived_elapsed = {
-            let times = agents
-                .iter()
-                .flat_map(|a| a.records.iter().filter_map(|r| r.t));
-            let (first, last) = times.fold((None, None), |(lo, hi): (Option<SystemTime>, _), t| {
-                (
-                    Some(lo.map_or(t, |lo| lo.min(t))),
-                    Some(hi.map_or(t, |hi: SystemTime| hi.max(t))),
-                )
-            });
-            match (first, last) {
-                (Some(a), Some(b)) => b
-                    .duration_since(a)
-                    .ok()
-                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                _ => None,
-            }
-        };
         let engine = dir.engine_file().is_file();
-        // An engine run's note keeps its task while the workers have it.
-        let prompt = match (prompt.is_empty(), engine) {
-            (true, true) => std::fs::read_to_string(dir.engine_file())
-                .ok()
-                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-                .and_then(|v| v.get("task").and_then(Value::as_str).map(str::to_owned))
-                .unwrap_or_default(),
-            _ => prompt,
-        };
+        let prompt = prompt_of(&agents, dir, engine);
         let team = team_of(dir);
         match summary {
             Some(s) => RunView {
@@ -467,7 +486,7 @@ impl RunView {
                     .iter()
                     .find(|a| a.depth() == 0)
                     .and_then(|a| a.elapsed_ms)
-                    .or(derived_elapsed),
+                    .or_else(|| derived_elapsed(&agents)),
                 agents,
                 team,
             },

@@ -1,0 +1,163 @@
+use super::file::Value;
+use super::*;
+use crate::args::Source;
+use crate::common::exit::CliError;
+
+fn read_err(text: &str) -> String {
+    read(text).unwrap_err().report()
+}
+
+fn read(text: &str) -> Result<SettingsFile, CliError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(PROJECT_FILE);
+    std::fs::write(&path, text).unwrap();
+    SettingsFile::read(&path, "cadre.toml".into())
+}
+
+#[test]
+fn every_file_key_is_applied_and_shown() {
+    // A sample value for each key; a new row needs one here, and arms in `apply` and
+    // `shown_setting`, or this fails.
+    let sample = |key: &str| match key {
+        "provider" => "\"openai\"",
+        "model" => "\"sample-model\"",
+        "base_url" => "\"http://127.0.0.1:9\"",
+        "mcp_config" => "\"servers.json\"",
+        "mcp.allow_env" => "[\"SAMPLE\"]",
+        "compaction.compact_at" => "123456",
+        k if k.starts_with("limits.") => "7",
+        other => panic!(
+            "no sample value for `{other}`: add one here, and its arms in apply and shown_setting"
+        ),
+    };
+    let keys: Vec<&str> = known_keys()
+        .filter(|k| !k.starts_with("permissions."))
+        .collect();
+    let mut text = String::new();
+    let mut table = "";
+    for key in &keys {
+        let (t, name) = key.split_once('.').unwrap_or(("", key));
+        if t != table {
+            text.push_str(&format!("[{t}]\n"));
+            table = t;
+        }
+        text.push_str(&format!("{name} = {}\n", sample(key)));
+    }
+    let shown = |config: &str| {
+        let root = tempfile::tempdir().unwrap();
+        let user = tempfile::tempdir().unwrap();
+        std::fs::write(user.path().join(USER_FILE), config).unwrap();
+        std::fs::write(user.path().join("servers.json"), "{}").unwrap();
+        let sources = Sources::read(root.path(), Some(user.path())).unwrap();
+        let cli = crate::args::parse(
+            <crate::args::Cli as clap::CommandFactory>::command()
+                .get_matches_from(["cadre", "run", "task"]),
+        )
+        .unwrap();
+        let Some(crate::args::Command::Run(mut cmd)) = cli.command else {
+            panic!("not a run");
+        };
+        resolve_from(&mut cmd.args, sources, true, false).entries
+    };
+    let (set, default) = (shown(&text), shown(""));
+    for key in keys {
+        let entry = |entries: &[(String, String, Source)]| {
+            entries
+                .iter()
+                .find(|(k, _, _)| k == key)
+                .cloned()
+                .unwrap_or_else(|| panic!("`{key}` has no entry"))
+        };
+        let (_, value, source) = entry(&set);
+        assert!(matches!(source, Source::File(..)), "`{key}`: {source:?}");
+        assert_ne!(value, entry(&default).1, "`{key}` is read but not applied");
+    }
+}
+
+#[test]
+fn loose_spellings_are_read() {
+    let f = read("Max-Parallel = \"4\"\ncompact_at = false\n[limits]\ncontext_tokens = 200_000\n[permissions]\nallow = \"Bash(ls:*)\"\n[extra]\nx = 1\n").unwrap();
+    assert_eq!(f.values["limits.max_parallel"], (Value::Number(4), 1));
+    assert_eq!(
+        f.values["compaction.compact_at"],
+        (Value::CompactAt(None), 2)
+    );
+    assert_eq!(f.values["limits.context_tokens"].0, Value::Number(200_000));
+    assert_eq!(
+        f.values["permissions.allow"].0,
+        Value::List(vec!["Bash(ls:*)".into()])
+    );
+    assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
+    assert!(f.unknown[0].starts_with("cadre.toml:7: unknown setting `extra`"));
+}
+
+#[test]
+fn a_hooks_table_reads_as_claude_codes_hooks_object() {
+    let f = read("model = \"sonnet\"\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"guard.sh\", timeout = 0 }]\n").unwrap();
+    let hooks = f.hooks.all();
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0].event, cadre_core::HookEvent::PreToolUse);
+    assert_eq!(hooks[0].matcher.as_deref(), Some("Bash"));
+    assert_eq!(hooks[0].command, "guard.sh");
+    assert_eq!(hooks[0].timeout_secs, cadre_core::DEFAULT_HOOK_TIMEOUT_SECS);
+    assert_eq!(hooks[0].source, "cadre.toml");
+    // Not an unknown setting; its one repair is named with the table's line.
+    assert_eq!(f.unknown.len(), 1, "{:?}", f.unknown);
+    assert!(
+        f.unknown[0].starts_with("cadre.toml:3: a `PreToolUse` hook's timeout 0 ignored"),
+        "{:?}",
+        f.unknown
+    );
+    assert_eq!(f.values["model"].0, Value::Text("sonnet".into()));
+    // An entry that cannot load refuses the file, at its place.
+    let e = read_err("model = \"x\"\n[[hooks.Whenever]]\nhooks = []\n");
+    assert!(e.starts_with("cadre.toml:2:"), "{e}");
+    assert!(e.contains("unknown hook event `Whenever`"), "{e}");
+    let e = read_err("[[hooks.Stop]]\nmatcher = \"(\"\nhooks = []\n");
+    assert!(
+        e.starts_with("cadre.toml:2:11: a hook entry cannot load: matcher"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_engine_refuses_what_it_cannot_honour_when_given() {
+    let flag = Source::Flag;
+    let file = Source::File("cadre.toml".into(), 3);
+    let env = Source::Env("ANTHROPIC_BASE_URL".into());
+    let lines = engine_refusals([
+        ("skills_dir", &flag),
+        ("bash_timeout", &flag),
+        ("model", &flag),
+        ("base_url", &file),
+        ("provider", &env),
+    ]);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[0].starts_with("--skills-dir: "), "{lines:?}");
+    assert!(lines[1].starts_with("--bash-timeout: "), "{lines:?}");
+    assert!(
+        lines[2].starts_with("base_url (cadre.toml:3): "),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn bad_values_name_the_line() {
+    let e = read_err("\n[limits]\nmax_turns = -1\n");
+    assert!(
+        e.starts_with("cadre.toml:3: limits.max_turns must be a whole number from 1 to"),
+        "{e}"
+    );
+    let e = read_err("[permissions]\ndeny = [1]\n");
+    assert_eq!(
+        e,
+        "cadre.toml:2: permissions.deny must be a list of strings; 1 is not one"
+    );
+    let e = read_err("model = \n");
+    assert!(e.starts_with("cadre.toml:1: not valid TOML"), "{e}");
+    // Permission modes and rules are checked where the file and line are known.
+    let e = read_err("[permissions]\nmode = \"sometimes\"\n");
+    assert!(e.starts_with("cadre.toml:2: permissions.mode "), "{e}");
+    let e = read_err("[permissions]\nallow = [\"Teleport(x)\"]\n");
+    assert!(e.starts_with("cadre.toml:2: permissions.allow "), "{e}");
+}
