@@ -6,10 +6,11 @@
 //! map to cadre's (`Read` → `read_file`, …); tools cadre lacks and names that are no tool
 //! are dropped with a warning so the rest of the file still works.
 
+use crate::definitions::agent_hooks::read_hooks;
 use crate::definitions::fields::{scalar_text, Fields};
 use crate::definitions::frontmatter::{self, split, FrontMatterError};
 use crate::definitions::spec::{
-    check_name, read_hooks, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
+    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
     LISTED_DESCRIPTION_CHARS,
 };
 pub use crate::definitions::tools::DROPPED_TOOLS;
