@@ -35,7 +35,6 @@ const LONG_FILES: &[(&str, usize)] = &[
 /// with their length then (from the signature to the closing brace); the same rules as
 /// [`LONG_FILES`].
 const LONG_FUNCTIONS: &[(&str, usize)] = &[
-    ("cadre-core/src/definitions/skills.rs::Skill::parse", 113),
     ("cadre-core/src/run/agent.rs::Agent::drive", 91),
     ("cadre-core/src/run/hooks/output.rs::success", 92),
     ("cadre-core/src/run/hooks/runner.rs::run_with", 98),
