@@ -36,7 +36,6 @@ const LONG_FILES: &[(&str, usize)] = &[
 /// [`LONG_FILES`].
 const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("cadre-core/src/run/agent.rs::Agent::drive", 91),
-    ("cadre-core/src/run/mcp_tools.rs::mcp_tools_for", 85),
     (
         "cadre-core/src/run/permissions.rs::AgentPermissions::check_with",
         119,
