@@ -36,10 +36,6 @@ const LONG_FILES: &[(&str, usize)] = &[
 /// [`LONG_FILES`].
 const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("cadre-core/src/run/agent.rs::Agent::drive", 91),
-    (
-        "cadre-core/src/run/permissions.rs::AgentPermissions::check_with",
-        119,
-    ),
     ("cadre-engine/src/driver.rs::Driver::model", 83),
     ("cadre-engine/src/driver.rs::drive", 133),
     ("cadre-engine/src/worker.rs::Worker::prepare", 91),
