@@ -6,10 +6,12 @@
 //! map to cadre's (`Read` → `read_file`, …); tools cadre lacks and names that are no tool
 //! are dropped with a warning so the rest of the file still works.
 
+use crate::definitions::agent_hooks::read_hooks;
 use crate::definitions::fields::{scalar_text, Fields};
 use crate::definitions::frontmatter::{self, split, FrontMatterError};
+use crate::definitions::problem::{Locator, Report};
 use crate::definitions::spec::{
-    check_name, read_hooks, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
+    check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
     LISTED_DESCRIPTION_CHARS,
 };
 pub use crate::definitions::tools::DROPPED_TOOLS;
@@ -50,39 +52,93 @@ const IGNORED_KEYS: [(&str, &str); 2] = [
 /// every problem found (repairs are warnings). A file without front matter is only a
 /// warning, so a README beside the agent files does no harm.
 pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
-    let (yaml, body) = match split(text) {
-        Ok(parts) => parts,
-        Err(FrontMatterError::Missing) => {
-            return (
-                None,
-                vec![Problem::warning_at(
-                    file,
-                    (1, 1),
-                    "skipped: no front matter, so this is not an agent file (an agent file starts with `---`, then name, description and tools, then `---`, then its prompt)",
-                )],
-            )
-        }
-        Err(e) => return (None, vec![Problem::at(file, (1, 1), e.to_string())]),
+    let FrontMatter {
+        yaml,
+        body,
+        map,
+        mut problems,
+    } = match FrontMatter::read(file, text) {
+        Ok(read) => read,
+        Err(problem) => return (None, vec![problem]),
     };
-    let (map, mut problems) = match crate::definitions::yaml::read(file, &yaml, 2) {
-        Ok((Value::Mapping(map), problems)) => (map, problems),
-        Ok((Value::Null, problems)) => (Mapping::new(), problems),
-        Ok(_) => {
-            return (
-                None,
-                vec![Problem::at(
+    let at = |key: &str, needle: Option<&str>| frontmatter::locate(&yaml, key, needle);
+    warn_unmapped_keys(file, &map, &at, &mut problems);
+    let (mut spec, max_turns) = read_fields(file, &yaml, &map, &mut problems);
+    let mut report = Report {
+        file,
+        at: &at,
+        problems: &mut problems,
+    };
+    check_fields(&spec, &mut report);
+    spec.max_turns = checked_max_turns(max_turns, &mut report);
+    spec.prompt = body.trim().to_owned();
+    if spec.prompt.is_empty() {
+        // The body starts after the opening line, the front matter and the closing line.
+        let line = yaml.lines().count() + 3;
+        problems.push(Problem::at(
+            file,
+            (line, 1),
+            "missing prompt: the text after the front matter is the agent's system prompt",
+        ));
+    }
+    if problems.iter().any(|p| !p.warning) {
+        return (None, problems);
+    }
+    spec.repair(file, &mut problems, &at);
+    (Some(spec), problems)
+}
+
+/// An agent file cut in two: its front matter, read, and its body.
+struct FrontMatter<'t> {
+    /// The front matter's text.
+    yaml: String,
+    /// The text after it: the prompt.
+    body: &'t str,
+    /// Its keys and values.
+    map: Mapping,
+    /// What reading it repaired.
+    problems: Vec<Problem>,
+}
+
+impl<'t> FrontMatter<'t> {
+    /// Cuts `text` and reads its front matter; the one problem that stops it otherwise (no
+    /// front matter is a warning only).
+    fn read(file: &Path, text: &'t str) -> Result<Self, Problem> {
+        let (yaml, body) = match split(text) {
+            Ok(parts) => parts,
+            Err(FrontMatterError::Missing) => return Err(Problem::warning_at(
+                file,
+                (1, 1),
+                "skipped: no front matter, so this is not an agent file (an agent file starts with `---`, then name, description and tools, then `---`, then its prompt)",
+            )),
+            Err(e) => return Err(Problem::at(file, (1, 1), e.to_string())),
+        };
+        let (map, problems) = match crate::definitions::yaml::read(file, &yaml, 2) {
+            Ok((Value::Mapping(map), problems)) => (map, problems),
+            Ok((Value::Null, problems)) => (Mapping::new(), problems),
+            Ok(_) => {
+                return Err(Problem::at(
                     file,
                     (2, 1),
                     "the front matter must be YAML keys and values (name: …, description: …)",
-                )],
-            )
-        }
-        Err(e) => {
-            let (pos, msg) = frontmatter::yaml_error(&e);
-            return (None, vec![Problem::at(file, pos, msg)]);
-        }
-    };
-    let at = |key: &str, needle: Option<&str>| frontmatter::locate(&yaml, key, needle);
+                ))
+            }
+            Err(e) => {
+                let (pos, msg) = frontmatter::yaml_error(&e);
+                return Err(Problem::at(file, pos, msg));
+            }
+        };
+        Ok(Self {
+            yaml,
+            body,
+            map,
+            problems,
+        })
+    }
+}
+
+/// Warns of each key cadre does not map: why it is ignored, or that it is unknown.
+fn warn_unmapped_keys(file: &Path, map: &Mapping, at: &Locator, problems: &mut Vec<Problem>) {
     for key in map.keys() {
         let key = scalar_text(key).unwrap_or_default();
         if MAPPED_KEYS.contains(&key.as_str()) {
@@ -97,11 +153,21 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         };
         problems.push(Problem::warning_at(file, at(&key, None), message));
     }
+}
+
+/// The spec the mapped keys give (its prompt and `max_turns` yet to be set), and the
+/// `maxTurns` written, if any.
+fn read_fields(
+    file: &Path,
+    yaml: &str,
+    map: &Mapping,
+    problems: &mut Vec<Problem>,
+) -> (AgentSpec, Option<u64>) {
     let mut fields = Fields {
         file,
-        yaml: &yaml,
-        map: &map,
-        problems: &mut problems,
+        yaml,
+        map,
+        problems,
     };
     let name = fields.string("name").unwrap_or_default();
     let description = fields.string("description").unwrap_or_default();
@@ -125,91 +191,21 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
     let background = fields.boolean("background").unwrap_or(false);
     let mcp_servers = map
         .get("mcpServers")
-        .map(|v| mcp_servers(file, &yaml, v, &mut problems))
+        .map(|v| mcp_servers(file, yaml, v, problems))
         .unwrap_or_default();
+    let at = |needle: Option<&str>| frontmatter::locate(yaml, "hooks", needle);
     let hooks = map
         .get("hooks")
-        .map(|v| read_hooks(file, v, &mut problems, &|needle| at("hooks", needle)))
+        .map(|v| read_hooks(file, v, problems, &at))
         .unwrap_or_default();
-    let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
-        let pos = at(key, needle);
-        problems.push(if warning {
-            Problem::warning_at(file, pos, message)
-        } else {
-            Problem::at(file, pos, message)
-        });
-    };
-    match check_name(&name) {
-        Err(msg) => report(
-            false,
-            "name",
-            Some(&name).filter(|n| !n.is_empty()).map(String::as_str),
-            msg,
-        ),
-        Ok(Some(msg)) => report(true, "name", Some(&name), msg),
-        Ok(None) => {}
-    }
-    if description.trim().is_empty() {
-        report(
-            false,
-            "description",
-            None,
-            "missing description: say what this agent is for, so a parent can choose it".into(),
-        );
-    }
-    let chars = description.trim().chars().count();
-    if chars > LISTED_DESCRIPTION_CHARS {
-        report(
-            true,
-            "description",
-            None,
-            format!("description is {chars} characters; it is shortened to {LISTED_DESCRIPTION_CHARS} where it is listed to a parent"),
-        );
-    }
-    if !valid_model(&model) {
-        report(
-            false,
-            "model",
-            Some(&model),
-            format!(
-                "unknown model {model:?}: expected inherit, opus, sonnet, haiku or a full model id"
-            ),
-        );
-    }
-    let max_turns = match max_turns.map(u32::try_from) {
-        None => DEFAULT_MAX_TURNS,
-        Some(Ok(n)) if n >= 1 => n,
-        Some(_) => {
-            report(
-                false,
-                "maxTurns",
-                None,
-                "maxTurns must be at least 1".into(),
-            );
-            DEFAULT_MAX_TURNS
-        }
-    };
-    let prompt = body.trim().to_owned();
-    if prompt.is_empty() {
-        // The body starts after the opening line, the front matter and the closing line.
-        let line = yaml.lines().count() + 3;
-        problems.push(Problem::at(
-            file,
-            (line, 1),
-            "missing prompt: the text after the front matter is the agent's system prompt",
-        ));
-    }
-    if problems.iter().any(|p| !p.warning) {
-        return (None, problems);
-    }
-    let mut spec = AgentSpec {
+    let spec = AgentSpec {
         name,
         description: description.trim().to_owned(),
         mode: Mode::Subagent,
         model,
         tools,
         disallowed_tools,
-        max_turns,
+        max_turns: DEFAULT_MAX_TURNS,
         preload_skills,
         permission_mode,
         mcp_servers,
@@ -217,13 +213,72 @@ pub fn parse(file: &Path, text: &str) -> (Option<AgentSpec>, Vec<Problem>) {
         background,
         color,
         effort,
-        prompt,
         hooks,
         source: Some(file.to_path_buf()),
         ..AgentSpec::default()
     };
-    spec.repair(file, &mut problems, &at);
-    (Some(spec), problems)
+    (spec, max_turns)
+}
+
+/// Checks the name, description and model read into `spec`.
+fn check_fields(spec: &AgentSpec, report: &mut Report) {
+    let name = &spec.name;
+    match check_name(name) {
+        Err(msg) => report.push(
+            false,
+            "name",
+            Some(name).filter(|n| !n.is_empty()).map(String::as_str),
+            msg,
+        ),
+        Ok(Some(msg)) => report.push(true, "name", Some(name), msg),
+        Ok(None) => {}
+    }
+    if spec.description.is_empty() {
+        report.push(
+            false,
+            "description",
+            None,
+            "missing description: say what this agent is for, so a parent can choose it".into(),
+        );
+    }
+    let chars = spec.description.chars().count();
+    if chars > LISTED_DESCRIPTION_CHARS {
+        report.push(
+            true,
+            "description",
+            None,
+            format!("description is {chars} characters; it is shortened to {LISTED_DESCRIPTION_CHARS} where it is listed to a parent"),
+        );
+    }
+    if !valid_model(&spec.model) {
+        report.push(
+            false,
+            "model",
+            Some(&spec.model),
+            format!(
+                "unknown model {:?}: expected inherit, opus, sonnet, haiku or a full model id",
+                spec.model
+            ),
+        );
+    }
+}
+
+/// The `max_turns` a written `maxTurns` gives: the default when it is missing, or is not
+/// at least 1 (an error).
+fn checked_max_turns(written: Option<u64>, report: &mut Report) -> u32 {
+    match written.map(u32::try_from) {
+        None => DEFAULT_MAX_TURNS,
+        Some(Ok(n)) if n >= 1 => n,
+        Some(_) => {
+            report.push(
+                false,
+                "maxTurns",
+                None,
+                "maxTurns must be at least 1".into(),
+            );
+            DEFAULT_MAX_TURNS
+        }
+    }
 }
 
 /// `mcpServers`: a list whose items are a server's name or a map of inline servers (name →

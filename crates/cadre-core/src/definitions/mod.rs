@@ -2,6 +2,10 @@
 //! Markdown), the registry that gathers them, skills, and the project's instructions. Loading is forgiving (repairs
 //! are warnings); `cadre … check --strict` turns every warning into an error.
 
+mod agent_hooks;
+mod agent_repair;
+mod agent_validate;
+mod agent_yaml;
 pub mod claude_agents;
 mod fields;
 pub mod frontmatter;

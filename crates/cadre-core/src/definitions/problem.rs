@@ -119,3 +119,25 @@ pub fn locate(text: &str, key: &str, needle: Option<&str>) -> (usize, usize) {
 /// Places a problem in a file: at a key (spelled as in the file) and an optional needle
 /// after it, as a 1-based (line, column).
 pub(crate) type Locator<'a> = dyn Fn(&str, Option<&str>) -> (usize, usize) + 'a;
+
+/// The problems of one file, each placed by a [`Locator`] at the key it is about.
+pub(crate) struct Report<'a> {
+    /// The file.
+    pub(crate) file: &'a Path,
+    /// Places a key (and a needle after it) in the file.
+    pub(crate) at: &'a Locator<'a>,
+    /// Where problems go.
+    pub(crate) problems: &'a mut Vec<Problem>,
+}
+
+impl Report<'_> {
+    /// A warning (`warning`) or an error at `key`, at `needle` after it when given.
+    pub(crate) fn push(&mut self, warning: bool, key: &str, needle: Option<&str>, msg: String) {
+        let at = (self.at)(key, needle);
+        self.problems.push(if warning {
+            Problem::warning_at(self.file, at, msg)
+        } else {
+            Problem::at(self.file, at, msg)
+        });
+    }
+}

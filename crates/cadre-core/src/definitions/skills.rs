@@ -7,7 +7,7 @@
 
 use crate::definitions::fields::{key_text, Fields};
 use crate::definitions::frontmatter::{self, read_front_matter, FrontMatterError};
-use crate::definitions::problem::{check_name, Problem};
+use crate::definitions::problem::{check_name, Problem, Report};
 use crate::definitions::yaml::{Mapping, Value};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -108,83 +108,16 @@ impl Skill {
         let compatibility = fields.string("compatibility");
         let metadata = fields.metadata();
         let allowed_tools = fields.words("allowed-tools");
-        for key in map.keys() {
-            let key = key_text(key);
-            if !KNOWN_KEYS.contains(&key.as_str()) {
-                let pos = frontmatter::locate(yaml, &key, None);
-                problems.push(Problem::warning_at(
-                    file,
-                    pos,
-                    format!(
-                        "unknown key {key:?} ignored; the keys of a skill are: {}",
-                        KNOWN_KEYS.join(", ")
-                    ),
-                ));
-            }
-        }
-        let mut report = |warning: bool, key: &str, needle: Option<&str>, message: String| {
-            let pos = frontmatter::locate(yaml, key, needle);
-            problems.push(if warning {
-                Problem::warning_at(file, pos, message)
-            } else {
-                Problem::at(file, pos, message)
-            });
+        warn_unknown_keys(file, yaml, &map, &mut problems);
+        let at = |key: &str, needle: Option<&str>| frontmatter::locate(yaml, key, needle);
+        let mut report = Report {
+            file,
+            at: &at,
+            problems: &mut problems,
         };
-        match name.as_deref().map(|n| (n, check_name(n))) {
-            None => report(
-                false,
-                "name",
-                None,
-                "missing name: a skill needs `name:`, equal to its folder's name".into(),
-            ),
-            Some((n, Err(msg))) => report(false, "name", Some(n), msg),
-            Some((n, _)) if n != folder => report(
-                false,
-                "name",
-                Some(n),
-                format!("name {n:?} differs from its folder {folder:?}: they must be equal"),
-            ),
-            Some((n, Ok(Some(msg)))) => report(true, "name", Some(n), msg),
-            Some((_, Ok(None))) => {}
-        }
-        match &description {
-            None => report(
-                false,
-                "description",
-                None,
-                "missing description: say what the skill does and when to use it".into(),
-            ),
-            Some(d) if d.is_empty() => report(
-                false,
-                "description",
-                None,
-                "empty description: say what the skill does and when to use it".into(),
-            ),
-            // Claude Code loads these and shortens them only where it lists them; so does cadre.
-            Some(d) if d.chars().count() > MAX_DESCRIPTION_CHARS => report(
-                true,
-                "description",
-                None,
-                format!(
-                    "description too long: {} characters, more than the {MAX_DESCRIPTION_CHARS} the format allows; it is shortened where skills are listed",
-                    d.chars().count()
-                ),
-            ),
-            Some(_) => {}
-        }
-        if let Some(c) = &compatibility {
-            if c.chars().count() > MAX_COMPATIBILITY_CHARS {
-                report(
-                    true,
-                    "compatibility",
-                    None,
-                    format!(
-                        "compatibility too long: {} characters, more than the {MAX_COMPATIBILITY_CHARS} the format allows",
-                        c.chars().count()
-                    ),
-                );
-            }
-        }
+        check_skill_name(name.as_deref(), folder, &mut report);
+        check_description(description.as_deref(), &mut report);
+        check_compatibility(compatibility.as_deref(), &mut report);
         if problems.iter().any(|p| !p.warning) {
             return (None, problems);
         }
@@ -230,6 +163,92 @@ impl Skill {
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out.truncate(MAX_LISTED_FILES);
         out
+    }
+}
+
+/// Warns of each front matter key the format does not define.
+fn warn_unknown_keys(file: &Path, yaml: &str, map: &Mapping, problems: &mut Vec<Problem>) {
+    for key in map.keys() {
+        let key = key_text(key);
+        if !KNOWN_KEYS.contains(&key.as_str()) {
+            let pos = frontmatter::locate(yaml, &key, None);
+            problems.push(Problem::warning_at(
+                file,
+                pos,
+                format!(
+                    "unknown key {key:?} ignored; the keys of a skill are: {}",
+                    KNOWN_KEYS.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// Checks a skill's `name`: there, usable, and its folder's name.
+fn check_skill_name(name: Option<&str>, folder: &str, report: &mut Report) {
+    match name.map(|n| (n, check_name(n))) {
+        None => report.push(
+            false,
+            "name",
+            None,
+            "missing name: a skill needs `name:`, equal to its folder's name".into(),
+        ),
+        Some((n, Err(msg))) => report.push(false, "name", Some(n), msg),
+        Some((n, _)) if n != folder => report.push(
+            false,
+            "name",
+            Some(n),
+            format!("name {n:?} differs from its folder {folder:?}: they must be equal"),
+        ),
+        Some((n, Ok(Some(msg)))) => report.push(true, "name", Some(n), msg),
+        Some((_, Ok(None))) => {}
+    }
+}
+
+/// Checks a skill's (trimmed) `description`: there, not empty, and not over the format's
+/// length (a warning).
+fn check_description(description: Option<&str>, report: &mut Report) {
+    match description {
+        None => report.push(
+            false,
+            "description",
+            None,
+            "missing description: say what the skill does and when to use it".into(),
+        ),
+        Some("") => report.push(
+            false,
+            "description",
+            None,
+            "empty description: say what the skill does and when to use it".into(),
+        ),
+        // Claude Code loads these and shortens them only where it lists them; so does cadre.
+        Some(d) if d.chars().count() > MAX_DESCRIPTION_CHARS => report.push(
+            true,
+            "description",
+            None,
+            format!(
+                "description too long: {} characters, more than the {MAX_DESCRIPTION_CHARS} the format allows; it is shortened where skills are listed",
+                d.chars().count()
+            ),
+        ),
+        Some(_) => {}
+    }
+}
+
+/// Warns when a skill's `compatibility` is over the format's length.
+fn check_compatibility(compatibility: Option<&str>, report: &mut Report) {
+    if let Some(c) = compatibility {
+        if c.chars().count() > MAX_COMPATIBILITY_CHARS {
+            report.push(
+                true,
+                "compatibility",
+                None,
+                format!(
+                    "compatibility too long: {} characters, more than the {MAX_COMPATIBILITY_CHARS} the format allows",
+                    c.chars().count()
+                ),
+            );
+        }
     }
 }
 

@@ -32,63 +32,10 @@ struct Candidate {
 /// Starts (or reuses) the servers agent `path` of type `spec` may use and returns its tools.
 /// A server that cannot start is logged and left out; the agent runs without it.
 pub(crate) async fn mcp_tools_for(spec: &AgentSpec, servers: &McpServers, path: &str) -> AgentMcp {
-    let candidates: Vec<Candidate> = if spec.mcp_servers.is_empty() {
-        let names = servers.names().into_iter().map(|n| (n.to_owned(), None));
-        names
-            .map(|(name, inline)| Candidate {
-                name,
-                inline,
-                named: false,
-            })
-            .collect()
-    } else {
-        let mut out = Vec::new();
-        for entry in &spec.mcp_servers {
-            match entry {
-                McpServerRef::Name(n) => out.push((n.clone(), None)),
-                McpServerRef::Inline(map) => {
-                    out.extend(map.iter().map(|(n, v)| (n.clone(), Some(v.clone()))));
-                }
-            }
-        }
-        out.into_iter()
-            .map(|(name, inline)| Candidate {
-                name,
-                inline,
-                named: true,
-            })
-            .collect()
-    };
-    let every = spec.tools.iter().any(|t| t == "*") && !spec.read_only;
-    let denied = |server: &str, tool: Option<&str>| {
-        spec.disallowed_tools.iter().any(|t| match tool {
-            Some(tool) => t == "*" || pattern_matches(t, server, tool),
-            // The whole server is taken away only by an entry naming the whole server.
-            None => {
-                pattern_names_server(t, server)
-                    && cadre_mcp::parse_pattern(t).is_some_and(|(_, t)| t.is_none())
-            }
-        })
-    };
-    let wanted: Vec<&Candidate> = candidates
-        .iter()
-        .filter(|c| every || c.named || spec.tools.iter().any(|t| pattern_names_server(t, &c.name)))
-        .filter(|c| !denied(&c.name, None))
-        .collect();
-    let started = join_all(wanted.into_iter().map(|c| async move {
-        let server = match &c.inline {
-            None => servers.get(&c.name).await.map_err(|e| e.to_string()),
-            Some(value) => match ServerConfig::from_json(value) {
-                Ok(config) => servers
-                    .start_from(&c.name, &config, spec.source.as_deref())
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(format!("bad inline definition: {e}")),
-            },
-        };
-        (c, server)
-    }))
-    .await;
+    let candidates = candidates(spec, servers);
+    let grant = Grant::of(spec);
+    let wanted = candidates.iter().filter(|c| grant.wants_server(c));
+    let started = join_all(wanted.map(|c| async move { (c, start(c, servers, spec).await) })).await;
     let mut out = AgentMcp::default();
     for (c, server) in started {
         let server = match server {
@@ -99,13 +46,7 @@ pub(crate) async fn mcp_tools_for(spec: &AgentSpec, servers: &McpServers, path: 
             }
         };
         for remote in server.tools() {
-            let allowed = every
-                || c.named
-                || spec
-                    .tools
-                    .iter()
-                    .any(|t| pattern_matches(t, &c.name, &remote.name));
-            if allowed && !denied(&c.name, Some(&remote.name)) {
+            if grant.wants_tool(c, &remote.name) {
                 out.tools
                     .push(Arc::new(McpTool::new(server.clone(), remote.clone())));
             }
@@ -115,4 +56,106 @@ pub(crate) async fn mcp_tools_for(spec: &AgentSpec, servers: &McpServers, path: 
         }
     }
     out
+}
+
+/// The servers type `spec` may see: every server of the run, or those its `mcp_servers`
+/// lists (by name, or inline), which it then names outright.
+fn candidates(spec: &AgentSpec, servers: &McpServers) -> Vec<Candidate> {
+    if spec.mcp_servers.is_empty() {
+        return servers
+            .names()
+            .into_iter()
+            .map(|name| Candidate {
+                name: name.to_owned(),
+                inline: None,
+                named: false,
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    for entry in &spec.mcp_servers {
+        match entry {
+            McpServerRef::Name(n) => out.push((n.clone(), None)),
+            McpServerRef::Inline(map) => {
+                out.extend(map.iter().map(|(n, v)| (n.clone(), Some(v.clone()))));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(name, inline)| Candidate {
+            name,
+            inline,
+            named: true,
+        })
+        .collect()
+}
+
+/// Which servers and tools a type's `tools` and `disallowed_tools` give it.
+struct Grant<'a> {
+    /// The type.
+    spec: &'a AgentSpec,
+    /// Whether it gets every tool of a server it sees (`"*"`, and not read-only).
+    every: bool,
+}
+
+impl<'a> Grant<'a> {
+    /// The grant of type `spec`.
+    fn of(spec: &'a AgentSpec) -> Self {
+        let every = spec.tools.iter().any(|t| t == "*") && !spec.read_only;
+        Self { spec, every }
+    }
+
+    /// Whether `disallowed_tools` takes away `tool` of `server` (the whole server for `None`).
+    fn denied(&self, server: &str, tool: Option<&str>) -> bool {
+        self.spec.disallowed_tools.iter().any(|t| match tool {
+            Some(tool) => t == "*" || pattern_matches(t, server, tool),
+            // The whole server is taken away only by an entry naming the whole server.
+            None => {
+                pattern_names_server(t, server)
+                    && cadre_mcp::parse_pattern(t).is_some_and(|(_, t)| t.is_none())
+            }
+        })
+    }
+
+    /// Whether the server `c` is started for it: some of its tools may be granted.
+    fn wants_server(&self, c: &Candidate) -> bool {
+        let named = self.every
+            || c.named
+            || self
+                .spec
+                .tools
+                .iter()
+                .any(|t| pattern_names_server(t, &c.name));
+        named && !self.denied(&c.name, None)
+    }
+
+    /// Whether the tool `tool` of server `c` is granted.
+    fn wants_tool(&self, c: &Candidate, tool: &str) -> bool {
+        let allowed = self.every
+            || c.named
+            || self
+                .spec
+                .tools
+                .iter()
+                .any(|t| pattern_matches(t, &c.name, tool));
+        allowed && !self.denied(&c.name, Some(tool))
+    }
+}
+
+/// Starts (or reuses) the server `c`: one of the run's by name, or its inline definition.
+async fn start(
+    c: &Candidate,
+    servers: &McpServers,
+    spec: &AgentSpec,
+) -> Result<Arc<Server>, String> {
+    match &c.inline {
+        None => servers.get(&c.name).await.map_err(|e| e.to_string()),
+        Some(value) => match ServerConfig::from_json(value) {
+            Ok(config) => servers
+                .start_from(&c.name, &config, spec.source.as_deref())
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("bad inline definition: {e}")),
+        },
+    }
 }

@@ -296,6 +296,38 @@ enum Need {
     Hook,
 }
 
+/// A call that needs a yes, as the person (or the refusal) is told of it.
+struct Question {
+    /// Why it needs one.
+    need: Need,
+    /// The call in a few words (`bash `ls``, `write_file on a.txt`).
+    what: String,
+    /// Why it needs one, in words.
+    reason: String,
+    /// The allow rule that would let it through.
+    always: String,
+}
+
+impl Question {
+    /// The refusal where no one can be asked (a headless run).
+    fn headless_refusal(&self) -> String {
+        let Self {
+            need,
+            what,
+            reason,
+            always,
+        } = self;
+        if *need == Need::Hook {
+            return format!(
+                "denied: a PreToolUse hook asked for the person's say on {what}, but there is no terminal to ask (a headless run), so it was not run"
+            );
+        }
+        format!(
+            "denied: permission mode ask would ask the person about {what} ({reason}), but there is no terminal to ask (a headless run), so it was not run; an allow rule such as {always} permits it"
+        )
+    }
+}
+
 impl AgentPermissions {
     /// The mode the agent runs in.
     pub fn mode(&self) -> PermissionMode {
@@ -336,29 +368,44 @@ impl AgentPermissions {
                 d.rule, d.from
             ));
         }
-        let need = match hook {
-            None => self.need(&call, tools, ctx)?,
-            Some(CallPermission::Allow) => match self.need(&call, tools, ctx)? {
-                Need::Limited => Need::Limited,
-                Need::Writes | Need::Hook => return None,
-            },
-            Some(CallPermission::Ask) => Need::Hook,
+        let need = self.need_after(&call, tools, ctx, hook)?;
+        let question = Question {
+            need,
+            what: described(name, input, &call, ctx),
+            reason: self.reason(name, need),
+            always: call.exact_rule(),
         };
-        let always = call.exact_rule();
-        let what = match name {
-            "bash" => format!(
-                "bash `{}`",
-                input
-                    .get("command")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-            ),
-            other => match call.paths.last() {
-                Some(p) => format!("{other} on {}", ctx.workspace.display(p)),
-                None => other.to_owned(),
-            },
+        if let Some(refusal) = self.refused_by_mode(&question) {
+            return Some(refusal);
+        }
+        let Some(approver) = &self.approver else {
+            return Some(question.headless_refusal());
         };
-        let reason = match need {
+        self.ask(approver, name, input, &call, ctx, question).await
+    }
+
+    /// What the call needs after `PreToolUse` hooks said `hook`; `None` when it runs as it
+    /// is (a hook's `allow` settles all but its type's own limits).
+    fn need_after(
+        &self,
+        call: &CallView,
+        tools: &ToolSet,
+        ctx: &ToolContext,
+        hook: Option<CallPermission>,
+    ) -> Option<Need> {
+        match hook {
+            None => self.need(call, tools, ctx),
+            Some(CallPermission::Allow) => match self.need(call, tools, ctx)? {
+                Need::Limited => Some(Need::Limited),
+                Need::Writes | Need::Hook => None,
+            },
+            Some(CallPermission::Ask) => Some(Need::Hook),
+        }
+    }
+
+    /// Why the call `name` needs a yes, in words for the person and the model.
+    fn reason(&self, name: &str, need: Need) -> String {
+        match need {
             Need::Limited => format!(
                 "agent type {} may use {name} only as its tools say ({})",
                 self.agent_type,
@@ -367,44 +414,51 @@ impl AgentPermissions {
             Need::Writes if name == "bash" => "the command is not in the allow rules".to_owned(),
             Need::Writes => format!("{name} may change things and no allow rule covers it"),
             Need::Hook => "a PreToolUse hook asks for the person's say".to_owned(),
-        };
-        match self.mode {
-            PermissionMode::Ask => {}
-            // A hook's `ask` asks in every mode.
-            _ if need == Need::Hook => {}
-            PermissionMode::Plan if need == Need::Writes => {
-                return Some(format!(
-                    "denied by permission mode plan (read-only): {what} may change things; the call was not run"
-                ))
-            }
-            mode if need == Need::Limited => {
-                return Some(format!(
-                    "denied: {reason}; the call was not run (permission mode {mode})"
-                ))
-            }
-            mode => {
-                return Some(format!(
-                    "denied by permission mode {mode}: {what}: {reason}; the call was not run (an allow rule such as {always} permits it)"
-                ))
-            }
         }
-        let Some(approver) = &self.approver else {
-            if need == Need::Hook {
-                return Some(format!(
-                    "denied: a PreToolUse hook asked for the person's say on {what}, but there is no terminal to ask (a headless run), so it was not run"
-                ));
-            }
-            return Some(format!(
-                "denied: permission mode ask would ask the person about {what} ({reason}), but there is no terminal to ask (a headless run), so it was not run; an allow rule such as {always} permits it"
-            ));
-        };
+    }
+
+    /// The refusal the agent's mode gives `question` without asking, if it gives one: every
+    /// mode but `ask` refuses, save for a hook's `ask`, which asks in every mode.
+    fn refused_by_mode(&self, question: &Question) -> Option<String> {
+        let Question {
+            need,
+            what,
+            reason,
+            always,
+        } = question;
+        match self.mode {
+            PermissionMode::Ask => None,
+            _ if *need == Need::Hook => None,
+            PermissionMode::Plan if *need == Need::Writes => Some(format!(
+                "denied by permission mode plan (read-only): {what} may change things; the call was not run"
+            )),
+            mode if *need == Need::Limited => Some(format!(
+                "denied: {reason}; the call was not run (permission mode {mode})"
+            )),
+            mode => Some(format!(
+                "denied by permission mode {mode}: {what}: {reason}; the call was not run (an allow rule such as {always} permits it)"
+            )),
+        }
+    }
+
+    /// Asks the person through `approver`, one question at a time, and remembers an
+    /// "always"; `None` when the call may run.
+    async fn ask(
+        &self,
+        approver: &Arc<dyn Approver>,
+        name: &str,
+        input: &Value,
+        call: &CallView<'_>,
+        ctx: &ToolContext,
+        question: Question,
+    ) -> Option<String> {
         // One question at a time; an answer given meanwhile ("always") may settle this one.
         let _turn = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Some("cancelled while waiting to ask for permission".into()),
             turn = self.shared.asking.lock() => turn,
         };
-        if self.granted(&call) {
+        if self.granted(call) {
             return None;
         }
         let request = ApprovalRequest {
@@ -412,9 +466,9 @@ impl AgentPermissions {
             agent_type: self.agent_type.clone(),
             tool: name.to_owned(),
             input: input.clone(),
-            summary: summary(name, input, &call, ctx),
-            reason,
-            always: always.clone(),
+            summary: summary(name, input, call, ctx),
+            reason: question.reason,
+            always: question.always,
         };
         let decision = tokio::select! {
             biased;
@@ -434,7 +488,8 @@ impl AgentPermissions {
                 None
             }
             Decision::Deny => Some(format!(
-                "denied by the person at the terminal: {what} was not run"
+                "denied by the person at the terminal: {} was not run",
+                question.what
             )),
         }
     }
@@ -509,6 +564,24 @@ fn changes(name: &str, tools: &ToolSet, ctx: &ToolContext, plan: bool) -> bool {
         return false;
     }
     tools.get(name).is_some_and(|t| !t.is_read_only())
+}
+
+/// The call in a few words for a refusal: the command of `bash`, else the tool and the
+/// last path it touches.
+fn described(name: &str, input: &Value, call: &CallView, ctx: &ToolContext) -> String {
+    match name {
+        "bash" => format!(
+            "bash `{}`",
+            input
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ),
+        other => match call.paths.last() {
+            Some(p) => format!("{other} on {}", ctx.workspace.display(p)),
+            None => other.to_owned(),
+        },
+    }
 }
 
 /// The call in one line for the person: the command, the path, or the input.

@@ -139,63 +139,85 @@ fn success(event: HookEvent, stdout: &str) -> (Verdict, HookOutcome) {
         .flatten()
         .filter(Value::is_object);
     let Some(json) = json else {
-        let context = (stdout_is_context(event) && !text.is_empty()).then(|| text.to_owned());
-        let outcome = HookOutcome::Ok {
-            context: context.is_some(),
-            updated_input: false,
-        };
-        return (
-            Verdict {
-                context,
-                ..Verdict::default()
-            },
-            outcome,
-        );
+        return plain_stdout(event, text);
     };
     let mut v = Verdict::default();
-    let str_of = |value: &Value, key: &str| {
-        value
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
+    read_decision(event, &json, &mut v);
+    if let Some(specific) = json.get("hookSpecificOutput").filter(|s| s.is_object()) {
+        read_specific(event, specific, &mut v);
+    }
+    let outcome = outcome_of(&v);
+    (v, outcome)
+}
+
+/// A successful hook's stdout that is no JSON object: context where Claude Code takes it.
+fn plain_stdout(event: HookEvent, text: &str) -> (Verdict, HookOutcome) {
+    let context = (stdout_is_context(event) && !text.is_empty()).then(|| text.to_owned());
+    let outcome = HookOutcome::Ok {
+        context: context.is_some(),
+        updated_input: false,
     };
+    (
+        Verdict {
+            context,
+            ..Verdict::default()
+        },
+        outcome,
+    )
+}
+
+/// The text at `key` of `value`, trimmed, when there is some.
+fn text_at(value: &Value, key: &str) -> Option<String> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// The common fields of a hook's JSON: `continue`, `stopReason`, `decision` and `reason`.
+fn read_decision(event: HookEvent, json: &Value, v: &mut Verdict) {
     if json.get("continue").and_then(Value::as_bool) == Some(false) {
         v.stop =
-            Some(str_of(&json, "stopReason").unwrap_or_else(|| format!("a {event} hook said so")));
+            Some(text_at(json, "stopReason").unwrap_or_else(|| format!("a {event} hook said so")));
     }
-    let reason = str_of(&json, "reason");
     match json.get("decision").and_then(Value::as_str) {
         Some("block") => {
             v.block = Some(
-                reason
-                    .clone()
-                    .unwrap_or_else(|| format!("a {event} hook blocked it")),
+                text_at(json, "reason").unwrap_or_else(|| format!("a {event} hook blocked it")),
             );
         }
         // Claude Code's older words for a PreToolUse decision.
         Some("approve") => v.permission = Some(Permission::Allow),
         _ => {}
     }
-    if let Some(specific) = json.get("hookSpecificOutput").filter(|s| s.is_object()) {
-        let why = str_of(specific, "permissionDecisionReason");
-        match specific.get("permissionDecision").and_then(Value::as_str) {
-            Some("allow") => v.permission = Some(Permission::Allow),
-            Some("ask") => v.permission = Some(Permission::Ask(why)),
-            Some("deny") => {
-                v.permission = Some(Permission::Deny(
-                    why.unwrap_or_else(|| format!("a {event} hook denied it")),
-                ))
-            }
-            _ => {}
+}
+
+/// The event's own fields of a hook's JSON (`hookSpecificOutput`): a permission decision,
+/// a changed input, added context.
+fn read_specific(event: HookEvent, specific: &Value, v: &mut Verdict) {
+    let why = text_at(specific, "permissionDecisionReason");
+    match specific.get("permissionDecision").and_then(Value::as_str) {
+        Some("allow") => v.permission = Some(Permission::Allow),
+        Some("ask") => v.permission = Some(Permission::Ask(why)),
+        Some("deny") => {
+            v.permission = Some(Permission::Deny(
+                why.unwrap_or_else(|| format!("a {event} hook denied it")),
+            ))
         }
-        if let Some(input) = specific.get("updatedInput").filter(|i| i.is_object()) {
-            v.updated_input = Some(input.clone());
-        }
-        v.context = str_of(specific, "additionalContext");
+        _ => {}
     }
-    let outcome = if let Some(reason) = &v.stop {
+    if let Some(input) = specific.get("updatedInput").filter(|i| i.is_object()) {
+        v.updated_input = Some(input.clone());
+    }
+    v.context = text_at(specific, "additionalContext");
+}
+
+/// The outcome a verdict reports: the strongest thing it says (a stop, a deny, a block, an
+/// ask, an allow), else that it went through.
+fn outcome_of(v: &Verdict) -> HookOutcome {
+    if let Some(reason) = &v.stop {
         HookOutcome::Stopped {
             reason: reason.clone(),
         }
@@ -220,8 +242,7 @@ fn success(event: HookEvent, stdout: &str) -> (Verdict, HookOutcome) {
             context: v.context.is_some(),
             updated_input: v.updated_input.is_some(),
         }
-    };
-    (v, outcome)
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! included) reaches it, as in Claude Code; only the model's API keys are withheld.
 
 use cadre_tools::is_model_credential;
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
@@ -84,10 +84,31 @@ async fn run_with(
     if cancel.is_cancelled() {
         return done(End::Cancelled, b"", b"");
     }
+    let mut wrap = CommandWrap::from(shell(command, &place.project_dir, vars));
+    wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    let mut child = match wrap.spawn() {
+        Ok(child) => child,
+        Err(e) => return done(End::NotStarted(format!("cannot run sh: {e}")), b"", b""),
+    };
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let end = watch(&mut *child, &input, timeout, cancel, [&mut out, &mut err]).await;
+    if matches!(end, End::TimedOut | End::Cancelled) {
+        // The whole group: a child the hook started (a `sleep`, a server) goes too.
+        let _ = Box::into_pin(child.kill()).await;
+    }
+    // Dropping the child kills what is left of its group (`KillOnDrop`).
+    drop(child);
+    done(end, &out, &err)
+}
+
+/// `sh -c command` in `dir`, its pipes taken, with the environment `vars` less the model's
+/// credentials, and the project's folder.
+fn shell(command: &str, dir: &Path, vars: Vec<(OsString, OsString)>) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
-        .current_dir(&place.project_dir)
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -96,73 +117,65 @@ async fn run_with(
             vars.into_iter()
                 .filter(|(name, _)| !is_model_credential(name)),
         )
-        .envs(project_vars(&place.project_dir));
-    let mut wrap = CommandWrap::from(cmd);
-    wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-    let mut child = match wrap.spawn() {
-        Ok(child) => child,
-        Err(e) => return done(End::NotStarted(format!("cannot run sh: {e}")), b"", b""),
-    };
+        .envs(project_vars(dir));
+    cmd
+}
+
+/// Feeds `input` to the started `child` and reads its stdout and stderr into `into` until
+/// it has exited and its pipes are drained (or [`DRAIN`] has passed since it exited), its
+/// `timeout` has passed, or `cancel` fires: how it ended.
+async fn watch(
+    child: &mut dyn ChildWrapper,
+    input: &[u8],
+    timeout: Duration,
+    cancel: &CancellationToken,
+    [out, err]: [&mut Vec<u8>; 2],
+) -> End {
     let stdin = child.stdin().take();
     let stdout = child.stdout().take();
     let stderr = child.stderr().take();
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let end = {
-        let io = async {
-            let write = async {
-                if let Some(mut pipe) = stdin {
-                    // A hook that does not read its input closes the pipe early: no matter.
-                    let _ = pipe.write_all(&input).await;
-                }
-            };
-            tokio::join!(
-                write,
-                read_capped(stdout, &mut out),
-                read_capped(stderr, &mut err)
-            );
+    let io = async {
+        let write = async {
+            if let Some(mut pipe) = stdin {
+                // A hook that does not read its input closes the pipe early: no matter.
+                let _ = pipe.write_all(input).await;
+            }
         };
-        tokio::pin!(io);
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut exited: Option<Option<i32>> = None;
-        let mut drained = false;
-        loop {
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => break End::Cancelled,
-                () = &mut deadline => match exited {
-                    // The shell is gone; only what it left behind holds the pipes.
-                    Some(code) => break End::Exited(code),
-                    None => break End::TimedOut,
-                },
-                status = child.wait(), if exited.is_none() => {
-                    let code = status.ok().and_then(|s| s.code());
-                    if drained {
-                        break End::Exited(code);
-                    }
-                    exited = Some(code);
-                    let drain_until = tokio::time::Instant::now() + DRAIN;
-                    if drain_until < deadline.deadline() {
-                        deadline.as_mut().reset(drain_until);
-                    }
+        tokio::join!(write, read_capped(stdout, out), read_capped(stderr, err));
+    };
+    tokio::pin!(io);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut exited: Option<Option<i32>> = None;
+    let mut drained = false;
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break End::Cancelled,
+            () = &mut deadline => match exited {
+                // The shell is gone; only what it left behind holds the pipes.
+                Some(code) => break End::Exited(code),
+                None => break End::TimedOut,
+            },
+            status = child.wait(), if exited.is_none() => {
+                let code = status.ok().and_then(|s| s.code());
+                if drained {
+                    break End::Exited(code);
                 }
-                () = &mut io, if !drained => {
-                    drained = true;
-                    if let Some(code) = exited {
-                        break End::Exited(code);
-                    }
+                exited = Some(code);
+                let drain_until = tokio::time::Instant::now() + DRAIN;
+                if drain_until < deadline.deadline() {
+                    deadline.as_mut().reset(drain_until);
+                }
+            }
+            () = &mut io, if !drained => {
+                drained = true;
+                if let Some(code) = exited {
+                    break End::Exited(code);
                 }
             }
         }
-    };
-    if matches!(end, End::TimedOut | End::Cancelled) {
-        // The whole group: a child the hook started (a `sleep`, a server) goes too.
-        let _ = Box::into_pin(child.kill()).await;
     }
-    // Dropping the child kills what is left of its group (`KillOnDrop`).
-    drop(child);
-    done(end, &out, &err)
 }
 
 /// `CLAUDE_PROJECT_DIR` (so `"$CLAUDE_PROJECT_DIR"/.claude/hooks/x.sh` works as in Claude
