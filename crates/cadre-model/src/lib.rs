@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod cassette;
+pub mod conversation;
 pub mod descriptors;
 pub mod error;
 pub mod openai;

@@ -10,7 +10,7 @@
 //! the prompt cache; two explicit breakpoints ([`ForkPoint`]) mark where the parent's last
 //! request ended and where the siblings' shared part ends.
 
-use cadre_model::{ContentBlock, Message, Request, Role, ToolDefinition};
+use cadre_model::{ContentBlock, Message, Messages, Request, Role, ToolDefinition};
 use std::sync::Arc;
 
 /// The `subagent_type` that forks the calling agent (unless a type of that name exists).
@@ -36,8 +36,9 @@ pub struct ForkBase {
     pub(crate) system: Arc<str>,
     /// The parent's tool definitions.
     pub(crate) tools: Arc<Vec<ToolDefinition>>,
-    /// The parent's messages as its requests send them, ending with its tool turn.
-    pub(crate) messages: Vec<Message>,
+    /// The parent's messages as its requests send them, ending with its tool turn: shared
+    /// with the parent's history, not copied.
+    pub(crate) messages: Messages,
 }
 
 /// Where a fork's first request carries its explicit cache breakpoints.
@@ -65,7 +66,8 @@ impl ForkPoint {
 /// The fork's first history and its breakpoints: the parent's messages, then the results of
 /// the forking turn's calls and the fork's `directive`.
 pub(crate) fn first_history(base: &ForkBase, directive: &str) -> (Vec<Message>, ForkPoint) {
-    let mut history = base.messages.clone();
+    // The one copy of the parent's messages: they become the fork's own history.
+    let mut history = base.messages.to_vec();
     let calls: Vec<String> = history
         .last()
         .filter(|m| m.role == Role::Assistant)
@@ -115,7 +117,7 @@ mod tests {
             agent_type: "main".into(),
             system: Arc::from("sys"),
             tools: Arc::default(),
-            messages: vec![
+            messages: Messages::from(vec![
                 Message::user_text("context"),
                 Message::new(
                     Role::Assistant,
@@ -125,7 +127,7 @@ mod tests {
                         ContentBlock::tool_use("b", "read_file", json!({})),
                     ],
                 ),
-            ],
+            ]),
         };
         let (history, point) = first_history(&base, "count the files");
         assert_eq!(history.len(), 3);

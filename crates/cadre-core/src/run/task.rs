@@ -57,7 +57,11 @@ impl TaskTool {
     }
 
     /// The conversation a fork of the calling agent starts from, or why it cannot fork.
-    fn fork_base(&self, input: &TaskInput, ctx: &ToolContext) -> Result<Arc<ForkBase>, String> {
+    fn fork_base(
+        &self,
+        input: &TaskInput,
+        conversation: Option<Arc<ForkBase>>,
+    ) -> Result<Arc<ForkBase>, String> {
         if self.parent.fork.is_some() {
             return Err(
                 "you are a fork: do this work yourself (a fork does not fork again)".into(),
@@ -66,13 +70,29 @@ impl TaskTool {
         if input.name.is_some() {
             return Err("a fork cannot be a named team member; leave out the name".into());
         }
-        ctx.conversation
-            .clone()
-            .and_then(|c| c.downcast::<ForkBase>().ok())
-            .ok_or_else(|| {
-                "a fork needs the calling agent's conversation, which this call was not given"
-                    .into()
-            })
+        conversation.ok_or_else(|| {
+            "a fork needs the calling agent's conversation, which this call was not given".into()
+        })
+    }
+
+    /// Whether a call with `input` forks the calling agent, and so needs its conversation
+    /// ([`Self::call_forking`]).
+    pub(crate) fn wants_conversation(&self, input: &Value) -> bool {
+        input
+            .get("subagent_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| self.forks(t))
+    }
+
+    /// Runs a call that forks the calling agent from `conversation`.
+    pub(crate) async fn call_forking(
+        &self,
+        input: Value,
+        ctx: &ToolContext,
+        conversation: Arc<ForkBase>,
+    ) -> Result<ToolOutput, ToolError> {
+        let input: TaskInput = cadre_tools::parse_input(TypedTool::name(self), input)?;
+        Ok(self.start(input, ctx, Some(conversation)).await)
     }
 
     /// A `Task` tool for `parent`, offering the subagent types of the orchestrator's
@@ -179,13 +199,6 @@ impl TypedTool for TaskTool {
         true
     }
 
-    fn wants_conversation(&self, input: &Value) -> bool {
-        input
-            .get("subagent_type")
-            .and_then(Value::as_str)
-            .is_some_and(|t| self.forks(t))
-    }
-
     fn rerun(&self) -> cadre_tools::Rerun {
         // Its subagent journals its own steps: a resumed run calls it again and the subagent
         // picks up where it was, found by this call's id.
@@ -193,22 +206,35 @@ impl TypedTool for TaskTool {
     }
 
     async fn run(&self, input: TaskInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(self.start(input, ctx, None).await)
+    }
+}
+
+impl TaskTool {
+    /// Starts the subagent `input` asks for (a fork of the caller from `conversation`) and
+    /// returns its result, or at once its task id when it runs in the background.
+    async fn start(
+        &self,
+        input: TaskInput,
+        ctx: &ToolContext,
+        conversation: Option<Arc<ForkBase>>,
+    ) -> ToolOutput {
         if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
-            return Ok(ToolOutput::error(format!(
+            return ToolOutput::error(format!(
                 "subagent_type {:?} is not one this agent may start; it may start: {}",
                 input.subagent_type,
                 self.allowed.join(", ")
-            )));
+            ));
         }
         let answer = match input.output_schema.as_ref().map(AnswerSchema::new) {
-            Some(Err(why)) => return Ok(ToolOutput::error(format!("output_schema: {why}"))),
+            Some(Err(why)) => return ToolOutput::error(format!("output_schema: {why}")),
             Some(Ok(schema)) => Some(schema),
             None => None,
         };
         let fork = match self.forks(&input.subagent_type) {
-            true => match self.fork_base(&input, ctx) {
+            true => match self.fork_base(&input, conversation) {
                 Ok(base) => Some(base),
-                Err(why) => return Ok(ToolOutput::error(why)),
+                Err(why) => return ToolOutput::error(why),
             },
             false => None,
         };
@@ -246,9 +272,9 @@ impl TypedTool for TaskTool {
                 reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
             });
             self.parent.background.attach(&id, handle.abort_handle());
-            return Ok(ToolOutput::ok(format!(
+            return ToolOutput::ok(format!(
                 "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
-            )));
+            ));
         }
         let task = TaskCall {
             subagent_type: &input.subagent_type,
@@ -277,9 +303,9 @@ impl TypedTool for TaskTool {
                     .await
             }
         };
-        Ok(match result {
+        match result {
             Ok(text) => ToolOutput::ok(text),
             Err(why) => ToolOutput::error(why.to_string()),
-        })
+        }
     }
 }
