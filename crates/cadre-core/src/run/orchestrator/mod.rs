@@ -365,6 +365,12 @@ impl Orchestrator {
         )
     }
 
+    /// How many agents have finished (the rows [`Self::usage`] would hold), read without
+    /// building the report.
+    pub fn finished_count(&self) -> usize {
+        self.records.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Tokens used by the whole tree so far.
     pub fn tokens_used(&self) -> u64 {
         self.budget.used()
