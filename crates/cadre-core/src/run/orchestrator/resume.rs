@@ -45,6 +45,8 @@ impl Orchestrator {
         *self.run_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_dir);
         *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal.clone());
         self.restore_team(&journal).await?;
+        // Rebuilt: the steps read to do it are not kept for the rest of the run.
+        journal.release_earlier();
         if let Some(text) = follow_up {
             let mut message = Message::user_text(text);
             // The follow-up is a prompt like the first: its hooks may add to it or refuse it
