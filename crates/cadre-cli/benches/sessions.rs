@@ -4,7 +4,7 @@
 //! Three sections, each printing figures (never asserting on them):
 //!
 //! - `loop`: one `cadre run` whose agent makes T turns (default 300), each reading a file of
-//!   20 KB, so every request carries a longer history. It prints cadre's own CPU per turn
+//!   20 KB, with compaction off, so every request carries a longer history. It prints cadre's own CPU per turn
 //!   (the child process's, not the mock's) over the first and the last third of the turns:
 //!   a turn that copies the whole history costs more the longer it is.
 //! - `runs-list`: `cadre runs list --limit N` over N runs (default 1,000), once with runs of
@@ -184,8 +184,11 @@ async fn bench_loop(turns: usize) {
         dir.path(),
         home.path(),
         &server,
+        // Not compacted: every request carries the whole history, as the turns grow.
         &[
             "run",
+            "--compact-at",
+            "off",
             "--max-turns",
             &max_turns,
             "Read the files one by one.",
@@ -309,7 +312,13 @@ async fn bench_chat(messages: usize) {
         .map(|i| Reply::text(&filler(i, ANSWER_BYTES)))
         .collect();
     server.route(cpu_probe(pid.clone(), seen.clone()), replies);
-    let mut command = cadre(dir.path(), home.path(), &server, &["chat"]);
+    let max_turns = (messages + 10).to_string();
+    let mut command = cadre(
+        dir.path(),
+        home.path(),
+        &server,
+        &["chat", "--max-turns", &max_turns],
+    );
     command.stdin(Stdio::piped());
     let (wall, cpu) = tokio::task::spawn_blocking(move || {
         let before = children_cpu();
