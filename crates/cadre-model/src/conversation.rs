@@ -112,7 +112,7 @@ impl Messages {
     }
 
     /// The messages sent, in order (as held: without the breakpoints laid over them).
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> + '_ {
+    pub fn iter(&self) -> Iter<'_> {
         self.head.iter().chain(self.history[self.start..].iter())
     }
 
@@ -238,12 +238,15 @@ impl Index<usize> for Messages {
     }
 }
 
+/// The messages a request sends, in order.
+pub type Iter<'a> = std::iter::Chain<std::option::Iter<'a, Message>, std::slice::Iter<'a, Message>>;
+
 impl<'a> IntoIterator for &'a Messages {
     type Item = &'a Message;
-    type IntoIter = Box<dyn DoubleEndedIterator<Item = &'a Message> + 'a>;
+    type IntoIter = Iter<'a>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
     }
 }
 
