@@ -252,8 +252,8 @@ fn key_of(agent_type: &str, messages: &[Message]) -> String {
 }
 
 /// `messages` with every cache breakpoint removed (nested tool_result blocks included).
-pub fn strip_cache_control(messages: &[Message]) -> Vec<Message> {
-    let mut out = messages.to_vec();
+pub fn strip_cache_control<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = messages.into_iter().cloned().collect();
     for message in &mut out {
         strip_blocks(&mut message.content);
     }
@@ -348,19 +348,19 @@ mod tests {
         let a = request("explore", "hi");
         let mut b = a.clone();
         b.apply_prompt_caching();
-        b.messages[0].content[0].set_cache_control(Some(CacheControl::ephemeral()));
+        b.messages.make_mut()[0].content[0].set_cache_control(Some(CacheControl::ephemeral()));
         b.origin = Some(RequestOrigin {
             path: "main/explore#7".into(),
             agent_type: "explore".into(),
         });
-        b.messages.push(Message::new(
+        b.messages.make_mut().push(Message::new(
             Role::Assistant,
             vec![ContentBlock::Unknown(
                 json!({"type": "document", "z": 1, "a": 2, "cache_control": {"type": "ephemeral"}}),
             )],
         ));
         let mut c = a.clone();
-        c.messages.push(Message::new(
+        c.messages.make_mut().push(Message::new(
             Role::Assistant,
             vec![ContentBlock::Unknown(
                 json!({"a": 2, "type": "document", "z": 1}),

@@ -257,6 +257,30 @@ impl ContentBlock {
         }
     }
 
+    /// Whether a block of this type can carry a cache breakpoint.
+    pub fn can_cache(&self) -> bool {
+        matches!(
+            self,
+            Self::Text(_)
+                | Self::ToolUse(_)
+                | Self::ToolResult(_)
+                | Self::Image(_)
+                | Self::Compaction(_)
+        )
+    }
+
+    /// The cache breakpoint on this block, if it carries one.
+    pub fn cache_control(&self) -> Option<&CacheControl> {
+        match self {
+            Self::Text(b) => b.cache_control.as_ref(),
+            Self::ToolUse(b) => b.cache_control.as_ref(),
+            Self::ToolResult(b) => b.cache_control.as_ref(),
+            Self::Image(b) => b.cache_control.as_ref(),
+            Self::Compaction(b) => b.cache_control.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Sets a cache breakpoint on this block if its type can carry one; says whether it did.
     pub fn set_cache_control(&mut self, cc: Option<CacheControl>) -> bool {
         match self {

@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod cassette;
 pub mod content;
+pub mod conversation;
 pub mod descriptors;
 pub mod error;
 pub mod openai;

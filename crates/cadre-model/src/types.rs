@@ -8,6 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
+pub use crate::conversation::{History, Messages};
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -317,8 +319,8 @@ pub struct Request {
     /// The system prompt, as blocks so it can carry a cache breakpoint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub system: Vec<SystemBlock>,
-    /// The conversation so far.
-    pub messages: Vec<Message>,
+    /// The conversation so far, shared with the agent that sends it.
+    pub messages: Messages,
     /// The tools offered; shared, as every request of an agent (and of its agent type)
     /// offers the same ones.
     #[serde(default, skip_serializing_if = "is_empty_tools")]
@@ -448,13 +450,14 @@ pub struct RequestOrigin {
 }
 
 impl Request {
-    /// A request with the given model, cap, system prompt, messages and tools; nothing else set.
-    pub fn new(model: impl Into<String>, max_tokens: u32, messages: Vec<Message>) -> Self {
+    /// A request with the given model, cap and messages (a list, or a shared history);
+    /// nothing else set.
+    pub fn new(model: impl Into<String>, max_tokens: u32, messages: impl Into<Messages>) -> Self {
         Self {
             model: model.into(),
             max_tokens,
             system: Vec::new(),
-            messages,
+            messages: messages.into(),
             tools: Arc::default(),
             cache_control: None,
             stream: false,
@@ -529,11 +532,7 @@ impl Request {
         for s in &mut self.system {
             s.cache_control = None;
         }
-        for m in &mut self.messages {
-            for b in &mut m.content {
-                b.set_cache_control(None);
-            }
-        }
+        self.messages.clear_breakpoints();
         if let Some(last) = self.system.last_mut() {
             last.cache_control = Some(CacheControl::ephemeral());
         } else if !tools_as_wanted {
@@ -552,14 +551,7 @@ impl Request {
         if self.cache_breakpoints() >= 4 {
             return false;
         }
-        let Some(m) = self.messages.get_mut(message) else {
-            return false;
-        };
-        let end = (block + 1).min(m.content.len());
-        m.content[..end]
-            .iter_mut()
-            .rev()
-            .any(|b| b.set_cache_control(Some(CacheControl::ephemeral())))
+        self.messages.add_breakpoint(message, block)
     }
 
     /// How many cache breakpoints this request carries, the request-level one included.
@@ -574,19 +566,7 @@ impl Request {
             .iter()
             .filter(|s| s.cache_control.is_some())
             .count();
-        let blocks = self
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .filter(|b| match b {
-                ContentBlock::Text(b) => b.cache_control.is_some(),
-                ContentBlock::ToolUse(b) => b.cache_control.is_some(),
-                ContentBlock::ToolResult(b) => b.cache_control.is_some(),
-                ContentBlock::Image(b) => b.cache_control.is_some(),
-                ContentBlock::Compaction(b) => b.cache_control.is_some(),
-                _ => false,
-            })
-            .count();
+        let blocks = self.messages.breakpoints();
         tools + system + blocks + usize::from(self.cache_control.is_some())
     }
 }
@@ -694,7 +674,7 @@ mod tests {
             cache_control: Some(CacheControl::ephemeral()),
         }]
         .into();
-        if let ContentBlock::Text(t) = &mut req.messages[0].content[0] {
+        if let ContentBlock::Text(t) = &mut req.messages.make_mut()[0].content[0] {
             t.cache_control = Some(CacheControl::ephemeral());
         }
         req.apply_prompt_caching();

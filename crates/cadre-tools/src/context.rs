@@ -149,10 +149,6 @@ pub struct ToolContext {
     pub allow_network: bool,
     /// The `tool_use` id of the call being run (empty outside a call).
     pub call_id: String,
-    /// The calling agent's conversation, for a call whose tool asks for it
-    /// ([`Tool::wants_conversation`](crate::Tool::wants_conversation)); its type is the
-    /// agent loop's, which this crate does not know.
-    pub conversation: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// A folder outside the workspace that `read_file` may read too, by absolute path (where
     /// the run keeps subagents' answers too long for a tool result); `None` for none.
     pub also_readable: Option<Arc<Path>>,
@@ -172,7 +168,6 @@ impl ToolContext {
             sandbox: SandboxMode::default(),
             allow_network: true,
             call_id: String::new(),
-            conversation: None,
             also_readable: None,
         }
     }

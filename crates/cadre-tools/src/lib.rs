@@ -124,12 +124,6 @@ pub trait Tool: Send + Sync {
         let _ = (input, ctx);
         self.rerun()
     }
-    /// Whether this call needs the calling agent's conversation (in
-    /// [`ToolContext::conversation`]); default no. A tool that starts an agent from it (a
-    /// fork) says yes, for the calls that do.
-    fn wants_conversation(&self, _input: &Value) -> bool {
-        false
-    }
     /// Runs it. Errors become `is_error` results for the model; they never crash the agent.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }

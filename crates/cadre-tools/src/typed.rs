@@ -84,11 +84,6 @@ pub trait TypedTool: Send + Sync + 'static {
         let _ = (input, ctx);
         TypedTool::rerun(self)
     }
-    /// Whether this call needs the calling agent's conversation (see
-    /// [`Tool::wants_conversation`]); default no.
-    fn wants_conversation(&self, _input: &Value) -> bool {
-        false
-    }
     /// The input schema; the default derives it from [`Self::Input`]. Override it only to
     /// add what the type cannot know, such as a list of names known at run time.
     fn input_schema(&self) -> Value {
@@ -126,10 +121,6 @@ impl<T: TypedTool> Tool for T {
 
     fn rerun_call(&self, input: &Value, ctx: &ToolContext) -> crate::Rerun {
         TypedTool::rerun_call(self, input, ctx)
-    }
-
-    fn wants_conversation(&self, input: &Value) -> bool {
-        TypedTool::wants_conversation(self, input)
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -17,6 +17,7 @@ pub mod permissions;
 pub mod project;
 pub mod project_items;
 pub mod run_folders;
+pub mod run_index;
 pub mod served;
 pub mod session;
 pub mod settings;

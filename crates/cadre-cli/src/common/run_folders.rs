@@ -1,6 +1,7 @@
 //! Finding runs to resume or continue in `.cadre/runs/`.
 
 use crate::common::exit::{CliError, Result};
+use crate::common::run_index;
 use cadre_core::record::journal::{run_state, JournaledRun};
 use cadre_core::RunDir;
 use std::path::{Path, PathBuf};
@@ -17,11 +18,12 @@ fn run_dirs(root: &Path) -> Vec<RunDir> {
 /// resumed (cancelled runs are both).
 pub fn newest(root: &Path, finished: bool) -> Option<PathBuf> {
     run_dirs(root).into_iter().find_map(|dir| {
-        let state = run_state(dir.path()).ok()??;
+        // From the run's small index: finished runs passed over are not read whole.
+        let standing = run_index::standing(&dir)?;
         let fits = if finished {
-            state.continuable()
+            standing.continuable
         } else {
-            state.resumable()
+            standing.resumable
         };
         fits.then(|| dir.path().to_path_buf())
     })

@@ -295,7 +295,7 @@ impl Session {
                     Some(event) = events.next() => display.event(&event),
                     _ = ticker.tick() => display.tick(
                         &orchestrator.roster(),
-                        orchestrator.usage().agents.len(),
+                        orchestrator.finished_count(),
                         orchestrator.tokens_used(),
                         started.elapsed(),
                     ),

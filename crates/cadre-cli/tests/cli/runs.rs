@@ -73,6 +73,59 @@ pub(super) fn copy_run(from: &Path, id: &str) -> tempfile::TempDir {
     to
 }
 
+/// Once a run was listed, its row comes from its small index (what the index says is what
+/// is listed) until a file of the run changes; a run folder without one lists as before.
+#[tokio::test]
+async fn a_listing_reads_each_run_s_index_until_the_run_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::Any,
+        vec![Reply::text("first"), Reply::text("second")],
+    );
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "Say something"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let run = std::fs::read_dir(dir.path().join(".cadre/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let index = run.join("index.json");
+    assert!(!index.exists());
+    let listed = |out: Output| -> Value {
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str(&out.stdout).unwrap()
+    };
+    let first = listed(cadre_env(dir.path(), &[], &["runs", "list", "--json"]).await);
+    assert_eq!(first[0]["task"], "Say something");
+    assert_eq!(first[0]["outcome"], "completed");
+    assert!(index.is_file(), "the first listing writes the index");
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, text.replace("Say something", "From the index")).unwrap();
+    let second = listed(cadre_env(dir.path(), &[], &["runs", "list", "--json"]).await);
+    assert_eq!(second[0]["task"], "From the index");
+    // The run goes on (found through the index as the newest to go on with): its files
+    // changed, so its row is made from the run again.
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--continue", "And more"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let third = listed(cadre_env(dir.path(), &[], &["runs", "list", "--json"]).await);
+    assert_eq!(third.as_array().unwrap().len(), 1, "{third}");
+    assert_ne!(third[0]["task"], "From the index", "{third}");
+}
+
 #[tokio::test]
 async fn list_and_show_read_back_finished_and_unfinished_runs() {
     let runs = two_runs().await;

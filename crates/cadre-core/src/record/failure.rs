@@ -130,6 +130,10 @@ impl Journal for Guarded {
     fn once(&self, agent: &str, effect: Effect<'_>, work: Work) -> Run {
         self.inner.once(agent, effect, work)
     }
+
+    fn release_earlier(&self) {
+        self.inner.release_earlier();
+    }
 }
 
 #[cfg(test)]

@@ -78,6 +78,10 @@ pub trait Journal: Send + Sync {
         let _ = (agent, effect);
         Run::Here(work)
     }
+
+    /// Lets go of the steps read when the journal was opened, once the run is rebuilt from
+    /// them: [`steps`](Self::steps) gives none after. By default there is nothing to let go.
+    fn release_earlier(&self) {}
 }
 
 /// How a journal has an effect run (see [`Journal::once`]).
@@ -164,8 +168,9 @@ pub enum Outcome {
 pub struct FileJournal {
     file: PathBuf,
     out: Mutex<Out>,
-    /// The steps read when the journal was opened, by agent, for rebuilding.
-    earlier: HashMap<String, Vec<Step>>,
+    /// The steps read when the journal was opened, by agent, for rebuilding; emptied once
+    /// the run is rebuilt ([`Journal::release_earlier`]).
+    earlier: Mutex<HashMap<String, Vec<Step>>>,
 }
 
 /// The journal file as it is written: its whole lines end at `len`; after a failed write it
@@ -224,7 +229,7 @@ impl FileJournal {
                 closed: false,
             }),
             file,
-            earlier: HashMap::new(),
+            earlier: Mutex::default(),
         })
     }
 
@@ -254,15 +259,21 @@ impl FileJournal {
                     closed: false,
                 }),
                 file,
-                earlier,
+                earlier: Mutex::new(earlier),
             },
             notes,
         ))
     }
 
-    /// Whether the journal held any step when it was opened.
+    /// Whether the journal holds no step read when it was opened (none once they were let
+    /// go: [`Journal::release_earlier`]).
     pub fn is_empty(&self) -> bool {
-        self.earlier.is_empty()
+        self.earlier().is_empty()
+    }
+
+    /// The steps read when it was opened, by agent.
+    fn earlier(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Step>>> {
+        self.earlier.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -286,7 +297,13 @@ impl Journal for FileJournal {
     }
 
     async fn steps(&self, agent: &str) -> Result<Vec<Step>, JournalError> {
-        Ok(self.earlier.get(agent).cloned().unwrap_or_default())
+        Ok(self.earlier().get(agent).cloned().unwrap_or_default())
+    }
+
+    fn release_earlier(&self) {
+        // Taken out first: the steps are dropped after the lock is let go.
+        let earlier = std::mem::take(&mut *self.earlier());
+        drop(earlier);
     }
 }
 
@@ -337,14 +354,16 @@ impl JournaledRun {
         }
         let (journal, notes) = FileJournal::open(dir)?;
         // The header and the primary agent's steps are all that say how the run stands.
-        let header = journal.earlier.get("").and_then(|steps| steps.first());
-        let primary = match header {
-            Some(Step::Run { agent_type, .. }) => journal.earlier.get(agent_type),
-            _ => None,
-        };
-        let Some(state) =
+        let state = {
+            let earlier = journal.earlier();
+            let header = earlier.get("").and_then(|steps| steps.first());
+            let primary = match header {
+                Some(Step::Run { agent_type, .. }) => earlier.get(agent_type),
+                _ => None,
+            };
             RunState::from_steps(header.into_iter().chain(primary.into_iter().flatten()))
-        else {
+        };
+        let Some(state) = state else {
             return Ok(None);
         };
         Ok(Some(Self {
@@ -485,6 +504,28 @@ mod tests {
             description: "d".into(),
             history: vec![Message::user_text("hi")],
         }
+    }
+
+    #[tokio::test]
+    async fn the_steps_read_on_opening_are_let_go_once_the_run_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = FileJournal::create(dir.path()).unwrap();
+        j.append(&started("main")).await.unwrap();
+        drop(j);
+        let (j, _) = FileJournal::open(dir.path()).unwrap();
+        assert_eq!(j.steps("main").await.unwrap().len(), 1);
+        assert_eq!(
+            j.steps("main").await.unwrap().len(),
+            1,
+            "read as often as asked"
+        );
+        j.release_earlier();
+        assert!(j.is_empty());
+        assert!(j.steps("main").await.unwrap().is_empty());
+        // Appending goes on as before.
+        j.append(&started("main/plan#1")).await.unwrap();
+        let (steps, _, _) = read_steps(&dir.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(steps.len(), 2);
     }
 
     #[tokio::test]

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 /// The run's summary, written when it ends.
 pub const SUMMARY_FILE: &str = "summary.json";
 
+/// The file a run's listing reads instead of the whole run (see [`RunDir::index_file`]).
+pub const INDEX_FILE: &str = "index.json";
+
 /// What a run on a durable engine leaves in its folder: how to find the run again.
 pub const ENGINE_FILE: &str = "engine.json";
 
@@ -173,6 +176,11 @@ impl RunDir {
     /// The run's `summary.json`.
     pub fn summary_file(&self) -> PathBuf {
         self.dir.join(SUMMARY_FILE)
+    }
+
+    /// The run's index for listings (`index.json`, kept by the CLI).
+    pub fn index_file(&self) -> PathBuf {
+        self.dir.join(INDEX_FILE)
     }
 
     /// The note a run on a durable engine leaves (`engine.json`).

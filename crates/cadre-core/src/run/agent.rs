@@ -18,8 +18,8 @@ use crate::run::toolset::ToolSet;
 use crate::vocab::hooks::{CallPermission, HookDecision};
 use crate::vocab::outcome::{AgentOutcome, StopKind};
 use cadre_model::{
-    ContentBlock, Message, Model, ModelEvent, Request, RequestOrigin, Response, Role, SystemBlock,
-    ToolUseBlock,
+    ContentBlock, History, Message, Model, ModelEvent, Request, RequestOrigin, Response, Role,
+    SystemBlock, ToolUseBlock,
 };
 use cadre_tools::{Rerun, ToolContext, ToolOutput};
 use futures::future::join_all;
@@ -228,7 +228,7 @@ impl Agent {
                 turns,
                 tool_calls,
                 usage,
-                history,
+                history: history.into_vec(),
             }
         }
     }
@@ -459,7 +459,7 @@ impl Agent {
 
     /// What a fork of this agent starts from: its type, system prompt, tools, and
     /// `history` as its requests send it.
-    fn fork_base(&self, history: &[Message]) -> Arc<dyn std::any::Any + Send + Sync> {
+    fn fork_base(&self, history: &History) -> Arc<ForkBase> {
         Arc::new(ForkBase {
             agent_type: self.config.agent_type.clone(),
             system: self.config.system.clone(),
@@ -518,7 +518,7 @@ impl Agent {
     }
 
     /// Sends the history to the model, asking the server to compact it past the threshold.
-    async fn send(&self, history: &[Message]) -> Result<Response, Failed> {
+    async fn send(&self, history: &History) -> Result<Response, Failed> {
         // Boxed from the start: the futures of every agent waiting for its response hold a
         // pointer here and in `call`, not two copies of the request.
         let mut request = Box::new(self.request(history));
@@ -528,8 +528,8 @@ impl Agent {
         self.call(request).await
     }
 
-    /// A request of this agent carrying what is sent of `history`.
-    pub(crate) fn request(&self, history: &[Message]) -> Request {
+    /// A request of this agent carrying what is sent of `history` (shared, not copied).
+    pub(crate) fn request(&self, history: &History) -> Request {
         let mut request = Request::new(
             &self.config.model,
             self.config.max_tokens,
@@ -735,12 +735,14 @@ impl Agent {
             let tools = self.tools.clone();
             let mut ctx = self.ctx.clone();
             ctx.call_id.clone_from(&call.id);
-            ctx.conversation.clone_from(conversation);
+            let fork = conversation.clone();
             let name = call.name.clone();
             // The input is cloned here, for the call alone: the history keeps the calls.
             let input = input.clone();
             let work: Work =
-                Box::pin(async move { Done::Tool(tools.call(&name, input, &ctx).await) });
+                Box::pin(
+                    async move { Done::Tool(tools.call_forking(&name, input, &ctx, fork).await) },
+                );
             let effect = Effect::Tool {
                 id: &call.id,
                 name: &call.name,
@@ -803,8 +805,8 @@ impl Agent {
     }
 }
 
-/// The agent's conversation as handed to the calls of a turn that ask for it.
-type Shared = Option<Arc<dyn std::any::Any + Send + Sync>>;
+/// What a turn's calls that fork the agent start from (made only for such a turn).
+type Shared = Option<Arc<ForkBase>>;
 
 /// What the model is told of a changing call that may or may not have taken effect.
 fn interrupted(tool: &str) -> String {

@@ -9,7 +9,7 @@ use crate::run::agent::{Agent, Failed};
 use crate::run::context;
 use crate::run::state::AgentState;
 use crate::vocab::outcome::StopKind;
-use cadre_model::{CompactionUsage, ContentBlock, Message, Role, Usage};
+use cadre_model::{CompactionUsage, ContentBlock, History, Message, Role, Usage};
 
 impl Agent {
     /// The threshold the server compacts at, when it compacts for this agent.
@@ -116,7 +116,8 @@ impl Agent {
             let compacted = context::replace_with_summary(history, split, &summary);
             return Ok((compacted, used, "cadre"));
         }
-        let mut request = self.request(history);
+        // A compaction is rare: the part compacted is copied into a request of its own.
+        let mut request = self.request(&History::from(history.to_vec()));
         request.summarize(None);
         let response = self.call(Box::new(request)).await?;
         let block = response
@@ -173,7 +174,9 @@ impl Agent {
             Some(last) if last.role == Role::User => last.content.push(ask),
             _ => messages.push(Message::new(Role::User, vec![ask])),
         }
-        let response = self.call(Box::new(self.request(&messages))).await?;
+        let response = self
+            .call(Box::new(self.request(&History::from(messages))))
+            .await?;
         let summary = response.text();
         if summary.trim().is_empty() {
             return Err(CompactError::NoBlock);

@@ -1,6 +1,6 @@
 //! Keeping a conversation inside the model's context window.
 
-use cadre_model::{ContentBlock, Message, Role};
+use cadre_model::{ContentBlock, History, Message, Messages, Role};
 
 /// What an old tool result is replaced with once the context runs short.
 pub const CLEARED: &str = "[output cleared to keep the conversation within the context \
@@ -30,26 +30,17 @@ pub const SUMMARY_HEADER: &str = "[The earlier conversation was summarised to st
 context window. Summary:]";
 
 /// What is sent of `history`: from the newest `compaction` block on (the API ignores every
-/// block before it, so they need not travel), or all of it when there is none.
-pub fn since_compaction(history: &[Message]) -> Vec<Message> {
+/// block before it, so they need not travel), or all of it when there is none. The history
+/// is shared with the request, not copied.
+pub fn since_compaction(history: &History) -> Messages {
     let newest = history.iter().enumerate().rev().find_map(|(i, m)| {
         m.content
             .iter()
             .rposition(|b| matches!(b, ContentBlock::Compaction(_)))
             .map(|j| (i, j))
     });
-    match newest {
-        None => history.to_vec(),
-        Some((i, j)) => {
-            let mut sent = Vec::with_capacity(history.len() - i);
-            sent.push(Message::new(
-                history[i].role,
-                history[i].content[j..].to_vec(),
-            ));
-            sent.extend_from_slice(&history[i + 1..]);
-            sent
-        }
-    }
+    let (message, block) = newest.unwrap_or((0, 0));
+    Messages::since(history, message, block)
 }
 
 /// Where a client-side summary may cut `history`: the index of the assistant message that
@@ -155,9 +146,9 @@ mod tests {
             )
             .unwrap()
         };
-        let mut history = vec![Message::user_text("task")];
+        let mut history = History::from(vec![Message::user_text("task")]);
         history.extend(turn("a"));
-        assert_eq!(since_compaction(&history), history);
+        assert_eq!(since_compaction(&history).to_vec(), *history);
         history.push(Message::new(
             Role::Assistant,
             vec![compaction("one"), ContentBlock::text("x")],

@@ -10,7 +10,10 @@
 //! the prompt cache; two explicit breakpoints ([`ForkPoint`]) mark where the parent's last
 //! request ended and where the siblings' shared part ends.
 
-use cadre_model::{ContentBlock, Message, Request, Role, ToolDefinition};
+use cadre_model::{ContentBlock, Message, Messages, Request, Role, ToolDefinition};
+use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput};
+use futures::future::BoxFuture;
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The `subagent_type` that forks the calling agent (unless a type of that name exists).
@@ -36,8 +39,9 @@ pub struct ForkBase {
     pub(crate) system: Arc<str>,
     /// The parent's tool definitions.
     pub(crate) tools: Arc<Vec<ToolDefinition>>,
-    /// The parent's messages as its requests send them, ending with its tool turn.
-    pub(crate) messages: Vec<Message>,
+    /// The parent's messages as its requests send them, ending with its tool turn: shared
+    /// with the parent's history, not copied.
+    pub(crate) messages: Messages,
 }
 
 /// Where a fork's first request carries its explicit cache breakpoints.
@@ -65,7 +69,8 @@ impl ForkPoint {
 /// The fork's first history and its breakpoints: the parent's messages, then the results of
 /// the forking turn's calls and the fork's `directive`.
 pub(crate) fn first_history(base: &ForkBase, directive: &str) -> (Vec<Message>, ForkPoint) {
-    let mut history = base.messages.clone();
+    // The one copy of the parent's messages: they become the fork's own history.
+    let mut history = base.messages.to_vec();
     let calls: Vec<String> = history
         .last()
         .filter(|m| m.role == Role::Assistant)
@@ -104,6 +109,22 @@ fn directive_text(prompt: &str) -> String {
     )
 }
 
+/// A tool that can start a fork of the agent calling it (the `Task` tool): a call that forks
+/// is handed the caller's conversation, typed. A trait, so the tool set that dispatches
+/// calls need not know the tool that delegates.
+pub(crate) trait Forking: Tool {
+    /// Whether a call with `input` forks the caller, and so needs its conversation.
+    fn wants_conversation(&self, input: &Value) -> bool;
+
+    /// Runs a call that forks the caller from `conversation`.
+    fn call_forking<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        conversation: Arc<ForkBase>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,7 +136,7 @@ mod tests {
             agent_type: "main".into(),
             system: Arc::from("sys"),
             tools: Arc::default(),
-            messages: vec![
+            messages: Messages::from(vec![
                 Message::user_text("context"),
                 Message::new(
                     Role::Assistant,
@@ -125,7 +146,7 @@ mod tests {
                         ContentBlock::tool_use("b", "read_file", json!({})),
                     ],
                 ),
-            ],
+            ]),
         };
         let (history, point) = first_history(&base, "count the files");
         assert_eq!(history.len(), 3);

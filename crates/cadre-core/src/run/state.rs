@@ -11,7 +11,9 @@ use crate::record::journal::Step;
 use crate::run::context;
 use crate::vocab::hooks::HookDecision;
 use crate::vocab::outcome::StopKind;
-use cadre_model::{ContentBlock, Message, Response, Role, StopReason, ToolUseBlock, Usage};
+use cadre_model::{
+    ContentBlock, History, Message, Response, Role, StopReason, ToolUseBlock, Usage,
+};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
@@ -23,8 +25,8 @@ pub struct AgentState {
     pub agent_type: String,
     /// What it was asked to do.
     pub description: String,
-    /// The conversation so far.
-    pub history: Vec<Message>,
+    /// The conversation so far, shared with the requests that send it.
+    pub history: History,
     /// Model requests made.
     pub turns: u32,
     /// Tool calls made.
@@ -142,7 +144,7 @@ impl AgentState {
         Self {
             agent_type: agent_type.to_owned(),
             description: description.to_owned(),
-            history,
+            history: history.into(),
             ..Self::default()
         }
     }
@@ -225,7 +227,7 @@ impl AgentState {
                 self.follow_up(Message::new(Role::User, blocks))
             }
             Step::Compacted { history, usage, .. } => {
-                self.history = history;
+                self.history = history.into();
                 self.usage.add(&usage);
                 self.pending = None;
                 self.last_input = 0;

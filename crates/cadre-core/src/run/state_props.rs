@@ -13,7 +13,8 @@ use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
 use async_trait::async_trait;
 use cadre_model::{
-    ContentBlock, EventSink, Message, Model, ModelError, Request, Response, Role, StopReason, Usage,
+    ContentBlock, EventSink, History, Message, Model, ModelError, Request, Response, Role,
+    StopReason, Usage,
 };
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use proptest::prelude::*;
@@ -146,7 +147,7 @@ impl Model for Scripted {
         self.seen
             .lock()
             .unwrap()
-            .push((path.clone(), held, request.messages.clone()));
+            .push((path.clone(), held, request.messages.to_vec()));
         let (script, at) = {
             let mut place = self.place.lock().unwrap();
             let entry = place.entry(path.clone()).or_insert_with(|| {
@@ -328,10 +329,10 @@ fn spec(name: &str, mode: Mode, tools: &[&str]) -> AgentSpec {
 }
 
 /// The rebuilt agent's history as the loop would send it.
-fn as_sent(history: &[Message]) -> Vec<Message> {
+fn as_sent(history: &History) -> Vec<Message> {
     let mut request = Request::new("m", 100, context::since_compaction(history));
     request.apply_prompt_caching();
-    request.messages
+    request.messages.to_vec()
 }
 
 fn check(scripts: Vec<Vec<Turn>>, compact: bool) -> Result<(), TestCaseError> {

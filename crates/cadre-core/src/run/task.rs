@@ -4,11 +4,12 @@
 //! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
 
 use crate::run::answer::AnswerSchema;
-use crate::run::fork::{ForkBase, FORK_TYPE};
+use crate::run::fork::{ForkBase, Forking, FORK_TYPE};
 use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
 use async_trait::async_trait;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -57,7 +58,11 @@ impl TaskTool {
     }
 
     /// The conversation a fork of the calling agent starts from, or why it cannot fork.
-    fn fork_base(&self, input: &TaskInput, ctx: &ToolContext) -> Result<Arc<ForkBase>, String> {
+    fn fork_base(
+        &self,
+        input: &TaskInput,
+        conversation: Option<Arc<ForkBase>>,
+    ) -> Result<Arc<ForkBase>, String> {
         if self.parent.fork.is_some() {
             return Err(
                 "you are a fork: do this work yourself (a fork does not fork again)".into(),
@@ -66,13 +71,9 @@ impl TaskTool {
         if input.name.is_some() {
             return Err("a fork cannot be a named team member; leave out the name".into());
         }
-        ctx.conversation
-            .clone()
-            .and_then(|c| c.downcast::<ForkBase>().ok())
-            .ok_or_else(|| {
-                "a fork needs the calling agent's conversation, which this call was not given"
-                    .into()
-            })
+        conversation.ok_or_else(|| {
+            "a fork needs the calling agent's conversation, which this call was not given".into()
+        })
     }
 
     /// A `Task` tool for `parent`, offering the subagent types of the orchestrator's
@@ -179,13 +180,6 @@ impl TypedTool for TaskTool {
         true
     }
 
-    fn wants_conversation(&self, input: &Value) -> bool {
-        input
-            .get("subagent_type")
-            .and_then(Value::as_str)
-            .is_some_and(|t| self.forks(t))
-    }
-
     fn rerun(&self) -> cadre_tools::Rerun {
         // Its subagent journals its own steps: a resumed run calls it again and the subagent
         // picks up where it was, found by this call's id.
@@ -193,9 +187,22 @@ impl TypedTool for TaskTool {
     }
 
     async fn run(&self, input: TaskInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let (answer, fork) = match self.settings(&input, ctx) {
+        Ok(self.start(input, ctx, None).await)
+    }
+}
+
+impl TaskTool {
+    /// Starts the subagent `input` asks for (a fork of the caller from `conversation`) and
+    /// returns its result, or at once its task id when it runs in the background.
+    async fn start(
+        &self,
+        input: TaskInput,
+        ctx: &ToolContext,
+        conversation: Option<Arc<ForkBase>>,
+    ) -> ToolOutput {
+        let (answer, fork) = match self.settings(&input, conversation) {
             Ok(settings) => settings,
-            Err(refused) => return Ok(refused),
+            Err(refused) => return refused,
         };
         let name = input.name.as_deref().map(str::trim);
         // A type marked `background` always runs so (Claude Code's `background: true`).
@@ -209,7 +216,7 @@ impl TypedTool for TaskTool {
         // would make that order depend on timing, so it is awaited like any other.
         // A named member stays after it answers: it is never a background task.
         if background && name.is_none() && !self.orchestrator.delegates() {
-            return Ok(self.in_background(input, answer, fork, ctx));
+            return self.in_background(input, answer, fork, ctx);
         }
         let task = TaskCall {
             subagent_type: &input.subagent_type,
@@ -238,10 +245,10 @@ impl TypedTool for TaskTool {
                     .await
             }
         };
-        Ok(match result {
+        match result {
             Ok(text) => ToolOutput::ok(text),
             Err(why) => ToolOutput::error(why.to_string()),
-        })
+        }
     }
 }
 
@@ -252,7 +259,7 @@ impl TaskTool {
     fn settings(
         &self,
         input: &TaskInput,
-        ctx: &ToolContext,
+        conversation: Option<Arc<ForkBase>>,
     ) -> Result<(Option<AnswerSchema>, Option<Arc<ForkBase>>), ToolOutput> {
         if !self.allowed.is_empty() && !self.allowed.contains(&input.subagent_type) {
             return Err(ToolOutput::error(format!(
@@ -267,7 +274,10 @@ impl TaskTool {
             None => None,
         };
         let fork = match self.forks(&input.subagent_type) {
-            true => Some(self.fork_base(input, ctx).map_err(ToolOutput::error)?),
+            true => Some(
+                self.fork_base(input, conversation)
+                    .map_err(ToolOutput::error)?,
+            ),
             false => None,
         };
         Ok((answer, fork))
@@ -307,5 +317,26 @@ impl TaskTool {
         ToolOutput::ok(format!(
             "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
         ))
+    }
+}
+
+impl Forking for TaskTool {
+    fn wants_conversation(&self, input: &Value) -> bool {
+        input
+            .get("subagent_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| self.forks(t))
+    }
+
+    fn call_forking<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        conversation: Arc<ForkBase>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let input: TaskInput = cadre_tools::parse_input(TypedTool::name(self), input)?;
+            Ok(self.start(input, ctx, Some(conversation)).await)
+        })
     }
 }

@@ -1,5 +1,6 @@
 //! The tools one agent may use, and how one call is dispatched safely.
 
+use crate::run::fork::{ForkBase, Forking};
 use cadre_model::ToolDefinition;
 use cadre_tools::{cap_output, Tool, ToolContext, ToolError, ToolOutput};
 use futures::FutureExt;
@@ -18,6 +19,9 @@ pub struct ToolSet {
     // The definitions, made on the first request and kept (one copy per distinct set, see
     // `shared`); a change to the set forgets them.
     definitions: Arc<OnceLock<Arc<Vec<ToolDefinition>>>>,
+    // The `Task` tool as itself, when the set holds it: a call that forks the agent is
+    // handed the agent's conversation through it, typed.
+    task: Option<Arc<dyn Forking>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -38,15 +42,32 @@ impl ToolSet {
 
     /// Adds a tool, replacing one of the same name.
     pub fn insert(&mut self, tool: Arc<dyn Tool>) {
+        if self.task.as_ref().is_some_and(|t| t.name() == tool.name()) {
+            self.task = None;
+        }
         let tools = Arc::make_mut(&mut self.tools);
         tools.retain(|t| t.name() != tool.name());
         tools.push(tool);
         self.definitions = Arc::default();
     }
 
+    /// Adds the `Task` tool, replacing one of the same name: calls that fork the agent
+    /// reach it with the agent's conversation.
+    pub(crate) fn insert_task(&mut self, task: Arc<dyn Forking>) {
+        self.insert(task.clone());
+        self.task = Some(task);
+    }
+
     /// Keeps only the tools for which `keep` says so.
     pub fn retain(&mut self, mut keep: impl FnMut(&dyn Tool) -> bool) {
         Arc::make_mut(&mut self.tools).retain(|t| keep(t.as_ref()));
+        if self
+            .task
+            .as_ref()
+            .is_some_and(|t| self.get(t.name()).is_none())
+        {
+            self.task = None;
+        }
     }
 
     /// The tool called `name`.
@@ -84,9 +105,16 @@ impl ToolSet {
             .clone()
     }
 
-    /// Whether a call to `name` with `input` needs the caller's conversation.
+    /// Whether a call to `name` with `input` forks the caller, and so needs its
+    /// conversation ([`Self::call_forking`]).
     pub fn wants_conversation(&self, name: &str, input: &Value) -> bool {
-        self.get(name).is_some_and(|t| t.wants_conversation(input))
+        self.forking(name)
+            .is_some_and(|t| t.wants_conversation(input))
+    }
+
+    /// The `Task` tool, when `name` is its name.
+    fn forking(&self, name: &str) -> Option<&Arc<dyn Forking>> {
+        self.task.as_ref().filter(|t| t.name() == name)
     }
 
     /// Whether a call to `name` may run beside the other calls of its turn.
@@ -98,6 +126,17 @@ impl ToolSet {
     /// Runs one call. Whatever goes wrong — unknown tool, bad input, a failing or even
     /// panicking tool — comes back as an `is_error` output the model can read.
     pub async fn call(&self, name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
+        self.call_forking(name, input, ctx, None).await
+    }
+
+    /// [`Self::call`], a call that forks the caller handed its `conversation`.
+    pub(crate) async fn call_forking(
+        &self,
+        name: &str,
+        input: Value,
+        ctx: &ToolContext,
+        conversation: Option<Arc<ForkBase>>,
+    ) -> ToolOutput {
         let Some(tool) = self.get(name) else {
             return ToolOutput::error(format!(
                 "unknown tool `{name}`; the tools available are: {}",
@@ -110,7 +149,11 @@ impl ToolSet {
                 short_json(&input)
             ));
         }
-        let mut run = std::pin::pin!(AssertUnwindSafe(tool.call(input, ctx)).catch_unwind());
+        let call = match (conversation, self.forking(name)) {
+            (Some(conversation), Some(task)) => task.call_forking(input, ctx, conversation),
+            _ => tool.call(input, ctx),
+        };
+        let mut run = std::pin::pin!(AssertUnwindSafe(call).catch_unwind());
         let finished = tokio::select! {
             r = &mut run => r,
             // Tools that watch the token stop and clean up by themselves; one that ignores

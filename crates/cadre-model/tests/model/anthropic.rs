@@ -125,8 +125,8 @@ async fn thinking_signature_and_unknown_blocks_round_trip() {
 
     // Sending the blocks back must reproduce them byte for byte (the signature is checked).
     let mut next = request("search for rust sse");
-    next.messages.push(resp.to_message());
-    next.messages.push(Message::user_text("thanks"));
+    next.messages.make_mut().push(resp.to_message());
+    next.messages.make_mut().push(Message::user_text("thanks"));
     let (out, _) = send(&m, next).await;
     assert_eq!(out.unwrap().text(), "ok");
     let reqs = server.requests();

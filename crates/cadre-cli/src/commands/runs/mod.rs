@@ -7,6 +7,7 @@ mod view;
 use crate::args::RunsCommand;
 use crate::common::display::{clock, human_tokens, one_line, truncate};
 use crate::common::exit::{CliError, Code, Result};
+use crate::common::run_index::{self, RunRow};
 use cadre_core::run::team::TeamState;
 use cadre_core::RunDir;
 use serde_json::Value;
@@ -26,9 +27,15 @@ pub async fn runs(cmd: RunsCommand, root: &Path) -> Result<Code> {
     match cmd {
         RunsCommand::List { limit, json } => {
             let found = find()?;
-            let shown: Vec<RunView> = found.iter().take(limit).map(RunView::load).collect();
+            // Each run's row comes from its small index; a run without a current one is
+            // read whole, once.
+            let shown: Vec<RunRow> = found
+                .iter()
+                .take(limit)
+                .map(|dir| run_index::row(dir, |dir| RunView::load(dir).row()))
+                .collect();
             if json {
-                let items: Vec<Value> = shown.iter().map(RunView::list_json).collect();
+                let items: Vec<Value> = shown.iter().map(view::list_json).collect();
                 outln!("{}", Value::Array(items));
             } else if shown.is_empty() {
                 outln!(
@@ -142,7 +149,7 @@ fn time_column(ms: Option<u64>) -> String {
     ms.map_or("–".to_owned(), clock)
 }
 
-fn print_list(runs: &[RunView], total: usize) {
+fn print_list(runs: &[RunRow], total: usize) {
     outln!(
         "{:<22} {:<16} {:<11} {:>6} {:>7} {:>6}  task",
         "run",
@@ -156,10 +163,10 @@ fn print_list(runs: &[RunView], total: usize) {
         outln!(
             "{:<22} {:<16} {:<11} {:>6} {:>7} {:>6}  {}",
             r.id,
-            r.started,
-            r.outcome(),
-            r.agents.len(),
-            human_tokens(r.tokens()),
+            view::start_label(&r.id),
+            r.outcome,
+            r.agents,
+            human_tokens(r.tokens),
             time_column(r.elapsed_ms),
             truncate(&one_line(&r.task), 48)
         );

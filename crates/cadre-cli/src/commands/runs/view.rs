@@ -1,6 +1,7 @@
 //! Past runs read back from `.cadre/runs/<run-id>/`: the summary when the run finished,
 //! otherwise whatever its transcripts say.
 
+use crate::common::run_index::RunRow;
 use cadre_core::record::journal::{read_steps, JOURNAL_FILE};
 use cadre_core::run::team::TeamState;
 use cadre_core::{
@@ -137,7 +138,7 @@ fn derived_elapsed(agents: &[AgentView]) -> Option<u64> {
 }
 
 /// A run's start for people: `2026-12-01 10:15` (UTC), from its id.
-fn start_label(id: &str) -> String {
+pub fn start_label(id: &str) -> String {
     match id_time(id) {
         Some(t) => {
             let text = humantime::format_rfc3339_seconds(t).to_string();
@@ -509,21 +510,36 @@ impl RunView {
         self.agents.iter().map(AgentView::tokens).sum()
     }
 
-    /// The run as one object of `cadre runs list --json`.
-    pub fn list_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "started": id_time(&self.id).map(|t| humantime::format_rfc3339_seconds(t).to_string()),
-            "task": self.task,
-            "outcome": self.outcome(),
-            "finished": self.stop.is_some(),
-            "engine": self.engine,
-            "agents": self.agents.len(),
-            "unfinished_agents": self.agents.iter().filter(|a| a.stop.is_none()).count(),
-            "tokens": self.tokens(),
-            "elapsed_ms": self.elapsed_ms,
-        })
+    /// The run as a row of `cadre runs list`.
+    pub fn row(&self) -> RunRow {
+        RunRow {
+            id: self.id.clone(),
+            task: self.task.clone(),
+            outcome: self.outcome().to_owned(),
+            finished: self.stop.is_some(),
+            engine: self.engine,
+            agents: self.agents.len(),
+            unfinished_agents: self.agents.iter().filter(|a| a.stop.is_none()).count(),
+            tokens: self.tokens(),
+            elapsed_ms: self.elapsed_ms,
+        }
     }
+}
+
+/// A run's row as one object of `cadre runs list --json`.
+pub fn list_json(row: &RunRow) -> Value {
+    json!({
+        "id": row.id,
+        "started": id_time(&row.id).map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+        "task": row.task,
+        "outcome": row.outcome,
+        "finished": row.finished,
+        "engine": row.engine,
+        "agents": row.agents,
+        "unfinished_agents": row.unfinished_agents,
+        "tokens": row.tokens,
+        "elapsed_ms": row.elapsed_ms,
+    })
 }
 
 /// The team of the run in `dir`, read from its journal; `None` when it has no journal or

@@ -184,7 +184,7 @@ impl Orchestrator {
             }
         }
         if delegates {
-            tools.insert(Arc::new(TaskTool::new(
+            tools.insert_task(Arc::new(TaskTool::new(
                 self.clone(),
                 me.clone(),
                 spec.subagent_types.clone(),

@@ -203,6 +203,12 @@ impl Orchestrator {
         self.roster.usage()
     }
 
+    /// How many agents have finished (the rows [`Self::usage`] would hold), read without
+    /// building the report.
+    pub fn finished_count(&self) -> usize {
+        self.roster.finished_count()
+    }
+
     /// Tokens used by the whole tree so far.
     pub fn tokens_used(&self) -> u64 {
         self.budget.used()

@@ -103,6 +103,8 @@ impl Orchestrator {
         let team = self.new_team(parts.journal.as_ref());
         if let Some(journal) = &parts.journal {
             self.restore_team(&team, journal).await?;
+            // Rebuilt: the steps read to do it are not kept for the rest of the run.
+            journal.release_earlier();
         }
         let restored = !team.snapshot().await.members.is_empty();
         let teams_on = self.config.team.is_some() || spec.team_tool().is_some() || restored;

@@ -109,6 +109,11 @@ impl Roster {
         UsageReport::new(self.records())
     }
 
+    /// How many agents have ended, counted without copying their records.
+    pub(crate) fn finished_count(&self) -> usize {
+        self.lock_records().len()
+    }
+
     /// The records of every agent that has ended.
     pub(crate) fn records(&self) -> Vec<AgentRecord> {
         self.lock_records().clone()
