@@ -360,7 +360,6 @@ impl Session {
         };
         Ok(Turn {
             code,
-            ended: ended.get().copied(),
             dir: orchestrator.run_dir().map(|d| d.path().to_path_buf()),
             summary,
         })
@@ -399,8 +398,6 @@ async fn answered(answering: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
 pub struct Turn {
     /// The exit code it stands for.
     pub code: Code,
-    /// The signal that stopped it and asks the process to end (SIGTERM, SIGHUP), if one did.
-    pub ended: Option<Ending>,
     /// Its run folder, if transcripts are written.
     pub dir: Option<PathBuf>,
     /// Its summary (usage covers the whole run, earlier turns too).
