@@ -61,16 +61,14 @@ the city first, then recommend what to wear in two or three short sentences.";
 /// The `weather` agent type, defined in code rather than in a YAML file: only the
 /// `get_weather` tool, no skills, a few turns.
 pub fn weather_agent() -> AgentSpec {
-    AgentSpec {
-        name: "weather".into(),
-        description: "Says what to wear for today's weather in a city.".into(),
-        mode: Mode::Primary,
-        tools: vec!["get_weather".into()],
-        skills: Vec::new(),
-        max_turns: 4,
-        prompt: SYSTEM.into(),
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("weather")
+        .description("Says what to wear for today's weather in a city.")
+        .mode(Mode::Primary)
+        .tools(["get_weather"])
+        .skills(Vec::<String>::new())
+        .max_turns(4)
+        .prompt(SYSTEM)
+        .build()
 }
 
 /// An orchestrator with the `weather` type and its tool, working in `workspace`.

@@ -13,15 +13,13 @@
 //! use futures::StreamExt;
 //!
 //! // An agent type defined in code: a read-only reviewer the primary agent may delegate to.
-//! let reviewer = AgentSpec {
-//!     name: "reviewer".into(),
-//!     description: "Reviews a change for bugs; read-only.".into(),
-//!     mode: Mode::Subagent,
-//!     tools: vec!["read_file".into(), "grep".into()],
-//!     read_only: true,
-//!     prompt: "You review code. Report real bugs only, with file and line.".into(),
-//!     ..AgentSpec::default()
-//! };
+//! let reviewer = AgentSpec::builder("reviewer")
+//!     .description("Reviews a change for bugs; read-only.")
+//!     .mode(Mode::Subagent)
+//!     .tools(["read_file", "grep"])
+//!     .read_only(true)
+//!     .prompt("You review code. Report real bugs only, with file and line.")
+//!     .build();
 //! let orchestrator = Orchestrator::builder()
 //!     .anthropic(AnthropicConfig::from_env()?)
 //!     .workspace(".")
@@ -47,18 +45,28 @@
 //!
 //! Inside: the agent loop ([`Agent::run`]) sends the history and tools to a model, runs the
 //! tools it asks for, appends the results and repeats until it stops. Around it: agent types
-//! loaded from YAML ([`AgentSpec`], [`Registry`]), the `Task` tool ([`run::task`]) that
+//! loaded from YAML ([`AgentSpec`], [`Registry`]), the `Task` tool (`run::task`) that
 //! delegates to fresh subagents, skills loaded on demand with the `Skill` tool
-//! ([`SkillSet`], [`run::skill_tool`]), Claude Code agent files
-//! ([`definitions::claude_agents`]), the token [`Budget`] shared by the tree, the structured
+//! ([`SkillSet`], `run::skill_tool`), Claude Code agent files
+//! (`definitions::claude_agents`), the token [`Budget`] shared by the tree, the structured
 //! [`Event`]s every agent emits, transcripts on disk, and usage rolled up per agent and per
-//! type. A run's steps go to a journal ([`record::journal`]) it can be resumed from; long
-//! conversations are compacted ([`run::compaction`]); subagents may run in the background
-//! ([`run::background`]) or in a git worktree of their own (`isolation: worktree`). Nothing
+//! type. A run's steps go to a journal (`record::journal`) it can be resumed from; long
+//! conversations are compacted (`run::compaction`); subagents may run in the background
+//! (`run::background`) or in a git worktree of their own (`isolation: worktree`). Nothing
 //! here knows about terminals.
+//!
+//! The surface is this root and [`vocab`] (the serialized types a run's log and events speak
+//! in). The modules `definitions`, `record` and `run` are the mechanism: public only so the
+//! workspace's own crates (the CLI, the engine, tests and benchmarks) can reach it, hidden
+//! from these docs, and free to change.
 
+// The mechanism: open to the workspace's own crates (the CLI, the engine, the tests and
+// benchmarks), hidden from the documented surface, which is the facade below and `vocab`.
+#[doc(hidden)]
 pub mod definitions;
+#[doc(hidden)]
 pub mod record;
+#[doc(hidden)]
 pub mod run;
 pub mod vocab;
 
@@ -84,12 +92,13 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryDoctests;
 
-pub use definitions::hooks::{Hook, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
+pub use definitions::hooks::{Hook, HookEvent, Hooks};
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
-pub use definitions::registry::{tools_for, Registry};
+pub use definitions::registry::Registry;
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
+pub use definitions::spec_builder::AgentSpecBuilder;
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::run_dir::RunDir;
 pub use record::transcript::{
@@ -99,13 +108,13 @@ pub use record::transcript::{
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
-pub use run::builder::{unhonoured_by_workers, OrchestratorBuilder};
+pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
-pub use run::hooks::{guarded_tools, MAX_STOP_BLOCKS};
+pub use run::hooks::MAX_STOP_BLOCKS;
 pub use run::orchestrator::{
-    primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
-    DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+    Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError, DEFAULT_COMPACT_AT,
+    DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
@@ -114,6 +123,6 @@ pub use run::permissions::{
 pub use run::skill_tool::SkillTool;
 pub use run::team::{Seat, Team, TeamError, TeamLimits};
 pub use run::toolset::ToolSet;
-pub use vocab::agent_path::AgentPath;
-pub use vocab::hooks::{CallPermission, HookDecision, HookOutcome};
-pub use vocab::outcome::{AgentOutcome, Outcome, StopKind};
+pub use vocab::{
+    AgentOutcome, AgentPath, CallPermission, HookDecision, HookOutcome, Outcome, StopKind,
+};

@@ -191,3 +191,7 @@ mod hooks;
 /// loop, and the length limits of files and functions.
 #[path = "agent/structure.rs"]
 mod structure;
+
+/// The public surface reachable from the crate's root: a facade of at most 120 names.
+#[path = "agent/surface.rs"]
+mod surface;

@@ -93,7 +93,7 @@ pub async fn run(
             .map(type_hooks_line),
     );
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
-    let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
+    let spec = cadre_core::run::orchestrator::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
     let context_tokens = args
@@ -475,23 +475,18 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
         .find(|r| r.path == meta.agent)
         .cloned();
     let text = format!("{}{}", report.text, report.report);
-    let outcome = AgentOutcome {
-        text: text.clone(),
-        stop: report.stop.clone(),
-        turns: own.as_ref().map_or(0, |r| r.turns),
-        tool_calls: own.as_ref().map_or(0, |r| r.tool_calls),
-        usage: own.map(|r| r.usage).unwrap_or_default(),
-        history: Vec::new(),
-    };
-    let summary = RunSummary {
-        run_id: Some(meta.run.clone()),
-        task: meta.task.clone(),
-        answer: text.clone(),
-        outcome: report.stop.outcome(),
-        stop: report.stop.clone(),
+    let mut outcome = AgentOutcome::new(text.clone(), report.stop.clone());
+    outcome.turns = own.as_ref().map_or(0, |r| r.turns);
+    outcome.tool_calls = own.as_ref().map_or(0, |r| r.tool_calls);
+    outcome.usage = own.map(|r| r.usage).unwrap_or_default();
+    let mut summary = RunSummary::new(
+        meta.task.clone(),
+        text.clone(),
+        report.stop.clone(),
         elapsed_ms,
-        usage: UsageReport::new(report.records),
-    };
+        UsageReport::new(report.records),
+    );
+    summary.run_id = Some(meta.run.clone());
     if let Err(e) = dir.write_summary(&summary) {
         errln!("cadre: warning: could not write the run summary: {e}");
     }

@@ -137,12 +137,14 @@ impl Session {
         }
         let configured = settings.hooks.clone().with_types(&registry, &root);
         let hooks = hooks_for_run(&configured, &mut registry, &root, flags, trusted);
-        cadre_core::primary_spec(&registry, &args.agent).map_err(|e| match e {
-            RunError::UnknownAgent { .. } => {
-                CliError::config(format!("{e} (see `cadre agents list`)"))
-            }
-            e => e.into(),
-        })?;
+        cadre_core::run::orchestrator::primary_spec(&registry, &args.agent).map_err(
+            |e| match e {
+                RunError::UnknownAgent { .. } => {
+                    CliError::config(format!("{e} (see `cadre agents list`)"))
+                }
+                e => e.into(),
+            },
+        )?;
         let model_id = model_id(&args)?;
         let (model, run_id) = build_model(&args)?;
         let (permissions, asks) =
@@ -194,11 +196,11 @@ impl Session {
             .skills(self.skills.clone())
             .mcp(self.mcp.clone())
             .instructions(self.instructions.clone())
-            .limits(Limits {
-                max_parallel: args.max_parallel.max(1),
-                max_depth: args.max_depth,
-                ..Limits::default()
-            })
+            .limits(
+                Limits::default()
+                    .max_parallel(args.max_parallel.max(1))
+                    .max_depth(args.max_depth),
+            )
             .max_tokens(args.max_tokens)
             .compact_at(args.compact_at.0)
             .tool_limits(ToolLimits {
@@ -218,10 +220,8 @@ impl Session {
             builder = builder.run_id(id);
         }
         if args.team {
-            builder = builder.team(cadre_core::TeamLimits {
-                max_messages: args.max_messages,
-                ..cadre_core::TeamLimits::default()
-            });
+            builder =
+                builder.team(cadre_core::TeamLimits::default().max_messages(args.max_messages));
         }
         if !args.no_transcripts {
             builder = builder.runs_dir(RunDir::runs_root(&self.root));
@@ -329,14 +329,7 @@ impl Session {
                 let task = task.as_str();
                 let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 let summary = orchestrator.abandon(task, elapsed);
-                let outcome = cadre_core::AgentOutcome {
-                    text: String::new(),
-                    stop: StopKind::Cancelled,
-                    turns: 0,
-                    tool_calls: 0,
-                    usage: Default::default(),
-                    history: Vec::new(),
-                };
+                let outcome = cadre_core::AgentOutcome::new("", StopKind::Cancelled);
                 (outcome, summary)
             }
         };

@@ -3,8 +3,8 @@
 use crate::definitions::instructions::Instructions;
 use crate::definitions::skills::SkillSet;
 use crate::record::journal::{Journal, JournalError};
-use crate::run::outcome::StopKind;
 use crate::run::permissions::Permissions;
+use crate::vocab::outcome::StopKind;
 use cadre_mcp::McpServers;
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 /// Limits that hold across the whole tree of agents.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Limits {
     /// Most model requests in flight at once, across every agent.
     pub max_parallel: usize,
@@ -29,6 +30,29 @@ impl Default for Limits {
             max_depth: 2,
             max_fanout: 64,
         }
+    }
+}
+
+impl Limits {
+    /// These limits with at most `n` model requests in flight at once.
+    #[must_use]
+    pub fn max_parallel(mut self, n: usize) -> Self {
+        self.max_parallel = n;
+        self
+    }
+
+    /// These limits with delegation at most `depth` deep.
+    #[must_use]
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// These limits with at most `n` `Task` calls running at once per agent.
+    #[must_use]
+    pub fn max_fanout(mut self, n: usize) -> Self {
+        self.max_fanout = n;
+        self
     }
 }
 
