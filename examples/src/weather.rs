@@ -1,7 +1,6 @@
 //! A custom typed tool and an agent type defined in code, run through the orchestrator
 //! builder: the agent asks a `get_weather` tool and says what to wear.
 
-use async_trait::async_trait;
 use cadre_core::{AgentOutcome, AgentSpec, Mode, Orchestrator};
 use cadre_model::Model;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
@@ -21,7 +20,6 @@ pub struct WeatherInput {
     pub city: String,
 }
 
-#[async_trait]
 impl TypedTool for GetWeather {
     type Input = WeatherInput;
     type Output = ToolOutput;

@@ -10,7 +10,6 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use cadre_core::{AgentSpec, AnthropicConfig, Event, Mode, Orchestrator};
-//! use futures::StreamExt;
 //!
 //! // An agent type defined in code: a read-only reviewer the primary agent may delegate to.
 //! let reviewer = AgentSpec::builder("reviewer")
@@ -28,7 +27,7 @@
 //!     .build()?;
 //! let mut events = orchestrator.events();
 //! tokio::spawn(async move {
-//!     while let Some(event) = events.next().await {
+//!     while let Some(event) = events.recv().await {
 //!         if let Event::ToolCall { agent, name, .. } = event {
 //!             eprintln!("{agent}: {name}");
 //!         }
@@ -39,9 +38,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A tool of your own is a struct, a derived input type and one async fn: see
-//! [`cadre_tools::TypedTool`], and `examples/weather.rs` for a whole program (a typed tool and
-//! an agent type defined in code, replayed offline from a cassette).
+//! A tool of your own is a struct, a derived input type and one native `async fn` (no
+//! `async-trait`): see [`TypedTool`], and `examples/typed_tool.rs` for a whole program that
+//! depends on cadre-core and tokio alone.
 //!
 //! Inside: the agent loop ([`Agent::run`]) sends the history and tools to a model, runs the
 //! tools it asks for, appends the results and repeats until it stops. Around it: agent types
@@ -78,9 +77,16 @@ pub use cadre_model::{
     AnthropicConfig, ContentBlock, Message, Model, ModelError, OpenAiConfig, Response, Role, Usage,
 };
 pub use cadre_tools as tools;
+// What a typed tool's input derives and a stream of events needs, so an embedder adds none
+// of these crates itself (derives through them take `#[serde(crate = "cadre_core::serde")]`
+// and `#[schemars(crate = "cadre_core::schemars")]`).
 pub use cadre_tools::{
     Json, SandboxMode, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, TypedTool, Workspace,
 };
+pub use futures;
+pub use schemars;
+pub use serde;
+pub use serde_json;
 
 /// The README's code, compiled as a doctest so it cannot drift from the library.
 #[cfg(doctest)]

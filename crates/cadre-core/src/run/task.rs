@@ -7,7 +7,6 @@ use crate::run::answer::AnswerSchema;
 use crate::run::fork::{ForkBase, FORK_TYPE};
 use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
-use async_trait::async_trait;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -153,7 +152,6 @@ impl TaskTool {
     }
 }
 
-#[async_trait]
 impl TypedTool for TaskTool {
     type Input = TaskInput;
     type Output = ToolOutput;

@@ -20,7 +20,6 @@ struct Counted {
     words: usize,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for WordCount {
     type Input = Count;
     type Output = Json<Counted>;
@@ -46,7 +45,6 @@ struct Stamp;
 #[derive(Deserialize, JsonSchema)]
 struct Nothing {}
 
-#[async_trait::async_trait]
 impl TypedTool for Stamp {
     type Input = Nothing;
     type Output = String;
@@ -229,7 +227,6 @@ struct Post {
     runs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for Post {
     type Input = Nothing;
     type Output = String;
