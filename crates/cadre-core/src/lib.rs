@@ -71,6 +71,7 @@ pub mod vocab;
 
 // One dependency is enough to embed cadre: the crates below it come along, whole and by
 // their common names.
+#[cfg(feature = "mcp")]
 pub use cadre_mcp as mcp;
 pub use cadre_model as model;
 pub use cadre_model::{

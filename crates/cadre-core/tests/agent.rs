@@ -131,6 +131,7 @@ mod corpus;
 
 /// MCP servers end to end: the real `cadre-test-mcp` server (rmcp) over stdio and streamable
 /// HTTP, its tools offered to the agents their types allow, results reaching the model.
+#[cfg(feature = "mcp")]
 #[path = "agent/mcp.rs"]
 mod mcp;
 
