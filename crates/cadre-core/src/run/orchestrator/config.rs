@@ -250,6 +250,44 @@ pub enum RunError {
     NotFinished(String),
 }
 
+/// Whose fault a [`RunError`] is, as the one who started the run can act on it (the `cadre`
+/// command's exit code says which). Not `#[non_exhaustive]`: a program's mapping of it is
+/// meant to be exhaustive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunErrorKind {
+    /// Bad usage or configuration: something in what was given can be fixed.
+    Usage,
+    /// The model API failed.
+    Model,
+    /// cadre itself failed: a file it could not read or write.
+    Cadre,
+}
+
+impl RunError {
+    /// Whose fault this is. The match names every variant, so a new one must say.
+    pub fn kind(&self) -> RunErrorKind {
+        match self {
+            Self::RunDir(_) | Self::Journal(_) | Self::Stopped { .. } => RunErrorKind::Cadre,
+            // Compacting is one model request; its failure is the model's.
+            Self::Compact(_) => RunErrorKind::Model,
+            Self::Unhonoured(_)
+            | Self::UnknownTool { .. }
+            | Self::Answer(_)
+            | Self::AlreadyRan
+            | Self::NoModel
+            | Self::NoModelId
+            | Self::Workspace { .. }
+            | Self::Model(_)
+            | Self::UnknownAgent { .. }
+            | Self::NotPrimary(_)
+            | Self::Unusable(_)
+            | Self::NoJournal(_)
+            | Self::AlreadyFinished { .. }
+            | Self::NotFinished(_) => RunErrorKind::Usage,
+        }
+    }
+}
+
 /// How a run stopped by a file it could not keep goes on: `cadre resume` of its folder,
 /// once the file can be written; nothing without a folder.
 fn resume_hint(run: Option<&str>) -> String {

@@ -42,7 +42,7 @@ mod typed;
 
 pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
-pub use config::{Limits, RunError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
+pub use config::{Limits, RunError, RunErrorKind, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
 pub use handle::AgentHandle;
 pub(crate) use handle::TaskCall;
 pub use roster::RosterEntry;
