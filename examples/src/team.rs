@@ -14,23 +14,21 @@ item, and have the change reviewed before you answer.";
 
 /// The coder: makes the change, and may start a reviewer (it lists `Task`).
 pub fn coder() -> AgentSpec {
-    AgentSpec {
-        name: "coder".into(),
-        description: "Implements one change in the project and gets it reviewed by a reviewer member it starts.".into(),
-        mode: Mode::Subagent,
-        tools: vec![
-            "read_file".into(),
-            "edit_file".into(),
-            "write_file".into(),
-            "list_files".into(),
-            "grep".into(),
-            "bash".into(),
-            "Task".into(),
-        ],
-        subagent_types: vec!["explore".into()],
-        prompt: "You implement the change you are given, then start a reviewer (Task with subagent_type explore and a name) and fix what it reports. Answer with what you changed.".into(),
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("coder")
+        .description("Implements one change in the project and gets it reviewed by a reviewer member it starts.")
+        .mode(Mode::Subagent)
+        .tools([
+            "read_file",
+            "edit_file",
+            "write_file",
+            "list_files",
+            "grep",
+            "bash",
+            "Task",
+        ])
+        .subagent_types(["explore"])
+        .prompt("You implement the change you are given, then start a reviewer (Task with subagent_type explore and a name) and fix what it reports. Answer with what you changed.")
+        .build()
 }
 
 /// Runs the shipped `lead` on `task` in `project`, printing the team's messages.

@@ -1,7 +1,6 @@
 //! A custom typed tool and an agent type defined in code, run through the orchestrator
 //! builder: the agent asks a `get_weather` tool and says what to wear.
 
-use async_trait::async_trait;
 use cadre_core::{AgentOutcome, AgentSpec, Mode, Orchestrator};
 use cadre_model::Model;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
@@ -21,7 +20,6 @@ pub struct WeatherInput {
     pub city: String,
 }
 
-#[async_trait]
 impl TypedTool for GetWeather {
     type Input = WeatherInput;
     type Output = ToolOutput;
@@ -61,16 +59,14 @@ the city first, then recommend what to wear in two or three short sentences.";
 /// The `weather` agent type, defined in code rather than in a YAML file: only the
 /// `get_weather` tool, no skills, a few turns.
 pub fn weather_agent() -> AgentSpec {
-    AgentSpec {
-        name: "weather".into(),
-        description: "Says what to wear for today's weather in a city.".into(),
-        mode: Mode::Primary,
-        tools: vec!["get_weather".into()],
-        skills: Vec::new(),
-        max_turns: 4,
-        prompt: SYSTEM.into(),
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("weather")
+        .description("Says what to wear for today's weather in a city.")
+        .mode(Mode::Primary)
+        .tools(["get_weather"])
+        .skills(Vec::<String>::new())
+        .max_turns(4)
+        .prompt(SYSTEM)
+        .build()
 }
 
 /// An orchestrator with the `weather` type and its tool, working in `workspace`.

@@ -1,14 +1,15 @@
 //! The `cadre` command and the `cadre-worker` program, as a library both binaries call.
 //!
-//! [`args`] holds the command line, [`commands`] one module per command, and [`common`]
-//! what the commands share; modules depend downward only (commands → common → args),
-//! and no command borrows from another.
+//! `args` holds the command line, `commands` one module per command, and `common` what
+//! the commands share; modules depend downward only (commands → common → args), and no
+//! command borrows from another. All of it is private to the crate: the binaries need
+//! [`cadre`] and [`cadre_worker`] alone.
 
 #[macro_use]
-pub mod common;
+pub(crate) mod common;
 
-pub mod args;
-pub mod commands;
+pub(crate) mod args;
+pub(crate) mod commands;
 
 use args::worker::{WorkerCmd, OPTIONS_ENV};
 use args::Cli;
@@ -16,14 +17,17 @@ use common::exit::{Code, Result};
 use std::future::Future;
 use std::process::ExitCode;
 
-/// Runs `cadre` on the parsed command line; its exit code.
-pub fn cadre(cli: Cli) -> ExitCode {
+/// Runs `cadre` on the process's command line; its exit code.
+pub fn cadre() -> ExitCode {
+    let cli: Cli = args::from_env();
     common::logging::init_logging(cli.verbose, cli.quiet, true);
     block_on(commands::dispatch(cli))
 }
 
-/// Runs `cadre-worker` with `options` (see [`args::worker::worker_options`]); its exit code.
-pub fn cadre_worker(options: std::result::Result<WorkerCmd, serde_json::Error>) -> ExitCode {
+/// Runs `cadre-worker` with the options `cadre` passed it (or its own command line); its
+/// exit code.
+pub fn cadre_worker() -> ExitCode {
+    let options: std::result::Result<WorkerCmd, serde_json::Error> = args::worker::worker_options();
     let cmd = match options {
         Ok(cmd) => cmd,
         Err(e) => {

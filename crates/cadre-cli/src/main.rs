@@ -11,5 +11,5 @@ fn main() -> ExitCode {
     if let Err(e) = cadre_model::raise_open_file_limit() {
         eprintln!("cadre: could not raise the limit on open files: {e}");
     }
-    cadre_cli::cadre(cadre_cli::args::from_env())
+    cadre_cli::cadre()
 }

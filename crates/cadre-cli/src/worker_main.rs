@@ -12,5 +12,5 @@ fn main() -> ExitCode {
     if let Err(e) = cadre_model::raise_open_file_limit() {
         eprintln!("cadre: could not raise the limit on open files: {e}");
     }
-    cadre_cli::cadre_worker(cadre_cli::args::worker::worker_options())
+    cadre_cli::cadre_worker()
 }

@@ -164,11 +164,12 @@ async fn run_with(
         .workspace_handle(Arc::new(Workspace::new(dir).unwrap()))
         .model(model)
         .model_id("claude-sonnet-5-5")
-        .limits(Limits {
-            max_parallel,
-            max_depth: 2,
-            max_fanout: 10_000,
-        });
+        .limits(
+            Limits::default()
+                .max_parallel(max_parallel)
+                .max_depth(2)
+                .max_fanout(10_000),
+        );
     if let Some(runs_dir) = runs_dir {
         builder = builder.runs_dir(runs_dir);
     }

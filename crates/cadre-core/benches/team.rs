@@ -175,29 +175,30 @@ async fn ring(members: usize, hops: usize) {
         .model(model)
         .model_id("claude-sonnet-5-5")
         // Every hop is a model turn of some member, and every notice one of the primary's.
-        .agent(AgentSpec {
-            name: "ring".into(),
-            description: "Passes tokens on.".into(),
-            mode: Mode::Subagent,
-            tools: vec!["read_file".into()],
-            read_only: true,
-            max_turns: u32::MAX,
-            prompt: "You pass tokens on.".into(),
-            ..AgentSpec::default()
-        })
+        .agent(
+            AgentSpec::builder("ring")
+                .description("Passes tokens on.")
+                .mode(Mode::Subagent)
+                .tools(["read_file"])
+                .read_only(true)
+                .max_turns(u32::MAX)
+                .prompt("You pass tokens on.")
+                .build(),
+        )
         .max_turns(u32::MAX)
-        .limits(Limits {
-            max_parallel: 64,
-            max_depth: 2,
-            max_fanout: 1_000,
-        })
-        .team(TeamLimits {
-            max_members: members,
-            // The tokens' hops, and the lead's go to each member.
-            max_messages: members * hops + members,
-            max_unread: members * hops,
-            ..TeamLimits::default()
-        })
+        .limits(
+            Limits::default()
+                .max_parallel(64)
+                .max_depth(2)
+                .max_fanout(1_000),
+        )
+        .team(
+            TeamLimits::default()
+                .max_members(members)
+                // The tokens' hops, and the lead's go to each member.
+                .max_messages(members * hops + members)
+                .max_unread(members * hops),
+        )
         .on_event(move |e| {
             if let Event::Message {
                 text,

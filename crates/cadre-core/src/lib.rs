@@ -10,18 +10,15 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use cadre_core::{AgentSpec, AnthropicConfig, Event, Mode, Orchestrator};
-//! use futures::StreamExt;
 //!
 //! // An agent type defined in code: a read-only reviewer the primary agent may delegate to.
-//! let reviewer = AgentSpec {
-//!     name: "reviewer".into(),
-//!     description: "Reviews a change for bugs; read-only.".into(),
-//!     mode: Mode::Subagent,
-//!     tools: vec!["read_file".into(), "grep".into()],
-//!     read_only: true,
-//!     prompt: "You review code. Report real bugs only, with file and line.".into(),
-//!     ..AgentSpec::default()
-//! };
+//! let reviewer = AgentSpec::builder("reviewer")
+//!     .description("Reviews a change for bugs; read-only.")
+//!     .mode(Mode::Subagent)
+//!     .tools(["read_file", "grep"])
+//!     .read_only(true)
+//!     .prompt("You review code. Report real bugs only, with file and line.")
+//!     .build();
 //! let orchestrator = Orchestrator::builder()
 //!     .anthropic(AnthropicConfig::from_env()?)
 //!     .workspace(".")
@@ -30,7 +27,7 @@
 //!     .build()?;
 //! let mut events = orchestrator.events();
 //! tokio::spawn(async move {
-//!     while let Some(event) = events.next().await {
+//!     while let Some(event) = events.recv().await {
 //!         if let Event::ToolCall { agent, name, .. } = event {
 //!             eprintln!("{agent}: {name}");
 //!         }
@@ -41,38 +38,56 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A tool of your own is a struct, a derived input type and one async fn: see
-//! [`cadre_tools::TypedTool`], and `examples/weather.rs` for a whole program (a typed tool and
-//! an agent type defined in code, replayed offline from a cassette).
+//! A tool of your own is a struct, a derived input type and one native `async fn` (no
+//! `async-trait`): see [`TypedTool`], and `examples/typed_tool.rs` for a whole program that
+//! depends on cadre-core and tokio alone.
 //!
 //! Inside: the agent loop ([`Agent::run`]) sends the history and tools to a model, runs the
 //! tools it asks for, appends the results and repeats until it stops. Around it: agent types
-//! loaded from YAML ([`AgentSpec`], [`Registry`]), the `Task` tool ([`run::task`]) that
+//! loaded from YAML ([`AgentSpec`], [`Registry`]), the `Task` tool (`run::task`) that
 //! delegates to fresh subagents, skills loaded on demand with the `Skill` tool
-//! ([`SkillSet`], [`run::skill_tool`]), Claude Code agent files
-//! ([`definitions::claude_agents`]), the token [`Budget`] shared by the tree, the structured
+//! ([`SkillSet`], `run::skill_tool`), Claude Code agent files
+//! (`definitions::claude_agents`), the token [`Budget`] shared by the tree, the structured
 //! [`Event`]s every agent emits, transcripts on disk, and usage rolled up per agent and per
-//! type. A run's steps go to a journal ([`record::journal`]) it can be resumed from; long
-//! conversations are compacted ([`run::compaction`]); subagents may run in the background
-//! ([`run::background`]) or in a git worktree of their own (`isolation: worktree`). Nothing
+//! type. A run's steps go to a journal (`record::journal`) it can be resumed from; long
+//! conversations are compacted (`run::compaction`); subagents may run in the background
+//! (`run::background`) or in a git worktree of their own (`isolation: worktree`). Nothing
 //! here knows about terminals.
+//!
+//! The surface is this root and [`vocab`] (the serialized types a run's log and events speak
+//! in). The modules `definitions`, `record` and `run` are the mechanism: public only so the
+//! workspace's own crates (the CLI, the engine, tests and benchmarks) can reach it, hidden
+//! from these docs, and free to change.
 
+// The mechanism: open to the workspace's own crates (the CLI, the engine, the tests and
+// benchmarks), hidden from the documented surface, which is the facade below and `vocab`.
+#[doc(hidden)]
 pub mod definitions;
+#[doc(hidden)]
 pub mod record;
+#[doc(hidden)]
 pub mod run;
 pub mod vocab;
 
 // One dependency is enough to embed cadre: the crates below it come along, whole and by
 // their common names.
+#[cfg(feature = "mcp")]
 pub use cadre_mcp as mcp;
 pub use cadre_model as model;
 pub use cadre_model::{
     AnthropicConfig, ContentBlock, Message, Model, ModelError, OpenAiConfig, Response, Role, Usage,
 };
 pub use cadre_tools as tools;
+// What a typed tool's input derives and a stream of events needs, so an embedder adds none
+// of these crates itself (derives through them take `#[serde(crate = "cadre_core::serde")]`
+// and `#[schemars(crate = "cadre_core::schemars")]`).
 pub use cadre_tools::{
     Json, SandboxMode, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, TypedTool, Workspace,
 };
+pub use futures;
+pub use schemars;
+pub use serde;
+pub use serde_json;
 
 /// The README's code, compiled as a doctest so it cannot drift from the library.
 #[cfg(doctest)]
@@ -84,12 +99,13 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryDoctests;
 
-pub use definitions::hooks::{Hook, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
+pub use definitions::hooks::{Hook, HookEvent, Hooks};
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
-pub use definitions::registry::{tools_for, Registry};
+pub use definitions::registry::Registry;
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
+pub use definitions::spec_builder::AgentSpecBuilder;
 pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
 pub use record::run_dir::RunDir;
 pub use record::transcript::{
@@ -99,12 +115,12 @@ pub use record::transcript::{
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
 pub use run::budget::Budget;
-pub use run::builder::{unhonoured_by_workers, OrchestratorBuilder};
+pub use run::builder::OrchestratorBuilder;
 pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
-pub use run::hooks::{guarded_tools, MAX_STOP_BLOCKS};
+pub use run::hooks::MAX_STOP_BLOCKS;
 pub use run::orchestrator::{
-    primary_spec, Limits, Orchestrator, RosterEntry, RunError, RunSummary, SubagentError,
+    Limits, Orchestrator, RosterEntry, RunError, RunErrorKind, RunSummary, SubagentError,
     DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::permissions::{
@@ -114,6 +130,6 @@ pub use run::permissions::{
 pub use run::skill_tool::SkillTool;
 pub use run::team::{Seat, Team, TeamError, TeamLimits};
 pub use run::toolset::ToolSet;
-pub use vocab::agent_path::AgentPath;
-pub use vocab::hooks::{CallPermission, HookDecision, HookOutcome};
-pub use vocab::outcome::{AgentOutcome, Outcome, StopKind};
+pub use vocab::{
+    AgentOutcome, AgentPath, CallPermission, HookDecision, HookOutcome, Outcome, StopKind,
+};

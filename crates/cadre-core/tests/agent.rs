@@ -131,6 +131,7 @@ mod corpus;
 
 /// MCP servers end to end: the real `cadre-test-mcp` server (rmcp) over stdio and streamable
 /// HTTP, its tools offered to the agents their types allow, results reaching the model.
+#[cfg(feature = "mcp")]
 #[path = "agent/mcp.rs"]
 mod mcp;
 
@@ -191,3 +192,7 @@ mod hooks;
 /// loop, and the length limits of files and functions.
 #[path = "agent/structure.rs"]
 mod structure;
+
+/// The public surface reachable from the crate's root: a facade of at most 120 names.
+#[path = "agent/surface.rs"]
+mod surface;

@@ -198,11 +198,12 @@ async fn in_process(model: Arc<ScriptedModel>, dir: &std::path::Path, n: usize) 
         .workspace_handle(Arc::new(Workspace::new(dir).unwrap()))
         .model(model.clone())
         .model_id(MODEL)
-        .limits(Limits {
-            max_parallel: n,
-            max_depth: 2,
-            max_fanout: 10_000,
-        })
+        .limits(
+            Limits::default()
+                .max_parallel(n)
+                .max_depth(2)
+                .max_fanout(10_000),
+        )
         .build()
         .unwrap();
     reset_peak();
@@ -226,7 +227,9 @@ async fn in_process(model: Arc<ScriptedModel>, dir: &std::path::Path, n: usize) 
 /// The primary agent's call, built as `cadre run --engine restate` builds it.
 fn agent_call(run: String, n: usize) -> AgentCall {
     let registry = Registry::shipped();
-    let spec = cadre_core::primary_spec(&registry, "main").unwrap().clone();
+    let spec = cadre_core::run::orchestrator::primary_spec(&registry, "main")
+        .unwrap()
+        .clone();
     let wide = u32::try_from(n).unwrap().max(16);
     AgentCall {
         run,

@@ -8,7 +8,7 @@ use crate::pump::{Ask, EffectKind};
 use crate::service::{CadreRosterClient, CadreRunClient};
 use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
 use crate::worker::{Checkpoints, Prepared, Worker};
-use cadre_core::record::journal::{Done, ModelStep, Outcome, Work};
+use cadre_core::record::journal::{Done, EffectOutcome, ModelStep, Work};
 use cadre_core::{Delegated, DelegatedCall, StopKind};
 use cadre_tools::Finished;
 use restate_sdk::prelude::*;
@@ -272,19 +272,19 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     }
 
     /// The outcome of an await that failed: cancellation stops the agent.
-    fn failed(&mut self, e: &TerminalError) -> Outcome {
+    fn failed(&mut self, e: &TerminalError) -> EffectOutcome {
         if e.code() == CANCELLED {
             self.on_cancel();
-            Outcome::Stopped(StopKind::Cancelled)
+            EffectOutcome::Stopped(StopKind::Cancelled)
         } else {
-            Outcome::Stopped(StopKind::ModelError(e.message().to_owned()))
+            EffectOutcome::Stopped(StopKind::ModelError(e.message().to_owned()))
         }
     }
 
     /// Runs (or replays) one effect as durable steps.
-    async fn serve(&mut self, kind: EffectKind, work: Work, line: &mut Progress) -> Outcome {
+    async fn serve(&mut self, kind: EffectKind, work: Work, line: &mut Progress) -> EffectOutcome {
         if self.cancelled {
-            return Outcome::Stopped(StopKind::Cancelled);
+            return EffectOutcome::Stopped(StopKind::Cancelled);
         }
         match kind {
             EffectKind::Model => self.model(work, line).await,
@@ -293,7 +293,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     }
 
     /// A model request, within the run's slots and budget.
-    async fn model(&mut self, work: Work, line: &mut Progress) -> Outcome {
+    async fn model(&mut self, work: Work, line: &mut Progress) -> EffectOutcome {
         let run = self.call.run.clone();
         let grant = match self.slot().await {
             Ok(Json(grant)) => grant,
@@ -307,7 +307,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         };
         if grant.exhausted {
             release(0);
-            return Outcome::Stopped(StopKind::Budget);
+            return EffectOutcome::Stopped(StopKind::Budget);
         }
         self.models += 1;
         // The roster shows the turn under way, from its request on, as a local run's does.
@@ -345,7 +345,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             (!names.is_empty()).then(|| names.join(", "))
         });
         self.show(line);
-        Outcome::Ran(kept.step)
+        EffectOutcome::Ran(kept.step)
     }
 
     /// Asks the run for a model slot within its budget, and waits for it.
@@ -391,7 +391,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
 
     /// A tool call; a changing one journals its intent first, and a writer's tree is
     /// checkpointed after it inside the same step.
-    async fn tool(&mut self, id: &str, name: &str, changing: bool, work: Work) -> Outcome {
+    async fn tool(&mut self, id: &str, name: &str, changing: bool, work: Work) -> EffectOutcome {
         let fresh = if changing {
             let nonce = self.nonce.clone();
             let kept = self
@@ -437,9 +437,9 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 if checkpoint.is_some() {
                     self.checkpoint = checkpoint;
                 }
-                Outcome::Ran(*output)
+                EffectOutcome::Ran(*output)
             }
-            Ok(Json(KeptTool::Interrupted)) => Outcome::Interrupted,
+            Ok(Json(KeptTool::Interrupted)) => EffectOutcome::Interrupted,
             Err(e) => self.failed(&e),
         }
     }

@@ -3,7 +3,7 @@
 //! context (two context futures may never be polled at once).
 
 use async_trait::async_trait;
-use cadre_core::record::journal::{Effect, Journal, JournalError, Outcome, Run, Step, Work};
+use cadre_core::record::journal::{Effect, EffectOutcome, Journal, JournalError, Run, Step, Work};
 use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
 use cadre_tools::Rerun;
 use tokio::sync::{mpsc, oneshot};
@@ -17,7 +17,7 @@ pub(crate) enum Ask {
         /// The work to run when the journal does not hold it yet.
         work: Work,
         /// Where the outcome goes.
-        reply: oneshot::Sender<Outcome>,
+        reply: oneshot::Sender<EffectOutcome>,
     },
     /// Run a subagent as a call to the agent service.
     Call {
@@ -88,11 +88,11 @@ impl Journal for Pump {
         Run::Durably(Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             if tx.send(Ask::Effect { kind, work, reply }).is_err() {
-                return Outcome::Stopped(StopKind::Cancelled);
+                return EffectOutcome::Stopped(StopKind::Cancelled);
             }
             answer
                 .await
-                .unwrap_or(Outcome::Stopped(StopKind::Cancelled))
+                .unwrap_or(EffectOutcome::Stopped(StopKind::Cancelled))
         }))
     }
 }

@@ -94,11 +94,10 @@ impl WireSpec {
 
     /// The type as the worker's registry holds it.
     pub fn into_spec(self) -> AgentSpec {
-        AgentSpec {
-            limited_tools: self.limited_tools,
-            dropped_tools: self.dropped_tools,
-            ..self.spec
-        }
+        let mut spec = self.spec;
+        spec.limited_tools = self.limited_tools;
+        spec.dropped_tools = self.dropped_tools;
+        spec
     }
 }
 

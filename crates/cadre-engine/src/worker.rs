@@ -155,12 +155,13 @@ impl Worker {
             .model(self.model.clone())
             .model_id(&call.agent.model)
             .registry(registry)
-            .limits(Limits {
-                max_depth: settings.max_depth,
-                max_fanout: settings.max_fanout as usize,
-                // The run's slots and budget are the `CadreRun` object's; none are kept here.
-                max_parallel: usize::MAX >> 4,
-            })
+            .limits(
+                Limits::default()
+                    .max_depth(settings.max_depth)
+                    .max_fanout(settings.max_fanout as usize)
+                    // The run's slots and budget are the `CadreRun` object's; none are kept here.
+                    .max_parallel(usize::MAX >> 4),
+            )
             .max_tokens(settings.max_tokens)
             .context_tokens(settings.context_tokens)
             .compact_at(settings.compact_at)

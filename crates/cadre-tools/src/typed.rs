@@ -16,7 +16,6 @@
 //!     text: String,
 //! }
 //!
-//! #[async_trait::async_trait]
 //! impl TypedTool for WordCount {
 //!     type Input = Input;
 //!     type Output = String;
@@ -51,7 +50,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// A tool with a typed input (its schema) and a typed output; every `TypedTool` is a
 /// [`Tool`], so it goes wherever tools go.
-#[async_trait]
+///
+/// Its `run` is a native `async fn` (no `async-trait`): implement it as `async fn run(…)`;
+/// the future must be `Send`, since agents run on a multi-threaded runtime.
 pub trait TypedTool: Send + Sync + 'static {
     /// What the model sends. Its JSON Schema is what the model is offered: field doc
     /// comments become descriptions, `Option` fields are optional, `deny_unknown_fields`
@@ -90,7 +91,11 @@ pub trait TypedTool: Send + Sync + 'static {
         input_schema_for::<Self::Input>()
     }
     /// Runs it on decoded input. Errors become `is_error` results for the model.
-    async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<Self::Output, ToolError>;
+    fn run(
+        &self,
+        input: Self::Input,
+        ctx: &ToolContext,
+    ) -> impl std::future::Future<Output = Result<Self::Output, ToolError>> + Send;
 }
 
 #[async_trait]

@@ -71,7 +71,7 @@ pub async fn run(
     let mut refused = unhonoured(&args, &settings, mcp.config());
     refused.extend(hooks_for_workers(&args, &settings, &mut registry, &root));
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
-    let spec = cadre_core::primary_spec(&registry, &args.agent)?.clone();
+    let spec = cadre_core::run::orchestrator::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
     let mut call = agent_call(
@@ -383,23 +383,18 @@ fn ended(meta: &EngineRun, report: Delegated, elapsed_ms: u64) -> (AgentOutcome,
         .find(|r| r.path == meta.agent)
         .cloned();
     let text = format!("{}{}", report.text, report.report);
-    let outcome = AgentOutcome {
-        text: text.clone(),
-        stop: report.stop.clone(),
-        turns: own.as_ref().map_or(0, |r| r.turns),
-        tool_calls: own.as_ref().map_or(0, |r| r.tool_calls),
-        usage: own.map(|r| r.usage).unwrap_or_default(),
-        history: Vec::new(),
-    };
-    let summary = RunSummary {
-        run_id: Some(meta.run.clone()),
-        task: meta.task.clone(),
-        answer: text,
-        outcome: report.stop.outcome(),
-        stop: report.stop.clone(),
+    let mut outcome = AgentOutcome::new(text.clone(), report.stop.clone());
+    outcome.turns = own.as_ref().map_or(0, |r| r.turns);
+    outcome.tool_calls = own.as_ref().map_or(0, |r| r.tool_calls);
+    outcome.usage = own.map(|r| r.usage).unwrap_or_default();
+    let mut summary = RunSummary::new(
+        meta.task.clone(),
+        text,
+        report.stop.clone(),
         elapsed_ms,
-        usage: UsageReport::new(report.records),
-    };
+        UsageReport::new(report.records),
+    );
+    summary.run_id = Some(meta.run.clone());
     (outcome, summary)
 }
 

@@ -1,7 +1,7 @@
 //! Exit codes: what a script can tell from how `cadre` ended, and the error whose kind
 //! decides the code when `cadre` fails before or outside its agents.
 
-use cadre_core::{RunError, StopKind};
+use cadre_core::{RunError, RunErrorKind, StopKind};
 use std::process::ExitCode;
 
 /// How `cadre` ended.
@@ -118,13 +118,12 @@ impl CliError {
         match self {
             Self::Config { .. } | Self::Invalid(_) => Code::Config,
             Self::Failed { .. } | Self::Io(_) => Code::Failed,
-            Self::Run(e) => match e {
-                RunError::RunDir(_) | RunError::Journal(_) | RunError::Stopped { .. } => {
-                    Code::Failed
-                }
-                // Compacting is one model request; its failure is the model's.
-                RunError::Compact(_) => Code::Api,
-                _ => Code::Config,
+            // Exhaustive: cadre-core sorts every `RunError` into a kind, and a new kind must
+            // be given its code here.
+            Self::Run(e) => match e.kind() {
+                RunErrorKind::Cadre => Code::Failed,
+                RunErrorKind::Model => Code::Api,
+                RunErrorKind::Usage => Code::Config,
             },
         }
     }

@@ -185,9 +185,10 @@ fn strip_types(registry: &mut Registry, which: impl Fn(&AgentSpec) -> bool) {
     let stripped: Vec<AgentSpec> = registry
         .all()
         .filter(|s| !s.hooks.is_empty() && which(s))
-        .map(|s| AgentSpec {
-            hooks: Hooks::default(),
-            ..s.clone()
+        .map(|s| {
+            let mut s = s.clone();
+            s.hooks = Hooks::default();
+            s
         })
         .collect();
     for spec in stripped {

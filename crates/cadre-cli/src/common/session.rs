@@ -147,12 +147,14 @@ impl Session {
         }
         let configured = settings.hooks.clone().with_types(&registry, &root);
         let hooks = hooks_for_run(&configured, &mut registry, &root, flags, trusted);
-        cadre_core::primary_spec(&registry, &args.agent).map_err(|e| match e {
-            RunError::UnknownAgent { .. } => {
-                CliError::config(format!("{e} (see `cadre agents list`)"))
-            }
-            e => e.into(),
-        })?;
+        cadre_core::run::orchestrator::primary_spec(&registry, &args.agent).map_err(
+            |e| match e {
+                RunError::UnknownAgent { .. } => {
+                    CliError::config(format!("{e} (see `cadre agents list`)"))
+                }
+                e => e.into(),
+            },
+        )?;
         let model_id = model_id(&args)?;
         let (model, run_id) = build_model(&args)?;
         let (permissions, asks) =
@@ -204,11 +206,11 @@ impl Session {
             .skills(self.skills.clone())
             .mcp(self.mcp.clone())
             .instructions(self.instructions.clone())
-            .limits(Limits {
-                max_parallel: args.max_parallel.max(1),
-                max_depth: args.max_depth,
-                ..Limits::default()
-            })
+            .limits(
+                Limits::default()
+                    .max_parallel(args.max_parallel.max(1))
+                    .max_depth(args.max_depth),
+            )
             .max_tokens(args.max_tokens)
             .compact_at(args.compact_at.0)
             .tool_limits(ToolLimits {
@@ -228,10 +230,8 @@ impl Session {
             builder = builder.run_id(id);
         }
         if args.team {
-            builder = builder.team(cadre_core::TeamLimits {
-                max_messages: args.max_messages,
-                ..cadre_core::TeamLimits::default()
-            });
+            builder =
+                builder.team(cadre_core::TeamLimits::default().max_messages(args.max_messages));
         }
         if !args.no_transcripts {
             builder = builder.runs_dir(RunDir::runs_root(&self.root));
@@ -317,7 +317,6 @@ impl Session {
         };
         Ok(Turn {
             code,
-            ended: ended.get().copied(),
             dir: orchestrator.run_dir().map(|d| d.path().to_path_buf()),
             summary,
         })
@@ -417,14 +416,7 @@ fn abandoned(
 ) -> (cadre_core::AgentOutcome, cadre_core::RunSummary) {
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let summary = orchestrator.abandon(task, elapsed);
-    let outcome = cadre_core::AgentOutcome {
-        text: String::new(),
-        stop: StopKind::Cancelled,
-        turns: 0,
-        tool_calls: 0,
-        usage: Default::default(),
-        history: Vec::new(),
-    };
+    let outcome = cadre_core::AgentOutcome::new("", StopKind::Cancelled);
     (outcome, summary)
 }
 
@@ -470,8 +462,6 @@ async fn answered(answering: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
 pub struct Turn {
     /// The exit code it stands for.
     pub code: Code,
-    /// The signal that stopped it and asks the process to end (SIGTERM, SIGHUP), if one did.
-    pub ended: Option<Ending>,
     /// Its run folder, if transcripts are written.
     pub dir: Option<PathBuf>,
     /// Its summary (usage covers the whole run, earlier turns too).

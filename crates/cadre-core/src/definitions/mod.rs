@@ -17,6 +17,7 @@ pub mod problem;
 pub mod registry;
 pub mod skills;
 pub mod spec;
+pub mod spec_builder;
 pub mod tool_names;
 pub mod tools;
 pub mod yaml;

@@ -15,6 +15,7 @@ use std::str::FromStr;
 
 /// How much an agent may do without a person saying yes, from loosest to strictest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[non_exhaustive]
 pub enum PermissionMode {
     /// Tools as the agent type allows (deny rules still apply).
     #[default]

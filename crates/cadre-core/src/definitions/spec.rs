@@ -102,6 +102,7 @@ impl<'de> Deserialize<'de> for CompactAt {
 /// One agent type, as written in its YAML file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AgentSpec {
     /// Its name, unique; usually `[a-z0-9-]` (others load with a warning).
     pub name: String,

@@ -20,6 +20,12 @@ impl EventStream {
         Self { rx }
     }
 
+    /// The next event, waiting for it; `None` once the run has ended (no `StreamExt`
+    /// needed).
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.rx.recv().await
+    }
+
     /// The next event if one is waiting, without waiting for one.
     pub fn try_next(&mut self) -> Option<Event> {
         self.rx.try_recv().ok()

@@ -89,18 +89,18 @@ pub enum Run {
     /// Run it here and now ([`run_here`]).
     Here(Work),
     /// Await this durable step instead.
-    Durably(futures::future::BoxFuture<'static, Outcome>),
+    Durably(futures::future::BoxFuture<'static, EffectOutcome>),
 }
 
 /// Runs an effect in this process: what a journal that keeps no effects does.
-pub async fn run_here(effect: Effect<'_>, work: Work, cancel: &CancellationToken) -> Outcome {
+pub async fn run_here(effect: Effect<'_>, work: Work, cancel: &CancellationToken) -> EffectOutcome {
     match effect {
         Effect::Model => tokio::select! {
             biased;
-            () = cancel.cancelled() => Outcome::Stopped(StopKind::Cancelled),
-            done = work => Outcome::Ran(done),
+            () = cancel.cancelled() => EffectOutcome::Stopped(StopKind::Cancelled),
+            done = work => EffectOutcome::Ran(done),
         },
-        Effect::Tool { .. } => Outcome::Ran(work.await),
+        Effect::Tool { .. } => EffectOutcome::Ran(work.await),
     }
 }
 
@@ -148,7 +148,7 @@ pub type Work = futures::future::BoxFuture<'static, Done>;
 
 /// What became of an effect handed to [`Journal::once`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum EffectOutcome {
     /// It ran, now or in an earlier attempt: what it gave.
     Ran(Done),
     /// A changing tool had started in an attempt that died before its result was kept:

@@ -2,7 +2,7 @@
 
 use crate::record::events::{millis, Event, EventHandler};
 use crate::record::journal::{
-    run_here, Done, Effect, Journal, ModelStep, Outcome, Run, Step, Work,
+    run_here, Done, Effect, EffectOutcome, Journal, ModelStep, Run, Step, Work,
 };
 use crate::record::transcript::Transcript;
 use crate::run::answer::{judge, AnswerSchema, Verdict};
@@ -493,7 +493,7 @@ impl Agent {
 
     /// Runs an effect through the journal, which decides how: here and now, or as a
     /// durable step.
-    async fn effect(&self, effect: Effect<'_>, work: Work) -> Outcome {
+    async fn effect(&self, effect: Effect<'_>, work: Work) -> EffectOutcome {
         let run = match &self.journal {
             Some(journal) => journal.once(&self.config.path, effect, work),
             None => Run::Here(work),
@@ -577,16 +577,16 @@ impl Agent {
             })
         });
         match self.effect(Effect::Model, work).await {
-            Outcome::Ran(Done::Model(ModelStep::Response(response))) => Ok(response),
-            Outcome::Ran(Done::Model(ModelStep::TooLong(why))) => Err(Failed::TooLong(why)),
-            Outcome::Ran(Done::Model(ModelStep::Error(why))) => {
+            EffectOutcome::Ran(Done::Model(ModelStep::Response(response))) => Ok(response),
+            EffectOutcome::Ran(Done::Model(ModelStep::TooLong(why))) => Err(Failed::TooLong(why)),
+            EffectOutcome::Ran(Done::Model(ModelStep::Error(why))) => {
                 Err(Failed::Stop(StopKind::ModelError(why)))
             }
-            Outcome::Ran(Done::Tool(_)) => Err(Failed::Stop(StopKind::ModelError(
+            EffectOutcome::Ran(Done::Tool(_)) => Err(Failed::Stop(StopKind::ModelError(
                 "the kept step is not a model response".into(),
             ))),
-            Outcome::Stopped(stop) => Err(Failed::Stop(stop)),
-            Outcome::Interrupted => Err(Failed::Stop(StopKind::ModelError(
+            EffectOutcome::Stopped(stop) => Err(Failed::Stop(stop)),
+            EffectOutcome::Interrupted => Err(Failed::Stop(StopKind::ModelError(
                 "the request was interrupted".into(),
             ))),
         }
@@ -749,12 +749,12 @@ impl Agent {
                 rerun,
             };
             match self.effect(effect, work).await {
-                Outcome::Ran(Done::Tool(out)) => out,
-                Outcome::Ran(Done::Model(_)) => {
+                EffectOutcome::Ran(Done::Tool(out)) => out,
+                EffectOutcome::Ran(Done::Model(_)) => {
                     ToolOutput::error("the kept step is not this tool's result")
                 }
-                Outcome::Interrupted => ToolOutput::error(interrupted(&call.name)),
-                Outcome::Stopped(stop) => {
+                EffectOutcome::Interrupted => ToolOutput::error(interrupted(&call.name)),
+                EffectOutcome::Stopped(stop) => {
                     ToolOutput::error(format!("not run: the agent stopped ({stop})"))
                 }
             }

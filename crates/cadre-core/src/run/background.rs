@@ -259,7 +259,6 @@ pub struct TaskOutputTool(pub Arc<Background>);
 /// `TaskStop`: cancels one of the parent's background subagents.
 pub struct TaskStopTool(pub Arc<Background>);
 
-#[async_trait]
 impl TypedTool for TaskOutputTool {
     type Input = TaskOutputInput;
     type Output = ToolOutput;
@@ -315,7 +314,6 @@ impl TypedTool for TaskOutputTool {
     }
 }
 
-#[async_trait]
 impl TypedTool for TaskStopTool {
     type Input = TaskStopInput;
     type Output = ToolOutput;

@@ -11,10 +11,10 @@ use crate::definitions::tools::{closest_tools, is_mcp_name, resolve_tool_name};
 use crate::record::events::EventHandler;
 use crate::record::journal::Journal;
 use crate::run::delegate::Delegate;
+use crate::run::mcp_tools::McpServers;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
 use crate::run::permissions::Permissions;
 use crate::run::team::TeamLimits;
-use cadre_mcp::McpServers;
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -259,6 +259,7 @@ impl OrchestratorBuilder {
     }
 
     /// The run's MCP servers.
+    #[cfg(feature = "mcp")]
     pub fn mcp(mut self, servers: Arc<McpServers>) -> Self {
         self.mcp = Some(servers);
         self

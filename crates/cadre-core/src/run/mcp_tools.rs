@@ -7,7 +7,8 @@
 //! `mcp__<server>__<tool>`) names them; `disallowed_tools` takes them away the same way.
 
 use crate::definitions::spec::{AgentSpec, McpServerRef};
-use cadre_mcp::{pattern_matches, pattern_names_server, McpServers, McpTool, Server, ServerConfig};
+use cadre_mcp::{pattern_matches, pattern_names_server, McpTool, ServerConfig};
+pub(crate) use cadre_mcp::{McpServers, Server};
 use cadre_tools::Tool;
 use futures::future::join_all;
 use std::sync::Arc;

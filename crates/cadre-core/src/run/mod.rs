@@ -12,6 +12,11 @@ pub mod continuation;
 pub mod delegate;
 pub mod fork;
 pub mod hooks;
+#[cfg(feature = "mcp")]
+pub(crate) mod mcp_tools;
+// Built without MCP: the same names, and no server is ever there.
+#[cfg(not(feature = "mcp"))]
+#[path = "mcp_tools_off.rs"]
 pub(crate) mod mcp_tools;
 pub mod model_settings;
 pub mod orchestrator;
@@ -25,7 +30,3 @@ pub mod task;
 pub mod task_result;
 pub mod team;
 pub mod toolset;
-
-// The paths these modules had before they moved down into the vocabulary, so code that
-// names them still builds; to go once nothing names them.
-pub use crate::vocab::outcome;

@@ -9,7 +9,6 @@
 
 use crate::definitions::registry::SKILL_TOOL;
 use crate::definitions::skills::{Skill, SkillFile, SkillSet};
-use async_trait::async_trait;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -71,7 +70,6 @@ impl SkillTool {
     }
 }
 
-#[async_trait]
 impl TypedTool for SkillTool {
     type Input = SkillInput;
     type Output = ToolOutput;

@@ -7,7 +7,6 @@ use crate::run::answer::AnswerSchema;
 use crate::run::fork::{ForkBase, Forking, FORK_TYPE};
 use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
-use async_trait::async_trait;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -154,7 +153,6 @@ impl TaskTool {
     }
 }
 
-#[async_trait]
 impl TypedTool for TaskTool {
     type Input = TaskInput;
     type Output = ToolOutput;

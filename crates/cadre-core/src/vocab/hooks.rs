@@ -8,6 +8,7 @@ use std::fmt;
 
 /// The moments a hook runs at, by Claude Code's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum HookEvent {
     /// A run starts (or is resumed).
     SessionStart,

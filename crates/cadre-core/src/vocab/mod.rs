@@ -2,10 +2,19 @@
 //! (how agents stop, hook decisions, team changes, steps, events, agent paths). It lies
 //! beneath both `record` (which writes and reads them) and `run` (which makes them), and
 //! imports neither, so the log does not depend on the mechanism that writes it.
+//!
+//! Its files are the crate's own; an embedder names their types from here.
 
-pub mod agent_path;
-pub mod event;
-pub mod hooks;
-pub mod outcome;
-pub mod step;
-pub mod team;
+pub(crate) mod agent_path;
+pub(crate) mod event;
+pub(crate) mod hooks;
+pub(crate) mod outcome;
+pub(crate) mod step;
+pub(crate) mod team;
+
+pub use agent_path::AgentPath;
+pub use event::Event;
+pub use hooks::{CallPermission, HookDecision, HookEvent, HookOutcome};
+pub use outcome::{AgentOutcome, Outcome, StopKind};
+pub use step::Step;
+pub use team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};

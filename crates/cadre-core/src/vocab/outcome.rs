@@ -150,6 +150,7 @@ impl std::fmt::Display for StopKind {
 
 /// Everything an agent's run produced.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AgentOutcome {
     /// The final answer: the text of the last assistant message.
     pub text: String,
@@ -163,4 +164,18 @@ pub struct AgentOutcome {
     pub usage: Usage,
     /// The whole conversation.
     pub history: Vec<Message>,
+}
+
+impl AgentOutcome {
+    /// An outcome with answer `text` that stopped for `stop`, before any turn or call.
+    pub fn new(text: impl Into<String>, stop: StopKind) -> Self {
+        Self {
+            text: text.into(),
+            stop,
+            turns: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            history: Vec::new(),
+        }
+    }
 }

@@ -20,7 +20,6 @@ struct Counted {
     words: usize,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for WordCount {
     type Input = Count;
     type Output = Json<Counted>;
@@ -46,7 +45,6 @@ struct Stamp;
 #[derive(Deserialize, JsonSchema)]
 struct Nothing {}
 
-#[async_trait::async_trait]
 impl TypedTool for Stamp {
     type Input = Nothing;
     type Output = String;
@@ -65,25 +63,21 @@ impl TypedTool for Stamp {
 }
 
 fn counter() -> AgentSpec {
-    AgentSpec {
-        name: "counter".into(),
-        description: "Counts words.".into(),
-        mode: Mode::Primary,
-        tools: vec!["word_count".into(), "Task".into()],
-        prompt: "You count words.".into(),
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("counter")
+        .description("Counts words.")
+        .mode(Mode::Primary)
+        .tools(["word_count", "Task"])
+        .prompt("You count words.")
+        .build()
 }
 
 fn reader() -> AgentSpec {
-    AgentSpec {
-        name: "reader".into(),
-        description: "Reads only.".into(),
-        mode: Mode::Subagent,
-        read_only: true,
-        prompt: "You are a reader subagent.".into(),
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("reader")
+        .description("Reads only.")
+        .mode(Mode::Subagent)
+        .read_only(true)
+        .prompt("You are a reader subagent.")
+        .build()
 }
 
 #[tokio::test]
@@ -208,13 +202,13 @@ async fn an_orchestrator_runs_once_and_a_type_typo_fails_at_build() {
     let err = Orchestrator::builder()
         .model(mock_model(&server, 0))
         .workspace(dir.path())
-        .agent(AgentSpec {
-            name: "counter".into(),
-            description: "Counts.".into(),
-            mode: Mode::Subagent,
-            tools: vec!["word_cuont".into()],
-            ..AgentSpec::default()
-        })
+        .agent(
+            AgentSpec::builder("counter")
+                .description("Counts.")
+                .mode(Mode::Subagent)
+                .tools(["word_cuont"])
+                .build(),
+        )
         .tool(WordCount)
         .build()
         .map(|_| ())
@@ -233,7 +227,6 @@ struct Post {
     runs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for Post {
     type Input = Nothing;
     type Output = String;
@@ -275,14 +268,12 @@ async fn a_started_call_is_interrupted_on_resume_whatever_the_tool_says_now() {
             Reply::text("done again"),
         ],
     );
-    let poster = AgentSpec {
-        name: "poster".into(),
-        description: "Posts.".into(),
-        mode: Mode::Primary,
-        tools: vec!["post".into()],
-        prompt: "You post.".into(),
-        ..AgentSpec::default()
-    };
+    let poster = AgentSpec::builder("poster")
+        .description("Posts.")
+        .mode(Mode::Primary)
+        .tools(["post"])
+        .prompt("You post.")
+        .build();
     let runs = dir.path().join("runs");
     let posted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let build = |repeat: bool| {

@@ -145,10 +145,7 @@ async fn endless_and_enormous_output_is_capped_and_the_command_killed() {
 
 fn orchestrator(server: &MockServer, dir: &std::path::Path) -> Arc<Orchestrator> {
     mock_builder(server, dir)
-        .limits(Limits {
-            max_parallel: 64,
-            ..Limits::default()
-        })
+        .limits(Limits::default().max_parallel(64))
         .build()
         .unwrap()
 }

@@ -171,21 +171,18 @@ async fn four_subagents_overlap_stay_isolated_and_report_only_their_final_text()
 }
 
 fn delegator() -> AgentSpec {
-    AgentSpec {
-        name: "delegator".into(),
-        description: "Delegates further.".into(),
-        mode: Mode::Subagent,
-        model: "haiku".into(),
-        tools: vec!["*".into()],
-        disallowed_tools: vec![],
-        read_only: false,
-        network: true,
-        max_turns: 5,
-        skills: vec![],
-        prompt: "Delegate.".into(),
-        source: None,
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("delegator")
+        .description("Delegates further.")
+        .mode(Mode::Subagent)
+        .model("haiku")
+        .tools(["*"])
+        .disallowed_tools(Vec::<String>::new())
+        .read_only(false)
+        .network(true)
+        .max_turns(5)
+        .skills(Vec::<String>::new())
+        .prompt("Delegate.")
+        .build()
 }
 
 #[tokio::test]
@@ -206,10 +203,7 @@ async fn the_depth_limit_takes_task_away_and_unknown_types_are_errors() {
         );
         let mut registry = Registry::shipped();
         registry.insert(delegator());
-        let limits = Limits {
-            max_depth,
-            ..Limits::default()
-        };
+        let limits = Limits::default().max_depth(max_depth);
         let (o, _) = orchestrator(&server, dir.path(), registry, limits, None);
         let (outcome, _) = run(&o, "PARENT").await;
         assert_eq!(outcome.stop, StopKind::Done);
@@ -256,10 +250,7 @@ async fn max_parallel_one_serialises_every_request() {
             ],
         );
     }
-    let limits = Limits {
-        max_parallel: 1,
-        ..Limits::default()
-    };
+    let limits = Limits::default().max_parallel(1);
     let (o, _) = orchestrator(&server, dir.path(), Registry::shipped(), limits, None);
     let (outcome, summary) = run(&o, "PARENT").await;
     assert_eq!(outcome.stop, StopKind::Done);

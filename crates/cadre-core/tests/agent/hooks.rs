@@ -312,15 +312,13 @@ async fn subagent_hooks_know_which_agent_they_serve() {
         &json!({"Stop": [{"hooks": [{"command": own}]}]}),
         "agent checker",
     );
-    let checker = AgentSpec {
-        name: "checker".into(),
-        description: "Checks things.".into(),
-        mode: Mode::Subagent,
-        tools: vec!["list_files".into()],
-        prompt: "You check.".into(),
-        hooks: own_hooks,
-        ..AgentSpec::default()
-    };
+    let checker = AgentSpec::builder("checker")
+        .description("Checks things.")
+        .mode(Mode::Subagent)
+        .tools(["list_files"])
+        .prompt("You check.")
+        .hooks(own_hooks)
+        .build();
     server.route(
         Match::FirstUserContains("PARENT".into()),
         vec![

@@ -60,15 +60,13 @@ const ARRIVALS: [Arrival; 4] = [
 
 /// The member's type: a worker with a file tool, under `max_turns`.
 fn worker(max_turns: u32) -> AgentSpec {
-    AgentSpec {
-        name: "worker".into(),
-        description: "Works.".into(),
-        mode: Mode::Subagent,
-        tools: vec!["list_files".into()],
-        prompt: "You work.".into(),
-        max_turns,
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("worker")
+        .description("Works.")
+        .mode(Mode::Subagent)
+        .tools(["list_files"])
+        .prompt("You work.")
+        .max_turns(max_turns)
+        .build()
 }
 
 /// Events seen so far, with a way to wait for one.
@@ -891,10 +889,7 @@ async fn two_starts_of_one_name_in_one_turn_make_one_member_and_one_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_starts_past_the_member_cap_make_one_member_and_one_error() {
-    let limits = TeamLimits {
-        max_members: 1,
-        ..TeamLimits::default()
-    };
+    let limits = TeamLimits::default().max_members(1);
     let (state, results) = two_starts(["x", "y"], limits).await;
     assert_eq!(state.members.len(), 2, "{:?}", state.members.keys());
     let errors: Vec<&(String, bool)> = results.iter().filter(|(_, e)| *e).collect();

@@ -230,21 +230,18 @@ async fn a_claude_code_agent_runs_as_a_subagent_with_its_mapped_tools_and_model(
 }
 
 fn no_skills_agent() -> AgentSpec {
-    AgentSpec {
-        name: "no-skills".into(),
-        description: "Has every tool but no skills.".into(),
-        mode: Mode::Subagent,
-        model: "inherit".into(),
-        tools: vec!["*".into()],
-        disallowed_tools: vec![],
-        read_only: false,
-        network: true,
-        max_turns: 5,
-        skills: vec![],
-        prompt: "Work without skills.".into(),
-        source: None,
-        ..AgentSpec::default()
-    }
+    AgentSpec::builder("no-skills")
+        .description("Has every tool but no skills.")
+        .mode(Mode::Subagent)
+        .model("inherit")
+        .tools(["*"])
+        .disallowed_tools(Vec::<String>::new())
+        .read_only(false)
+        .network(true)
+        .max_turns(5)
+        .skills(Vec::<String>::new())
+        .prompt("Work without skills.")
+        .build()
 }
 
 #[tokio::test]

@@ -379,11 +379,7 @@ async fn a_runaway_exchange_stops_at_the_cap_and_a_full_inbox_is_an_error() {
         .chain(vec![Reply::text("lead done"); 30])
         .collect(),
     );
-    let limits = TeamLimits {
-        max_unread: 2,
-        max_messages: 8,
-        ..TeamLimits::default()
-    };
+    let limits = TeamLimits::default().max_unread(2).max_messages(8);
     let o = team(&server, dir.path(), limits);
     let (outcome, _) = o.run("main", "LEAD task").await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());

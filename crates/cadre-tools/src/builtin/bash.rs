@@ -3,7 +3,6 @@
 use crate::output::OutputBuffer;
 use crate::sandbox::{landlock_status, Sandbox, SandboxError, SandboxPolicy, SandboxStatus};
 use crate::{Rerun, SandboxMode, ScratchDir, ToolContext, ToolError, ToolOutput, TypedTool};
-use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use schemars::JsonSchema;
@@ -54,7 +53,6 @@ pub struct BashInput {
     pub description: Option<String>,
 }
 
-#[async_trait]
 impl TypedTool for BashTool {
     type Input = BashInput;
     type Output = ToolOutput;

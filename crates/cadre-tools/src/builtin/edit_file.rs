@@ -5,7 +5,6 @@ use super::file_io::{
 };
 use crate::context::FileStamp;
 use crate::{cap_output, ToolContext, ToolError, ToolOutput, TypedTool};
-use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::Path;
@@ -32,7 +31,6 @@ pub struct EditFileInput {
     pub replace_all: bool,
 }
 
-#[async_trait]
 impl TypedTool for EditFileTool {
     type Input = EditFileInput;
     type Output = ToolOutput;

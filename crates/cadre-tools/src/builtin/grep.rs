@@ -3,7 +3,6 @@
 use super::file_io::blocking;
 use super::walk::{compile_glob, walker, GlobFilter};
 use crate::{cap_output, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
-use async_trait::async_trait;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use schemars::JsonSchema;
@@ -45,7 +44,6 @@ pub struct GrepInput {
     pub max_results: Option<u64>,
 }
 
-#[async_trait]
 impl TypedTool for GrepTool {
     type Input = GrepInput;
     type Output = ToolOutput;

@@ -3,7 +3,6 @@
 use super::file_io::blocking;
 use super::walk::{compile_glob, walker};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
-use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -27,7 +26,6 @@ pub struct ListFilesInput {
     pub path: Option<String>,
 }
 
-#[async_trait]
 impl TypedTool for ListFilesTool {
     type Input = ListFilesInput;
     type Output = ToolOutput;

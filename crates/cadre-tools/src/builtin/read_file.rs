@@ -2,7 +2,6 @@
 
 use super::file_io::{blocking, read_text};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
-use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -29,7 +28,6 @@ pub struct ReadFileInput {
     pub limit: Option<u64>,
 }
 
-#[async_trait]
 impl TypedTool for ReadFileTool {
     type Input = ReadFileInput;
     type Output = ToolOutput;

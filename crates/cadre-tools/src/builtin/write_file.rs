@@ -5,7 +5,6 @@ use super::file_io::{
     stamp_written, write_atomic,
 };
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
-use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -27,7 +26,6 @@ pub struct WriteFileInput {
     pub content: String,
 }
 
-#[async_trait]
 impl TypedTool for WriteFileTool {
     type Input = WriteFileInput;
     type Output = ToolOutput;

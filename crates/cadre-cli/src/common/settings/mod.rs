@@ -13,9 +13,12 @@ mod file;
 mod resolve;
 mod sources;
 
-pub use file::{known_keys, SettingsFile, PROJECT_FILE, USER_FILE};
 pub use resolve::{engine_refusals, resolve_from, Settings};
-pub use sources::{claude_files, configured_hooks, files, user_claude_dir, CadreFiles, Sources};
+pub use sources::{claude_files, files, CadreFiles, Sources};
+
+// What only the tests reach through this module.
+#[cfg(test)]
+pub(crate) use file::{known_keys, SettingsFile, PROJECT_FILE, USER_FILE};
 
 #[cfg(test)]
 mod tests;

@@ -3,9 +3,9 @@
 use crate::definitions::instructions::Instructions;
 use crate::definitions::skills::SkillSet;
 use crate::record::journal::{Journal, JournalError};
-use crate::run::outcome::StopKind;
+use crate::run::mcp_tools::McpServers;
 use crate::run::permissions::Permissions;
-use cadre_mcp::McpServers;
+use crate::vocab::outcome::StopKind;
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 /// Limits that hold across the whole tree of agents.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Limits {
     /// Most model requests in flight at once, across every agent.
     pub max_parallel: usize,
@@ -29,6 +30,29 @@ impl Default for Limits {
             max_depth: 2,
             max_fanout: 64,
         }
+    }
+}
+
+impl Limits {
+    /// These limits with at most `n` model requests in flight at once.
+    #[must_use]
+    pub fn max_parallel(mut self, n: usize) -> Self {
+        self.max_parallel = n;
+        self
+    }
+
+    /// These limits with delegation at most `depth` deep.
+    #[must_use]
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// These limits with at most `n` `Task` calls running at once per agent.
+    #[must_use]
+    pub fn max_fanout(mut self, n: usize) -> Self {
+        self.max_fanout = n;
+        self
     }
 }
 
@@ -224,6 +248,44 @@ pub enum RunError {
     /// The run to continue has not ended: resume it first.
     #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
     NotFinished(String),
+}
+
+/// Whose fault a [`RunError`] is, as the one who started the run can act on it (the `cadre`
+/// command's exit code says which). Not `#[non_exhaustive]`: a program's mapping of it is
+/// meant to be exhaustive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunErrorKind {
+    /// Bad usage or configuration: something in what was given can be fixed.
+    Usage,
+    /// The model API failed.
+    Model,
+    /// cadre itself failed: a file it could not read or write.
+    Cadre,
+}
+
+impl RunError {
+    /// Whose fault this is. The match names every variant, so a new one must say.
+    pub fn kind(&self) -> RunErrorKind {
+        match self {
+            Self::RunDir(_) | Self::Journal(_) | Self::Stopped { .. } => RunErrorKind::Cadre,
+            // Compacting is one model request; its failure is the model's.
+            Self::Compact(_) => RunErrorKind::Model,
+            Self::Unhonoured(_)
+            | Self::UnknownTool { .. }
+            | Self::Answer(_)
+            | Self::AlreadyRan
+            | Self::NoModel
+            | Self::NoModelId
+            | Self::Workspace { .. }
+            | Self::Model(_)
+            | Self::UnknownAgent { .. }
+            | Self::NotPrimary(_)
+            | Self::Unusable(_)
+            | Self::NoJournal(_)
+            | Self::AlreadyFinished { .. }
+            | Self::NotFinished(_) => RunErrorKind::Usage,
+        }
+    }
 }
 
 /// How a run stopped by a file it could not keep goes on: `cadre resume` of its folder,

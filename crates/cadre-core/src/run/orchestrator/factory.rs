@@ -14,7 +14,7 @@ use crate::run::agent::{Agent, AgentConfig, Inbox};
 use crate::run::background::{TaskOutputTool, TaskStopTool};
 use crate::run::continuation::MAX_CONTINUATIONS;
 use crate::run::hooks::{claude_mode, AgentHooks, Who};
-use crate::run::mcp_tools::mcp_tools_for;
+use crate::run::mcp_tools::{mcp_tools_for, Server};
 use crate::run::model_settings::{answer_for, effort_for};
 use crate::run::permissions::AgentPermissions;
 use crate::run::prompt;
@@ -39,7 +39,7 @@ struct Kit<'a> {
     /// Its seat in the run's team, when it is a member.
     seat: Option<Seat>,
     /// The MCP servers started for it alone, to stop when it ends.
-    own: Vec<Arc<cadre_mcp::Server>>,
+    own: Vec<Arc<Server>>,
 }
 
 impl Orchestrator {
@@ -54,7 +54,7 @@ impl Orchestrator {
         me: &AgentHandle,
         cancel: CancellationToken,
         description: Option<&str>,
-    ) -> (Agent, Vec<Arc<cadre_mcp::Server>>) {
+    ) -> (Agent, Vec<Arc<Server>>) {
         let path = me.path.to_string();
         let permissions = self.config.permissions.for_agent(spec, &path);
         let planned = planned(spec, permissions.as_deref());

@@ -17,7 +17,7 @@ use crate::record::run_dir::{new_run_id, RunDir};
 use crate::record::usage::UsageReport;
 use crate::run::budget::Budget;
 use crate::run::hooks::RunHooks;
-use crate::run::outcome::{AgentOutcome, Outcome, StopKind};
+use crate::vocab::outcome::{AgentOutcome, Outcome, StopKind};
 use cadre_model::resolve_model_alias;
 use cadre_tools::{builtin_tools, PathLocks, Tool};
 use dashmap::DashSet;
@@ -42,7 +42,7 @@ mod typed;
 
 pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
-pub use config::{Limits, RunError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
+pub use config::{Limits, RunError, RunErrorKind, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
 pub use handle::AgentHandle;
 pub(crate) use handle::TaskCall;
 pub use roster::RosterEntry;
@@ -53,6 +53,7 @@ use run_context::RunContext;
 
 /// The summary written to `summary.json` and returned to callers.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct RunSummary {
     /// The run id (the run folder's name), if transcripts were written.
     pub run_id: Option<String>,
@@ -68,6 +69,28 @@ pub struct RunSummary {
     pub elapsed_ms: u64,
     /// Usage per agent, per type and in total.
     pub usage: UsageReport,
+}
+
+impl RunSummary {
+    /// The summary of a run of `task` that answered `answer` and stopped for `stop` after
+    /// `elapsed_ms`, with `usage`; its `run_id` is unset (no run folder).
+    pub fn new(
+        task: impl Into<String>,
+        answer: impl Into<String>,
+        stop: StopKind,
+        elapsed_ms: u64,
+        usage: UsageReport,
+    ) -> Self {
+        Self {
+            run_id: None,
+            task: task.into(),
+            answer: answer.into(),
+            outcome: stop.outcome(),
+            stop,
+            elapsed_ms,
+            usage,
+        }
+    }
 }
 
 /// Builds and runs agents; one per run.

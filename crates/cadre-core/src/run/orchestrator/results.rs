@@ -12,8 +12,8 @@ use super::spawn::subagent_result;
 use super::Orchestrator;
 use crate::record::failure::Lost;
 use crate::record::run_dir::{write_replacing, AgentPath, RunDir};
-use crate::run::outcome::StopKind;
 use crate::run::task_result::SubagentError;
+use crate::vocab::outcome::StopKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

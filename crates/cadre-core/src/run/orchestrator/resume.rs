@@ -12,8 +12,8 @@ use crate::record::run_dir::{AgentPath, RunDir};
 use crate::record::transcript::RunTranscript;
 use crate::record::usage::AgentRecord;
 use crate::run::hooks::HookDecision;
-use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::state::AgentState;
+use crate::vocab::outcome::{AgentOutcome, StopKind};
 use cadre_model::{ContentBlock, Message, Usage};
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use crate::record::events::{describe_call, millis, Event, EventHandler, EventStream};
 use crate::record::run_dir::AgentPath;
 use crate::record::usage::{AgentRecord, UsageReport};
-use crate::run::outcome::StopKind;
+use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
 use dashmap::{DashMap, DashSet};
 use serde::Serialize;

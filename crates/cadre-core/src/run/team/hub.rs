@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How far a team may go.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TeamLimits {
     /// Most members (the primary agent aside) not closed at once.
     pub max_members: usize,
@@ -34,6 +35,36 @@ impl Default for TeamLimits {
             max_unread: 32,
             max_messages: 500,
         }
+    }
+}
+
+impl TeamLimits {
+    /// These limits with at most `n` members open at once.
+    #[must_use]
+    pub fn max_members(mut self, n: usize) -> Self {
+        self.max_members = n;
+        self
+    }
+
+    /// These limits with messages of at most `bytes`.
+    #[must_use]
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
+    /// These limits with at most `n` messages waiting per member.
+    #[must_use]
+    pub fn max_unread(mut self, n: usize) -> Self {
+        self.max_unread = n;
+        self
+    }
+
+    /// These limits with at most `n` messages in the whole run.
+    #[must_use]
+    pub fn max_messages(mut self, n: usize) -> Self {
+        self.max_messages = n;
+        self
     }
 }
 

@@ -5,7 +5,6 @@
 use super::error::TeamError;
 use super::seat::Seat;
 use crate::vocab::team::{SharedTask, TaskStatus};
-use async_trait::async_trait;
 use cadre_tools::{Rerun, Tool, ToolContext, ToolError, ToolOutput, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -78,7 +77,6 @@ pub struct SendMessageInput {
     pub message: String,
 }
 
-#[async_trait]
 impl TypedTool for SendMessage {
     type Input = SendMessageInput;
     type Output = ToolOutput;
@@ -147,7 +145,6 @@ pub struct ListMembers(Seat);
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NoInput {}
 
-#[async_trait]
 impl TypedTool for ListMembers {
     type Input = NoInput;
     type Output = ToolOutput;
@@ -219,7 +216,6 @@ pub struct CloseMemberInput {
     pub name: String,
 }
 
-#[async_trait]
 impl TypedTool for CloseMember {
     type Input = CloseMemberInput;
     type Output = ToolOutput;
@@ -277,7 +273,6 @@ pub struct TaskCreateInput {
     pub blocked_by: Vec<TaskRef>,
 }
 
-#[async_trait]
 impl TypedTool for TaskCreate {
     type Input = TaskCreateInput;
     type Output = ToolOutput;
@@ -348,7 +343,6 @@ pub struct TaskUpdateInput {
     pub owner: Option<String>,
 }
 
-#[async_trait]
 impl TypedTool for TaskUpdate {
     type Input = TaskUpdateInput;
     type Output = ToolOutput;
@@ -396,7 +390,6 @@ impl TypedTool for TaskUpdate {
 /// `TaskList`: the shared list, one task a line.
 pub struct TaskList(Seat);
 
-#[async_trait]
 impl TypedTool for TaskList {
     type Input = NoInput;
     type Output = ToolOutput;
@@ -434,7 +427,6 @@ pub struct TaskGetInput {
     pub task_id: TaskRef,
 }
 
-#[async_trait]
 impl TypedTool for TaskGet {
     type Input = TaskGetInput;
     type Output = ToolOutput;

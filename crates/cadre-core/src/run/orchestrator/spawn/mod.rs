@@ -13,8 +13,8 @@ use super::Orchestrator;
 use crate::definitions::spec::AgentSpec;
 use crate::record::journal::Step;
 use crate::record::run_dir::AgentPath;
-use crate::run::outcome::StopKind;
 pub use crate::run::task_result::SubagentError;
+use crate::vocab::outcome::StopKind;
 
 impl Orchestrator {
     /// The subagent type `name`, if a `Task` call may start it.
