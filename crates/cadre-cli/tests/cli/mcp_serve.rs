@@ -1075,3 +1075,64 @@ async fn a_call_that_did_not_complete_is_an_error_naming_its_outcome_and_budgets
     let id = summary["run_id"].as_str().unwrap();
     assert!(text.contains(&format!("cadre runs show {id}")), "{text}");
 }
+
+/// A type that may delegate to a copy of itself.
+const NESTER: &str = "name: nester\ndescription: Nests.\ntools: [Task]\nsubagent_types: [nester]\nprompt: You nest.\n";
+
+#[tokio::test]
+async fn a_calls_settings_stay_with_its_primary_and_never_reach_a_nested_agent_of_its_type() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("agents/nester.yaml"), NESTER);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("OUTER".into()),
+        vec![
+            Reply::tasks([("t1", "nester", "INNER job")]),
+            Reply::text(r#"{"n": 1}"#),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("INNER".into()),
+        vec![Reply::text("inner done")],
+    );
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let schema =
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let result = served
+        .client
+        .call_tool(call(
+            "nester",
+            json!({"prompt": "OUTER job", "effort": "max", "output_schema": schema}),
+        ))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(result.structured_content, Some(json!({"n": 1})));
+    let requests = server.requests();
+    let outer = requests
+        .iter()
+        .find(|r| r.first_user_text().contains("OUTER"))
+        .unwrap();
+    assert_eq!(
+        outer.body["output_config"]["effort"], "max",
+        "{}",
+        outer.body
+    );
+    assert!(outer.body["output_config"]["format"].is_object());
+    // The nested copy is the project's type: no answer schema, not the call's effort.
+    let inner = requests
+        .iter()
+        .find(|r| r.first_user_text().contains("INNER"))
+        .unwrap();
+    assert!(
+        inner.body["output_config"]["format"].is_null(),
+        "{}",
+        inner.body
+    );
+    assert_ne!(
+        inner.body["output_config"]["effort"], "max",
+        "{}",
+        inner.body
+    );
+    served.client.cancel().await.unwrap();
+}

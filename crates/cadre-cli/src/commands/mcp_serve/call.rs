@@ -84,7 +84,7 @@ pub async fn run_call(
     let mut builder = session
         .builder()
         .model(model)
-        .agent(call.spec.clone())
+        .primary(call.spec.clone())
         .max_turns(call.served.max_turns);
     if let Some(n) = call.served.budget_tokens {
         builder = builder.budget_tokens(n);
