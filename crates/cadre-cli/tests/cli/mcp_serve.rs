@@ -1136,3 +1136,80 @@ async fn a_calls_settings_stay_with_its_primary_and_never_reach_a_nested_agent_o
     );
     served.client.cancel().await.unwrap();
 }
+
+/// How a stdio server's call in flight is ended.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    /// The server gets SIGHUP (its terminal or parent went away).
+    HangUpSignal,
+    /// The client closes the server's stdin and goes.
+    ClientLeaves,
+}
+
+/// Starts a stdio server, a call whose agent runs a long command, then ends it as `how`:
+/// the server exits, the run ends cancelled, and the command's process group is gone.
+async fn a_call_in_flight_ends_cancelled_when(how: Ending) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Sleep long".into()),
+        vec![Reply::tool_use(
+            "s1",
+            "bash",
+            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+        )],
+    );
+    server.allow_unused_replies();
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "code",
+        json!({"prompt": "Sleep long"}),
+    )));
+    let _pending = served
+        .client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the agent's command to start", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    let server_pid = served.pid;
+    match how {
+        Ending::HangUpSignal => {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(server_pid).unwrap());
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+        }
+        Ending::ClientLeaves => {
+            served.client.cancel().await.unwrap();
+        }
+    }
+    let summary = summary_of(dir.path(), "Sleep long").await;
+    assert_eq!(summary["outcome"], "cancelled", "{summary}");
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for(
+        &format!("the command's group {sleeper} to end, not be orphaned"),
+        || nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
+    )
+    .await;
+    wait_for("the server to exit", || {
+        cadre_testkit::hooks::gone(i32::try_from(server_pid).unwrap())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sighup_stops_the_stdio_server_and_the_call_in_flight_ends_cancelled() {
+    a_call_in_flight_ends_cancelled_when(Ending::HangUpSignal).await;
+}
+
+#[tokio::test]
+async fn the_stdio_client_hanging_up_ends_the_server_and_cancels_the_call() {
+    a_call_in_flight_ends_cancelled_when(Ending::ClientLeaves).await;
+}

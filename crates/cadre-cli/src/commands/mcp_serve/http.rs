@@ -12,9 +12,14 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Serves `/mcp` at `addr` until the process is stopped; `token`, when given, is required
-/// of every request.
-pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>) -> Result<()> {
+/// Serves `/mcp` at `addr` until `stop_requested` resolves; `token`, when given, is
+/// required of every request.
+pub async fn serve(
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    token: Option<String>,
+    stop_requested: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::config_from(format!("cannot listen on {addr}"), e))?;
@@ -45,7 +50,7 @@ pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>)
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             tokio::select! {
-                () = super::stopped::stop_signal() => {}
+                () = stop_requested => {}
                 () = stopping.cancelled() => {}
             }
             // The calls in flight are cancelled now, so their responses end and the open

@@ -2,18 +2,18 @@
 //! ([`tools`]); each call is a run of its own in the project, journaled and listed by
 //! `cadre runs` like any other ([`call`]); the MCP side is [`handler`], over stdio or
 //! streamable HTTP ([`http`]); every call's model requests share one limit ([`limit`]),
-//! and Ctrl-C or SIGTERM stops it ([`stopped`]).
+//! and Ctrl-C, SIGTERM or SIGHUP stops it.
 
 mod call;
 mod handler;
 mod http;
 mod limit;
-mod stopped;
 mod tools;
 
 use crate::args::{Engine, McpServeCmd};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
+use crate::common::signals;
 use handler::{CadreServer, Shared};
 use rmcp::ServiceExt;
 use std::path::PathBuf;
@@ -26,8 +26,11 @@ use tools::{agent_tools, ServerLimits};
 const GRACE: Duration = Duration::from_secs(20);
 
 /// Serves the project's agent types as MCP tools until the client hangs up (stdio) or the
-/// process is stopped (HTTP).
+/// process is stopped (Ctrl-C, SIGTERM or SIGHUP).
 pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code> {
+    // Watched from the start: a SIGHUP while the project loads must not end the process
+    // with no say, nor one later leave the calls' commands running.
+    let stop_requested = signals::stop_requested();
     let McpServeCmd {
         http,
         token,
@@ -68,16 +71,30 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
         stopping: CancellationToken::new(),
         calls: tokio_util::task::TaskTracker::new(),
     });
-    let served = match http {
-        None => serve_stdio(shared.clone()).await,
-        Some(addr) => http::serve(shared.clone(), addr, token).await,
+    let Some(addr) = http else {
+        let signalled = serve_stdio(shared.clone(), stop_requested).await?;
+        stop(&shared).await;
+        if signalled {
+            // tokio reads stdin on a blocking thread that only a line or its end frees, and
+            // the runtime waits for that thread when it is dropped: a server stopped by a
+            // signal while its client still holds stdin open would never exit. Its calls
+            // have ended and their runs are recorded, so it exits here.
+            drop(shared);
+            std::process::exit(0);
+        }
+        return Ok(Code::Done);
     };
+    let served = http::serve(shared.clone(), addr, token, stop_requested).await;
     stop(&shared).await;
     served.map(|()| Code::Done)
 }
 
-/// Serves one client over stdin and stdout until it hangs up (or the process is stopped).
-async fn serve_stdio(shared: Arc<Shared>) -> Result<()> {
+/// Serves one client over stdin and stdout until it hangs up (or the process is stopped:
+/// then `true`).
+async fn serve_stdio(
+    shared: Arc<Shared>,
+    stop_requested: impl std::future::Future<Output = ()>,
+) -> Result<bool> {
     let service = CadreServer::new(shared)
         .serve(rmcp::transport::stdio())
         .await
@@ -87,10 +104,10 @@ async fn serve_stdio(shared: Arc<Shared>) -> Result<()> {
             if let Err(e) = done {
                 tracing::warn!("the MCP session ended: {e}");
             }
+            Ok(false)
         }
-        () = stopped::stop_signal() => {}
+        () = stop_requested => Ok(true),
     }
-    Ok(())
 }
 
 /// Cancels every call still running and gives them [`GRACE`] to end, so their runs record
