@@ -192,8 +192,10 @@ fn told(call: &Call, outcome: &AgentOutcome, summary: &RunSummary) -> CallToolRe
     // content (MCP's structured results are objects).
     match serde_json::from_str::<Value>(&outcome.text) {
         Ok(value @ Value::Object(_)) => CallToolResult::structured(value),
-        Ok(_) if declared_output(&call.spec).is_some() => failed(format!(
-            "the answer is not the object the tool's outputSchema describes; {run}"
+        // A tool with an outputSchema must answer with structuredContent (MCP's rule), so
+        // an answer that is no JSON object, or no JSON at all, is an error, never text.
+        _ if declared_output(&call.spec).is_some() => failed(format!(
+            "the answer is not the JSON object the tool's outputSchema describes; {run}"
         )),
         _ => CallToolResult::success(vec![ContentBlock::text(outcome.text.clone())]),
     }
