@@ -251,8 +251,8 @@ pub struct McpServeCmd {
     /// client that already has tools of these names.
     #[arg(long, value_name = "PREFIX", default_value = "")]
     pub prefix: String,
-    /// The model, limits, permissions and the rest, as for `cadre run` (--agent aside: each
-    /// tool is its own type).
+    /// The model, limits, permissions and the rest, as for `cadre run`; the options of one
+    /// run (--agent, --team, --record, --replay, --output-format) are refused.
     #[command(flatten)]
     pub args: RunArgs,
 }

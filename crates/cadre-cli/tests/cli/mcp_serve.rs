@@ -1213,3 +1213,25 @@ async fn sighup_stops_the_stdio_server_and_the_call_in_flight_ends_cancelled() {
 async fn the_stdio_client_hanging_up_ends_the_server_and_cancels_the_call() {
     a_call_in_flight_ends_cancelled_when(Ending::ClientLeaves).await;
 }
+
+#[tokio::test]
+async fn options_of_one_run_are_refused_by_the_server_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flags, named) in [
+        (&["--agent", "code"][..], "--agent"),
+        (&["--team"][..], "--team"),
+        (&["--record", "c.json"][..], "--record"),
+        (&["--replay", "c.json"][..], "--replay"),
+        (&["--output-format", "json"][..], "--output-format"),
+    ] {
+        let mut args = vec!["mcp", "serve"];
+        args.extend(flags);
+        let out = cadre_offline(dir.path(), &args).await;
+        assert_eq!(out.code, 2, "{flags:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("does not take {named}")),
+            "{flags:?}: {}",
+            out.stderr
+        );
+    }
+}

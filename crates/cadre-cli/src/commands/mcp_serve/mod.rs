@@ -10,7 +10,7 @@ mod http;
 mod limit;
 mod tools;
 
-use crate::args::{Engine, McpServeCmd};
+use crate::args::{Engine, McpServeCmd, OutputFormat, RunArgs};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
 use crate::common::signals;
@@ -44,6 +44,7 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
             "cadre mcp serve runs each call here; --engine restate is not supported (run `cadre worker`s for the engine instead)",
         ));
     }
+    refuse_run_only_flags(&args)?;
     if let Some(addr) = http {
         if !addr.ip().is_loopback() && token.is_none() {
             return Err(CliError::config(format!(
@@ -87,6 +88,28 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
     let served = http::serve(shared.clone(), addr, token, stop_requested).await;
     stop(&shared).await;
     served.map(|()| Code::Done)
+}
+
+/// Refuses the options of `cadre run` that mean nothing to a server, naming the first
+/// given: each call's type is its tool's, its output goes to the client, and a recording
+/// or a team is one run's.
+fn refuse_run_only_flags(args: &RunArgs) -> Result<()> {
+    let given = [
+        ("--agent", args.agent != "main"),
+        ("--team", args.team),
+        ("--max-messages", args.max_messages != 500),
+        ("--record", args.record.is_some()),
+        ("--replay", args.replay.is_some()),
+        ("--output-format", args.output_format != OutputFormat::Text),
+        ("--repo", args.repo.is_some()),
+        ("--restate-admin-url", args.restate_admin_url.is_some()),
+    ];
+    match given.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(CliError::config(format!(
+            "cadre mcp serve does not take {flag}: it is an option of one run, and each call is a run of its tool's type whose answer goes to the client"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Serves one client over stdin and stdout until it hangs up (or the process is stopped:
