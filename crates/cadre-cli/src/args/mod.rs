@@ -217,7 +217,9 @@ const MCP_SERVE_HELP: &str = "Set-ups (the server runs in the project it is star
                   command = \"cadre\"
                   args = [\"-C\", \"/path/to/project\", \"mcp\", \"serve\"]
   .mcp.json:    {\"mcpServers\": {\"cadre\": {\"command\": \"cadre\", \"args\": [\"mcp\", \"serve\"]}}}
-  HTTP:         cadre mcp serve --http 127.0.0.1:8765   (the endpoint is http://127.0.0.1:8765/mcp)
+  HTTP:         cadre mcp serve --http 127.0.0.1:8765   (the endpoint is http://127.0.0.1:8765/mcp;
+                clients send `Authorization: Bearer TOKEN`: CADRE_MCP_TOKEN, else a random token
+                said on stderr)
 
 Each tool takes `prompt` (required) and, optionally, `model`, `effort`, `max_turns` and
 `budget_tokens` (which may only tighten the type's and the server's limits) and, for a type
@@ -238,8 +240,9 @@ pub struct McpServeCmd {
     /// address that is not loopback needs --token.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
-    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required
-    /// when --http listens on an address that is not loopback.
+    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); better given
+    /// as CADRE_MCP_TOKEN, which other users cannot read in the process list. Without it, a
+    /// random one is made and said on stderr.
     #[arg(
         long,
         env = "CADRE_MCP_TOKEN",
@@ -247,6 +250,10 @@ pub struct McpServeCmd {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// With --http on loopback: no bearer token, so every user of this machine may call the
+    /// agents (refused off loopback).
+    #[arg(long)]
+    pub no_token: bool,
     /// Put PREFIX before every tool's name (`--prefix cadre_` serves `cadre_explore`), for a
     /// client that already has tools of these names.
     #[arg(long, value_name = "PREFIX", default_value = "")]

@@ -65,6 +65,8 @@ struct Served {
     seen: Client,
     /// The server's endpoint, over HTTP.
     url: Option<String>,
+    /// The bearer token the HTTP server made and said on stderr.
+    token: Option<String>,
     /// The server's process id.
     pid: u32,
     /// What the server wrote to stderr so far.
@@ -122,6 +124,7 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
                 client,
                 seen,
                 url: None,
+                token: None,
                 pid,
                 stderr,
                 _child: None,
@@ -133,11 +136,14 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
             args.extend(["--http", "127.0.0.1:0"]);
             let (child, url, stderr) =
                 start_http(serve_command(dir, home.path(), base_url, &args)).await;
-            let client = connect(&url, None, seen.clone()).await.unwrap();
+            let token = said_token(&stderr);
+            assert!(token.is_some(), "no token said: {}", stderr.lock().unwrap());
+            let client = connect(&url, token.as_deref(), seen.clone()).await.unwrap();
             Served {
                 client,
                 seen,
                 url: Some(url),
+                token,
                 pid: child.id().unwrap(),
                 stderr,
                 _child: Some(child),
@@ -167,6 +173,17 @@ async fn start_http(
     })
     .await;
     (child, url.unwrap(), stderr)
+}
+
+/// The token an HTTP server started without one made and said on stderr.
+fn said_token(stderr: &Mutex<String>) -> Option<String> {
+    stderr
+        .lock()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("cadre: token: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
 }
 
 /// Gathers every line of `pipe` as it comes (and passes it on to the test's stderr), so
@@ -625,9 +642,13 @@ async fn a_task_outlives_a_two_second_client_timeout_and_is_fetched_afterwards()
     assert!(gate.wait_for(1, std::time::Duration::from_secs(60)).await);
     // A plain call with the same two-second timeout, from a client without tasks, times
     // out meanwhile: the task has outlived such a timeout.
-    let plain = connect(served.url.as_deref().unwrap(), None, Client::default())
-        .await
-        .unwrap();
+    let plain = connect(
+        served.url.as_deref().unwrap(),
+        served.token.as_deref(),
+        Client::default(),
+    )
+    .await
+    .unwrap();
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
         "explore",
         json!({"prompt": "impatient"}),
@@ -702,11 +723,15 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
     let out = cadre_env(
         dir.path(),
         &[("CADRE_MCP_TOKEN", "")],
-        &["mcp", "serve", "--http", "0.0.0.0:0"],
+        &["mcp", "serve", "--http", "0.0.0.0:0", "--no-token"],
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("--token"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--no-token is refused"),
+        "{}",
+        out.stderr
+    );
     let out = cadre_env(
         dir.path(),
         &[("CADRE_MCP_TOKEN", "")],
@@ -718,16 +743,23 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
     let server = MockServer::start().await;
     server.route(Match::Any, vec![Reply::text("let in")]);
     let home = tempfile::tempdir().unwrap();
+    // Off loopback, with a token: any Host is let in (rmcp's loopback-only Host check is
+    // off), only with the token.
     let command = serve_command(
         dir.path(),
         home.path(),
         &server.uri(),
-        &["--http", "127.0.0.1:0", "--token", "s3cret"],
+        &["--http", "0.0.0.0:0", "--token", "s3cret"],
     );
     let (_child, url, _) = start_http(command).await;
-    let refused = reqwest_status(&url, None).await;
-    assert_eq!(refused, 401);
-    assert_eq!(reqwest_status(&url, Some("Bearer wrong")).await, 401);
+    let url = url.replace("0.0.0.0", "127.0.0.1");
+    let far = Some("cadre.example.org");
+    assert_eq!(status(&url, None, far).await, 401);
+    assert_eq!(status(&url, Some("Bearer wrong"), far).await, 401);
+    assert_eq!(status(&url, Some("Bearer s3cret2"), far).await, 401);
+    assert_eq!(status(&url, Some("Bearer s3cret"), far).await, 200);
+    // The scheme's name is case-insensitive (RFC 7235).
+    assert_eq!(status(&url, Some("bearer s3cret"), far).await, 200);
     assert!(connect(&url, None, Client::default()).await.is_err());
     let client = connect(&url, Some("s3cret"), Client::default())
         .await
@@ -739,8 +771,40 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
     assert_eq!(text_of(&result), "let in");
 }
 
-/// The status of an `initialize` POST to `url` with `authorization`.
-async fn reqwest_status(url: &str, authorization: Option<&str>) -> u16 {
+#[tokio::test]
+async fn http_on_loopback_makes_a_random_token_unless_told_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let command = serve_command(
+        dir.path(),
+        home.path(),
+        &server.uri(),
+        &["--http", "127.0.0.1:0"],
+    );
+    let (_child, url, stderr) = start_http(command).await;
+    let token = said_token(&stderr).unwrap();
+    assert!(token.len() >= 32, "{token}");
+    assert_eq!(status(&url, None, None).await, 401);
+    assert_eq!(
+        status(&url, Some(&format!("Bearer {token}")), None).await,
+        200
+    );
+
+    let command = serve_command(
+        dir.path(),
+        home.path(),
+        &server.uri(),
+        &["--http", "127.0.0.1:0", "--no-token"],
+    );
+    let (_child, url, stderr) = start_http(command).await;
+    assert!(said_token(&stderr).is_none());
+    assert_eq!(status(&url, None, None).await, 200);
+}
+
+/// The status of an `initialize` POST to `url` with `authorization`, and `host` as its
+/// Host header's name when given.
+async fn status(url: &str, authorization: Option<&str>, host: Option<&str>) -> u16 {
     let mut request = cadre_testkit::http_client()
         .post(url)
         .header("content-type", "application/json")
@@ -748,6 +812,9 @@ async fn reqwest_status(url: &str, authorization: Option<&str>) -> u16 {
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
     if let Some(value) = authorization {
         request = request.header("authorization", value);
+    }
+    if let Some(host) = host {
+        request = request.header("host", host);
     }
     request.send().await.unwrap().status().as_u16()
 }

@@ -34,6 +34,7 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
     let McpServeCmd {
         http,
         token,
+        no_token,
         prefix,
         args,
     } = cmd;
@@ -45,13 +46,10 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
         ));
     }
     refuse_run_only_flags(&args)?;
-    if let Some(addr) = http {
-        if !addr.ip().is_loopback() && token.is_none() {
-            return Err(CliError::config(format!(
-                "--http {addr} is not a loopback address: anyone who reaches it could run agents in this project; give --token TOKEN (or CADRE_MCP_TOKEN), which clients then send as `Authorization: Bearer TOKEN`"
-            )));
-        }
-    }
+    let token = match http {
+        Some(addr) => http::token_for(addr, token, no_token)?,
+        None => None,
+    };
     let limits = ServerLimits {
         max_turns: args.max_turns,
         budget_tokens: args.budget_tokens,
