@@ -19,6 +19,11 @@ use std::process::ExitCode;
 /// Runs `cadre` on the parsed command line; its exit code.
 pub fn cadre(cli: Cli) -> ExitCode {
     common::logging::init_logging(cli.verbose, cli.quiet, true);
+    // Before the runtime starts its threads, so setting the variable races no reader.
+    if let Err(err) = commands::mcp_serve::mark_served(&cli) {
+        errln!("cadre: {}", err.report());
+        return err.code().into();
+    }
     block_on(commands::dispatch(cli))
 }
 

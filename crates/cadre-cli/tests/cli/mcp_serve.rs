@@ -94,6 +94,7 @@ fn serve_command(
         .env_remove("CADRE_MODEL")
         .env_remove("CADRE_PROVIDER")
         .env_remove("CADRE_MCP_TOKEN")
+        .env_remove("CADRE_MCP_SERVED")
         .env_remove("RUST_LOG")
         .args(["mcp", "serve"])
         .args(args)
@@ -1301,4 +1302,40 @@ async fn options_of_one_run_are_refused_by_the_server_naming_the_flag() {
             out.stderr
         );
     }
+}
+
+#[tokio::test]
+async fn a_served_calls_commands_are_marked_and_a_nested_server_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Mark".into()),
+        vec![
+            Reply::tool_use(
+                "b1",
+                "bash",
+                json!({"command": "echo \"$CADRE_MCP_SERVED\" > marked"}),
+            ),
+            Reply::text("marked"),
+        ],
+    );
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let result = served
+        .client
+        .call_tool(call("code", json!({"prompt": "Mark it"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "marked", "{result:?}");
+    let marked = std::fs::read_to_string(dir.path().join("marked")).unwrap();
+    assert_eq!(marked.trim(), "1");
+    served.client.cancel().await.unwrap();
+
+    let out = cadre_env(dir.path(), &[("CADRE_MCP_SERVED", "1")], &["mcp", "serve"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("refused inside a call of another cadre mcp serve"),
+        "{}",
+        out.stderr
+    );
 }

@@ -22,6 +22,29 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tools::{agent_tools, ServerLimits};
 
+/// Set in the environment of `cadre mcp serve` and so of everything its calls run (commands,
+/// MCP servers): a server started there would run agents outside the call's limits.
+pub const SERVED_ENV: &str = "CADRE_MCP_SERVED";
+
+/// For `cadre mcp serve`: refuses to serve inside a served call (an agent reaching a child
+/// server's tools would escape its call's turn, budget and permission limits), then marks
+/// this process so its children are known to be inside one. Called before any thread starts.
+pub fn mark_served(cli: &crate::args::Cli) -> Result<()> {
+    if !matches!(
+        cli.command,
+        Some(crate::args::Command::Mcp(crate::args::McpCommand::Serve(_)))
+    ) {
+        return Ok(());
+    }
+    if std::env::var_os(SERVED_ENV).is_some() {
+        return Err(CliError::config(format!(
+            "cadre mcp serve is refused inside a call of another cadre mcp serve ({SERVED_ENV} is set): its agents would escape that call's limits"
+        )));
+    }
+    std::env::set_var(SERVED_ENV, "1");
+    Ok(())
+}
+
 /// How long calls still running when the server stops get to end as cancelled runs.
 const GRACE: Duration = Duration::from_secs(20);
 
