@@ -228,8 +228,9 @@ with `structuredContent`. A call that did not complete is an error result naming
 (turn_limit, budget, cancelled, …) and its run id; `cadre runs show RUN_ID` shows it.
 
 There is no terminal to ask: in permission mode `ask`, a call that would be asked about is
-denied, and the agent is told why. The project's trust is decided as for `cadre run` without a
-terminal (`cadre trust` first, or --trust-project). --max-parallel bounds the model requests
+denied, and the agent is told why. The project's trust is decided as for `cadre run`, once
+at start: asked on a terminal when the server has one, else not (`cadre trust` first, or
+--trust-project). --max-parallel bounds the model requests
 in flight across every call at once. The API key comes from this process's environment.";
 
 /// `cadre mcp serve`.
