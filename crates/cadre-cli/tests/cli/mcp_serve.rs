@@ -1339,3 +1339,83 @@ async fn a_served_calls_commands_are_marked_and_a_nested_server_is_refused() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn tasks_cancel_ends_the_run_cancelled_and_the_task_keeps_its_run_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Sleep as a task".into()),
+        vec![Reply::tool_use(
+            "s1",
+            "bash",
+            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+        )],
+    );
+    server.allow_unused_replies();
+    let tasks = Client {
+        tasks: true,
+        ..Client::default()
+    };
+    let served = serve_as(Via::Stdio, dir.path(), &server.uri(), &[], tasks).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "code",
+        json!({"prompt": "Sleep as a task"}),
+    )));
+    let created = served
+        .client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap()
+        .await_response()
+        .await
+        .unwrap();
+    let ServerResult::CreateTaskResult(created) = created else {
+        panic!("not a task: {created:?}")
+    };
+    let task_id = created.task.task_id.clone();
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the agent's command to start", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    served
+        .client
+        .cancel_task(rmcp::model::CancelTaskParams::new(task_id.clone()))
+        .await
+        .unwrap();
+    let summary = summary_of(dir.path(), "Sleep as a task").await;
+    assert_eq!(summary["outcome"], "cancelled", "{summary}");
+    let run_id = summary["run_id"].as_str().unwrap().to_owned();
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for(
+        &format!("the command's group {sleeper} to end, not be orphaned"),
+        || nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
+    )
+    .await;
+    let start = std::time::Instant::now();
+    let ended = loop {
+        let got = served
+            .client
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        if got.task.status().is_terminal() {
+            break got.task;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the task never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(ended.status(), TaskStatus::Cancelled);
+    let message = ended.task.status_message.clone().unwrap_or_default();
+    assert!(message.contains(&run_id), "{message:?}");
+    assert!(message.contains("cancelled"), "{message:?}");
+}
