@@ -1048,6 +1048,11 @@ async fn a_read_only_type_served_as_a_tool_stays_under_landlock() {
     assert_eq!(text_of(&result), "could not write");
     let (is_error, text) = result_of(&server.requests(), "w1");
     assert!(is_error, "the write went through: {text}");
+    // The kernel's refusal (Landlock), not some other failure of the command.
+    assert!(
+        text.contains("Permission denied"),
+        "not the sandbox's refusal: {text}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
         "original\n"
