@@ -21,6 +21,11 @@ use std::process::ExitCode;
 pub fn cadre() -> ExitCode {
     let cli: Cli = args::from_env();
     common::logging::init_logging(cli.verbose, cli.quiet, true);
+    // Before the runtime starts its threads, so setting the variable races no reader.
+    if let Err(err) = commands::mcp_serve::mark_served(&cli) {
+        errln!("cadre: {}", err.report());
+        return err.code().into();
+    }
     block_on(commands::dispatch(cli))
 }
 

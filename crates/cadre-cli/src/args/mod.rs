@@ -217,7 +217,9 @@ const MCP_SERVE_HELP: &str = "Set-ups (the server runs in the project it is star
                   command = \"cadre\"
                   args = [\"-C\", \"/path/to/project\", \"mcp\", \"serve\"]
   .mcp.json:    {\"mcpServers\": {\"cadre\": {\"command\": \"cadre\", \"args\": [\"mcp\", \"serve\"]}}}
-  HTTP:         cadre mcp serve --http 127.0.0.1:8765   (the endpoint is http://127.0.0.1:8765/mcp)
+  HTTP:         cadre mcp serve --http 127.0.0.1:8765   (the endpoint is http://127.0.0.1:8765/mcp;
+                clients send `Authorization: Bearer TOKEN`: CADRE_MCP_TOKEN, else a random token
+                said on stderr)
 
 Each tool takes `prompt` (required) and, optionally, `model`, `effort`, `max_turns` and
 `budget_tokens` (which may only tighten the type's and the server's limits) and, for a type
@@ -226,8 +228,9 @@ with `structuredContent`. A call that did not complete is an error result naming
 (turn_limit, budget, cancelled, …) and its run id; `cadre runs show RUN_ID` shows it.
 
 There is no terminal to ask: in permission mode `ask`, a call that would be asked about is
-denied, and the agent is told why. The project's trust is decided as for `cadre run` without a
-terminal (`cadre trust` first, or --trust-project). --max-parallel bounds the model requests
+denied, and the agent is told why. The project's trust is decided as for `cadre run`, once
+at start: asked on a terminal when the server has one, else not (`cadre trust` first, or
+--trust-project). --max-parallel bounds the model requests
 in flight across every call at once. The API key comes from this process's environment.";
 
 /// `cadre mcp serve`.
@@ -238,8 +241,9 @@ pub struct McpServeCmd {
     /// address that is not loopback needs --token.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
-    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required
-    /// when --http listens on an address that is not loopback.
+    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); better given
+    /// as CADRE_MCP_TOKEN, which other users cannot read in the process list. Without it, a
+    /// random one is made and said on stderr.
     #[arg(
         long,
         env = "CADRE_MCP_TOKEN",
@@ -247,12 +251,16 @@ pub struct McpServeCmd {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// With --http on loopback: no bearer token, so every user of this machine may call the
+    /// agents (refused off loopback).
+    #[arg(long)]
+    pub no_token: bool,
     /// Put PREFIX before every tool's name (`--prefix cadre_` serves `cadre_explore`), for a
     /// client that already has tools of these names.
     #[arg(long, value_name = "PREFIX", default_value = "")]
     pub prefix: String,
-    /// The model, limits, permissions and the rest, as for `cadre run` (--agent aside: each
-    /// tool is its own type).
+    /// The model, limits, permissions and the rest, as for `cadre run`; the options of one
+    /// run (--agent, --team, --record, --replay, --output-format) are refused.
     #[command(flatten)]
     pub args: RunArgs,
 }

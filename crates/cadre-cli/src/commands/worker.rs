@@ -5,7 +5,7 @@
 use crate::args::worker::{WorkerCmd, OPTIONS_ENV};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::{live_model, ModelOptions};
-use crate::common::signals::sigterm;
+use crate::common::signals::stop_requested;
 use cadre_engine::client::Ingress;
 use cadre_engine::Worker;
 use cadre_tools::{SandboxMode, ToolLimits};
@@ -34,7 +34,7 @@ pub fn exec(cmd: &WorkerCmd) -> Result<Code> {
     ))
 }
 
-/// `cadre-worker`: serves the agent services until Ctrl-C or SIGTERM.
+/// `cadre-worker`: serves the agent services until Ctrl-C, SIGTERM or SIGHUP.
 pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
     let model = live_model(&ModelOptions {
         provider: cmd.provider,
@@ -78,7 +78,11 @@ pub async fn serve(cmd: WorkerCmd) -> Result<Code> {
         );
     }
     outln!("cadre worker {name} listening on http://{addr}/");
-    let serving = tokio::spawn(cadre_engine::serve(Arc::new(worker), listener, stopped()));
+    let serving = tokio::spawn(cadre_engine::serve(
+        Arc::new(worker),
+        listener,
+        stop_requested(),
+    ));
     if let Some(admin) = &cmd.register {
         Ingress::register(admin, &format!("http://{addr}/"))
             .await
@@ -107,13 +111,5 @@ fn identity_key(key: Option<String>, file: Option<&std::path::Path>) -> Result<O
                 e,
             )
         }),
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn stopped() {
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = sigterm() => {}
     }
 }

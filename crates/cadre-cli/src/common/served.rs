@@ -84,8 +84,9 @@ pub async fn resume(
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Code> {
-    // Prepared with the default primary type; the served type joins the registry after.
-    let mut session = Session::prepare(args, directory, quiet)?;
+    // Prepared with the default primary type; the served type's primary spec is set after,
+    // leaving the registry's type as it is for the run's subagents.
+    let session = Session::prepare(args, directory, quiet)?;
     let spec = session
         .registry
         .get(&served.agent_type)
@@ -96,7 +97,7 @@ pub async fn resume(
                 served.agent_type
             ))
         })?;
-    session.registry.insert(served.apply(spec));
+    let mut session = session.with_primary(served.apply(spec));
     session.args.agent.clone_from(&served.agent_type);
     session.args.max_turns = Some(served.max_turns);
     session.args.budget_tokens = served.budget_tokens;

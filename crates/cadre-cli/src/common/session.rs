@@ -90,6 +90,9 @@ pub struct Session {
     asks: Option<tokio::sync::Mutex<mpsc::UnboundedReceiver<Ask>>>,
     /// The hooks that run: the user's, and the project's when it is trusted.
     hooks: cadre_core::Hooks,
+    /// The spec the primary agent runs under instead of the registry's type of its name
+    /// (a served call's), which its subagents keep.
+    primary: Option<cadre_core::AgentSpec>,
 }
 
 impl Session {
@@ -173,6 +176,7 @@ impl Session {
             mcp: Arc::new(mcp),
             model,
             model_id,
+            primary: None,
         })
     }
 
@@ -181,6 +185,13 @@ impl Session {
     pub fn without_terminal(mut self) -> Self {
         self.permissions.approver = None;
         self.asks = None;
+        self
+    }
+
+    /// The same session with its primary agent run under `spec` (see
+    /// [`OrchestratorBuilder::primary`](cadre_core::OrchestratorBuilder::primary)).
+    pub fn with_primary(mut self, spec: cadre_core::AgentSpec) -> Self {
+        self.primary = Some(spec);
         self
     }
 
@@ -238,6 +249,9 @@ impl Session {
         }
         if args.allow_unsandboxed_bash {
             builder = builder.sandbox(SandboxMode::Unsandboxed);
+        }
+        if let Some(spec) = &self.primary {
+            builder = builder.primary(spec.clone());
         }
         builder
             .permissions(self.permissions.clone())

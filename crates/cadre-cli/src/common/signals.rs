@@ -3,9 +3,23 @@
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
-/// Resolves when the process gets SIGTERM (never, where that cannot be watched).
-pub async fn sigterm() {
-    arrives(SignalKind::terminate()).await;
+/// Resolves when the process is asked to stop: SIGINT (Ctrl-C), SIGTERM or SIGHUP (a
+/// server's terminal or parent went away). The handlers are installed when this is called,
+/// not when first polled, so a signal that comes before the wait begins is not lost, and
+/// SIGHUP never ends the process at once with its agents' commands still running.
+pub fn stop_requested() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut int = signal(SignalKind::interrupt()).ok();
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    async move {
+        tokio::select! {
+            Some(()) = next(&mut int) => {}
+            Some(()) = next(&mut term) => {}
+            Some(()) = next(&mut hup) => {}
+            // None of them can be watched: nothing will ask.
+            else => std::future::pending().await,
+        }
+    }
 }
 
 /// A signal that asks the whole process to end, as Ctrl-C asks a run to.
@@ -47,15 +61,5 @@ async fn next(s: &mut Option<Signal>) -> Option<()> {
     match s {
         Some(s) => s.recv().await,
         None => None,
-    }
-}
-
-/// Resolves when the process gets `kind` (never, where that cannot be watched).
-async fn arrives(kind: SignalKind) {
-    match signal(kind) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(_) => std::future::pending().await,
     }
 }

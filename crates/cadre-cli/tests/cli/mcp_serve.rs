@@ -65,6 +65,8 @@ struct Served {
     seen: Client,
     /// The server's endpoint, over HTTP.
     url: Option<String>,
+    /// The bearer token the HTTP server made and said on stderr.
+    token: Option<String>,
     /// The server's process id.
     pid: u32,
     /// What the server wrote to stderr so far.
@@ -92,6 +94,7 @@ fn serve_command(
         .env_remove("CADRE_MODEL")
         .env_remove("CADRE_PROVIDER")
         .env_remove("CADRE_MCP_TOKEN")
+        .env_remove("CADRE_MCP_SERVED")
         .env_remove("RUST_LOG")
         .args(["mcp", "serve"])
         .args(args)
@@ -122,6 +125,7 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
                 client,
                 seen,
                 url: None,
+                token: None,
                 pid,
                 stderr,
                 _child: None,
@@ -133,11 +137,14 @@ async fn serve_as(via: Via, dir: &Path, base_url: &str, args: &[&str], seen: Cli
             args.extend(["--http", "127.0.0.1:0"]);
             let (child, url, stderr) =
                 start_http(serve_command(dir, home.path(), base_url, &args)).await;
-            let client = connect(&url, None, seen.clone()).await.unwrap();
+            let token = said_token(&stderr);
+            assert!(token.is_some(), "no token said: {}", stderr.lock().unwrap());
+            let client = connect(&url, token.as_deref(), seen.clone()).await.unwrap();
             Served {
                 client,
                 seen,
                 url: Some(url),
+                token,
                 pid: child.id().unwrap(),
                 stderr,
                 _child: Some(child),
@@ -167,6 +174,17 @@ async fn start_http(
     })
     .await;
     (child, url.unwrap(), stderr)
+}
+
+/// The token an HTTP server started without one made and said on stderr.
+fn said_token(stderr: &Mutex<String>) -> Option<String> {
+    stderr
+        .lock()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("cadre: token: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
 }
 
 /// Gathers every line of `pipe` as it comes (and passes it on to the test's stderr), so
@@ -625,9 +643,13 @@ async fn a_task_outlives_a_two_second_client_timeout_and_is_fetched_afterwards()
     assert!(gate.wait_for(1, std::time::Duration::from_secs(60)).await);
     // A plain call with the same two-second timeout, from a client without tasks, times
     // out meanwhile: the task has outlived such a timeout.
-    let plain = connect(served.url.as_deref().unwrap(), None, Client::default())
-        .await
-        .unwrap();
+    let plain = connect(
+        served.url.as_deref().unwrap(),
+        served.token.as_deref(),
+        Client::default(),
+    )
+    .await
+    .unwrap();
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
         "explore",
         json!({"prompt": "impatient"}),
@@ -702,11 +724,15 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
     let out = cadre_env(
         dir.path(),
         &[("CADRE_MCP_TOKEN", "")],
-        &["mcp", "serve", "--http", "0.0.0.0:0"],
+        &["mcp", "serve", "--http", "0.0.0.0:0", "--no-token"],
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("--token"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--no-token is refused"),
+        "{}",
+        out.stderr
+    );
     let out = cadre_env(
         dir.path(),
         &[("CADRE_MCP_TOKEN", "")],
@@ -718,16 +744,23 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
     let server = MockServer::start().await;
     server.route(Match::Any, vec![Reply::text("let in")]);
     let home = tempfile::tempdir().unwrap();
+    // Off loopback, with a token: any Host is let in (rmcp's loopback-only Host check is
+    // off), only with the token.
     let command = serve_command(
         dir.path(),
         home.path(),
         &server.uri(),
-        &["--http", "127.0.0.1:0", "--token", "s3cret"],
+        &["--http", "0.0.0.0:0", "--token", "s3cret"],
     );
     let (_child, url, _) = start_http(command).await;
-    let refused = reqwest_status(&url, None).await;
-    assert_eq!(refused, 401);
-    assert_eq!(reqwest_status(&url, Some("Bearer wrong")).await, 401);
+    let url = url.replace("0.0.0.0", "127.0.0.1");
+    let far = Some("cadre.example.org");
+    assert_eq!(status(&url, None, far).await, 401);
+    assert_eq!(status(&url, Some("Bearer wrong"), far).await, 401);
+    assert_eq!(status(&url, Some("Bearer s3cret2"), far).await, 401);
+    assert_eq!(status(&url, Some("Bearer s3cret"), far).await, 200);
+    // The scheme's name is case-insensitive (RFC 7235).
+    assert_eq!(status(&url, Some("bearer s3cret"), far).await, 200);
     assert!(connect(&url, None, Client::default()).await.is_err());
     let client = connect(&url, Some("s3cret"), Client::default())
         .await
@@ -739,8 +772,40 @@ async fn http_off_loopback_needs_a_token_and_a_token_is_checked() {
     assert_eq!(text_of(&result), "let in");
 }
 
-/// The status of an `initialize` POST to `url` with `authorization`.
-async fn reqwest_status(url: &str, authorization: Option<&str>) -> u16 {
+#[tokio::test]
+async fn http_on_loopback_makes_a_random_token_unless_told_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let command = serve_command(
+        dir.path(),
+        home.path(),
+        &server.uri(),
+        &["--http", "127.0.0.1:0"],
+    );
+    let (_child, url, stderr) = start_http(command).await;
+    let token = said_token(&stderr).unwrap();
+    assert!(token.len() >= 32, "{token}");
+    assert_eq!(status(&url, None, None).await, 401);
+    assert_eq!(
+        status(&url, Some(&format!("Bearer {token}")), None).await,
+        200
+    );
+
+    let command = serve_command(
+        dir.path(),
+        home.path(),
+        &server.uri(),
+        &["--http", "127.0.0.1:0", "--no-token"],
+    );
+    let (_child, url, stderr) = start_http(command).await;
+    assert!(said_token(&stderr).is_none());
+    assert_eq!(status(&url, None, None).await, 200);
+}
+
+/// The status of an `initialize` POST to `url` with `authorization`, and `host` as its
+/// Host header's name when given.
+async fn status(url: &str, authorization: Option<&str>, host: Option<&str>) -> u16 {
     let mut request = cadre_testkit::http_client()
         .post(url)
         .header("content-type", "application/json")
@@ -748,6 +813,9 @@ async fn reqwest_status(url: &str, authorization: Option<&str>) -> u16 {
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
     if let Some(value) = authorization {
         request = request.header("authorization", value);
+    }
+    if let Some(host) = host {
+        request = request.header("host", host);
     }
     request.send().await.unwrap().status().as_u16()
 }
@@ -980,6 +1048,11 @@ async fn a_read_only_type_served_as_a_tool_stays_under_landlock() {
     assert_eq!(text_of(&result), "could not write");
     let (is_error, text) = result_of(&server.requests(), "w1");
     assert!(is_error, "the write went through: {text}");
+    // The kernel's refusal (Landlock), not some other failure of the command.
+    assert!(
+        text.contains("Permission denied"),
+        "not the sandbox's refusal: {text}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
         "original\n"
@@ -1074,4 +1147,280 @@ async fn a_call_that_did_not_complete_is_an_error_naming_its_outcome_and_budgets
     assert_eq!(summary["outcome"], "turn_limit");
     let id = summary["run_id"].as_str().unwrap();
     assert!(text.contains(&format!("cadre runs show {id}")), "{text}");
+}
+
+/// A type that may delegate to a copy of itself.
+const NESTER: &str = "name: nester\ndescription: Nests.\ntools: [Task]\nsubagent_types: [nester]\nprompt: You nest.\n";
+
+#[tokio::test]
+async fn a_calls_settings_stay_with_its_primary_and_never_reach_a_nested_agent_of_its_type() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("agents/nester.yaml"), NESTER);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("OUTER".into()),
+        vec![
+            Reply::tasks([("t1", "nester", "INNER job")]),
+            Reply::text(r#"{"n": 1}"#),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("INNER".into()),
+        vec![Reply::text("inner done")],
+    );
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let schema =
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let result = served
+        .client
+        .call_tool(call(
+            "nester",
+            json!({"prompt": "OUTER job", "effort": "max", "output_schema": schema}),
+        ))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(result.structured_content, Some(json!({"n": 1})));
+    let requests = server.requests();
+    let outer = requests
+        .iter()
+        .find(|r| r.first_user_text().contains("OUTER"))
+        .unwrap();
+    assert_eq!(
+        outer.body["output_config"]["effort"], "max",
+        "{}",
+        outer.body
+    );
+    assert!(outer.body["output_config"]["format"].is_object());
+    // The nested copy is the project's type: no answer schema, not the call's effort.
+    let inner = requests
+        .iter()
+        .find(|r| r.first_user_text().contains("INNER"))
+        .unwrap();
+    assert!(
+        inner.body["output_config"]["format"].is_null(),
+        "{}",
+        inner.body
+    );
+    assert_ne!(
+        inner.body["output_config"]["effort"], "max",
+        "{}",
+        inner.body
+    );
+    served.client.cancel().await.unwrap();
+}
+
+/// How a stdio server's call in flight is ended.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    /// The server gets SIGHUP (its terminal or parent went away).
+    HangUpSignal,
+    /// The client closes the server's stdin and goes.
+    ClientLeaves,
+}
+
+/// Starts a stdio server, a call whose agent runs a long command, then ends it as `how`:
+/// the server exits, the run ends cancelled, and the command's process group is gone.
+async fn a_call_in_flight_ends_cancelled_when(how: Ending) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Sleep long".into()),
+        vec![Reply::tool_use(
+            "s1",
+            "bash",
+            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+        )],
+    );
+    server.allow_unused_replies();
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "code",
+        json!({"prompt": "Sleep long"}),
+    )));
+    let _pending = served
+        .client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the agent's command to start", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    let server_pid = served.pid;
+    match how {
+        Ending::HangUpSignal => {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(server_pid).unwrap());
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+        }
+        Ending::ClientLeaves => {
+            served.client.cancel().await.unwrap();
+        }
+    }
+    let summary = summary_of(dir.path(), "Sleep long").await;
+    assert_eq!(summary["outcome"], "cancelled", "{summary}");
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for(
+        &format!("the command's group {sleeper} to end, not be orphaned"),
+        || nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
+    )
+    .await;
+    wait_for("the server to exit", || {
+        cadre_testkit::hooks::gone(i32::try_from(server_pid).unwrap())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sighup_stops_the_stdio_server_and_the_call_in_flight_ends_cancelled() {
+    a_call_in_flight_ends_cancelled_when(Ending::HangUpSignal).await;
+}
+
+#[tokio::test]
+async fn the_stdio_client_hanging_up_ends_the_server_and_cancels_the_call() {
+    a_call_in_flight_ends_cancelled_when(Ending::ClientLeaves).await;
+}
+
+#[tokio::test]
+async fn options_of_one_run_are_refused_by_the_server_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flags, named) in [
+        (&["--agent", "code"][..], "--agent"),
+        (&["--team"][..], "--team"),
+        (&["--record", "c.json"][..], "--record"),
+        (&["--replay", "c.json"][..], "--replay"),
+        (&["--output-format", "json"][..], "--output-format"),
+    ] {
+        let mut args = vec!["mcp", "serve"];
+        args.extend(flags);
+        let out = cadre_offline(dir.path(), &args).await;
+        assert_eq!(out.code, 2, "{flags:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("does not take {named}")),
+            "{flags:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_served_calls_commands_are_marked_and_a_nested_server_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Mark".into()),
+        vec![
+            Reply::tool_use(
+                "b1",
+                "bash",
+                json!({"command": "echo \"$CADRE_MCP_SERVED\" > marked"}),
+            ),
+            Reply::text("marked"),
+        ],
+    );
+    let served = serve(Via::Stdio, dir.path(), &server.uri(), &[]).await;
+    let result = served
+        .client
+        .call_tool(call("code", json!({"prompt": "Mark it"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "marked", "{result:?}");
+    let marked = std::fs::read_to_string(dir.path().join("marked")).unwrap();
+    assert_eq!(marked.trim(), "1");
+    served.client.cancel().await.unwrap();
+
+    let out = cadre_env(dir.path(), &[("CADRE_MCP_SERVED", "1")], &["mcp", "serve"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("refused inside a call of another cadre mcp serve"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn tasks_cancel_ends_the_run_cancelled_and_the_task_keeps_its_run_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Sleep as a task".into()),
+        vec![Reply::tool_use(
+            "s1",
+            "bash",
+            json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+        )],
+    );
+    server.allow_unused_replies();
+    let tasks = Client {
+        tasks: true,
+        ..Client::default()
+    };
+    let served = serve_as(Via::Stdio, dir.path(), &server.uri(), &[], tasks).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "code",
+        json!({"prompt": "Sleep as a task"}),
+    )));
+    let created = served
+        .client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap()
+        .await_response()
+        .await
+        .unwrap();
+    let ServerResult::CreateTaskResult(created) = created else {
+        panic!("not a task: {created:?}")
+    };
+    let task_id = created.task.task_id.clone();
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the agent's command to start", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    served
+        .client
+        .cancel_task(rmcp::model::CancelTaskParams::new(task_id.clone()))
+        .await
+        .unwrap();
+    let summary = summary_of(dir.path(), "Sleep as a task").await;
+    assert_eq!(summary["outcome"], "cancelled", "{summary}");
+    let run_id = summary["run_id"].as_str().unwrap().to_owned();
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for(
+        &format!("the command's group {sleeper} to end, not be orphaned"),
+        || nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sleeper), None).is_err(),
+    )
+    .await;
+    let start = std::time::Instant::now();
+    let ended = loop {
+        let got = served
+            .client
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        if got.task.status().is_terminal() {
+            break got.task;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the task never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(ended.status(), TaskStatus::Cancelled);
+    let message = ended.task.status_message.clone().unwrap_or_default();
+    assert!(message.contains(&run_id), "{message:?}");
+    assert!(message.contains("cancelled"), "{message:?}");
 }

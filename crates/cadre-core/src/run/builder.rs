@@ -46,6 +46,7 @@ pub struct OrchestratorBuilder {
     agents: Agents,
     agent_dirs: Vec<PathBuf>,
     specs: Vec<AgentSpec>,
+    primary: Option<AgentSpec>,
     skills: Option<Arc<SkillSet>>,
     skill_dirs: Vec<PathBuf>,
     skill_list: Vec<Skill>,
@@ -81,6 +82,7 @@ impl Orchestrator {
             agents: Agents::Shipped,
             agent_dirs: Vec::new(),
             specs: Vec::new(),
+            primary: None,
             skills: None,
             skill_dirs: Vec::new(),
             skill_list: Vec::new(),
@@ -168,6 +170,14 @@ impl OrchestratorBuilder {
     /// An agent type defined in code; it replaces a type of the same name.
     pub fn agent(mut self, spec: AgentSpec) -> Self {
         self.specs.push(spec);
+        self
+    }
+
+    /// The spec the primary agent runs under when the run's type is `spec.name`, in place of
+    /// the registry's type of that name, which the run's subagents keep (so a caller's
+    /// settings for the primary never reach a nested agent of its type).
+    pub fn primary(mut self, spec: AgentSpec) -> Self {
+        self.primary = Some(spec);
         self
     }
 
@@ -369,6 +379,7 @@ impl OrchestratorBuilder {
             config.permissions = v;
         }
         config.run_id = self.run_id;
+        config.primary = self.primary;
         config.journal = self.journal;
         config.delegate = self.delegate;
         config.team = self.team;

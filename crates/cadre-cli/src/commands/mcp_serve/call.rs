@@ -11,6 +11,7 @@ use rmcp::service::{Peer, RoleServer};
 use rmcp::task_manager::TaskContext;
 use serde_json::Value;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Where a call's progress goes.
@@ -30,18 +31,49 @@ pub enum Sink {
 pub struct Progress {
     /// Where it goes.
     pub to: Sink,
-    /// Notifications sent so far (each one's `progress` is the next number, so they rise).
-    pub sent: u32,
 }
 
 impl Progress {
     /// Progress told to `to`.
     pub fn to(to: Sink) -> Self {
-        Self { to, sent: 0 }
+        Self { to }
     }
 
+    /// Starts the one task that tells the client, in order, what [`Teller::tell`] hands it:
+    /// the run's loop never waits on the client, so a slow or stuck client cannot hold up
+    /// the run nor its cancel.
+    fn start(self) -> (Teller, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let forwarder = tokio::spawn(async move {
+            // Each notification's `progress` is the next number, so they rise.
+            let mut sent = 0u32;
+            while let Some(message) = rx.recv().await {
+                sent += 1;
+                match &self.to {
+                    Sink::Client { peer, token } => {
+                        let param = ProgressNotificationParam::new(token.clone(), f64::from(sent))
+                            .with_message(message);
+                        // A client that went away cannot be told; the run goes on regardless.
+                        if let Err(e) = peer.notify_progress(param).await {
+                            tracing::debug!("progress not sent: {e}");
+                        }
+                    }
+                    Sink::Task(task) => task.set_status_message(message),
+                }
+            }
+        });
+        (Teller { tx }, forwarder)
+    }
+}
+
+/// Hands a call's progress to its forwarder without waiting.
+struct Teller {
+    tx: mpsc::UnboundedSender<String>,
+}
+
+impl Teller {
     /// Tells how the run stands, if `event` changed what it shows.
-    async fn tell(&mut self, event: &Event, orchestrator: &Orchestrator) {
+    fn tell(&self, event: &Event, orchestrator: &Orchestrator) {
         let what = match event {
             Event::Turn { turn, .. } => format!("{}: turn {turn}", event.agent()),
             Event::Started { agent_type, .. } => {
@@ -57,18 +89,8 @@ impl Progress {
             orchestrator.tokens_used(),
             if running == 1 { "" } else { "s" }
         );
-        self.sent += 1;
-        match &self.to {
-            Sink::Client { peer, token } => {
-                let param = ProgressNotificationParam::new(token.clone(), f64::from(self.sent))
-                    .with_message(message);
-                // A client that went away cannot be told; the run goes on regardless.
-                if let Err(e) = peer.notify_progress(param).await {
-                    tracing::debug!("progress not sent: {e}");
-                }
-            }
-            Sink::Task(task) => task.set_status_message(message),
-        }
+        // The forwarder ends only once this sender is dropped, so the send cannot fail.
+        let _ = self.tx.send(message);
     }
 }
 
@@ -78,13 +100,13 @@ pub async fn run_call(
     session: &Session,
     model: Arc<dyn Model>,
     call: Call,
-    mut progress: Option<Progress>,
+    progress: Option<Progress>,
     cancel: CancellationToken,
 ) -> CallToolResult {
     let mut builder = session
         .builder()
         .model(model)
-        .agent(call.spec.clone())
+        .primary(call.spec.clone())
         .max_turns(call.served.max_turns);
     if let Some(n) = call.served.budget_tokens {
         builder = builder.budget_tokens(n);
@@ -94,6 +116,7 @@ pub async fn run_call(
         Err(e) => return failed(format!("the run could not start: {e}")),
     };
     let mut events = orchestrator.events();
+    let (teller, forwarder) = progress.map(Progress::start).unzip();
     let run = orchestrator.run(&call.spec.name, &call.prompt);
     tokio::pin!(run);
     let mut cancelled = false;
@@ -112,12 +135,17 @@ pub async fn run_call(
                 if !kept {
                     kept = keep_served(&call, &orchestrator);
                 }
-                if let Some(p) = progress.as_mut() {
-                    p.tell(&event, &orchestrator).await;
+                if let Some(t) = &teller {
+                    t.tell(&event, &orchestrator);
                 }
             }
         }
     };
+    // What was told reaches the client before the result does.
+    drop(teller);
+    if let Some(forwarder) = forwarder {
+        let _ = forwarder.await;
+    }
     match result {
         Ok((outcome, summary)) => told(&call, &outcome, &summary),
         Err(e) => failed(format!("the run failed: {e}")),
@@ -164,8 +192,10 @@ fn told(call: &Call, outcome: &AgentOutcome, summary: &RunSummary) -> CallToolRe
     // content (MCP's structured results are objects).
     match serde_json::from_str::<Value>(&outcome.text) {
         Ok(value @ Value::Object(_)) => CallToolResult::structured(value),
-        Ok(_) if declared_output(&call.spec).is_some() => failed(format!(
-            "the answer is not the object the tool's outputSchema describes; {run}"
+        // A tool with an outputSchema must answer with structuredContent (MCP's rule), so
+        // an answer that is no JSON object, or no JSON at all, is an error, never text.
+        _ if declared_output(&call.spec).is_some() => failed(format!(
+            "the answer is not the JSON object the tool's outputSchema describes; {run}"
         )),
         _ => CallToolResult::success(vec![ContentBlock::text(outcome.text.clone())]),
     }

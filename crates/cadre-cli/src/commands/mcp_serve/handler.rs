@@ -162,7 +162,8 @@ const TASK_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Runs `call` as an MCP Task (for a client that declared the tasks extension): the call
 /// returns at once, and the client fetches the result with `tasks/get`; `tasks/cancel`
-/// cancels the run. `running` keeps the server waiting for it when it stops.
+/// cancels the run, and the cancelled task's status message keeps what the run said (its
+/// outcome and run id). `running` keeps the server waiting for it when it stops.
 fn spawn_task(
     shared: Arc<Shared>,
     call: Call,
@@ -173,16 +174,25 @@ fn spawn_task(
         .with_poll_interval_ms(500);
     let task = shared.tasks.clone().spawn(options, move |ctx| {
         Box::pin(async move {
-            let _running = running;
             let cancel = shared.stopping.child_token();
+            // The run lives in a task of its own, and this operation only waits for it: if
+            // rmcp drops the operation (its TTL sweep, or shutdown, aborts it), this guard
+            // cancels the run, which then ends as a cancelled run does (its commands'
+            // process groups ended, its outcome recorded) instead of being dropped mid-step.
+            let _cancel_if_dropped = cancel.clone().drop_guard();
             let progress = Progress::to(Sink::Task(ctx.clone()));
-            let run = run_call(
-                &shared.session,
-                shared.model.clone(),
-                call,
-                Some(progress),
-                cancel.clone(),
-            );
+            let on_run = cancel.clone();
+            let run = tokio::spawn(async move {
+                let _running = running;
+                run_call(
+                    &shared.session,
+                    shared.model.clone(),
+                    call,
+                    Some(progress),
+                    on_run,
+                )
+                .await
+            });
             tokio::pin!(run);
             // `tasks/cancel` cancels the run, which then ends as its agents do.
             let result = tokio::select! {
@@ -192,11 +202,30 @@ fn spawn_task(
                     run.await
                 }
             };
+            let result = result.map_err(|e| {
+                TaskExit::Error(ErrorData::internal_error(
+                    format!("the call's run stopped unexpectedly: {e}"),
+                    None,
+                ))
+            })?;
             if cancel.is_cancelled() {
+                // A cancelled task carries no result: its status message keeps the run's
+                // word on how it ended and which run it was.
+                ctx.set_status_message(text_of(&result));
                 return Err(TaskExit::Cancelled);
             }
             Ok(result)
         })
     });
     CreateTaskResult::new(task)
+}
+
+/// The text of a tool result.
+fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

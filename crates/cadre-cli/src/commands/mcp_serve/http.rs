@@ -1,5 +1,5 @@
 //! Streamable HTTP: the same server at `/mcp`, on loopback unless told otherwise, behind a
-//! bearer token when one is given (required off loopback).
+//! bearer token: the one given, else a random one (none only with --no-token, on loopback).
 
 use super::handler::{CadreServer, Shared};
 use crate::common::exit::{CliError, Result};
@@ -12,9 +12,14 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Serves `/mcp` at `addr` until the process is stopped; `token`, when given, is required
-/// of every request.
-pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>) -> Result<()> {
+/// Serves `/mcp` at `addr` until `stop_requested` resolves; `token`, when given, is
+/// required of every request.
+pub async fn serve(
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    token: Option<String>,
+    stop_requested: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::config_from(format!("cannot listen on {addr}"), e))?;
@@ -36,7 +41,7 @@ pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>)
     let mut router = axum::Router::new().nest_service("/mcp", service);
     if let Some(token) = token {
         router = router.layer(axum::middleware::from_fn_with_state(
-            Arc::new(format!("Bearer {token}")),
+            Arc::new(token),
             require_token,
         ));
     }
@@ -45,7 +50,7 @@ pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>)
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             tokio::select! {
-                () = super::stopped::stop_signal() => {}
+                () = stop_requested => {}
                 () = stopping.cancelled() => {}
             }
             // The calls in flight are cancelled now, so their responses end and the open
@@ -54,6 +59,37 @@ pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, token: Option<String>)
         })
         .await
         .map_err(|e| CliError::config_from("the HTTP server failed", e))
+}
+
+/// The token HTTP clients must send at `addr`: `given`, else none with `no_token` (only on
+/// loopback), else a random one, said on stderr for the person who started the server.
+pub fn token_for(
+    addr: SocketAddr,
+    given: Option<String>,
+    no_token: bool,
+) -> Result<Option<String>> {
+    if no_token {
+        if !addr.ip().is_loopback() {
+            return Err(CliError::config(format!(
+                "--http {addr} is not a loopback address: anyone who reaches it could run agents in this project, so --no-token is refused there; give CADRE_MCP_TOKEN (or --token), which clients then send as `Authorization: Bearer TOKEN`"
+            )));
+        }
+        if given.is_some() {
+            return Err(CliError::config(
+                "--no-token and a token (--token or CADRE_MCP_TOKEN) say opposite things; give one",
+            ));
+        }
+        return Ok(None);
+    }
+    if given.is_some() {
+        return Ok(given);
+    }
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| CliError::config(format!("cannot make a random token: {e}")))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    errln!("cadre: token: {token} (clients send `Authorization: Bearer TOKEN`; set CADRE_MCP_TOKEN to choose it, or --no-token on loopback for none)");
+    Ok(Some(token))
 }
 
 /// Lets a request through only with `Authorization: Bearer TOKEN`.
@@ -65,8 +101,9 @@ async fn require_token(
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if given == Some(expected.as_str()) {
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    if given.is_some_and(|given| same(given.as_bytes(), expected.as_bytes())) {
         return next.run(request).await;
     }
     (
@@ -75,4 +112,19 @@ async fn require_token(
         "cadre mcp serve: this server needs `Authorization: Bearer TOKEN` (its --token)",
     )
         .into_response()
+}
+
+/// The credentials of an `Authorization` value of the `Bearer` scheme, whose name is
+/// case-insensitive (RFC 7235).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("Bearer")
+        .then(|| credentials.trim())
+}
+
+/// Whether `given` is `expected`, in a time that does not tell how much of it matched.
+fn same(given: &[u8], expected: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    given.ct_eq(expected).into()
 }

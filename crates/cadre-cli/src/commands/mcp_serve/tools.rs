@@ -59,7 +59,7 @@ pub fn agent_tools(registry: &Registry, prefix: &str, limits: &ServerLimits) -> 
         let mut tool = Tool::new(
             name.clone(),
             description(spec),
-            Arc::new(input_schema(spec, max_turns, limits.budget_tokens)),
+            Arc::new(input_schema(spec, max_turns, limits)),
         )
         .with_annotations(
             ToolAnnotations::new()
@@ -114,7 +114,13 @@ fn valid_tool_name(name: &str) -> bool {
 }
 
 /// The input schema of a type's tool: `prompt`, and the optional settings of one call.
-fn input_schema(spec: &AgentSpec, max_turns: u32, budget: Option<u64>) -> JsonObject {
+fn input_schema(spec: &AgentSpec, max_turns: u32, limits: &ServerLimits) -> JsonObject {
+    let budget = limits.budget_tokens;
+    let whose = if limits.max_turns.is_some() {
+        "the server's --max-turns"
+    } else {
+        "the type's limit"
+    };
     let mut budget_tokens = json!({
         "type": "integer",
         "minimum": 1,
@@ -143,7 +149,7 @@ fn input_schema(spec: &AgentSpec, max_turns: u32, budget: Option<u64>) -> JsonOb
             "type": "integer",
             "minimum": 1,
             "maximum": max_turns,
-            "description": format!("Most model requests the agent may make (at most {max_turns}, the type's limit).")
+            "description": format!("Most model requests the agent may make (at most {max_turns}, {whose}).")
         },
         "budget_tokens": budget_tokens,
     });

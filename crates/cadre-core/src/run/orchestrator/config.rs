@@ -97,6 +97,9 @@ pub(crate) struct RunConfig {
     /// The run's id (its folder, when that name is free, and its worktree branches);
     /// `None` makes one. A replay passes the recorded run's, so it names things alike.
     pub run_id: Option<String>,
+    /// The spec the primary agent runs under when its type has this name, instead of the
+    /// registry's (see [`OrchestratorBuilder::primary`](crate::OrchestratorBuilder::primary)).
+    pub primary: Option<crate::definitions::spec::AgentSpec>,
     /// The project's instructions (AGENTS.md, CLAUDE.md, …), read once for the whole run so
     /// every agent's system prompt carries the same text.
     pub instructions: Arc<Instructions>,
@@ -139,6 +142,7 @@ impl RunConfig {
             mcp: Arc::default(),
             tools: Vec::new(),
             run_id: None,
+            primary: None,
             instructions: Arc::default(),
             permissions: Permissions::default(),
             journal: None,

@@ -320,6 +320,18 @@ impl Orchestrator {
         self.summarise_run(task, "", StopKind::Cancelled, elapsed_ms)
     }
 
+    /// The spec the primary agent of type `agent_type` runs under: the configured primary's
+    /// when it has that name, else the registry's type, if it may be a primary agent.
+    fn primary_for(&self, agent_type: &str) -> Result<AgentSpec, RunError> {
+        match &self.config.primary {
+            Some(spec) if spec.name == agent_type => match spec.unusable() {
+                Some(why) => Err(RunError::Unusable(why)),
+                None => Ok(spec.clone()),
+            },
+            _ => primary_spec(&self.registry, agent_type).cloned(),
+        }
+    }
+
     /// The model id for `spec`: `inherit` takes the parent's; aliases resolve.
     fn model_for(&self, spec: &AgentSpec, parent_model: &str) -> String {
         match spec.model.as_str() {

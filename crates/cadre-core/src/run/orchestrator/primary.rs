@@ -5,7 +5,7 @@
 use super::config::RunError;
 use super::handle::{AgentHandle, Start};
 use super::run_context::{open_transcript, Lineage, RunContext};
-use super::{primary_spec, Orchestrator, RunSummary};
+use super::{Orchestrator, RunSummary};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::millis;
 use crate::record::journal::{FileJournal, Journal, Step};
@@ -46,7 +46,7 @@ impl Orchestrator {
         task: &str,
         answer: Option<AnswerSchema>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let spec = primary_spec(&self.registry, agent_type)?;
+        let spec = self.primary_for(agent_type)?;
         // A run that could not begin (an unknown type) leaves the orchestrator unused.
         self.first_run()?;
         let mut parts = RunParts {
@@ -65,7 +65,7 @@ impl Orchestrator {
         let teams_on = self.config.team.is_some() || spec.team_tool().is_some();
         let run = self.context(parts, team, teams_on);
         let description: String = task.chars().take(60).collect();
-        self.run_primary(&run, spec.clone(), &description, task, Start::Fresh(task))
+        self.run_primary(&run, spec, &description, task, Start::Fresh(task))
             .await
     }
 

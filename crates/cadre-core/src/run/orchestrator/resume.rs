@@ -4,7 +4,7 @@ use super::config::RunError;
 use super::handle::{AgentHandle, Start};
 use super::primary::RunParts;
 use super::run_context::{open_transcript, Lineage, RunContext};
-use super::{primary_spec, Orchestrator, RunSummary};
+use super::{Orchestrator, RunSummary};
 use crate::definitions::hooks::HookEvent;
 use crate::definitions::spec::AgentSpec;
 use crate::record::journal::{Journal, JournaledRun, Step};
@@ -216,7 +216,7 @@ impl Orchestrator {
         if notes.dropped_partial_line {
             tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
         }
-        let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
+        let spec = self.primary_for(&state.agent_type)?;
         let journal = self.failure.guard(Arc::new(journal));
         let transcript = open_transcript(&run_dir);
         let lineage = Lineage::default();
