@@ -321,6 +321,16 @@ async fn each_agent_type_is_a_tool_and_a_call_is_a_run_with_its_answer(via: Via)
         .unwrap();
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert_eq!(text_of(&result), "alpha is in lib.rs:1");
+    // The client handles notifications apart from the result, so the last one (the second
+    // turn's) may be handled after the call returns: wait for it, not for that order.
+    let seen = served.seen.progress.clone();
+    crate::wait_for("progress up to the second turn", || {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.message.as_deref().is_some_and(|m| m.contains("turn 2")))
+    })
+    .await;
     // Progress came in order: each notification's progress above the one before.
     let progress = served.seen.progress.lock().unwrap().clone();
     assert!(progress.len() >= 2, "{progress:?}");
