@@ -125,7 +125,8 @@ impl Orchestrator {
             results,
             lineage: parts.lineage,
         });
-        // Set once: `first_run` lets one run begin.
+        // Every caller claimed the run first (`first_run`), so this is the one set: a
+        // second would find the slot full and change nothing.
         let _ = self.current.set(run.clone());
         run
     }
@@ -137,6 +138,18 @@ impl Orchestrator {
         self: &Arc<Self>,
         call: &DelegatedCall,
     ) -> (AgentOutcome, Vec<AgentRecord>) {
+        // Like any run, one delegated agent per orchestrator: its context is the run's.
+        if let Err(refused) = self.first_run() {
+            let outcome = AgentOutcome {
+                text: String::new(),
+                stop: StopKind::Other(refused.to_string()),
+                turns: 0,
+                tool_calls: 0,
+                usage: Default::default(),
+                history: Vec::new(),
+            };
+            return (outcome, Vec::new());
+        }
         let mut spec = call.spec.clone();
         if call.depth == 0 {
             if let Some(max_turns) = self.config.max_turns {

@@ -63,7 +63,7 @@ impl Orchestrator {
             spec,
             mut primary,
             task,
-        } = self.load_run(opened).await?;
+        } = self.load_run(opened, true).await?;
         match (follow_up, &ended) {
             (None, Some(stop)) if !stop.resumes() => {
                 return Err(RunError::AlreadyFinished {
@@ -172,7 +172,8 @@ impl Orchestrator {
     /// compacting cost.
     pub async fn compact(self: &Arc<Self>, run: JournaledRun) -> Result<Usage, RunError> {
         self.first_run()?;
-        let loaded = self.load_run(run).await?;
+        // Compacting reads the primary conversation alone: the transcript stays closed.
+        let loaded = self.load_run(run, false).await?;
         if loaded.primary.finished.is_none() && !loaded.primary.cancelled {
             return Err(RunError::NotFinished(loaded.id));
         }
@@ -201,8 +202,13 @@ impl Orchestrator {
         self.unless_failed(result)
     }
 
-    /// Rebuilds the tree of the opened run from its journal.
-    async fn load_run(&self, run: JournaledRun) -> Result<LoadedRun, RunError> {
+    /// Rebuilds the tree of the opened run from its journal; `with_transcript` opens its
+    /// transcript too, for the earlier times of its agents and for them to go on writing.
+    async fn load_run(
+        &self,
+        run: JournaledRun,
+        with_transcript: bool,
+    ) -> Result<LoadedRun, RunError> {
         let JournaledRun {
             dir,
             journal,
@@ -216,7 +222,7 @@ impl Orchestrator {
         }
         let spec = primary_spec(&self.registry, &state.agent_type)?.clone();
         let journal = self.failure.guard(Arc::new(journal));
-        let transcript = open_transcript(&run_dir);
+        let transcript = with_transcript.then(|| open_transcript(&run_dir)).flatten();
         let lineage = Lineage::default();
         let root = AgentPath::parse(&spec.name);
         let primary = self
