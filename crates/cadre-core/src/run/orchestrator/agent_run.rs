@@ -45,7 +45,7 @@ impl Orchestrator {
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
-            self.enter(spec, &me, description, background, started)
+            self.put_on_roster(spec, &me, description, background, started)
                 .await;
             let outcome = match start {
                 Start::Fresh(prompt) => {
@@ -87,7 +87,7 @@ impl Orchestrator {
     }
 
     /// Puts the agent `me` of type `spec` on the roster and tells its start.
-    async fn enter(
+    async fn put_on_roster(
         &self,
         spec: &AgentSpec,
         me: &AgentHandle,
@@ -101,7 +101,7 @@ impl Orchestrator {
             Some(name) => u32::try_from(me.run.team.unread(name).await).unwrap_or(u32::MAX),
             None => 0,
         };
-        self.roster.enter(RosterEntry {
+        self.roster.add(RosterEntry {
             path: me.path.clone(),
             agent_type: spec.name.clone(),
             description: description.to_owned(),

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// An agent's tools as its type, depth and team allow, with what was settled on the way.
-struct Kit<'a> {
+struct AgentTools<'a> {
     /// The tools it may call.
     tools: ToolSet,
     /// The skills listed in its prompt (those it can load).
@@ -107,7 +107,11 @@ impl Orchestrator {
     /// The tools of the agent `me` of type `spec`: the built-ins and extra tools its type
     /// names, `Task` (and the team's tools) while it may delegate, `Skill` when a skill is
     /// visible to it, and its MCP tools.
-    async fn tool_set<'a>(self: &'a Arc<Self>, spec: &AgentSpec, me: &AgentHandle) -> Kit<'a> {
+    async fn tool_set<'a>(
+        self: &'a Arc<Self>,
+        spec: &AgentSpec,
+        me: &AgentHandle,
+    ) -> AgentTools<'a> {
         // Code from outside this process cannot be sandboxed: a read-only type gets only
         // the extra tools that say they change nothing.
         let offered: Vec<&Arc<dyn Tool>> = self
@@ -152,7 +156,7 @@ impl Orchestrator {
                 tools.insert(tool);
             }
         }
-        Kit {
+        AgentTools {
             tools,
             listed,
             delegates,

@@ -18,6 +18,7 @@ use crate::record::usage::UsageReport;
 use crate::run::budget::Budget;
 use crate::run::hooks::RunHooks;
 use crate::run::outcome::{AgentOutcome, Outcome, StopKind};
+use crate::run::team::Team;
 use cadre_model::resolve_model_alias;
 use cadre_tools::{builtin_tools, PathLocks, Tool};
 use dashmap::DashSet;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 mod agent_run;
 mod config;
+mod delegated;
 mod factory;
 mod handle;
 mod primary;
@@ -49,7 +51,7 @@ pub use roster::RosterEntry;
 
 use results_folder::ResultsFolder;
 use roster::Roster;
-use run_context::RunContext;
+use run_context::{RunContext, RunParts};
 
 /// The summary written to `summary.json` and returned to callers.
 #[derive(Debug, Clone, Serialize)]
@@ -249,6 +251,21 @@ impl Orchestrator {
             return Err(RunError::AlreadyRan);
         }
         Ok(())
+    }
+
+    /// The run's context, made of `parts`, `team` and whether it is a team run; the
+    /// caller's getters see the run from now on.
+    fn context(&self, parts: RunParts, team: Arc<Team>, teams_on: bool) -> Arc<RunContext> {
+        let results = match &parts.dir {
+            Some(dir) => dir.results_dir().into(),
+            None => self.results.path(),
+        };
+        let id = self.new_run_id(parts.dir.as_ref());
+        let run = Arc::new(RunContext::new(id, parts, team, teams_on, results));
+        // Every caller claimed the run first (`first_run`), so this is the one set: a
+        // second would find the slot full and change nothing.
+        let _ = self.current.set(run.clone());
+        run
     }
 
     /// The run's summary as it stands, written to `summary.json` when there is a run folder.

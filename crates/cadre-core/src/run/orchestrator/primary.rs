@@ -1,41 +1,21 @@
 //! How a run starts: its context is made (its folder, journal, transcript and team), then
-//! its primary agent runs to its end and the run is summarised. A durable engine's call for
-//! one agent starts here too.
+//! its primary agent runs to its end and the run is summarised.
 
 use super::config::RunError;
 use super::handle::{AgentHandle, Start};
-use super::run_context::{open_transcript, Lineage, RunContext};
+use super::run_context::{open_transcript, RunContext, RunParts};
 use super::{primary_spec, Orchestrator, RunSummary};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::millis;
 use crate::record::journal::{FileJournal, Journal, Step};
 use crate::record::run_dir::{AgentPath, RunDir};
-use crate::record::transcript::RunTranscript;
-use crate::record::usage::AgentRecord;
 use crate::run::answer::AnswerSchema;
-use crate::run::delegate::DelegatedCall;
 use crate::run::outcome::{AgentOutcome, StopKind};
 use crate::run::state::AgentState;
 use crate::run::team::Team;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What a run's context is made of besides its team: found by a fresh start, or read from
-/// the journal of a resumed run.
-#[derive(Default)]
-pub(super) struct RunParts {
-    /// The run folder, when the run writes one.
-    pub(super) dir: Option<RunDir>,
-    /// Where its steps are journaled.
-    pub(super) journal: Option<Arc<dyn Journal>>,
-    /// The run folder's transcript.
-    pub(super) transcript: Option<Arc<RunTranscript>>,
-    /// What the journal of a resumed run says of its agents.
-    pub(super) lineage: Lineage,
-    /// The schema the primary agent's answer must match.
-    pub(super) answer: Option<AnswerSchema>,
-}
 
 impl Orchestrator {
     /// Starts the run: its folder and journal, its context, then its primary agent of type
@@ -100,97 +80,6 @@ impl Orchestrator {
             journal.cloned(),
             self.roster.handler(),
         ))
-    }
-
-    /// The run's context, made of `parts`, `team` and whether it is a team run; the
-    /// caller's getters see the run from now on.
-    pub(super) fn context(
-        &self,
-        parts: RunParts,
-        team: Arc<Team>,
-        teams_on: bool,
-    ) -> Arc<RunContext> {
-        let results = match &parts.dir {
-            Some(dir) => dir.results_dir().into(),
-            None => self.results.path(),
-        };
-        let run = Arc::new(RunContext {
-            id: self.new_run_id(parts.dir.as_ref()),
-            dir: parts.dir,
-            journal: parts.journal,
-            transcript: parts.transcript,
-            team,
-            teams_on,
-            answer: parts.answer,
-            results,
-            lineage: parts.lineage,
-        });
-        // Every caller claimed the run first (`first_run`), so this is the one set: a
-        // second would find the slot full and change nothing.
-        let _ = self.current.set(run.clone());
-        run
-    }
-
-    /// Runs one agent of a run whose subagents are delegated (one invocation of a durable
-    /// engine): the agent `call` names, in this orchestrator's workspace, to its end.
-    /// Returns its outcome and the records of it and of every agent below it.
-    pub async fn run_delegated(
-        self: &Arc<Self>,
-        call: &DelegatedCall,
-    ) -> (AgentOutcome, Vec<AgentRecord>) {
-        // Like any run, one delegated agent per orchestrator: its context is the run's.
-        if let Err(refused) = self.first_run() {
-            let outcome = AgentOutcome {
-                text: String::new(),
-                stop: StopKind::Other(refused.to_string()),
-                turns: 0,
-                tool_calls: 0,
-                usage: Default::default(),
-                history: Vec::new(),
-            };
-            return (outcome, Vec::new());
-        }
-        let mut spec = call.spec.clone();
-        if call.depth == 0 {
-            if let Some(max_turns) = self.config.max_turns {
-                spec.max_turns = max_turns;
-            }
-        }
-        // With a runs folder, the agent's transcript is written there (its journal is the
-        // delegate's), for whoever runs it elsewhere to carry back.
-        let mut parts = RunParts {
-            journal: self.config.journal.clone(),
-            ..RunParts::default()
-        };
-        if let Some(runs) = &self.config.runs_dir {
-            match RunDir::create_named(runs, &self.run_id()) {
-                Ok(dir) => {
-                    parts.transcript = open_transcript(&dir);
-                    parts.dir = Some(dir);
-                }
-                Err(e) => tracing::warn!("could not create a folder for {}: {e}", call.path),
-            }
-        }
-        let run = self.context(parts, self.new_team(None), false);
-        let me = AgentHandle::new(
-            run,
-            AgentPath::parse(&call.path),
-            call.depth,
-            call.model.clone(),
-            self.config.workspace.clone(),
-        );
-        let start = Start::Fresh(&call.prompt);
-        let cancel = self.cancel.child_token();
-        let mut outcome = self
-            .run_agent(&spec, me, &call.description, start, cancel, false)
-            .await;
-        // A file the agent could not keep cancelled it: say so, not just "cancelled".
-        if let Some(lost) = self.failure.take() {
-            outcome.stop = StopKind::Other(format!("stopped: {lost}"));
-        }
-        self.config.mcp.shutdown().await;
-        self.roster.close();
-        (outcome, self.roster.records())
     }
 
     /// Runs the primary agent of type `spec` of `run` and writes the summary.

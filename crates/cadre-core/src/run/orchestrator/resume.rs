@@ -2,8 +2,7 @@
 
 use super::config::RunError;
 use super::handle::{AgentHandle, Start};
-use super::primary::RunParts;
-use super::run_context::{open_transcript, Lineage, RunContext};
+use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
 use super::{primary_spec, Orchestrator, RunSummary};
 use crate::definitions::hooks::HookEvent;
 use crate::definitions::spec::AgentSpec;

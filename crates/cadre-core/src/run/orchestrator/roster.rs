@@ -119,7 +119,7 @@ impl Roster {
     }
 
     /// Puts an agent that starts on the roster.
-    pub(crate) fn enter(&self, entry: RosterEntry) {
+    pub(crate) fn add(&self, entry: RosterEntry) {
         self.running.insert(entry.path.clone(), entry);
     }
 

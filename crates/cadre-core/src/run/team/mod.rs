@@ -11,7 +11,7 @@
 //! run ends and the members still waiting are closed.
 
 mod error;
-mod hub;
+mod members;
 mod rules;
 mod seat;
 mod state;
@@ -19,6 +19,6 @@ pub mod tools;
 
 pub use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
 pub use error::TeamError;
-pub use hub::{Team, TeamLimits};
+pub use members::{Team, TeamLimits};
 pub use seat::Seat;
 pub use state::TeamState;

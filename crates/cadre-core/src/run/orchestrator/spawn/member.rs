@@ -72,7 +72,7 @@ impl Orchestrator {
                 .member_at(&path.to_string())
                 .cloned()
             {
-                let again = Box::pin(self.member_again(parent, task, spec, member, cancel));
+                let again = Box::pin(self.resumed_member(parent, task, spec, member, cancel));
                 return again.await;
             }
         }
@@ -103,7 +103,7 @@ impl Orchestrator {
     /// resumed: started again when the team was opened (its answer is waited for), ended
     /// (its result stands), or never at its first step (it starts now, with the model it
     /// joined with).
-    async fn member_again(
+    async fn resumed_member(
         self: &Arc<Self>,
         parent: &AgentHandle,
         task: &TaskCall<'_>,

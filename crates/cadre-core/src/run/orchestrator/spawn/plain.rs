@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// What a resumed run found for a `Task` call: the subagent had ended (its result stands),
 /// or it goes on from its journal.
-enum Found {
+enum ResumedCall {
     Ended(Result<String, SubagentError>),
     GoesOn(AgentPath, Box<AgentState>),
 }
@@ -54,9 +54,9 @@ impl Orchestrator {
         // A resumed run finds the subagent this call started before, by the call's id. (Not
         // kept in a variable: a rebuilt state held to the end would cost every waiting
         // subagent's future its size.)
-        let (path, start) = match self.found(run, parent, task.call) {
-            Some(Found::Ended(result)) => return result,
-            Some(Found::GoesOn(path, rebuilt)) => (path, Start::Resume(rebuilt)),
+        let (path, start) = match self.resumed_call(run, parent, task.call) {
+            Some(ResumedCall::Ended(result)) => return result,
+            Some(ResumedCall::GoesOn(path, rebuilt)) => (path, Start::Resume(rebuilt)),
             None => (
                 self.spawned(run, parent, &spec.name, task.call).await,
                 Start::Fresh(task.prompt),
@@ -118,7 +118,12 @@ impl Orchestrator {
     /// What a resumed run has for `parent`'s call `call`: nothing (it starts a new
     /// subagent), the result of the subagent that call started and that ended, or that
     /// subagent to go on.
-    fn found(&self, run: &RunContext, parent: &AgentHandle, call: &str) -> Option<Found> {
+    fn resumed_call(
+        &self,
+        run: &RunContext,
+        parent: &AgentHandle,
+        call: &str,
+    ) -> Option<ResumedCall> {
         let path = run.resumed_child(&parent.path, call)?;
         let rebuilt = run.take_resumed(&path)?;
         match rebuilt {
@@ -131,7 +136,7 @@ impl Orchestrator {
             } if !(stop == StopKind::MaxTokens
                 && continuation::may_go_on(&history, MAX_CONTINUATIONS)) =>
             {
-                Some(Found::Ended(self.task_result(
+                Some(ResumedCall::Ended(self.task_result(
                     run,
                     &path.to_string(),
                     stop,
@@ -141,7 +146,7 @@ impl Orchestrator {
             rebuilt => {
                 // Any record it had (a cut answer that goes on) gives way to the one it ends with.
                 self.roster.forget(&path.to_string());
-                Some(Found::GoesOn(path, Box::new(rebuilt)))
+                Some(ResumedCall::GoesOn(path, Box::new(rebuilt)))
             }
         }
     }
