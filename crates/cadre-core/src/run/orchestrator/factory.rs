@@ -215,7 +215,7 @@ impl Orchestrator {
         ctx.sandbox = self.config.sandbox;
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
-        ctx.also_readable = Some(self.readable_results(&me.run));
+        ctx.also_readable = Some(me.run.results.clone());
         ctx
     }
 
@@ -303,14 +303,7 @@ impl Orchestrator {
         if self.config.hooks.is_empty() && spec.hooks.is_empty() {
             return None;
         }
-        let model = self.model_for(spec, &self.config.model_id);
-        let me = AgentHandle::new(
-            run.clone(),
-            spec.name.as_str().into(),
-            0,
-            model,
-            self.config.workspace.clone(),
-        );
+        let me = self.primary_handle(run, spec);
         let ctx = ToolContext::new(me.workspace.clone());
         self.hooks.for_agent(
             spec,

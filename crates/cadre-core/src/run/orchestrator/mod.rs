@@ -15,6 +15,7 @@ use crate::record::events::{EventHandler, EventStream};
 use crate::record::failure::Failure;
 use crate::record::run_dir::{new_run_id, RunDir};
 use crate::record::usage::UsageReport;
+use crate::run::answer::AnswerSchema;
 use crate::run::budget::Budget;
 use crate::run::hooks::RunHooks;
 use crate::run::outcome::{AgentOutcome, Outcome, StopKind};
@@ -227,7 +228,18 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let result = self.start(agent_type, task, None).await;
+        self.run_to_end(agent_type, task, None).await
+    }
+
+    /// Runs a fresh run to its end (see [`run`](Self::run)), its primary agent's answer
+    /// matching `answer` when given; the roster closes whatever came of it.
+    async fn run_to_end(
+        self: &Arc<Self>,
+        agent_type: &str,
+        task: &str,
+        answer: Option<AnswerSchema>,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let result = self.start(agent_type, task, answer).await;
         self.roster.close();
         self.unless_failed(result)
     }

@@ -42,8 +42,7 @@ impl Orchestrator {
             parts.journal = Some(journal);
         }
         let team = self.new_team(parts.journal.as_ref());
-        let teams_on = self.config.team.is_some() || spec.team_tool().is_some();
-        let run = self.context(parts, team, teams_on);
+        let run = self.context(parts, team, self.team_run(spec));
         let description: String = task.chars().take(60).collect();
         self.run_primary(&run, spec.clone(), &description, task, Start::Fresh(task))
             .await
@@ -82,6 +81,20 @@ impl Orchestrator {
         ))
     }
 
+    /// Whether a run whose primary agent is of type `spec` is a team run (`Task` takes a
+    /// name): the run was given a team, or the type may start one.
+    pub(super) fn team_run(&self, spec: &AgentSpec) -> bool {
+        self.config.team.is_some() || spec.team_tool().is_some()
+    }
+
+    /// The handle of the primary agent, of type `spec`, of `run`.
+    pub(super) fn primary_handle(&self, run: &Arc<RunContext>, spec: &AgentSpec) -> AgentHandle {
+        let model = self.model_for(spec, &self.config.model_id);
+        let path = AgentPath::parse(&spec.name);
+        let workspace = self.config.workspace.clone();
+        AgentHandle::new(run.clone(), path, 0, model, workspace)
+    }
+
     /// Runs the primary agent of type `spec` of `run` and writes the summary.
     pub(super) async fn run_primary(
         self: &Arc<Self>,
@@ -97,10 +110,7 @@ impl Orchestrator {
         if let Some(max_turns) = self.config.max_turns {
             spec.max_turns = max_turns;
         }
-        let model = self.model_for(&spec, &self.config.model_id);
-        let path = AgentPath::parse(&spec.name);
-        let workspace = self.config.workspace.clone();
-        let mut me = AgentHandle::new(run.clone(), path, 0, model, workspace);
+        let mut me = self.primary_handle(run, &spec);
         me.member = self.open_team(run, &spec).await;
         me.answer = run.answer.clone();
         let cancel = self.cancel.child_token();

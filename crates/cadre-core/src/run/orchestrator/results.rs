@@ -15,20 +15,12 @@ use crate::record::run_dir::{write_replacing, AgentPath, RunDir};
 use crate::run::outcome::StopKind;
 use crate::run::task_result::SubagentError;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Room kept in a tool result beside an answer's head: the note that says where the rest
 /// is, and what a failed or isolated subagent's result adds around its answer.
 const ROOM_AROUND: usize = 2_000;
 
 impl Orchestrator {
-    /// The folder long answers of `run` are kept in, which every agent's `read_file` may
-    /// read: the run folder's `results/` (one copy shared by every agent), or the
-    /// orchestrator's temporary one.
-    pub(super) fn readable_results(&self, run: &RunContext) -> Arc<Path> {
-        run.results.clone()
-    }
-
     /// The most of an answer a parent's tool result holds as it is.
     fn answer_room(&self) -> usize {
         self.config

@@ -1,7 +1,7 @@
 //! Going on with a run from its journal: resuming it, continuing it, compacting it.
 
 use super::config::RunError;
-use super::handle::{AgentHandle, Start};
+use super::handle::Start;
 use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
 use super::{primary_spec, Orchestrator, RunSummary};
 use crate::definitions::hooks::HookEvent;
@@ -104,7 +104,7 @@ impl Orchestrator {
             self.restore_team(&team, journal).await?;
         }
         let restored = !team.snapshot().await.members.is_empty();
-        let teams_on = self.config.team.is_some() || spec.team_tool().is_some() || restored;
+        let teams_on = self.team_run(spec) || restored;
         Ok(self.context(parts, team, teams_on))
     }
 
@@ -178,10 +178,7 @@ impl Orchestrator {
         }
         let spec = loaded.spec;
         let run = self.context(loaded.parts, self.new_team(None), false);
-        let model = self.model_for(&spec, &self.config.model_id);
-        let path = AgentPath::parse(&spec.name);
-        let workspace = self.config.workspace.clone();
-        let me = AgentHandle::new(run, path, 0, model, workspace);
+        let me = self.primary_handle(&run, &spec);
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token(), None)
             .await;

@@ -90,9 +90,7 @@ impl Orchestrator {
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
         run.team.join(&parent.path.to_string(), member).await;
-        let mut me = AgentHandle::new(run.clone(), path, depth, model, parent.workspace.clone());
-        me.member = Some(name.to_owned());
-        me.answer = task.answer.cloned();
+        let me = called_member(parent, task, path, depth, model, name);
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
             .await;
@@ -127,10 +125,7 @@ impl Orchestrator {
             .model
             .clone()
             .unwrap_or_else(|| self.model_for(&spec, &parent.model));
-        let depth = parent.depth + 1;
-        let mut me = AgentHandle::new(run.clone(), path, depth, model, parent.workspace.clone());
-        me.member = Some(member.name.clone());
-        me.answer = task.answer.cloned();
+        let me = called_member(parent, task, path, parent.depth + 1, model, &member.name);
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, rebuilt)
             .await;
@@ -283,6 +278,23 @@ impl Orchestrator {
         });
         me
     }
+}
+
+/// The handle of the member `name` at `path` that `parent`'s `task` starts: in the
+/// parent's run and workspace, its answer held to the call's schema.
+fn called_member(
+    parent: &AgentHandle,
+    task: &TaskCall<'_>,
+    path: AgentPath,
+    depth: u32,
+    model: String,
+    name: &str,
+) -> AgentHandle {
+    let workspace = parent.workspace.clone();
+    let mut me = AgentHandle::new(parent.run.clone(), path, depth, model, workspace);
+    me.member = Some(name.to_owned());
+    me.answer = task.answer.cloned();
+    me
 }
 
 /// The messages (sender, number) an agent's journaled `steps` gave it after the last
