@@ -15,7 +15,7 @@ mod members;
 mod rules;
 mod seat;
 mod state;
-pub mod tools;
+pub(crate) mod tools;
 
 pub use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
 pub use error::TeamError;

@@ -1,7 +1,6 @@
 //! Team members: opening a run's team, starting a named subagent that stays after it
 //! answers, and bringing the team back when a run is resumed.
 
-use super::SubagentError;
 use crate::definitions::spec::AgentSpec;
 use crate::record::journal::{Journal, Step, TEAM_STEPS};
 use crate::record::run_dir::AgentPath;
@@ -12,6 +11,7 @@ use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
 use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
+use crate::run::task_result::SubagentError;
 use crate::run::team::{Member, Team, TeamChange, TeamState};
 use std::collections::HashMap;
 use std::sync::Arc;

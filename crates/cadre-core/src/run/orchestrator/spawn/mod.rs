@@ -14,7 +14,7 @@ use crate::definitions::spec::AgentSpec;
 use crate::record::journal::Step;
 use crate::record::run_dir::AgentPath;
 use crate::run::outcome::StopKind;
-pub use crate::run::task_result::SubagentError;
+use crate::run::task_result::SubagentError;
 
 impl Orchestrator {
     /// The subagent type `name`, if a `Task` call may start it.

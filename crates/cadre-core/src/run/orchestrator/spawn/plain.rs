@@ -2,7 +2,7 @@
 //! one a resumed run finds by the call), its worktree when isolated, and its result. Its
 //! subagents run here, or on a durable engine's workers when the run delegates them.
 
-use super::{with_report, SubagentError};
+use super::with_report;
 use crate::definitions::spec::AgentSpec;
 use crate::record::run_dir::AgentPath;
 use crate::run::continuation::{self, MAX_CONTINUATIONS};
@@ -12,6 +12,7 @@ use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
 use crate::run::outcome::StopKind;
 use crate::run::state::AgentState;
+use crate::run::task_result::SubagentError;
 use cadre_tools::{Finished, Workspace, Worktree};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
