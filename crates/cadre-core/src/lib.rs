@@ -84,13 +84,13 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryDoctests;
 
-pub use definitions::hooks::{Hook, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
+pub use definitions::hooks::{Hook, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::{tools_for, Registry};
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
-pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
+pub use record::events::{describe_call, no_events, EventHandler, EventStream};
 pub use record::run_dir::RunDir;
 pub use record::transcript::{
     AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, RunTranscript, Transcript,
@@ -115,5 +115,7 @@ pub use run::skill_tool::SkillTool;
 pub use run::team::{Seat, Team, TeamError, TeamLimits};
 pub use run::toolset::ToolSet;
 pub use vocab::agent_path::AgentPath;
+pub use vocab::event::Event;
+pub use vocab::hooks::HookEvent;
 pub use vocab::hooks::{CallPermission, HookDecision, HookOutcome};
 pub use vocab::outcome::{AgentOutcome, Outcome, StopKind};

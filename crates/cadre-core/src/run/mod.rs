@@ -28,4 +28,3 @@ pub mod toolset;
 
 // The paths these modules had before they moved down into the vocabulary, so code that
 // names them still builds; to go once nothing names them.
-pub use crate::vocab::outcome;

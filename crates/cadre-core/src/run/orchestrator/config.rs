@@ -3,8 +3,8 @@
 use crate::definitions::instructions::Instructions;
 use crate::definitions::skills::SkillSet;
 use crate::record::journal::{Journal, JournalError};
-use crate::run::outcome::StopKind;
 use crate::run::permissions::Permissions;
+use crate::vocab::outcome::StopKind;
 use cadre_mcp::McpServers;
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};

@@ -4,10 +4,11 @@
 use super::handle::{AgentHandle, Start};
 use super::run_context::{open_transcript, RunParts};
 use super::Orchestrator;
-use crate::record::run_dir::{AgentPath, RunDir};
+use crate::record::run_dir::RunDir;
 use crate::record::usage::AgentRecord;
 use crate::run::delegate::DelegatedCall;
-use crate::run::outcome::{AgentOutcome, StopKind};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::{AgentOutcome, StopKind};
 use std::sync::Arc;
 
 impl Orchestrator {

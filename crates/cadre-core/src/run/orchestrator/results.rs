@@ -11,9 +11,10 @@ use super::run_context::RunContext;
 use super::spawn::subagent_result;
 use super::Orchestrator;
 use crate::record::failure::Lost;
-use crate::record::run_dir::{write_replacing, AgentPath, RunDir};
-use crate::run::outcome::StopKind;
+use crate::record::run_dir::{write_replacing, RunDir};
 use crate::run::task_result::SubagentError;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::StopKind;
 use std::path::{Path, PathBuf};
 
 /// Room kept in a tool result beside an answer's head: the note that says where the rest

@@ -1,10 +1,11 @@
 //! The roster: the agents running now, the records of those that ended, and the fan-out of
 //! every agent's events to the run's handler and to the streams handed out.
 
-use crate::record::events::{describe_call, millis, Event, EventHandler, EventStream};
-use crate::record::run_dir::AgentPath;
+use crate::record::events::{describe_call, millis, EventHandler, EventStream};
 use crate::record::usage::{AgentRecord, UsageReport};
-use crate::run::outcome::StopKind;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::event::Event;
+use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
 use dashmap::{DashMap, DashSet};
 use serde::Serialize;

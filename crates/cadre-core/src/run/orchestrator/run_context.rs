@@ -2,12 +2,14 @@
 //! it builds: its folder, journal, transcript, team, the primary agent's answer schema and
 //! what a resumed run rebuilt from its journal. Nothing in it is filled in later.
 
-use crate::record::journal::{Journal, Step};
-use crate::record::run_dir::{AgentPath, RunDir};
+use crate::record::journal::Journal;
+use crate::record::run_dir::RunDir;
 use crate::record::transcript::{Earlier, RunTranscript};
 use crate::run::answer::AnswerSchema;
 use crate::run::state::AgentState;
 use crate::run::team::Team;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::step::Step;
 use dashmap::DashMap;
 use std::path::Path;
 use std::sync::Arc;

@@ -17,7 +17,6 @@ mod seat;
 mod state;
 pub(crate) mod tools;
 
-pub use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
 pub use error::TeamError;
 pub use members::{Team, TeamLimits};
 pub use seat::Seat;

@@ -2,7 +2,7 @@
 //! waiting for it, and, when its turn is over, to wait for the next one.
 
 use super::members::Team;
-use crate::record::events::Event;
+use crate::vocab::event::Event;
 use crate::vocab::team::{Envelope, TeamChange};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;

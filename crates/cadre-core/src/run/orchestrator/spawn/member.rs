@@ -2,8 +2,7 @@
 //! answers, and bringing the team back when a run is resumed.
 
 use crate::definitions::spec::AgentSpec;
-use crate::record::journal::{Journal, Step, TEAM_STEPS};
-use crate::record::run_dir::AgentPath;
+use crate::record::journal::Journal;
 use crate::run::answer::AnswerSchema;
 use crate::run::background::TaskResult;
 use crate::run::orchestrator::config::RunError;
@@ -12,7 +11,10 @@ use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
 use crate::run::task_result::SubagentError;
-use crate::run::team::{Member, Team, TeamChange, TeamState};
+use crate::run::team::{Team, TeamState};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::step::{Step, TEAM_STEPS};
+use crate::vocab::team::{Member, TeamChange};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::watch;

@@ -11,10 +11,10 @@ use super::handle::AgentHandle;
 use super::run_context::RunContext;
 use super::Orchestrator;
 use crate::definitions::spec::AgentSpec;
-use crate::record::journal::Step;
-use crate::record::run_dir::AgentPath;
-use crate::run::outcome::StopKind;
 use crate::run::task_result::SubagentError;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::StopKind;
+use crate::vocab::step::Step;
 
 impl Orchestrator {
     /// The subagent type `name`, if a `Task` call may start it.

@@ -4,15 +4,15 @@
 
 use super::with_report;
 use crate::definitions::spec::AgentSpec;
-use crate::record::run_dir::AgentPath;
 use crate::run::continuation::{self, MAX_CONTINUATIONS};
 use crate::run::delegate::{Delegate, DelegatedCall};
 use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
 use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
-use crate::run::outcome::StopKind;
 use crate::run::state::AgentState;
 use crate::run::task_result::SubagentError;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::StopKind;
 use cadre_tools::{Finished, Workspace, Worktree};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
