@@ -208,8 +208,8 @@ impl Orchestrator {
         if !self.roster.leave(&me.path) {
             return;
         }
+        let result_file = self.result_name(&me.run, &me.path, me.depth, &outcome.text);
         let path = me.path.to_string();
-        let result_file = self.result_name(&me.run, &path, me.depth, &outcome.text);
         self.roster.record(AgentRecord {
             path,
             agent_type: spec.name.clone(),

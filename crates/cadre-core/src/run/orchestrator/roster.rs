@@ -143,7 +143,8 @@ impl Roster {
 
     /// Drops the record of the agent at `path`: it runs again, and the one it ends with
     /// replaces it.
-    pub(crate) fn forget(&self, path: &str) {
+    pub(crate) fn forget(&self, path: &AgentPath) {
+        let path = path.to_string();
         self.lock_records().retain(|r| r.path != path);
     }
 

@@ -120,7 +120,7 @@ impl Orchestrator {
             Some(AgentState {
                 finished: Some((stop, text)),
                 ..
-            }) => return self.task_result(run, &path.to_string(), stop, text),
+            }) => return self.task_result(run, &path, stop, text),
             rebuilt => rebuilt,
         };
         let model = member
@@ -153,7 +153,7 @@ impl Orchestrator {
         let (description, prompt) = (description.to_owned(), prompt.to_owned());
         let handle = tokio::spawn(async move {
             let run = me.run.clone();
-            let path = me.path.to_string();
+            let path = me.path.clone();
             let start = match rebuilt {
                 Some(state) => Start::Resume(Box::new(state)),
                 None => Start::Fresh(&prompt),
@@ -162,7 +162,7 @@ impl Orchestrator {
                 .run_agent(&spec, me, &description, start, cancel, false)
                 .await;
             let result = this.task_result(&run, &path, outcome.stop, outcome.text);
-            run.team.ended(&name, &path, result).await;
+            run.team.ended(&name, &path.to_string(), result).await;
         });
         team.keep(handle);
         rx
@@ -247,7 +247,7 @@ impl Orchestrator {
                 continue;
             };
             // It runs again, so its earlier record gives way to the one it ends with.
-            self.roster.forget(&member.path);
+            self.roster.forget(&path);
             let me = self.member_handle(run, &spec, member, path);
             let description = rebuilt.description.clone();
             self.spawn_member(spec, me, &description, "", Some(rebuilt))

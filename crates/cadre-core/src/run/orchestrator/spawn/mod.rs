@@ -91,7 +91,7 @@ fn with_report(
 
 /// What a parent's `Task` call gets from a subagent that stopped with `stop`.
 pub(super) fn subagent_result(
-    path: &str,
+    path: &AgentPath,
     stop: StopKind,
     text: String,
 ) -> Result<String, SubagentError> {
@@ -103,7 +103,7 @@ pub(super) fn subagent_result(
         stop => {
             let last = text.trim();
             Err(SubagentError::Stopped {
-                path: path.to_owned(),
+                path: path.to_string(),
                 stop,
                 last: if last.is_empty() { "(none)" } else { last }.to_owned(),
                 report: String::new(),

@@ -109,7 +109,7 @@ impl Orchestrator {
         cancel: CancellationToken,
     ) -> Result<String, SubagentError> {
         let run = me.run.clone();
-        let path = me.path.to_string();
+        let path = me.path.clone();
         let outcome = self
             .run_agent(spec, me, task.description, start, cancel, task.background)
             .await;
@@ -137,16 +137,11 @@ impl Orchestrator {
             } if !(stop == StopKind::MaxTokens
                 && continuation::may_go_on(&history, MAX_CONTINUATIONS)) =>
             {
-                Some(ResumedCall::Ended(self.task_result(
-                    run,
-                    &path.to_string(),
-                    stop,
-                    text,
-                )))
+                Some(ResumedCall::Ended(self.task_result(run, &path, stop, text)))
             }
             rebuilt => {
                 // Any record it had (a cut answer that goes on) gives way to the one it ends with.
-                self.roster.forget(&path.to_string());
+                self.roster.forget(&path);
                 Some(ResumedCall::GoesOn(path, Box::new(rebuilt)))
             }
         }
@@ -167,10 +162,9 @@ impl Orchestrator {
                 "output_schema on a Task call is not available when subagents run on the engine; give the agent type an output_schema instead".into(),
             ));
         }
-        let path = path.to_string();
         let done = delegate
             .run(DelegatedCall {
-                path: path.clone(),
+                path: path.to_string(),
                 depth: parent.depth + 1,
                 spec: spec.clone(),
                 model: self.model_for(spec, &parent.model),
