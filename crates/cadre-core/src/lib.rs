@@ -99,14 +99,14 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryDoctests;
 
-pub use definitions::hooks::{Hook, HookEvent, Hooks};
+pub use definitions::hooks::{Hook, Hooks};
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::Registry;
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use definitions::spec_builder::AgentSpecBuilder;
-pub use record::events::{describe_call, no_events, Event, EventHandler, EventStream};
+pub use record::events::{describe_call, no_events, EventHandler, EventStream};
 pub use record::run_dir::RunDir;
 pub use record::transcript::{
     AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, RunTranscript, Transcript,
@@ -131,5 +131,6 @@ pub use run::skill_tool::SkillTool;
 pub use run::team::{Seat, Team, TeamError, TeamLimits};
 pub use run::toolset::ToolSet;
 pub use vocab::{
-    AgentOutcome, AgentPath, CallPermission, HookDecision, HookOutcome, Outcome, StopKind,
+    AgentOutcome, AgentPath, CallPermission, Event, HookDecision, HookEvent, HookOutcome, Outcome,
+    StopKind,
 };

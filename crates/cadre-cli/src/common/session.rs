@@ -95,6 +95,15 @@ pub struct Session {
     primary: Option<cadre_core::AgentSpec>,
 }
 
+/// Refuses a primary agent type the registry does not have, pointing at the listing.
+fn check_primary(registry: &cadre_core::Registry, agent: &str) -> Result<()> {
+    cadre_core::run::orchestrator::primary_spec(registry, agent).map_err(|e| match e {
+        RunError::UnknownAgent { .. } => CliError::config(format!("{e} (see `cadre agents list`)")),
+        e => e.into(),
+    })?;
+    Ok(())
+}
+
 impl Session {
     /// Loads agent types, skills and MCP configuration and builds the model client; checks
     /// that `args.agent` may run as the primary agent.
@@ -150,14 +159,7 @@ impl Session {
         }
         let configured = settings.hooks.clone().with_types(&registry, &root);
         let hooks = hooks_for_run(&configured, &mut registry, &root, flags, trusted);
-        cadre_core::run::orchestrator::primary_spec(&registry, &args.agent).map_err(
-            |e| match e {
-                RunError::UnknownAgent { .. } => {
-                    CliError::config(format!("{e} (see `cadre agents list`)"))
-                }
-                e => e.into(),
-            },
-        )?;
+        check_primary(&registry, &args.agent)?;
         let model_id = model_id(&args)?;
         let (model, run_id) = build_model(&args)?;
         let (permissions, asks) =

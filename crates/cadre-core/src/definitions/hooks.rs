@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
-pub use crate::vocab::hooks::HookEvent;
+use crate::vocab::hooks::HookEvent;
 
 /// The timeout of a hook that gives none, in seconds (as in Claude Code).
 pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 60;

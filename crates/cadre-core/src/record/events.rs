@@ -1,7 +1,7 @@
 //! Where the events every agent emits go: a shared handler, or a stream (the events
 //! themselves, [`Event`], are in the vocabulary).
 
-pub use crate::vocab::event::Event;
+use crate::vocab::event::Event;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -8,7 +8,8 @@
 //! ends on the last step written whole, and the run is carried on from there once the file
 //! can be written again.
 
-use crate::record::journal::{Effect, Journal, JournalError, Run, Step, Work};
+use crate::record::journal::{Effect, Journal, JournalError, Run, Work};
+use crate::vocab::step::Step;
 use async_trait::async_trait;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

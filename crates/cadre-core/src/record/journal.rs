@@ -9,7 +9,7 @@
 //! call started ([`Step::Spawned`]), so subagents are found again by call id.
 
 use crate::vocab::outcome::StopKind;
-pub use crate::vocab::step::{Step, TEAM_STEPS};
+use crate::vocab::step::Step;
 use crate::vocab::team::TeamChange;
 use async_trait::async_trait;
 use cadre_model::Response;

@@ -2,7 +2,7 @@
 //! engine note and transcript are, and the path that names each agent.
 
 use crate::record::journal::JOURNAL_FILE;
-pub use crate::vocab::agent_path::AgentPath;
+use crate::vocab::agent_path::AgentPath;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,8 @@
 //! The agent loop: send the history and tools, run the tools asked for, append, repeat.
 
-use crate::record::events::{millis, Event, EventHandler};
+use crate::record::events::{millis, EventHandler};
 use crate::record::journal::{
-    run_here, Done, Effect, EffectOutcome, Journal, ModelStep, Run, Step, Work,
+    run_here, Done, Effect, EffectOutcome, Journal, ModelStep, Run, Work,
 };
 use crate::record::transcript::Transcript;
 use crate::run::answer::{judge, AnswerSchema, Verdict};
@@ -13,10 +13,13 @@ use crate::run::fork::{ForkBase, ForkPoint};
 use crate::run::hooks::{AgentHooks, Answered};
 use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
-use crate::run::team::{Envelope, Seat};
+use crate::run::team::Seat;
 use crate::run::toolset::ToolSet;
+use crate::vocab::event::Event;
 use crate::vocab::hooks::{CallPermission, HookDecision};
 use crate::vocab::outcome::{AgentOutcome, StopKind};
+use crate::vocab::step::Step;
+use crate::vocab::team::Envelope;
 use cadre_model::{
     ContentBlock, History, Message, Model, ModelEvent, Request, RequestOrigin, Response, Role,
     SystemBlock, ToolUseBlock,

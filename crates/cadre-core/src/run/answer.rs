@@ -8,10 +8,10 @@
 //! [`MAX_ANSWERS`] answers in all; then the agent stops with
 //! [`StopKind::InvalidAnswer`] naming the last error.
 
-use crate::record::journal::Step;
 pub use crate::run::state::retry_message;
 use crate::run::state::{final_text, AgentState};
 use crate::vocab::outcome::StopKind;
+use crate::vocab::step::Step;
 use cadre_model::OutputFormat;
 use serde_json::Value;
 use std::sync::Arc;
@@ -235,7 +235,7 @@ mod tests {
         }
         assert_eq!(state.rejected, MAX_ANSWERS - 1);
         // A message wakes it for another turn: its first invalid answer there is sent back.
-        let message: crate::run::team::Envelope = serde_json::from_value(json!({
+        let message: crate::vocab::team::Envelope = serde_json::from_value(json!({
             "from": "main", "to": "w", "seq": 1, "text": "more", "key": "k"
         }))
         .unwrap();

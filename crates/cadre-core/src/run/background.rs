@@ -47,7 +47,7 @@ const END_GRACE: Duration = Duration::from_secs(DEFAULT_HOOK_TIMEOUT_SECS + 5);
 impl Drop for Background {
     /// A parent dropped without waiting (its own call cut off after a cancel, or its run
     /// given up) takes its background subagents with it: each is cancelled and ends as a
-    /// cancelled agent does; one not ended within [`END_GRACE`] is aborted, so none runs
+    /// cancelled agent does; one not ended within `END_GRACE` is aborted, so none runs
     /// on unowned.
     fn drop(&mut self) {
         let tasks = self.tasks.get_mut().unwrap_or_else(|e| e.into_inner());

@@ -2,13 +2,13 @@
 //! before with a summary — the server's `compaction` block where it compacts, else a summary
 //! cadre asks the model for — and, as a last resort, clearing old tool results.
 
-use crate::record::events::Event;
-use crate::record::journal::Step;
 use crate::record::transcript::TranscriptRecord;
 use crate::run::agent::{Agent, Failed};
 use crate::run::context;
 use crate::run::state::AgentState;
+use crate::vocab::event::Event;
 use crate::vocab::outcome::StopKind;
+use crate::vocab::step::Step;
 use cadre_model::{CompactionUsage, ContentBlock, History, Message, Role, Usage};
 
 impl Agent {

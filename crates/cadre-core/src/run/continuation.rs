@@ -9,7 +9,7 @@
 //! message's text marks where one answer's pieces meet, so the answer is read back from the
 //! history alone.
 
-use crate::record::journal::Step;
+use crate::vocab::step::Step;
 use cadre_model::{ContentBlock, Message, Role};
 
 /// How many times a subagent's cut answer is asked to go on before it is reported cut.

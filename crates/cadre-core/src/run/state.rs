@@ -6,11 +6,11 @@
 //! holds exactly the history the live one held at that step, and a rule changed here
 //! changes both.
 
-use crate::definitions::hooks::HookEvent;
-use crate::record::journal::Step;
 use crate::run::context;
 use crate::vocab::hooks::HookDecision;
+use crate::vocab::hooks::HookEvent;
 use crate::vocab::outcome::StopKind;
+use crate::vocab::step::Step;
 use cadre_model::{
     ContentBlock, History, Message, Response, Role, StopReason, ToolUseBlock, Usage,
 };

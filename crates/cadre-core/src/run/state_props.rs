@@ -7,10 +7,11 @@
 
 use crate::definitions::registry::Registry;
 use crate::definitions::spec::{AgentSpec, Mode};
-use crate::record::journal::{Journal, JournalError, Step};
+use crate::record::journal::{Journal, JournalError};
 use crate::run::context;
 use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
+use crate::vocab::step::Step;
 use async_trait::async_trait;
 use cadre_model::{
     ContentBlock, EventSink, History, Message, Model, ModelError, Request, Response, Role,

@@ -1,7 +1,7 @@
 //! The `Task` tool: how an agent hands a piece of work to a fresh subagent.
 //!
 //! To the agent loop this is one more tool. It holds a handle back to the
-//! [`Orchestrator`](crate::Orchestrator), which builds and runs the subagent.
+//! [`Orchestrator`], which builds and runs the subagent.
 
 use crate::run::answer::AnswerSchema;
 use crate::run::fork::{ForkBase, Forking, FORK_TYPE};

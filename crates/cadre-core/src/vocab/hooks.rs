@@ -210,7 +210,7 @@ impl fmt::Display for HookOutcome {
 /// A hook decision that changed what an agent does, journaled ([`Step::Hooked`]) before it
 /// takes effect so a resumed run folds it the same way and does not run the hook again.
 ///
-/// [`Step::Hooked`]: crate::record::journal::Step::Hooked
+/// [`Step::Hooked`]: crate::vocab::step::Step::Hooked
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 #[non_exhaustive]

@@ -105,7 +105,7 @@ pub enum Step {
         /// The recipient's path.
         agent: String,
         /// The messages, in the order given. A member's message is journaled without its
-        /// text, which its `Sent` step holds already; [`read_steps`](crate::record::journal::read_steps) puts it back (a
+        /// text, which its `Sent` step holds already; reading the journal puts it back (a
         /// journal written before keeps it, and reads as it did). A notice keeps its text:
         /// a returned one has no step of its own.
         #[serde(serialize_with = "without_text")]

@@ -198,6 +198,21 @@ async fn an_orchestrator_runs_once_and_a_type_typo_fails_at_build() {
     assert_eq!(outcome.text, "hi");
     let err = o.run("main", "Say hi").await.unwrap_err();
     assert!(matches!(err, RunError::AlreadyRan), "{err}");
+    // A delegated agent is a run too: the used orchestrator refuses it.
+    let call = cadre_core::DelegatedCall {
+        path: "main".into(),
+        depth: 0,
+        spec: o.registry().get("main").unwrap().clone(),
+        model: "claude-sonnet-5-5".into(),
+        description: "again".into(),
+        prompt: "Say hi".into(),
+    };
+    let (outcome, records) = o.run_delegated(&call).await;
+    assert!(records.is_empty());
+    match &outcome.stop {
+        StopKind::Other(why) => assert!(why.contains("already ran"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 
     let err = Orchestrator::builder()
         .model(mock_model(&server, 0))

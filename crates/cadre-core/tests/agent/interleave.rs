@@ -9,8 +9,9 @@
 //! the journal keeps the team that prefix holds and ends with the same guarantees.
 
 use super::*;
-use cadre_core::record::journal::{read_steps, JournaledRun, Step};
+use cadre_core::record::journal::{read_steps, JournaledRun};
 use cadre_core::run::team::{TeamLimits, TeamState};
+use cadre_core::vocab::Step;
 use cadre_core::{AgentSpec, Hooks, Mode, Orchestrator};
 use cadre_model::StopReason;
 use cadre_testkit::hooks::script;
@@ -486,7 +487,7 @@ fn check(what: &str, steps: &[Step], events: Option<&[Event]>) -> TeamState {
     let mut paths = HashSet::new();
     for step in steps {
         if let Step::Team {
-            change: cadre_core::run::team::TeamChange::Joined { member },
+            change: cadre_core::vocab::TeamChange::Joined { member },
             ..
         } = step
         {

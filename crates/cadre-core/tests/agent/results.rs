@@ -1,7 +1,8 @@
 use super::*;
-use cadre_core::record::journal::{read_steps, Step};
+use cadre_core::record::journal::read_steps;
 use cadre_core::run::continuation::CONTINUE_PROMPT;
 use cadre_core::run::state::AgentState;
+use cadre_core::vocab::Step;
 use cadre_core::{AgentSpec, Outcome, Registry};
 
 /// A report of `lines` lines of exactly 50 bytes each, every line numbered.

@@ -4,7 +4,7 @@
 //! for Claude Code works unchanged; an `updatedInput` it sends back is mapped to cadre's
 //! fields.
 
-use crate::definitions::hooks::HookEvent;
+use crate::vocab::hooks::HookEvent;
 use cadre_tools::claude_code_name;
 use cadre_tools::ToolOutput;
 use serde_json::{Map, Value};

@@ -12,16 +12,17 @@ mod output;
 mod runner;
 mod steps;
 
-pub use crate::vocab::hooks::{CallPermission, HookDecision, HookOutcome};
 pub use matcher::guarded_tools;
 
 pub(crate) use input::{claude_mode, Who};
 pub(crate) use output::Verdict;
 
-use crate::definitions::hooks::{Hook, HookEvent, Hooks};
+use crate::definitions::hooks::{Hook, Hooks};
 use crate::definitions::spec::AgentSpec;
-use crate::record::events::{millis, Event, EventHandler};
+use crate::record::events::{millis, EventHandler};
 use crate::record::transcript::{HookRecord, Recorded, Transcript, TranscriptRecord};
+use crate::vocab::event::Event;
+use crate::vocab::hooks::HookEvent;
 use crate::vocab::step::Step;
 use cadre_model::ToolUseBlock;
 use cadre_tools::ToolOutput;

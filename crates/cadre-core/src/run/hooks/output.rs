@@ -3,7 +3,7 @@
 //! its stderr, any other code is a warning and the run goes on.
 
 use super::runner::{End, Ran};
-use crate::definitions::hooks::HookEvent;
+use crate::vocab::hooks::HookEvent;
 use crate::vocab::hooks::HookOutcome;
 use serde_json::Value;
 

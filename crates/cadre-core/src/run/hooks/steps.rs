@@ -3,12 +3,13 @@
 //! ([`Step::Hooked`]) before it takes effect, and folded by the agent's state like any other.
 
 use super::output::{Permission, Verdict};
-use super::{AgentHooks, CallPermission, HookDecision, MAX_STOP_BLOCKS};
-use crate::definitions::hooks::HookEvent;
-use crate::record::journal::Step;
+use super::{AgentHooks, MAX_STOP_BLOCKS};
 use crate::run::agent::Agent;
 use crate::run::state::{final_text, AgentState};
-use crate::run::team::TaskStatus;
+use crate::vocab::hooks::HookEvent;
+use crate::vocab::hooks::{CallPermission, HookDecision};
+use crate::vocab::step::Step;
+use crate::vocab::team::TaskStatus;
 use cadre_model::ToolUseBlock;
 use cadre_tools::ToolOutput;
 use serde_json::Value;

@@ -5,16 +5,18 @@
 use super::handle::{AgentHandle, Start};
 use super::roster::RosterEntry;
 use super::Orchestrator;
-use crate::definitions::hooks::HookEvent;
 use crate::definitions::spec::AgentSpec;
-use crate::record::events::{millis, Event};
-use crate::record::journal::Step;
+use crate::record::events::millis;
 use crate::record::usage::AgentRecord;
 use crate::run::agent::Agent;
 use crate::run::fork::first_history;
-use crate::run::hooks::{AgentHooks, HookDecision};
+use crate::run::hooks::AgentHooks;
 use crate::run::state::AgentState;
+use crate::vocab::event::Event;
+use crate::vocab::hooks::HookDecision;
+use crate::vocab::hooks::HookEvent;
 use crate::vocab::outcome::{AgentOutcome, StopKind};
+use crate::vocab::step::Step;
 use cadre_model::{ContentBlock, Message, Usage};
 use std::future::Future;
 use std::sync::Arc;
@@ -45,7 +47,7 @@ impl Orchestrator {
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
-            self.enter(spec, &me, description, background, started)
+            self.put_on_roster(spec, &me, description, background, started)
                 .await;
             let outcome = match start {
                 Start::Fresh(prompt) => {
@@ -87,7 +89,7 @@ impl Orchestrator {
     }
 
     /// Puts the agent `me` of type `spec` on the roster and tells its start.
-    async fn enter(
+    async fn put_on_roster(
         &self,
         spec: &AgentSpec,
         me: &AgentHandle,
@@ -101,7 +103,7 @@ impl Orchestrator {
             Some(name) => u32::try_from(me.run.team.unread(name).await).unwrap_or(u32::MAX),
             None => 0,
         };
-        self.roster.enter(RosterEntry {
+        self.roster.add(RosterEntry {
             path: me.path.clone(),
             agent_type: spec.name.clone(),
             description: description.to_owned(),
@@ -206,8 +208,8 @@ impl Orchestrator {
         if !self.roster.leave(&me.path) {
             return;
         }
+        let result_file = self.result_name(&me.run, &me.path, me.depth, &outcome.text);
         let path = me.path.to_string();
-        let result_file = self.result_name(&me.run, &path, me.depth, &outcome.text);
         self.roster.record(AgentRecord {
             path,
             agent_type: spec.name.clone(),

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// An agent's tools as its type, depth and team allow, with what was settled on the way.
-struct Kit<'a> {
+struct AgentTools<'a> {
     /// The tools it may call.
     tools: ToolSet,
     /// The skills listed in its prompt (those it can load).
@@ -107,7 +107,11 @@ impl Orchestrator {
     /// The tools of the agent `me` of type `spec`: the built-ins and extra tools its type
     /// names, `Task` (and the team's tools) while it may delegate, `Skill` when a skill is
     /// visible to it, and its MCP tools.
-    async fn tool_set<'a>(self: &'a Arc<Self>, spec: &AgentSpec, me: &AgentHandle) -> Kit<'a> {
+    async fn tool_set<'a>(
+        self: &'a Arc<Self>,
+        spec: &AgentSpec,
+        me: &AgentHandle,
+    ) -> AgentTools<'a> {
         // Code from outside this process cannot be sandboxed: a read-only type gets only
         // the extra tools that say they change nothing.
         let offered: Vec<&Arc<dyn Tool>> = self
@@ -152,7 +156,7 @@ impl Orchestrator {
                 tools.insert(tool);
             }
         }
-        Kit {
+        AgentTools {
             tools,
             listed,
             delegates,
@@ -211,7 +215,7 @@ impl Orchestrator {
         ctx.sandbox = self.config.sandbox;
         ctx.allow_network = spec.network;
         ctx.locks = self.locks.clone();
-        ctx.also_readable = Some(self.readable_results(&me.run));
+        ctx.also_readable = Some(me.run.results.clone());
         ctx
     }
 
@@ -299,14 +303,7 @@ impl Orchestrator {
         if self.config.hooks.is_empty() && spec.hooks.is_empty() {
             return None;
         }
-        let model = self.model_for(spec, &self.config.model_id);
-        let me = AgentHandle::new(
-            run.clone(),
-            spec.name.as_str().into(),
-            0,
-            model,
-            self.config.workspace.clone(),
-        );
+        let me = self.primary_handle(run, spec);
         let ctx = ToolContext::new(me.workspace.clone());
         self.hooks.for_agent(
             spec,

@@ -2,11 +2,11 @@
 //! workspace, running calls), a `Task` call as it is run, and how an agent starts.
 
 use super::run_context::RunContext;
-use crate::record::run_dir::AgentPath;
 use crate::run::answer::AnswerSchema;
 use crate::run::background::Background;
 use crate::run::fork::ForkBase;
 use crate::run::state::AgentState;
+use crate::vocab::agent_path::AgentPath;
 use cadre_tools::Workspace;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

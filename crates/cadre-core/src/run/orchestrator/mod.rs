@@ -15,8 +15,10 @@ use crate::record::events::{EventHandler, EventStream};
 use crate::record::failure::Failure;
 use crate::record::run_dir::{new_run_id, RunDir};
 use crate::record::usage::UsageReport;
+use crate::run::answer::AnswerSchema;
 use crate::run::budget::Budget;
 use crate::run::hooks::RunHooks;
+use crate::run::team::Team;
 use crate::vocab::outcome::{AgentOutcome, Outcome, StopKind};
 use cadre_model::resolve_model_alias;
 use cadre_tools::{builtin_tools, PathLocks, Tool};
@@ -29,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 mod agent_run;
 mod config;
+mod delegated;
 mod factory;
 mod handle;
 mod primary;
@@ -49,7 +52,7 @@ pub use roster::RosterEntry;
 
 use results_folder::ResultsFolder;
 use roster::Roster;
-use run_context::RunContext;
+use run_context::{RunContext, RunParts};
 
 /// The summary written to `summary.json` and returned to callers.
 #[derive(Debug, Clone, Serialize)]
@@ -254,7 +257,18 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let result = self.start(agent_type, task, None).await;
+        self.run_to_end(agent_type, task, None).await
+    }
+
+    /// Runs a fresh run to its end (see [`run`](Self::run)), its primary agent's answer
+    /// matching `answer` when given; the roster closes whatever came of it.
+    async fn run_to_end(
+        self: &Arc<Self>,
+        agent_type: &str,
+        task: &str,
+        answer: Option<AnswerSchema>,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        let result = self.start(agent_type, task, answer).await;
         self.roster.close();
         self.unless_failed(result)
     }
@@ -278,6 +292,21 @@ impl Orchestrator {
             return Err(RunError::AlreadyRan);
         }
         Ok(())
+    }
+
+    /// The run's context, made of `parts`, `team` and whether it is a team run; the
+    /// caller's getters see the run from now on.
+    fn context(&self, parts: RunParts, team: Arc<Team>, teams_on: bool) -> Arc<RunContext> {
+        let results = match &parts.dir {
+            Some(dir) => dir.results_dir().into(),
+            None => self.results.path(),
+        };
+        let id = self.new_run_id(parts.dir.as_ref());
+        let run = Arc::new(RunContext::new(id, parts, team, teams_on, results));
+        // Every caller claimed the run first (`first_run`), so this is the one set: a
+        // second would find the slot full and change nothing.
+        let _ = self.current.set(run.clone());
+        run
     }
 
     /// The run's summary as it stands, written to `summary.json` when there is a run folder.

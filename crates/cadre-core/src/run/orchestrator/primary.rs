@@ -1,41 +1,23 @@
 //! How a run starts: its context is made (its folder, journal, transcript and team), then
-//! its primary agent runs to its end and the run is summarised. A durable engine's call for
-//! one agent starts here too.
+//! its primary agent runs to its end and the run is summarised.
 
 use super::config::RunError;
 use super::handle::{AgentHandle, Start};
-use super::run_context::{open_transcript, Lineage, RunContext};
+use super::run_context::{open_transcript, RunContext, RunParts};
 use super::{Orchestrator, RunSummary};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::millis;
-use crate::record::journal::{FileJournal, Journal, Step};
-use crate::record::run_dir::{AgentPath, RunDir};
-use crate::record::transcript::RunTranscript;
-use crate::record::usage::AgentRecord;
+use crate::record::journal::{FileJournal, Journal};
+use crate::record::run_dir::RunDir;
 use crate::run::answer::AnswerSchema;
-use crate::run::delegate::DelegatedCall;
 use crate::run::state::AgentState;
 use crate::run::team::Team;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::{AgentOutcome, StopKind};
+use crate::vocab::step::Step;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What a run's context is made of besides its team: found by a fresh start, or read from
-/// the journal of a resumed run.
-#[derive(Default)]
-pub(super) struct RunParts {
-    /// The run folder, when the run writes one.
-    pub(super) dir: Option<RunDir>,
-    /// Where its steps are journaled.
-    pub(super) journal: Option<Arc<dyn Journal>>,
-    /// The run folder's transcript.
-    pub(super) transcript: Option<Arc<RunTranscript>>,
-    /// What the journal of a resumed run says of its agents.
-    pub(super) lineage: Lineage,
-    /// The schema the primary agent's answer must match.
-    pub(super) answer: Option<AnswerSchema>,
-}
 
 impl Orchestrator {
     /// Starts the run: its folder and journal, its context, then its primary agent of type
@@ -62,8 +44,7 @@ impl Orchestrator {
             parts.journal = Some(journal);
         }
         let team = self.new_team(parts.journal.as_ref());
-        let teams_on = self.config.team.is_some() || spec.team_tool().is_some();
-        let run = self.context(parts, team, teams_on);
+        let run = self.context(parts, team, self.team_run(&spec));
         let description: String = task.chars().take(60).collect();
         self.run_primary(&run, spec, &description, task, Start::Fresh(task))
             .await
@@ -102,82 +83,18 @@ impl Orchestrator {
         ))
     }
 
-    /// The run's context, made of `parts`, `team` and whether it is a team run; the
-    /// caller's getters see the run from now on.
-    pub(super) fn context(
-        &self,
-        parts: RunParts,
-        team: Arc<Team>,
-        teams_on: bool,
-    ) -> Arc<RunContext> {
-        let results = match &parts.dir {
-            Some(dir) => dir.results_dir().into(),
-            None => self.results.path(),
-        };
-        let run = Arc::new(RunContext {
-            id: self.new_run_id(parts.dir.as_ref()),
-            dir: parts.dir,
-            journal: parts.journal,
-            transcript: parts.transcript,
-            team,
-            teams_on,
-            answer: parts.answer,
-            results,
-            lineage: parts.lineage,
-        });
-        // Set once: `first_run` lets one run begin.
-        let _ = self.current.set(run.clone());
-        run
+    /// Whether a run whose primary agent is of type `spec` is a team run (`Task` takes a
+    /// name): the run was given a team, or the type may start one.
+    pub(super) fn team_run(&self, spec: &AgentSpec) -> bool {
+        self.config.team.is_some() || spec.team_tool().is_some()
     }
 
-    /// Runs one agent of a run whose subagents are delegated (one invocation of a durable
-    /// engine): the agent `call` names, in this orchestrator's workspace, to its end.
-    /// Returns its outcome and the records of it and of every agent below it.
-    pub async fn run_delegated(
-        self: &Arc<Self>,
-        call: &DelegatedCall,
-    ) -> (AgentOutcome, Vec<AgentRecord>) {
-        let mut spec = call.spec.clone();
-        if call.depth == 0 {
-            if let Some(max_turns) = self.config.max_turns {
-                spec.max_turns = max_turns;
-            }
-        }
-        // With a runs folder, the agent's transcript is written there (its journal is the
-        // delegate's), for whoever runs it elsewhere to carry back.
-        let mut parts = RunParts {
-            journal: self.config.journal.clone(),
-            ..RunParts::default()
-        };
-        if let Some(runs) = &self.config.runs_dir {
-            match RunDir::create_named(runs, &self.run_id()) {
-                Ok(dir) => {
-                    parts.transcript = open_transcript(&dir);
-                    parts.dir = Some(dir);
-                }
-                Err(e) => tracing::warn!("could not create a folder for {}: {e}", call.path),
-            }
-        }
-        let run = self.context(parts, self.new_team(None), false);
-        let me = AgentHandle::new(
-            run,
-            AgentPath::parse(&call.path),
-            call.depth,
-            call.model.clone(),
-            self.config.workspace.clone(),
-        );
-        let start = Start::Fresh(&call.prompt);
-        let cancel = self.cancel.child_token();
-        let mut outcome = self
-            .run_agent(&spec, me, &call.description, start, cancel, false)
-            .await;
-        // A file the agent could not keep cancelled it: say so, not just "cancelled".
-        if let Some(lost) = self.failure.take() {
-            outcome.stop = StopKind::Other(format!("stopped: {lost}"));
-        }
-        self.config.mcp.shutdown().await;
-        self.roster.close();
-        (outcome, self.roster.records())
+    /// The handle of the primary agent, of type `spec`, of `run`.
+    pub(super) fn primary_handle(&self, run: &Arc<RunContext>, spec: &AgentSpec) -> AgentHandle {
+        let model = self.model_for(spec, &self.config.model_id);
+        let path = AgentPath::parse(&spec.name);
+        let workspace = self.config.workspace.clone();
+        AgentHandle::new(run.clone(), path, 0, model, workspace)
     }
 
     /// Runs the primary agent of type `spec` of `run` and writes the summary.
@@ -195,10 +112,7 @@ impl Orchestrator {
         if let Some(max_turns) = self.config.max_turns {
             spec.max_turns = max_turns;
         }
-        let model = self.model_for(&spec, &self.config.model_id);
-        let path = AgentPath::parse(&spec.name);
-        let workspace = self.config.workspace.clone();
-        let mut me = AgentHandle::new(run.clone(), path, 0, model, workspace);
+        let mut me = self.primary_handle(run, &spec);
         me.member = self.open_team(run, &spec).await;
         me.answer = run.answer.clone();
         let cancel = self.cancel.child_token();

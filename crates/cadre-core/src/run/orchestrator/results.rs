@@ -11,24 +11,17 @@ use super::run_context::RunContext;
 use super::spawn::subagent_result;
 use super::Orchestrator;
 use crate::record::failure::Lost;
-use crate::record::run_dir::{write_replacing, AgentPath, RunDir};
+use crate::record::run_dir::{write_replacing, RunDir};
 use crate::run::task_result::SubagentError;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Room kept in a tool result beside an answer's head: the note that says where the rest
 /// is, and what a failed or isolated subagent's result adds around its answer.
 const ROOM_AROUND: usize = 2_000;
 
 impl Orchestrator {
-    /// The folder long answers of `run` are kept in, which every agent's `read_file` may
-    /// read: the run folder's `results/` (one copy shared by every agent), or the
-    /// orchestrator's temporary one.
-    pub(super) fn readable_results(&self, run: &RunContext) -> Arc<Path> {
-        run.results.clone()
-    }
-
     /// The most of an answer a parent's tool result holds as it is.
     fn answer_room(&self) -> usize {
         self.config
@@ -43,12 +36,12 @@ impl Orchestrator {
     pub(super) fn result_name(
         &self,
         run: &RunContext,
-        path: &str,
+        path: &AgentPath,
         depth: u32,
         text: &str,
     ) -> Option<String> {
         (depth > 0 && text.len() > self.answer_room() && run.dir.is_some())
-            .then(|| RunDir::result_name(&AgentPath::parse(path)))
+            .then(|| RunDir::result_name(path))
     }
 
     /// What the parent's `Task` call gets from the subagent at `path` that stopped with
@@ -57,7 +50,7 @@ impl Orchestrator {
     pub(super) fn task_result(
         &self,
         run: &RunContext,
-        path: &str,
+        path: &AgentPath,
         stop: StopKind,
         text: String,
     ) -> Result<String, SubagentError> {
@@ -67,7 +60,7 @@ impl Orchestrator {
 
     /// `text` as it reaches the parent: itself when it fits; else kept whole in a file,
     /// and its head with where the rest is.
-    fn deliverable(&self, run: &RunContext, path: &str, text: String) -> String {
+    fn deliverable(&self, run: &RunContext, path: &AgentPath, text: String) -> String {
         let room = self.answer_room();
         if text.len() <= room {
             return text;
@@ -84,7 +77,7 @@ impl Orchestrator {
                     text.len()
                 );
                 self.failure.fail(Lost::Result {
-                    agent: path.to_owned(),
+                    agent: path.to_string(),
                     file,
                     source: e,
                 });
@@ -97,16 +90,15 @@ impl Orchestrator {
 
     /// The file that keeps the whole answer of the agent at `path`, and whether its folder
     /// is ready: the run folder's `results/`, or the orchestrator's temporary folder.
-    fn result_file(&self, run: &RunContext, path: &str) -> (PathBuf, std::io::Result<()>) {
-        let at = AgentPath::parse(path);
+    fn result_file(&self, run: &RunContext, at: &AgentPath) -> (PathBuf, std::io::Result<()>) {
         match &run.dir {
             Some(dir) => {
                 let ready = std::fs::create_dir_all(dir.results_dir());
-                (dir.result_file(&at), ready)
+                (dir.result_file(at), ready)
             }
             None => {
                 let ready = self.results.make();
-                let name = RunDir::result_name(&at);
+                let name = RunDir::result_name(at);
                 let name = Path::new(&name).file_name().map(PathBuf::from);
                 (self.results.dir.join(name.unwrap_or_default()), ready)
             }
@@ -124,7 +116,7 @@ fn write_whole(file: &Path, text: &str) -> std::io::Result<PathBuf> {
 /// The head of `text` that fits in `room` bytes, cut after a whole line when one ends in
 /// its second half, with a note before it (its size, the file, where to read on) and
 /// after it (what is left).
-fn head_with_note(path: &str, text: &str, file: &Path, room: usize) -> String {
+fn head_with_note(path: &AgentPath, text: &str, file: &Path, room: usize) -> String {
     let mut end = room.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -153,7 +145,7 @@ mod tests {
     #[test]
     fn the_head_ends_at_a_line_and_says_where_the_rest_starts() {
         let text: String = (1..=100).map(|i| format!("line {i:03}\n")).collect();
-        let note = head_with_note("main/explore#1", &text, Path::new("/r/a.md"), 205);
+        let note = head_with_note(&"main/explore#1".into(), &text, Path::new("/r/a.md"), 205);
         // 9 bytes a line: 22 whole lines fit in 205 bytes.
         assert!(note.contains("is 900 bytes (100 lines)"), "{note}");
         assert!(note.contains("first 198 bytes"), "{note}");
@@ -165,7 +157,7 @@ mod tests {
         assert!(note.contains("702 more bytes"), "{note}");
         // One long line is cut part-way, on a character boundary, and read again from it.
         let wide = "é".repeat(300);
-        let note = head_with_note("p", &wide, Path::new("/r/b.md"), 101);
+        let note = head_with_note(&"p".into(), &wide, Path::new("/r/b.md"), 101);
         assert!(
             note.contains("first 100 bytes") && note.contains("offset 1"),
             "{note}"

@@ -1,19 +1,20 @@
 //! Going on with a run from its journal: resuming it, continuing it, compacting it.
 
 use super::config::RunError;
-use super::handle::{AgentHandle, Start};
-use super::primary::RunParts;
-use super::run_context::{open_transcript, Lineage, RunContext};
+use super::handle::Start;
+use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
 use super::{Orchestrator, RunSummary};
-use crate::definitions::hooks::HookEvent;
 use crate::definitions::spec::AgentSpec;
-use crate::record::journal::{Journal, JournaledRun, Step};
-use crate::record::run_dir::{AgentPath, RunDir};
+use crate::record::journal::{Journal, JournaledRun};
+use crate::record::run_dir::RunDir;
 use crate::record::transcript::RunTranscript;
 use crate::record::usage::AgentRecord;
-use crate::run::hooks::HookDecision;
 use crate::run::state::AgentState;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::hooks::HookDecision;
+use crate::vocab::hooks::HookEvent;
 use crate::vocab::outcome::{AgentOutcome, StopKind};
+use crate::vocab::step::Step;
 use cadre_model::{ContentBlock, Message, Usage};
 use std::sync::Arc;
 
@@ -63,7 +64,7 @@ impl Orchestrator {
             spec,
             mut primary,
             task,
-        } = self.load_run(opened).await?;
+        } = self.load_run(opened, true).await?;
         match (follow_up, &ended) {
             (None, Some(stop)) if !stop.resumes() => {
                 return Err(RunError::AlreadyFinished {
@@ -107,7 +108,7 @@ impl Orchestrator {
             journal.release_earlier();
         }
         let restored = !team.snapshot().await.members.is_empty();
-        let teams_on = self.config.team.is_some() || spec.team_tool().is_some() || restored;
+        let teams_on = self.team_run(spec) || restored;
         Ok(self.context(parts, team, teams_on))
     }
 
@@ -174,16 +175,14 @@ impl Orchestrator {
     /// compacting cost.
     pub async fn compact(self: &Arc<Self>, run: JournaledRun) -> Result<Usage, RunError> {
         self.first_run()?;
-        let loaded = self.load_run(run).await?;
+        // Compacting reads the primary conversation alone: the transcript stays closed.
+        let loaded = self.load_run(run, false).await?;
         if loaded.primary.finished.is_none() && !loaded.primary.cancelled {
             return Err(RunError::NotFinished(loaded.id));
         }
         let spec = loaded.spec;
         let run = self.context(loaded.parts, self.new_team(None), false);
-        let model = self.model_for(&spec, &self.config.model_id);
-        let path = AgentPath::parse(&spec.name);
-        let workspace = self.config.workspace.clone();
-        let me = AgentHandle::new(run, path, 0, model, workspace);
+        let me = self.primary_handle(&run, &spec);
         let (agent, own_servers) = self
             .build_agent(&spec, &me, self.cancel.child_token(), None)
             .await;
@@ -203,8 +202,13 @@ impl Orchestrator {
         self.unless_failed(result)
     }
 
-    /// Rebuilds the tree of the opened run from its journal.
-    async fn load_run(&self, run: JournaledRun) -> Result<LoadedRun, RunError> {
+    /// Rebuilds the tree of the opened run from its journal; `with_transcript` opens its
+    /// transcript too, for the earlier times of its agents and for them to go on writing.
+    async fn load_run(
+        &self,
+        run: JournaledRun,
+        with_transcript: bool,
+    ) -> Result<LoadedRun, RunError> {
         let JournaledRun {
             dir,
             journal,
@@ -218,7 +222,7 @@ impl Orchestrator {
         }
         let spec = self.primary_for(&state.agent_type)?;
         let journal = self.failure.guard(Arc::new(journal));
-        let transcript = open_transcript(&run_dir);
+        let transcript = with_transcript.then(|| open_transcript(&run_dir)).flatten();
         let lineage = Lineage::default();
         let root = AgentPath::parse(&spec.name);
         let primary = self

@@ -1,9 +1,10 @@
 //! The roster: the agents running now, the records of those that ended, and the fan-out of
 //! every agent's events to the run's handler and to the streams handed out.
 
-use crate::record::events::{describe_call, millis, Event, EventHandler, EventStream};
-use crate::record::run_dir::AgentPath;
+use crate::record::events::{describe_call, millis, EventHandler, EventStream};
 use crate::record::usage::{AgentRecord, UsageReport};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::event::Event;
 use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
 use dashmap::{DashMap, DashSet};
@@ -47,11 +48,12 @@ pub struct RosterEntry {
 
 /// The agents of a run: who runs now, how those that ended went, and where every event goes.
 pub(crate) struct Roster {
-    /// The agents running now, by path.
-    running: DashMap<AgentPath, RosterEntry>,
+    /// The agents running now, by their path's text: an event names its agent as text,
+    /// and is matched to its entry without parsing it.
+    running: DashMap<String, RosterEntry>,
     /// The agents whose end was told: a run given up tells it for the agents still at work,
     /// and their own end, if it still comes, is not told again.
-    ended: DashSet<AgentPath>,
+    ended: DashSet<String>,
     /// The records of the agents that ended (and of those a resumed run found ended).
     records: Mutex<Vec<AgentRecord>>,
     /// The event streams handed out by [`Roster::subscribe`].
@@ -124,14 +126,14 @@ impl Roster {
     }
 
     /// Puts an agent that starts on the roster.
-    pub(crate) fn enter(&self, entry: RosterEntry) {
-        self.running.insert(entry.path.clone(), entry);
+    pub(crate) fn add(&self, entry: RosterEntry) {
+        self.running.insert(entry.path.to_string(), entry);
     }
 
     /// Takes the agent at `path` off the roster; `false` when it was not on it (it was
     /// recorded already, when the run was given up).
     pub(crate) fn leave(&self, path: &AgentPath) -> bool {
-        self.running.remove(path).is_some()
+        self.running.remove(&path.to_string()).is_some()
     }
 
     /// Keeps the record of an agent that ended.
@@ -146,7 +148,8 @@ impl Roster {
 
     /// Drops the record of the agent at `path`: it runs again, and the one it ends with
     /// replaces it.
-    pub(crate) fn forget(&self, path: &str) {
+    pub(crate) fn forget(&self, path: &AgentPath) {
+        let path = path.to_string();
         self.lock_records().retain(|r| r.path != path);
     }
 
@@ -154,7 +157,7 @@ impl Roster {
     /// taking it off the roster: the run was given up, or their task was dropped before
     /// it could end, and no report may show them as completed or leave them out.
     pub(crate) fn record_unended(&self, stop: &StopKind) {
-        let unended: Vec<AgentPath> = self.running.iter().map(|e| e.key().clone()).collect();
+        let unended: Vec<String> = self.running.iter().map(|e| e.key().clone()).collect();
         for path in unended {
             // One that ends meanwhile records itself.
             let Some((_, entry)) = self.running.remove(&path) else {
@@ -191,7 +194,7 @@ impl Roster {
     pub(crate) fn observe(&self, event: Event) {
         // Every start has one end: an agent's end is told once.
         if let Event::Finished { agent, .. } = &event {
-            if !self.ended.insert(AgentPath::parse(agent)) {
+            if !self.ended.insert(agent.clone()) {
                 return;
             }
         }
@@ -220,16 +223,15 @@ impl Roster {
                 | Event::Delivered { .. }
         );
         if changes {
-            if let Some(mut entry) = self.running.get_mut(&AgentPath::parse(event.agent())) {
+            if let Some(mut entry) = self.running.get_mut(event.agent()) {
                 update(&mut entry, event);
             }
         }
         if let Event::Message { to, .. } = event {
-            let to_path = AgentPath::parse(to);
             let recipient = self
                 .running
                 .iter()
-                .find(|e| e.member.as_deref() == Some(to.as_str()) || e.path == to_path)
+                .find(|e| e.member.as_deref() == Some(to.as_str()) || e.key() == to)
                 .map(|e| e.key().clone());
             if let Some(mut entry) = recipient.and_then(|p| self.running.get_mut(&p)) {
                 entry.unread += 1;

@@ -2,15 +2,33 @@
 //! it builds: its folder, journal, transcript, team, the primary agent's answer schema and
 //! what a resumed run rebuilt from its journal. Nothing in it is filled in later.
 
-use crate::record::journal::{Journal, Step};
-use crate::record::run_dir::{AgentPath, RunDir};
+use crate::record::journal::Journal;
+use crate::record::run_dir::RunDir;
 use crate::record::transcript::{Earlier, RunTranscript};
 use crate::run::answer::AnswerSchema;
 use crate::run::state::AgentState;
 use crate::run::team::Team;
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::step::Step;
 use dashmap::DashMap;
 use std::path::Path;
 use std::sync::Arc;
+
+/// What a run's context is made of besides its team: found by a fresh start, or read from
+/// the journal of a resumed run.
+#[derive(Default)]
+pub(super) struct RunParts {
+    /// The run folder, when the run writes one.
+    pub(super) dir: Option<RunDir>,
+    /// Where its steps are journaled.
+    pub(super) journal: Option<Arc<dyn Journal>>,
+    /// The run folder's transcript.
+    pub(super) transcript: Option<Arc<RunTranscript>>,
+    /// What the journal of a resumed run says of its agents.
+    pub(super) lineage: Lineage,
+    /// The schema the primary agent's answer must match.
+    pub(super) answer: Option<AnswerSchema>,
+}
 
 /// The context of one run.
 pub(crate) struct RunContext {
@@ -64,6 +82,28 @@ impl Lineage {
 }
 
 impl RunContext {
+    /// The context of the run `id`, made of `parts`, `team` and whether it is a team run,
+    /// its long answers kept in `results`.
+    pub(super) fn new(
+        id: String,
+        parts: RunParts,
+        team: Arc<Team>,
+        teams_on: bool,
+        results: Arc<Path>,
+    ) -> Self {
+        Self {
+            id,
+            dir: parts.dir,
+            journal: parts.journal,
+            transcript: parts.transcript,
+            team,
+            teams_on,
+            answer: parts.answer,
+            results,
+            lineage: parts.lineage,
+        }
+    }
+
     /// Appends a step to the run's journal, if it has one.
     pub(super) async fn journal(&self, step: Step) {
         if let Some(journal) = &self.journal {

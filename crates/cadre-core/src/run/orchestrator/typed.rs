@@ -18,9 +18,7 @@ impl Orchestrator {
     ) -> Result<(T, RunSummary), RunError> {
         let schema = AnswerSchema::of::<T>()
             .map_err(|why| RunError::Answer(format!("the answer's type cannot be used: {why}")))?;
-        let result = self.start(agent_type, task, Some(schema)).await;
-        self.roster.close();
-        let (outcome, summary) = self.unless_failed(result)?;
+        let (outcome, summary) = self.run_to_end(agent_type, task, Some(schema)).await?;
         if !outcome.stop.is_done() {
             return Err(RunError::Answer(format!(
                 "the agent gave no answer: {}",

@@ -6,19 +6,18 @@
 //! ([`Seat::idle`]) for a message, which wakes it with its history intact; a message to a
 //! busy member waits for its next tool results ([`Seat::arrived`]). Either way a message
 //! reaches the recipient between turns, never inside one, as a journaled
-//! [`Step::Delivered`] that the agent's state folds into its history. The primary agent is
+//! [`Step::Delivered`](crate::vocab::step::Step::Delivered) that the agent's state folds into its history. The primary agent is
 //! a member too: when it has answered it waits until nothing is left in flight, and then the
 //! run ends and the members still waiting are closed.
 
 mod error;
-mod hub;
+mod members;
 mod rules;
 mod seat;
 mod state;
-pub mod tools;
+pub(crate) mod tools;
 
-pub use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
 pub use error::TeamError;
-pub use hub::{Team, TeamLimits};
+pub use members::{Team, TeamLimits};
 pub use seat::Seat;
 pub use state::TeamState;

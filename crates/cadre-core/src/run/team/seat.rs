@@ -1,8 +1,8 @@
 //! A member's seat in its team: what the agent loop asks between turns — the messages
 //! waiting for it, and, when its turn is over, to wait for the next one.
 
-use super::hub::Team;
-use crate::record::events::Event;
+use super::members::Team;
+use crate::vocab::event::Event;
 use crate::vocab::team::{Envelope, TeamChange};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;

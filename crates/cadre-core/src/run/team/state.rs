@@ -3,7 +3,7 @@
 //! after journaling it; a resumed run folds the journal's changes through the same
 //! [`TeamState::apply`], so the two cannot disagree.
 
-use crate::record::journal::Step;
+use crate::vocab::step::Step;
 use crate::vocab::team::{Envelope, Member, SharedTask, TeamChange};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 

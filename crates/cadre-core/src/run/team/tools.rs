@@ -11,17 +11,6 @@ use serde::Deserialize;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// The names of the team tools, as agent files list them.
-pub const TEAM_TOOL_NAMES: [&str; 7] = [
-    "SendMessage",
-    "ListMembers",
-    "CloseMember",
-    "TaskCreate",
-    "TaskUpdate",
-    "TaskList",
-    "TaskGet",
-];
-
 /// The team tools for the member in `seat`; `CloseMember` only when it may start members.
 pub fn team_tools(seat: &Seat, starts_members: bool) -> Vec<Arc<dyn Tool>> {
     let mut tools: Vec<Arc<dyn Tool>> = vec![

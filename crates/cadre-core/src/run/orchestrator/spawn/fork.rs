@@ -1,9 +1,9 @@
 //! The agent type a fork runs as: its parent's, under the name `fork`.
 
-use super::SubagentError;
 use crate::definitions::spec::AgentSpec;
 use crate::run::fork::{ForkBase, FORK_TYPE};
 use crate::run::orchestrator::Orchestrator;
+use crate::run::task_result::SubagentError;
 
 impl Orchestrator {
     /// The spec of a fork of an agent of type `base.agent_type`: that type as it is (its

@@ -1,10 +1,8 @@
 //! Team members: opening a run's team, starting a named subagent that stays after it
 //! answers, and bringing the team back when a run is resumed.
 
-use super::SubagentError;
 use crate::definitions::spec::AgentSpec;
-use crate::record::journal::{Journal, Step, TEAM_STEPS};
-use crate::record::run_dir::AgentPath;
+use crate::record::journal::Journal;
 use crate::run::answer::AnswerSchema;
 use crate::run::background::TaskResult;
 use crate::run::orchestrator::config::RunError;
@@ -12,7 +10,11 @@ use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
 use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
-use crate::run::team::{Member, Team, TeamChange, TeamState};
+use crate::run::task_result::SubagentError;
+use crate::run::team::{Team, TeamState};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::step::{Step, TEAM_STEPS};
+use crate::vocab::team::{Member, TeamChange};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -72,7 +74,7 @@ impl Orchestrator {
                 .member_at(&path.to_string())
                 .cloned()
             {
-                let again = Box::pin(self.member_again(parent, task, spec, member, cancel));
+                let again = Box::pin(self.resumed_member(parent, task, spec, member, cancel));
                 return again.await;
             }
         }
@@ -90,9 +92,7 @@ impl Orchestrator {
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
         run.team.join(&parent.path.to_string(), member).await;
-        let mut me = AgentHandle::new(run.clone(), path, depth, model, parent.workspace.clone());
-        me.member = Some(name.to_owned());
-        me.answer = task.answer.cloned();
+        let me = called_member(parent, task, path, depth, model, name);
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
             .await;
@@ -103,7 +103,7 @@ impl Orchestrator {
     /// resumed: started again when the team was opened (its answer is waited for), ended
     /// (its result stands), or never at its first step (it starts now, with the model it
     /// joined with).
-    async fn member_again(
+    async fn resumed_member(
         self: &Arc<Self>,
         parent: &AgentHandle,
         task: &TaskCall<'_>,
@@ -120,17 +120,14 @@ impl Orchestrator {
             Some(AgentState {
                 finished: Some((stop, text)),
                 ..
-            }) => return self.task_result(run, &path.to_string(), stop, text),
+            }) => return self.task_result(run, &path, stop, text),
             rebuilt => rebuilt,
         };
         let model = member
             .model
             .clone()
             .unwrap_or_else(|| self.model_for(&spec, &parent.model));
-        let depth = parent.depth + 1;
-        let mut me = AgentHandle::new(run.clone(), path, depth, model, parent.workspace.clone());
-        me.member = Some(member.name.clone());
-        me.answer = task.answer.cloned();
+        let me = called_member(parent, task, path, parent.depth + 1, model, &member.name);
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, rebuilt)
             .await;
@@ -156,7 +153,7 @@ impl Orchestrator {
         let (description, prompt) = (description.to_owned(), prompt.to_owned());
         let handle = tokio::spawn(async move {
             let run = me.run.clone();
-            let path = me.path.to_string();
+            let path = me.path.clone();
             let start = match rebuilt {
                 Some(state) => Start::Resume(Box::new(state)),
                 None => Start::Fresh(&prompt),
@@ -165,7 +162,7 @@ impl Orchestrator {
                 .run_agent(&spec, me, &description, start, cancel, false)
                 .await;
             let result = this.task_result(&run, &path, outcome.stop, outcome.text);
-            run.team.ended(&name, &path, result).await;
+            run.team.ended(&name, &path.to_string(), result).await;
         });
         team.keep(handle);
         rx
@@ -250,7 +247,7 @@ impl Orchestrator {
                 continue;
             };
             // It runs again, so its earlier record gives way to the one it ends with.
-            self.roster.forget(&member.path);
+            self.roster.forget(&path);
             let me = self.member_handle(run, &spec, member, path);
             let description = rebuilt.description.clone();
             self.spawn_member(spec, me, &description, "", Some(rebuilt))
@@ -283,6 +280,23 @@ impl Orchestrator {
         });
         me
     }
+}
+
+/// The handle of the member `name` at `path` that `parent`'s `task` starts: in the
+/// parent's run and workspace, its answer held to the call's schema.
+fn called_member(
+    parent: &AgentHandle,
+    task: &TaskCall<'_>,
+    path: AgentPath,
+    depth: u32,
+    model: String,
+    name: &str,
+) -> AgentHandle {
+    let workspace = parent.workspace.clone();
+    let mut me = AgentHandle::new(parent.run.clone(), path, depth, model, workspace);
+    me.member = Some(name.to_owned());
+    me.answer = task.answer.cloned();
+    me
 }
 
 /// The messages (sender, number) an agent's journaled `steps` gave it after the last

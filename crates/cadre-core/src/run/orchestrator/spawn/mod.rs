@@ -11,10 +11,10 @@ use super::handle::AgentHandle;
 use super::run_context::RunContext;
 use super::Orchestrator;
 use crate::definitions::spec::AgentSpec;
-use crate::record::journal::Step;
-use crate::record::run_dir::AgentPath;
-pub use crate::run::task_result::SubagentError;
+use crate::run::task_result::SubagentError;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
+use crate::vocab::step::Step;
 
 impl Orchestrator {
     /// The subagent type `name`, if a `Task` call may start it.
@@ -91,7 +91,7 @@ fn with_report(
 
 /// What a parent's `Task` call gets from a subagent that stopped with `stop`.
 pub(super) fn subagent_result(
-    path: &str,
+    path: &AgentPath,
     stop: StopKind,
     text: String,
 ) -> Result<String, SubagentError> {
@@ -103,7 +103,7 @@ pub(super) fn subagent_result(
         stop => {
             let last = text.trim();
             Err(SubagentError::Stopped {
-                path: path.to_owned(),
+                path: path.to_string(),
                 stop,
                 last: if last.is_empty() { "(none)" } else { last }.to_owned(),
                 report: String::new(),

@@ -2,15 +2,16 @@
 //! one a resumed run finds by the call), its worktree when isolated, and its result. Its
 //! subagents run here, or on a durable engine's workers when the run delegates them.
 
-use super::{with_report, SubagentError};
+use super::with_report;
 use crate::definitions::spec::AgentSpec;
-use crate::record::run_dir::AgentPath;
 use crate::run::continuation::{self, MAX_CONTINUATIONS};
 use crate::run::delegate::{Delegate, DelegatedCall};
 use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
 use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
 use crate::run::state::AgentState;
+use crate::run::task_result::SubagentError;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use cadre_tools::{Finished, Workspace, Worktree};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 /// What a resumed run found for a `Task` call: the subagent had ended (its result stands),
 /// or it goes on from its journal.
-enum Found {
+enum ResumedCall {
     Ended(Result<String, SubagentError>),
     GoesOn(AgentPath, Box<AgentState>),
 }
@@ -54,9 +55,9 @@ impl Orchestrator {
         // A resumed run finds the subagent this call started before, by the call's id. (Not
         // kept in a variable: a rebuilt state held to the end would cost every waiting
         // subagent's future its size.)
-        let (path, start) = match self.found(run, parent, task.call) {
-            Some(Found::Ended(result)) => return result,
-            Some(Found::GoesOn(path, rebuilt)) => (path, Start::Resume(rebuilt)),
+        let (path, start) = match self.resumed_call(run, parent, task.call) {
+            Some(ResumedCall::Ended(result)) => return result,
+            Some(ResumedCall::GoesOn(path, rebuilt)) => (path, Start::Resume(rebuilt)),
             None => (
                 self.spawned(run, parent, &spec.name, task.call).await,
                 Start::Fresh(task.prompt),
@@ -108,7 +109,7 @@ impl Orchestrator {
         cancel: CancellationToken,
     ) -> Result<String, SubagentError> {
         let run = me.run.clone();
-        let path = me.path.to_string();
+        let path = me.path.clone();
         let outcome = self
             .run_agent(spec, me, task.description, start, cancel, task.background)
             .await;
@@ -118,7 +119,12 @@ impl Orchestrator {
     /// What a resumed run has for `parent`'s call `call`: nothing (it starts a new
     /// subagent), the result of the subagent that call started and that ended, or that
     /// subagent to go on.
-    fn found(&self, run: &RunContext, parent: &AgentHandle, call: &str) -> Option<Found> {
+    fn resumed_call(
+        &self,
+        run: &RunContext,
+        parent: &AgentHandle,
+        call: &str,
+    ) -> Option<ResumedCall> {
         let path = run.resumed_child(&parent.path, call)?;
         let rebuilt = run.take_resumed(&path)?;
         match rebuilt {
@@ -131,17 +137,12 @@ impl Orchestrator {
             } if !(stop == StopKind::MaxTokens
                 && continuation::may_go_on(&history, MAX_CONTINUATIONS)) =>
             {
-                Some(Found::Ended(self.task_result(
-                    run,
-                    &path.to_string(),
-                    stop,
-                    text,
-                )))
+                Some(ResumedCall::Ended(self.task_result(run, &path, stop, text)))
             }
             rebuilt => {
                 // Any record it had (a cut answer that goes on) gives way to the one it ends with.
-                self.roster.forget(&path.to_string());
-                Some(Found::GoesOn(path, Box::new(rebuilt)))
+                self.roster.forget(&path);
+                Some(ResumedCall::GoesOn(path, Box::new(rebuilt)))
             }
         }
     }
@@ -161,10 +162,9 @@ impl Orchestrator {
                 "output_schema on a Task call is not available when subagents run on the engine; give the agent type an output_schema instead".into(),
             ));
         }
-        let path = path.to_string();
         let done = delegate
             .run(DelegatedCall {
-                path: path.clone(),
+                path: path.to_string(),
                 depth: parent.depth + 1,
                 spec: spec.clone(),
                 model: self.model_for(spec, &parent.model),

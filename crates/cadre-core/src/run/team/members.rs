@@ -4,9 +4,11 @@
 use super::error::TeamError;
 use super::rules::{check_name, check_update, next_id, task_ids};
 use super::state::TeamState;
-use crate::record::events::{Event, EventHandler};
-use crate::record::journal::{Journal, Step};
+use crate::record::events::EventHandler;
+use crate::record::journal::Journal;
 use crate::run::task_result::{SubagentError, TaskResult};
+use crate::vocab::event::Event;
+use crate::vocab::step::Step;
 use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
