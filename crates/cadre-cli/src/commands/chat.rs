@@ -47,8 +47,91 @@ impl Validator for Continuation {
     }
 }
 
+/// The line editor of the session.
+type Editor = rustyline::Editor<Continuation, rustyline::history::DefaultHistory>;
+
+/// What the session does after a line.
+enum Next {
+    /// Reads the next line.
+    Go,
+    /// Ends the session.
+    Leave,
+}
+
+/// What the editor gave back.
+enum Read {
+    /// A line, its continuations joined.
+    Line(String),
+    /// Ctrl-C at the prompt: ask again.
+    Again,
+    /// Ctrl-D: leave.
+    End,
+}
+
+/// A session's state between lines.
+struct Chat {
+    /// The prepared session the turns run in.
+    session: Session,
+    /// The run folder, once there is one.
+    dir: Option<PathBuf>,
+    /// The last turn's summary, for `/usage`.
+    last_summary: Option<cadre_core::RunSummary>,
+    /// The exit code so far.
+    code: Code,
+    /// SIGTERM and SIGHUP as they come.
+    endings: watch::Receiver<Option<Ending>>,
+    /// Set while no turn or compaction is at work.
+    idle: Arc<AtomicBool>,
+}
+
 /// Runs the session until Ctrl-D or `/exit`.
 pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
+    let (session, dir) = prepare(cmd, directory)?;
+    let mut editor =
+        Editor::new().map_err(|e| CliError::failed_from("cannot read from the terminal", e))?;
+    editor.set_helper(Some(Continuation));
+    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/cadre/history"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    errln!(
+        "cadre · {} · {} — /help for commands, Ctrl-D to leave",
+        session.args.agent,
+        session.model_id
+    );
+    let endings = signals::watch_endings();
+    let idle = Arc::new(AtomicBool::new(true));
+    spawn_idle_watch(idle.clone(), endings.clone());
+    let mut chat = Chat {
+        session,
+        dir,
+        last_summary: None,
+        code: Code::Done,
+        endings,
+        idle,
+    };
+    loop {
+        let line = match read_line(&mut editor)? {
+            Read::Line(line) => line,
+            Read::Again => continue,
+            Read::End => break,
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(text);
+        if let Next::Leave = chat.handle(text).await {
+            break;
+        }
+    }
+    save_history(&mut editor, history.as_deref());
+    chat.say_saved();
+    Ok(chat.code)
+}
+
+/// Checks the options, finds the run to go on with (if any) and prepares the session.
+fn prepare(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<(Session, Option<PathBuf>)> {
     let ChatCmd {
         follow: FollowUp {
             continue_last,
@@ -62,7 +145,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
         ));
     }
     let root = workspace_root(directory.clone())?;
-    let mut dir = match (continue_last, resume) {
+    let dir = match (continue_last, resume) {
         (true, _) => newest(&root, true),
         (false, Some(id)) => Some(find(&root, &id)?),
         (false, None) => None,
@@ -70,146 +153,154 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     if let Some(d) = &dir {
         args.agent = open_run(d)?.state.agent_type;
     }
-    let session = Session::prepare(args, directory, false)?;
-    let mut editor = rustyline::Editor::<Continuation, rustyline::history::DefaultHistory>::new()
-        .map_err(|e| CliError::failed_from("cannot read from the terminal", e))?;
-    editor.set_helper(Some(Continuation));
-    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/cadre/history"));
-    if let Some(h) = &history {
-        let _ = editor.load_history(h);
-    }
-    errln!(
-        "cadre · {} · {} — /help for commands, Ctrl-D to leave",
-        session.args.agent,
-        session.model_id
-    );
-    let mut last_summary = None;
-    let mut code = Code::Done;
-    let endings = signals::watch_endings();
-    let idle = Arc::new(AtomicBool::new(true));
-    spawn_idle_watch(idle.clone(), endings.clone());
-    loop {
-        // The editor blocks on the terminal; the runtime keeps serving other tasks meanwhile.
-        let line = tokio::task::block_in_place(|| editor.readline("> "));
-        let line = match line {
-            Ok(line) => line.replace("\\\n", "\n"),
-            Err(ReadlineError::Interrupted) => {
-                errln!("(Ctrl-D or /exit leaves)");
-                continue;
-            }
-            Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(CliError::failed_from("cannot read from the terminal", e)),
-        };
-        let text = line.trim();
-        if text.is_empty() {
-            continue;
+    Ok((Session::prepare(args, directory, false)?, dir))
+}
+
+/// Reads the next line from the terminal.
+fn read_line(editor: &mut Editor) -> Result<Read> {
+    // The editor blocks on the terminal; the runtime keeps serving other tasks meanwhile.
+    match tokio::task::block_in_place(|| editor.readline("> ")) {
+        Ok(line) => Ok(Read::Line(line.replace("\\\n", "\n"))),
+        Err(ReadlineError::Interrupted) => {
+            errln!("(Ctrl-D or /exit leaves)");
+            Ok(Read::Again)
         }
-        let _ = editor.add_history_entry(text);
-        match text {
-            "/exit" | "/quit" => break,
-            "/help" => errln!("{HELP}"),
-            "/agents" => {
-                for s in session.registry.all() {
-                    outln!("{:<16} {}", s.name, first_sentence(&s.description));
-                }
-            }
-            "/skills" => {
-                let include_user = session.args.replay.is_none();
-                let skills =
-                    load_skills_from(&session.root, &session.args.skills.skills_dir, include_user);
-                if skills.is_empty() {
-                    errln!(
-                        "{}",
-                        crate::common::definitions::no_skills_found(
-                            &session.root,
-                            &session.args.skills.skills_dir,
-                            include_user
-                        )
-                    );
-                }
-                for s in skills.all() {
-                    outln!("{:<16} {}", s.name, first_sentence(&s.description));
-                }
-            }
-            "/usage" => match &last_summary {
-                Some(summary) => outln!("{}", usage_table(summary)),
-                None => outln!("no tokens used yet"),
-            },
-            "/runs" => print_runs(&session.root),
-            "/compact" => match &dir {
-                None => errln!("/compact: nothing to compact yet"),
-                Some(d) => {
-                    idle.store(false, Ordering::SeqCst);
-                    let compacted = compact(&session, d, endings.clone()).await;
-                    idle.store(true, Ordering::SeqCst);
-                    match compacted {
-                        Some(Ok(used)) => errln!(
-                            "compacted: the conversation so far is now a summary ({} tokens)",
-                            human_tokens(used.total())
-                        ),
-                        Some(Err(e)) => errln!("/compact: {}", e.report()),
-                        None => errln!("/compact: given up"),
-                    }
-                    if let Some(ending) = *endings.borrow() {
-                        code = ending_code(ending);
-                        break;
-                    }
-                }
-            },
-            command if command.starts_with('/') => {
-                errln!("unknown command {command}; /help lists them")
-            }
-            message => {
-                let job = match &dir {
-                    None => Job::Fresh(message.to_owned()),
-                    Some(d) => match open_run(d) {
-                        Ok(run) => Job::Continue(run, message.to_owned()),
-                        Err(e) => {
-                            errln!("{}", e.report());
-                            continue;
-                        }
-                    },
-                };
-                idle.store(false, Ordering::SeqCst);
-                let turn = session
-                    .turn(job, false, Signals::Turn, endings.clone())
-                    .await;
-                idle.store(true, Ordering::SeqCst);
-                match turn {
-                    Ok(turn) => {
-                        // A turn cancelled with Ctrl-C is the person's choice, not a failure
-                        // of the session: leaving afterwards is a normal exit.
-                        code = match turn.code {
-                            Code::Cancelled => Code::Done,
-                            other => other,
-                        };
-                        dir = turn.dir.or(dir);
-                        last_summary = Some(turn.summary);
-                    }
-                    Err(e) => errln!("cadre: {}", e.report()),
-                }
-                // SIGTERM or SIGHUP during the turn (or as it ended): the session ends too.
-                if let Some(ending) = *endings.borrow() {
-                    code = ending_code(ending);
-                    break;
-                }
-            }
-        }
+        Err(ReadlineError::Eof) => Ok(Read::End),
+        Err(e) => Err(CliError::failed_from("cannot read from the terminal", e)),
     }
-    if let Some(h) = &history {
+}
+
+/// Writes the history back, best effort.
+fn save_history(editor: &mut Editor, history: Option<&std::path::Path>) {
+    if let Some(h) = history {
         if let Some(parent) = h.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
         let _ = editor.save_history(h);
     }
-    if let Some(d) = &dir {
-        let id = d
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        errln!("session saved as run {id}: `cadre run --resume {id} TASK` or `cadre chat --resume {id}` goes on with it");
+}
+
+impl Chat {
+    /// Acts on one non-empty line: a slash command or a message.
+    async fn handle(&mut self, text: &str) -> Next {
+        match text {
+            "/exit" | "/quit" => return Next::Leave,
+            "/help" => errln!("{HELP}"),
+            "/agents" => {
+                for s in self.session.registry.all() {
+                    outln!("{:<16} {}", s.name, first_sentence(&s.description));
+                }
+            }
+            "/skills" => self.show_skills(),
+            "/usage" => match &self.last_summary {
+                Some(summary) => outln!("{}", usage_table(summary)),
+                None => outln!("no tokens used yet"),
+            },
+            "/runs" => print_runs(&self.session.root),
+            "/compact" => return self.compact().await,
+            command if command.starts_with('/') => {
+                errln!("unknown command {command}; /help lists them")
+            }
+            message => return self.send(message).await,
+        }
+        Next::Go
     }
-    Ok(code)
+
+    /// `/skills`: the skills found, or why there are none.
+    fn show_skills(&self) {
+        let session = &self.session;
+        let include_user = session.args.replay.is_none();
+        let skills = load_skills_from(&session.root, &session.args.skills.skills_dir, include_user);
+        if skills.is_empty() {
+            errln!(
+                "{}",
+                crate::common::definitions::no_skills_found(
+                    &session.root,
+                    &session.args.skills.skills_dir,
+                    include_user
+                )
+            );
+        }
+        for s in skills.all() {
+            outln!("{:<16} {}", s.name, first_sentence(&s.description));
+        }
+    }
+
+    /// `/compact`: summarises the conversation so far and says how it went.
+    async fn compact(&mut self) -> Next {
+        let Some(d) = &self.dir else {
+            errln!("/compact: nothing to compact yet");
+            return Next::Go;
+        };
+        self.idle.store(false, Ordering::SeqCst);
+        let compacted = compact(&self.session, d, self.endings.clone()).await;
+        self.idle.store(true, Ordering::SeqCst);
+        match compacted {
+            Some(Ok(used)) => errln!(
+                "compacted: the conversation so far is now a summary ({} tokens)",
+                human_tokens(used.total())
+            ),
+            Some(Err(e)) => errln!("/compact: {}", e.report()),
+            None => errln!("/compact: given up"),
+        }
+        self.after_work()
+    }
+
+    /// Runs one message as a turn of the run.
+    async fn send(&mut self, message: &str) -> Next {
+        let job = match &self.dir {
+            None => Job::Fresh(message.to_owned()),
+            Some(d) => match open_run(d) {
+                Ok(run) => Job::Continue(run, message.to_owned()),
+                Err(e) => {
+                    errln!("{}", e.report());
+                    return Next::Go;
+                }
+            },
+        };
+        self.idle.store(false, Ordering::SeqCst);
+        let turn = self
+            .session
+            .turn(job, false, Signals::Turn, self.endings.clone())
+            .await;
+        self.idle.store(true, Ordering::SeqCst);
+        match turn {
+            Ok(turn) => {
+                // A turn cancelled with Ctrl-C is the person's choice, not a failure
+                // of the session: leaving afterwards is a normal exit.
+                self.code = match turn.code {
+                    Code::Cancelled => Code::Done,
+                    other => other,
+                };
+                self.dir = turn.dir.or(self.dir.take());
+                self.last_summary = Some(turn.summary);
+            }
+            Err(e) => errln!("cadre: {}", e.report()),
+        }
+        self.after_work()
+    }
+
+    /// SIGTERM or SIGHUP during a turn or compaction (or as it ended): the session ends too.
+    fn after_work(&mut self) -> Next {
+        match *self.endings.borrow() {
+            Some(ending) => {
+                self.code = ending_code(ending);
+                Next::Leave
+            }
+            None => Next::Go,
+        }
+    }
+
+    /// Tells how to go on with the run, if there is one.
+    fn say_saved(&self) {
+        if let Some(d) = &self.dir {
+            let id = d
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            errln!("session saved as run {id}: `cadre run --resume {id} TASK` or `cadre chat --resume {id}` goes on with it");
+        }
+    }
 }
 
 /// The exit code of a session that SIGTERM or SIGHUP ended.
