@@ -3,7 +3,8 @@
 //! cadre asks the model for — and, as a last resort, clearing old tool results.
 
 use crate::record::transcript::TranscriptRecord;
-use crate::run::agent::{Agent, Failed};
+use crate::run::agent::request::Failed;
+use crate::run::agent::Agent;
 use crate::run::context;
 use crate::run::state::AgentState;
 use crate::vocab::event::Event;

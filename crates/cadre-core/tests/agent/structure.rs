@@ -25,12 +25,12 @@ const FUNCTION_LINES: usize = 80;
 
 /// The files over [`FILE_LINES`] when the rule was made, with their length then. Split one
 /// and strike it; the test fails on a file not listed, and on one listed that is no longer over.
-const LONG_FILES: &[(&str, usize)] = &[("cadre-core/src/run/agent.rs", 847)];
+const LONG_FILES: &[(&str, usize)] = &[];
 
 /// The functions over [`FUNCTION_LINES`] when the rule was made (`file::Type::function`),
 /// with their length then (from the signature to the closing brace); the same rules as
 /// [`LONG_FILES`].
-const LONG_FUNCTIONS: &[(&str, usize)] = &[("cadre-core/src/run/agent.rs::Agent::drive", 91)];
+const LONG_FUNCTIONS: &[(&str, usize)] = &[];
 
 /// The crates whose files may form no circle.
 const NO_CIRCLES: [&str; 3] = ["cadre-core", "cadre-engine", "cadre-cli"];
