@@ -158,7 +158,7 @@ async fn sighup_kills_the_agents_commands_writes_the_summary_and_exits_129() {
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
         .unwrap();
-    let said = stderr.lock().unwrap().clone();
+    let said = stderr.whole().await;
     assert_eq!(status.code(), Some(129), "{said}");
     assert!(said.contains("SIGHUP"), "{said}");
     // A killed process lingers a moment (a zombie until reaped): wait for the group to go.
@@ -294,7 +294,7 @@ async fn a_long_answer_that_cannot_be_kept_stops_the_run_and_resume_hands_it_on_
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
         .unwrap();
-    let said = stderr.lock().unwrap().clone();
+    let said = stderr.whole().await;
     assert_eq!(status.code(), Some(4), "{said}");
     assert!(
         said.contains("could not keep the whole answer of main/explore#1")

@@ -38,18 +38,47 @@ pub(crate) fn cadre_command(
 }
 
 /// Everything `child` writes to stderr, gathered as it comes by a thread of its own.
-pub(crate) fn collect_stderr(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+pub(crate) fn collect_stderr(child: &mut std::process::Child) -> Stderr {
     let text = Arc::new(Mutex::new(String::new()));
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pipe = std::io::BufReader::new(child.stderr.take().unwrap());
-    let sink = text.clone();
+    let (sink, end) = (text.clone(), ended.clone());
     std::thread::spawn(move || {
         for line in std::io::BufRead::lines(pipe).map_while(Result::ok) {
             let mut text = sink.lock().unwrap();
             text.push_str(&line);
             text.push('\n');
         }
+        end.store(true, std::sync::atomic::Ordering::Release);
     });
-    text
+    Stderr { text, ended }
+}
+
+/// A child's stderr as it comes (`lock()` reads what has come so far), and whether it has
+/// ended.
+pub(crate) struct Stderr {
+    text: Arc<Mutex<String>>,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::ops::Deref for Stderr {
+    type Target = Mutex<String>;
+
+    fn deref(&self) -> &Mutex<String> {
+        &self.text
+    }
+}
+
+impl Stderr {
+    /// All of it: waits for the pipe to end, since the reader may still be behind when the
+    /// child has exited.
+    pub(crate) async fn whole(&self) -> String {
+        wait_for("stderr to end", || {
+            self.ended.load(std::sync::atomic::Ordering::Acquire)
+        })
+        .await;
+        self.text.lock().unwrap().clone()
+    }
 }
 
 /// `cadre run "PARENT task"` in `dir` against `server`, started once its one `code`
@@ -60,7 +89,7 @@ pub(crate) async fn run_with_a_sleeper(
     dir: &Path,
     home: &Path,
     env: &[(&str, &Path)],
-) -> (std::process::Child, Arc<Mutex<String>>) {
+) -> (std::process::Child, Stderr) {
     server.route(
         Match::FirstUserContains("PARENT".into()),
         vec![Reply::tasks([("t1", "code", "Sleeper")])],
