@@ -3,9 +3,9 @@
 use crate::definitions::instructions::Instructions;
 use crate::definitions::skills::SkillSet;
 use crate::record::journal::{Journal, JournalError};
+use crate::run::mcp_tools::McpServers;
 use crate::run::permissions::Permissions;
 use crate::vocab::outcome::StopKind;
-use cadre_mcp::McpServers;
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
 use std::path::PathBuf;
