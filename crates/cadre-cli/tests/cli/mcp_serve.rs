@@ -83,21 +83,18 @@ fn serve_command(
     base_url: &str,
     args: &[&str],
 ) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    let serve_args: Vec<&str> = ["mcp", "serve"].iter().chain(args).copied().collect();
+    let mut command = tokio::process::Command::from(super::sessions::cadre_command(
+        dir,
+        base_url,
+        home,
+        &serve_args,
+    ));
+    // Its standard streams are the client's to set (stdio), as a launched server's are.
     command
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", base_url)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("CADRE_MODEL")
-        .env_remove("CADRE_PROVIDER")
-        .env_remove("CADRE_MCP_TOKEN")
-        .env_remove("CADRE_MCP_SERVED")
-        .env_remove("RUST_LOG")
-        .args(["mcp", "serve"])
-        .args(args)
+        .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true);
     command
 }

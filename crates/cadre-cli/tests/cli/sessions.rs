@@ -29,6 +29,8 @@ pub(crate) fn cadre_command(
         .env_remove("OPENAI_BASE_URL")
         .env_remove("CADRE_MODEL")
         .env_remove("CADRE_PROVIDER")
+        .env_remove("CADRE_MCP_TOKEN")
+        .env_remove("CADRE_MCP_SERVED")
         .env_remove("RUST_LOG")
         .args(args)
         .stdin(std::process::Stdio::null())
