@@ -120,8 +120,8 @@ pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::hooks::MAX_STOP_BLOCKS;
 pub use run::orchestrator::{
-    Limits, Orchestrator, RosterEntry, RunError, RunErrorKind, RunSummary, SubagentError,
-    DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+    Conversation, Limits, Orchestrator, RosterEntry, RunError, RunErrorKind, RunSummary,
+    SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,

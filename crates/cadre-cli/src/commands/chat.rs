@@ -9,6 +9,7 @@ use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run, print_runs};
 use crate::common::session::{Job, Session, Signals};
 use crate::common::signals::{self, Ending};
+use cadre_core::Conversation;
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
@@ -72,8 +73,8 @@ enum Read {
 struct Chat {
     /// The prepared session the turns run in.
     session: Session,
-    /// The run folder, once there is one.
-    dir: Option<PathBuf>,
+    /// The conversation, kept open between messages; its run folder once there is one.
+    conversation: Conversation,
     /// The last turn's summary, for `/usage`.
     last_summary: Option<cadre_core::RunSummary>,
     /// The exit code so far.
@@ -86,7 +87,7 @@ struct Chat {
 
 /// Runs the session until Ctrl-D or `/exit`.
 pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
-    let (session, dir) = prepare(cmd, directory)?;
+    let (session, conversation) = prepare(cmd, directory)?;
     let mut editor =
         Editor::new().map_err(|e| CliError::failed_from("cannot read from the terminal", e))?;
     editor.set_helper(Some(Continuation));
@@ -104,7 +105,7 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     spawn_idle_watch(idle.clone(), endings.clone());
     let mut chat = Chat {
         session,
-        dir,
+        conversation,
         last_summary: None,
         code: Code::Done,
         endings,
@@ -130,8 +131,8 @@ pub async fn chat(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<Code> {
     Ok(chat.code)
 }
 
-/// Checks the options, finds the run to go on with (if any) and prepares the session.
-fn prepare(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<(Session, Option<PathBuf>)> {
+/// Checks the options, opens the run to go on with (if any) and prepares the session.
+fn prepare(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<(Session, Conversation)> {
     let ChatCmd {
         follow: FollowUp {
             continue_last,
@@ -150,10 +151,15 @@ fn prepare(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<(Session, Option<
         (false, Some(id)) => Some(find(&root, &id)?),
         (false, None) => None,
     };
-    if let Some(d) = &dir {
-        args.agent = open_run(d)?.state.agent_type;
-    }
-    Ok((Session::prepare(args, directory, false)?, dir))
+    let conversation = match dir {
+        Some(d) => {
+            let run = open_run(&d)?;
+            args.agent = run.state.agent_type.clone();
+            Conversation::opened(run)
+        }
+        None => Conversation::new(),
+    };
+    Ok((Session::prepare(args, directory, false)?, conversation))
 }
 
 /// Reads the next line from the terminal.
@@ -228,13 +234,15 @@ impl Chat {
 
     /// `/compact`: summarises the conversation so far and says how it went.
     async fn compact(&mut self) -> Next {
-        let Some(d) = &self.dir else {
+        let Some(d) = self.conversation.dir().map(PathBuf::from) else {
             errln!("/compact: nothing to compact yet");
             return Next::Go;
         };
         self.idle.store(false, Ordering::SeqCst);
-        let compacted = compact(&self.session, d, self.endings.clone()).await;
+        let compacted = compact(&self.session, &d, self.endings.clone()).await;
         self.idle.store(true, Ordering::SeqCst);
+        // The summary is in the journal, not in what the conversation kept: it is read again.
+        self.conversation = Conversation::at(d);
         match compacted {
             Some(Ok(used)) => errln!(
                 "compacted: the conversation so far is now a summary ({} tokens)",
@@ -248,16 +256,8 @@ impl Chat {
 
     /// Runs one message as a turn of the run.
     async fn send(&mut self, message: &str) -> Next {
-        let job = match &self.dir {
-            None => Job::Fresh(message.to_owned()),
-            Some(d) => match open_run(d) {
-                Ok(run) => Job::Continue(run, message.to_owned()),
-                Err(e) => {
-                    errln!("{}", e.report());
-                    return Next::Go;
-                }
-            },
-        };
+        let before = self.conversation.dir().map(PathBuf::from);
+        let job = Job::Say(&mut self.conversation, message.to_owned());
         self.idle.store(false, Ordering::SeqCst);
         let turn = self
             .session
@@ -272,12 +272,23 @@ impl Chat {
                     Code::Cancelled => Code::Done,
                     other => other,
                 };
-                self.dir = turn.dir.or(self.dir.take());
                 self.last_summary = Some(turn.summary);
+                self.mend(turn.dir.or(before));
             }
-            Err(e) => errln!("cadre: {}", e.report()),
+            Err(e) => {
+                errln!("cadre: {}", e.report());
+                self.mend(before);
+            }
         }
         self.after_work()
+    }
+
+    /// A conversation a turn left without its run (given up, or failed before it began)
+    /// goes on from the run's folder `dir`, read again.
+    fn mend(&mut self, dir: Option<PathBuf>) {
+        if let (None, Some(dir)) = (self.conversation.dir(), dir) {
+            self.conversation = Conversation::at(dir);
+        }
     }
 
     /// SIGTERM or SIGHUP during a turn or compaction (or as it ended): the session ends too.
@@ -293,7 +304,7 @@ impl Chat {
 
     /// Tells how to go on with the run, if there is one.
     fn say_saved(&self) {
-        if let Some(d) = &self.dir {
+        if let Some(d) = self.conversation.dir() {
             let id = d
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())

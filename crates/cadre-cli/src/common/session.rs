@@ -14,7 +14,7 @@ use crate::common::project_items;
 use crate::common::run_folders::open_run;
 use crate::common::signals::{self, Ending};
 use cadre_core::record::journal::JournaledRun;
-use cadre_core::{Limits, Orchestrator, RunDir, RunError, StopKind};
+use cadre_core::{Conversation, Limits, Orchestrator, RunDir, RunError, StopKind};
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
 use futures::StreamExt;
@@ -26,27 +26,34 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// What the primary agent is asked to do.
-pub enum Job {
+pub enum Job<'a> {
     /// A new run on this task.
     Fresh(String),
     /// Carry on this killed run.
     Resume(JournaledRun),
     /// Continue this finished run with this follow-up.
     Continue(JournaledRun, String),
+    /// Send this message to a conversation kept open between messages (`cadre chat`).
+    Say(&'a mut Conversation, String),
 }
 
-impl Job {
+impl Job<'_> {
     /// The task or follow-up it gives (none to carry on a killed run).
     fn task(&self) -> &str {
         match self {
-            Job::Fresh(t) | Job::Continue(_, t) => t,
+            Job::Fresh(t) | Job::Continue(_, t) | Job::Say(_, t) => t,
             Job::Resume(_) => "",
         }
     }
 }
 
 /// Runs the primary agent and prints what it does; returns the exit code.
-pub async fn run(args: RunArgs, job: Job, directory: Option<PathBuf>, quiet: bool) -> Result<Code> {
+pub async fn run(
+    args: RunArgs,
+    job: Job<'_>,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
     let session = Session::prepare(args, directory, quiet)?;
     let endings = signals::watch_endings();
     Ok(session
@@ -264,7 +271,7 @@ impl Session {
     /// when SIGTERM or SIGHUP asks the process to end.
     pub async fn turn(
         &self,
-        job: Job,
+        job: Job<'_>,
         quiet: bool,
         signals: Signals,
         endings: watch::Receiver<Option<Ending>>,
@@ -351,7 +358,7 @@ impl Session {
 /// or a finished one continued with `task`.
 async fn run_job(
     orchestrator: &Arc<Orchestrator>,
-    job: Job,
+    job: Job<'_>,
     agent: &str,
     task: &str,
 ) -> std::result::Result<(cadre_core::AgentOutcome, cadre_core::RunSummary), RunError> {
@@ -359,6 +366,7 @@ async fn run_job(
         Job::Fresh(_) => orchestrator.run(agent, task).await,
         Job::Resume(run) => orchestrator.resume(run, None).await,
         Job::Continue(run, _) => orchestrator.resume(run, Some(task)).await,
+        Job::Say(conversation, _) => orchestrator.converse(conversation, agent, task).await,
     }
 }
 

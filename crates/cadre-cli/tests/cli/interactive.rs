@@ -336,3 +336,154 @@ async fn sigterm_during_a_compaction_lets_it_finish_and_ends_the_session() {
     assert_eq!(code, 130);
     assert!(home.path().join(".config/cadre/history").exists());
 }
+
+/// The mock's answers to a conversation of four messages: a file read and a subagent in the
+/// first, a subagent in the second, plain answers after.
+async fn conversation_server() -> MockServer {
+    let server = MockServer::start().await;
+    let routes = [
+        (
+            Match::LastUserContains("first question".into()),
+            Reply::tool_use("r1", "read_file", json!({"path": "notes.txt"})),
+        ),
+        (
+            Match::LastUserContains("NOTES-CONTENT".into()),
+            Reply::tasks([("t1", "explore", "Survey the notes")]),
+        ),
+        (
+            Match::FirstUserContains("Survey the notes".into()),
+            Reply::text("SURVEYED"),
+        ),
+        (
+            Match::LastUserContains("SURVEYED".into()),
+            Reply::text("ANSWER-ONE"),
+        ),
+        (
+            Match::LastUserContains("second question".into()),
+            Reply::tasks([("t2", "explore", "Survey again")]),
+        ),
+        (
+            Match::FirstUserContains("Survey again".into()),
+            Reply::text("AGAIN-DONE"),
+        ),
+        (
+            Match::LastUserContains("AGAIN-DONE".into()),
+            Reply::text("ANSWER-TWO"),
+        ),
+        (
+            Match::LastUserContains("third question".into()),
+            Reply::text("ANSWER-THREE"),
+        ),
+        (
+            Match::LastUserContains("fourth question".into()),
+            Reply::text("ANSWER-FOUR"),
+        ),
+    ];
+    for (matcher, reply) in routes {
+        server.route(matcher, vec![reply]);
+    }
+    server
+}
+
+/// `cadre` in `dir` against `server`, with `input` on its standard input.
+fn cadre_with_input(dir: &Path, server: &MockServer, args: &[&str], input: &str) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("cadre")
+        .unwrap()
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .args(args)
+        .write_stdin(input)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "cadre {args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &stderr
+}
+
+/// The `messages` of each request of the primary agent (whose first message is the first
+/// question), in order, and the agents each run journaled, in order.
+fn primary_requests_and_agents(server: &MockServer, dir: &Path) -> (Vec<Value>, Vec<String>) {
+    let requests = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.first_user_text() == "first question")
+        .map(|r| r.body["messages"].clone())
+        .collect();
+    let runs: Vec<_> = std::fs::read_dir(dir.join(".cadre/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("journal.jsonl").is_file())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run: {runs:?}");
+    let journal = std::fs::read_to_string(runs[0].join("journal.jsonl")).unwrap();
+    let agents = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|s| s["step"] == "started")
+        .map(|s| s["agent"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    (requests, agents)
+}
+
+/// A chat keeps its run open between messages instead of reading it back for each: what it
+/// sends the model, and what it journals, are what a run read back from its journal for
+/// each message sends and journals — so the conversation's next run, read back, goes on
+/// from it alike.
+#[tokio::test]
+async fn a_chat_kept_open_sends_and_journals_what_a_run_read_back_for_each_message_does() {
+    let kept = tempfile::tempdir().unwrap();
+    let reread = tempfile::tempdir().unwrap();
+    for dir in [&kept, &reread] {
+        write_file(&dir.path().join("notes.txt"), "NOTES-CONTENT\n");
+    }
+    let messages = ["first question", "second question", "third question"];
+    let kept_server = conversation_server().await;
+    let said = cadre_with_input(
+        kept.path(),
+        &kept_server,
+        &["-vv", "chat"],
+        &(messages.join("\n") + "\n"),
+    );
+    for answer in ["ANSWER-ONE", "ANSWER-TWO", "ANSWER-THREE"] {
+        assert!(said.contains(answer), "{answer} missing:\n{said}");
+    }
+    // Its second and third messages went on from memory, not from the journal.
+    assert_eq!(said.matches("goes on from memory").count(), 2, "{said}");
+    assert!(!said.contains("goes on from its journal"), "{said}");
+    // The next message is a run read back from what the kept conversation journaled.
+    cadre_with_input(
+        kept.path(),
+        &kept_server,
+        &["run", "--continue", "fourth question"],
+        "",
+    );
+    let reread_server = conversation_server().await;
+    cadre_with_input(reread.path(), &reread_server, &["run", messages[0]], "");
+    for message in messages[1..].iter().chain(["fourth question"].iter()) {
+        cadre_with_input(
+            reread.path(),
+            &reread_server,
+            &["run", "--continue", message],
+            "",
+        );
+    }
+    kept_server.assert_clean();
+    reread_server.assert_clean();
+    let (kept_requests, kept_agents) = primary_requests_and_agents(&kept_server, kept.path());
+    let (reread_requests, reread_agents) =
+        primary_requests_and_agents(&reread_server, reread.path());
+    assert_eq!(kept_requests.len(), 7, "{kept_requests:#?}");
+    assert_eq!(reread_requests.len(), 7, "{reread_requests:#?}");
+    for (n, (kept, reread)) in kept_requests.iter().zip(&reread_requests).enumerate() {
+        assert_eq!(kept, reread, "request {n} of the primary agent differs");
+    }
+    assert_eq!(kept_agents, ["main", "main/explore#1", "main/explore#2"]);
+    assert_eq!(kept_agents, reread_agents);
+}

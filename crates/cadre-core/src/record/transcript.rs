@@ -309,6 +309,19 @@ impl RunTranscript {
         })
     }
 
+    /// The same file, for the next part of a run kept open (a conversation's next
+    /// message), in which the agent at `path` goes on from `earlier`: what the lines hold
+    /// now, known without reading the file again.
+    pub fn carried_on(&self, path: &str, earlier: Earlier) -> std::io::Result<Self> {
+        let mut all = self.earlier.clone();
+        all.insert(path.to_owned(), earlier);
+        Ok(Self {
+            out: self.out.try_clone()?,
+            earlier: all,
+            warned: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
     /// What the lines of the agent at `path` held when the file was opened.
     pub fn earlier(&self, path: &str) -> Earlier {
         self.earlier.get(path).copied().unwrap_or_default()

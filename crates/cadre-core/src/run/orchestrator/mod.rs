@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 mod agent_run;
 mod config;
+mod conversation;
 mod delegated;
 mod factory;
 mod handle;
@@ -46,6 +47,7 @@ mod typed;
 pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
 pub use config::{Limits, RunError, RunErrorKind, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
+pub use conversation::Conversation;
 pub use handle::AgentHandle;
 pub(crate) use handle::TaskCall;
 pub use roster::RosterEntry;
@@ -268,7 +270,7 @@ impl Orchestrator {
         task: &str,
         answer: Option<AnswerSchema>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
-        let result = self.start(agent_type, task, answer).await;
+        let result = self.start(agent_type, task, answer, None).await;
         self.roster.close();
         self.unless_failed(result)
     }

@@ -2,6 +2,7 @@
 //! its primary agent runs to its end and the run is summarised.
 
 use super::config::RunError;
+use super::conversation::Keeper;
 use super::handle::{AgentHandle, Start};
 use super::run_context::{open_transcript, RunContext, RunParts};
 use super::{Orchestrator, RunSummary};
@@ -21,12 +22,14 @@ use std::time::Instant;
 
 impl Orchestrator {
     /// Starts the run: its folder and journal, its context, then its primary agent of type
-    /// `agent_type` on `task` (whose answer must match `answer`, when given).
+    /// `agent_type` on `task` (whose answer must match `answer`, when given). With `kept`,
+    /// the run folder's steps also go to it, to keep the conversation open after.
     pub(super) async fn start(
         self: &Arc<Self>,
         agent_type: &str,
         task: &str,
         answer: Option<AnswerSchema>,
+        kept: Option<&Arc<Keeper>>,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let spec = self.primary_for(agent_type)?;
         // A run that could not begin (an unknown type) leaves the orchestrator unused.
@@ -37,7 +40,7 @@ impl Orchestrator {
             ..RunParts::default()
         };
         if let Some(runs) = &self.config.runs_dir {
-            let (dir, journal) = self.new_run_folder(runs, agent_type, task).await?;
+            let (dir, journal) = self.new_run_folder(runs, agent_type, task, kept).await?;
             parts.transcript = open_transcript(&dir);
             parts.dir = Some(dir);
             // The run folder's own journal replaces the configured one.
@@ -56,14 +59,14 @@ impl Orchestrator {
         runs: &Path,
         agent_type: &str,
         task: &str,
+        kept: Option<&Arc<Keeper>>,
     ) -> Result<(RunDir, Arc<dyn Journal>), RunError> {
         let dir = match &self.config.run_id {
             Some(id) => RunDir::create_named(runs, id)?,
             None => RunDir::create(runs)?,
         };
-        let journal = self
-            .failure
-            .guard(Arc::new(FileJournal::create(dir.path())?));
+        let journal: Arc<dyn Journal> = Arc::new(FileJournal::create(dir.path())?);
+        let journal = self.run_journal(journal, kept);
         journal
             .append(&Step::Run {
                 agent_type: agent_type.to_owned(),

@@ -1,6 +1,7 @@
 //! Going on with a run from its journal: resuming it, continuing it, compacting it.
 
 use super::config::RunError;
+use super::conversation::Keeper;
 use super::handle::Start;
 use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
 use super::{Orchestrator, RunSummary};
@@ -58,13 +59,25 @@ impl Orchestrator {
         // The run ended when its primary agent's end was journaled; one that answered and
         // waited for its team, or was killed right after answering, has not.
         let ended = opened.state.finished.clone();
+        let loaded = self.load_run(opened, true, None).await?;
+        self.go_on(loaded, ended, follow_up).await
+    }
+
+    /// Goes on with the run `loaded`, whose primary agent's conversation ended for `ended`
+    /// (`None` while it is open): with `follow_up`, its next message.
+    pub(super) async fn go_on(
+        self: &Arc<Self>,
+        loaded: LoadedRun,
+        ended: Option<StopKind>,
+        follow_up: Option<&str>,
+    ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let LoadedRun {
             id,
             parts,
             spec,
             mut primary,
             task,
-        } = self.load_run(opened, true).await?;
+        } = loaded;
         match (follow_up, &ended) {
             (None, Some(stop)) if !stop.resumes() => {
                 return Err(RunError::AlreadyFinished {
@@ -176,7 +189,7 @@ impl Orchestrator {
     pub async fn compact(self: &Arc<Self>, run: JournaledRun) -> Result<Usage, RunError> {
         self.first_run()?;
         // Compacting reads the primary conversation alone: the transcript stays closed.
-        let loaded = self.load_run(run, false).await?;
+        let loaded = self.load_run(run, false, None).await?;
         if loaded.primary.finished.is_none() && !loaded.primary.cancelled {
             return Err(RunError::NotFinished(loaded.id));
         }
@@ -204,10 +217,12 @@ impl Orchestrator {
 
     /// Rebuilds the tree of the opened run from its journal; `with_transcript` opens its
     /// transcript too, for the earlier times of its agents and for them to go on writing.
-    async fn load_run(
+    /// With `kept`, the run's steps also go to it, to keep the conversation open after.
+    pub(super) async fn load_run(
         &self,
         run: JournaledRun,
         with_transcript: bool,
+        kept: Option<&Arc<Keeper>>,
     ) -> Result<LoadedRun, RunError> {
         let JournaledRun {
             dir,
@@ -221,7 +236,8 @@ impl Orchestrator {
             tracing::warn!("run {id}: the journal's last line was cut off when the run was killed; that step never took effect and was dropped");
         }
         let spec = self.primary_for(&state.agent_type)?;
-        let journal = self.failure.guard(Arc::new(journal));
+        let journal: Arc<dyn Journal> = Arc::new(journal);
+        let journal = self.run_journal(journal, kept);
         let transcript = with_transcript.then(|| open_transcript(&run_dir)).flatten();
         let lineage = Lineage::default();
         let root = AgentPath::parse(&spec.name);
