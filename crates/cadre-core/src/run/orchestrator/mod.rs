@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 mod agent_run;
 mod config;
 mod conversation;
+mod converse;
 mod delegated;
 mod factory;
 mod handle;
