@@ -39,8 +39,8 @@
 //! ```
 //!
 //! A tool of your own is a struct, a derived input type and one native `async fn` (no
-//! `async-trait`): see [`TypedTool`], and `examples/typed_tool.rs` for a whole program that
-//! depends on cadre-core and tokio alone.
+//! `async-trait`): see [`TypedTool`], and `examples/embedder/typed_tool.rs` for a whole
+//! program that depends on cadre-core and tokio alone.
 //!
 //! Inside: the agent loop ([`Agent::run`]) sends the history and tools to a model, runs the
 //! tools it asks for, appends the results and repeats until it stops. Around it: agent types
@@ -87,16 +87,6 @@ pub use futures;
 pub use schemars;
 pub use serde;
 pub use serde_json;
-
-/// The README's code, compiled as a doctest so it cannot drift from the library.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
-
-/// The library guide's code (the README links to it), compiled as a doctest too.
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/library.md")]
-pub struct LibraryDoctests;
 
 pub use definitions::hooks::{Hook, Hooks};
 pub use definitions::instructions::{InstructionFile, Instructions};

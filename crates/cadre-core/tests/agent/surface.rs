@@ -294,3 +294,63 @@ fn no_two_public_types_of_cadre_core_and_the_crates_it_re_exports_share_a_name()
         "two public types share a name: {shared:#?}"
     );
 }
+
+#[test]
+fn the_embedder_example_and_the_library_guide_build_with_cadre_core_and_tokio_alone() {
+    // examples/embedder compiles embed.rs, typed_tool.rs and the guide's code with its own
+    // dependencies: they prove one dependency on cadre is enough only while those are
+    // cadre-core and tokio, and nothing else reaches examples or doctests.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let crate_dir = root.join("examples/embedder");
+    let manifest: toml::Table = std::fs::read_to_string(crate_dir.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dependencies: Vec<&String> = manifest["dependencies"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(
+        dependencies,
+        ["cadre-core", "tokio"],
+        "the embedder's dependencies"
+    );
+    for other in ["dev-dependencies", "build-dependencies", "target"] {
+        assert!(
+            !manifest.contains_key(other),
+            "the embedder's manifest has [{other}], which its examples or doctests could use"
+        );
+    }
+    assert!(
+        !manifest["package"]
+            .as_table()
+            .unwrap()
+            .contains_key("build")
+            && !crate_dir.join("build.rs").exists(),
+        "the embedder has a build script"
+    );
+    let examples: Vec<&str> = manifest["example"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(examples, ["embed", "typed_tool"], "the embedder's examples");
+    let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+    for doc in ["README.md", "docs/library.md"] {
+        assert!(
+            lib.contains(&format!("include_str!(\"../../../{doc}\")")),
+            "the embedder does not compile {doc}'s code"
+        );
+    }
+    // A block left out of the build could drift: network blocks are `no_run`, none `ignore`.
+    let guide = std::fs::read_to_string(root.join("docs/library.md")).unwrap();
+    let fences: Vec<&str> = guide.lines().filter(|l| l.starts_with("```rust")).collect();
+    assert!(fences.len() >= 8, "the guide's Rust blocks: {fences:?}");
+    let ignored: Vec<&&str> = fences.iter().filter(|f| f.contains("ignore")).collect();
+    assert!(
+        ignored.is_empty(),
+        "blocks left out of the build: {ignored:?}"
+    );
+}
