@@ -11,7 +11,8 @@ pub mod yaml {
 // Hooks as the CLI's settings files load them: the strict check that fails closed, the
 // warning a refused entry gives, and the default timeout (settings tests).
 pub use crate::definitions::hooks::{HooksCheck, DEFAULT_HOOK_TIMEOUT_SECS, HOOK_REFUSED};
-// `cadre doctor` says where each instruction file came from and names the user's folder.
+// `cadre doctor` says where each instruction file came from; the CLI's settings name the
+// user's folder as the instructions do.
 pub use crate::definitions::instructions::{Origin, USER_DIR_LABEL};
 // `cadre mcp serve` checks a call's answer schema and model as an agent type's are checked.
 pub use crate::definitions::model_settings::schema_problem;
