@@ -38,6 +38,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A run with a `runs_dir` can be carried on after a crash or a failure of the model:
+//! [`JournaledRun::open`] its folder and hand it to [`Orchestrator::resume`].
+//! `docs/library.md` walks through the whole surface in order.
+//!
 //! A tool of your own is a struct, a derived input type and one native `async fn` (no
 //! `async-trait`): see [`TypedTool`], and `examples/embedder/typed_tool.rs` for a whole
 //! program that depends on cadre-core and tokio alone.
