@@ -38,9 +38,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A run with a `runs_dir` can be carried on after a crash or a failure of the model:
+//! [`JournaledRun::open`] its folder and hand it to [`Orchestrator::resume`].
+//! `docs/library.md` walks through the whole surface in order.
+//!
 //! A tool of your own is a struct, a derived input type and one native `async fn` (no
-//! `async-trait`): see [`TypedTool`], and `examples/typed_tool.rs` for a whole program that
-//! depends on cadre-core and tokio alone.
+//! `async-trait`): see [`TypedTool`], and `examples/embedder/typed_tool.rs` for a whole
+//! program that depends on cadre-core and tokio alone.
 //!
 //! Inside: the agent loop ([`Agent::run`]) sends the history and tools to a model, runs the
 //! tools it asks for, appends the results and repeats until it stops. Around it: agent types
@@ -55,18 +59,17 @@
 //! here knows about terminals.
 //!
 //! The surface is this root and [`vocab`] (the serialized types a run's log and events speak
-//! in). The modules `definitions`, `record` and `run` are the mechanism: public only so the
-//! workspace's own crates (the CLI, the engine, tests and benchmarks) can reach it, hidden
-//! from these docs, and free to change.
+//! in). The modules `definitions`, `record` and `run` are the mechanism, private to the
+//! crate; the few of their items the workspace's own crates (the CLI, the engine, tests and
+//! benchmarks) need come through the hidden module `internal`, which is free to change.
 
-// The mechanism: open to the workspace's own crates (the CLI, the engine, the tests and
-// benchmarks), hidden from the documented surface, which is the facade below and `vocab`.
+// The mechanism: the facade below and `vocab` are its public face, `internal` the
+// workspace's own way in.
+pub(crate) mod definitions;
 #[doc(hidden)]
-pub mod definitions;
-#[doc(hidden)]
-pub mod record;
-#[doc(hidden)]
-pub mod run;
+pub mod internal;
+pub(crate) mod record;
+pub(crate) mod run;
 pub mod vocab;
 
 // One dependency is enough to embed cadre: the crates below it come along, whole and by
@@ -89,16 +92,6 @@ pub use schemars;
 pub use serde;
 pub use serde_json;
 
-/// The README's code, compiled as a doctest so it cannot drift from the library.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
-
-/// The library guide's code (the README links to it), compiled as a doctest too.
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/library.md")]
-pub struct LibraryDoctests;
-
 pub use definitions::hooks::{Hook, Hooks};
 pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
@@ -107,10 +100,10 @@ pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
 pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
 pub use definitions::spec_builder::AgentSpecBuilder;
 pub use record::events::{describe_call, no_events, EventHandler, EventStream};
+pub use record::journal::{JournalError, JournaledRun};
 pub use record::run_dir::RunDir;
 pub use record::transcript::{
-    AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, RunTranscript, Transcript,
-    TranscriptLine, TranscriptRecord,
+    AgentHeader, Earlier, HookRecord, OutcomeRecord, Recorded, TranscriptLine, TranscriptRecord,
 };
 pub use record::usage::{AgentRecord, Totals, UsageReport};
 pub use run::agent::{Agent, AgentConfig};
@@ -124,11 +117,11 @@ pub use run::orchestrator::{
     SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::permissions::{
-    AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
-    PermissionsSnapshot, RuleFrom,
+    ApprovalRequest, Approver, Decision, PermissionSettings, Permissions, PermissionsSnapshot,
+    RuleFrom,
 };
 pub use run::skill_tool::SkillTool;
-pub use run::team::{Seat, Team, TeamError, TeamLimits};
+pub use run::team::TeamLimits;
 pub use run::toolset::ToolSet;
 pub use vocab::{
     AgentOutcome, AgentPath, CallPermission, Event, HookDecision, HookEvent, HookOutcome, Outcome,

@@ -227,7 +227,7 @@ async fn in_process(model: Arc<ScriptedModel>, dir: &std::path::Path, n: usize) 
 /// The primary agent's call, built as `cadre run --engine restate` builds it.
 fn agent_call(run: String, n: usize) -> AgentCall {
     let registry = Registry::shipped();
-    let spec = cadre_core::run::orchestrator::primary_spec(&registry, "main")
+    let spec = cadre_core::internal::primary_spec(&registry, "main")
         .unwrap()
         .clone();
     let wide = u32::try_from(n).unwrap().max(16);
@@ -323,7 +323,7 @@ impl Engine {
         // A fresh run id each time: the submission is keyed by it.
         let run = format!(
             "{}-bench{}",
-            cadre_core::record::run_dir::new_run_id(),
+            cadre_core::internal::new_run_id(),
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let call = agent_call(run, n);

@@ -8,7 +8,7 @@ use crate::pump::{Ask, EffectKind};
 use crate::service::{CadreRosterClient, CadreRunClient};
 use crate::wire::{Acquire, AgentCall, AgentTranscript, Grant, Progress};
 use crate::worker::{Checkpoints, Prepared, Worker};
-use cadre_core::record::journal::{Done, EffectOutcome, ModelStep, Work};
+use cadre_core::internal::{Done, EffectOutcome, ModelStep, Work};
 use cadre_core::{Delegated, DelegatedCall, StopKind};
 use cadre_tools::Finished;
 use restate_sdk::prelude::*;

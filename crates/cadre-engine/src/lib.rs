@@ -2,7 +2,7 @@
 //!
 //! A worker ([`serve`]) serves two Restate services. `CadreAgent/run` runs one
 //! agent per invocation: each model request and each tool result is a journaled step (the
-//! core's [`Journal`](cadre_core::record::journal::Journal) seam, run by the invocation's
+//! core's [`Journal`](cadre_core::internal::Journal) seam, run by the invocation's
 //! driver), and each `Task` call is a call to `CadreAgent/run` again, taken by whichever
 //! worker Restate and the load balancer pick. The `CadreRun` object, one per run, holds
 //! what the tree shares: its model slots, its token budget, its roster. [`client`] submits a

@@ -3,8 +3,9 @@
 //! context (two context futures may never be polled at once).
 
 use async_trait::async_trait;
-use cadre_core::record::journal::{Effect, EffectOutcome, Journal, JournalError, Run, Work};
+use cadre_core::internal::{Effect, EffectOutcome, Journal, Run, Work};
 use cadre_core::vocab::Step;
+use cadre_core::JournalError;
 use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
 use cadre_tools::Rerun;
 use tokio::sync::{mpsc, oneshot};

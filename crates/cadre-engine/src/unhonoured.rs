@@ -3,7 +3,7 @@
 //! who reaches Restate's ingress can send one.
 
 use crate::wire::AgentCall;
-use cadre_core::run::builder::unhonoured_by_workers;
+use cadre_core::internal::unhonoured_by_workers;
 use cadre_core::PermissionMode;
 
 /// One line for each thing in `call` a worker cannot honour; empty when it can run it.

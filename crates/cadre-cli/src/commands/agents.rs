@@ -79,7 +79,7 @@ pub fn agents(cmd: AgentsCommand, root: &Path) -> Result<Code> {
             outln!("# from {source}");
             out!(
                 "{}",
-                cadre_core::definitions::yaml::to_string(spec).unwrap_or_default()
+                cadre_core::internal::yaml::to_string(spec).unwrap_or_default()
             );
             Ok(Code::Done)
         }

@@ -6,7 +6,7 @@ use crate::common::hooks;
 use crate::common::project::{project_root, user_dir, Found, ROOT_MARKERS};
 use crate::common::project_items::{self, hook_status, ProjectItems};
 use crate::common::settings;
-use cadre_core::definitions::instructions::Origin;
+use cadre_core::internal::Origin;
 use cadre_core::Instructions;
 use cadre_tools::landlock_status;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use crate::common::definitions::{check_report, load_skills, no_skills_found, pri
 use crate::common::display::{fit_lines, stdout_width};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::user_home;
-use cadre_core::definitions::yaml::{self, Mapping, Value};
+use cadre_core::internal::yaml::{self, Mapping, Value};
 use cadre_core::Skill;
 use std::fmt::Write as _;
 use std::io::Write as _;

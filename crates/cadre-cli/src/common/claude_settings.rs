@@ -8,8 +8,8 @@
 //! be dropped quietly.
 
 use crate::common::exit::CliError;
-use cadre_core::definitions::hooks::{HooksCheck, HOOK_REFUSED};
-use cadre_core::definitions::permissions::file_mode;
+use cadre_core::internal::file_mode;
+use cadre_core::internal::{HooksCheck, HOOK_REFUSED};
 use cadre_core::{Hooks, PermissionMode};
 use serde_json::Value;
 use std::path::Path;

@@ -11,7 +11,7 @@ use crate::common::display::{one_line, shown_path, Display};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
 use crate::common::project::{user_dir, workspace_root};
-use cadre_core::record::run_dir::new_run_id;
+use cadre_core::internal::new_run_id;
 use cadre_core::{
     AgentOutcome, AgentPath, AgentSpec, Delegated, DelegatedCall, Event, PermissionsSnapshot,
     Registry, RosterEntry, RunDir, RunSummary, UsageReport,
@@ -71,7 +71,7 @@ pub async fn run(
     let mut refused = unhonoured(&args, &settings, mcp.config());
     refused.extend(hooks_for_workers(&args, &settings, &mut registry, &root));
     let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
-    let spec = cadre_core::run::orchestrator::primary_spec(&registry, &args.agent)?.clone();
+    let spec = cadre_core::internal::primary_spec(&registry, &args.agent)?.clone();
     let model = model_id(&args)?;
     let run = new_run_id();
     let mut call = agent_call(

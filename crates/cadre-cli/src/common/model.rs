@@ -96,7 +96,7 @@ pub fn build_model(args: &RunArgs) -> Result<(Arc<dyn Model>, Option<String>)> {
     })?;
     match &args.record {
         Some(cassette) => {
-            let run_id = cadre_core::record::run_dir::new_run_id();
+            let run_id = cadre_core::internal::new_run_id();
             let recorder = RecordingModel::create_for_run(cassette, live, Some(&run_id))
                 .map_err(CliError::invalid)?;
             Ok((Arc::new(recorder), Some(run_id)))

@@ -14,7 +14,7 @@ use crate::common::hooks::{aligned, is_project_type, ConfiguredHooks, Flags};
 use crate::common::project::{require_dirs, user_dir};
 use crate::common::settings::{resolve_from, Settings, Sources};
 use crate::common::trust::{State, Store};
-use cadre_core::run::hooks::guarded_tools;
+use cadre_core::internal::guarded_tools;
 use cadre_core::{AgentSpec, HookEvent, Hooks, McpServerRef, PermissionMode, Registry, RuleFrom};
 use cadre_mcp::{McpConfig, ServerConfig};
 use sha2::{Digest, Sha256};

@@ -2,7 +2,8 @@
 
 use crate::common::exit::{CliError, Result};
 use crate::common::run_index;
-use cadre_core::record::journal::{run_state, JournaledRun};
+use cadre_core::internal::run_state;
+use cadre_core::JournaledRun;
 use cadre_core::RunDir;
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 //! into place. It notes the size and time of every file of the folder it was made from; when
 //! any differs (the run went on, or is still running), it is made again.
 
-use cadre_core::record::journal::run_state;
+use cadre_core::internal::run_state;
 use cadre_core::RunDir;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -126,7 +126,7 @@ fn files_of(dir: &Path) -> Vec<(String, u64, u128)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let index = cadre_core::record::run_dir::INDEX_FILE;
+    let index = cadre_core::internal::INDEX_FILE;
     let mut files: Vec<(String, u64, u128)> = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {

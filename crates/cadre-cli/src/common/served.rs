@@ -6,7 +6,7 @@ use crate::args::RunArgs;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::{Job, Session, Signals};
 use crate::common::signals;
-use cadre_core::record::journal::JournaledRun;
+use cadre_core::JournaledRun;
 use cadre_core::{AgentSpec, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

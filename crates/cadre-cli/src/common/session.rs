@@ -13,7 +13,7 @@ use crate::common::project::{require_dirs, user_dir, user_home, workspace_root};
 use crate::common::project_items;
 use crate::common::run_folders::open_run;
 use crate::common::signals::{self, Ending};
-use cadre_core::record::journal::JournaledRun;
+use cadre_core::JournaledRun;
 use cadre_core::{Conversation, Limits, Orchestrator, RunDir, RunError, StopKind};
 use cadre_model::Model;
 use cadre_tools::{SandboxMode, ToolLimits, Workspace};
@@ -104,7 +104,7 @@ pub struct Session {
 
 /// Refuses a primary agent type the registry does not have, pointing at the listing.
 fn check_primary(registry: &cadre_core::Registry, agent: &str) -> Result<()> {
-    cadre_core::run::orchestrator::primary_spec(registry, agent).map_err(|e| match e {
+    cadre_core::internal::primary_spec(registry, agent).map_err(|e| match e {
         RunError::UnknownAgent { .. } => CliError::config(format!("{e} (see `cadre agents list`)")),
         e => e.into(),
     })?;

@@ -215,7 +215,7 @@ async fn a_subfolder_runs_at_the_project_root_and_c_still_wins() {
     assert!(proj.join(".cadre/runs").read_dir().unwrap().count() == 1);
     assert_eq!(
         std::fs::read_to_string(proj.join(".cadre/.gitignore")).unwrap(),
-        cadre_core::record::run_dir::GITIGNORE
+        cadre_core::internal::GITIGNORE
     );
     assert!(!proj.join("src/lib/.cadre").exists());
     let status =

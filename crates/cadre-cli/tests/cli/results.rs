@@ -1,6 +1,6 @@
 use super::sessions::{journal, kill, run_with_a_sleeper, spawn_cadre};
 use super::*;
-use cadre_core::run::continuation::CONTINUE_PROMPT;
+use cadre_core::internal::CONTINUE_PROMPT;
 use std::time::Duration;
 
 /// The one run folder of the project at `dir`.

@@ -14,7 +14,6 @@ use crate::definitions::spec::{
     check_name, valid_model, AgentSpec, McpServerRef, Mode, Problem, INHERIT_MODEL,
     LISTED_DESCRIPTION_CHARS,
 };
-pub use crate::definitions::tools::DROPPED_TOOLS;
 use crate::definitions::yaml::{Mapping, Value};
 use std::path::Path;
 

@@ -6,7 +6,7 @@ use crate::definitions::hooks::Hooks;
 use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules};
 use crate::definitions::tools::{resolve_tool_name, TEAM_TOOL};
 
-pub use crate::definitions::problem::{check_name, locate, valid_name, Problem};
+pub use crate::definitions::problem::{check_name, locate, Problem};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -58,7 +58,7 @@ pub enum JournalError {
         file: PathBuf,
     },
     /// The step was not written: the run is stopping, as a file it keeps could not be
-    /// written (see [`crate::record::failure`]).
+    /// written (see `record::failure`).
     #[error("not journaled: the run is stopping, as a file it keeps could not be written")]
     Stopped,
 }
@@ -86,7 +86,7 @@ pub trait Journal: Send + Sync {
 
 /// How a journal has an effect run (see [`Journal::once`]).
 pub enum Run {
-    /// Run it here and now ([`run_here`]).
+    /// Run it here and now (`run_here`).
     Here(Work),
     /// Await this durable step instead.
     Durably(futures::future::BoxFuture<'static, EffectOutcome>),

@@ -19,8 +19,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use crate::record::run_dir::TRANSCRIPT_FILE;
-
 /// One line of a transcript: when it was written, whose it is, and what it holds. On disk
 /// it is one JSON object, `{"t": TIME, "agent": PATH, "type": KIND, ...fields}`, the fields in the order their types
 /// declare them. (Versions before wrote the keys sorted, through a `Value`: a second pass

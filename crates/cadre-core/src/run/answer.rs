@@ -8,7 +8,6 @@
 //! [`MAX_ANSWERS`] answers in all; then the agent stops with
 //! [`StopKind::InvalidAnswer`] naming the last error.
 
-pub use crate::run::state::retry_message;
 use crate::run::state::{final_text, AgentState};
 use crate::vocab::outcome::StopKind;
 use crate::vocab::step::Step;

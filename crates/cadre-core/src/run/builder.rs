@@ -296,6 +296,8 @@ impl OrchestratorBuilder {
 
     /// Journals the run's steps to `journal` when it writes no run folder (a durable
     /// engine's journal); a run folder's own journal takes its place.
+    // For cadre-engine: `Journal` is the mechanism's seam, reached through `internal`.
+    #[doc(hidden)]
     pub fn journal(mut self, journal: Arc<dyn Journal>) -> Self {
         self.journal = Some(journal);
         self

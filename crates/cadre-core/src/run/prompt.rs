@@ -23,21 +23,10 @@ complete and self-contained.";
 pub const ENVIRONMENT_NOTE: &str = "You work in the project folder, which is your working \
 directory: give paths relative to it. Tools cannot reach files outside it.";
 
-/// The system prompt of an agent of type `spec`.
-pub fn system_prompt(spec: &AgentSpec, is_subagent: bool) -> String {
-    system_prompt_with_skills(spec, is_subagent, &[])
-}
-
-/// The system prompt of an agent of type `spec` that may load `skills` with the Skill tool:
-/// each is listed by name and description only; the bodies come as tool results, so the
-/// prompt (the cached prefix) never changes during a run.
-pub fn system_prompt_with_skills(spec: &AgentSpec, is_subagent: bool, skills: &[&Skill]) -> String {
-    system_prompt_with(spec, is_subagent, skills, None)
-}
-
 /// The type's prompt, where it works, the subagent note, the project's `instructions`
 /// section (the same text for every agent of a run, so the cached prefix holds), then the
-/// skills list.
+/// skills list (names and descriptions only: the bodies come as tool results, so the prompt
+/// never changes during a run).
 fn system_prompt_with(
     spec: &AgentSpec,
     is_subagent: bool,
@@ -168,8 +157,8 @@ mod tests {
     fn lists_names_and_descriptions_only() {
         let spec = Registry::shipped().get("code").cloned().unwrap();
         let a = skill("alpha", "Use for alpha\nwork.");
-        let plain = system_prompt(&spec, true);
-        let with = system_prompt_with_skills(&spec, true, &[&a]);
+        let plain = system_prompt_with(&spec, true, &[], None);
+        let with = system_prompt_with(&spec, true, &[&a], None);
         assert!(with.starts_with(&plain));
         assert!(with.ends_with("## Available skills\n\nSkills are folders of instructions for particular kinds of work. When a task matches a skill's description, call the Skill tool with its name before you start: it returns the instructions and the files of the skill's folder. Load only the skills you need.\n\n- alpha: Use for alpha work."), "{with}");
         assert!(skills_section(&[], 100).is_none());

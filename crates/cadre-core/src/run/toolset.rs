@@ -106,7 +106,7 @@ impl ToolSet {
     }
 
     /// Whether a call to `name` with `input` forks the caller, and so needs its
-    /// conversation ([`Self::call_forking`]).
+    /// conversation (`call_forking`).
     pub fn wants_conversation(&self, name: &str, input: &Value) -> bool {
         self.forking(name)
             .is_some_and(|t| t.wants_conversation(input))

@@ -93,7 +93,7 @@ pub enum Step {
         message: Message,
     },
     /// A change to the run's team (a member joined or closed, a message sent, the task list
-    /// changed); grouped under [`TEAM_STEPS`], not under the agent that made it.
+    /// changed); grouped under `TEAM_STEPS`, not under the agent that made it.
     Team {
         /// The path of the agent that made the change.
         by: String,

@@ -272,7 +272,7 @@ impl TypedTool for Post {
 /// let it run again.
 #[tokio::test]
 async fn a_started_call_is_interrupted_on_resume_whatever_the_tool_says_now() {
-    use cadre_core::record::journal::JournaledRun;
+    use cadre_core::JournaledRun;
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     server.route(

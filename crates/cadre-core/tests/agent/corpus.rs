@@ -165,7 +165,7 @@ fn every_skill_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
         "Use for statistics. Triggers on: 'p-value', 'regression'"
     );
     // Listed, the long description is cut to 1,024 characters.
-    let section = cadre_core::run::prompt::skills_section(&[api], 100_000).unwrap();
+    let section = cadre_core::internal::skills_section(&[api], 100_000).unwrap();
     let line = section
         .lines()
         .find(|l| l.starts_with("- claude-api:"))

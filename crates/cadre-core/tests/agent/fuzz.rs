@@ -1,5 +1,6 @@
-use cadre_core::definitions::spec::AgentSpec;
-use cadre_core::definitions::{claude_agents, frontmatter, skills::Skill};
+use cadre_core::internal::{claude_agents, frontmatter};
+use cadre_core::AgentSpec;
+use cadre_core::Skill;
 use cadre_core::{Registry, SkillSet};
 use proptest::prelude::*;
 use std::path::Path;
@@ -34,7 +35,7 @@ fn yamlish() -> impl Strategy<Value = String> {
 }
 
 fn known(t: &str) -> bool {
-    cadre_core::definitions::registry::resolve_tool_name(t).is_some()
+    cadre_core::internal::resolve_tool_name(t).is_some()
 }
 
 proptest! {

@@ -1,5 +1,5 @@
 use super::*;
-use cadre_core::record::journal::JournaledRun;
+use cadre_core::JournaledRun;
 use cadre_core::{AgentSpec, HookEvent, HookOutcome, Hooks, Mode, PermissionMode, Permissions};
 use cadre_testkit::hooks::{gone, require_jq, script};
 use std::path::Path;
@@ -688,7 +688,7 @@ exit 0"#,
     );
     let (builder, _) = with_hooks(&server, dir.path(), hooks);
     let o = builder
-        .team(cadre_core::run::team::TeamLimits::default())
+        .team(cadre_core::TeamLimits::default())
         .build()
         .unwrap();
     let (outcome, _) = o.run("main", "plan the week").await.unwrap();
@@ -841,7 +841,7 @@ async fn task_hooks_get_the_real_task_id_and_only_for_changes_the_list_makes() {
     );
     let (builder, _) = with_hooks(&server, dir.path(), hooks);
     let o = builder
-        .team(cadre_core::run::team::TeamLimits::default())
+        .team(cadre_core::TeamLimits::default())
         .build()
         .unwrap();
     let (outcome, _) = o.run("main", "plan").await.unwrap();
@@ -931,7 +931,7 @@ async fn a_task_created_hook_run_again_on_resume_is_told_the_id_the_task_got() {
         let (builder, _) = with_hooks(&server, dir.path(), hooks.clone());
         builder
             .runs_dir(&runs)
-            .team(cadre_core::run::team::TeamLimits::default())
+            .team(cadre_core::TeamLimits::default())
             .build()
             .unwrap()
     };

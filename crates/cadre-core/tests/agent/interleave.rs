@@ -9,9 +9,11 @@
 //! the journal keeps the team that prefix holds and ends with the same guarantees.
 
 use super::*;
-use cadre_core::record::journal::{read_steps, JournaledRun};
-use cadre_core::run::team::{TeamLimits, TeamState};
+use cadre_core::internal::read_steps;
+use cadre_core::internal::TeamState;
 use cadre_core::vocab::Step;
+use cadre_core::JournaledRun;
+use cadre_core::TeamLimits;
 use cadre_core::{AgentSpec, Hooks, Mode, Orchestrator};
 use cadre_model::StopReason;
 use cadre_testkit::hooks::script;

@@ -246,7 +246,7 @@ async fn an_inline_server_lives_and_dies_with_its_subagent() {
     );
     let mut registry = Registry::shipped();
     let mut owner = spec("name: owner\ndescription: d\ntools: [read_file]\nprompt: p\n");
-    owner.mcp_servers = vec![cadre_core::definitions::spec::McpServerRef::Inline(
+    owner.mcp_servers = vec![cadre_core::McpServerRef::Inline(
         [("own".to_owned(), stdio(&log))].into_iter().collect(),
     )];
     registry.insert(owner);

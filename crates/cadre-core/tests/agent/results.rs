@@ -1,7 +1,7 @@
 use super::*;
-use cadre_core::record::journal::read_steps;
-use cadre_core::run::continuation::CONTINUE_PROMPT;
-use cadre_core::run::state::AgentState;
+use cadre_core::internal::read_steps;
+use cadre_core::internal::AgentState;
+use cadre_core::internal::CONTINUE_PROMPT;
 use cadre_core::vocab::Step;
 use cadre_core::{AgentSpec, Outcome, Registry};
 

@@ -1,12 +1,21 @@
 //! The library's public surface, counted by reading its source: every name an embedder can
-//! reach from `cadre_core`'s root through `pub mod` and `pub use`, modules marked
-//! `#[doc(hidden)]` (the workspace's own crates' way in) left out. The facade stays small
-//! enough to learn in an hour.
+//! reach from `cadre_core`'s root through `pub mod` and `pub use`, the hidden module
+//! `internal` (the workspace's own crates' way in) counted apart. The facade stays small
+//! enough to learn in an hour, and the mechanism stays private.
 
 use std::path::{Path, PathBuf};
 
 /// The most public names reachable from cadre-core's root.
 const MOST_NAMES: usize = 120;
+
+/// The most names the hidden `internal` module may hand the workspace's own crates: what
+/// they need today and a little room, so a new way into the mechanism is a decision.
+const MOST_INTERNAL_NAMES: usize = 40;
+
+/// The public modules cadre-core's root may declare: the facade's vocabulary, and the hidden
+/// way in for the workspace's own crates. The mechanism (`definitions`, `record`, `run`)
+/// is `pub(crate)`.
+const PUBLIC_MODULES: [&str; 2] = ["vocab", "internal"];
 
 /// Whether `attrs` hide an item from the documented surface, or leave it out of the build.
 fn hidden(attrs: &[syn::Attribute]) -> bool {
@@ -119,10 +128,16 @@ fn public_names(items: &[syn::Item], file: &Path, path: &str, out: &mut Vec<Stri
     }
 }
 
-#[test]
-fn the_public_surface_of_cadre_core_is_a_small_facade() {
+/// cadre-core's `lib.rs`, its path and its parsed items.
+fn lib() -> (PathBuf, syn::File) {
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs");
     let syntax = syn::parse_file(&std::fs::read_to_string(&lib).unwrap()).unwrap();
+    (lib, syntax)
+}
+
+#[test]
+fn the_public_surface_of_cadre_core_is_a_small_facade() {
+    let (lib, syntax) = lib();
     let mut names = Vec::new();
     public_names(&syntax.items, &lib, "", &mut names);
     println!(
@@ -144,5 +159,198 @@ fn the_public_surface_of_cadre_core_is_a_small_facade() {
         names.len() <= MOST_NAMES,
         "cadre-core's root reaches {} public names, more than {MOST_NAMES}",
         names.len()
+    );
+}
+
+#[test]
+fn the_mechanism_is_private_and_its_way_in_is_narrow() {
+    let (lib, syntax) = lib();
+    let modules: Vec<(String, &syn::ItemMod)> = syntax
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Mod(m) => Some((m.ident.to_string(), m)),
+            _ => None,
+        })
+        .collect();
+    let public: Vec<&str> = modules
+        .iter()
+        .filter(|(_, m)| matches!(m.vis, syn::Visibility::Public(_)))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let strange: Vec<&&str> = public
+        .iter()
+        .filter(|name| !PUBLIC_MODULES.contains(name))
+        .collect();
+    assert!(
+        strange.is_empty(),
+        "cadre-core's root declares `pub mod` {strange:?}: the mechanism is `pub(crate)`, and \
+         what another crate of the workspace needs goes through `internal`"
+    );
+    for name in ["definitions", "record", "run"] {
+        assert!(
+            modules.iter().any(|(n, _)| n == name),
+            "the mechanism's module {name} is not declared at the root: is the reader broken?"
+        );
+    }
+    let (_, internal) = modules
+        .iter()
+        .find(|(name, _)| name == "internal")
+        .expect("cadre-core declares its hidden module internal");
+    assert!(
+        hidden(&internal.attrs),
+        "internal is no part of the documented surface: it must be #[doc(hidden)]"
+    );
+    let file = module_file(&lib, "internal");
+    let items = syn::parse_file(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let mut names = Vec::new();
+    public_names(&items.items, &file, "internal::", &mut names);
+    println!(
+        "cadre-core's hidden way in for the workspace: {} names\n  {}",
+        names.len(),
+        names.join("\n  ")
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("internal::Journal ")),
+        "the reader did not find internal's Journal: is it broken?"
+    );
+    assert!(
+        names.iter().all(|n| !n.contains('*')),
+        "a glob in internal cannot be counted: {names:?}"
+    );
+    assert!(
+        names.len() <= MOST_INTERNAL_NAMES,
+        "internal hands out {} names, more than {MOST_INTERNAL_NAMES}",
+        names.len()
+    );
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The types, traits and type aliases declared `pub` in `items`, each with where.
+fn public_types(items: &[syn::Item], file: &Path, out: &mut Vec<(String, String)>) {
+    for item in items {
+        let (vis, ident) = match item {
+            syn::Item::Enum(i) => (&i.vis, &i.ident),
+            syn::Item::Struct(i) => (&i.vis, &i.ident),
+            syn::Item::Trait(i) => (&i.vis, &i.ident),
+            syn::Item::Type(i) => (&i.vis, &i.ident),
+            syn::Item::Union(i) => (&i.vis, &i.ident),
+            syn::Item::Mod(m) => {
+                if let Some((_, inner)) = &m.content {
+                    public_types(inner, file, out);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if matches!(vis, syn::Visibility::Public(_)) {
+            out.push((ident.to_string(), file.display().to_string()));
+        }
+    }
+}
+
+#[test]
+fn no_two_public_types_of_cadre_core_and_the_crates_it_re_exports_share_a_name() {
+    // cadre-core re-exports cadre-model, cadre-tools and cadre-mcp whole: an embedder meets
+    // all four crates' types, so two of one name (two `Outcome`s) would be two meanings.
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut types = Vec::new();
+    for name in ["cadre-core", "cadre-model", "cadre-tools", "cadre-mcp"] {
+        let mut files = Vec::new();
+        rust_files(&crates.join(name).join("src"), &mut files);
+        for file in files {
+            let syntax = syn::parse_file(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            public_types(&syntax.items, &file, &mut types);
+        }
+    }
+    assert!(
+        types.iter().any(|(name, _)| name == "Orchestrator")
+            && types.iter().any(|(name, _)| name == "ToolContext"),
+        "the reader missed cadre-core's or cadre-tools' types: is it broken?"
+    );
+    types.sort();
+    let shared: Vec<_> = types
+        .windows(2)
+        .filter(|pair| pair[0].0 == pair[1].0)
+        .map(|pair| format!("{} in {} and {}", pair[0].0, pair[0].1, pair[1].1))
+        .collect();
+    println!(
+        "public types of cadre-core and its re-exported crates: {}",
+        types.len()
+    );
+    assert!(
+        shared.is_empty(),
+        "two public types share a name: {shared:#?}"
+    );
+}
+
+#[test]
+fn the_embedder_example_and_the_library_guide_build_with_cadre_core_and_tokio_alone() {
+    // examples/embedder compiles embed.rs, typed_tool.rs and the guide's code with its own
+    // dependencies: they prove one dependency on cadre is enough only while those are
+    // cadre-core and tokio, and nothing else reaches examples or doctests.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let crate_dir = root.join("examples/embedder");
+    let manifest: toml::Table = std::fs::read_to_string(crate_dir.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dependencies: Vec<&String> = manifest["dependencies"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(
+        dependencies,
+        ["cadre-core", "tokio"],
+        "the embedder's dependencies"
+    );
+    for other in ["dev-dependencies", "build-dependencies", "target"] {
+        assert!(
+            !manifest.contains_key(other),
+            "the embedder's manifest has [{other}], which its examples or doctests could use"
+        );
+    }
+    assert!(
+        !manifest["package"]
+            .as_table()
+            .unwrap()
+            .contains_key("build")
+            && !crate_dir.join("build.rs").exists(),
+        "the embedder has a build script"
+    );
+    let examples: Vec<&str> = manifest["example"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(examples, ["embed", "typed_tool"], "the embedder's examples");
+    let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+    for doc in ["README.md", "docs/library.md"] {
+        assert!(
+            lib.contains(&format!("include_str!(\"../../../{doc}\")")),
+            "the embedder does not compile {doc}'s code"
+        );
+    }
+    // A block left out of the build could drift: network blocks are `no_run`, none `ignore`.
+    let guide = std::fs::read_to_string(root.join("docs/library.md")).unwrap();
+    let fences: Vec<&str> = guide.lines().filter(|l| l.starts_with("```rust")).collect();
+    assert!(fences.len() >= 8, "the guide's Rust blocks: {fences:?}");
+    let ignored: Vec<&&str> = fences.iter().filter(|f| f.contains("ignore")).collect();
+    assert!(
+        ignored.is_empty(),
+        "blocks left out of the build: {ignored:?}"
     );
 }

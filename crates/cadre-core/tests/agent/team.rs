@@ -1,6 +1,6 @@
 use super::*;
-use cadre_core::run::team::TeamLimits;
 use cadre_core::Orchestrator;
+use cadre_core::TeamLimits;
 
 /// The text of a request body's last user message (text and tool results).
 fn last_user(body: &Value) -> String {

@@ -2,8 +2,8 @@
 //! the input a call takes and the checks that input passes before any run starts.
 
 use crate::common::served::ServedCall;
-use cadre_core::definitions::model_settings::schema_problem;
-use cadre_core::definitions::spec::valid_model;
+use cadre_core::internal::schema_problem;
+use cadre_core::internal::valid_model;
 use cadre_core::{AgentSpec, Registry};
 use cadre_model::Effort;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};

@@ -8,7 +8,7 @@ use crate::args::RunsCommand;
 use crate::common::display::{clock, human_tokens, one_line, truncate};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::run_index::{self, RunRow};
-use cadre_core::run::team::TeamState;
+use cadre_core::internal::TeamState;
 use cadre_core::RunDir;
 use serde_json::Value;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! otherwise whatever its transcripts say.
 
 use crate::common::run_index::RunRow;
-use cadre_core::record::journal::{read_steps, JOURNAL_FILE};
-use cadre_core::run::team::TeamState;
+use cadre_core::internal::TeamState;
+use cadre_core::internal::{read_steps, JOURNAL_FILE};
 use cadre_core::{
     AgentPath, Earlier, Outcome, OutcomeRecord, Recorded, RunDir, StopKind, TranscriptLine,
     TranscriptRecord,

@@ -4,7 +4,7 @@ use crate::args::{parse_compact_at, Source};
 use crate::common::claude_settings::read_if_present;
 use crate::common::exit::CliError;
 use crate::common::table;
-use cadre_core::definitions::hooks::{HooksCheck, HOOK_REFUSED};
+use cadre_core::internal::{HooksCheck, HOOK_REFUSED};
 use cadre_core::{Hooks, PermissionMode};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -114,10 +114,7 @@ pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<CadreFiles, CliErro
         .map(|dir| {
             SettingsFile::read(
                 &dir.join(USER_FILE),
-                format!(
-                    "{}/{USER_FILE}",
-                    cadre_core::definitions::instructions::USER_DIR_LABEL
-                ),
+                format!("{}/{USER_FILE}", cadre_core::internal::USER_DIR_LABEL),
             )
         })
         .transpose()?;

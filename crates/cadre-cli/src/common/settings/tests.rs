@@ -101,7 +101,7 @@ fn a_hooks_table_reads_as_claude_codes_hooks_object() {
     assert_eq!(hooks[0].command, "guard.sh");
     assert_eq!(
         hooks[0].timeout_secs,
-        cadre_core::definitions::hooks::DEFAULT_HOOK_TIMEOUT_SECS
+        cadre_core::internal::DEFAULT_HOOK_TIMEOUT_SECS
     );
     assert_eq!(hooks[0].source, "cadre.toml");
     // Not an unknown setting; its one repair is named with the table's line.

@@ -48,10 +48,10 @@ pub struct AgentConfig {
     /// The effort its requests ask of the model (`output_config.effort`); `None` leaves the
     /// model's default.
     pub effort: Option<cadre_model::Effort>,
-    /// The schema its final answer must match, if any (see [`crate::run::answer`]).
+    /// The schema its final answer must match, if any (see `run::answer`).
     pub answer: Option<AnswerSchema>,
     /// Where its first request marks the prefix it shares with the agent it was forked
-    /// from, when it is a fork (see [`crate::run::fork`]).
+    /// from, when it is a fork (see `run::fork`).
     pub fork: Option<ForkPoint>,
     /// How many times a final answer cut at `max_tokens` is asked to go on (0: never).
     pub continuations: u32,

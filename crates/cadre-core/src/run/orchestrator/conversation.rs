@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::Mutex;
 
 /// A conversation with a run's primary agent, kept open between its messages: give each
-/// message to [`Orchestrator::converse`] (one orchestrator per message). The first starts a
+/// message to [`Orchestrator::converse`](crate::Orchestrator::converse) (one orchestrator per message). The first starts a
 /// run; each later one goes on from where the last left it, from memory.
 #[derive(Debug, Default)]
 pub struct Conversation {

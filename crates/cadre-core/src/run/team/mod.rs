@@ -17,7 +17,6 @@ mod seat;
 mod state;
 pub(crate) mod tools;
 
-pub use error::TeamError;
 pub use members::{Team, TeamLimits};
 pub use seat::Seat;
 pub use state::TeamState;

@@ -2,7 +2,7 @@
 //! made in code with the builder, the run's events read as they stream, the answer and its
 //! cost at the end. The README's and `docs/library.md`'s example, as a program.
 //!
-//! `ANTHROPIC_API_KEY=… cargo run -p cadre-examples --example embed` (it talks to the API).
+//! `ANTHROPIC_API_KEY=… cargo run -p cadre-embedder --example embed` (it talks to the API).
 
 use cadre_core::{AgentSpec, AnthropicConfig, Event, Mode, Orchestrator};
 

@@ -3,7 +3,7 @@
 //! input type derives its JSON Schema through cadre's re-exports (the `crate` attributes
 //! tell the derives where those crates are).
 //!
-//! `ANTHROPIC_API_KEY=… cargo run -p cadre-examples --example typed_tool -- Paris`
+//! `ANTHROPIC_API_KEY=… cargo run -p cadre-embedder --example typed_tool -- Paris`
 
 use cadre_core::{
     schemars, serde, AgentSpec, AnthropicConfig, Mode, Orchestrator, ToolContext, ToolError,
