@@ -104,7 +104,7 @@ pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::Registry;
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
-pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
+pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem, ToolsDropped};
 pub use definitions::spec_builder::AgentSpecBuilder;
 pub use record::events::{describe_call, no_events, EventHandler, EventStream};
 pub use record::run_dir::RunDir;
@@ -120,8 +120,8 @@ pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::hooks::MAX_STOP_BLOCKS;
 pub use run::orchestrator::{
-    Limits, Orchestrator, RosterEntry, RunError, RunErrorKind, RunSummary, SubagentError,
-    DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+    AnswerError, Limits, Orchestrator, RosterEntry, RunError, RunErrorKind, RunSummary,
+    SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::permissions::{
     AgentPermissions, ApprovalRequest, Approver, Decision, PermissionSettings, Permissions,
