@@ -336,6 +336,7 @@ impl AgentSpec {
 /// Why an agent type cannot start: it has no tools, because every entry of its `tools` was
 /// dropped while loading.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 #[error("agent type {agent_type:?} cannot start: it has no tools, because every entry of its tools was dropped while loading ({}); fix its file (`cadre agents check` says why)", .dropped.join(", "))]
 pub struct ToolsDropped {
     /// The agent type.
