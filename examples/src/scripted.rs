@@ -86,16 +86,17 @@ impl Model for ScriptedModel {
             .scripts
             .iter()
             .find(|(t, phrase, _)| *t == agent_type && first.contains(phrase.as_str()))
-            .ok_or_else(|| {
-                ModelError::Replay(format!(
-                    "no script for a {agent_type} agent asked {first:?}"
-                ))
+            .ok_or_else(|| ModelError::Custom {
+                provider: self.provider().to_owned(),
+                source: format!("no script for a {agent_type} agent asked {first:?}").into(),
             })?;
-        let reply = script.2.get(turn).ok_or_else(|| {
-            ModelError::Replay(format!(
+        let reply = script.2.get(turn).ok_or_else(|| ModelError::Custom {
+            provider: self.provider().to_owned(),
+            source: format!(
                 "the script for {agent_type} ({:?}) has no turn {turn}",
                 script.1
-            ))
+            )
+            .into(),
         })?;
         // Plausible token counts, so usage tables in replays look like real ones.
         let input =

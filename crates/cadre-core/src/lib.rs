@@ -97,7 +97,7 @@ pub use definitions::instructions::{InstructionFile, Instructions};
 pub use definitions::permissions::{PermissionMode, PermissionRules, Rule, RuleError};
 pub use definitions::registry::Registry;
 pub use definitions::skills::{Skill, SkillError, SkillFile, SkillSet};
-pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem};
+pub use definitions::spec::{AgentSpec, CompactAt, McpServerRef, Mode, Problem, ToolsDropped};
 pub use definitions::spec_builder::AgentSpecBuilder;
 pub use record::events::{describe_call, no_events, EventHandler, EventStream};
 pub use record::journal::{JournalError, JournaledRun};
@@ -113,8 +113,8 @@ pub use run::compaction::CompactError;
 pub use run::delegate::{Delegate, Delegated, DelegatedCall};
 pub use run::hooks::MAX_STOP_BLOCKS;
 pub use run::orchestrator::{
-    Conversation, Limits, Orchestrator, RosterEntry, RunError, RunErrorKind, RunSummary,
-    SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+    AnswerError, Conversation, Limits, Orchestrator, RosterEntry, RunError, RunErrorKind,
+    RunSummary, SubagentError, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
 };
 pub use run::permissions::{
     ApprovalRequest, Approver, Decision, PermissionSettings, Permissions, PermissionsSnapshot,

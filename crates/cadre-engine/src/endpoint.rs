@@ -35,9 +35,9 @@ pub async fn serve(
         .bind(crate::service::CadreRun)
         .bind(crate::service::CadreRoster);
     if let Some(key) = key {
-        endpoint = endpoint.identity_key(&key).map_err(|e| {
-            WorkerError::IdentityKey(crate::identity::IdentityKeyError::Unreadable(e.to_string()))
-        })?;
+        endpoint = endpoint
+            .identity_key(&key)
+            .map_err(|e| WorkerError::IdentityKey(crate::identity::rejected(&key, e)))?;
     }
     HttpServer::new(endpoint.build())
         .serve_with_cancel(listener, stop)

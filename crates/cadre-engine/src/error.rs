@@ -32,8 +32,11 @@ pub enum WorkerError {
     Permissions(#[source] cadre_core::RuleError),
     /// The run asks for something a worker does not do (hooks, an MCP server): running it
     /// without would silently change what its agents may do.
-    #[error("{0}")]
-    Unsupported(String),
+    #[error("the worker cannot honour what this run asks for, so it was not started: {}", .unhonoured.join("; "))]
+    Unsupported {
+        /// What it cannot honour, one setting each.
+        unhonoured: Vec<String>,
+    },
     /// The request-identity key given to the worker is not one.
     #[error("{0}")]
     IdentityKey(#[from] crate::identity::IdentityKeyError),
@@ -48,7 +51,7 @@ impl WorkerError {
                 | Self::Workspace { .. }
                 | Self::Setup(_)
                 | Self::Permissions(_)
-                | Self::Unsupported(_)
+                | Self::Unsupported { .. }
                 | Self::IdentityKey(_)
         )
     }

@@ -24,8 +24,22 @@ pub enum IdentityKeyError {
     #[error("the PEM public key is not an Ed25519 key (make one with `openssl genpkey -algorithm ed25519`)")]
     NotEd25519,
     /// Neither form.
-    #[error("expected {PREFIX}… (as the Restate server logs it) or a PEM public key: {0}")]
-    Unreadable(String),
+    #[error("expected {PREFIX}… (as the Restate server logs it) or a PEM public key: {given}")]
+    Unreadable {
+        /// The first line of what was given, cut short.
+        given: String,
+    },
+    /// A PEM public key whose base64 does not decode.
+    #[error("expected {PREFIX}… (as the Restate server logs it) or a PEM public key: its base64 does not read: {0}")]
+    Base64(#[source] base64::DecodeError),
+    /// A key in Restate's form that the Restate SDK does not take (not base58, not 32 bytes).
+    #[error("expected {PREFIX}… (as the Restate server logs it) or a PEM public key: {source}")]
+    Rejected {
+        /// The key as given.
+        key: String,
+        /// The SDK's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// The key in `text` in Restate's `publickeyv1_…` form: `text` is that form already, or an
@@ -41,11 +55,13 @@ pub fn public_key(text: &str) -> Result<String, IdentityKeyError> {
     let body = text
         .strip_prefix("-----BEGIN PUBLIC KEY-----")
         .and_then(|rest| rest.strip_suffix("-----END PUBLIC KEY-----"))
-        .ok_or_else(|| IdentityKeyError::Unreadable(first_line(text)))?;
+        .ok_or_else(|| IdentityKeyError::Unreadable {
+            given: first_line(text),
+        })?;
     let body: String = body.split_whitespace().collect();
     let der = base64::engine::general_purpose::STANDARD
         .decode(body)
-        .map_err(|e| IdentityKeyError::Unreadable(format!("its base64 does not read: {e}")))?;
+        .map_err(IdentityKeyError::Base64)?;
     match der.strip_prefix(&ED25519_SPKI[..]) {
         Some(key) if key.len() == 32 => Ok(format!("{PREFIX}{}", bs58::encode(key).into_string())),
         _ => Err(IdentityKeyError::NotEd25519),
@@ -57,7 +73,18 @@ fn check(key: &str) -> Result<(), IdentityKeyError> {
     restate_sdk::prelude::Endpoint::builder()
         .identity_key(key)
         .map(drop)
-        .map_err(|e| IdentityKeyError::Unreadable(e.to_string()))
+        .map_err(|e| rejected(key, e))
+}
+
+/// The SDK's refusal of `key` (its error type is not public, hence the box).
+pub(crate) fn rejected(
+    key: &str,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> IdentityKeyError {
+    IdentityKeyError::Rejected {
+        key: key.to_owned(),
+        source: Box::new(source),
+    }
 }
 
 /// The first line of `text`, cut short, for messages.
@@ -96,11 +123,11 @@ mod tests {
         ));
         assert!(matches!(
             public_key("publickeyv1_notbase58!"),
-            Err(IdentityKeyError::Unreadable(_))
+            Err(IdentityKeyError::Rejected { .. })
         ));
         assert!(matches!(
             public_key("ssh-ed25519 AAAA"),
-            Err(IdentityKeyError::Unreadable(_))
+            Err(IdentityKeyError::Unreadable { .. })
         ));
         // An RSA key's DER does not start as an Ed25519 one does.
         let rsa = "-----BEGIN PUBLIC KEY-----\nMFwwDQYJKoZIhvcNAQEBBQADSwAwSAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf\n9Cnzj4p4WGeKLs1Pt8QuKUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEAAQ==\n-----END PUBLIC KEY-----\n";

@@ -125,10 +125,7 @@ impl Worker {
         // The client refuses these first; a worker checks again rather than trust it.
         let unhonoured = crate::unhonoured::unhonoured(call);
         if !unhonoured.is_empty() {
-            return Err(WorkerError::Unsupported(format!(
-                "the worker cannot honour what this run asks for, so it was not started: {}",
-                unhonoured.join("; ")
-            )));
+            return Err(WorkerError::Unsupported { unhonoured });
         }
         let permissions = Permissions::from_snapshot(&call.settings.permissions)
             .map_err(WorkerError::Permissions)?;

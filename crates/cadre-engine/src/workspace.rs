@@ -156,7 +156,9 @@ impl CloneCache {
         agent: &str,
     ) -> Result<WriterTree, WorkspaceError> {
         if !is_valid_run_id(run_id) {
-            return Err(WorkspaceError::InvalidRunId(run_id.to_string()));
+            return Err(WorkspaceError::InvalidRunId {
+                run_id: run_id.to_string(),
+            });
         }
         let (repo, base, _lock) = self.fetched(url, base).await?;
         let slug = agent_slug(agent);

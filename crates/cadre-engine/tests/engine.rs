@@ -529,7 +529,10 @@ mod workspace {
             .writer(&origin.url, &origin.sha, "../up", "main/code")
             .await
             .unwrap_err();
-        assert!(matches!(err, WorkspaceError::InvalidRunId(_)), "{err:?}");
+        assert!(
+            matches!(err, WorkspaceError::InvalidRunId { .. }),
+            "{err:?}"
+        );
 
         let missing = origin.scratch.join("no-such-repo.git");
         let err = cache

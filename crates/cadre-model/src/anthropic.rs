@@ -7,7 +7,7 @@
 
 use crate::sse::StreamAssembler;
 use crate::transport::{http_setters, plain_error, Decoder, Endpoint, HttpOptions, Transport};
-use crate::{EventSink, Model, ModelError, Request, Response};
+use crate::{ConfigError, EventSink, Model, ModelError, Request, Response};
 use async_trait::async_trait;
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -49,9 +49,7 @@ impl AnthropicConfig {
     pub fn from_env() -> Result<Self, ModelError> {
         let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
         if key.trim().is_empty() {
-            return Err(ModelError::Config(
-                "ANTHROPIC_API_KEY is not set; export your Anthropic API key to use the anthropic provider.".into(),
-            ));
+            return Err(ConfigError::AnthropicKeyUnset.into());
         }
         let mut config = Self::new(key.trim());
         if let Ok(url) = std::env::var("ANTHROPIC_BASE_URL") {
@@ -108,25 +106,18 @@ impl AnthropicModel {
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
         let key = config.api_key.trim();
         if key.is_empty() {
-            return Err(ModelError::Config(
-                "The Anthropic API key is empty; set ANTHROPIC_API_KEY or pass a key.".into(),
-            ));
+            return Err(ConfigError::AnthropicKeyEmpty.into());
         }
         let endpoint = Endpoint::new("Anthropic", &config.base_url, "/v1/messages")?;
 
-        let mut key_value = HeaderValue::from_str(key).map_err(|_| {
-            ModelError::Config(
-                "The Anthropic API key contains characters that cannot be sent in an HTTP header."
-                    .into(),
-            )
-        })?;
+        let mut key_value = HeaderValue::from_str(key)
+            .map_err(|_| ModelError::from(ConfigError::KeyUnsendable { api: "Anthropic" }))?;
         // Sensitive values are redacted from reqwest's and http's Debug output.
         key_value.set_sensitive(true);
         let version = HeaderValue::from_str(&config.version).map_err(|_| {
-            ModelError::Config(format!(
-                "The anthropic-version {:?} cannot be sent in an HTTP header.",
-                config.version
-            ))
+            ModelError::from(ConfigError::VersionUnsendable {
+                version: config.version.clone(),
+            })
         })?;
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static("x-api-key"), key_value);
@@ -159,10 +150,9 @@ impl Model for AnthropicModel {
         let mut headers = HeaderMap::new();
         if !request.betas.is_empty() {
             let betas = HeaderValue::from_str(&request.betas.join(",")).map_err(|_| {
-                ModelError::Config(format!(
-                    "The beta names {:?} cannot be sent in an HTTP header.",
-                    request.betas
-                ))
+                ModelError::from(ConfigError::BetasUnsendable {
+                    betas: request.betas.clone(),
+                })
             })?;
             headers.insert(HeaderName::from_static("anthropic-beta"), betas);
         }

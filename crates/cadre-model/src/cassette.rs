@@ -15,7 +15,9 @@
 //! an unreadable *last* line with a warning (see [`Cassette::truncated_tail`]); an
 //! unreadable line anywhere else is an error naming the line.
 
-use crate::{ContentBlock, Message, ModelError, Request, Response, SystemBlock, ToolDefinition};
+use crate::{
+    ContentBlock, Message, ModelError, ReplayError, Request, Response, SystemBlock, ToolDefinition,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -159,7 +161,6 @@ impl Cassette {
 
     /// Parses cassette text; `name` (usually the path) appears in errors.
     pub fn parse(text: &str, name: &str) -> Result<Self, ModelError> {
-        let bad = |msg: String| ModelError::Replay(format!("the cassette {name} {msg}"));
         let lines: Vec<(usize, &str)> = text
             .lines()
             .enumerate()
@@ -167,7 +168,9 @@ impl Cassette {
             .filter(|(_, l)| !l.trim().is_empty())
             .collect();
         let Some(((_, first), rest)) = lines.split_first() else {
-            return Err(bad("is empty (no header line)".into()));
+            return Err(ModelError::Replay(ReplayError::Empty {
+                cassette: name.to_owned(),
+            }));
         };
         let header: CassetteHeader =
             serde_json::from_str(first).map_err(|source| ModelError::Cassette {
@@ -177,10 +180,12 @@ impl Cassette {
                 source: Box::new(source),
             })?;
         if header.cadre_cassette != CASSETTE_FORMAT {
-            return Err(bad(format!(
-                "has format version {}, but this cadre reads version {CASSETTE_FORMAT} (it was written by {})",
-                header.cadre_cassette, header.created_by
-            )));
+            return Err(ModelError::Replay(ReplayError::Version {
+                cassette: name.to_owned(),
+                found: header.cadre_cassette,
+                expected: CASSETTE_FORMAT,
+                created_by: header.created_by,
+            }));
         }
         let mut exchanges = Vec::with_capacity(rest.len());
         let mut truncated_tail = None;

@@ -34,9 +34,10 @@ pub enum ModelError {
         /// What the transport said.
         reason: String,
     },
-    /// The stream was malformed or ended early.
+    /// The stream broke the protocol it speaks: it ended early, or an event came out of
+    /// place or without a field it must carry.
     #[error("the model API's response stream was malformed: {0}")]
-    Protocol(String),
+    Protocol(#[source] ProtocolError),
     /// No bytes arrived for too long.
     #[error("the model API sent nothing for {0:?}")]
     Idle(Duration),
@@ -48,9 +49,9 @@ pub enum ModelError {
         /// The parser's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The provider was set up wrongly (no key, bad URL, …).
-    #[error("{0}")]
-    Config(String),
+    /// The provider was set up wrongly (no key, a key or header that cannot be sent, …).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// The provider's base URL is not a URL it can use.
     #[error("The {api} base URL {url:?} {problem} ({source}).")]
     BaseUrl {
@@ -78,9 +79,17 @@ pub enum ModelError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Replaying a cassette failed: no recorded response matches, or the request differs
-    /// from the recorded one; the message names the agent and shows a diff.
+    /// from the recorded one; the error names the agent and shows a diff.
     #[error("replay: {0}")]
-    Replay(String),
+    Replay(#[source] ReplayError),
+    /// A model of the embedder's own (scripted, wrapped) failed in a way of its own.
+    #[error("{provider}: {source}")]
+    Custom {
+        /// Its provider name, as [`crate::Model::provider`] gives it.
+        provider: String,
+        /// What went wrong.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A transient failure that kept happening until the retry policy gave up.
     #[error("gave up after {attempts} attempts: {last}")]
     RetriesExhausted {
@@ -89,6 +98,188 @@ pub enum ModelError {
         /// The last failure.
         last: Box<ModelError>,
     },
+}
+
+/// How a response stream broke the protocol it speaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The stream ended before the event that completes a response.
+    #[error("the stream ended before {expected}")]
+    EndedEarly {
+        /// What should have come (`message_stop`, `a finish_reason or [DONE]`).
+        expected: &'static str,
+    },
+    /// An event lacks a field it must carry.
+    #[error("a `{event}` event has no `{field}`")]
+    MissingField {
+        /// The event's type.
+        event: String,
+        /// The field (`index`, `delta.type`, …).
+        field: &'static str,
+    },
+    /// A delta lacks the string its type carries.
+    #[error("a `{delta}` has no string `{field}`")]
+    DeltaField {
+        /// The delta's type.
+        delta: String,
+        /// The field it should carry.
+        field: String,
+    },
+    /// A content block was started twice.
+    #[error("block {index} started twice")]
+    StartedTwice {
+        /// The block's index.
+        index: u64,
+    },
+    /// A delta or a stop came for a block that never started.
+    #[error("a `{event}` arrived for block {index}, which never started")]
+    NotStarted {
+        /// The delta's or event's type.
+        event: String,
+        /// The block's index.
+        index: u64,
+    },
+    /// A delta came for a block that had stopped.
+    #[error("a `{delta}` arrived for block {index} after it stopped")]
+    AfterStop {
+        /// The delta's type.
+        delta: String,
+        /// The block's index.
+        index: u64,
+    },
+    /// A delta came for a block of another type.
+    #[error("a `{delta}` arrived for block {index}, a `{block}` block")]
+    WrongBlock {
+        /// The delta's type.
+        delta: String,
+        /// The block's index.
+        index: u64,
+        /// The block's type.
+        block: String,
+    },
+    /// A whole (non-streamed) response lacks a part it must have.
+    #[error("the Chat Completions response has no {part}")]
+    Incomplete {
+        /// The part (`choices`, `message`).
+        part: &'static str,
+    },
+}
+
+/// How a provider was set up wrongly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `ANTHROPIC_API_KEY` is not set.
+    #[error("ANTHROPIC_API_KEY is not set; export your Anthropic API key to use the anthropic provider.")]
+    AnthropicKeyUnset,
+    /// The Anthropic API key given is empty.
+    #[error("The Anthropic API key is empty; set ANTHROPIC_API_KEY or pass a key.")]
+    AnthropicKeyEmpty,
+    /// The API key has characters an HTTP header cannot carry.
+    #[error("The {api} API key contains characters that cannot be sent in an HTTP header.")]
+    KeyUnsendable {
+        /// The API it is for (`Anthropic`, `OpenAI`).
+        api: &'static str,
+    },
+    /// The `anthropic-version` has characters an HTTP header cannot carry.
+    #[error("The anthropic-version {version:?} cannot be sent in an HTTP header.")]
+    VersionUnsendable {
+        /// The version as given.
+        version: String,
+    },
+    /// A beta name has characters an HTTP header cannot carry.
+    #[error("The beta names {betas:?} cannot be sent in an HTTP header.")]
+    BetasUnsendable {
+        /// The beta names as given.
+        betas: Vec<String>,
+    },
+    /// The base URL is not an http(s) URL.
+    #[error("The {api} base URL {url:?} must start with http:// or https://.")]
+    NotHttp {
+        /// The API it is for (`Anthropic`, `OpenAI-compatible`).
+        api: &'static str,
+        /// The base URL, without credentials.
+        url: String,
+    },
+    /// The HTTP client's TLS could not be set up.
+    #[error("Could not set up the HTTP client: {0}")]
+    Tls(#[source] rustls::Error),
+}
+
+/// Why a replayed request has no recorded response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The cassette has no header line.
+    #[error("the cassette {cassette} is empty (no header line)")]
+    Empty {
+        /// The cassette (usually its path).
+        cassette: String,
+    },
+    /// The cassette is of a format version this cadre does not read.
+    #[error("the cassette {cassette} has format version {found}, but this cadre reads version {expected} (it was written by {created_by})")]
+    Version {
+        /// The cassette.
+        cassette: String,
+        /// Its version.
+        found: u32,
+        /// The version this cadre reads.
+        expected: u32,
+        /// What wrote it.
+        created_by: String,
+    },
+    /// No recording matches the request.
+    #[error("agent {agent} sent a request ({}) that {cassette} has no recording of{closest}", plural_messages(*messages))]
+    NoMatch {
+        /// The agent that asked: its path and type.
+        agent: String,
+        /// How many messages the request holds.
+        messages: usize,
+        /// The cassette.
+        cassette: String,
+        /// What the cassette holds closest to it, and its diff (empty when nothing is).
+        closest: String,
+    },
+    /// Every recorded response to the request was already served.
+    #[error("agent {agent} sent a request ({}) that {cassette} recorded {times} time(s), and every recorded response to it was already served; the run asks more often than the recording did", plural_messages(*messages))]
+    Exhausted {
+        /// The agent that asked: its path and type.
+        agent: String,
+        /// How many messages the request holds.
+        messages: usize,
+        /// The cassette.
+        cassette: String,
+        /// How many times the cassette recorded it.
+        times: usize,
+    },
+    /// An exchange the cassette's index names is not there.
+    #[error("the cassette {cassette} lost an exchange")]
+    LostExchange {
+        /// The cassette.
+        cassette: String,
+    },
+    /// The request matches a recording but one of its parts differs.
+    #[error("agent {agent}: the {part} differs from the recording in {cassette} (re-record the cassette, or undo the change):\n{diff}")]
+    Differs {
+        /// The agent that asked: its path and type.
+        agent: String,
+        /// The part that differs (`system prompt`, `tool names`, `model`, …).
+        part: String,
+        /// The cassette.
+        cassette: String,
+        /// The recorded and the sent part, as a short diff.
+        diff: String,
+    },
+}
+
+/// `1 message`, `3 messages`.
+pub(crate) fn plural_messages(n: usize) -> String {
+    if n == 1 {
+        "1 message".into()
+    } else {
+        format!("{n} messages")
+    }
 }
 
 impl ModelError {
@@ -107,6 +298,7 @@ impl ModelError {
             | Self::Encode(_)
             | Self::Cassette { .. }
             | Self::Replay(_)
+            | Self::Custom { .. }
             | Self::RetriesExhausted { .. } => false,
         }
     }
@@ -199,6 +391,9 @@ mod tests {
         )
         .is_context_too_long());
         assert!(!api(529, "overloaded_error", "prompt is too long").is_context_too_long());
-        assert!(!ModelError::Protocol("prompt is too long".into()).is_context_too_long());
+        assert!(!ModelError::Protocol(ProtocolError::Incomplete {
+            part: "prompt is too long"
+        })
+        .is_context_too_long());
     }
 }

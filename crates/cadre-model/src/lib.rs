@@ -23,7 +23,7 @@ pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use cassette::{request_key, Cassette, CassetteHeader, Exchange, RecordedRequest};
 pub use content::*;
 pub use descriptors::{connection_limit, raise_open_file_limit};
-pub use error::ModelError;
+pub use error::{ConfigError, ModelError, ProtocolError, ReplayError};
 pub use openai::{OpenAiConfig, OpenAiModel};
 pub use output::{strict_schema, Effort, OutputConfig, OutputFormat};
 pub use record::RecordingModel;

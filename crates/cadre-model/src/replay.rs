@@ -8,7 +8,10 @@
 //! answer for, fails with [`ModelError::Replay`] naming the agent and showing a diff.
 
 use crate::cassette::{request_key, Cassette, Exchange, RecordedRequest};
-use crate::{ContentBlock, EventSink, Message, Model, ModelError, ModelEvent, Request, Response};
+use crate::error::plural_messages as messages;
+use crate::{
+    ContentBlock, EventSink, Message, Model, ModelError, ModelEvent, ReplayError, Request, Response,
+};
 use crate::{RequestOrigin, SystemBlock};
 use async_trait::async_trait;
 use similar::TextDiff;
@@ -122,17 +125,17 @@ impl ReplayModel {
                 .iter()
                 .filter(|e| e.computed_key() == key)
                 .count();
-            return Err(ModelError::Replay(format!(
-                "agent {} sent a request ({}) that {} recorded {times} time(s), and \
-                 every recorded response to it was already served; the run asks more often \
-                 than the recording did",
-                who(&origin),
-                messages(now.messages.len()),
-                self.source,
-            )));
+            return Err(ModelError::Replay(ReplayError::Exhausted {
+                agent: who(&origin),
+                messages: now.messages.len(),
+                cassette: self.source.clone(),
+                times,
+            }));
         };
         let exchange = self.exchanges.get(index).ok_or_else(|| {
-            ModelError::Replay(format!("the cassette {} lost an exchange", self.source))
+            ModelError::Replay(ReplayError::LostExchange {
+                cassette: self.source.clone(),
+            })
         })?;
         self.check(&origin, &exchange.request, &now)?;
         queue.pop_front();
@@ -147,13 +150,12 @@ impl ReplayModel {
         now: &RecordedRequest,
     ) -> Result<(), ModelError> {
         let differs = |field: &str, old: &str, new: &str| {
-            ModelError::Replay(format!(
-                "agent {}: the {field} differs from the recording in {} (re-record the \
-                 cassette, or undo the change):\n{}",
-                who(origin),
-                self.source,
-                short_diff(old, new),
-            ))
+            ModelError::Replay(ReplayError::Differs {
+                agent: who(origin),
+                part: field.to_owned(),
+                cassette: self.source.clone(),
+                diff: short_diff(old, new),
+            })
         };
         if recorded.system != now.system {
             let (old, new) = (system_text(&recorded.system), system_text(&now.system));
@@ -197,12 +199,7 @@ impl ReplayModel {
     /// The error for a request the cassette has no key for, with a diff against the
     /// closest recorded request of the same agent type.
     fn no_match(&self, origin: &RequestOrigin, now: &RecordedRequest) -> ModelError {
-        let mut msg = format!(
-            "agent {} sent a request ({}) that {} has no recording of",
-            who(origin),
-            messages(now.messages.len()),
-            self.source
-        );
+        let mut msg = String::new();
         let same_type: Vec<&Exchange> = self
             .exchanges
             .iter()
@@ -264,7 +261,12 @@ impl ReplayModel {
                 );
             }
         }
-        ModelError::Replay(msg)
+        ModelError::Replay(ReplayError::NoMatch {
+            agent: who(origin),
+            messages: now.messages.len(),
+            cassette: self.source.clone(),
+            closest: msg,
+        })
     }
 }
 
@@ -307,15 +309,6 @@ fn who(origin: &RequestOrigin) -> String {
         return "<unknown> (the request names no agent)".into();
     }
     format!("{} (type {:?})", origin.path, origin.agent_type)
-}
-
-/// `1 message`, `3 messages`.
-fn messages(n: usize) -> String {
-    if n == 1 {
-        "1 message".into()
-    } else {
-        format!("{n} messages")
-    }
 }
 
 fn common_prefix(a: &[Message], b: &[Message]) -> usize {

@@ -4,8 +4,8 @@
 //! (`message_start`, `content_block_*`, `message_delta`, `message_stop`, `ping`, `error`).
 
 use crate::{
-    CompactionBlock, ContentBlock, EventSink, ModelError, ModelEvent, Response, Role, StopReason,
-    Usage,
+    CompactionBlock, ContentBlock, EventSink, ModelError, ModelEvent, ProtocolError, Response,
+    Role, StopReason, Usage,
 };
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -110,9 +110,9 @@ impl StreamAssembler {
     /// The assembled response; fails if `message_stop` never came or a tool input is bad.
     pub fn finish(mut self) -> Result<Response, ModelError> {
         if !self.complete {
-            return Err(ModelError::Protocol(
-                "the stream ended before message_stop".into(),
-            ));
+            return Err(ModelError::Protocol(ProtocolError::EndedEarly {
+                expected: "message_stop",
+            }));
         }
         let mut content = Vec::with_capacity(self.blocks.len());
         for (_, mut slot) in std::mem::take(&mut self.blocks) {
@@ -161,7 +161,7 @@ impl StreamAssembler {
                 source: Box::new(e),
             })?;
         if self.blocks.contains_key(&index) {
-            return Err(ModelError::Protocol(format!("block {index} started twice")));
+            return Err(ModelError::Protocol(ProtocolError::StartedTwice { index }));
         }
         match &block {
             ContentBlock::ToolUse(t) => sink(ModelEvent::ToolUseStart {
@@ -191,14 +191,16 @@ impl StreamAssembler {
     /// The slot of block `index`, started and not yet stopped, for a delta of `kind`.
     fn open_slot(&mut self, index: u64, kind: &str) -> Result<&mut Slot, ModelError> {
         let slot = self.blocks.get_mut(&index).ok_or_else(|| {
-            ModelError::Protocol(format!(
-                "a `{kind}` arrived for block {index}, which never started"
-            ))
+            ModelError::Protocol(ProtocolError::NotStarted {
+                event: kind.to_owned(),
+                index,
+            })
         })?;
         if slot.stopped {
-            return Err(ModelError::Protocol(format!(
-                "a `{kind}` arrived for block {index} after it stopped"
-            )));
+            return Err(ModelError::Protocol(ProtocolError::AfterStop {
+                delta: kind.to_owned(),
+                index,
+            }));
         }
         Ok(slot)
     }
@@ -213,10 +215,12 @@ impl StreamAssembler {
             .ok_or_else(|| missing(EV, "delta.type"))?;
         let slot = self.open_slot(index, kind)?;
         let field = |name: &str| {
-            delta
-                .get(name)
-                .and_then(Value::as_str)
-                .ok_or_else(|| ModelError::Protocol(format!("a `{kind}` has no string `{name}`")))
+            delta.get(name).and_then(Value::as_str).ok_or_else(|| {
+                ModelError::Protocol(ProtocolError::DeltaField {
+                    delta: kind.to_owned(),
+                    field: name.to_owned(),
+                })
+            })
         };
         match (kind, &mut slot.block) {
             ("text_delta", ContentBlock::Text(b)) => {
@@ -261,10 +265,11 @@ impl StreamAssembler {
                 | "input_json_delta",
                 block,
             ) => {
-                return Err(ModelError::Protocol(format!(
-                    "a `{kind}` arrived for block {index}, a `{}` block",
-                    block.type_name()
-                )));
+                return Err(ModelError::Protocol(ProtocolError::WrongBlock {
+                    delta: kind.to_owned(),
+                    index,
+                    block: block.type_name().to_owned(),
+                }));
             }
             (other, _) => {
                 tracing::debug!(delta = other, index, "ignoring an unknown delta type");
@@ -277,9 +282,10 @@ impl StreamAssembler {
         const EV: &str = "content_block_stop";
         let index = index_of(v, EV)?;
         let slot = self.blocks.get_mut(&index).ok_or_else(|| {
-            ModelError::Protocol(format!(
-                "`{EV}` arrived for block {index}, which never started"
-            ))
+            ModelError::Protocol(ProtocolError::NotStarted {
+                event: EV.to_owned(),
+                index,
+            })
         })?;
         finalize(slot)
     }
@@ -370,8 +376,11 @@ fn index_of(v: &Value, event: &str) -> Result<u64, ModelError> {
         .ok_or_else(|| missing(event, "index"))
 }
 
-fn missing(event: &str, field: &str) -> ModelError {
-    ModelError::Protocol(format!("a `{event}` event has no `{field}`"))
+fn missing(event: &str, field: &'static str) -> ModelError {
+    ModelError::Protocol(ProtocolError::MissingField {
+        event: event.to_owned(),
+        field,
+    })
 }
 
 fn stream_error(v: &Value) -> ModelError {

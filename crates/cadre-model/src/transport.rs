@@ -8,7 +8,7 @@
 //! removed from text that came from elsewhere: it is never logged, printed, or put into an
 //! error.
 
-use crate::{EventSink, ModelError, Response, RetryPolicy};
+use crate::{ConfigError, EventSink, ModelError, Response, RetryPolicy};
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::StreamExt;
@@ -137,10 +137,11 @@ impl Endpoint {
             source: Box::new(e),
         })?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.cannot_be_a_base() {
-            return Err(ModelError::Config(format!(
-                "The {api} base URL {:?} must start with http:// or https://.",
-                strip_credentials(&parsed)
-            )));
+            return Err(ConfigError::NotHttp {
+                api,
+                url: strip_credentials(&parsed),
+            }
+            .into());
         }
         let url = Url::parse(&format!("{base}{path}")).map_err(|e| ModelError::BaseUrl {
             api,
@@ -176,10 +177,8 @@ impl Transport {
         secret: Option<String>,
         parse_error: ErrorParser,
     ) -> Result<Self, ModelError> {
-        let setup =
-            |why: String| ModelError::Config(format!("Could not set up the HTTP client: {why}"));
         let client = http_client_builder()
-            .map_err(|e| setup(e.to_string()))?
+            .map_err(ConfigError::Tls)?
             .default_headers(headers)
             // A redirect could carry the key to another host.
             .redirect(reqwest::redirect::Policy::none())

@@ -144,8 +144,8 @@ pub fn parse_input<T: serde::de::DeserializeOwned>(
                 let at = e.path().to_string();
                 let inner = e.into_inner();
                 match at.as_str() {
-                    "." | "" => ToolError::InvalidInput(format!("{tool}: {inner}")),
-                    _ => ToolError::InvalidInput(format!("{tool}: field `{at}`: {inner}")),
+                    "." | "" => ToolError::invalid_input(format!("{tool}: {inner}")),
+                    _ => ToolError::invalid_input(format!("{tool}: field `{at}`: {inner}")),
                 }
             });
         }
@@ -155,7 +155,7 @@ pub fn parse_input<T: serde::de::DeserializeOwned>(
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
     };
-    Err(ToolError::InvalidInput(format!(
+    Err(ToolError::invalid_input(format!(
         "{tool}: the input must be a JSON object of named fields, not {kind}"
     )))
 }

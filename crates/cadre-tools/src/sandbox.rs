@@ -144,9 +144,9 @@ pub enum Enforcement {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
-    /// The kernel cannot enforce what the policy needs.
-    #[error("{0}")]
-    Unsupported(String),
+    /// Landlock enforced none of the read-only sandbox's rules, so it would not stop writes.
+    #[error("Landlock did not restrict the read-only sandbox")]
+    NotEnforced,
     /// Building or applying the Landlock ruleset failed.
     #[error("Landlock ruleset: {0}")]
     Landlock(#[from] RulesetError),
@@ -303,9 +303,7 @@ impl Sandbox {
         };
         if read_only {
             if enforcement == Enforcement::None {
-                return Err(SandboxError::Unsupported(
-                    "Landlock did not restrict the read-only sandbox".to_string(),
-                ));
+                return Err(SandboxError::NotEnforced);
             }
             // Best effort: Landlock already stops every content change; this adds metadata.
             let _ = metadata_filter::install();

@@ -21,10 +21,7 @@ impl Workspace {
             source,
         })?;
         if !root.is_dir() {
-            return Err(ToolError::Refused(format!(
-                "workspace root {} is not a folder",
-                root.display()
-            )));
+            return Err(ToolError::NotAFolder { root });
         }
         Ok(Workspace { root })
     }
@@ -38,10 +35,10 @@ impl Workspace {
     /// the root, following `..` and symlinks; the path need not exist yet.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
         if path.trim().is_empty() {
-            return Err(ToolError::InvalidInput("path is empty".to_string()));
+            return Err(ToolError::invalid_input("path is empty".to_string()));
         }
         if path.contains('\0') {
-            return Err(ToolError::InvalidInput(
+            return Err(ToolError::invalid_input(
                 "path contains a NUL byte".to_string(),
             ));
         }
@@ -151,7 +148,7 @@ mod tests {
         assert!(Workspace::new(dir.path().join("nope")).is_err());
         assert!(matches!(
             Workspace::new(dir.path().join("src/a.rs")),
-            Err(ToolError::Refused(_))
+            Err(ToolError::NotAFolder { .. })
         ));
     }
 
@@ -271,6 +268,9 @@ mod tests {
     #[test]
     fn empty_path_invalid() {
         let (_d, _o, ws) = setup();
-        assert!(matches!(ws.resolve(""), Err(ToolError::InvalidInput(_))));
+        assert!(matches!(
+            ws.resolve(""),
+            Err(ToolError::InvalidInput { .. })
+        ));
     }
 }

@@ -80,10 +80,13 @@ pub enum WorktreeError {
     },
     /// The run id cannot be part of a branch name and a folder name.
     #[error(
-        "run id {0:?} cannot name a branch: use ASCII letters, digits, '.', '_' and '-', \
+        "run id {run_id:?} cannot name a branch: use ASCII letters, digits, '.', '_' and '-', \
          not starting with '.' or '-'"
     )]
-    InvalidRunId(String),
+    InvalidRunId {
+        /// The run id as given.
+        run_id: String,
+    },
     /// The worktree is no longer the agent's checkout of its branch (its `.git` was
     /// removed, or it switched branches): nothing is committed or removed, so neither the
     /// main checkout nor another branch is touched.
@@ -456,7 +459,9 @@ fn check_run_id(run_id: &str) -> Result<(), WorktreeError> {
     if is_valid_run_id(run_id) {
         Ok(())
     } else {
-        Err(WorktreeError::InvalidRunId(run_id.to_string()))
+        Err(WorktreeError::InvalidRunId {
+            run_id: run_id.to_string(),
+        })
     }
 }
 
@@ -614,7 +619,7 @@ mod tests {
             "", "../x", "a/b", ".x", "-x", "a..b", "x.lock", "x.", "a b", "a~1",
         ] {
             assert!(
-                matches!(check_run_id(bad), Err(WorktreeError::InvalidRunId(_))),
+                matches!(check_run_id(bad), Err(WorktreeError::InvalidRunId { .. })),
                 "{bad}"
             );
         }

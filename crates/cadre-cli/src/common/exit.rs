@@ -159,7 +159,7 @@ mod tests {
         );
         assert_eq!(CliError::from(RunError::RunDir(io())).code(), Code::Failed);
         assert_eq!(
-            CliError::from(RunError::NotFinished("r".into())).code(),
+            CliError::from(RunError::NotFinished { run_id: "r".into() }).code(),
             Code::Config
         );
         let e = CliError::config_from("cannot read --task-file t", io());

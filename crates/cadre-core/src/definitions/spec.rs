@@ -325,15 +325,24 @@ impl AgentSpec {
 
     /// Why an agent of this type cannot start: every entry of its `tools` was dropped while
     /// loading. `None` when it can.
-    pub fn unusable(&self) -> Option<String> {
-        (self.tools.is_empty() && !self.dropped_tools.is_empty()).then(|| {
-            format!(
-                "agent type {:?} cannot start: it has no tools, because every entry of its tools was dropped while loading ({}); fix its file (`cadre agents check` says why)",
-                self.name,
-                self.dropped_tools.join(", ")
-            )
+    pub fn unusable(&self) -> Option<ToolsDropped> {
+        (self.tools.is_empty() && !self.dropped_tools.is_empty()).then(|| ToolsDropped {
+            agent_type: self.name.clone(),
+            dropped: self.dropped_tools.clone(),
         })
     }
+}
+
+/// Why an agent type cannot start: it has no tools, because every entry of its `tools` was
+/// dropped while loading.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[error("agent type {agent_type:?} cannot start: it has no tools, because every entry of its tools was dropped while loading ({}); fix its file (`cadre agents check` says why)", .dropped.join(", "))]
+pub struct ToolsDropped {
+    /// The agent type.
+    pub agent_type: String,
+    /// The entries of its `tools` that were dropped.
+    pub dropped: Vec<String>,
 }
 
 /// The cadre tool names an agent type gets, given every tool the run offers: `tools`

@@ -1,5 +1,7 @@
 //! What a `Task` call brings back: the subagent's final text, or why there is none.
 
+use crate::definitions::spec::ToolsDropped;
+use crate::run::team::error::TeamError;
 use crate::vocab::outcome::StopKind;
 use cadre_tools::{ToolError, WorktreeError};
 use std::sync::Arc;
@@ -21,8 +23,21 @@ pub enum SubagentError {
         known: String,
     },
     /// The type cannot start (every entry of its `tools` was dropped while loading).
-    #[error("{0}")]
-    Unusable(String),
+    #[error(transparent)]
+    Unusable(ToolsDropped),
+    /// A fork was asked for on a run whose subagents run on the engine, which cannot
+    /// carry a conversation.
+    #[error("a fork is not available when subagents run on the engine; start a subagent of a type with the context it needs in its prompt")]
+    ForkOnEngine,
+    /// The forking agent's type is not in this run.
+    #[error("a fork of a {agent_type} agent cannot start: the type is not in this run")]
+    ForkTypeGone {
+        /// The forking agent's type.
+        agent_type: String,
+    },
+    /// A `Task` call gave an `output_schema` on a run whose subagents run on the engine.
+    #[error("output_schema on a Task call is not available when subagents run on the engine; give the agent type an output_schema instead")]
+    SchemaOnEngine,
     /// The parent is at the depth limit.
     #[error("delegation is limited to {limit} levels; {parent} cannot start another subagent — do this work yourself")]
     DepthLimit {
@@ -57,9 +72,24 @@ pub enum SubagentError {
         /// Why.
         source: Arc<ToolError>,
     },
-    /// A team member could not be started.
-    #[error("{0}")]
-    Team(String),
+    /// A named member was asked for by an agent that is no team member.
+    #[error("only a team member can start a named member; start it without a name")]
+    NotAMember,
+    /// A named member was asked for on a run on the engine, which has no teams.
+    #[error("{agent_type} cannot be a named member: a run on the engine has no teams; start it without a name")]
+    MemberOnEngine {
+        /// The member's agent type.
+        agent_type: String,
+    },
+    /// A named member was asked for of a type that works in a worktree of its own.
+    #[error("{agent_type} cannot be a named member: it works in a worktree of its own, and members share the run's workspace; start it without a name")]
+    MemberIsolated {
+        /// The member's agent type.
+        agent_type: String,
+    },
+    /// The team refused the member (its name is taken or unusable, the team is full).
+    #[error(transparent)]
+    Team(TeamError),
     /// Its background task ended without handing back anything (it was aborted).
     #[error("outcome: cancelled — it ended without a result: its task was stopped")]
     Lost,

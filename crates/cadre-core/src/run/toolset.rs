@@ -167,7 +167,7 @@ impl ToolSet {
         };
         let out = match finished {
             Ok(Ok(out)) => out,
-            Ok(Err(ToolError::InvalidInput(msg))) => ToolOutput::error(format!(
+            Ok(Err(ToolError::InvalidInput { message: msg })) => ToolOutput::error(format!(
                 "{msg}\nexpected input schema: {}",
                 tool.input_schema()
             )),

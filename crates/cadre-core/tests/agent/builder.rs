@@ -176,7 +176,7 @@ async fn the_builder_says_what_is_missing() {
             .unwrap()
     };
     let err = build().run("explore", "x").await.unwrap_err();
-    assert!(matches!(err, RunError::NotPrimary(_)), "{err}");
+    assert!(matches!(err, RunError::NotPrimary { .. }), "{err}");
     let err = build().run("nope", "x").await.unwrap_err().to_string();
     assert!(err.contains("primary types: lead, main"), "{err}");
 }

@@ -129,7 +129,12 @@ fn every_agent_file_of_the_corpus_loads_with_each_repair_warned_at_its_place() {
     let dropped = registry.get("all-dropped").unwrap();
     assert!(dropped.tools.is_empty());
     let why = dropped.unusable().unwrap();
-    assert!(why.contains("WebFetch, airis-mcp-gateway"), "{why}");
+    assert_eq!(why.agent_type, "all-dropped");
+    assert_eq!(why.dropped, ["WebFetch", "airis-mcp-gateway"], "{why}");
+    assert!(
+        why.to_string().contains("(WebFetch, airis-mcp-gateway)"),
+        "{why}"
+    );
 
     let lenient = registry.get("lenient").unwrap();
     assert_eq!(

@@ -4,7 +4,9 @@
 //! `definitions`; no file of the library crates or the CLI over 700 lines and no function
 //! over 80 (tests and generated markup aside), past a named allowance that can only shrink;
 //! each file of cadre-core says at its top what it depends on (no `use super::*` outside tests)
-//! and no per-run state of the loop waits in a `Mutex<Option<…>>` to be filled in later.
+//! and no per-run state of the loop waits in a `Mutex<Option<…>>` to be filled in later;
+//! no error enum of the library crates carries a bare `String` as a variant's one field
+//! (past named messages for the model), and `RunError::kind` names every variant.
 //!
 //! A file's imports are the paths it names through `crate::`, `super::`, `self::` or a
 //! module it declares, in `use` items, in code and in macro calls, with its `#[cfg(test)]`
@@ -740,5 +742,179 @@ fn the_architecture_page_names_only_paths_that_exist() {
     assert!(
         missing.is_empty(),
         "docs/architecture.md names paths that do not exist: {missing:?}"
+    );
+}
+
+/// The library crates whose error enums are held to typed variants.
+const TYPED_ERRORS: [&str; 5] = [
+    "cadre-model",
+    "cadre-tools",
+    "cadre-core",
+    "cadre-mcp",
+    "cadre-engine",
+];
+
+/// Field names that say a `String` is a message rather than a value a caller can act on.
+const MESSAGE_NAMES: [&str; 7] = ["message", "reason", "why", "text", "msg", "detail", "what"];
+
+/// The error variants (`file::Enum::Variant`) that may stay one message, and why: text
+/// meant for the model, which reads it as a tool's result, not for a program to match.
+const MESSAGE_VARIANTS: &[(&str, &str)] = &[
+    (
+        "cadre-tools/src/error.rs::ToolError::InvalidInput",
+        "what is wrong with a tool's input (its schema, a regex, a glob), told to the model so it can correct its call",
+    ),
+    (
+        "cadre-tools/src/error.rs::ToolError::Refused",
+        "a tool's own refusal (stale edit, binary file, not found), written for the model to act on",
+    ),
+];
+
+/// The variants of error enums (those deriving `Error`) whose one field is a bare `String`:
+/// unnamed, or named as a message.
+#[derive(Default)]
+struct MessageVariants {
+    found: Vec<String>,
+}
+
+/// Whether `attrs` derive `Error` (`thiserror::Error` or `Error` imported).
+fn derives_error(attrs: &[syn::Attribute]) -> bool {
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("derive"))
+        .any(|a| {
+            a.parse_args_with(
+                syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated,
+            )
+            .is_ok_and(|paths| {
+                paths
+                    .iter()
+                    .any(|p| p.segments.last().is_some_and(|s| s.ident == "Error"))
+            })
+        })
+}
+
+fn is_string(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "String"))
+}
+
+impl<'ast> Visit<'ast> for MessageVariants {
+    fn visit_item_enum(&mut self, item: &'ast syn::ItemEnum) {
+        if derives_error(&item.attrs) {
+            for variant in &item.variants {
+                let mut fields = variant.fields.iter();
+                let (Some(only), None) = (fields.next(), fields.next()) else {
+                    continue;
+                };
+                let message = only
+                    .ident
+                    .as_ref()
+                    .is_none_or(|name| MESSAGE_NAMES.contains(&name.to_string().as_str()));
+                if message && is_string(&only.ty) {
+                    self.found
+                        .push(format!("{}::{}", item.ident, variant.ident));
+                }
+            }
+        }
+        syn::visit::visit_item_enum(self, item);
+    }
+}
+
+/// No error enum of a library crate carries a bare `String` as its variant's one field (a
+/// caller gets the value, the path, the source error or the case instead), past the named
+/// model-facing messages.
+#[test]
+fn error_variants_carry_typed_data_not_a_bare_string() {
+    let mut found = BTreeSet::new();
+    let mut enums = 0;
+    for krate in TYPED_ERRORS {
+        for source in sources(krate) {
+            enums += source.text.matches("Error)]").count();
+            let mut variants = MessageVariants::default();
+            variants.visit_file(&source.syntax);
+            found.extend(
+                variants
+                    .found
+                    .into_iter()
+                    .map(|v| format!("{}::{v}", source.file)),
+            );
+        }
+    }
+    assert!(
+        enums > 15,
+        "only {enums} error derives were read; is the reader broken?"
+    );
+    let allowed: BTreeMap<&str, &str> = MESSAGE_VARIANTS.iter().copied().collect();
+    let mut problems = Vec::new();
+    println!("{} error variants hold one message:", found.len());
+    for variant in &found {
+        match allowed.get(variant.as_str()) {
+            Some(why) => println!("  {variant}: allowed, as {why}"),
+            None => problems.push(format!(
+                "{variant} holds a bare String: give it the typed data a caller acts on \
+                 (a path, an id, the source error), or split it into its cases"
+            )),
+        }
+    }
+    for variant in allowed.keys() {
+        if !found.contains(*variant) {
+            problems.push(format!(
+                "{variant} is allowed a message but holds none now: strike it from the allowance"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The arms of `match`es in `RunError::kind` that a new variant would fall into unseen.
+#[derive(Default)]
+struct Wildcards {
+    in_kind: bool,
+    seen_kind: bool,
+    found: usize,
+}
+
+impl<'ast> Visit<'ast> for Wildcards {
+    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
+        let of_run_error =
+            matches!(&*item.self_ty, syn::Type::Path(p) if p.path.is_ident("RunError"));
+        if item.trait_.is_none() && of_run_error {
+            syn::visit::visit_item_impl(self, item);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.in_kind = f.sig.ident == "kind";
+        self.seen_kind |= self.in_kind;
+        syn::visit::visit_impl_item_fn(self, f);
+        self.in_kind = false;
+    }
+
+    fn visit_arm(&mut self, arm: &'ast syn::Arm) {
+        let wild = match &arm.pat {
+            syn::Pat::Wild(_) => true,
+            syn::Pat::Ident(i) => i.subpat.is_none(),
+            _ => false,
+        };
+        if self.in_kind && wild {
+            self.found += 1;
+        }
+        syn::visit::visit_arm(self, arm);
+    }
+}
+
+/// `RunError::kind` names every variant, so a new one does not compile until it is given a
+/// kind, and with it the `cadre` command's exit code (whose match on the kind has no
+/// catch-all either, `RunErrorKind` not being `#[non_exhaustive]`).
+#[test]
+fn every_run_error_is_given_its_kind_by_name() {
+    let mut wildcards = Wildcards::default();
+    for source in sources("cadre-core") {
+        wildcards.visit_file(&source.syntax);
+    }
+    assert!(wildcards.seen_kind, "RunError::kind was not found");
+    assert_eq!(
+        wildcards.found, 0,
+        "RunError::kind has a catch-all arm: a new variant would get a kind unseen"
     );
 }

@@ -30,10 +30,13 @@ pub enum WorkspaceError {
     },
     /// The run id cannot be part of a branch name and a folder name.
     #[error(
-        "run id {0:?} cannot name a branch: use ASCII letters, digits, '.', '_' and '-', \
+        "run id {run_id:?} cannot name a branch: use ASCII letters, digits, '.', '_' and '-', \
          not starting with '.' or '-'"
     )]
-    InvalidRunId(String),
+    InvalidRunId {
+        /// The run id as given.
+        run_id: String,
+    },
     /// The writer's folder is no longer its checkout of its branch (its `.git` was removed,
     /// or it switched branches), so nothing was committed, pushed or removed.
     #[error("the worktree {} is no longer a checkout of {branch} ({why}); nothing was committed, pushed or removed", path.display())]

@@ -34,7 +34,7 @@ fn check<S: Strategy>(
 
 fn clear(err: &ModelError) -> Result<(), TestCaseError> {
     let detail = match err {
-        ModelError::Protocol(m) => m.clone(),
+        ModelError::Protocol(m) => m.to_string(),
         ModelError::Malformed { what, source } => format!("{what} {source}"),
         ModelError::StreamError { kind, message } => {
             prop_assert!(!kind.trim().is_empty(), "{err:?}");
@@ -458,9 +458,10 @@ fn assemble(chunks: Vec<Vec<u8>>) -> (Result<Response, ModelError>, Vec<ModelEve
                 }
                 Err(EventStreamError::Transport(never)) => match never {},
                 Err(e) => {
-                    return Err(ModelError::Protocol(format!(
-                        "the event stream could not be parsed: {e}"
-                    )))
+                    return Err(ModelError::Malformed {
+                        what: "the event stream could not be parsed".into(),
+                        source: Box::new(e),
+                    })
                 }
             }
         }

@@ -21,8 +21,8 @@ use crate::transport::{
     http_setters, plain_error, status_text, Decoder, Endpoint, HttpOptions, Transport,
 };
 use crate::{
-    ContentBlock, EventSink, ImageBlock, Message, Model, ModelError, ModelEvent, Request, Response,
-    Role, StopReason, ToolResultBlock, Usage,
+    ConfigError, ContentBlock, EventSink, ImageBlock, Message, Model, ModelError, ModelEvent,
+    ProtocolError, Request, Response, Role, StopReason, ToolResultBlock, Usage,
 };
 use async_trait::async_trait;
 use eventsource_stream::Event;
@@ -185,12 +185,8 @@ impl OpenAiModel {
         let endpoint = Endpoint::new("OpenAI-compatible", &config.base_url, "/chat/completions")?;
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelError::Config(
-                    "The OpenAI API key contains characters that cannot be sent in an HTTP header."
-                        .into(),
-                )
-            })?;
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| ModelError::from(ConfigError::KeyUnsendable { api: "OpenAI" }))?;
             // Sensitive values are redacted from reqwest's and http's Debug output.
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);

@@ -278,9 +278,9 @@ impl ChunkAssembler {
         sink: EventSink<'_>,
     ) -> Result<Response, ModelError> {
         if !self.done && self.completion.finish_reason.is_none() {
-            return Err(ModelError::Protocol(
-                "the stream ended before a finish_reason or [DONE]".into(),
-            ));
+            return Err(ModelError::Protocol(ProtocolError::EndedEarly {
+                expected: "a finish_reason or [DONE]",
+            }));
         }
         for call in self.completion.calls.values_mut() {
             call.announce(ids, sink);
@@ -306,12 +306,10 @@ pub(super) fn decode_completion(
         .get("choices")
         .and_then(Value::as_array)
         .and_then(|c| c.first())
-        .ok_or_else(|| {
-            ModelError::Protocol("the Chat Completions response has no choices".into())
-        })?;
-    let message = choice.get("message").ok_or_else(|| {
-        ModelError::Protocol("the Chat Completions response has no message".into())
-    })?;
+        .ok_or_else(|| ModelError::Protocol(ProtocolError::Incomplete { part: "choices" }))?;
+    let message = choice
+        .get("message")
+        .ok_or_else(|| ModelError::Protocol(ProtocolError::Incomplete { part: "message" }))?;
     let str_of = |v: &Value, name: &str| {
         v.get(name)
             .and_then(Value::as_str)

@@ -60,6 +60,12 @@ fn check<S: Strategy>(
     }
 }
 
+/// A typed case under `err` is clear when its own message is not blank.
+fn inner_is_clear(err: &ModelError, inner: &dyn std::error::Error) -> Result<(), TestCaseError> {
+    prop_assert!(!inner.to_string().trim().is_empty(), "blank error: {err:?}");
+    Ok(())
+}
+
 /// An error is clear when its message, and the detail it carries, are not blank and
 /// it does not hide its cause.
 fn clear(err: &ModelError) -> Result<(), TestCaseError> {
@@ -69,7 +75,19 @@ fn clear(err: &ModelError) -> Result<(), TestCaseError> {
         ModelError::Api { kind, message, .. } => vec![kind, message],
         ModelError::StreamError { kind, message } => vec![kind, message],
         ModelError::Connect { reason, .. } => vec![reason],
-        ModelError::Protocol(m) | ModelError::Config(m) | ModelError::Replay(m) => vec![m],
+        // Their typed cases, told in their own words.
+        ModelError::Protocol(e) => {
+            inner_is_clear(err, e)?;
+            vec![]
+        }
+        ModelError::Config(e) => {
+            inner_is_clear(err, e)?;
+            vec![]
+        }
+        ModelError::Replay(e) => {
+            inner_is_clear(err, e)?;
+            vec![]
+        }
         // What failed, and the error underneath, which must be clear too.
         ModelError::Malformed { what, source } | ModelError::Cassette { what, source } => {
             prop_assert!(!source.to_string().trim().is_empty(), "{err:?}");
@@ -1162,9 +1180,10 @@ fn assemble(chunks: Vec<Vec<u8>>) -> (Result<Response, ModelError>, Vec<ModelEve
                 }
                 Err(EventStreamError::Transport(never)) => match never {},
                 Err(e) => {
-                    return Err(ModelError::Protocol(format!(
-                        "the event stream could not be parsed: {e}"
-                    )))
+                    return Err(ModelError::Malformed {
+                        what: "the event stream could not be parsed".into(),
+                        source: Box::new(e),
+                    })
                 }
             }
         }

@@ -105,13 +105,13 @@ impl TypedTool for BashTool {
 
     async fn run(&self, input: BashInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if input.command.trim().is_empty() {
-            return Err(ToolError::InvalidInput(
+            return Err(ToolError::invalid_input(
                 "bash: command is empty".to_string(),
             ));
         }
         let timeout = match input.timeout_ms {
             Some(0) => {
-                return Err(ToolError::InvalidInput(
+                return Err(ToolError::invalid_input(
                     "bash: timeout_ms must be at least 1".to_string(),
                 ))
             }
@@ -185,7 +185,7 @@ fn sandbox_for(ctx: &ToolContext, status: &SandboxStatus) -> Result<Option<Sandb
     }
     let policy = if ctx.read_only {
         if !status.fs_write_restriction {
-            return Err(ToolError::Refused(read_only_refusal(status)));
+            return Err(ToolError::refused(read_only_refusal(status)));
         }
         if !status.metadata_restriction && !WARNED_NO_METADATA_FILTER.swap(true, Ordering::Relaxed)
         {
@@ -358,9 +358,7 @@ async fn spawn_shell(
             path: "bash".to_string(),
             source,
         },
-        other => ToolError::Refused(format!(
-            "bash could not be sandboxed, so it was not run: {other}"
-        )),
+        other => ToolError::Sandbox(other),
     })
 }
 
@@ -491,7 +489,7 @@ mod tests {
     #[test]
     fn read_only_refused_without_landlock() {
         let (_d, ctx) = ctx(true, SandboxMode::Landlock);
-        let Err(ToolError::Refused(msg)) = sandbox_for(&ctx, &status(0)) else {
+        let Err(ToolError::Refused { reason: msg }) = sandbox_for(&ctx, &status(0)) else {
             panic!("not refused");
         };
         assert!(
@@ -507,7 +505,7 @@ mod tests {
     fn read_only_refused_when_truncation_cannot_be_stopped() {
         let (_d, ctx) = ctx(true, SandboxMode::Landlock);
         for abi in [1, 2] {
-            let Err(ToolError::Refused(msg)) = sandbox_for(&ctx, &status(abi)) else {
+            let Err(ToolError::Refused { reason: msg }) = sandbox_for(&ctx, &status(abi)) else {
                 panic!("ABI {abi} not refused");
             };
             assert!(msg.contains(&format!("(ABI {abi})")), "{msg}");

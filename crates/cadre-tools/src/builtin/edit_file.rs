@@ -59,19 +59,19 @@ impl TypedTool for EditFileTool {
 
     async fn run(&self, input: EditFileInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if input.old_string.is_empty() {
-            return Err(ToolError::InvalidInput(
+            return Err(ToolError::invalid_input(
                 "edit_file: old_string is empty; to create or rewrite a file use write_file"
                     .to_string(),
             ));
         }
         if input.old_string == input.new_string {
-            return Err(ToolError::InvalidInput(
+            return Err(ToolError::invalid_input(
                 "edit_file: old_string and new_string are identical; nothing would change"
                     .to_string(),
             ));
         }
         if ctx.read_only {
-            return Err(ToolError::Refused(
+            return Err(ToolError::refused(
                 "this agent is read-only; it may not edit files".to_string(),
             ));
         }
@@ -85,7 +85,7 @@ impl TypedTool for EditFileTool {
             .await
             .map_err(|e| io_error(&shown, e))?;
         if !exists {
-            return Err(ToolError::Refused(format!(
+            return Err(ToolError::refused(format!(
                 "{shown} does not exist; use write_file to create it"
             )));
         }
@@ -138,14 +138,14 @@ fn apply(
         count = before.matches(old.as_str()).count();
     }
     if count == 0 {
-        return Err(ToolError::Refused(format!(
+        return Err(ToolError::refused(format!(
             "old_string was not found in {shown}. It must match exactly, including whitespace, \
              indentation and line breaks (and without read_file's line-number prefix); read the \
              file again and copy the text exactly"
         )));
     }
     if count > 1 && !input.replace_all {
-        return Err(ToolError::Refused(format!(
+        return Err(ToolError::refused(format!(
             "old_string occurs {count} times in {shown}; add surrounding lines to make it \
              unique, or set replace_all to true to replace every occurrence"
         )));

@@ -20,7 +20,7 @@ where
 {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ToolError::Refused(format!("internal error: file task failed: {e}")))?
+        .map_err(ToolError::Task)?
 }
 
 /// Wraps an I/O error with the workspace-relative path the model knows.
@@ -73,7 +73,7 @@ pub(crate) fn ensure_not_special(
 ) -> Result<(), ToolError> {
     match special_kind(file_type) {
         None => Ok(()),
-        Some(kind) => Err(ToolError::Refused(format!(
+        Some(kind) => Err(ToolError::refused(format!(
             "{shown} is {kind}, not a regular file; read_file, write_file and edit_file only \
              work on regular files"
         ))),
@@ -84,7 +84,7 @@ pub(crate) fn ensure_not_special(
 pub(crate) fn read_bytes(abs: &Path, shown: &str, max_bytes: u64) -> Result<FileBytes, ToolError> {
     use std::os::unix::fs::OpenOptionsExt;
     let folder = || {
-        ToolError::Refused(format!(
+        ToolError::refused(format!(
             "{shown} is a folder, not a file; use list_files to see what it holds"
         ))
     };
@@ -95,7 +95,7 @@ pub(crate) fn read_bytes(abs: &Path, shown: &str, max_bytes: u64) -> Result<File
     }
     ensure_not_special(shown, meta.file_type())?;
     if meta.len() > max_bytes {
-        return Err(ToolError::Refused(format!(
+        return Err(ToolError::refused(format!(
             "{shown} is {} bytes, over the {max_bytes}-byte limit for reading a whole file; \
              use grep to find the part you need, or bash (e.g. `sed -n '100,200p'`) to read a slice",
             meta.len()
@@ -120,7 +120,7 @@ pub(crate) fn read_bytes(abs: &Path, shown: &str, max_bytes: u64) -> Result<File
         .read_to_end(&mut bytes)
         .map_err(|e| io_error(shown, e))?;
     if bytes.len() as u64 > max_bytes {
-        return Err(ToolError::Refused(format!(
+        return Err(ToolError::refused(format!(
             "{shown} is over the {max_bytes}-byte limit for reading a whole file; \
              use grep or bash to read part of it"
         )));
@@ -144,13 +144,13 @@ pub(crate) fn decode_text(file: FileBytes, shown: &str) -> Result<TextFile, Tool
     let FileBytes { bytes, stamp } = file;
     let sniff = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
     if sniff.contains(&0) {
-        return Err(ToolError::Refused(format!(
+        return Err(ToolError::refused(format!(
             "{shown} looks like a binary file (it has NUL bytes); read_file only reads text. \
              Use bash (e.g. `file`, `xxd | head`) to inspect it"
         )));
     }
     let text = String::from_utf8(bytes).map_err(|e| {
-        ToolError::Refused(format!(
+        ToolError::refused(format!(
             "{shown} is not valid UTF-8 (first bad byte at offset {}); read_file and edit_file \
              only handle UTF-8 text. Use bash (e.g. `iconv`, `xxd`) to inspect or convert it",
             e.utf8_error().valid_up_to()
@@ -166,7 +166,7 @@ pub(crate) fn require_seen(
     shown: &str,
     doing: &str,
 ) -> Result<FileStamp, ToolError> {
-    seen.ok_or_else(|| ToolError::Refused(format!("read {shown} with read_file before {doing} it")))
+    seen.ok_or_else(|| ToolError::refused(format!("read {shown} with read_file before {doing} it")))
 }
 
 /// Reads `abs` and refuses unless it is still what the agent saw (`seen`), so a change made
@@ -182,7 +182,7 @@ pub(crate) fn read_unchanged(
 ) -> Result<FileBytes, ToolError> {
     let current = read_bytes(abs, shown, max_bytes)?;
     if !seen.matches(&current.stamp) {
-        return Err(ToolError::Refused(format!(
+        return Err(ToolError::refused(format!(
             "{shown} changed since you last read it (another agent or a command edited it); \
              read it again before {doing} it"
         )));
@@ -195,11 +195,11 @@ pub(crate) fn read_unchanged(
 pub(crate) fn write_atomic(abs: &Path, shown: &str, bytes: &[u8]) -> Result<bool, ToolError> {
     let parent = abs
         .parent()
-        .ok_or_else(|| ToolError::Refused(format!("{shown} has no parent folder")))?;
+        .ok_or_else(|| ToolError::refused(format!("{shown} has no parent folder")))?;
     std::fs::create_dir_all(parent).map_err(|e| io_error(shown, e))?;
     let old = match std::fs::metadata(abs) {
         Ok(meta) if meta.is_dir() => {
-            return Err(ToolError::Refused(format!(
+            return Err(ToolError::refused(format!(
                 "{shown} is a folder; give a file path"
             )))
         }

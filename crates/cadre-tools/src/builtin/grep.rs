@@ -87,7 +87,7 @@ impl TypedTool for GrepTool {
         };
         let shown_target = ctx.workspace.display(&target);
         if !target.exists() {
-            return Err(ToolError::Refused(format!("{shown_target} does not exist")));
+            return Err(ToolError::refused(format!("{shown_target} does not exist")));
         }
         let search = Search {
             matcher,
@@ -136,7 +136,7 @@ fn regex_matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, 
         .case_insensitive(case_insensitive)
         .line_terminator(Some(b'\n'))
         .build(pattern)
-        .map_err(|e| ToolError::InvalidInput(format!("grep: invalid regex: {e}")))?;
+        .map_err(|e| ToolError::invalid_input(format!("grep: invalid regex: {e}")))?;
     let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
     if kept.len() >= KEPT_REGEXES {
         kept.clear();

@@ -73,7 +73,7 @@ impl TypedTool for ListFilesTool {
             } else {
                 "does not exist"
             };
-            return Err(ToolError::Refused(format!("{shown_dir} {why}")));
+            return Err(ToolError::refused(format!("{shown_dir} {why}")));
         }
         let workspace = ctx.workspace.clone();
         let cancel = ctx.cancel.clone();

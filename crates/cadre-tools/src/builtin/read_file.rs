@@ -60,7 +60,7 @@ impl TypedTool for ReadFileTool {
     async fn run(&self, input: ReadFileInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 {
-            return Err(ToolError::InvalidInput(
+            return Err(ToolError::invalid_input(
                 "read_file: limit must be at least 1".to_string(),
             ));
         }

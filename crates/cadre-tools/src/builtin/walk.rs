@@ -72,7 +72,7 @@ fn build_glob(tool: &str, pattern: &str) -> Result<GlobFilter, ToolError> {
     let glob = GlobBuilder::new(trimmed)
         .literal_separator(true)
         .build()
-        .map_err(|e| ToolError::InvalidInput(format!("{tool}: invalid glob `{pattern}`: {e}")))?;
+        .map_err(|e| ToolError::invalid_input(format!("{tool}: invalid glob `{pattern}`: {e}")))?;
     Ok(GlobFilter {
         matcher: glob.compile_matcher(),
         name_only: !trimmed.contains('/'),
@@ -97,7 +97,7 @@ mod tests {
         assert!(all.matches(Path::new("a/b/README.md")));
         assert!(matches!(
             compile_glob("t", "a[b"),
-            Err(ToolError::InvalidInput(_))
+            Err(ToolError::InvalidInput { .. })
         ));
     }
 }

@@ -56,7 +56,7 @@ impl TypedTool for WriteFileTool {
 
     async fn run(&self, input: WriteFileInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if ctx.read_only {
-            return Err(ToolError::Refused(
+            return Err(ToolError::refused(
                 "this agent is read-only; it may not write files".to_string(),
             ));
         }
@@ -97,7 +97,7 @@ impl TypedTool for WriteFileTool {
 /// Whether `abs` exists as a file to overwrite; folders and special files are refused.
 fn exists(abs: &std::path::Path, shown: &str) -> Result<bool, ToolError> {
     match std::fs::metadata(abs) {
-        Ok(meta) if meta.is_dir() => Err(ToolError::Refused(format!(
+        Ok(meta) if meta.is_dir() => Err(ToolError::refused(format!(
             "{shown} is a folder; give a file path"
         ))),
         Ok(meta) => ensure_not_special(shown, meta.file_type()).map(|()| true),

@@ -41,7 +41,7 @@ async fn read_file_refuses_binary_non_utf8_huge_and_folders() {
     env.write("big", "x".repeat(101));
     env.write("dir/inner", "x");
     let refused = |r: Result<ToolOutput, ToolError>, needle: &str| match r {
-        Err(ToolError::Refused(msg)) => assert!(msg.contains(needle), "{msg}"),
+        Err(ToolError::Refused { reason: msg }) => assert!(msg.contains(needle), "{msg}"),
         other => panic!("expected refusal with {needle}, got {other:?}"),
     };
     refused(
@@ -117,7 +117,7 @@ async fn write_file_refuses_to_overwrite_an_unread_file() {
         .call("write_file", json!({"path": "f.txt", "content": "mine\n"}))
         .await;
     assert!(
-        matches!(&unread, Err(ToolError::Refused(m)) if m == "read f.txt with read_file before overwriting it"),
+        matches!(&unread, Err(ToolError::Refused { reason: m }) if m == "read f.txt with read_file before overwriting it"),
         "{unread:?}"
     );
     assert_eq!(env.read("f.txt"), "theirs\n");
@@ -176,7 +176,7 @@ async fn write_file_refuses_to_clobber_a_change_made_since_the_read() {
         .call("write_file", json!({"path": "f.txt", "content": "mine\n"}))
         .await;
     assert!(
-        matches!(&stale, Err(ToolError::Refused(m)) if m.starts_with("f.txt changed since you last read it") && m.contains("before overwriting it")),
+        matches!(&stale, Err(ToolError::Refused { reason: m }) if m.starts_with("f.txt changed since you last read it") && m.contains("before overwriting it")),
         "{stale:?}"
     );
     assert_eq!(env.read("f.txt"), "v2\n");
@@ -186,7 +186,7 @@ async fn write_file_refuses_to_clobber_a_change_made_since_the_read() {
     let stale = env
         .call("write_file", json!({"path": "f.txt", "content": "mine\n"}))
         .await;
-    assert!(matches!(stale, Err(ToolError::Refused(_))), "{stale:?}");
+    assert!(matches!(stale, Err(ToolError::Refused { .. })), "{stale:?}");
     env.ok("read_file", json!({"path": "f.txt"})).await;
     env.ok("write_file", json!({"path": "f.txt", "content": "mine\n"}))
         .await;
@@ -209,7 +209,7 @@ async fn file_tools_refuse_named_pipes_and_sockets() {
     nix::unistd::mkfifo(&env.path("pipe"), Mode::S_IRUSR | Mode::S_IWUSR).unwrap();
     std::os::unix::fs::symlink(env.path("pipe"), env.path("link-to-pipe")).unwrap();
     let _listener = std::os::unix::net::UnixListener::bind(env.path("sock")).unwrap();
-    let refused = |r: &Result<ToolOutput, ToolError>, what: &str| matches!(r, Err(ToolError::Refused(m)) if m.starts_with(what) && m.contains("not a regular file"));
+    let refused = |r: &Result<ToolOutput, ToolError>, what: &str| matches!(r, Err(ToolError::Refused { reason: m }) if m.starts_with(what) && m.contains("not a regular file"));
     for (path, what) in [
         ("pipe", "pipe is a named pipe"),
         ("link-to-pipe", "pipe is a named pipe"),
@@ -277,7 +277,7 @@ async fn edit_file_zero_and_many_matches() {
         )
         .await;
     assert!(
-        matches!(&zero, Err(ToolError::Refused(m)) if m.contains("not found") && m.contains("whitespace")),
+        matches!(&zero, Err(ToolError::Refused { reason: m }) if m.contains("not found") && m.contains("whitespace")),
         "{zero:?}"
     );
     let many = env
@@ -287,7 +287,7 @@ async fn edit_file_zero_and_many_matches() {
         )
         .await;
     assert!(
-        matches!(&many, Err(ToolError::Refused(m)) if m.contains("3 times")),
+        matches!(&many, Err(ToolError::Refused { reason: m }) if m.contains("3 times")),
         "{many:?}"
     );
     assert_eq!(env.read("f.txt"), "x = 1\nx = 1\nx = 1\n");
@@ -297,7 +297,10 @@ async fn edit_file_zero_and_many_matches() {
             json!({"path": "f.txt", "old_string": "x = 1", "new_string": "x = 1"}),
         )
         .await;
-    assert!(matches!(same, Err(ToolError::InvalidInput(_))), "{same:?}");
+    assert!(
+        matches!(same, Err(ToolError::InvalidInput { .. })),
+        "{same:?}"
+    );
     let out = env
         .ok(
             "edit_file",
@@ -319,7 +322,7 @@ async fn edit_file_requires_a_fresh_read() {
         )
         .await;
     assert!(
-        matches!(&unread, Err(ToolError::Refused(m)) if m == "read f.txt with read_file before editing it"),
+        matches!(&unread, Err(ToolError::Refused { reason: m }) if m == "read f.txt with read_file before editing it"),
         "{unread:?}"
     );
     env.ok("read_file", json!({"path": "f.txt"})).await;
@@ -354,7 +357,7 @@ async fn edit_file_requires_a_fresh_read() {
         )
         .await;
     assert!(
-        matches!(&stale, Err(ToolError::Refused(m)) if m.contains("f.txt changed since you last read it")),
+        matches!(&stale, Err(ToolError::Refused { reason: m }) if m.contains("f.txt changed since you last read it")),
         "{stale:?}"
     );
     assert_eq!(env.read("f.txt"), "alpha gamma\n");
@@ -368,7 +371,7 @@ async fn edit_file_requires_a_fresh_read() {
             json!({"path": "f.txt", "old_string": "gamma", "new_string": "delta"}),
         )
         .await;
-    assert!(matches!(stale, Err(ToolError::Refused(_))), "{stale:?}");
+    assert!(matches!(stale, Err(ToolError::Refused { .. })), "{stale:?}");
     env.ok("read_file", json!({"path": "f.txt"})).await;
     env.ok(
         "edit_file",
@@ -415,7 +418,9 @@ async fn concurrent_edits_lose_no_update() {
             let (i, result) = joined.unwrap();
             match result {
                 Ok(out) if !out.is_error => winners.push(i),
-                Err(ToolError::Refused(m)) => assert!(m.contains("changed since"), "{m}"),
+                Err(ToolError::Refused { reason: m }) => {
+                    assert!(m.contains("changed since"), "{m}")
+                }
                 other => panic!("agent {i}: {other:?}"),
             }
         }
@@ -527,7 +532,7 @@ async fn grep_with_context_and_glob() {
     assert!(!none.is_error && none.content.starts_with("no matches"));
     let bad = env.call("grep", json!({"pattern": "(unclosed"})).await;
     assert!(
-        matches!(&bad, Err(ToolError::InvalidInput(m)) if m.contains("regex")),
+        matches!(&bad, Err(ToolError::InvalidInput { message: m }) if m.contains("regex")),
         "{bad:?}"
     );
 }

@@ -397,12 +397,12 @@ fn fuzz_tool(name: &str, fields: &[(&'static str, Kind)]) {
                         !shown.contains("internal error") && !shown.contains("panicked"),
                         "{name} {input}: {shown}"
                     );
-                    if let ToolError::InvalidInput(m) = &e {
+                    if let ToolError::InvalidInput { message: m } = &e {
                         prop_assert!(!m.contains("struct Input"), "{name} {input}: {m}");
                     }
                     if !input.is_object() {
                         prop_assert!(
-                            matches!(e, ToolError::InvalidInput(_)),
+                            matches!(e, ToolError::InvalidInput { .. }),
                             "{name} {input}: {e:?}"
                         );
                     }

@@ -42,7 +42,7 @@ async fn invalid_input_is_reported() {
     ];
     for (name, input, needle) in cases {
         match env.call(name, input.clone()).await {
-            Err(ToolError::InvalidInput(msg)) => {
+            Err(ToolError::InvalidInput { message: msg }) => {
                 assert!(msg.starts_with(name), "{msg}");
                 assert!(msg.contains(needle), "{name} {input}: {msg}");
             }

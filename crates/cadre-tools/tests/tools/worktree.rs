@@ -361,7 +361,7 @@ async fn invalid_run_ids_are_refused() {
             .await
             .unwrap_err();
         assert!(
-            matches!(err, WorktreeError::InvalidRunId(_)),
+            matches!(err, WorktreeError::InvalidRunId { .. }),
             "{run}: {err:?}"
         );
     }

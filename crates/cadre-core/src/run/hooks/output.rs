@@ -99,8 +99,9 @@ pub(crate) fn read(event: HookEvent, ran: &Ran, timeout_secs: u64) -> (Verdict, 
             )
         }
         End::Cancelled => return (Verdict::default(), HookOutcome::Cancelled),
-        End::NotStarted(why) => {
-            return (Verdict::default(), HookOutcome::NotRun { why: why.clone() })
+        End::NotStarted(e) => {
+            let why = format!("cannot run sh: {e}");
+            return (Verdict::default(), HookOutcome::NotRun { why });
         }
     };
     match code {

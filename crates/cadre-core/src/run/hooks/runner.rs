@@ -21,7 +21,7 @@ const MAX_OUTPUT: usize = 256 * 1024;
 const DRAIN: Duration = Duration::from_millis(200);
 
 /// How a hook's process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum End {
     /// It exited by itself (`code` is `None` when a signal ended it).
     Exited(Option<i32>),
@@ -29,8 +29,8 @@ pub(crate) enum End {
     TimedOut,
     /// It was killed, with its group, because the run was cancelled.
     Cancelled,
-    /// It could not be started.
-    NotStarted(String),
+    /// `sh` could not be started (shared, as a hook's result is cloned).
+    NotStarted(std::sync::Arc<std::io::Error>),
 }
 
 /// What one hook run gave.
@@ -88,7 +88,7 @@ async fn run_with(
     wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
     let mut child = match wrap.spawn() {
         Ok(child) => child,
-        Err(e) => return done(End::NotStarted(format!("cannot run sh: {e}")), b"", b""),
+        Err(e) => return done(End::NotStarted(e.into()), b"", b""),
     };
     let mut out = Vec::new();
     let mut err = Vec::new();
@@ -227,7 +227,7 @@ mod tests {
             &CancellationToken::new(),
         )
         .await;
-        assert_eq!(ran.end, End::Exited(Some(3)));
+        assert!(matches!(ran.end, End::Exited(Some(3))), "{:?}", ran.end);
         let root = dir.path().canonicalize().unwrap();
         assert!(ran.stdout.starts_with("{\"a\":1}"), "{}", ran.stdout);
         assert!(
@@ -249,7 +249,7 @@ mod tests {
             &CancellationToken::new(),
         )
         .await;
-        assert_eq!(ran.end, End::Exited(Some(0)));
+        assert!(matches!(ran.end, End::Exited(Some(0))), "{:?}", ran.end);
         assert_eq!(ran.stdout.trim(), "done");
     }
 
@@ -274,7 +274,7 @@ mod tests {
             vars.into(),
         )
         .await;
-        assert_eq!(ran.end, End::Exited(Some(0)));
+        assert!(matches!(ran.end, End::Exited(Some(0))), "{:?}", ran.end);
         assert!(ran.stdout.contains("KEEP_ME=kept"), "{}", ran.stdout);
         // The user's own tokens are theirs to use in their hooks.
         assert!(
@@ -303,6 +303,6 @@ mod tests {
             &cancel,
         )
         .await;
-        assert_eq!(ran.end, End::Cancelled);
+        assert!(matches!(ran.end, End::Cancelled), "{:?}", ran.end);
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::definitions::instructions::Instructions;
 use crate::definitions::skills::SkillSet;
+use crate::definitions::spec::ToolsDropped;
 use crate::record::journal::{Journal, JournalError};
 use crate::run::mcp_tools::McpServers;
 use crate::run::permissions::Permissions;
@@ -178,9 +179,9 @@ pub enum RunError {
         closest: Vec<String>,
     },
     /// A typed run ([`Orchestrator::run_typed`](crate::Orchestrator::run_typed)) brought
-    /// back no value of its type; the message says why.
-    #[error("{0}")]
-    Answer(String),
+    /// back no value of its type.
+    #[error(transparent)]
+    Answer(AnswerError),
     /// This orchestrator already ran: it is one run's handle.
     #[error("this orchestrator already ran; build another for the next run")]
     AlreadyRan,
@@ -213,12 +214,15 @@ pub enum RunError {
     },
     /// The type exists but may not run as the primary agent.
     #[error(
-        "agent type {0:?} is a subagent type and cannot run as the primary agent; use a type with mode: primary or all"
+        "agent type {agent_type:?} is a subagent type and cannot run as the primary agent; use a type with mode: primary or all"
     )]
-    NotPrimary(String),
+    NotPrimary {
+        /// The agent type.
+        agent_type: String,
+    },
     /// The type cannot start (every entry of its `tools` was dropped while loading).
-    #[error("{0}")]
-    Unusable(String),
+    #[error(transparent)]
+    Unusable(ToolsDropped),
     /// The run folder could not be created.
     #[error("cannot create the run folder: {0}")]
     RunDir(#[from] std::io::Error),
@@ -226,8 +230,11 @@ pub enum RunError {
     #[error("{0}")]
     Journal(#[from] JournalError),
     /// Resuming needs a journal, and this run has none (or no run header).
-    #[error("run {0} has no journal to resume from (it was made by an older cadre, or with --no-transcripts)")]
-    NoJournal(String),
+    #[error("run {run_id} has no journal to resume from (it was made by an older cadre, or with --no-transcripts)")]
+    NoJournal {
+        /// The run's id.
+        run_id: String,
+    },
     /// The run to resume already ended.
     #[error("run {id} already finished{}; to ask a follow-up, use `cadre run --resume {id} TASK`", how_it_ended(.stop))]
     AlreadyFinished {
@@ -250,8 +257,34 @@ pub enum RunError {
         lost: crate::record::failure::Lost,
     },
     /// The run to continue has not ended: resume it first.
-    #[error("run {0} has not finished; `cadre resume {0}` carries it on")]
-    NotFinished(String),
+    #[error("run {run_id} has not finished; `cadre resume {run_id}` carries it on")]
+    NotFinished {
+        /// The run's id.
+        run_id: String,
+    },
+}
+
+/// Why a typed run brought back no value of its type.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// The type's schema cannot be sent as an answer schema.
+    #[error("the answer's type cannot be used: {why}")]
+    Type {
+        /// The type's name.
+        type_name: &'static str,
+        /// Why its schema is no usable JSON Schema.
+        why: String,
+    },
+    /// The agent stopped without an answer.
+    #[error("the agent gave no answer: {stop}")]
+    NoAnswer {
+        /// How it stopped.
+        stop: StopKind,
+    },
+    /// The answer was valid against the schema but does not decode as the type.
+    #[error("the answer does not decode as the type asked for: {0}")]
+    Undecodable(#[source] serde_json::Error),
 }
 
 /// Whose fault a [`RunError`] is, as the one who started the run can act on it (the `cadre`
@@ -283,11 +316,11 @@ impl RunError {
             | Self::Workspace { .. }
             | Self::Model(_)
             | Self::UnknownAgent { .. }
-            | Self::NotPrimary(_)
+            | Self::NotPrimary { .. }
             | Self::Unusable(_)
-            | Self::NoJournal(_)
+            | Self::NoJournal { .. }
             | Self::AlreadyFinished { .. }
-            | Self::NotFinished(_) => RunErrorKind::Usage,
+            | Self::NotFinished { .. } => RunErrorKind::Usage,
         }
     }
 }

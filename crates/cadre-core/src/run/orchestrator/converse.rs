@@ -21,11 +21,12 @@ type Said = Result<(AgentOutcome, RunSummary), RunError>;
 fn open_folder(dir: &Path) -> Result<JournaledRun, RunError> {
     match JournaledRun::open(dir)? {
         Some(run) => Ok(run),
-        None => Err(RunError::NoJournal(
-            dir.file_name()
+        None => Err(RunError::NoJournal {
+            run_id: dir
+                .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-        )),
+        }),
     }
 }
 

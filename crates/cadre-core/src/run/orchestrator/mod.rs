@@ -47,7 +47,9 @@ mod typed;
 
 pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
-pub use config::{Limits, RunError, RunErrorKind, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS};
+pub use config::{
+    AnswerError, Limits, RunError, RunErrorKind, DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_TOKENS,
+};
 pub use conversation::Conversation;
 pub use handle::AgentHandle;
 pub(crate) use handle::TaskCall;
@@ -145,7 +147,9 @@ pub fn primary_spec<'a>(
                 .join(", "),
         })?;
     if !spec.mode.is_primary() {
-        return Err(RunError::NotPrimary(agent_type.to_owned()));
+        return Err(RunError::NotPrimary {
+            agent_type: agent_type.to_owned(),
+        });
     }
     if let Some(why) = spec.unusable() {
         return Err(RunError::Unusable(why));

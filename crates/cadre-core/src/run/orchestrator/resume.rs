@@ -86,7 +86,9 @@ impl Orchestrator {
                 })
             }
             // A cancelled run may take a follow-up; a killed one must be resumed first.
-            (Some(_), None) if !primary.cancelled => return Err(RunError::NotFinished(id)),
+            (Some(_), None) if !primary.cancelled => {
+                return Err(RunError::NotFinished { run_id: id })
+            }
             // Stopped by a failure of the model API: the primary agent asks again.
             (None, Some(StopKind::ModelError(_))) => primary.finished = None,
             _ => {}
@@ -191,7 +193,7 @@ impl Orchestrator {
         // Compacting reads the primary conversation alone: the transcript stays closed.
         let loaded = self.load_run(run, false, None).await?;
         if loaded.primary.finished.is_none() && !loaded.primary.cancelled {
-            return Err(RunError::NotFinished(loaded.id));
+            return Err(RunError::NotFinished { run_id: loaded.id });
         }
         let spec = loaded.spec;
         let run = self.context(loaded.parts, self.new_team(None), false);
@@ -245,7 +247,7 @@ impl Orchestrator {
             .load_tree(&journal, &lineage, transcript.as_deref(), root)
             .await?;
         let Some(primary) = primary else {
-            return Err(RunError::NoJournal(id));
+            return Err(RunError::NoJournal { run_id: id });
         };
         let parts = RunParts {
             dir: Some(run_dir),

@@ -1,6 +1,6 @@
 //! Typed runs: the primary agent's answer as a value of a Rust type.
 
-use super::config::RunError;
+use super::config::{AnswerError, RunError};
 use super::{Orchestrator, RunSummary};
 use crate::run::answer::AnswerSchema;
 use serde::de::DeserializeOwned;
@@ -16,20 +16,20 @@ impl Orchestrator {
         agent_type: &str,
         task: &str,
     ) -> Result<(T, RunSummary), RunError> {
-        let schema = AnswerSchema::of::<T>()
-            .map_err(|why| RunError::Answer(format!("the answer's type cannot be used: {why}")))?;
+        let schema = AnswerSchema::of::<T>().map_err(|why| {
+            RunError::Answer(AnswerError::Type {
+                type_name: std::any::type_name::<T>(),
+                why,
+            })
+        })?;
         let (outcome, summary) = self.run_to_end(agent_type, task, Some(schema)).await?;
         if !outcome.stop.is_done() {
-            return Err(RunError::Answer(format!(
-                "the agent gave no answer: {}",
-                outcome.stop
-            )));
+            return Err(RunError::Answer(AnswerError::NoAnswer {
+                stop: outcome.stop,
+            }));
         }
-        let value = serde_json::from_str(&outcome.text).map_err(|e| {
-            RunError::Answer(format!(
-                "the answer does not decode as the type asked for: {e}"
-            ))
-        })?;
+        let value = serde_json::from_str(&outcome.text)
+            .map_err(|e| RunError::Answer(AnswerError::Undecodable(e)))?;
         Ok((value, summary))
     }
 }

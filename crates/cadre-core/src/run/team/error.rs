@@ -13,17 +13,26 @@ pub enum TeamError {
         known: String,
     },
     /// The name is taken.
-    #[error("a member named {0:?} already exists; choose another name")]
-    NameTaken(String),
+    #[error("a member named {name:?} already exists; choose another name")]
+    NameTaken {
+        /// The name asked for.
+        name: String,
+    },
     /// The name is not one cadre takes.
-    #[error("{0:?} is not a usable member name: use 1 to 64 letters, digits, '-' or '_'")]
-    BadName(String),
+    #[error("{name:?} is not a usable member name: use 1 to 64 letters, digits, '-' or '_'")]
+    BadName {
+        /// The name asked for.
+        name: String,
+    },
     /// The run has as many members as it may.
     #[error("refused: the run already has {0} members (its limit); close one (CloseMember) or give the work to an existing member")]
     TooManyMembers(usize),
     /// The recipient was closed.
-    #[error("{0} was closed and takes no more messages")]
-    Closed(String),
+    #[error("{name} was closed and takes no more messages")]
+    Closed {
+        /// The recipient's name.
+        name: String,
+    },
     /// A member wrote to itself.
     #[error("a member cannot send a message to itself")]
     ToSelf,

@@ -220,7 +220,9 @@ impl Team {
         let mut inner = self.inner.lock().await;
         check_name(name)?;
         if inner.state.members.contains_key(name) || inner.reserved.contains(name) {
-            return Err(TeamError::NameTaken(name.to_owned()));
+            return Err(TeamError::NameTaken {
+                name: name.to_owned(),
+            });
         }
         let live = inner
             .state
@@ -391,7 +393,7 @@ impl Team {
                 return Err(TeamError::ToSelf);
             }
             if member.closed {
-                return Err(TeamError::Closed(r.clone()));
+                return Err(TeamError::Closed { name: r.clone() });
             }
             if state.unread(r) >= self.limits.max_unread {
                 return Err(TeamError::InboxFull {
@@ -658,7 +660,7 @@ mod tests {
         // A second call for the same name, before the first joined: refused.
         assert!(matches!(
             team.reserve("x").await,
-            Err(TeamError::NameTaken(n)) if n == "x"
+            Err(TeamError::NameTaken { name }) if name == "x"
         ));
         team.reserve("y").await.unwrap();
         // Two on their way in fill a cap of two.
@@ -670,7 +672,7 @@ mod tests {
         team.join("main", member).await;
         assert!(matches!(
             team.reserve("x").await,
-            Err(TeamError::NameTaken(_))
+            Err(TeamError::NameTaken { .. })
         ));
         assert_eq!(team.snapshot().await.members.len(), 1);
     }

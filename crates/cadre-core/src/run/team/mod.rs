@@ -10,7 +10,7 @@
 //! a member too: when it has answered it waits until nothing is left in flight, and then the
 //! run ends and the members still waiting are closed.
 
-mod error;
+pub(crate) mod error;
 mod members;
 mod rules;
 mod seat;

@@ -14,7 +14,9 @@ pub(super) fn check_name(name: &str) -> Result<(), TeamError> {
     if ok {
         Ok(())
     } else {
-        Err(TeamError::BadName(name.to_owned()))
+        Err(TeamError::BadName {
+            name: name.to_owned(),
+        })
     }
 }
 

@@ -46,7 +46,7 @@ impl TaskRef {
         match self {
             Self::Number(n) => Ok(*n),
             Self::Text(t) => t.trim().trim_start_matches('#').parse().map_err(|_| {
-                ToolError::InvalidInput(format!("{t:?} is not a task id (a number such as 3)"))
+                ToolError::invalid_input(format!("{t:?} is not a task id (a number such as 3)"))
             }),
         }
     }

@@ -16,16 +16,14 @@ impl Orchestrator {
         delegated: bool,
     ) -> Result<AgentSpec, SubagentError> {
         if delegated {
-            return Err(SubagentError::Unusable(
-                "a fork is not available when subagents run on the engine; start a subagent of a type with the context it needs in its prompt".into(),
-            ));
+            return Err(SubagentError::ForkOnEngine);
         }
-        let spec = self.registry.get(&base.agent_type).ok_or_else(|| {
-            SubagentError::Unusable(format!(
-                "a fork of a {} agent cannot start: the type is not in this run",
-                base.agent_type
-            ))
-        })?;
+        let spec =
+            self.registry
+                .get(&base.agent_type)
+                .ok_or_else(|| SubagentError::ForkTypeGone {
+                    agent_type: base.agent_type.clone(),
+                })?;
         Ok(AgentSpec {
             name: FORK_TYPE.to_owned(),
             isolation: None,

@@ -49,20 +49,15 @@ impl Orchestrator {
         let spec = self.subagent_spec(task.subagent_type)?.clone();
         let depth = self.depth_below(parent)?;
         let Some(starter) = parent.member.clone() else {
-            return Err(SubagentError::Team(
-                "only a team member can start a named member; start it without a name".into(),
-            ));
+            return Err(SubagentError::NotAMember);
         };
         if spec.is_isolated() || self.delegates() {
-            return Err(SubagentError::Team(format!(
-                "{} cannot be a named member: {}; start it without a name",
-                spec.name,
-                if self.delegates() {
-                    "a run on the engine has no teams"
-                } else {
-                    "it works in a worktree of its own, and members share the run's workspace"
-                }
-            )));
+            let agent_type = spec.name.clone();
+            return Err(if self.delegates() {
+                SubagentError::MemberOnEngine { agent_type }
+            } else {
+                SubagentError::MemberIsolated { agent_type }
+            });
         }
         let run = &parent.run;
         // A resumed run: this call started the member before.
@@ -80,10 +75,7 @@ impl Orchestrator {
         }
         // The name is taken here, before anything is journaled: a second call for it in
         // the same turn is refused, and never journals a start.
-        run.team
-            .reserve(name)
-            .await
-            .map_err(|e| SubagentError::Team(e.to_string()))?;
+        run.team.reserve(name).await.map_err(SubagentError::Team)?;
         let model = self.model_for(&spec, &parent.model);
         let path = self.spawned(run, parent, &spec.name, task.call).await;
         let mut member = Member::new(name, &path.to_string(), &spec.name, Some(starter));

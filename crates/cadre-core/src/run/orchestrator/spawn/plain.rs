@@ -158,9 +158,7 @@ impl Orchestrator {
         path: AgentPath,
     ) -> Result<String, SubagentError> {
         if task.answer.is_some() {
-            return Err(SubagentError::Unusable(
-                "output_schema on a Task call is not available when subagents run on the engine; give the agent type an output_schema instead".into(),
-            ));
+            return Err(SubagentError::SchemaOnEngine);
         }
         let done = delegate
             .run(DelegatedCall {
