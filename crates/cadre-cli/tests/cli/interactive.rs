@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[tokio::test]
@@ -294,7 +295,7 @@ async fn sigterm_during_a_compaction_lets_it_finish_and_ends_the_session() {
         Match::LastUserContains("hello there".into()),
         vec![Reply::text("FIRST-REPLY")],
     );
-    let compaction = server.gate(Match::Custom(std::sync::Arc::new(|body| {
+    let compaction = server.gate(Match::Custom(Arc::new(|body| {
         body["compaction"]["type"] == "summarize"
     })));
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
@@ -408,8 +409,12 @@ fn cadre_with_input(dir: &Path, server: &MockServer, args: &[&str], input: &str)
 }
 
 /// The `messages` of each request of the primary agent (whose first message is the first
-/// question), in order, and the agents each run journaled, in order.
-fn primary_requests_and_agents(server: &MockServer, dir: &Path) -> (Vec<Value>, Vec<String>) {
+/// question), in order; the agents the run journaled, in order; and the messages its
+/// transcript holds.
+fn primary_requests_and_agents(
+    server: &MockServer,
+    dir: &Path,
+) -> (Vec<Value>, Vec<String>, Vec<Value>) {
     let requests = server
         .requests()
         .into_iter()
@@ -429,7 +434,15 @@ fn primary_requests_and_agents(server: &MockServer, dir: &Path) -> (Vec<Value>, 
         .filter(|s| s["step"] == "started")
         .map(|s| s["agent"].as_str().unwrap_or_default().to_owned())
         .collect();
-    (requests, agents)
+    // Each message line of the transcript, with the agent that wrote it, in order.
+    let transcript = std::fs::read_to_string(runs[0].join("transcript.jsonl")).unwrap();
+    let messages = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|line| line.get("message").is_some())
+        .map(|line| json!([line["agent"], line["message"]]))
+        .collect();
+    (requests, agents, messages)
 }
 
 /// A chat keeps its run open between messages instead of reading it back for each: what it
@@ -476,8 +489,9 @@ async fn a_chat_kept_open_sends_and_journals_what_a_run_read_back_for_each_messa
     }
     kept_server.assert_clean();
     reread_server.assert_clean();
-    let (kept_requests, kept_agents) = primary_requests_and_agents(&kept_server, kept.path());
-    let (reread_requests, reread_agents) =
+    let (kept_requests, kept_agents, kept_transcript) =
+        primary_requests_and_agents(&kept_server, kept.path());
+    let (reread_requests, reread_agents, reread_transcript) =
         primary_requests_and_agents(&reread_server, reread.path());
     assert_eq!(kept_requests.len(), 7, "{kept_requests:#?}");
     assert_eq!(reread_requests.len(), 7, "{reread_requests:#?}");
@@ -486,4 +500,109 @@ async fn a_chat_kept_open_sends_and_journals_what_a_run_read_back_for_each_messa
     }
     assert_eq!(kept_agents, ["main", "main/explore#1", "main/explore#2"]);
     assert_eq!(kept_agents, reread_agents);
+    assert!(kept_transcript.len() > 10, "{kept_transcript:#?}");
+    assert_eq!(kept_transcript, reread_transcript);
+}
+
+/// A chat whose run another process went on with while it waited for the next message
+/// reads the run again instead of writing over what the other process journaled.
+#[tokio::test]
+async fn a_chat_whose_run_another_process_went_on_with_reads_it_again() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    for (asked, answer) in [
+        ("first question", "ANSWER-ONE"),
+        ("outside question", "ANSWER-OUTSIDE"),
+        ("second question", "ANSWER-TWO"),
+        ("third question", "ANSWER-THREE"),
+    ] {
+        server.route(
+            Match::LastUserContains(asked.into()),
+            vec![Reply::text(answer)],
+        );
+    }
+    let mut chat = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
+        .current_dir(dir.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    let mut stderr = chat.stderr.take().unwrap();
+    let said = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let said = said.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                said.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    input.write_all(b"first question\n").unwrap();
+    // The first message's turn is over once its table is shown.
+    let start = std::time::Instant::now();
+    while !said.lock().unwrap().contains("transcripts:") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no first turn: {}",
+            said.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cadre_with_input(
+        dir.path(),
+        &server,
+        &["run", "--continue", "outside question"],
+        "",
+    );
+    input.write_all(b"second question\n").unwrap();
+    drop(input);
+    let status = tokio::task::spawn_blocking(move || chat.wait().unwrap())
+        .await
+        .unwrap();
+    reader.join().unwrap();
+    assert!(status.success(), "{}", said.lock().unwrap());
+    // The next run read back from the journal goes on from all three.
+    cadre_with_input(
+        dir.path(),
+        &server,
+        &["run", "--continue", "third question"],
+        "",
+    );
+    server.assert_clean();
+    let last = server.requests().last().unwrap().body["messages"].clone();
+    let texts: Vec<String> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| content_text(Some(&m["content"])))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "first question",
+            "ANSWER-ONE",
+            "outside question",
+            "ANSWER-OUTSIDE",
+            "second question",
+            "ANSWER-TWO",
+            "third question"
+        ]
+    );
 }

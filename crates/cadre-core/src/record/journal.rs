@@ -320,6 +320,13 @@ pub struct RunState {
     pub finished: Option<StopKind>,
 }
 
+/// The size of the journal of the run folder `dir`, in bytes; `None` when it cannot be read.
+pub(crate) fn journal_len(dir: &Path) -> Option<u64> {
+    std::fs::metadata(dir.join(JOURNAL_FILE))
+        .ok()
+        .map(|m| m.len())
+}
+
 /// Reads the state of the run in folder `dir`; `None` when it has no journal.
 pub fn run_state(dir: &Path) -> Result<Option<RunState>, JournalError> {
     let file = dir.join(JOURNAL_FILE);
@@ -380,27 +387,36 @@ impl RunState {
     /// without a run header.
     fn from_steps<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Option<Self> {
         let mut steps = steps.into_iter();
-        let Some(Step::Run {
+        let mut state = Self::header(steps.next()?)?;
+        steps.for_each(|step| state.take(step));
+        Some(state)
+    }
+
+    /// The state a run header begins; `None` for any other step.
+    pub(crate) fn header(step: &Step) -> Option<Self> {
+        let Step::Run {
             agent_type, task, ..
-        }) = steps.next()
+        } = step
         else {
             return None;
         };
-        let mut finished = None;
-        for step in steps {
-            match step {
-                Step::Finished { agent, stop, .. } if agent == agent_type => {
-                    finished = Some(stop.clone())
-                }
-                Step::UserMessage { agent, .. } if agent == agent_type => finished = None,
-                _ => {}
-            }
-        }
         Some(Self {
             agent_type: agent_type.clone(),
             task: task.clone(),
-            finished,
+            finished: None,
         })
+    }
+
+    /// Takes in the next `step` of the run: the primary agent's end ends its conversation,
+    /// a new message to it opens it again.
+    pub(crate) fn take(&mut self, step: &Step) {
+        match step {
+            Step::Finished { agent, stop, .. } if *agent == self.agent_type => {
+                self.finished = Some(stop.clone())
+            }
+            Step::UserMessage { agent, .. } if *agent == self.agent_type => self.finished = None,
+            _ => {}
+        }
     }
 
     /// Whether `cadre resume` can carry it on: it never ended, was cancelled, or stopped

@@ -320,6 +320,11 @@ impl RunTranscript {
         })
     }
 
+    /// Whether a line could not be written: what the file holds is not what was written.
+    pub(crate) fn lost_a_line(&self) -> bool {
+        self.warned.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// What the lines of the agent at `path` held when the file was opened.
     pub fn earlier(&self, path: &str) -> Earlier {
         self.earlier.get(path).copied().unwrap_or_default()

@@ -167,6 +167,11 @@ impl Orchestrator {
         match refused {
             None => agent.run(history).await,
             Some(step) => {
+                // Written as a fresh start writes it, so the transcript holds the whole
+                // history whichever way the run goes on.
+                if let Some(t) = &agent.transcript {
+                    history.iter().for_each(|m| t.message(m));
+                }
                 me.run.journal((*step).clone()).await;
                 let mut state = AgentState::new(&spec.name, description, history);
                 state.apply(*step);

@@ -5,9 +5,9 @@
 use super::config::RunError;
 use super::conversation::{At, Conversation, Keeper, Kept};
 use super::resume::LoadedRun;
-use super::run_context::{Lineage, RunParts};
+use super::run_context::{open_transcript, Lineage, RunParts};
 use super::{Orchestrator, RunSummary};
-use crate::record::journal::{Journal, JournaledRun};
+use crate::record::journal::{journal_len, Journal, JournaledRun};
 use crate::record::transcript::Earlier;
 use crate::vocab::outcome::AgentOutcome;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,10 @@ impl Orchestrator {
         agent_type: &str,
         message: &str,
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
+        // Refused before the conversation is touched: this orchestrator's run is another's.
+        if self.has_run() {
+            return Err(RunError::AlreadyRan);
+        }
         let at = std::mem::take(&mut conversation.at);
         let folder = at.dir().map(Path::to_path_buf);
         let result = self.say(at, agent_type, message).await;
@@ -71,15 +75,29 @@ impl Orchestrator {
                 (keeper, said)
             }
             At::Folder(dir) => self.go_on_opened(open_folder(&dir)?, message).await?,
-            At::Opened(run) => self.go_on_opened(*run, message).await?,
-            At::Kept(kept) => {
+            At::Opened(opened) if unchanged(&opened.run.dir, opened.journal_len) => {
+                self.go_on_opened(opened.run, message).await?
+            }
+            At::Opened(opened) => {
+                let dir = opened.run.dir.clone();
+                // Let go of the stale handle before the journal is opened again.
+                drop(opened);
+                self.go_on_opened(open_folder(&dir)?, message).await?
+            }
+            At::Kept(kept) if unchanged(kept.dir.path(), kept.journal_len) => {
                 tracing::debug!(run = kept.dir.id(), "the conversation goes on from memory");
-                let keeper = Arc::new(Keeper::new(&kept.agent_type));
+                let keeper = Arc::new(Keeper::new(&kept.run.agent_type));
+                let ended = kept.run.finished.clone();
+                let run = kept.run.clone();
                 let loaded = self.reload(*kept, &keeper)?;
-                keeper.begin(&loaded.primary).await;
-                let ended = loaded.primary.finished.as_ref().map(|(s, _)| s.clone());
+                keeper.begin(&loaded.primary, run).await;
                 let said = self.go_on(loaded, ended, Some(message)).await;
                 (keeper, said)
+            }
+            At::Kept(kept) => {
+                let dir = kept.dir.path().to_path_buf();
+                drop(kept);
+                self.go_on_opened(open_folder(&dir)?, message).await?
             }
         };
         Ok((said?, keeper))
@@ -105,46 +123,56 @@ impl Orchestrator {
     ) -> Result<(Arc<Keeper>, Said), RunError> {
         tracing::debug!(run = %run.dir.display(), "the conversation goes on from its journal");
         let keeper = Arc::new(Keeper::new(&run.state.agent_type));
-        let ended = run.state.finished.clone();
+        let state = run.state.clone();
         let loaded = self.load_run(run, true, Some(&keeper)).await?;
-        keeper.begin(&loaded.primary).await;
-        let said = self.go_on(loaded, ended, Some(message)).await;
+        keeper.begin(&loaded.primary, state.clone()).await;
+        let said = self.go_on(loaded, state.finished, Some(message)).await;
         Ok((keeper, said))
     }
 
     /// The run `kept` as a resume would have read it from its folder, its steps going to
     /// `keeper` too; the records of its ended agents count in this run's usage.
     fn reload(&self, kept: Kept, keeper: &Arc<Keeper>) -> Result<LoadedRun, RunError> {
-        let spec = self.primary_for(&kept.agent_type)?;
+        let Kept {
+            dir,
+            journal,
+            journal_len: _,
+            transcript,
+            run,
+            primary,
+            elapsed_ms,
+            records,
+            counters,
+        } = kept;
+        let spec = self.primary_for(&run.agent_type)?;
         let earlier = Earlier {
-            elapsed_ms: kept.elapsed_ms,
-            messages: kept.primary.history.len(),
-            last_blocks: kept.primary.history.last().map_or(0, |m| m.content.len()),
+            elapsed_ms,
+            messages: primary.history.len(),
+            last_blocks: primary.history.last().map_or(0, |m| m.content.len()),
         };
-        let transcript = kept.transcript.and_then(|t| {
-            t.carried_on(&kept.agent_type, earlier)
-                .map_err(|e| tracing::warn!("could not go on writing the transcript: {e}"))
-                .ok()
-                .map(Arc::new)
+        let transcript = transcript.and_then(|t| match t.carried_on(&run.agent_type, earlier) {
+            Ok(t) => Some(Arc::new(t)),
+            // As a run read from its folder would.
+            Err(_) => open_transcript(&dir),
         });
         let lineage = Lineage::default();
-        for (agent_type, n) in kept.counters {
+        for (agent_type, n) in counters {
             lineage.counters.insert(agent_type, n);
         }
-        self.roster.record_all(kept.records);
+        self.roster.record_all(records);
         let parts = RunParts {
-            journal: Some(self.run_journal(kept.journal, Some(keeper))),
+            journal: Some(self.run_journal(journal, Some(keeper))),
             transcript,
             lineage,
             answer: None,
-            dir: Some(kept.dir.clone()),
+            dir: Some(dir.clone()),
         };
         Ok(LoadedRun {
-            id: kept.dir.id().to_owned(),
+            id: dir.id().to_owned(),
             parts,
             spec,
-            primary: kept.primary,
-            task: kept.task,
+            primary,
+            task: run.task,
         })
     }
 
@@ -155,33 +183,42 @@ impl Orchestrator {
         let dir = run.and_then(|r| r.dir.clone());
         let folder = dir.as_ref().map(|d| d.path().to_path_buf()).or(folder);
         let fallback = || folder.clone().map_or(At::Nothing, At::Folder);
-        let (Some(keeper), Ok((_, summary)), Some(run), Some(dir)) = (keeper, result, run, dir)
-        else {
+        let (Some(keeper), Ok(_), Some(run), Some(dir)) = (keeper, result, run, dir) else {
             return fallback();
         };
-        let (Some(journal), Ok(mut state)) = (keeper.file.get(), keeper.state.try_lock()) else {
+        // The run is over, so nothing holds the folded state now; were it held, the run
+        // is read again rather than waited for.
+        let (Some(journal), Ok(mut folded)) = (keeper.file.get(), keeper.folded.try_lock()) else {
             return fallback();
         };
-        // A lost step, or a team (whose state a resume rebuilds from the journal): read
-        // the run again.
-        if self.failure.failed() || run.teams_on || keeper.team.load(Ordering::Relaxed) {
+        // A lost step or transcript line, or a team (whose state a resume rebuilds from
+        // the journal): read the run again.
+        let lost_a_line = run.transcript.as_ref().is_some_and(|t| t.lost_a_line());
+        let team = run.teams_on || keeper.team.load(Ordering::Relaxed);
+        let Some(state) = folded.run.take() else {
+            return fallback();
+        };
+        if self.failure.failed() || lost_a_line || team {
             return fallback();
         }
-        let records = self
-            .roster
-            .records()
-            .into_iter()
-            .filter(|r| r.path != keeper.primary)
-            .collect();
+        let records: Vec<_> = self.roster.records();
+        // The primary agent's own time, which its transcript's outcome line says.
+        let elapsed_ms = records
+            .iter()
+            .find(|r| r.path == keeper.primary)
+            .map_or(0, |r| r.elapsed_ms);
         At::Kept(Box::new(Kept {
+            journal_len: journal_len(dir.path()),
             dir,
             journal: journal.clone(),
             transcript: run.transcript.clone(),
-            agent_type: keeper.primary.clone(),
-            primary: std::mem::take(&mut *state),
-            elapsed_ms: summary.elapsed_ms,
-            task: summary.task.clone(),
-            records,
+            run: state,
+            primary: std::mem::take(&mut folded.primary),
+            elapsed_ms,
+            records: records
+                .into_iter()
+                .filter(|r| r.path != keeper.primary)
+                .collect(),
             counters: run
                 .lineage
                 .counters
@@ -190,4 +227,10 @@ impl Orchestrator {
                 .collect(),
         }))
     }
+}
+
+/// Whether the journal of the run folder `dir` still has the size `len` it had: no other
+/// process wrote to it since (else the conversation reads it again).
+fn unchanged(dir: &Path, len: Option<u64>) -> bool {
+    len.is_some() && journal_len(dir) == len
 }

@@ -292,6 +292,11 @@ impl Orchestrator {
         }
     }
 
+    /// Whether this orchestrator was claimed for its run already.
+    fn has_run(&self) -> bool {
+        self.ran.load(Ordering::SeqCst)
+    }
+
     /// Claims this orchestrator for its one run: a second run, resume or compaction is
     /// refused, since the run's folder, journal, roster and usage belong to the first.
     fn first_run(&self) -> Result<(), RunError> {
