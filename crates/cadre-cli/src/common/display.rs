@@ -374,7 +374,7 @@ impl Display {
         if let Some(main) = main {
             if team_run {
                 text.push('\n');
-                text.push_str(&member_row(main, &main.path.to_string(), width, name_width));
+                text.push_str(&member_row(main, main.path.as_str(), width, name_width));
             } else if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
                 let row = format!("  turn {}  {doing}", main.turn);
@@ -611,7 +611,7 @@ pub fn usage_table(summary: &RunSummary) -> String {
         let name = a
             .member
             .clone()
-            .unwrap_or_else(|| AgentPath::parse(&a.path).name());
+            .unwrap_or_else(|| AgentPath::parse(&a.path).name().to_owned());
         let t = Totals {
             agents: 1,
             turns: a.turns,

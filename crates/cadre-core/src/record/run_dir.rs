@@ -421,7 +421,7 @@ mod tests {
         };
         let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
         // The copy kept for hooks is not read as a transcript of its own.
-        t.agent(&explorer.to_string(), Some(&run.agent_file(&explorer)))
+        t.agent(explorer.as_str(), Some(&run.agent_file(&explorer)))
             .write(header(&explorer));
         assert!(run.holds_a_run());
         assert!(run.agent_files().is_empty());

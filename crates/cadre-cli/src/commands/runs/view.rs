@@ -279,7 +279,7 @@ pub struct AgentView {
 impl AgentView {
     /// Its name in a tree: the last step of its path (`explore#1`).
     pub fn name(&self) -> String {
-        AgentPath::parse(&self.path).name()
+        AgentPath::parse(&self.path).name().to_owned()
     }
 
     /// How deep it is: 0 for the primary agent.

@@ -149,7 +149,7 @@ impl Orchestrator {
         } else {
             Vec::new()
         };
-        let mcp = mcp_tools_for(spec, &self.config.mcp, &me.path.to_string()).await;
+        let mcp = mcp_tools_for(spec, &self.config.mcp, me.path.as_str()).await;
         for tool in mcp.tools {
             // A built-in of the same name is never shadowed by a server's tool.
             if tools.get(tool.name()).is_none() {
@@ -178,7 +178,7 @@ impl Orchestrator {
         let seat = me
             .member
             .as_ref()
-            .map(|name| Seat::new(run.team.clone(), name, &me.path.to_string(), me.depth == 0));
+            .map(|name| Seat::new(run.team.clone(), name, me.path.as_str(), me.depth == 0));
         if let Some(seat) = &seat {
             // Named members always talk; the primary agent has a seat only in a team run.
             if me.depth > 0 || run.teams_on {

@@ -144,7 +144,7 @@ impl Orchestrator {
             .collect();
         for (path, rebuilt) in left {
             run.lineage.resumed.remove(&path);
-            let elapsed = run.earlier(&path.to_string()).elapsed_ms;
+            let elapsed = run.earlier(path.as_str()).elapsed_ms;
             self.record_earlier(&path, &rebuilt, StopKind::Cancelled, elapsed);
         }
     }

@@ -67,13 +67,7 @@ impl Orchestrator {
         let run = &parent.run;
         // A resumed run: this call started the member before.
         if let Some(path) = run.resumed_child(&parent.path, task.call) {
-            if let Some(member) = run
-                .team
-                .snapshot()
-                .await
-                .member_at(&path.to_string())
-                .cloned()
-            {
+            if let Some(member) = run.team.snapshot().await.member_at(path.as_str()).cloned() {
                 let again = Box::pin(self.resumed_member(parent, task, spec, member, cancel));
                 return again.await;
             }
@@ -86,12 +80,12 @@ impl Orchestrator {
             .map_err(|e| SubagentError::Team(e.to_string()))?;
         let model = self.model_for(&spec, &parent.model);
         let path = self.spawned(run, parent, &spec.name, task.call).await;
-        let mut member = Member::new(name, &path.to_string(), &spec.name, Some(starter));
+        let mut member = Member::new(name, path.as_str(), &spec.name, Some(starter));
         member.last_asked = task.description.to_owned();
         // Its call's settings go with it, so a resumed run starts it as this one did.
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
-        run.team.join(&parent.path.to_string(), member).await;
+        run.team.join(parent.path.as_str(), member).await;
         let me = called_member(parent, task, path, depth, model, name);
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
@@ -162,7 +156,7 @@ impl Orchestrator {
                 .run_agent(&spec, me, &description, start, cancel, false)
                 .await;
             let result = this.task_result(&run, &path, outcome.stop, outcome.text);
-            run.team.ended(&name, &path.to_string(), result).await;
+            run.team.ended(&name, path.as_str(), result).await;
         });
         team.keep(handle);
         rx
