@@ -368,8 +368,8 @@ mod tests {
         assert_eq!(run.agent_files(), [run.agent_file(&main)]);
         assert!(run.holds_a_run());
         let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
-        assert_eq!(t.earlier("main").messages, 1);
-        let again = t.agent("main", None);
+        assert_eq!(t.earlier(&main).messages, 1);
+        let again = t.agent(&main, None);
         assert_eq!(again.earlier().messages, 1);
         again.message(&cadre_model::Message::new(
             cadre_model::Role::Assistant,
@@ -421,7 +421,7 @@ mod tests {
         };
         let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
         // The copy kept for hooks is not read as a transcript of its own.
-        t.agent(explorer.as_str(), Some(&run.agent_file(&explorer)))
+        t.agent(&explorer, Some(&run.agent_file(&explorer)))
             .write(header(&explorer));
         assert!(run.holds_a_run());
         assert!(run.agent_files().is_empty());

@@ -219,10 +219,10 @@ pub struct Earlier {
 
 impl Earlier {
     /// What each agent's lines in the run folder `dir` hold, by path.
-    fn of_run(dir: &RunDir) -> HashMap<String, Self> {
+    fn of_run(dir: &RunDir) -> HashMap<AgentPath, Self> {
         dir.transcripts()
             .into_iter()
-            .map(|(path, lines)| (path.to_string(), Self::of(&lines)))
+            .map(|(path, lines)| (path, Self::of(&lines)))
             .collect()
     }
 
@@ -285,7 +285,7 @@ pub struct RunTranscript {
     out: File,
     /// What each agent's lines held when the file was opened (a run that goes on after a
     /// follow-up or a resume), by path.
-    earlier: HashMap<String, Earlier>,
+    earlier: HashMap<AgentPath, Earlier>,
     /// Whether a line that could not be written was told: a full disk fails every line
     /// after it too, and one warning says as much.
     warned: std::sync::atomic::AtomicBool,
@@ -310,13 +310,13 @@ impl RunTranscript {
     }
 
     /// What the lines of the agent at `path` held when the file was opened.
-    pub fn earlier(&self, path: &str) -> Earlier {
+    pub fn earlier(&self, path: &AgentPath) -> Earlier {
         self.earlier.get(path).copied().unwrap_or_default()
     }
 
     /// The transcript of the agent at `path`: its lines go into the run's file and, with
     /// `own` (for hooks that are handed its path), into that file of its own too.
-    pub fn agent(self: &Arc<Self>, path: &str, own: Option<&Path>) -> Transcript {
+    pub fn agent(self: &Arc<Self>, path: &AgentPath, own: Option<&Path>) -> Transcript {
         let own = own.and_then(|file| match open_to_add(file) {
             Ok((out, _)) => Some(out),
             Err(e) => {
@@ -326,7 +326,7 @@ impl RunTranscript {
         });
         Transcript {
             run: self.clone(),
-            agent: path.into(),
+            agent: path.clone(),
             own,
             earlier: self.earlier(path),
         }
@@ -362,7 +362,7 @@ fn open_to_add(file: &Path) -> std::io::Result<(File, bool)> {
 pub struct Transcript {
     run: Arc<RunTranscript>,
     /// The agent's path, which each line names.
-    agent: Box<str>,
+    agent: AgentPath,
     /// The agent's own file, when it has one.
     own: Option<File>,
     earlier: Earlier,
@@ -407,7 +407,7 @@ impl Transcript {
         let written = with_stamp(SystemTime::now(), |t| {
             let line = TranscriptLine {
                 t: Some(Cow::Borrowed(t)),
-                agent: Some(Cow::Borrowed(&self.agent)),
+                agent: Some(Cow::Borrowed(self.agent.as_str())),
                 record,
             };
             super::jsonl::with_line(&line, |line| {
@@ -504,8 +504,11 @@ impl RunDir {
                 if let TranscriptRecord::Agent(header) = &line.record {
                     whose = Some(AgentPath::parse(&header.path));
                 }
-                if let Some(agent) = &line.agent {
-                    whose = Some(AgentPath::parse(agent));
+                // Lines of one agent come in runs: its path is read once per run of them.
+                if let Some(agent) = line.agent.as_deref() {
+                    if whose.as_ref().is_none_or(|w| w.as_str() != agent) {
+                        whose = Some(AgentPath::parse(agent));
+                    }
                 }
                 if let Some(path) = &whose {
                     agents.entry(path.clone()).or_default().push(line);
@@ -606,7 +609,7 @@ mod tests {
     fn transcript_lines_are_whole_json() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path()).unwrap();
-        let t = Arc::new(RunTranscript::open(&run).unwrap()).agent("main/explore#2", None);
+        let t = Arc::new(RunTranscript::open(&run).unwrap()).agent(&"main/explore#2".into(), None);
         t.message(&Message::user_text("hi"));
         t.outcome(&AgentOutcome {
             text: "done".into(),

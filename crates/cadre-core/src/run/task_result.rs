@@ -1,5 +1,6 @@
 //! What a `Task` call brings back: the subagent's final text, or why there is none.
 
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use cadre_tools::{ToolError, WorktreeError};
 use std::sync::Arc;
@@ -29,13 +30,13 @@ pub enum SubagentError {
         /// The limit.
         limit: u32,
         /// The parent's path.
-        parent: String,
+        parent: AgentPath,
     },
     /// The parent has as many subagents running as it may.
     #[error("refused: {parent} already has {running} subagents running (the limit is {limit}); wait for their results and delegate the rest afterwards")]
     FanOut {
         /// The parent's path.
-        parent: String,
+        parent: AgentPath,
         /// How many it has running.
         running: u32,
         /// The limit.
@@ -45,7 +46,7 @@ pub enum SubagentError {
     #[error("subagent {path} could not get its own worktree: {source}")]
     Worktree {
         /// The subagent's path.
-        path: String,
+        path: AgentPath,
         /// Why (shared, so the error can be handed to every reader of a background result).
         source: Arc<WorktreeError>,
     },
@@ -53,7 +54,7 @@ pub enum SubagentError {
     #[error("subagent {path} could not get its own worktree: its worktree cannot be a workspace: {source}")]
     WorktreeWorkspace {
         /// The subagent's path.
-        path: String,
+        path: AgentPath,
         /// Why.
         source: Arc<ToolError>,
     },
@@ -67,7 +68,7 @@ pub enum SubagentError {
     #[error("subagent {path} did not finish — outcome: {} ({stop}). Its last message: {last}{report}", .stop.outcome())]
     Stopped {
         /// The subagent's path.
-        path: String,
+        path: AgentPath,
         /// Why it stopped.
         stop: StopKind,
         /// Its last message, or `(none)`.

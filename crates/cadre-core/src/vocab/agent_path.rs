@@ -80,16 +80,7 @@ impl Parsed {
 impl AgentPath {
     /// The primary agent of type `agent_type`.
     pub fn primary(agent_type: &str) -> Self {
-        let end = agent_type.len();
-        Self(Arc::new(Parsed {
-            text: agent_type.into(),
-            segments: Box::new([Segment {
-                start: 0,
-                type_end: end,
-                end,
-                ordinal: None,
-            }]),
-        }))
+        Self::parse(agent_type)
     }
 
     /// Reads a path as [`Display`](fmt::Display) writes it; any text reads back as itself
@@ -98,6 +89,8 @@ impl AgentPath {
         Self::from_text(text.into())
     }
 
+    /// The path `text` reads as: every path is made here, so its steps are always the
+    /// ones its text says.
     fn from_text(text: Box<str>) -> Self {
         let mut segments = Vec::with_capacity(text.matches('/').count() + 1);
         let mut start = 0;
@@ -114,21 +107,9 @@ impl AgentPath {
 
     /// The subagent of type `agent_type` numbered `ordinal`, started by this agent.
     pub fn child(&self, agent_type: &str, ordinal: u32) -> Self {
-        let text = format!("{}/{agent_type}#{ordinal}", self.as_str());
-        let start = self.as_str().len() + 1;
-        let type_end = start + agent_type.len();
-        let mut segments = Vec::with_capacity(self.0.segments.len() + 1);
-        segments.extend_from_slice(&self.0.segments);
-        segments.push(Segment {
-            start,
-            type_end,
-            end: text.len(),
-            ordinal: Some(ordinal),
-        });
-        Self(Arc::new(Parsed {
-            text: text.into_boxed_str(),
-            segments: segments.into_boxed_slice(),
-        }))
+        // Read back from its text, as every path is, so that equal text is always an equal
+        // path (a type holding `/` or `#n` reads as the text says).
+        Self::from_text(format!("{}/{agent_type}#{ordinal}", self.as_str()).into_boxed_str())
     }
 
     /// The agent that started this one; `None` for the primary agent.
@@ -269,6 +250,13 @@ impl Ord for AgentPath {
 impl PartialOrd for AgentPath {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
+    }
+}
+
+/// The empty path (`""`), which names no agent: what a record that lacks one reads as.
+impl Default for AgentPath {
+    fn default() -> Self {
+        Self::parse("")
     }
 }
 
