@@ -1,6 +1,7 @@
 //! Where an agent sits in its run's tree ([`AgentPath`]). Steps, events and records keep
 //! an agent's path as this type's text (`main/explore#2`).
 
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cmp::Ordering;
 use std::fmt;
@@ -11,69 +12,26 @@ use std::sync::Arc;
 /// subagent below it its type and its number among its run's agents of that type
 /// (`main/explore#2`). Written and read as that text; any text reads back as itself.
 ///
-/// Cloning it is cheap (one shared allocation holds the text and its parsed steps), so
-/// every event and step carries its agent's path without copying it. Equal paths have
-/// equal text; paths sort as a tree is read: a parent before its subagents, numbers
-/// compared as numbers.
+/// Cloning it is cheap (its text is shared, one allocation made when the path is), so every
+/// event and step carries its agent's path without copying it. Its steps are read from the
+/// text when asked for, without allocating. Equal paths have equal text; paths sort as a
+/// tree is read: a parent before its subagents, numbers compared as numbers.
 #[derive(Clone)]
-pub struct AgentPath(Arc<Parsed>);
+pub struct AgentPath(Arc<str>);
 
-/// A path's text and where its steps lie in it, made once when the path is.
-struct Parsed {
-    text: Box<str>,
-    /// From the primary agent down; never empty.
-    segments: Box<[Segment]>,
-}
-
-/// One step of an agent path (`explore#2`, or the primary agent's `main`), as byte offsets
-/// into the path's text.
-#[derive(Clone, Copy)]
-struct Segment {
-    start: usize,
-    /// Where its type ends: at its `#n`, or at its end when it has no number.
-    type_end: usize,
-    end: usize,
-    ordinal: Option<u32>,
-}
-
-impl Segment {
-    /// The step at `start..end` of `text`: `explore#2` → (`explore`, 2); a step whose tail
-    /// is not a plain number (`a#01`, `main`) is all type, so every step reads back as
-    /// written.
-    fn parse(text: &str, start: usize, end: usize) -> Self {
-        let own = &text[start..end];
-        let ordinal = own.rsplit_once('#').and_then(|(kind, n)| {
-            let plain = !n.is_empty()
-                && n.bytes().all(|b| b.is_ascii_digit())
-                && (n == "0" || !n.starts_with('0'));
-            let n: u32 = n.parse().ok().filter(|_| plain)?;
-            Some((start + kind.len(), n))
-        });
-        match ordinal {
-            Some((type_end, n)) => Self {
-                start,
-                type_end,
-                end,
-                ordinal: Some(n),
-            },
-            None => Self {
-                start,
-                type_end: end,
-                end,
-                ordinal: None,
-            },
-        }
-    }
-}
-
-impl Parsed {
-    fn agent_type(&self, segment: &Segment) -> &str {
-        &self.text[segment.start..segment.type_end]
-    }
-
-    fn last(&self) -> &Segment {
-        // Never empty: every path has at least its primary agent's step.
-        &self.segments[self.segments.len() - 1]
+/// One step of a path's text: `explore#2` → (`explore`, 2); a step whose tail is not a
+/// plain number (`a#01`, `main`) is all type, so every step reads back as written.
+fn step(text: &str) -> (&str, Option<u32>) {
+    let numbered = text.rsplit_once('#').and_then(|(kind, n)| {
+        let plain = !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && (n == "0" || !n.starts_with('0'));
+        let n: u32 = n.parse().ok().filter(|_| plain)?;
+        Some((kind, n))
+    });
+    match numbered {
+        Some((kind, n)) => (kind, Some(n)),
+        None => (text, None),
     }
 }
 
@@ -86,77 +44,59 @@ impl AgentPath {
     /// Reads a path as [`Display`](fmt::Display) writes it; any text reads back as itself
     /// (text of another shape, read from an old or damaged file, is kept as written).
     pub fn parse(text: &str) -> Self {
-        Self::from_text(text.into())
-    }
-
-    /// The path `text` reads as: every path is made here, so its steps are always the
-    /// ones its text says.
-    fn from_text(text: Box<str>) -> Self {
-        let mut segments = Vec::with_capacity(text.matches('/').count() + 1);
-        let mut start = 0;
-        for piece in text.split('/') {
-            let end = start + piece.len();
-            segments.push(Segment::parse(&text, start, end));
-            start = end + 1;
-        }
-        Self(Arc::new(Parsed {
-            text,
-            segments: segments.into_boxed_slice(),
-        }))
+        Self(Arc::from(text))
     }
 
     /// The subagent of type `agent_type` numbered `ordinal`, started by this agent.
     pub fn child(&self, agent_type: &str, ordinal: u32) -> Self {
-        // Read back from its text, as every path is, so that equal text is always an equal
-        // path (a type holding `/` or `#n` reads as the text says).
-        Self::from_text(format!("{}/{agent_type}#{ordinal}", self.as_str()).into_boxed_str())
+        Self::from(format!("{}/{agent_type}#{ordinal}", self.as_str()))
     }
 
     /// The agent that started this one; `None` for the primary agent.
     pub fn parent(&self) -> Option<Self> {
-        let (_, up) = self.0.segments.split_last()?;
-        let last = up.last()?;
-        Some(Self(Arc::new(Parsed {
-            text: self.0.text[..last.end].into(),
-            segments: up.into(),
-        })))
+        self.as_str()
+            .rsplit_once('/')
+            .map(|(parent, _)| Self::parse(parent))
     }
 
     /// Whether this is the primary agent (it has no parent).
     pub fn is_primary(&self) -> bool {
-        self.0.segments.len() == 1
+        !self.as_str().contains('/')
     }
 
     /// Whether this agent is `other` or was started below it.
     pub fn is_within(&self, other: &Self) -> bool {
-        let (mine, theirs) = (&self.0.segments, &other.0.segments);
-        theirs.len() <= mine.len() && self.0.text[..mine[theirs.len() - 1].end] == *other.0.text
+        match self.as_str().strip_prefix(other.as_str()) {
+            Some(rest) => rest.is_empty() || rest.starts_with('/'),
+            None => false,
+        }
     }
 
     /// The path's text, as [`Display`](fmt::Display) writes it (`main/explore#2`).
     pub fn as_str(&self) -> &str {
-        &self.0.text
+        &self.0
     }
 
     /// The agent's type.
     pub fn agent_type(&self) -> &str {
-        self.0.agent_type(self.0.last())
+        step(self.name()).0
     }
 
     /// The agent's number among its run's agents of its type; `None` for the primary agent.
     pub fn ordinal(&self) -> Option<u32> {
-        self.0.last().ordinal
+        step(self.name()).1
     }
 
     /// How deep it is: 0 for the primary agent.
     pub fn depth(&self) -> usize {
-        self.0.segments.len() - 1
+        self.as_str().matches('/').count()
     }
 
     /// Its name in a tree: the last step of its path (`explore#2`).
     pub fn name(&self) -> &str {
-        let last = self.0.last();
-        &self.0.text[last.start..last.end]
+        self.as_str()
+            .rsplit_once('/')
+            .map_or(self.as_str(), |(_, last)| last)
     }
 
     /// The name of its transcript in the run folder, without the extension
@@ -167,10 +107,7 @@ impl AgentPath {
 
     /// Each step from the primary agent down, as (type, number).
     fn steps(&self) -> impl Iterator<Item = (&str, Option<u32>)> + '_ {
-        self.0
-            .segments
-            .iter()
-            .map(|s| (self.0.agent_type(s), s.ordinal))
+        self.as_str().split('/').map(step)
     }
 }
 
@@ -190,7 +127,7 @@ impl fmt::Debug for AgentPath {
 // steps, since every text reads back as itself.
 impl PartialEq for AgentPath {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0.text == other.0.text
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
     }
 }
 
@@ -274,7 +211,7 @@ impl From<&str> for AgentPath {
 
 impl From<String> for AgentPath {
     fn from(text: String) -> Self {
-        Self::from_text(text.into_boxed_str())
+        Self(Arc::from(text))
     }
 }
 
@@ -306,8 +243,27 @@ impl Serialize for AgentPath {
 
 impl<'de> Deserialize<'de> for AgentPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Any text reads as a path (see `parse`): a journal with an odd path stays readable.
-        String::deserialize(d).map(Self::from)
+        d.deserialize_str(PathVisitor)
+    }
+}
+
+/// Reads a path from any string straight into its shared text. Any text reads as a path
+/// (see [`AgentPath::parse`]): a journal with an odd path stays readable.
+struct PathVisitor;
+
+impl Visitor<'_> for PathVisitor {
+    type Value = AgentPath;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an agent path")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<AgentPath, E> {
+        Ok(AgentPath::parse(text))
+    }
+
+    fn visit_string<E: de::Error>(self, text: String) -> Result<AgentPath, E> {
+        Ok(AgentPath::from(text))
     }
 }
 
