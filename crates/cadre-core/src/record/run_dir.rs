@@ -383,7 +383,10 @@ mod tests {
             .map(|l| matches!(l.record, TranscriptRecord::Message { .. }))
             .collect();
         assert_eq!(kinds, [false, true, true]);
-        assert_eq!(read[0].1[2].agent.as_deref(), Some("main"));
+        assert_eq!(
+            read[0].1[2].agent.as_ref().map(AgentPath::as_str),
+            Some("main")
+        );
     }
 
     #[test]
@@ -415,7 +418,7 @@ mod tests {
         assert!(!run.holds_a_run());
         let header = |path: &AgentPath| {
             TranscriptRecord::Agent(crate::record::transcript::AgentHeader {
-                path: path.to_string().into(),
+                path: path.clone(),
                 ..Default::default()
             })
         };

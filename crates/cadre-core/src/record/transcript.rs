@@ -34,7 +34,7 @@ pub struct TranscriptLine<'a> {
     /// The path of the agent it belongs to (`main/explore#2`); lines of runs written before
     /// the run-wide file have none (their file named the agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<Cow<'a, str>>,
+    pub agent: Option<AgentPath>,
     /// What it holds.
     #[serde(flatten)]
     pub record: TranscriptRecord<'a>,
@@ -75,7 +75,7 @@ pub enum TranscriptRecord<'a> {
 #[serde(default)]
 pub struct AgentHeader<'a> {
     /// Its path (`main/explore#2`).
-    pub path: Cow<'a, str>,
+    pub path: AgentPath,
     /// Its agent type.
     pub agent_type: Cow<'a, str>,
     /// What it was asked to do, in a few words.
@@ -174,12 +174,12 @@ impl TranscriptLine<'static> {
             #[serde(default)]
             t: Option<String>,
             #[serde(default)]
-            agent: Option<String>,
+            agent: Option<AgentPath>,
         }
         let timed = serde_json::from_str::<Timed>(line).ok()?;
         Some(Self {
             t: timed.t.map(Cow::Owned),
-            agent: timed.agent.map(Cow::Owned),
+            agent: timed.agent,
             record: TranscriptRecord::Other,
         })
     }
@@ -407,7 +407,7 @@ impl Transcript {
         let written = with_stamp(SystemTime::now(), |t| {
             let line = TranscriptLine {
                 t: Some(Cow::Borrowed(t)),
-                agent: Some(Cow::Borrowed(self.agent.as_str())),
+                agent: Some(self.agent.clone()),
                 record,
             };
             super::jsonl::with_line(&line, |line| {
@@ -502,13 +502,10 @@ impl RunDir {
             let mut whose: Option<AgentPath> = None;
             for line in lines {
                 if let TranscriptRecord::Agent(header) = &line.record {
-                    whose = Some(AgentPath::parse(&header.path));
+                    whose = Some(header.path.clone());
                 }
-                // Lines of one agent come in runs: its path is read once per run of them.
-                if let Some(agent) = line.agent.as_deref() {
-                    if whose.as_ref().is_none_or(|w| w.as_str() != agent) {
-                        whose = Some(AgentPath::parse(agent));
-                    }
+                if let Some(agent) = &line.agent {
+                    whose = Some(agent.clone());
                 }
                 if let Some(path) = &whose {
                     agents.entry(path.clone()).or_default().push(line);

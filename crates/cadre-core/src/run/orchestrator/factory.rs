@@ -283,7 +283,7 @@ impl Orchestrator {
             .flatten();
         let t = transcript.agent(path, own.as_deref());
         t.write(TranscriptRecord::Agent(AgentHeader {
-            path: path.as_str().into(),
+            path: path.clone(),
             agent_type: spec.name.as_str().into(),
             description: description.into(),
             model: agent.config.model.as_str().into(),
