@@ -104,11 +104,6 @@ impl AgentPath {
     pub fn transcript_key(&self) -> String {
         self.as_str().replace('/', ".").replace('#', "-")
     }
-
-    /// Each step from the primary agent down, as (type, number).
-    fn steps(&self) -> impl Iterator<Item = (&str, Option<u32>)> + '_ {
-        self.as_str().split('/').map(step)
-    }
 }
 
 impl fmt::Display for AgentPath {
@@ -177,10 +172,18 @@ impl PartialEq<AgentPath> for String {
 
 impl Ord for AgentPath {
     fn cmp(&self, other: &Self) -> Ordering {
-        if Arc::ptr_eq(&self.0, &other.0) {
-            return Ordering::Equal;
+        // Steps compared as (type, number), parsed only where the two first differ: equal
+        // text is an equal step, and paths of one run share most of theirs.
+        let (mut mine, mut theirs) = (self.as_str().split('/'), other.as_str().split('/'));
+        loop {
+            match (mine.next(), theirs.next()) {
+                (None, None) => return Ordering::Equal,
+                (None, Some(_)) => return Ordering::Less,
+                (Some(_), None) => return Ordering::Greater,
+                (Some(a), Some(b)) if a == b => {}
+                (Some(a), Some(b)) => return step(a).cmp(&step(b)),
+            }
         }
-        self.steps().cmp(other.steps())
     }
 }
 
@@ -317,6 +320,29 @@ mod tests {
         assert_eq!(json, "\"main/code#1/explore#12\"");
         assert_eq!(serde_json::from_str::<AgentPath>(&json).unwrap(), path);
         assert_eq!(format!("[{path:>24}]"), "[  main/code#1/explore#12]");
+    }
+
+    #[test]
+    fn paths_are_equal_exactly_when_they_sort_equal() {
+        let texts = [
+            "main",
+            "main/a#1",
+            "main/a#01",
+            "main/a",
+            "main/a#1/b#2",
+            "main/a#10",
+            "a#1",
+            "main/",
+            "main//a#1",
+            "",
+        ];
+        for x in texts {
+            for y in texts {
+                let (px, py) = (AgentPath::parse(x), AgentPath::parse(y));
+                assert_eq!(px == py, px.cmp(&py) == Ordering::Equal, "{x:?} {y:?}");
+                assert_eq!(px.cmp(&py), py.cmp(&px).reverse(), "{x:?} {y:?}");
+            }
+        }
     }
 
     #[test]
