@@ -234,7 +234,7 @@ fn agent_call(run: String, n: usize) -> AgentCall {
     AgentCall {
         run,
         agent: DelegatedCall {
-            path: spec.name.clone(),
+            path: cadre_core::AgentPath::primary(&spec.name),
             depth: 0,
             spec,
             model: MODEL.into(),

@@ -155,7 +155,10 @@ async fn announce(
         agent_type: call.agent.spec.name.clone(),
         description: call.agent.description.clone(),
         worker: began_on,
-        ..Progress::default()
+        turn: 0,
+        tokens: 0,
+        tool: None,
+        done: false,
     };
     ctx.object_client::<CadreRosterClient>(call.run.clone())
         .progress(Json(line.clone()))

@@ -4,6 +4,7 @@
 //! cancel; the `CadreRoster` object (one per run id) holds the live roster.
 
 use crate::wire::{Acquire, AgentTranscript, Grant, Progress};
+use cadre_core::AgentPath;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -117,7 +118,7 @@ impl CadreRoster {
         Json(line): Json<Progress>,
     ) -> Result<(), HandlerError> {
         let mut roster = ctx
-            .get::<Json<BTreeMap<String, Progress>>>(ROSTER)
+            .get::<Json<BTreeMap<AgentPath, Progress>>>(ROSTER)
             .await?
             .unwrap_or_default()
             .0;
@@ -137,7 +138,7 @@ impl CadreRoster {
         ctx: SharedObjectContext<'_>,
     ) -> Result<Json<Vec<Progress>>, HandlerError> {
         let roster = ctx
-            .get::<Json<BTreeMap<String, Progress>>>(ROSTER)
+            .get::<Json<BTreeMap<AgentPath, Progress>>>(ROSTER)
             .await?
             .unwrap_or_default()
             .0;
@@ -168,7 +169,7 @@ impl CadreRoster {
             };
             if let Some(text) = ctx.get::<String>(&key).await? {
                 out.push(AgentTranscript {
-                    path: path.to_owned(),
+                    path: path.into(),
                     text,
                 });
             }

@@ -2,7 +2,7 @@
 //! handler sends is built only from its input and from journaled values, so a replay on
 //! another worker sends the same bytes (Restate compares them).
 
-use cadre_core::{AgentSpec, DelegatedCall, PermissionsSnapshot};
+use cadre_core::{AgentPath, AgentSpec, DelegatedCall, PermissionsSnapshot};
 use serde::{Deserialize, Serialize};
 
 /// One agent to run: the input of `CadreAgent/run`, for the primary agent and each subagent.
@@ -120,10 +120,10 @@ pub struct Grant {
 }
 
 /// One agent's line in the live roster.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// Its path.
-    pub path: String,
+    pub path: AgentPath,
     /// Its type.
     pub agent_type: String,
     /// What it was asked to do.
@@ -147,7 +147,7 @@ pub struct Progress {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentTranscript {
     /// The agent's path.
-    pub path: String,
+    pub path: AgentPath,
     /// Its transcript, line by line.
     pub text: String,
 }

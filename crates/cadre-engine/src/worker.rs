@@ -208,7 +208,7 @@ impl Worker {
                 } else {
                     let tree = self
                         .cache
-                        .writer(url, base, &call.run, &call.agent.path)
+                        .writer(url, base, &call.run, call.agent.path.as_str())
                         .await?;
                     let dir = tree.path().to_path_buf();
                     (

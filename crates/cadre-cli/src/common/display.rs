@@ -21,7 +21,7 @@ pub struct Display {
     format: OutputFormat,
     quiet: bool,
     /// The primary agent's path: its text is the answer, streamed to stdout.
-    primary: String,
+    primary: AgentPath,
     /// The redrawn live block, when stderr is a terminal.
     live: Option<ProgressBar>,
     /// Whether the last thing printed to stdout ended a line.
@@ -63,7 +63,7 @@ struct LeadTurns {
 
 impl LeadTurns {
     /// Notes `event`; true when it is primary text to hold back.
-    fn hold(&mut self, event: &Event, primary: &str) -> bool {
+    fn hold(&mut self, event: &Event, primary: &AgentPath) -> bool {
         if event.agent() != primary {
             return false;
         }
@@ -121,7 +121,7 @@ impl Display {
         Self {
             format,
             quiet,
-            primary: primary.to_owned(),
+            primary: AgentPath::primary(primary),
             live,
             at_line_start: true,
             stdout_tty: std::io::stdout().is_terminal(),
@@ -237,7 +237,7 @@ impl Display {
     /// The primary agent moved on (to its tools or next turn): shows its unfinished line.
     fn end_pending_line_on_move(&mut self, event: &Event) {
         if matches!(event, Event::ToolCall { .. } | Event::Turn { .. })
-            && event.agent() == self.primary
+            && *event.agent() == self.primary
             && !self.pending.is_empty()
         {
             let line = std::mem::take(&mut self.pending) + "\n";
@@ -339,8 +339,8 @@ impl Display {
         // Rows are cut to the terminal's width: a wrapped row would break the redraw. One
         // column is kept free (a full row moves some terminals' cursor on).
         let width = usize::from(console::Term::stderr().size().1).saturating_sub(1);
-        let primary = AgentPath::parse(&self.primary);
-        let subagents: Vec<&RosterEntry> = roster.iter().filter(|e| e.path != primary).collect();
+        let primary = &self.primary;
+        let subagents: Vec<&RosterEntry> = roster.iter().filter(|e| e.path != *primary).collect();
         // Team members that answered and wait for a message are not running.
         let idle = subagents.iter().filter(|e| e.waiting).count();
         let waiting = if idle > 0 {
@@ -359,7 +359,7 @@ impl Display {
             ),
             width.saturating_sub(2),
         );
-        let main = roster.iter().find(|e| e.path == primary);
+        let main = roster.iter().find(|e| e.path == *primary);
         // In a team run the primary agent is a member too: its row says when it waits
         // for the team and what waits for it.
         let team_run = subagents.iter().any(|e| e.member.is_some());
@@ -368,13 +368,13 @@ impl Display {
             .iter()
             .filter_map(|e| e.member.as_deref())
             .map(|n| n.chars().count())
-            .chain(main.map(|m| m.path.to_string().chars().count()))
+            .chain(main.map(|m| m.path.as_str().chars().count()))
             .max()
             .unwrap_or(0);
         if let Some(main) = main {
             if team_run {
                 text.push('\n');
-                text.push_str(&member_row(main, &main.path.to_string(), width, name_width));
+                text.push_str(&member_row(main, main.path.as_str(), width, name_width));
             } else if subagents.is_empty() {
                 let doing = main.current_tool.as_deref().unwrap_or("thinking");
                 let row = format!("  turn {}  {doing}", main.turn);
@@ -608,10 +608,7 @@ pub fn usage_table(summary: &RunSummary) -> String {
     )];
     for a in &report.agents {
         // A member is known by its name.
-        let name = a
-            .member
-            .clone()
-            .unwrap_or_else(|| AgentPath::parse(&a.path).name());
+        let name = a.member.clone().unwrap_or_else(|| a.path.name().to_owned());
         let t = Totals {
             agents: 1,
             turns: a.turns,

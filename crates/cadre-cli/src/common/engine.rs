@@ -140,7 +140,7 @@ fn agent_call(
     AgentCall {
         run,
         agent: DelegatedCall {
-            path: spec.name.clone(),
+            path: AgentPath::primary(&spec.name),
             depth: 0,
             spec,
             model: model.to_owned(),
@@ -247,8 +247,8 @@ async fn follow(meta: &EngineRun, dir: &RunDir, args: &RunArgs, quiet: bool) -> 
     let attach = ingress.attach(&meta.invocation);
     tokio::pin!(attach);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
-    let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
-    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut seen: BTreeMap<AgentPath, Instant> = BTreeMap::new();
+    let mut done: BTreeSet<AgentPath> = BTreeSet::new();
     let mut cancelled = false;
     let report = loop {
         tokio::select! {
@@ -309,7 +309,7 @@ fn show_end(
     let text = outcome.text.clone();
     // The workers streamed nothing here: the answer is shown as a local run's would be.
     display.event(&Event::Text {
-        agent: meta.agent.clone(),
+        agent: AgentPath::primary(&meta.agent),
         delta: text,
     });
     let shown = shown_path(dir.path());
@@ -492,12 +492,12 @@ async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
 /// notes which agents have ended since.
 fn entries(
     roster: &[Progress],
-    seen: &mut BTreeMap<String, Instant>,
-    done: &mut BTreeSet<String>,
+    seen: &mut BTreeMap<AgentPath, Instant>,
+    done: &mut BTreeSet<AgentPath>,
 ) -> Vec<RosterEntry> {
-    let running: BTreeSet<&str> = roster.iter().map(|p| p.path.as_str()).collect();
+    let running: BTreeSet<&AgentPath> = roster.iter().map(|p| &p.path).collect();
     for path in seen.keys() {
-        if !running.contains(path.as_str()) {
+        if !running.contains(path) {
             done.insert(path.clone());
         }
     }
@@ -506,7 +506,7 @@ fn entries(
         .map(|p| {
             let started = *seen.entry(p.path.clone()).or_insert_with(Instant::now);
             RosterEntry {
-                path: AgentPath::parse(&p.path),
+                path: p.path.clone(),
                 agent_type: p.agent_type.clone(),
                 description: p.description.clone(),
                 turn: p.turn,

@@ -1153,7 +1153,10 @@ async fn an_engine_run_says_its_id_is_listed_and_resume_finds_it_without_one() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let turns: Vec<(String, u32)> = roster.iter().map(|p| (p.path.clone(), p.turn)).collect();
+    let turns: Vec<(String, u32)> = roster
+        .iter()
+        .map(|p| (p.path.to_string(), p.turn))
+        .collect();
     assert!(
         turns.iter().any(|(p, t)| p == "main" && *t == 1)
             && turns.iter().filter(|(p, t)| p != "main" && *t == 2).count() == 2,

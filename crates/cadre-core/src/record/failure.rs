@@ -9,6 +9,7 @@
 //! can be written again.
 
 use crate::record::journal::{Effect, Journal, JournalError, Run, Work};
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::step::Step;
 use async_trait::async_trait;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ pub enum Lost {
     #[error("could not keep the whole answer of {agent} in {}: {source}", file.display())]
     Result {
         /// The subagent's path.
-        agent: String,
+        agent: AgentPath,
         /// The file.
         file: PathBuf,
         /// What went wrong.
@@ -91,10 +92,10 @@ impl Failure {
 
 /// Logs a step of the agent at `agent` (of the run, for `None`) that `e` kept out of the
 /// journal: a warning, unless the run is stopping for a failure already told.
-pub(crate) fn log_unjournaled(agent: Option<&str>, e: &JournalError) {
+pub(crate) fn log_unjournaled(agent: Option<&AgentPath>, e: &JournalError) {
     match (e, agent) {
         (JournalError::Stopped, _) => tracing::debug!(?agent, "not journaled: {e}"),
-        (_, Some(agent)) => tracing::warn!(agent, "could not journal a step: {e}"),
+        (_, Some(agent)) => tracing::warn!(%agent, "could not journal a step: {e}"),
         (_, None) => tracing::warn!("could not journal a step: {e}"),
     }
 }

@@ -597,6 +597,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_path_of_another_shape_reads_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(JOURNAL_FILE);
+        // Written by hand, as an older or damaged journal may hold it: kept, not refused.
+        let odd = "main//w#01/#";
+        let line = format!(
+            "{{\"step\":\"cleared\",\"agent\":\"{odd}\",\"keep\":2}}\n\
+             {{\"step\":\"cleared\",\"agent\":\"main/w#1\",\"keep\":3}}\n"
+        );
+        std::fs::write(&path, &line).unwrap();
+        let (j, _) = FileJournal::open(dir.path()).unwrap();
+        let steps = j.steps(odd).await.unwrap();
+        assert_eq!(steps.len(), 1);
+        let agent = steps[0].path().unwrap();
+        assert_eq!(agent.as_str(), odd);
+        assert_eq!(agent.name(), "#");
+        assert_eq!(agent.depth(), 3);
+        let w = j.steps("main/w#1").await.unwrap();
+        assert_eq!(w[0].path().unwrap().ordinal(), Some(1));
+        // It is written back as it was read.
+        let again = serde_json::to_string(&steps[0]).unwrap();
+        assert_eq!(Some(again.as_str()), line.lines().next());
+    }
+
+    #[tokio::test]
     async fn a_delivered_message_s_text_is_journaled_once_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let j = FileJournal::create(dir.path()).unwrap();

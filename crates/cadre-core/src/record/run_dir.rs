@@ -368,8 +368,8 @@ mod tests {
         assert_eq!(run.agent_files(), [run.agent_file(&main)]);
         assert!(run.holds_a_run());
         let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
-        assert_eq!(t.earlier("main").messages, 1);
-        let again = t.agent("main", None);
+        assert_eq!(t.earlier(&main).messages, 1);
+        let again = t.agent(&main, None);
         assert_eq!(again.earlier().messages, 1);
         again.message(&cadre_model::Message::new(
             cadre_model::Role::Assistant,
@@ -383,7 +383,10 @@ mod tests {
             .map(|l| matches!(l.record, TranscriptRecord::Message { .. }))
             .collect();
         assert_eq!(kinds, [false, true, true]);
-        assert_eq!(read[0].1[2].agent.as_deref(), Some("main"));
+        assert_eq!(
+            read[0].1[2].agent.as_ref().map(AgentPath::as_str),
+            Some("main")
+        );
     }
 
     #[test]
@@ -415,13 +418,13 @@ mod tests {
         assert!(!run.holds_a_run());
         let header = |path: &AgentPath| {
             TranscriptRecord::Agent(crate::record::transcript::AgentHeader {
-                path: path.to_string().into(),
+                path: path.clone(),
                 ..Default::default()
             })
         };
         let t = std::sync::Arc::new(RunTranscript::open(&run).unwrap());
         // The copy kept for hooks is not read as a transcript of its own.
-        t.agent(&explorer.to_string(), Some(&run.agent_file(&explorer)))
+        t.agent(&explorer, Some(&run.agent_file(&explorer)))
             .write(header(&explorer));
         assert!(run.holds_a_run());
         assert!(run.agent_files().is_empty());

@@ -32,7 +32,7 @@ pub struct TranscriptLine<'a> {
     /// The path of the agent it belongs to (`main/explore#2`); lines of runs written before
     /// the run-wide file have none (their file named the agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<Cow<'a, str>>,
+    pub agent: Option<AgentPath>,
     /// What it holds.
     #[serde(flatten)]
     pub record: TranscriptRecord<'a>,
@@ -73,7 +73,7 @@ pub enum TranscriptRecord<'a> {
 #[serde(default)]
 pub struct AgentHeader<'a> {
     /// Its path (`main/explore#2`).
-    pub path: Cow<'a, str>,
+    pub path: AgentPath,
     /// Its agent type.
     pub agent_type: Cow<'a, str>,
     /// What it was asked to do, in a few words.
@@ -172,12 +172,12 @@ impl TranscriptLine<'static> {
             #[serde(default)]
             t: Option<String>,
             #[serde(default)]
-            agent: Option<String>,
+            agent: Option<AgentPath>,
         }
         let timed = serde_json::from_str::<Timed>(line).ok()?;
         Some(Self {
             t: timed.t.map(Cow::Owned),
-            agent: timed.agent.map(Cow::Owned),
+            agent: timed.agent,
             record: TranscriptRecord::Other,
         })
     }
@@ -217,10 +217,10 @@ pub struct Earlier {
 
 impl Earlier {
     /// What each agent's lines in the run folder `dir` hold, by path.
-    fn of_run(dir: &RunDir) -> HashMap<String, Self> {
+    fn of_run(dir: &RunDir) -> HashMap<AgentPath, Self> {
         dir.transcripts()
             .into_iter()
-            .map(|(path, lines)| (path.to_string(), Self::of(&lines)))
+            .map(|(path, lines)| (path, Self::of(&lines)))
             .collect()
     }
 
@@ -283,7 +283,7 @@ pub struct RunTranscript {
     out: File,
     /// What each agent's lines held when the file was opened (a run that goes on after a
     /// follow-up or a resume), by path.
-    earlier: HashMap<String, Earlier>,
+    earlier: HashMap<AgentPath, Earlier>,
     /// Whether a line that could not be written was told: a full disk fails every line
     /// after it too, and one warning says as much.
     warned: std::sync::atomic::AtomicBool,
@@ -310,9 +310,9 @@ impl RunTranscript {
     /// The same file, for the next part of a run kept open (a conversation's next
     /// message), in which the agent at `path` goes on from `earlier`: what the lines hold
     /// now, known without reading the file again.
-    pub fn carried_on(&self, path: &str, earlier: Earlier) -> std::io::Result<Self> {
+    pub fn carried_on(&self, path: &AgentPath, earlier: Earlier) -> std::io::Result<Self> {
         let mut all = self.earlier.clone();
-        all.insert(path.to_owned(), earlier);
+        all.insert(path.clone(), earlier);
         Ok(Self {
             out: self.out.try_clone()?,
             earlier: all,
@@ -326,13 +326,13 @@ impl RunTranscript {
     }
 
     /// What the lines of the agent at `path` held when the file was opened.
-    pub fn earlier(&self, path: &str) -> Earlier {
+    pub fn earlier(&self, path: &AgentPath) -> Earlier {
         self.earlier.get(path).copied().unwrap_or_default()
     }
 
     /// The transcript of the agent at `path`: its lines go into the run's file and, with
     /// `own` (for hooks that are handed its path), into that file of its own too.
-    pub fn agent(self: &Arc<Self>, path: &str, own: Option<&Path>) -> Transcript {
+    pub fn agent(self: &Arc<Self>, path: &AgentPath, own: Option<&Path>) -> Transcript {
         let own = own.and_then(|file| match open_to_add(file) {
             Ok((out, _)) => Some(out),
             Err(e) => {
@@ -342,7 +342,7 @@ impl RunTranscript {
         });
         Transcript {
             run: self.clone(),
-            agent: path.into(),
+            agent: path.clone(),
             own,
             earlier: self.earlier(path),
         }
@@ -378,7 +378,7 @@ fn open_to_add(file: &Path) -> std::io::Result<(File, bool)> {
 pub struct Transcript {
     run: Arc<RunTranscript>,
     /// The agent's path, which each line names.
-    agent: Box<str>,
+    agent: AgentPath,
     /// The agent's own file, when it has one.
     own: Option<File>,
     earlier: Earlier,
@@ -423,7 +423,7 @@ impl Transcript {
         let written = with_stamp(SystemTime::now(), |t| {
             let line = TranscriptLine {
                 t: Some(Cow::Borrowed(t)),
-                agent: Some(Cow::Borrowed(&self.agent)),
+                agent: Some(self.agent.clone()),
                 record,
             };
             super::jsonl::with_line(&line, |line| {
@@ -518,10 +518,10 @@ impl RunDir {
             let mut whose: Option<AgentPath> = None;
             for line in lines {
                 if let TranscriptRecord::Agent(header) = &line.record {
-                    whose = Some(AgentPath::parse(&header.path));
+                    whose = Some(header.path.clone());
                 }
                 if let Some(agent) = &line.agent {
-                    whose = Some(AgentPath::parse(agent));
+                    whose = Some(agent.clone());
                 }
                 if let Some(path) = &whose {
                     agents.entry(path.clone()).or_default().push(line);
@@ -622,7 +622,7 @@ mod tests {
     fn transcript_lines_are_whole_json() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path()).unwrap();
-        let t = Arc::new(RunTranscript::open(&run).unwrap()).agent("main/explore#2", None);
+        let t = Arc::new(RunTranscript::open(&run).unwrap()).agent(&"main/explore#2".into(), None);
         t.message(&Message::user_text("hi"));
         t.outcome(&AgentOutcome {
             text: "done".into(),

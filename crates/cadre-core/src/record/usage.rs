@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 #[non_exhaustive]
 pub struct AgentRecord {
     /// Its path (`main/explore#2`).
-    pub path: String,
+    pub path: AgentPath,
     /// Its agent type.
     pub agent_type: String,
     /// What it was asked to do, in a few words.
@@ -87,7 +87,7 @@ impl UsageReport {
     /// Rolls up `agents`, listed in tree order (`main`, then `main/explore#1`,
     /// `main/explore#2`, … with numbers compared as numbers).
     pub fn new(mut agents: Vec<AgentRecord>) -> Self {
-        agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
+        agents.sort_by(|a, b| a.path.cmp(&b.path));
         // The outcome follows from the stop, whoever made the record.
         for a in &mut agents {
             a.outcome = a.stop.outcome();

@@ -9,6 +9,7 @@
 //! [`StopKind::InvalidAnswer`] naming the last error.
 
 use crate::run::state::{final_text, AgentState};
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use crate::vocab::step::Step;
 use cadre_model::OutputFormat;
@@ -123,11 +124,11 @@ pub(crate) enum Verdict {
 }
 
 /// Judges the final answer of `state` (ended with `end_turn`) against `schema`.
-pub(crate) fn judge(schema: &AnswerSchema, state: &AgentState, agent: &str) -> Verdict {
+pub(crate) fn judge(schema: &AnswerSchema, state: &AgentState, agent: &AgentPath) -> Verdict {
     match schema.check(&final_text(&state.history)) {
         Ok(text) => Verdict::Accept(text),
         Err(error) if state.rejected + 1 < MAX_ANSWERS => Verdict::Retry(Step::Rejected {
-            agent: agent.to_owned(),
+            agent: agent.clone(),
             error,
         }),
         Err(error) => Verdict::Fail(StopKind::InvalidAnswer(format!(
@@ -188,7 +189,7 @@ mod tests {
         for n in 1..MAX_ANSWERS {
             let state = AgentState::from_steps(steps.clone()).unwrap();
             assert_eq!(state.rejected, n - 1);
-            let Verdict::Retry(step) = judge(&schema, &state, "main") else {
+            let Verdict::Retry(step) = judge(&schema, &state, &"main".into()) else {
                 panic!("answer {n} was not sent back");
             };
             steps.push(step);
@@ -199,13 +200,13 @@ mod tests {
         }
         let state = AgentState::from_steps(steps.clone()).unwrap();
         assert!(matches!(
-            judge(&schema, &state, "main"),
+            judge(&schema, &state, &"main".into()),
             Verdict::Fail(StopKind::InvalidAnswer(_))
         ));
         steps.pop();
         steps.push(answer("7"));
         let state = AgentState::from_steps(steps).unwrap();
-        assert!(matches!(judge(&schema, &state, "main"), Verdict::Accept(t) if t == "7"));
+        assert!(matches!(judge(&schema, &state, &"main".into()), Verdict::Accept(t) if t == "7"));
     }
 
     #[test]
@@ -244,7 +245,7 @@ mod tests {
         });
         state.apply(answer("four"));
         assert!(matches!(
-            judge(&schema, &state, "main/w#1"),
+            judge(&schema, &state, &"main/w#1".into()),
             Verdict::Retry(_)
         ));
     }

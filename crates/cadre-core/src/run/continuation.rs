@@ -9,6 +9,7 @@
 //! message's text marks where one answer's pieces meet, so the answer is read back from the
 //! history alone.
 
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::step::Step;
 use cadre_model::{ContentBlock, Message, Role};
 
@@ -21,9 +22,9 @@ Continue it exactly where it stopped, mid-word if it stopped mid-word: repeat no
 no preamble, as the parts are joined as they are.]";
 
 /// The step that asks the agent at `agent` to go on with its cut answer.
-pub(crate) fn request(agent: &str) -> Step {
+pub(crate) fn request(agent: &AgentPath) -> Step {
     Step::UserMessage {
-        agent: agent.to_owned(),
+        agent: agent.clone(),
         message: Message::user_text(CONTINUE_PROMPT),
     }
 }

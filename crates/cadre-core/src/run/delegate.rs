@@ -3,6 +3,7 @@
 
 use crate::definitions::spec::AgentSpec;
 use crate::record::usage::AgentRecord;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,7 @@ pub trait Delegate: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DelegatedCall {
     /// Its path in the tree of agents (`main/explore#2`).
-    pub path: String,
+    pub path: AgentPath,
     /// Its depth (1 for a subagent of the primary agent).
     pub depth: u32,
     /// Its type.

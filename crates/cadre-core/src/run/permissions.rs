@@ -8,6 +8,7 @@ use crate::definitions::registry::{SKILL_TOOL, TASK_TOOL};
 use crate::definitions::spec::AgentSpec;
 use crate::definitions::tools::{TASK_OUTPUT_TOOL, TASK_STOP_TOOL};
 use crate::run::toolset::ToolSet;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::hooks::CallPermission;
 use cadre_tools::{SandboxMode, ToolContext};
 use serde::{Deserialize, Serialize};
@@ -57,7 +58,7 @@ pub struct PermissionsSnapshot {
 #[non_exhaustive]
 pub struct ApprovalRequest {
     /// The asking agent's path (`main`, `main/code#1`).
-    pub agent: String,
+    pub agent: AgentPath,
     /// Its agent type.
     pub agent_type: String,
     /// The tool (cadre's name).
@@ -210,7 +211,7 @@ impl Permissions {
 
     /// The checker for agent `path` of type `spec`; `None` when it has nothing to check
     /// (mode `auto`, no deny rule, no tool limited to patterns).
-    pub fn for_agent(&self, spec: &AgentSpec, path: &str) -> Option<Arc<AgentPermissions>> {
+    pub fn for_agent(&self, spec: &AgentSpec, path: &AgentPath) -> Option<Arc<AgentPermissions>> {
         self.checker(spec, path, false)
     }
 
@@ -219,14 +220,19 @@ impl Permissions {
     pub(crate) fn for_agent_always(
         &self,
         spec: &AgentSpec,
-        path: &str,
+        path: &AgentPath,
     ) -> Option<Arc<AgentPermissions>> {
         self.checker(spec, path, true)
     }
 
     /// The checker for agent `path` of type `spec`; `None` when it has nothing to check,
     /// unless `always`.
-    fn checker(&self, spec: &AgentSpec, path: &str, always: bool) -> Option<Arc<AgentPermissions>> {
+    fn checker(
+        &self,
+        spec: &AgentSpec,
+        path: &AgentPath,
+        always: bool,
+    ) -> Option<Arc<AgentPermissions>> {
         let mode = self.mode_for(spec);
         let from = format!("agent type {}", spec.name);
         let parse = |rules: &[String]| -> Vec<Sourced> {
@@ -257,7 +263,7 @@ impl Permissions {
         let mut allow = self.allow.clone();
         allow.extend(own_allow.iter().cloned());
         Some(Arc::new(AgentPermissions {
-            agent: path.to_owned(),
+            agent: path.clone(),
             agent_type: spec.name.clone(),
             mode,
             allow,
@@ -272,7 +278,7 @@ impl Permissions {
 
 /// One agent's permissions, checked before each of its tool calls.
 pub struct AgentPermissions {
-    agent: String,
+    agent: AgentPath,
     agent_type: String,
     mode: PermissionMode,
     /// Every allow rule: the run's and its type's.
@@ -647,14 +653,17 @@ mod tests {
             PermissionMode::Plan
         );
         let auto = Permissions::default();
-        assert!(auto.for_agent(&spec(""), "main").is_none());
+        assert!(auto.for_agent(&spec(""), &"main".into()).is_none());
         assert_eq!(
-            auto.for_agent(&spec("permission_mode: dontAsk\n"), "main")
+            auto.for_agent(&spec("permission_mode: dontAsk\n"), &"main".into())
                 .map(|p| p.mode()),
             Some(PermissionMode::DenyWrites)
         );
         assert!(auto
-            .for_agent(&spec("permissions: {deny: [\"Bash(rm:*)\"]}\n"), "main")
+            .for_agent(
+                &spec("permissions: {deny: [\"Bash(rm:*)\"]}\n"),
+                &"main".into()
+            )
             .is_some());
     }
 
@@ -687,11 +696,14 @@ mod tests {
         let mut run = Permissions::new(PermissionMode::Ask);
         run.approver = Some(approver.clone());
         run.deny("Bash(rm:*)", "--deny").unwrap();
-        let a = run.for_agent(&spec(""), "main").unwrap();
+        let a = run.for_agent(&spec(""), &"main".into()).unwrap();
         let input = json!({"command": "make"});
         assert_eq!(a.check("bash", &input, &tools, &ctx).await, None);
         // Another agent of the same session (a later turn's clone too) is not asked again.
-        let b = run.clone().for_agent(&spec(""), "main/code#1").unwrap();
+        let b = run
+            .clone()
+            .for_agent(&spec(""), &"main/code#1".into())
+            .unwrap();
         assert_eq!(b.check("bash", &input, &tools, &ctx).await, None);
         assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
         // Reading is never asked; a deny rule is never asked either.
@@ -710,7 +722,7 @@ mod tests {
     async fn headless_ask_denies_and_a_cancelled_wait_ends() {
         let (_dir, tools, ctx) = setup();
         let run = Permissions::new(PermissionMode::Ask);
-        let a = run.for_agent(&spec(""), "main").unwrap();
+        let a = run.for_agent(&spec(""), &"main".into()).unwrap();
         let write = json!({"path": "a.txt", "content": "x"});
         let why = a.check("write_file", &write, &tools, &ctx).await.unwrap();
         assert!(why.contains("no terminal to ask"), "{why}");
@@ -726,7 +738,7 @@ mod tests {
         }
         let mut run = Permissions::new(PermissionMode::Ask);
         run.approver = Some(Arc::new(Silent));
-        let a = run.for_agent(&spec(""), "main").unwrap();
+        let a = run.for_agent(&spec(""), &"main".into()).unwrap();
         ctx.cancel.cancel();
         let why = a.check("write_file", &write, &tools, &ctx).await.unwrap();
         assert!(why.contains("cancelled"), "{why}");
@@ -737,7 +749,7 @@ mod tests {
         let (_dir, tools, mut ctx) = setup();
         let run = Permissions::new(PermissionMode::DenyWrites);
         let a = run
-            .for_agent(&spec("read_only: true\n"), "main/explore#1")
+            .for_agent(&spec("read_only: true\n"), &"main/explore#1".into())
             .unwrap();
         ctx.read_only = true;
         let ls = json!({"command": "ls"});
@@ -757,7 +769,7 @@ mod tests {
         assert_eq!(snapshot, run.snapshot());
         let rebuilt = Permissions::from_snapshot(&snapshot).unwrap();
         assert_eq!(rebuilt.mode, PermissionMode::DenyWrites);
-        let a = rebuilt.for_agent(&spec(""), "main").unwrap();
+        let a = rebuilt.for_agent(&spec(""), &"main".into()).unwrap();
         let rm = json!({"command": "rm -f x"});
         let why = a.check("bash", &rm, &tools, &ctx).await.unwrap();
         assert!(why.contains("Bash(rm:*) (from settings)"), "{why}");

@@ -7,6 +7,7 @@
 //! changes both.
 
 use crate::run::context;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::hooks::HookDecision;
 use crate::vocab::hooks::HookEvent;
 use crate::vocab::outcome::StopKind;
@@ -39,7 +40,7 @@ pub struct AgentState {
     /// How it ended, when it did: journaled, or a last response that ends the loop.
     pub finished: Option<(StopKind, String)>,
     /// The subagent each of its `Task` calls started, by call id.
-    pub spawned: HashMap<String, String>,
+    pub spawned: HashMap<String, AgentPath>,
     /// Whether its last run ended by being cancelled (Ctrl-C): it may be resumed, or given
     /// a follow-up.
     pub cancelled: bool,

@@ -2,6 +2,7 @@
 
 use crate::definitions::spec::ToolsDropped;
 use crate::run::team::error::TeamError;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use cadre_tools::{ToolError, WorktreeError};
 use std::sync::Arc;
@@ -44,13 +45,13 @@ pub enum SubagentError {
         /// The limit.
         limit: u32,
         /// The parent's path.
-        parent: String,
+        parent: AgentPath,
     },
     /// The parent has as many subagents running as it may.
     #[error("refused: {parent} already has {running} subagents running (the limit is {limit}); wait for their results and delegate the rest afterwards")]
     FanOut {
         /// The parent's path.
-        parent: String,
+        parent: AgentPath,
         /// How many it has running.
         running: u32,
         /// The limit.
@@ -60,7 +61,7 @@ pub enum SubagentError {
     #[error("subagent {path} could not get its own worktree: {source}")]
     Worktree {
         /// The subagent's path.
-        path: String,
+        path: AgentPath,
         /// Why (shared, so the error can be handed to every reader of a background result).
         source: Arc<WorktreeError>,
     },
@@ -68,7 +69,7 @@ pub enum SubagentError {
     #[error("subagent {path} could not get its own worktree: its worktree cannot be a workspace: {source}")]
     WorktreeWorkspace {
         /// The subagent's path.
-        path: String,
+        path: AgentPath,
         /// Why.
         source: Arc<ToolError>,
     },
@@ -97,7 +98,7 @@ pub enum SubagentError {
     #[error("subagent {path} did not finish — outcome: {} ({stop}). Its last message: {last}{report}", .stop.outcome())]
     Stopped {
         /// The subagent's path.
-        path: String,
+        path: AgentPath,
         /// Why it stopped.
         stop: StopKind,
         /// Its last message, or `(none)`.

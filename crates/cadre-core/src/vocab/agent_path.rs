@@ -1,136 +1,208 @@
 //! Where an agent sits in its run's tree ([`AgentPath`]). Steps, events and records keep
 //! an agent's path as this type's text (`main/explore#2`).
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// Where an agent sits in its run's tree: the primary agent's type (`main`), then for each
 /// subagent below it its type and its number among its run's agents of that type
 /// (`main/explore#2`). Written and read as that text; any text reads back as itself.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(from = "String", into = "String")]
-pub struct AgentPath {
-    /// From the primary agent down; never empty. Ordered as a tree is read: a parent before
-    /// its subagents, numbers compared as numbers.
-    segments: Vec<Segment>,
-}
+///
+/// Cloning it is cheap (its text is shared, one allocation made when the path is), so every
+/// event and step carries its agent's path without copying it. Its steps are read from the
+/// text when asked for, without allocating. Equal paths have equal text; paths sort as a
+/// tree is read: a parent before its subagents, numbers compared as numbers.
+#[derive(Clone)]
+pub struct AgentPath(Arc<str>);
 
-/// One step of an agent path: `explore#2`, or the primary agent's `main`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct Segment {
-    agent_type: String,
-    ordinal: Option<u32>,
-}
-
-impl Segment {
-    /// `explore#2` → (`explore`, 2); a segment whose tail is not a plain number (`a#01`,
-    /// `main`) is all type, so every segment reads back as written.
-    fn parse(text: &str) -> Self {
-        let numbered = text.rsplit_once('#').and_then(|(kind, n)| {
-            let plain = !n.is_empty()
-                && n.bytes().all(|b| b.is_ascii_digit())
-                && (n == "0" || !n.starts_with('0'));
-            let n: u32 = n.parse().ok().filter(|_| plain)?;
-            Some((kind, n))
-        });
-        match numbered {
-            Some((kind, n)) => Self {
-                agent_type: kind.to_owned(),
-                ordinal: Some(n),
-            },
-            None => Self {
-                agent_type: text.to_owned(),
-                ordinal: None,
-            },
-        }
-    }
-}
-
-impl fmt::Display for Segment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.ordinal {
-            Some(n) => write!(f, "{}#{n}", self.agent_type),
-            None => f.write_str(&self.agent_type),
-        }
+/// One step of a path's text: `explore#2` → (`explore`, 2); a step whose tail is not a
+/// plain number (`a#01`, `main`) is all type, so every step reads back as written.
+fn step(text: &str) -> (&str, Option<u32>) {
+    let numbered = text.rsplit_once('#').and_then(|(kind, n)| {
+        let plain = !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && (n == "0" || !n.starts_with('0'));
+        let n: u32 = n.parse().ok().filter(|_| plain)?;
+        Some((kind, n))
+    });
+    match numbered {
+        Some((kind, n)) => (kind, Some(n)),
+        None => (text, None),
     }
 }
 
 impl AgentPath {
     /// The primary agent of type `agent_type`.
     pub fn primary(agent_type: &str) -> Self {
-        Self {
-            segments: vec![Segment {
-                agent_type: agent_type.to_owned(),
-                ordinal: None,
-            }],
-        }
+        Self::parse(agent_type)
     }
 
-    /// Reads a path as [`Display`](fmt::Display) writes it.
+    /// Reads a path as [`Display`](fmt::Display) writes it; any text reads back as itself
+    /// (text of another shape, read from an old or damaged file, is kept as written).
     pub fn parse(text: &str) -> Self {
-        Self {
-            segments: text.split('/').map(Segment::parse).collect(),
-        }
+        Self(Arc::from(text))
     }
 
     /// The subagent of type `agent_type` numbered `ordinal`, started by this agent.
     pub fn child(&self, agent_type: &str, ordinal: u32) -> Self {
-        let mut segments = self.segments.clone();
-        segments.push(Segment {
-            agent_type: agent_type.to_owned(),
-            ordinal: Some(ordinal),
-        });
-        Self { segments }
+        Self::from(format!("{}/{agent_type}#{ordinal}", self.as_str()))
     }
 
     /// The agent that started this one; `None` for the primary agent.
     pub fn parent(&self) -> Option<Self> {
-        let (_, up) = self.segments.split_last()?;
-        (!up.is_empty()).then(|| Self {
-            segments: up.to_vec(),
-        })
+        self.as_str()
+            .rsplit_once('/')
+            .map(|(parent, _)| Self::parse(parent))
     }
 
-    fn last(&self) -> Option<&Segment> {
-        self.segments.last()
+    /// Whether this is the primary agent (it has no parent).
+    pub fn is_primary(&self) -> bool {
+        !self.as_str().contains('/')
+    }
+
+    /// Whether this agent is `other` or was started below it.
+    pub fn is_within(&self, other: &Self) -> bool {
+        match self.as_str().strip_prefix(other.as_str()) {
+            Some(rest) => rest.is_empty() || rest.starts_with('/'),
+            None => false,
+        }
+    }
+
+    /// The path's text, as [`Display`](fmt::Display) writes it (`main/explore#2`).
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 
     /// The agent's type.
     pub fn agent_type(&self) -> &str {
-        self.last().map_or("", |s| s.agent_type.as_str())
+        step(self.name()).0
     }
 
     /// The agent's number among its run's agents of its type; `None` for the primary agent.
     pub fn ordinal(&self) -> Option<u32> {
-        self.last().and_then(|s| s.ordinal)
+        step(self.name()).1
     }
 
     /// How deep it is: 0 for the primary agent.
     pub fn depth(&self) -> usize {
-        self.segments.len().saturating_sub(1)
+        self.as_str().matches('/').count()
     }
 
     /// Its name in a tree: the last step of its path (`explore#2`).
-    pub fn name(&self) -> String {
-        self.last().map(Segment::to_string).unwrap_or_default()
+    pub fn name(&self) -> &str {
+        self.as_str()
+            .rsplit_once('/')
+            .map_or(self.as_str(), |(_, last)| last)
     }
 
     /// The name of its transcript in the run folder, without the extension
     /// (`main/explore#2` → `main.explore-2`).
     pub fn transcript_key(&self) -> String {
-        self.to_string().replace('/', ".").replace('#', "-")
+        self.as_str().replace('/', ".").replace('#', "-")
     }
 }
 
 impl fmt::Display for AgentPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, segment) in self.segments.iter().enumerate() {
-            if i > 0 {
-                f.write_str("/")?;
+        f.pad(self.as_str())
+    }
+}
+
+impl fmt::Debug for AgentPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+// Equality and hashing go by the text alone: two paths with the same text have the same
+// steps, since every text reads back as itself.
+impl PartialEq for AgentPath {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for AgentPath {}
+
+impl Hash for AgentPath {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for AgentPath {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for AgentPath {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for AgentPath {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<AgentPath> for str {
+    fn eq(&self, other: &AgentPath) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<AgentPath> for &str {
+    fn eq(&self, other: &AgentPath) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<AgentPath> for String {
+    fn eq(&self, other: &AgentPath) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl Ord for AgentPath {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Steps compared as (type, number), parsed only where the two first differ: equal
+        // text is an equal step, and paths of one run share most of theirs.
+        let (mut mine, mut theirs) = (self.as_str().split('/'), other.as_str().split('/'));
+        loop {
+            match (mine.next(), theirs.next()) {
+                (None, None) => return Ordering::Equal,
+                (None, Some(_)) => return Ordering::Less,
+                (Some(_), None) => return Ordering::Greater,
+                (Some(a), Some(b)) if a == b => {}
+                (Some(a), Some(b)) => return step(a).cmp(&step(b)),
             }
-            write!(f, "{segment}")?;
         }
-        Ok(())
+    }
+}
+
+impl PartialOrd for AgentPath {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The empty path (`""`), which names no agent: what a record that lacks one reads as.
+impl Default for AgentPath {
+    fn default() -> Self {
+        Self::parse("")
+    }
+}
+
+impl AsRef<str> for AgentPath {
+    fn as_ref(&self) -> &str {
+        self.as_str()
     }
 }
 
@@ -142,13 +214,19 @@ impl From<&str> for AgentPath {
 
 impl From<String> for AgentPath {
     fn from(text: String) -> Self {
-        Self::parse(&text)
+        Self(Arc::from(text))
+    }
+}
+
+impl From<&AgentPath> for AgentPath {
+    fn from(path: &AgentPath) -> Self {
+        path.clone()
     }
 }
 
 impl From<AgentPath> for String {
     fn from(path: AgentPath) -> Self {
-        path.to_string()
+        path.as_str().to_owned()
     }
 }
 
@@ -157,6 +235,38 @@ impl std::str::FromStr for AgentPath {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Ok(Self::parse(text))
+    }
+}
+
+impl Serialize for AgentPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentPath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(PathVisitor)
+    }
+}
+
+/// Reads a path from any string straight into its shared text. Any text reads as a path
+/// (see [`AgentPath::parse`]): a journal with an odd path stays readable.
+struct PathVisitor;
+
+impl Visitor<'_> for PathVisitor {
+    type Value = AgentPath;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an agent path")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<AgentPath, E> {
+        Ok(AgentPath::parse(text))
+    }
+
+    fn visit_string<E: de::Error>(self, text: String) -> Result<AgentPath, E> {
+        Ok(AgentPath::from(text))
     }
 }
 
@@ -177,8 +287,14 @@ mod tests {
         assert_eq!(path.name(), "explore#12");
         assert_eq!(path.transcript_key(), "main.code-1.explore-12");
         assert_eq!(path.parent(), Some(AgentPath::parse("main/code#1")));
+        assert_eq!(
+            path.parent().map(|p| p.agent_type().to_owned()),
+            Some("code".into())
+        );
+        assert!(!path.is_primary());
         assert_eq!(AgentPath::parse("main").parent(), None);
         assert_eq!(AgentPath::parse("main").ordinal(), None);
+        assert!(AgentPath::parse("main").is_primary());
         // Text of any shape reads back as itself.
         for text in [
             "main",
@@ -190,12 +306,52 @@ mod tests {
             "",
             "b#4294967296",
             "é#3",
+            "é#3/ü#7",
         ] {
-            assert_eq!(AgentPath::parse(text).to_string(), text);
+            let path = AgentPath::parse(text);
+            assert_eq!(path.to_string(), text);
+            assert_eq!(path.as_str(), text);
+            let json = serde_json::to_string(&path).unwrap();
+            assert_eq!(serde_json::from_str::<AgentPath>(&json).unwrap(), path);
         }
+        assert_eq!(AgentPath::parse("é#3/ü#7").agent_type(), "ü");
+        assert_eq!(AgentPath::parse("a//b").depth(), 2);
         let json = serde_json::to_string(&path).unwrap();
         assert_eq!(json, "\"main/code#1/explore#12\"");
         assert_eq!(serde_json::from_str::<AgentPath>(&json).unwrap(), path);
+        assert_eq!(format!("[{path:>24}]"), "[  main/code#1/explore#12]");
+    }
+
+    #[test]
+    fn paths_are_equal_exactly_when_they_sort_equal() {
+        let texts = [
+            "main",
+            "main/a#1",
+            "main/a#01",
+            "main/a",
+            "main/a#1/b#2",
+            "main/a#10",
+            "a#1",
+            "main/",
+            "main//a#1",
+            "",
+        ];
+        for x in texts {
+            for y in texts {
+                let (px, py) = (AgentPath::parse(x), AgentPath::parse(y));
+                assert_eq!(px == py, px.cmp(&py) == Ordering::Equal, "{x:?} {y:?}");
+                assert_eq!(px.cmp(&py), py.cmp(&px).reverse(), "{x:?} {y:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_agent_is_within_its_ancestors_only() {
+        let code = AgentPath::parse("main/code#1");
+        assert!(AgentPath::parse("main/code#1/explore#1").is_within(&code));
+        assert!(code.is_within(&code));
+        assert!(!AgentPath::parse("main/code#12").is_within(&code));
+        assert!(!AgentPath::parse("main").is_within(&code));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The structured events every agent emits while it runs.
 
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::hooks::{HookEvent, HookOutcome};
 use crate::vocab::outcome::{Outcome, StopKind};
 use crate::vocab::team::TaskStatus;
@@ -14,7 +15,7 @@ pub enum Event {
     /// An agent started.
     Started {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// Its agent type.
         agent_type: String,
         /// What it was asked to do, in a few words.
@@ -31,21 +32,21 @@ pub enum Event {
     /// An agent sent request number `turn` to its model.
     Turn {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// 1 for the first request.
         turn: u32,
     },
     /// A piece of answer text streamed in.
     Text {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// The new text.
         delta: String,
     },
     /// A model request failed transiently and will be retried.
     Retrying {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// Which retry.
         attempt: u32,
         /// Milliseconds until it.
@@ -56,12 +57,12 @@ pub enum Event {
     /// The agent's conversation is being compacted (by the server, or summarised by cadre).
     Compacting {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
     },
     /// The agent's conversation was compacted: what came before is replaced by a summary.
     Compacted {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// Who summarised it: `server` (the Messages API) or `cadre` (a summary request).
         by: String,
         /// What the compaction cost.
@@ -70,7 +71,7 @@ pub enum Event {
     /// A tool call started.
     ToolCall {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// The tool_use id.
         id: String,
         /// The tool's name.
@@ -81,7 +82,7 @@ pub enum Event {
     /// A tool call finished.
     ToolResult {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// The tool_use id.
         id: String,
         /// The tool's name.
@@ -94,14 +95,14 @@ pub enum Event {
     /// Tokens used by one model response.
     Usage {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// This response's usage.
         usage: Usage,
     },
     /// A team member sent a message (or cadre sent a notice on a member's behalf).
     Message {
         /// The sender's path.
-        agent: String,
+        agent: AgentPath,
         /// The sender's name.
         from: String,
         /// The recipient's name.
@@ -117,7 +118,7 @@ pub enum Event {
     /// A message was given to its recipient as part of a user turn.
     Delivered {
         /// The recipient's path.
-        agent: String,
+        agent: AgentPath,
         /// The sender's name.
         from: String,
         /// The message's number from that sender.
@@ -126,17 +127,17 @@ pub enum Event {
     /// A team member ended its turn and waits for messages.
     Idle {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
     },
     /// A waiting team member was woken by a message.
     Woken {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
     },
     /// A task of the run's shared list was created or changed.
     TaskChanged {
         /// The path of the agent that changed it.
-        agent: String,
+        agent: AgentPath,
         /// The task's id.
         id: u32,
         /// Its subject.
@@ -150,7 +151,7 @@ pub enum Event {
     /// A hook ran for one of the agent's moments (a tool call, its start or stop, …).
     Hook {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The moment it ran at (Claude Code's `hook_event_name`).
         hook_event: HookEvent,
         /// The command, as written.
@@ -168,7 +169,7 @@ pub enum Event {
     /// An agent stopped.
     Finished {
         /// Its path.
-        agent: String,
+        agent: AgentPath,
         /// What became of its work: `completed`, `cut`, `turn_limit`, `budget`,
         /// `cancelled` or `failed` (always `stop`'s outcome).
         outcome: Outcome,
@@ -185,7 +186,7 @@ pub enum Event {
 
 impl Event {
     /// The path of the agent this event is about.
-    pub fn agent(&self) -> &str {
+    pub fn agent(&self) -> &AgentPath {
         match self {
             Self::Started { agent, .. }
             | Self::Turn { agent, .. }

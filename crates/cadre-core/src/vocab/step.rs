@@ -1,6 +1,7 @@
 //! A run's steps, as the journal keeps them: every step of every agent is one [`Step`],
 //! keyed by the agent's path; the team's changes are kept under [`TEAM_STEPS`].
 
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::hooks::{HookDecision, HookEvent};
 use crate::vocab::outcome::StopKind;
 use crate::vocab::team::{Envelope, TeamChange};
@@ -27,7 +28,7 @@ pub enum Step {
     /// An agent began, with its first messages.
     Started {
         /// Its path (`main`, `main/explore#2`).
-        agent: String,
+        agent: AgentPath,
         /// Its type.
         agent_type: String,
         /// What it was asked to do, in a few words.
@@ -38,23 +39,23 @@ pub enum Step {
     /// A parent's `Task` call started a subagent.
     Spawned {
         /// The parent's path.
-        agent: String,
+        agent: AgentPath,
         /// The `tool_use` id of the `Task` call.
         call: String,
         /// The subagent's path.
-        child: String,
+        child: AgentPath,
     },
     /// A model response, journaled before the loop acts on it.
     Response {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The response as received.
         response: Response,
     },
     /// A tool that may change something is about to run.
     ToolStarted {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The `tool_use` id.
         id: String,
         /// The tool.
@@ -63,7 +64,7 @@ pub enum Step {
     /// A tool's result (a `tool_result` block), journaled before the model sees it.
     ToolResult {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The `tool_result` block.
         result: ContentBlock,
     },
@@ -71,7 +72,7 @@ pub enum Step {
     /// replaces it from here on.
     Compacted {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The history that replaces the conversation.
         history: Vec<Message>,
         /// What compacting cost.
@@ -81,14 +82,14 @@ pub enum Step {
     /// all but the newest `keep` user messages holding results have their output replaced.
     Cleared {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// How many of the newest messages with tool results kept their output.
         keep: usize,
     },
     /// A new user message for an agent whose conversation had ended (a follow-up).
     UserMessage {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The message.
         message: Message,
     },
@@ -96,14 +97,14 @@ pub enum Step {
     /// changed); grouped under `TEAM_STEPS`, not under the agent that made it.
     Team {
         /// The path of the agent that made the change.
-        by: String,
+        by: AgentPath,
         /// The change.
         change: TeamChange,
     },
     /// Messages given to an agent as (part of) a user turn.
     Delivered {
         /// The recipient's path.
-        agent: String,
+        agent: AgentPath,
         /// The messages, in the order given. A member's message is journaled without its
         /// text, which its `Sent` step holds already; reading the journal puts it back (a
         /// journal written before keeps it, and reads as it did). A notice keeps its text:
@@ -115,7 +116,7 @@ pub enum Step {
     /// `error`.
     Rejected {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// What was wrong with the answer.
         error: String,
     },
@@ -123,7 +124,7 @@ pub enum Step {
     /// a call otherwise), journaled before it takes effect.
     Hooked {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// The moment the hook ran at.
         event: HookEvent,
         /// The `tool_use` id of the call it is about, for `PreToolUse`.
@@ -136,7 +137,7 @@ pub enum Step {
     /// An agent ended.
     Finished {
         /// The agent's path.
-        agent: String,
+        agent: AgentPath,
         /// Why it stopped.
         stop: StopKind,
         /// Its final text.
@@ -145,11 +146,20 @@ pub enum Step {
 }
 
 impl Step {
-    /// The path of the agent the step belongs to (`None` for the run header).
+    /// The key the journal keeps the step under: the path of the agent it belongs to,
+    /// `@team` for the team's, `None` for the run header.
     pub fn agent(&self) -> Option<&str> {
         match self {
-            Self::Run { .. } => None,
             Self::Team { .. } => Some(TEAM_STEPS),
+            _ => self.path().map(AgentPath::as_str),
+        }
+    }
+
+    /// The path of the agent the step belongs to (`None` for the run header and the
+    /// team's steps).
+    pub fn path(&self) -> Option<&AgentPath> {
+        match self {
+            Self::Run { .. } | Self::Team { .. } => None,
             Self::Started { agent, .. }
             | Self::Spawned { agent, .. }
             | Self::Response { agent, .. }

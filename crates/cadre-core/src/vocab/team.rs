@@ -1,6 +1,7 @@
 //! A team as the journal keeps it: its members, the messages between them, and the shared
 //! task list's entries, each change to them one [`TeamChange`].
 
+use crate::vocab::agent_path::AgentPath;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -11,7 +12,7 @@ pub struct Member {
     /// The name others address it by.
     pub name: String,
     /// Its agent path (`main/code#1`).
-    pub path: String,
+    pub path: AgentPath,
     /// Its agent type.
     pub agent_type: String,
     /// The name of the member that started it (`None` for the primary agent).
@@ -32,10 +33,10 @@ pub struct Member {
 impl Member {
     /// A member named `name` at agent path `path`, of type `agent_type`, started by
     /// `starter` (`None` for the primary agent).
-    pub fn new(name: &str, path: &str, agent_type: &str, starter: Option<String>) -> Self {
+    pub fn new(name: &str, path: &AgentPath, agent_type: &str, starter: Option<String>) -> Self {
         Self {
             name: name.to_owned(),
-            path: path.to_owned(),
+            path: path.clone(),
             agent_type: agent_type.to_owned(),
             starter,
             last_asked: String::new(),

@@ -215,8 +215,8 @@ async fn a_stopped_background_subagent_and_a_fork_each_finish_once_and_stop_once
     let mut open: std::collections::HashMap<String, i32> = Default::default();
     for e in events.lock().unwrap().iter() {
         match e {
-            Event::Started { agent, .. } => *open.entry(agent.clone()).or_default() += 1,
-            Event::Finished { agent, .. } => *open.entry(agent.clone()).or_default() -= 1,
+            Event::Started { agent, .. } => *open.entry(agent.to_string()).or_default() += 1,
+            Event::Finished { agent, .. } => *open.entry(agent.to_string()).or_default() -= 1,
             _ => {}
         }
     }

@@ -127,14 +127,14 @@ fn sent(events: &[Event], text: &str) -> bool {
 fn bob_ended(events: &[Event]) -> bool {
     events
         .iter()
-        .any(|e| matches!(e, Event::Finished { agent, .. } if agent.contains("worker")))
+        .any(|e| matches!(e, Event::Finished { agent, .. } if agent.as_str().contains("worker")))
 }
 
 /// Whether bob went idle after a message was given to him: he answered it. (A message that
 /// reaches him before his first answer is given without his ever waiting, so his idle
 /// times alone do not tell; under load that interleaving is common.)
 fn bob_idle_after_a_delivery(events: &[Event]) -> bool {
-    let is_bob = |agent: &str| agent.contains("worker");
+    let is_bob = |agent: &cadre_core::AgentPath| agent.as_str().contains("worker");
     events
         .iter()
         .position(|e| matches!(e, Event::Delivered { agent, .. } if is_bob(agent)))
@@ -512,7 +512,7 @@ fn check(what: &str, steps: &[Step], events: Option<&[Event]>) -> TeamState {
         if let Step::Delivered { agent, messages } = step {
             for m in messages {
                 let key = (m.to.clone(), m.from.clone(), m.seq);
-                given.entry(key).or_default().push((i, agent.clone()));
+                given.entry(key).or_default().push((i, agent.to_string()));
             }
         }
     }
@@ -589,7 +589,7 @@ fn check(what: &str, steps: &[Step], events: Option<&[Event]>) -> TeamState {
         let mut starts: HashMap<&str, usize> = HashMap::new();
         for e in events {
             if let Event::Started { agent, .. } = e {
-                if agent.contains("worker") {
+                if agent.as_str().contains("worker") {
                     *starts.entry(agent.as_str()).or_default() += 1;
                 }
             }
@@ -868,7 +868,7 @@ async fn two_starts(names: [&str; 2], limits: TeamLimits) -> (TeamState, Vec<(St
     let starts = seen
         .all()
         .iter()
-        .filter(|e| matches!(e, Event::Started { agent, .. } if agent.contains("worker")))
+        .filter(|e| matches!(e, Event::Started { agent, .. } if agent.as_str().contains("worker")))
         .count();
     // One start per member (the lead aside).
     assert_eq!(

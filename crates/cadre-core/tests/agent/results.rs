@@ -447,7 +447,7 @@ async fn a_run_given_up_mid_task_records_its_unended_agents_as_cancelled() {
         .usage
         .agents
         .iter()
-        .map(|a| (a.path.clone(), a.outcome))
+        .map(|a| (a.path.to_string(), a.outcome))
         .collect();
     assert_eq!(
         outcomes,

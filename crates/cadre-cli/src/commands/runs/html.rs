@@ -3,7 +3,7 @@
 
 use super::view::{AgentView, Call, RecordKind, RunView, COMPLETED};
 use crate::common::display::{clock, human_tokens, truncate};
-use cadre_core::describe_call;
+use cadre_core::{describe_call, AgentPath};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -216,9 +216,9 @@ fn tool_bar(
 /// One team message, drawn as an arrow from its sender's lane to its recipient's.
 struct Arrow {
     /// The sender's agent path.
-    from: String,
+    from: AgentPath,
     /// The recipient's agent path.
-    to: String,
+    to: AgentPath,
     /// When it was sent, in scale units.
     sent: u64,
     /// When the recipient was given it; the send time when it never was (or its transcript
@@ -338,8 +338,8 @@ fn arrow_data(arrows: &[Arrow], scale: &Scale) -> String {
             html,
             r#"<i class="msg {class}" data-from="{from}" data-to="{to}" data-sent="{sent:.3}" data-got="{got:.3}" title="{title}" data-detail="{detail}"></i>"#,
             class = a.class,
-            from = escape(&a.from),
-            to = escape(&a.to),
+            from = escape(a.from.as_str()),
+            to = escape(a.to.as_str()),
             sent = scale.percent(a.sent).min(100.0),
             got = scale.percent(a.got).min(100.0),
             title = escape(&a.title),
@@ -464,7 +464,7 @@ fn lane(agent: &AgentView, member: Option<&str>, scale: &Scale, most_tokens: u64
 <div class="label" style="padding-left:{indent}px" title="{description}"><span class="path">{path}</span> <span class="type">{agent_type}</span>{member}<br><span class="meta"><span class="outcome {outcome_class}">{outcome}</span> · {turns} turns · {tools} tools · {tokens_text}</span><div class="token-bar" style="width:{share:.1}%" title="{tokens_human} tokens: {share:.0}% of the most any agent used"></div></div>
 <div class="track">
 "#,
-        path = escape(&agent.path),
+        path = escape(agent.path.as_str()),
         indent = 6 + agent.depth() * 14,
         description = escape(&agent.description),
         agent_type = escape(&agent.agent_type),
@@ -722,7 +722,7 @@ mod tests {
 
     fn agent(path: &str, kinds: Vec<RecordKind>) -> AgentView {
         AgentView {
-            path: path.to_owned(),
+            path: path.into(),
             agent_type: "explore".to_owned(),
             stop: Some(Stop {
                 label: COMPLETED.into(),

@@ -252,7 +252,7 @@ pub struct Call {
 #[derive(Debug, Clone, Default)]
 pub struct AgentView {
     /// Its path: `main`, `main/explore#1`.
-    pub path: String,
+    pub path: AgentPath,
     /// Its agent type.
     pub agent_type: String,
     /// What it was asked to do, in a few words.
@@ -278,13 +278,13 @@ pub struct AgentView {
 
 impl AgentView {
     /// Its name in a tree: the last step of its path (`explore#1`).
-    pub fn name(&self) -> String {
-        AgentPath::parse(&self.path).name()
+    pub fn name(&self) -> &str {
+        self.path.name()
     }
 
     /// How deep it is: 0 for the primary agent.
     pub fn depth(&self) -> usize {
-        AgentPath::parse(&self.path).depth()
+        self.path.depth()
     }
 
     /// Its outcome label, `unfinished` when it has none.
@@ -304,7 +304,7 @@ impl AgentView {
         // Each part of a run in several parts counts from its first record to its last.
         let earlier = Earlier::of(&lines);
         let mut agent = Self {
-            path: path.to_string(),
+            path: path.clone(),
             ..Self::default()
         };
         for line in lines {
@@ -410,7 +410,7 @@ struct SavedUsage {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct SavedAgent {
-    path: String,
+    path: AgentPath,
     agent_type: String,
     description: String,
     model: String,
@@ -459,7 +459,7 @@ impl RunView {
         if let Some(summary) = &summary {
             add_usage(&mut agents, summary);
         }
-        agents.sort_by_cached_key(|a| AgentPath::parse(&a.path));
+        agents.sort_by(|a, b| a.path.cmp(&b.path));
         let engine = dir.engine_file().is_file();
         let prompt = prompt_of(&agents, dir, engine);
         let team = team_of(dir);

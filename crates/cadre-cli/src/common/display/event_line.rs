@@ -2,17 +2,17 @@
 //! or finished, a tool called or failed, a retry, a compaction, a team's message or task.
 
 use super::text::{clock, human_tokens, truncate};
-use cadre_core::{describe_call, Event};
+use cadre_core::{describe_call, AgentPath, Event};
 
 /// The log line of `event`, or `None` for an event that gets none; `primary` is the
 /// primary agent's path (its start and end are the run's own).
-pub(super) fn log_line(event: &Event, primary: &str) -> Option<String> {
+pub(super) fn log_line(event: &Event, primary: &AgentPath) -> Option<String> {
     step_line(event, primary).or_else(|| team_line(event))
 }
 
 /// The line of an agent's step: a subagent started or finished, a tool called or failed, a
 /// compaction, a retry.
-fn step_line(event: &Event, primary: &str) -> Option<String> {
+fn step_line(event: &Event, primary: &AgentPath) -> Option<String> {
     let line = match event {
         Event::Started {
             agent,

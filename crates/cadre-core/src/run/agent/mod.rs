@@ -15,6 +15,7 @@ use crate::run::permissions::AgentPermissions;
 use crate::run::state::{final_text, Added, AgentState, Next};
 use crate::run::team::Seat;
 use crate::run::toolset::ToolSet;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
 use crate::vocab::outcome::{AgentOutcome, StopKind};
 use crate::vocab::step::Step;
@@ -29,7 +30,7 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// Its path in the tree of agents (`main`, `main/explore#2`).
-    pub path: String,
+    pub path: AgentPath,
     /// Its agent type (`main`, `explore`, …).
     pub agent_type: String,
     /// The model id it talks to.
@@ -362,7 +363,7 @@ impl Agent {
     /// durable step.
     async fn effect(&self, effect: Effect<'_>, work: Work) -> EffectOutcome {
         let run = match &self.journal {
-            Some(journal) => journal.once(&self.config.path, effect, work),
+            Some(journal) => journal.once(self.config.path.as_str(), effect, work),
             None => Run::Here(work),
         };
         match run {

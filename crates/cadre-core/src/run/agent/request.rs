@@ -5,6 +5,7 @@ use crate::record::events::{millis, EventHandler};
 use crate::record::journal::{Done, Effect, EffectOutcome, ModelStep, Work};
 use crate::run::context;
 use crate::run::state::AgentState;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
 use crate::vocab::outcome::StopKind;
 use crate::vocab::step::Step;
@@ -107,7 +108,7 @@ impl Agent {
             });
         }
         request.origin = Some(RequestOrigin {
-            path: self.config.path.clone(),
+            path: self.config.path.to_string(),
             agent_type: self.config.agent_type.clone(),
         });
         request
@@ -153,21 +154,21 @@ impl Agent {
 }
 
 /// Passes a model client's event on as the agent's event.
-fn model_event(events: &EventHandler, path: &str, e: ModelEvent) {
+fn model_event(events: &EventHandler, path: &AgentPath, e: ModelEvent) {
     let event = match e {
         ModelEvent::TextDelta(delta) => Event::Text {
-            agent: path.to_owned(),
+            agent: path.clone(),
             delta,
         },
         ModelEvent::Compacting => Event::Compacting {
-            agent: path.to_owned(),
+            agent: path.clone(),
         },
         ModelEvent::Retrying {
             attempt,
             wait,
             reason,
         } => Event::Retrying {
-            agent: path.to_owned(),
+            agent: path.clone(),
             attempt,
             wait_ms: millis(wait),
             reason,

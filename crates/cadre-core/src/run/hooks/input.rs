@@ -4,6 +4,7 @@
 //! for Claude Code works unchanged; an `updatedInput` it sends back is mapped to cadre's
 //! fields.
 
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::hooks::HookEvent;
 use cadre_tools::claude_code_name;
 use cadre_tools::ToolOutput;
@@ -21,18 +22,16 @@ pub(crate) struct Who {
     pub cwd: PathBuf,
     /// Its permission mode, by Claude Code's names.
     pub permission_mode: &'static str,
-    /// Its path (`main/explore#2`).
-    pub agent_id: String,
+    /// Its path (`main/explore#2`); its parent's is told with it for a subagent.
+    pub agent_id: AgentPath,
     /// Its type.
     pub agent_type: String,
-    /// Its parent's path; `None` for the primary agent.
-    pub parent_id: Option<String>,
 }
 
 impl Who {
     /// Whether it is a subagent (its hooks are told its id and its parent's).
     pub(crate) fn is_subagent(&self) -> bool {
-        self.parent_id.is_some()
+        !self.agent_id.is_primary()
     }
 }
 
@@ -58,9 +57,9 @@ pub(crate) fn hook_input(who: &Who, event: HookEvent, fields: Map<String, Value>
     o.insert("permission_mode".into(), who.permission_mode.into());
     o.insert("hook_event_name".into(), event.name().into());
     o.insert("agent_type".into(), who.agent_type.clone().into());
-    if let Some(parent) = &who.parent_id {
-        o.insert("agent_id".into(), who.agent_id.clone().into());
-        o.insert("parent_agent_id".into(), parent.clone().into());
+    if let Some(parent) = who.agent_id.parent() {
+        o.insert("agent_id".into(), who.agent_id.as_str().into());
+        o.insert("parent_agent_id".into(), parent.as_str().into());
     }
     o.extend(fields);
     serde_json::to_vec(&Value::Object(o)).unwrap_or_default()
@@ -203,7 +202,6 @@ mod tests {
             permission_mode: "default",
             agent_id: "main".into(),
             agent_type: "main".into(),
-            parent_id: None,
         };
         let mut fields = Map::new();
         fields.insert("tool_name".into(), "Bash".into());
@@ -217,7 +215,6 @@ mod tests {
         assert!(main.get("agent_id").is_none());
         who.agent_id = "main/explore#1".into();
         who.agent_type = "explore".into();
-        who.parent_id = Some("main".into());
         let sub: Value =
             serde_json::from_slice(&hook_input(&who, HookEvent::PreToolUse, fields)).unwrap();
         assert_eq!(sub["agent_id"], "main/explore#1");

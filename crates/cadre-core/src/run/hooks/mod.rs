@@ -21,6 +21,7 @@ use crate::definitions::hooks::{Hook, Hooks};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::{millis, EventHandler};
 use crate::record::transcript::{HookRecord, Recorded, Transcript, TranscriptRecord};
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
 use crate::vocab::hooks::HookEvent;
 use crate::vocab::step::Step;
@@ -194,7 +195,7 @@ impl AgentHooks {
     }
 
     /// The agent's path.
-    pub(crate) fn agent_id(&self) -> &str {
+    pub(crate) fn agent_id(&self) -> &AgentPath {
         &self.who.agent_id
     }
 

@@ -71,7 +71,7 @@ impl Orchestrator {
             self.end_hooks(&agent, &outcome).await;
             me.run
                 .journal(Step::Finished {
-                    agent: me.path.to_string(),
+                    agent: me.path.clone(),
                     stop: outcome.stop.clone(),
                     text: outcome.text.clone(),
                 })
@@ -119,7 +119,7 @@ impl Orchestrator {
             started,
         });
         self.roster.observe(Event::Started {
-            agent: me.path.to_string(),
+            agent: me.path.clone(),
             agent_type: spec.name.clone(),
             description: description.to_owned(),
             model: me.model.clone(),
@@ -158,7 +158,7 @@ impl Orchestrator {
         };
         me.run
             .journal(Step::Started {
-                agent: me.path.to_string(),
+                agent: me.path.clone(),
                 agent_type: spec.name.clone(),
                 description: description.to_owned(),
                 history: history.clone(),
@@ -214,7 +214,7 @@ impl Orchestrator {
             return;
         }
         let result_file = self.result_name(&me.run, &me.path, me.depth, &outcome.text);
-        let path = me.path.to_string();
+        let path = me.path.clone();
         self.roster.record(AgentRecord {
             path,
             agent_type: spec.name.clone(),
@@ -254,7 +254,7 @@ async fn start_hooks(
         let v = hooks.user_prompt_submit(prompt).await;
         notes.extend(v.context.map(|c| (HookEvent::UserPromptSubmit, c)));
         refused = v.stop.or(v.block).map(|reason| Step::Hooked {
-            agent: hooks.agent_id().to_owned(),
+            agent: hooks.agent_id().clone(),
             event: HookEvent::UserPromptSubmit,
             call: None,
             decision: HookDecision::Stop {

@@ -9,6 +9,7 @@ use super::run_context::{open_transcript, Lineage, RunParts};
 use super::{Orchestrator, RunSummary};
 use crate::record::journal::{journal_len, Journal, JournaledRun};
 use crate::record::transcript::Earlier;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::AgentOutcome;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -150,7 +151,8 @@ impl Orchestrator {
             messages: primary.history.len(),
             last_blocks: primary.history.last().map_or(0, |m| m.content.len()),
         };
-        let transcript = transcript.and_then(|t| match t.carried_on(&run.agent_type, earlier) {
+        let path = AgentPath::parse(&run.agent_type);
+        let transcript = transcript.and_then(|t| match t.carried_on(&path, earlier) {
             Ok(t) => Some(Arc::new(t)),
             // As a run read from its folder would.
             Err(_) => open_transcript(&dir),

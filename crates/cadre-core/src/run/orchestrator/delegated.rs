@@ -7,7 +7,6 @@ use super::Orchestrator;
 use crate::record::run_dir::RunDir;
 use crate::record::usage::AgentRecord;
 use crate::run::delegate::DelegatedCall;
-use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::{AgentOutcome, StopKind};
 use std::sync::Arc;
 
@@ -55,7 +54,7 @@ impl Orchestrator {
         let run = self.context(parts, self.new_team(None), false);
         let me = AgentHandle::new(
             run,
-            AgentPath::parse(&call.path),
+            call.path.clone(),
             call.depth,
             call.model.clone(),
             self.config.workspace.clone(),

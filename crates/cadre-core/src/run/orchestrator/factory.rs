@@ -55,8 +55,8 @@ impl Orchestrator {
         cancel: CancellationToken,
         description: Option<&str>,
     ) -> (Agent, Vec<Arc<Server>>) {
-        let path = me.path.to_string();
-        let permissions = self.config.permissions.for_agent(spec, &path);
+        let path = &me.path;
+        let permissions = self.config.permissions.for_agent(spec, path);
         let planned = planned(spec, permissions.as_deref());
         let spec = &*planned;
         let mut kit = self.tool_set(spec, me).await;
@@ -68,7 +68,7 @@ impl Orchestrator {
         // that deny rules still refuse.
         let permissions = match permissions {
             None if self.hooks.any_for(spec) => {
-                self.config.permissions.for_agent_always(spec, &path)
+                self.config.permissions.for_agent_always(spec, path)
             }
             p => p,
         };
@@ -149,7 +149,7 @@ impl Orchestrator {
         } else {
             Vec::new()
         };
-        let mcp = mcp_tools_for(spec, &self.config.mcp, &me.path.to_string()).await;
+        let mcp = mcp_tools_for(spec, &self.config.mcp, me.path.as_str()).await;
         for tool in mcp.tools {
             // A built-in of the same name is never shadowed by a server's tool.
             if tools.get(tool.name()).is_none() {
@@ -178,7 +178,7 @@ impl Orchestrator {
         let seat = me
             .member
             .as_ref()
-            .map(|name| Seat::new(run.team.clone(), name, &me.path.to_string(), me.depth == 0));
+            .map(|name| Seat::new(run.team.clone(), name, &me.path, me.depth == 0));
         if let Some(seat) = &seat {
             // Named members always talk; the primary agent has a seat only in a team run.
             if me.depth > 0 || run.teams_on {
@@ -236,7 +236,7 @@ impl Orchestrator {
             0
         };
         AgentConfig {
-            path: me.path.to_string(),
+            path: me.path.clone(),
             agent_type: spec.name.clone(),
             model: me.model.clone(),
             system: match &me.fork {
@@ -274,16 +274,16 @@ impl Orchestrator {
         description: &str,
     ) -> Option<Arc<Transcript>> {
         let transcript = run.transcript.as_ref()?;
-        let path = agent.config.path.as_str();
+        let path = &agent.config.path;
         // Hooks are handed the agent's transcript path: it gets a file of its own for them.
         let own = self
             .hooks
             .any_for(spec)
-            .then(|| run.dir.as_ref().map(|d| d.agent_file(&path.into())))
+            .then(|| run.dir.as_ref().map(|d| d.agent_file(path)))
             .flatten();
         let t = transcript.agent(path, own.as_deref());
         t.write(TranscriptRecord::Agent(AgentHeader {
-            path: path.into(),
+            path: path.clone(),
             agent_type: spec.name.as_str().into(),
             description: description.into(),
             model: agent.config.model.as_str().into(),
@@ -322,9 +322,8 @@ impl Orchestrator {
             transcript_path: me.run.dir.as_ref().map(|d| d.agent_file(&me.path)),
             cwd: ctx.workspace.root().to_path_buf(),
             permission_mode: claude_mode(self.config.permissions.mode_for(spec)),
-            agent_id: me.path.to_string(),
+            agent_id: me.path.clone(),
             agent_type: spec.name.clone(),
-            parent_id: me.path.parent().map(|p| p.to_string()),
         }
     }
 

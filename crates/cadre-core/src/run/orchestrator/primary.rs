@@ -95,7 +95,7 @@ impl Orchestrator {
     /// The handle of the primary agent, of type `spec`, of `run`.
     pub(super) fn primary_handle(&self, run: &Arc<RunContext>, spec: &AgentSpec) -> AgentHandle {
         let model = self.model_for(spec, &self.config.model_id);
-        let path = AgentPath::parse(&spec.name);
+        let path = AgentPath::primary(&spec.name);
         let workspace = self.config.workspace.clone();
         AgentHandle::new(run.clone(), path, 0, model, workspace)
     }
@@ -111,7 +111,7 @@ impl Orchestrator {
     ) -> Result<(AgentOutcome, RunSummary), RunError> {
         let started = Instant::now();
         // The run's time covers its earlier parts: the primary agent ran through each.
-        let earlier = run.earlier(&spec.name).elapsed_ms;
+        let earlier = run.earlier(&AgentPath::primary(&spec.name)).elapsed_ms;
         if let Some(max_turns) = self.config.max_turns {
             spec.max_turns = max_turns;
         }
@@ -147,7 +147,7 @@ impl Orchestrator {
             .collect();
         for (path, rebuilt) in left {
             run.lineage.resumed.remove(&path);
-            let elapsed = run.earlier(&path.to_string()).elapsed_ms;
+            let elapsed = run.earlier(&path).elapsed_ms;
             self.record_earlier(&path, &rebuilt, StopKind::Cancelled, elapsed);
         }
     }

@@ -77,7 +77,7 @@ impl Orchestrator {
                     text.len()
                 );
                 self.failure.fail(Lost::Result {
-                    agent: path.to_string(),
+                    agent: path.clone(),
                     file,
                     source: e,
                 });

@@ -143,7 +143,7 @@ impl Orchestrator {
             Ok(notes) => {
                 message.content.extend(notes);
                 Step::UserMessage {
-                    agent: spec.name.clone(),
+                    agent: AgentPath::primary(&spec.name),
                     message,
                 }
             }
@@ -170,7 +170,7 @@ impl Orchestrator {
         let verdict = hooks.user_prompt_submit(prompt).await;
         if let Some(reason) = verdict.stop.or(verdict.block) {
             return Err(Step::Hooked {
-                agent: spec.name.clone(),
+                agent: AgentPath::primary(&spec.name),
                 event: HookEvent::UserPromptSubmit,
                 call: None,
                 decision: HookDecision::Stop {
@@ -242,7 +242,7 @@ impl Orchestrator {
         let journal = self.run_journal(journal, kept);
         let transcript = with_transcript.then(|| open_transcript(&run_dir)).flatten();
         let lineage = Lineage::default();
-        let root = AgentPath::parse(&spec.name);
+        let root = AgentPath::primary(&spec.name);
         let primary = self
             .load_tree(&journal, &lineage, transcript.as_deref(), root)
             .await?;
@@ -282,23 +282,21 @@ impl Orchestrator {
             // New subagents must not take a path the journal already uses, even one whose
             // agent never got to its first step.
             lineage.taken(&path);
-            let text = path.to_string();
-            let Some(rebuilt) = AgentState::from_steps(journal.steps(&text).await?) else {
+            let Some(rebuilt) = AgentState::from_steps(journal.steps(path.as_str()).await?) else {
                 continue;
             };
             for (call, child) in &rebuilt.spawned {
-                let child = AgentPath::parse(child);
                 lineage
                     .children
                     .insert((path.clone(), call.clone()), child.clone());
-                queue.push(child);
+                queue.push(child.clone());
             }
             if primary.is_none() {
                 primary = Some(rebuilt);
                 continue;
             }
             if let Some((stop, _)) = &rebuilt.finished {
-                let elapsed = transcript.map_or(0, |t| t.earlier(&text).elapsed_ms);
+                let elapsed = transcript.map_or(0, |t| t.earlier(&path).elapsed_ms);
                 self.record_earlier(&path, &rebuilt, stop.clone(), elapsed);
             }
             lineage.resumed.insert(path, rebuilt);
@@ -315,7 +313,7 @@ impl Orchestrator {
         elapsed_ms: u64,
     ) {
         self.roster.record(AgentRecord {
-            path: path.to_string(),
+            path: path.clone(),
             agent_type: rebuilt.agent_type.clone(),
             description: rebuilt.description.clone(),
             model: String::new(),

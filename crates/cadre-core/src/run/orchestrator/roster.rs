@@ -48,12 +48,11 @@ pub struct RosterEntry {
 
 /// The agents of a run: who runs now, how those that ended went, and where every event goes.
 pub(crate) struct Roster {
-    /// The agents running now, by their path's text: an event names its agent as text,
-    /// and is matched to its entry without parsing it.
-    running: DashMap<String, RosterEntry>,
+    /// The agents running now, by their path.
+    running: DashMap<AgentPath, RosterEntry>,
     /// The agents whose end was told: a run given up tells it for the agents still at work,
     /// and their own end, if it still comes, is not told again.
-    ended: DashSet<String>,
+    ended: DashSet<AgentPath>,
     /// The records of the agents that ended (and of those a resumed run found ended).
     records: Mutex<Vec<AgentRecord>>,
     /// The event streams handed out by [`Roster::subscribe`].
@@ -127,13 +126,13 @@ impl Roster {
 
     /// Puts an agent that starts on the roster.
     pub(crate) fn add(&self, entry: RosterEntry) {
-        self.running.insert(entry.path.to_string(), entry);
+        self.running.insert(entry.path.clone(), entry);
     }
 
     /// Takes the agent at `path` off the roster; `false` when it was not on it (it was
     /// recorded already, when the run was given up).
     pub(crate) fn leave(&self, path: &AgentPath) -> bool {
-        self.running.remove(&path.to_string()).is_some()
+        self.running.remove(path).is_some()
     }
 
     /// Keeps the record of an agent that ended.
@@ -149,15 +148,14 @@ impl Roster {
     /// Drops the record of the agent at `path`: it runs again, and the one it ends with
     /// replaces it.
     pub(crate) fn forget(&self, path: &AgentPath) {
-        let path = path.to_string();
-        self.lock_records().retain(|r| r.path != path);
+        self.lock_records().retain(|r| r.path != *path);
     }
 
     /// Records every agent still on the roster as stopped by `stop` and tells the events,
     /// taking it off the roster: the run was given up, or their task was dropped before
     /// it could end, and no report may show them as completed or leave them out.
     pub(crate) fn record_unended(&self, stop: &StopKind) {
-        let unended: Vec<String> = self.running.iter().map(|e| e.key().clone()).collect();
+        let unended: Vec<AgentPath> = self.running.iter().map(|e| e.key().clone()).collect();
         for path in unended {
             // One that ends meanwhile records itself.
             let Some((_, entry)) = self.running.remove(&path) else {
@@ -165,7 +163,7 @@ impl Roster {
             };
             let elapsed_ms = millis(entry.started.elapsed());
             self.observe(Event::Finished {
-                agent: entry.path.to_string(),
+                agent: entry.path.clone(),
                 outcome: stop.outcome(),
                 stop: stop.clone(),
                 turns: entry.turn,
@@ -173,7 +171,7 @@ impl Roster {
                 elapsed_ms,
             });
             self.record(AgentRecord {
-                path: entry.path.to_string(),
+                path: entry.path,
                 agent_type: entry.agent_type,
                 description: entry.description,
                 model: String::new(),
@@ -231,7 +229,7 @@ impl Roster {
             let recipient = self
                 .running
                 .iter()
-                .find(|e| e.member.as_deref() == Some(to.as_str()) || e.key() == to)
+                .find(|e| e.member.as_deref() == Some(to.as_str()) || *e.key() == *to)
                 .map(|e| e.key().clone());
             if let Some(mut entry) = recipient.and_then(|p| self.running.get_mut(&p)) {
                 entry.unread += 1;

@@ -114,7 +114,7 @@ impl RunContext {
     }
 
     /// What the transcript of the agent at `path` holds from earlier parts of the run.
-    pub(super) fn earlier(&self, path: &str) -> Earlier {
+    pub(super) fn earlier(&self, path: &AgentPath) -> Earlier {
         self.transcript
             .as_ref()
             .map_or_else(Earlier::default, |t| t.earlier(path))

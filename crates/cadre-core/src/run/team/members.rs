@@ -7,6 +7,7 @@ use super::state::TeamState;
 use crate::record::events::EventHandler;
 use crate::record::journal::Journal;
 use crate::run::task_result::{SubagentError, TaskResult};
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
 use crate::vocab::step::Step;
 use crate::vocab::team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
@@ -179,10 +180,10 @@ impl Team {
     }
 
     /// Journals `change` made by the agent at `by` and folds it into `inner`.
-    pub(super) async fn change(&self, inner: &mut Inner, by: &str, change: TeamChange) {
+    pub(super) async fn change(&self, inner: &mut Inner, by: &AgentPath, change: TeamChange) {
         if let Some(journal) = &self.journal {
             let step = Step::Team {
-                by: by.to_owned(),
+                by: by.clone(),
                 change: change.clone(),
             };
             if let Err(e) = journal.append(&step).await {
@@ -202,7 +203,7 @@ impl Team {
     }
 
     /// Registers the primary agent as the member `name` at `path`.
-    pub(crate) async fn lead(&self, name: &str, path: &str, agent_type: &str) {
+    pub(crate) async fn lead(&self, name: &str, path: &AgentPath, agent_type: &str) {
         let mut inner = self.inner.lock().await;
         if inner.state.members.contains_key(name) {
             return;
@@ -238,7 +239,7 @@ impl Team {
     }
 
     /// Adds `member` (its name reserved by [`Team::reserve`]), working from now on.
-    pub(crate) async fn join(&self, by: &str, member: Member) {
+    pub(crate) async fn join(&self, by: &AgentPath, member: Member) {
         let mut inner = self.inner.lock().await;
         let name = member.name.clone();
         inner.reserved.remove(&name);
@@ -292,7 +293,7 @@ impl Team {
 
     /// A member's agent ended with `result` (`Ok` with its answer when it was closed): it is
     /// closed for good, and a `Task` call still waiting for it gets the result.
-    pub(crate) async fn ended(&self, name: &str, path: &str, result: TaskResult) {
+    pub(crate) async fn ended(&self, name: &str, path: &AgentPath, result: TaskResult) {
         let mut inner = self.inner.lock().await;
         inner.running.remove(name);
         if let Some(live) = inner.live.get(name) {
@@ -316,7 +317,7 @@ impl Team {
     /// call), it returns what the first send did.
     pub async fn send(
         &self,
-        by: &str,
+        by: &AgentPath,
         from: &str,
         to: &str,
         text: &str,
@@ -409,14 +410,14 @@ impl Team {
     }
 
     /// Journals and queues one message.
-    pub(super) async fn post(&self, inner: &mut Inner, by: &str, message: Envelope) {
+    pub(super) async fn post(&self, inner: &mut Inner, by: &AgentPath, message: Envelope) {
         self.emit(message_event(by, &message));
         self.change(inner, by, TeamChange::Sent { message }).await;
     }
 
     /// Takes the messages waiting for `name`, marking them given; the caller journals them
     /// as delivered before anything acts on them.
-    pub(super) fn take(&self, inner: &mut Inner, name: &str, path: &str) -> Vec<Envelope> {
+    pub(super) fn take(&self, inner: &mut Inner, name: &str, path: &AgentPath) -> Vec<Envelope> {
         let waiting: Vec<Envelope> = inner
             .state
             .inboxes
@@ -431,7 +432,7 @@ impl Team {
             .extend(waiting.iter().map(|m| (m.from.clone(), m.seq)));
         for m in &waiting {
             self.emit(Event::Delivered {
-                agent: path.to_owned(),
+                agent: path.clone(),
                 from: m.from.clone(),
                 seq: m.seq,
             });
@@ -511,7 +512,7 @@ impl Team {
     /// Creates a task of the shared list.
     pub async fn create_task(
         &self,
-        by: &str,
+        by: &AgentPath,
         creator: &str,
         subject: &str,
         description: &str,
@@ -580,7 +581,7 @@ impl Team {
     /// owned by another member cannot be taken, and a blocked one cannot be started.
     pub async fn update_task(
         &self,
-        by: &str,
+        by: &AgentPath,
         who: &str,
         id: u32,
         status: Option<TaskStatus>,
@@ -605,9 +606,9 @@ impl Team {
         Ok(task)
     }
 
-    fn task_event(&self, by: &str, task: &SharedTask) {
+    fn task_event(&self, by: &AgentPath, task: &SharedTask) {
         self.emit(Event::TaskChanged {
-            agent: by.to_owned(),
+            agent: by.clone(),
             id: task.id,
             subject: task.subject.clone(),
             status: task.status,
@@ -626,9 +627,9 @@ fn closing(inner: &mut Inner, name: &str) -> TeamChange {
 }
 
 /// The event that tells of `message`, sent by the agent at `by`.
-fn message_event(by: &str, message: &Envelope) -> Event {
+fn message_event(by: &AgentPath, message: &Envelope) -> Event {
     Event::Message {
-        agent: by.to_owned(),
+        agent: by.clone(),
         from: message.from.clone(),
         to: message.to.clone(),
         seq: message.seq,
@@ -668,8 +669,8 @@ mod tests {
             team.reserve("z").await,
             Err(TeamError::TooManyMembers(2))
         ));
-        let member = Member::new("x", "main/w#1", "w", Some("main".into()));
-        team.join("main", member).await;
+        let member = Member::new("x", &"main/w#1".into(), "w", Some("main".into()));
+        team.join(&"main".into(), member).await;
         assert!(matches!(
             team.reserve("x").await,
             Err(TeamError::NameTaken { .. })

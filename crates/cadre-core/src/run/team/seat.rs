@@ -2,6 +2,7 @@
 //! waiting for it, and, when its turn is over, to wait for the next one.
 
 use super::members::Team;
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
 use crate::vocab::team::{Envelope, TeamChange};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ pub struct Seat {
     /// Its member name.
     pub name: String,
     /// Its agent path.
-    pub path: String,
+    pub path: AgentPath,
     /// Whether it is the primary agent (it waits for the team rather than for a message).
     pub primary: bool,
 }
@@ -30,11 +31,11 @@ impl std::fmt::Debug for Seat {
 
 impl Seat {
     /// The seat of the member `name` at `path` in `team`.
-    pub fn new(team: Arc<Team>, name: &str, path: &str, primary: bool) -> Self {
+    pub fn new(team: Arc<Team>, name: &str, path: &AgentPath, primary: bool) -> Self {
         Self {
             team,
             name: name.to_owned(),
-            path: path.to_owned(),
+            path: path.clone(),
             primary,
         }
     }

@@ -3,6 +3,7 @@
 //! after journaling it; a resumed run folds the journal's changes through the same
 //! [`TeamState::apply`], so the two cannot disagree.
 
+use crate::vocab::agent_path::AgentPath;
 use crate::vocab::step::Step;
 use crate::vocab::team::{Envelope, Member, SharedTask, TeamChange};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -215,8 +216,8 @@ impl TeamState {
     }
 
     /// The member at agent path `path`.
-    pub fn member_at(&self, path: &str) -> Option<&Member> {
-        self.members.values().find(|m| m.path == path)
+    pub fn member_at(&self, path: &AgentPath) -> Option<&Member> {
+        self.members.values().find(|m| m.path == *path)
     }
 
     /// The names of the members, for messages that list them.
@@ -271,7 +272,12 @@ mod tests {
 
     fn joined(name: &str) -> TeamChange {
         TeamChange::Joined {
-            member: Member::new(name, &format!("main/w#{name}"), "w", Some("main".into())),
+            member: Member::new(
+                name,
+                &format!("main/w#{name}").into(),
+                "w",
+                Some("main".into()),
+            ),
         }
     }
 

@@ -32,7 +32,9 @@ impl Orchestrator {
         if !run.teams_on {
             return None;
         }
-        run.team.lead(&spec.name, &spec.name, &spec.name).await;
+        run.team
+            .lead(&spec.name, &AgentPath::primary(&spec.name), &spec.name)
+            .await;
         self.restart_members(run).await;
         Some(spec.name.clone())
     }
@@ -62,13 +64,7 @@ impl Orchestrator {
         let run = &parent.run;
         // A resumed run: this call started the member before.
         if let Some(path) = run.resumed_child(&parent.path, task.call) {
-            if let Some(member) = run
-                .team
-                .snapshot()
-                .await
-                .member_at(&path.to_string())
-                .cloned()
-            {
+            if let Some(member) = run.team.snapshot().await.member_at(&path).cloned() {
                 let again = Box::pin(self.resumed_member(parent, task, spec, member, cancel));
                 return again.await;
             }
@@ -78,12 +74,12 @@ impl Orchestrator {
         run.team.reserve(name).await.map_err(SubagentError::Team)?;
         let model = self.model_for(&spec, &parent.model);
         let path = self.spawned(run, parent, &spec.name, task.call).await;
-        let mut member = Member::new(name, &path.to_string(), &spec.name, Some(starter));
+        let mut member = Member::new(name, &path, &spec.name, Some(starter));
         member.last_asked = task.description.to_owned();
         // Its call's settings go with it, so a resumed run starts it as this one did.
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
-        run.team.join(&parent.path.to_string(), member).await;
+        run.team.join(&parent.path, member).await;
         let me = called_member(parent, task, path, depth, model, name);
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
@@ -107,7 +103,7 @@ impl Orchestrator {
         if let Some(rx) = run.team.answers(&member.name).await {
             return run.team.answer(rx, cancel).await;
         }
-        let path = AgentPath::parse(&member.path);
+        let path = member.path.clone();
         let rebuilt = match run.take_resumed(&path) {
             Some(AgentState {
                 finished: Some((stop, text)),
@@ -154,7 +150,7 @@ impl Orchestrator {
                 .run_agent(&spec, me, &description, start, cancel, false)
                 .await;
             let result = this.task_result(&run, &path, outcome.stop, outcome.text);
-            run.team.ended(&name, &path.to_string(), result).await;
+            run.team.ended(&name, &path, result).await;
         });
         team.keep(handle);
         rx
@@ -168,36 +164,29 @@ impl Orchestrator {
         team: &Team,
         journal: &Arc<dyn Journal>,
     ) -> Result<(), RunError> {
-        let changes: Vec<TeamChange> = journal
+        let mut steps: Vec<Step> = journal
             .steps(TEAM_STEPS)
             .await?
             .into_iter()
-            .filter_map(|s| match s {
-                Step::Team { change, .. } => Some(change),
-                _ => None,
-            })
+            .filter(|s| matches!(s, Step::Team { .. }))
             .collect();
-        if changes.is_empty() {
+        if steps.is_empty() {
             return Ok(());
         }
-        let paths: Vec<String> = changes
+        let paths: Vec<AgentPath> = steps
             .iter()
-            .filter_map(|c| match c {
-                TeamChange::Joined { member } => Some(member.path.clone()),
+            .filter_map(|s| match s {
+                Step::Team {
+                    change: TeamChange::Joined { member },
+                    ..
+                } => Some(member.path.clone()),
                 _ => None,
             })
             .collect();
         // The members' own steps say what each was given; the one fold does the rest.
-        let mut steps: Vec<Step> = changes
-            .into_iter()
-            .map(|change| Step::Team {
-                by: String::new(),
-                change,
-            })
-            .collect();
         let mut unseen = HashMap::new();
         for path in paths {
-            let own = journal.steps(&path).await?;
+            let own = journal.steps(path.as_str()).await?;
             unseen.insert(path, unread_since_acted_on(&own));
             steps.extend(
                 own.into_iter()
@@ -228,7 +217,7 @@ impl Orchestrator {
             if member.closed || member.starter.is_none() {
                 continue;
             }
-            let path = AgentPath::parse(&member.path);
+            let path = member.path.clone();
             let Some(rebuilt) = run.take_resumed(&path) else {
                 continue;
             };

@@ -43,7 +43,7 @@ impl Orchestrator {
         if depth > self.config.limits.max_depth {
             return Err(SubagentError::DepthLimit {
                 limit: self.config.limits.max_depth,
-                parent: parent.path.to_string(),
+                parent: parent.path.clone(),
             });
         }
         Ok(depth)
@@ -61,9 +61,9 @@ impl Orchestrator {
         let n = run.lineage.next(agent_type);
         let path = parent.path.child(agent_type, n);
         run.journal(Step::Spawned {
-            agent: parent.path.to_string(),
+            agent: parent.path.clone(),
             call: call.to_owned(),
-            child: path.to_string(),
+            child: path.clone(),
         })
         .await;
         path
@@ -103,7 +103,7 @@ pub(super) fn subagent_result(
         stop => {
             let last = text.trim();
             Err(SubagentError::Stopped {
-                path: path.to_string(),
+                path: path.clone(),
                 stop,
                 last: if last.is_empty() { "(none)" } else { last }.to_owned(),
                 report: String::new(),

@@ -47,7 +47,7 @@ impl Orchestrator {
         let (running, _release) = parent.one_more_call();
         if running as usize >= self.config.limits.max_fanout {
             return Err(SubagentError::FanOut {
-                parent: parent.path.to_string(),
+                parent: parent.path.clone(),
                 running,
                 limit: self.config.limits.max_fanout,
             });
@@ -162,7 +162,7 @@ impl Orchestrator {
         }
         let done = delegate
             .run(DelegatedCall {
-                path: path.to_string(),
+                path: path.clone(),
                 depth: parent.depth + 1,
                 spec: spec.clone(),
                 model: self.model_for(spec, &parent.model),
@@ -191,11 +191,10 @@ impl Orchestrator {
         if !spec.is_isolated() {
             return Ok(None);
         }
-        let path = path.to_string();
         let create = Box::pin(Worktree::create(
             parent.workspace.root(),
             &parent.run.id,
-            &path,
+            path.as_str(),
         ));
         let wt = create.await.map_err(|e| SubagentError::Worktree {
             path: path.clone(),
@@ -209,7 +208,7 @@ impl Orchestrator {
                     tracing::warn!("could not remove the worktree of {path}: {e}");
                 }
                 Err(SubagentError::WorktreeWorkspace {
-                    path,
+                    path: path.clone(),
                     source: Arc::new(e),
                 })
             }
