@@ -17,6 +17,7 @@ use reqwest::{StatusCode, Url};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// A client builder whose TLS is rustls with the ring provider and the webpki roots,
 /// offering HTTP/2 and HTTP/1.1. Every HTTP client of cadre starts here. The TLS setup is
@@ -165,11 +166,14 @@ pub(crate) struct Transport {
     secret: Option<String>,
     options: HttpOptions,
     parse_error: ErrorParser,
+    /// The provider's name as spans give it (`anthropic`, `openai`).
+    provider: &'static str,
 }
 
 impl Transport {
     /// Builds the client: rustls, `headers` on every request, no redirects.
     pub(crate) fn new(
+        provider: &'static str,
         endpoint: Endpoint,
         headers: HeaderMap,
         options: HttpOptions,
@@ -193,6 +197,7 @@ impl Transport {
             secret,
             options,
             parse_error,
+            provider,
         })
     }
 
@@ -223,10 +228,16 @@ impl Transport {
         );
         // The model is called before any tool of this turn runs, so a retried request can
         // never make a tool run twice.
-        self.options
+        // The request's `chat` span: its retries are logged inside it, as its events.
+        let span = crate::semconv::chat_span(self.provider, model, &self.endpoint.url);
+        let result = self
+            .options
             .retry
             .run(events, |_| self.attempt(headers, body.clone(), decoder()))
-            .await
+            .instrument(span.clone())
+            .await;
+        crate::semconv::record_chat(&span, &result);
+        result
     }
 
     /// One request/response exchange, without retries.
@@ -556,6 +567,7 @@ mod tests {
             let endpoint = Endpoint::new("Test", "http://localhost:1", "/x").unwrap();
             let secret = secret.map(str::to_owned);
             Transport::new(
+                "test",
                 endpoint,
                 HeaderMap::new(),
                 HttpOptions::default(),

@@ -1,0 +1,310 @@
+//! The run's spans, read back through the OpenTelemetry SDK's in-memory exporter: names,
+//! kinds, parents and attributes as the GenAI conventions give them, subagents nested under
+//! the `Task` calls that started them, and no content unless it is asked for.
+
+use super::*;
+use cadre_core::semconv::{self, RecordContent};
+use cadre_core::{AgentSpec, Mode, Registry};
+use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
+use opentelemetry::Value as OtelValue;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tracing_subscriber::layer::SubscriberExt;
+
+/// The spans the scenario ended, once every one of them has ended.
+struct Traced {
+    spans: Vec<SpanData>,
+}
+
+impl Traced {
+    fn named(&self, name: &str) -> Vec<&SpanData> {
+        self.spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    /// The one `invoke_agent` span whose parent is `call`.
+    fn child_agent(&self, call: &SpanData) -> &SpanData {
+        let found: Vec<_> = self
+            .spans
+            .iter()
+            .filter(|s| s.name.starts_with("invoke_agent ") && is_child(s, call))
+            .collect();
+        assert_eq!(found.len(), 1, "{:?}", self.names());
+        found[0]
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.spans.iter().map(|s| s.name.to_string()).collect()
+    }
+
+    /// The `invoke_agent` span of the agent at `path`.
+    fn agent(&self, path: &str) -> &SpanData {
+        let found: Vec<_> = self
+            .spans
+            .iter()
+            .filter(|s| {
+                s.name.starts_with("invoke_agent ") && attr(s, semconv::GEN_AI_AGENT_ID) == path
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "{path}: {:?}", self.names());
+        found[0]
+    }
+
+    /// The `execute_tool` span of the call `id`.
+    fn call(&self, id: &str) -> &SpanData {
+        let found: Vec<_> = self
+            .spans
+            .iter()
+            .filter(|s| attr(s, semconv::GEN_AI_TOOL_CALL_ID) == id)
+            .collect();
+        assert_eq!(found.len(), 1, "{id}: {:?}", self.names());
+        found[0]
+    }
+
+    /// The `chat` spans whose parent is `parent`.
+    fn chats_under(&self, parent: &SpanData) -> Vec<&SpanData> {
+        self.spans
+            .iter()
+            .filter(|s| s.name.starts_with("chat ") && is_child(s, parent))
+            .collect()
+    }
+}
+
+/// An attribute's value as text; empty when the span has none of that name.
+fn attr(span: &SpanData, key: &str) -> String {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.as_str().into_owned())
+        .unwrap_or_default()
+}
+
+/// An integer attribute's value; `None` when the span has none of that name.
+fn int(span: &SpanData, key: &str) -> Option<i64> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .and_then(|kv| match kv.value {
+            OtelValue::I64(v) => Some(v),
+            _ => None,
+        })
+}
+
+fn is_child(span: &SpanData, parent: &SpanData) -> bool {
+    span.parent_span_id == parent.span_context.span_id()
+}
+
+/// Runs `prompt` through `builder`'s orchestrator with the OpenTelemetry layer as this
+/// thread's subscriber (the test's runtime has one thread, so every task of the run sees
+/// it), and returns the spans it ended.
+async fn traced(builder: cadre_core::OrchestratorBuilder, prompt: &str) -> Traced {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("cadre-test"));
+    let subscriber = tracing_subscriber::registry().with(layer);
+    let guard = tracing::subscriber::set_default(subscriber);
+    let o = builder.build().unwrap();
+    let (outcome, _) = o.run("main", prompt).await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    drop(o);
+    drop(guard);
+    provider.force_flush().unwrap();
+    Traced {
+        spans: exporter.get_finished_spans().unwrap(),
+    }
+}
+
+fn delegator() -> AgentSpec {
+    AgentSpec::builder("delegator")
+        .description("Delegates further.")
+        .mode(Mode::Subagent)
+        .model("haiku")
+        .tools(["*"])
+        .disallowed_tools(Vec::<String>::new())
+        .read_only(false)
+        .max_turns(5)
+        .skills(Vec::<String>::new())
+        .prompt("Delegate.")
+        .build()
+}
+
+/// A fan-out two levels deep — `main` starts a delegator and an explorer, the delegator an
+/// explorer of its own — where one explorer's tool call fails.
+fn fan_out(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([
+                ("t1", "delegator", "Go deeper"),
+                ("t2", "explore", "Find beta"),
+            ])
+            .usage(100, 20, 5, 7),
+            Reply::text("done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Go deeper".into()),
+        vec![
+            Reply::tasks([("t3", "explore", "Find gamma")]),
+            Reply::text("deep enough"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find beta".into()),
+        vec![
+            Reply::tool_use("r1", "read_file", json!({"path": "missing.txt"})),
+            Reply::text("no beta"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find gamma".into()),
+        vec![Reply::text("gamma found")],
+    );
+    let mut registry = Registry::shipped();
+    registry.insert(delegator());
+    mock_builder(server, dir)
+        .registry(registry)
+        .run_id("traced-run")
+}
+
+#[tokio::test]
+async fn a_two_level_fan_out_nests_agents_under_their_task_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let t = traced(fan_out(&server, dir.path()), "PARENT: survey").await;
+
+    // One trace, one root: the primary's `invoke_agent`.
+    let main = t.agent("main");
+    assert_eq!(main.name, "invoke_agent main");
+    assert_eq!(main.span_kind, SpanKind::Internal);
+    assert_eq!(main.parent_span_id, SpanId::INVALID);
+    let trace = main.span_context.trace_id();
+    assert!(t.spans.iter().all(|s| s.span_context.trace_id() == trace));
+    assert_eq!(
+        t.spans
+            .iter()
+            .filter(|s| s.parent_span_id == SpanId::INVALID)
+            .count(),
+        1,
+        "{:?}",
+        t.names()
+    );
+    assert_eq!(attr(main, semconv::GEN_AI_OPERATION_NAME), "invoke_agent");
+    assert_eq!(attr(main, semconv::GEN_AI_PROVIDER_NAME), "anthropic");
+    assert_eq!(attr(main, semconv::GEN_AI_AGENT_NAME), "main");
+    assert_eq!(attr(main, semconv::GEN_AI_CONVERSATION_ID), "traced-run");
+    assert_eq!(
+        attr(main, semconv::GEN_AI_REQUEST_MODEL),
+        "claude-sonnet-5-5"
+    );
+    assert_eq!(attr(main, semconv::CADRE_AGENT_OUTCOME), "completed");
+
+    // Each `Task` call is an `execute_tool Task` under its agent, and the parent of the
+    // subagent it started.
+    assert_eq!(t.named("execute_tool Task").len(), 3);
+    let t1 = t.call("t1");
+    let delegator = t.child_agent(t1);
+    let delegator_path = attr(delegator, semconv::GEN_AI_AGENT_ID);
+    assert_eq!(delegator_path, "main/delegator#1");
+    assert_eq!(delegator.name, "invoke_agent delegator");
+    let beta = t.child_agent(t.call("t2"));
+    let t3 = t.call("t3");
+    let gamma = t.child_agent(t3);
+    for (call, parent, child) in [(t1, main, delegator), (t3, delegator, gamma)] {
+        assert!(is_child(call, parent));
+        assert!(is_child(child, call));
+    }
+    assert!(is_child(t.call("t2"), main));
+    assert_eq!(beta.name, "invoke_agent explore");
+    assert!(attr(beta, semconv::GEN_AI_AGENT_ID).starts_with("main/explore#"));
+    assert!(attr(gamma, semconv::GEN_AI_AGENT_ID).starts_with("main/delegator#1/explore#"));
+    for call in ["t1", "t2", "t3"] {
+        let span = t.call(call);
+        assert_eq!(span.span_kind, SpanKind::Internal);
+        assert_eq!(attr(span, semconv::GEN_AI_TOOL_NAME), "Task");
+        assert_eq!(attr(span, semconv::CADRE_TOOL_DECISION), "allow");
+        assert_eq!(span.status, Status::Unset, "{call}");
+    }
+
+    // The failed call is an error, said the conventions' way.
+    let failed = t.call("r1");
+    assert_eq!(failed.name, "execute_tool read_file");
+    assert!(is_child(failed, beta));
+    assert!(
+        matches!(failed.status, Status::Error { .. }),
+        "{:?}",
+        failed.status
+    );
+    assert_eq!(attr(failed, semconv::ERROR_TYPE), "tool_error");
+
+    // Every request is a `chat` span (CLIENT) under its agent; the first carries the usage
+    // the mock reported, cached input counted as input.
+    let chats = t.chats_under(main);
+    assert_eq!(chats.len(), 2, "{:?}", t.names());
+    let first = chats
+        .iter()
+        .find(|c| attr(c, semconv::GEN_AI_RESPONSE_FINISH_REASONS) == "tool_use")
+        .unwrap();
+    assert_eq!(first.name, "chat claude-sonnet-5-5");
+    assert_eq!(first.span_kind, SpanKind::Client);
+    assert_eq!(attr(first, semconv::SERVER_ADDRESS), "127.0.0.1");
+    assert!(int(first, semconv::SERVER_PORT).is_some_and(|p| p > 0));
+    assert_eq!(int(first, semconv::GEN_AI_USAGE_INPUT_TOKENS), Some(112));
+    assert_eq!(int(first, semconv::GEN_AI_USAGE_OUTPUT_TOKENS), Some(20));
+    assert_eq!(
+        int(first, semconv::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        Some(7)
+    );
+    assert_eq!(
+        int(first, semconv::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+        Some(5)
+    );
+    assert!(!attr(first, semconv::GEN_AI_RESPONSE_ID).is_empty());
+    // Seven requests in all (two each for main, the delegator and the first explorer, one
+    // for the second), each under the agent that made it.
+    let all_chats: Vec<_> = t
+        .spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(all_chats.len(), 7, "{:?}", t.names());
+    assert_eq!(t.chats_under(delegator).len(), 2);
+    assert_eq!(t.chats_under(beta).len(), 2);
+    assert_eq!(t.chats_under(gamma).len(), 1);
+    // The agent's own span sums its requests.
+    assert!(int(main, semconv::GEN_AI_USAGE_INPUT_TOKENS).is_some_and(|n| n >= 112));
+
+    // No content by default.
+    for span in &t.spans {
+        for key in [
+            semconv::GEN_AI_INPUT_MESSAGES,
+            semconv::GEN_AI_TOOL_CALL_ARGUMENTS,
+            semconv::GEN_AI_TOOL_CALL_RESULT,
+        ] {
+            assert_eq!(attr(span, key), "", "{} has {key}", span.name);
+        }
+    }
+}
+
+#[tokio::test]
+async fn content_is_recorded_when_asked_and_cut_to_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let content = RecordContent {
+        prompts: true,
+        tool_details: true,
+        max_bytes: 12,
+    };
+    let builder = fan_out(&server, dir.path()).record_content(content);
+    let t = traced(builder, "PARENT: survey the whole of the code").await;
+    let prompt = attr(t.agent("main"), semconv::GEN_AI_INPUT_MESSAGES);
+    let messages: Value = serde_json::from_str(&prompt).unwrap();
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["parts"][0]["content"], "PARENT: surv");
+    let failed = t.call("r1");
+    assert_eq!(
+        attr(failed, semconv::GEN_AI_TOOL_CALL_ARGUMENTS),
+        r#"{"path":"mis"#
+    );
+    assert!(!attr(failed, semconv::GEN_AI_TOOL_CALL_RESULT).is_empty());
+}
