@@ -31,7 +31,7 @@ pub use record::RecordingModel;
 pub use replay::ReplayModel;
 pub use retry::RetryPolicy;
 pub use semconv::RecordContent;
-pub use transport::{http_client_builder, HttpOptions};
+pub use transport::{http_client_builder, tls_config, HttpOptions};
 pub use types::*;
 
 use async_trait::async_trait;

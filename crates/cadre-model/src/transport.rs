@@ -24,6 +24,12 @@ use tracing::Instrument;
 /// the client's own, not installed process-wide, so a program embedding cadre keeps its
 /// choice.
 pub fn http_client_builder() -> Result<reqwest::ClientBuilder, rustls::Error> {
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls_config()?))
+}
+
+/// The TLS setup of [`http_client_builder`], for a client made otherwise (the CLI's
+/// blocking trace exporter).
+pub fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
@@ -34,7 +40,7 @@ pub fn http_client_builder() -> Result<reqwest::ClientBuilder, rustls::Error> {
         .with_no_client_auth();
     // reqwest leaves a preconfigured client's protocols as given: offer both, as it would.
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+    Ok(tls)
 }
 
 /// How a provider talks HTTP: retries, streaming and timeouts.

@@ -1,0 +1,154 @@
+//! The OTLP exporter behind the `otel` feature: the layer, its batch processor, and the
+//! flush at exit.
+
+use super::config::{wanted, Wanted};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::InstrumentationScope;
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use opentelemetry_sdk::Resource;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+use tracing::Subscriber;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+/// How long the last spans may take to leave when cadre exits.
+const FLUSH_AT_EXIT: Duration = Duration::from_secs(1);
+
+/// The provider whose queue [`shutdown`] flushes.
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// The layer that exports cadre's spans, when the environment asks for traces; `Err`
+/// says why traces that were asked for cannot be exported.
+pub fn layer<S>() -> Result<Option<Box<dyn Layer<S> + Send + Sync>>, String>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    let json = match wanted(|name| std::env::var(name).ok()) {
+        Wanted::Off => return Ok(None),
+        Wanted::Export { json } => json,
+        Wanted::Unsupported(why) => return Err(why),
+    };
+    let exporter = exporter(json)?;
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource())
+        .build();
+    let scope = InstrumentationScope::builder("cadre")
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build();
+    let tracer = provider.tracer_with_scope(scope);
+    let _ = PROVIDER.set(provider);
+    // cadre's GenAI spans, and the retries logged inside a request's span (its events).
+    let wanted = Targets::new()
+        .with_target(cadre_core::semconv::TARGET, tracing::Level::INFO)
+        .with_target("cadre_model::retry", tracing::Level::WARN);
+    Ok(Some(
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(wanted)
+            .boxed(),
+    ))
+}
+
+/// Sends the spans still queued, waiting at most [`FLUSH_AT_EXIT`] (or
+/// `OTEL_BSP_EXPORT_TIMEOUT`); later spans are not exported.
+pub fn shutdown() {
+    if let Some(provider) = PROVIDER.get() {
+        let wait = std::env::var("OTEL_BSP_EXPORT_TIMEOUT")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .map_or(FLUSH_AT_EXIT, Duration::from_millis);
+        // A collector that could not be reached was told once already.
+        let _ = provider.shutdown_with_timeout(wait);
+    }
+}
+
+/// The OTLP/HTTP exporter the variables describe, with cadre's TLS setup.
+fn exporter(json: bool) -> Result<OneWarning, String> {
+    let tls = cadre_model::tls_config().map_err(|e| e.to_string())?;
+    let client = reqwest::blocking::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(timeout())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let protocol = if json {
+        Protocol::HttpJson
+    } else {
+        Protocol::HttpBinary
+    };
+    let inner = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_http_client(client)
+        .with_protocol(protocol)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(OneWarning {
+        inner,
+        warned: AtomicBool::new(false),
+    })
+}
+
+/// The export timeout: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` or `OTEL_EXPORTER_OTLP_TIMEOUT`
+/// in milliseconds, else the specification's 10 seconds.
+fn timeout() -> Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
+    .map_or(Duration::from_secs(10), Duration::from_millis)
+}
+
+/// The resource every span is of: what `OTEL_RESOURCE_ATTRIBUTES` and
+/// `OTEL_SERVICE_NAME` say, and the service `cadre` when neither names one.
+fn resource() -> Resource {
+    let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.trim().is_empty())
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| {
+            v.split(',')
+                .any(|kv| kv.trim().starts_with("service.name="))
+        });
+    let builder = Resource::builder();
+    if named {
+        builder.build()
+    } else {
+        builder.with_service_name("cadre").build()
+    }
+}
+
+/// The OTLP exporter, saying once on stderr when it could not export: the run goes on,
+/// and a collector that is down is one warning, not one per batch.
+#[derive(Debug)]
+struct OneWarning {
+    inner: opentelemetry_otlp::SpanExporter,
+    warned: AtomicBool,
+}
+
+impl SpanExporter for OneWarning {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        if let Err(e) = &result {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!("could not export traces (later failures are not told): {e}");
+            }
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
