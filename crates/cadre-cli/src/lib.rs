@@ -26,7 +26,7 @@ pub fn cadre() -> ExitCode {
         errln!("cadre: {}", err.report());
         return err.code().into();
     }
-    let code = block_on(commands::dispatch(cli));
+    let code = block_on(common::telemetry::in_callers_trace(commands::dispatch(cli)));
     common::telemetry::shutdown();
     code
 }

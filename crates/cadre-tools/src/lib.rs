@@ -12,6 +12,7 @@ pub mod error;
 pub mod git;
 pub mod output;
 pub mod sandbox;
+pub mod trace_context;
 pub mod typed;
 pub mod workspace;
 pub mod worktree;

@@ -18,7 +18,7 @@ mod config;
 mod otlp;
 
 #[cfg(feature = "otel")]
-pub use otlp::{layer, shutdown};
+pub use otlp::{in_callers_trace, layer, shutdown};
 
 /// What content the run's spans carry: prompts with `OTEL_LOG_USER_PROMPTS=1`, tool inputs
 /// and results with `OTEL_LOG_TOOL_DETAILS=1` (Claude Code's names), each piece cut to
@@ -30,3 +30,9 @@ pub fn record_content() -> RecordContent {
 /// Without the `otel` feature: nothing to export, nothing to flush.
 #[cfg(not(feature = "otel"))]
 pub fn shutdown() {}
+
+/// Without the `otel` feature: no trace to join.
+#[cfg(not(feature = "otel"))]
+pub fn in_callers_trace<F: std::future::Future>(work: F) -> F {
+    work
+}

@@ -247,3 +247,53 @@ async fn a_collector_that_is_down_is_one_warning() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn a_callers_traceparent_is_the_runs_parent_and_bash_sees_its_own() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Survey".into()),
+        vec![
+            Reply::tool_use("b1", "bash", json!({"command": "echo TP=$TRACEPARENT"})),
+            Reply::text("Survey complete."),
+        ],
+    );
+    let uri = server.uri();
+    let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller_span = "00f067aa0ba902b7";
+    let traceparent = format!("00-{caller_trace}-{caller_span}-01");
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("TRACEPARENT", traceparent.as_str()),
+    ];
+    let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let spans = collector.spans();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    // The run joined the caller's trace: its root is a child of the caller's span.
+    let root = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent main")
+        .unwrap();
+    assert_eq!(hex(&root.trace_id), caller_trace);
+    assert_eq!(hex(&root.parent_span_id), caller_span);
+    assert!(spans.iter().all(|s| hex(&s.trace_id) == caller_trace));
+    // `bash` saw the context of its own call's span.
+    let call = spans
+        .iter()
+        .find(|s| s.name == "execute_tool bash")
+        .unwrap();
+    let seen = server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains("TP="))
+        .unwrap();
+    let want = format!("TP=00-{caller_trace}-{}-01", hex(&call.span_id));
+    assert!(seen.contains(&want), "{want} not in {seen}");
+}

@@ -8,6 +8,7 @@ use cadre_core::{AgentSpec, Mode, Registry};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
 use opentelemetry::Value as OtelValue;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use std::sync::OnceLock;
 use tracing_subscriber::layer::SubscriberExt;
 
 /// The spans the scenario ended, once every one of them has ended.
@@ -92,25 +93,46 @@ fn is_child(span: &SpanData, parent: &SpanData) -> bool {
     span.parent_span_id == parent.span_context.span_id()
 }
 
-/// Runs `prompt` through `builder`'s orchestrator with the OpenTelemetry layer as this
-/// thread's subscriber (the test's runtime has one thread, so every task of the run sees
-/// it), and returns the spans it ended.
-async fn traced(builder: cadre_core::OrchestratorBuilder, prompt: &str) -> Traced {
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("cadre-test"));
-    let subscriber = tracing_subscriber::registry().with(layer);
-    let guard = tracing::subscriber::set_default(subscriber);
-    let o = builder.build().unwrap();
+/// The exporter every span of this test binary goes to. The OpenTelemetry layer is the
+/// process's subscriber, installed once: a subscriber set for one thread only can lose
+/// spans whose callsites another test's thread registers at the same moment.
+fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
+    static EXPORTER: OnceLock<(InMemorySpanExporter, SdkTracerProvider)> = OnceLock::new();
+    EXPORTER.get_or_init(|| {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("cadre-test"));
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .unwrap();
+        (exporter, provider)
+    })
+}
+
+/// Runs `prompt` through `builder`'s orchestrator as the run `run_id` and returns the
+/// spans of its trace, all ended.
+async fn traced(builder: cadre_core::OrchestratorBuilder, run_id: &str, prompt: &str) -> Traced {
+    let (exporter, provider) = exporter();
+    let o = builder.run_id(run_id).build().unwrap();
     let (outcome, _) = o.run("main", prompt).await.unwrap();
     assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
     drop(o);
-    drop(guard);
     provider.force_flush().unwrap();
+    let all = exporter.get_finished_spans().unwrap();
+    let root = all
+        .iter()
+        .find(|s| {
+            s.parent_span_id == SpanId::INVALID
+                && attr(s, semconv::GEN_AI_CONVERSATION_ID) == run_id
+        })
+        .expect("the run's root span");
+    let trace = root.span_context.trace_id();
     Traced {
-        spans: exporter.get_finished_spans().unwrap(),
+        spans: all
+            .into_iter()
+            .filter(|s| s.span_context.trace_id() == trace)
+            .collect(),
     }
 }
 
@@ -162,24 +184,23 @@ fn fan_out(server: &MockServer, dir: &std::path::Path) -> cadre_core::Orchestrat
     );
     let mut registry = Registry::shipped();
     registry.insert(delegator());
-    mock_builder(server, dir)
-        .registry(registry)
-        .run_id("traced-run")
+    mock_builder(server, dir).registry(registry)
 }
 
 #[tokio::test]
 async fn a_two_level_fan_out_nests_agents_under_their_task_calls() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
-    let t = traced(fan_out(&server, dir.path()), "PARENT: survey").await;
+    let t = traced(fan_out(&server, dir.path()), "traced-run", "PARENT: survey").await;
 
-    // One trace, one root: the primary's `invoke_agent`.
+    // One trace (the run's spans are those of its root's trace), one root: the primary's
+    // `invoke_agent`.
     let main = t.agent("main");
     assert_eq!(main.name, "invoke_agent main");
     assert_eq!(main.span_kind, SpanKind::Internal);
     assert_eq!(main.parent_span_id, SpanId::INVALID);
-    let trace = main.span_context.trace_id();
-    assert!(t.spans.iter().all(|s| s.span_context.trace_id() == trace));
+    // Each of its 4 agents, 3 Task calls, 1 read_file call and 7 requests.
+    assert_eq!(t.spans.len(), 4 + 3 + 1 + 7, "{:?}", t.names());
     assert_eq!(
         t.spans
             .iter()
@@ -296,7 +317,12 @@ async fn content_is_recorded_when_asked_and_cut_to_its_cap() {
         max_bytes: 12,
     };
     let builder = fan_out(&server, dir.path()).record_content(content);
-    let t = traced(builder, "PARENT: survey the whole of the code").await;
+    let t = traced(
+        builder,
+        "content-run",
+        "PARENT: survey the whole of the code",
+    )
+    .await;
     let prompt = attr(t.agent("main"), semconv::GEN_AI_INPUT_MESSAGES);
     let messages: Value = serde_json::from_str(&prompt).unwrap();
     assert_eq!(messages[0]["role"], "user");

@@ -412,6 +412,7 @@ fn shell_command(
         // Nothing is inherited: the shell gets exactly the filtered copy.
         .env_clear()
         .envs(child_env(env))
+        .envs(crate::trace_context::traceparent().map(|tp| (crate::trace_context::TRACEPARENT, tp)))
         .stdin(Stdio::null())
         // One pipe for both streams keeps them interleaved in the order they were written.
         .stdout(Stdio::from(out.try_clone()?))

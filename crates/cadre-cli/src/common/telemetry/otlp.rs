@@ -43,6 +43,8 @@ where
         .build();
     let tracer = provider.tracer_with_scope(scope);
     let _ = PROVIDER.set(provider);
+    // What cadre starts gets the current span's context, so its own spans join the trace.
+    cadre_tools::trace_context::set_traceparent_source(current_traceparent);
     // cadre's GenAI spans, and the retries logged inside a request's span (its events).
     let wanted = Targets::new()
         .with_target(cadre_core::semconv::TARGET, tracing::Level::INFO)
@@ -151,4 +153,35 @@ impl SpanExporter for OneWarning {
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
     }
+}
+
+/// The current span's W3C `traceparent`, when it is being exported.
+fn current_traceparent() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let cx = tracing::Span::current().context();
+    let span = cx.span();
+    let sc = span.span_context();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// `work` as a child of the caller's trace, when `TRACEPARENT` (and `TRACESTATE`) name
+/// one: the run's root span takes it as its parent.
+pub fn in_callers_trace<F: std::future::Future>(work: F) -> opentelemetry::context::WithContext<F> {
+    use opentelemetry::context::FutureExt as _;
+    use opentelemetry::propagation::TextMapPropagator as _;
+    let carrier: std::collections::HashMap<String, String> =
+        [("traceparent", "TRACEPARENT"), ("tracestate", "TRACESTATE")]
+            .into_iter()
+            .filter_map(|(key, var)| Some((key.to_owned(), std::env::var(var).ok()?)))
+            .collect();
+    let parent = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+    work.with_context(parent)
 }

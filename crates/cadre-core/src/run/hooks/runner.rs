@@ -4,6 +4,7 @@
 //! A hook is the user's own command, so the rest of the environment (their other tokens
 //! included) reaches it, as in Claude Code; only the model's API keys are withheld.
 
+use cadre_tools::trace_context::{traceparent, TRACEPARENT};
 use cadre_tools::{is_model_credential, is_telemetry_env};
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use std::ffi::OsString;
@@ -117,7 +118,9 @@ fn shell(command: &str, dir: &Path, vars: Vec<(OsString, OsString)>) -> tokio::p
             vars.into_iter()
                 .filter(|(name, _)| !is_model_credential(name) && !is_telemetry_env(name)),
         )
-        .envs(project_vars(dir));
+        .envs(project_vars(dir))
+        // Its spans, if it makes any, join the run's trace under the current span.
+        .envs(traceparent().map(|tp| (TRACEPARENT, tp)));
     cmd
 }
 
