@@ -334,3 +334,115 @@ async fn content_is_recorded_when_asked_and_cut_to_its_cap() {
     );
     assert!(!attr(failed, semconv::GEN_AI_TOOL_CALL_RESULT).is_empty());
 }
+
+/// Matches the requests of the agent whose prompt holds `who` whose last message holds
+/// `last`.
+fn when(who: &str, last: &str) -> Match {
+    let (who, last) = (who.to_owned(), last.to_owned());
+    Match::Custom(Arc::new(move |b: &Value| {
+        let last_message = b["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(Value::to_string)
+            .unwrap_or_default();
+        b["messages"][0].to_string().contains(&who) && last_message.contains(&last)
+    }))
+}
+
+#[tokio::test]
+async fn team_members_nest_under_the_task_calls_that_started_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let member = |id: &str, name: &str| {
+        let job = format!("Job {name}");
+        (
+            id.to_owned(),
+            json!({"description": job, "prompt": format!("{job}: do it"),
+                   "subagent_type": "code", "name": name}),
+        )
+    };
+    let (t1, t2) = (member("t1", "alpha"), member("t2", "beta"));
+    server.route(
+        when("Job beta", "ping 1"),
+        vec![Reply::text("beta got it"); 3],
+    );
+    server.route(
+        when("Job alpha", "Sent to"),
+        vec![Reply::text("alpha waits"); 6],
+    );
+    server.route(
+        when("Job alpha", "Job alpha"),
+        vec![Reply::tool_use(
+            "a0",
+            "SendMessage",
+            json!({"to": "beta", "message": "ping 1"}),
+        )],
+    );
+    server.route(
+        when("Job beta", "Job beta"),
+        vec![Reply::text("beta ready")],
+    );
+    server.route(
+        Match::FirstUserContains("LEAD".into()),
+        std::iter::once(Reply::tool_uses(vec![
+            (t1.0.as_str(), "Task", t1.1.clone()),
+            (t2.0.as_str(), "Task", t2.1.clone()),
+        ]))
+        .chain(vec![Reply::text("lead done"); 12])
+        .collect(),
+    );
+    let builder = mock_builder(&server, dir.path()).team(cadre_core::TeamLimits::default());
+    let t = traced(builder, "team-run", "LEAD task").await;
+
+    let main = t.agent("main");
+    let mut members = Vec::new();
+    for call in ["t1", "t2"] {
+        let task = t.call(call);
+        assert_eq!(task.name, "execute_tool Task");
+        assert!(is_child(task, main), "{call} under main");
+        let member = t.child_agent(task);
+        assert_eq!(member.name, "invoke_agent code");
+        members.push(member);
+    }
+    // alpha's message is a call of its own, under alpha; beta, woken by it, asked again.
+    let send = t.call("a0");
+    assert_eq!(send.name, "execute_tool SendMessage");
+    assert!(is_child(send, members[0]));
+    assert_eq!(send.status, Status::Unset);
+    assert_eq!(t.chats_under(members[1]).len(), 2, "{:?}", t.names());
+}
+
+#[tokio::test]
+async fn a_background_subagent_nests_under_its_task_call_though_the_call_returned_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let input = json!({"description": "Job A", "prompt": "Job A: do it",
+                       "subagent_type": "explore", "run_in_background": true});
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use("bg1", "Task", input),
+            Reply::text("ending my turn"),
+            Reply::text("all done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job A".into()),
+        vec![Reply::text("A result")],
+    );
+    let t = traced(
+        mock_builder(&server, dir.path()),
+        "background-run",
+        "PARENT task",
+    )
+    .await;
+    let task = t.call("bg1");
+    assert!(is_child(task, t.agent("main")));
+    let sub = t.child_agent(task);
+    assert_eq!(sub.name, "invoke_agent explore");
+    // (tracing closes a span only after its children, so the call's span lasts until the
+    // subagent ends, though the call itself returned at once.)
+    assert!(sub.end_time <= task.end_time);
+    assert_eq!(t.chats_under(sub).len(), 1);
+}
