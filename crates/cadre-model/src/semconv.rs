@@ -2,8 +2,9 @@
 //!
 //! cadre's library crates emit plain `tracing` spans; a subscriber that exports them (the
 //! CLI's OpenTelemetry layer, or an embedder's own) finds on them the attributes of the
-//! OpenTelemetry GenAI semantic conventions, followed as of semantic conventions v1.39.0
-//! (`gen-ai`, status Development, now kept in open-telemetry/semantic-conventions-genai).
+//! OpenTelemetry GenAI semantic conventions (status Development), followed as the
+//! `model/gen-ai/registry.yaml` of open-telemetry/semantic-conventions-genai gives them at
+//! commit 002c8a6 (no release yet; before the `gen_ai.token.*` metrics of its changelog).
 //! The names are our own constants: the Rust `opentelemetry-semantic-conventions` crate marks
 //! its GenAI ones deprecated, and the conventions may still move. The `otel.*` fields are
 //! the ones `tracing-opentelemetry` reads for a span's name, kind and status.
