@@ -249,14 +249,24 @@ async fn a_collector_that_is_down_is_one_warning() {
 }
 
 #[tokio::test]
-async fn a_callers_traceparent_is_the_runs_parent_and_bash_sees_its_own() {
+async fn a_callers_traceparent_is_the_runs_parent_and_bash_and_hooks_see_their_own() {
     let collector = Collector::start().await;
     let dir = tempfile::tempdir().unwrap();
+    // A hook before each bash call writes what it was given.
+    let hook = "echo \"HOOK=$TRACEPARENT OTEL=$(env | grep -c ^OTEL_)\" >> \"$CLAUDE_PROJECT_DIR/hook.log\"";
+    write_file(
+        &dir.path().join(".claude/settings.json"),
+        &json!({"hooks": {"PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}
+        ]}})
+        .to_string(),
+    );
     let server = MockServer::start().await;
+    let command = "echo TP=$TRACEPARENT OTEL=$(env | grep -c ^OTEL_)";
     server.route(
         Match::FirstUserContains("Survey".into()),
         vec![
-            Reply::tool_use("b1", "bash", json!({"command": "echo TP=$TRACEPARENT"})),
+            Reply::tool_use("b1", "bash", json!({"command": command})),
             Reply::text("Survey complete."),
         ],
     );
@@ -271,7 +281,7 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_sees_its_own() {
         ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
         ("TRACEPARENT", traceparent.as_str()),
     ];
-    let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+    let out = cadre_env(dir.path(), &env, &["run", "--trust-project", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let spans = collector.spans();
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
@@ -294,6 +304,11 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_sees_its_own() {
         .map(|r| r.body.to_string())
         .find(|b| b.contains("TP="))
         .unwrap();
-    let want = format!("TP=00-{caller_trace}-{}-01", hex(&call.span_id));
+    let context = format!("00-{caller_trace}-{}-01", hex(&call.span_id));
+    // And none of cadre's OTEL_* settings.
+    let want = format!("TP={context} OTEL=0");
     assert!(seen.contains(&want), "{want} not in {seen}");
+    // So did the hook that ran before it.
+    let hooked = std::fs::read_to_string(dir.path().join("hook.log")).unwrap();
+    assert_eq!(hooked.trim(), format!("HOOK={context} OTEL=0"));
 }
