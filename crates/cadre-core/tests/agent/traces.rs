@@ -10,6 +10,7 @@ use opentelemetry::Value as OtelValue;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use std::sync::OnceLock;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer;
 
 /// The spans the scenario ended, once every one of them has ended.
 struct Traced {
@@ -103,7 +104,14 @@ fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
-        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("cadre-test"));
+        // What the `cadre` binary's exporter takes: cadre's spans, and the retries logged
+        // inside a request's span.
+        let wanted = tracing_subscriber::filter::Targets::new()
+            .with_target(semconv::TARGET, tracing::Level::INFO)
+            .with_target("cadre_model::retry", tracing::Level::WARN);
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("cadre-test"))
+            .with_filter(wanted);
         tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
             .unwrap();
         (exporter, provider)
@@ -445,4 +453,69 @@ async fn a_background_subagent_nests_under_its_task_call_though_the_call_returne
     // subagent ends, though the call itself returned at once.)
     assert!(sub.end_time <= task.end_time);
     assert_eq!(t.chats_under(sub).len(), 1);
+}
+
+#[tokio::test]
+async fn a_retried_request_is_one_chat_span_with_the_retry_as_its_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::error_status(529, "overloaded_error", "busy"),
+            Reply::text("done"),
+        ],
+    );
+    let builder = mock_builder(&server, dir.path()).model(mock_model(&server, 2));
+    let t = traced(builder, "retry-run", "PARENT task").await;
+    let chats = t.chats_under(t.agent("main"));
+    assert_eq!(chats.len(), 1, "{:?}", t.names());
+    let chat = chats[0];
+    assert_eq!(chat.status, Status::Unset);
+    assert_eq!(chat.events.len(), 1, "{:?}", chat.events);
+    let event = chat.events.iter().next().unwrap();
+    assert!(event.name.contains("retrying"), "{}", event.name);
+}
+
+#[tokio::test]
+async fn a_failed_request_marks_its_chat_span_and_its_agent_as_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Find delta")]),
+            Reply::text("delta failed"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find delta".into()),
+        vec![Reply::error_status(
+            400,
+            "invalid_request_error",
+            "delta exploded",
+        )],
+    );
+    let t = traced(
+        mock_builder(&server, dir.path()),
+        "failed-run",
+        "PARENT task",
+    )
+    .await;
+    let sub = t.child_agent(t.call("t1"));
+    assert!(
+        matches!(sub.status, Status::Error { .. }),
+        "{:?}",
+        sub.status
+    );
+    assert_eq!(attr(sub, semconv::ERROR_TYPE), "model_error");
+    assert_eq!(attr(sub, semconv::CADRE_AGENT_OUTCOME), "failed");
+    let chats = t.chats_under(sub);
+    assert_eq!(chats.len(), 1);
+    assert!(
+        matches!(&chats[0].status, Status::Error { description } if description.contains("delta exploded"))
+    );
+    assert_eq!(attr(chats[0], semconv::ERROR_TYPE), "400");
+    // The primary itself finished.
+    assert_eq!(t.agent("main").status, Status::Unset);
 }
