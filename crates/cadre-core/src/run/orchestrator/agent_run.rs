@@ -43,7 +43,6 @@ impl Orchestrator {
         // Its `invoke_agent` span, under the current one (its `Task` call's, for a
         // subagent); current while it runs, so its requests and tool calls nest under it.
         let span = self.agent_span(spec, &me, &start);
-        let ended = span.clone();
         async move {
             let started = Instant::now();
             let (mut agent, own_servers) =
@@ -90,7 +89,9 @@ impl Orchestrator {
                 t.outcome_after(&outcome, elapsed_ms);
             }
             self.record_end(spec, &me, description, &outcome, elapsed_ms);
-            spans::record_agent_end(&ended, &outcome);
+            // Current here: the future runs inside it (a handle kept for this would make
+            // every waiting agent's future larger).
+            spans::record_agent_end(&Span::current(), &outcome);
             outcome
         }
         .instrument(span)

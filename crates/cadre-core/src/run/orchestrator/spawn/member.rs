@@ -152,24 +152,22 @@ impl Orchestrator {
         let rx = team.seat(&name, cancel.clone()).await;
         let this = self.clone();
         let (description, prompt) = (description.to_owned(), prompt.to_owned());
-        let handle = tokio::spawn(
-            async move {
-                let run = me.run.clone();
-                let path = me.path.clone();
-                let start = match rebuilt {
-                    Some(state) => Start::Resume(Box::new(state)),
-                    None => Start::Fresh(&prompt),
-                };
-                let outcome = this
-                    .run_agent(&spec, me, &description, start, cancel, false)
-                    .await;
-                let result = this.task_result(&run, &path, outcome.stop, outcome.text);
-                run.team.ended(&name, &path.to_string(), result).await;
-            }
-            // The span of the `Task` call that started it goes with it, so its spans nest
-            // under that call.
-            .in_current_span(),
-        );
+        let work = async move {
+            let run = me.run.clone();
+            let path = me.path.clone();
+            let start = match rebuilt {
+                Some(state) => Start::Resume(Box::new(state)),
+                None => Start::Fresh(&prompt),
+            };
+            let outcome = this
+                .run_agent(&spec, me, &description, start, cancel, false)
+                .await;
+            let result = this.task_result(&run, &path, outcome.stop, outcome.text);
+            run.team.ended(&name, &path.to_string(), result).await;
+        };
+        // The span of the `Task` call that started it goes with it, so its spans nest under
+        // that call.
+        let handle = tokio::spawn(work.in_current_span());
         team.keep(handle);
         rx
     }
