@@ -312,3 +312,29 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_and_hooks_see_their_o
     let hooked = std::fs::read_to_string(dir.path().join("hook.log")).unwrap();
     assert_eq!(hooked.trim(), format!("HOOK={context} OTEL=0"));
 }
+
+#[tokio::test]
+async fn a_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait_for_it() {
+    // It takes connections (the kernel completes them) but never reads or answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+    ];
+    let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Survey complete."));
+    assert_eq!(
+        out.stderr.matches("could not export traces").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    drop(silent);
+}

@@ -4,8 +4,8 @@
 use super::config::{wanted, Wanted};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::InstrumentationScope;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_otlp::{Protocol, RetryPolicy, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use opentelemetry_sdk::Resource;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 /// How long the last spans may take to leave when cadre exits.
-const FLUSH_AT_EXIT: Duration = Duration::from_secs(1);
+const FLUSH_AT_EXIT: Duration = Duration::from_millis(800);
 
 /// The provider whose queue [`shutdown`] flushes.
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
@@ -65,8 +65,26 @@ pub fn shutdown() {
             .ok()
             .and_then(|v| v.trim().parse().ok())
             .map_or(FLUSH_AT_EXIT, Duration::from_millis);
-        // A collector that could not be reached was told once already.
-        let _ = provider.shutdown_with_timeout(wait);
+        // A collector that refused was told once already; one that does not answer is
+        // told here, once too.
+        match provider.shutdown_with_timeout(wait) {
+            Ok(()) | Err(OTelSdkError::AlreadyShutdown) => {}
+            // The SDK folds a processor's timeout into a failure of its own.
+            Err(e) => warn_once(&format!(
+                "the last spans were not taken within {} ms ({e})",
+                wait.as_millis()
+            )),
+        }
+    }
+}
+
+/// Whether a failure to export was told: once per run is enough.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Tells on stderr that traces could not be exported, and why, unless that was told.
+fn warn_once(why: &dyn std::fmt::Display) {
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!("could not export traces (later failures are not told): {why}");
     }
 }
 
@@ -87,12 +105,17 @@ fn exporter(json: bool) -> Result<OneWarning, String> {
         .with_http()
         .with_http_client(client)
         .with_protocol(protocol)
+        // Fewer and shorter retries than the exporter's own (up to about a second): a
+        // collector that refuses is told well inside the second the exit may take.
+        .with_retry_policy(
+            RetryPolicy::default()
+                .with_max_retries(2)
+                .with_initial_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_millis(200)),
+        )
         .build()
         .map_err(|e| e.to_string())?;
-    Ok(OneWarning {
-        inner,
-        warned: AtomicBool::new(false),
-    })
+    Ok(OneWarning { inner })
 }
 
 /// The export timeout: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` or `OTEL_EXPORTER_OTLP_TIMEOUT`
@@ -128,16 +151,13 @@ fn resource() -> Resource {
 #[derive(Debug)]
 struct OneWarning {
     inner: opentelemetry_otlp::SpanExporter,
-    warned: AtomicBool,
 }
 
 impl SpanExporter for OneWarning {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let result = self.inner.export(batch).await;
         if let Err(e) = &result {
-            if !self.warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!("could not export traces (later failures are not told): {e}");
-            }
+            warn_once(e);
         }
         result
     }
