@@ -15,9 +15,12 @@ use std::sync::{Arc, Mutex};
 struct Received {
     bodies: Vec<Vec<u8>>,
     requests: Vec<ExportTraceServiceRequest>,
+    /// How many bodies were JSON.
+    json: usize,
 }
 
-/// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies.
+/// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies (decoded) or
+/// JSON ones (kept as sent).
 struct Collector {
     endpoint: String,
     received: Arc<Mutex<Received>>,
@@ -31,16 +34,25 @@ impl Collector {
         let kept = received.clone();
         let app = axum::Router::new().route(
             "/v1/traces",
-            axum::routing::post(move |body: axum::body::Bytes| {
-                let kept = kept.clone();
-                async move {
-                    let request = ExportTraceServiceRequest::decode(body.clone()).unwrap();
-                    let mut r = kept.lock().unwrap();
-                    r.bodies.push(body.to_vec());
-                    r.requests.push(request);
-                    ""
-                }
-            }),
+            axum::routing::post(
+                move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                    let kept = kept.clone();
+                    async move {
+                        let json = headers
+                            .get("content-type")
+                            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+                        let mut r = kept.lock().unwrap();
+                        r.bodies.push(body.to_vec());
+                        if json {
+                            r.json += 1;
+                        } else {
+                            r.requests
+                                .push(ExportTraceServiceRequest::decode(body).unwrap());
+                        }
+                        ""
+                    }
+                },
+            ),
         );
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { endpoint, received }
@@ -337,4 +349,21 @@ async fn a_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait
         out.stderr
     );
     drop(silent);
+}
+
+#[tokio::test]
+async fn http_json_is_spoken_when_asked() {
+    let collector = Collector::start().await;
+    traced_run(&collector, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]).await;
+    let r = collector.received.lock().unwrap();
+    assert!(
+        r.json > 0 && r.requests.is_empty(),
+        "{} JSON, {} protobuf",
+        r.json,
+        r.requests.len()
+    );
+    drop(r);
+    assert!(collector.saw("\"invoke_agent main\""));
+    assert!(collector.saw("\"gen_ai.usage.cache_read.input_tokens\""));
+    assert!(!collector.saw("TRACE-MARKER-7f3a"));
 }
