@@ -367,3 +367,46 @@ async fn http_json_is_spoken_when_asked() {
     assert!(collector.saw("\"gen_ai.usage.cache_read.input_tokens\""));
     assert!(!collector.saw("TRACE-MARKER-7f3a"));
 }
+
+#[tokio::test]
+async fn a_stdio_mcp_server_gets_the_traceparent_of_the_agent_that_started_it() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"local": {"command": cadre_testkit::mcp_server_binary()}}});
+    std::fs::write(dir.path().join(".mcp.json"), config.to_string()).unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Survey".into()),
+        vec![
+            Reply::tool_uses(vec![
+                ("e1", "mcp__local__env", json!({"name": "TRACEPARENT"})),
+                ("e2", "mcp__local__env_names", json!({})),
+            ]),
+            Reply::text("Survey complete."),
+        ],
+    );
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+    ];
+    let out = cadre_env(dir.path(), &env, &["run", "--trust-project", PROMPT]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let spans = collector.spans();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let main = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent main")
+        .unwrap();
+    let last = server.requests().pop().unwrap();
+    let results = last.messages().last().unwrap()["content"].clone();
+    let traceparent = results[0]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        traceparent,
+        format!("00-{}-{}-01", hex(&main.trace_id), hex(&main.span_id))
+    );
+    let names = results[1]["content"][0]["text"].as_str().unwrap();
+    assert!(!names.lines().any(|l| l.starts_with("OTEL_")), "{names}");
+}
