@@ -314,6 +314,9 @@ fn trace_spans() -> opentelemetry_sdk::trace::SdkTracerProvider {
         .with_target(cadre_core::semconv::TARGET, tracing::Level::INFO);
     let layer = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("cadre-bench"))
+        .with_tracked_inactivity(false)
+        .with_threads(false)
+        .with_location(false)
         .with_filter(wanted);
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
     println!("traces on: the OpenTelemetry layer and batch processor, spans dropped at export");

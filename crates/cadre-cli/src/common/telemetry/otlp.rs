@@ -52,6 +52,11 @@ where
     Ok(Some(
         tracing_opentelemetry::layer()
             .with_tracer(tracer)
+            // The GenAI attributes are what is wanted: no busy/idle timings (two clock reads
+            // per poll), thread or source location on every span.
+            .with_tracked_inactivity(false)
+            .with_threads(false)
+            .with_location(false)
             .with_filter(wanted)
             .boxed(),
     ))
