@@ -148,15 +148,20 @@ pub(crate) fn record_tool_input(span: &Span, content: &RecordContent, input: &se
 }
 
 /// Records how a tool call ended on the current span (its `execute_tool` span): an error
-/// status if it failed, and its result when tool details are recorded.
+/// status if it failed, and its result when tool details are recorded. What went wrong is
+/// said only then too: a failed call's output (a command's, say) is content.
 pub(crate) fn record_tool_end(content: &RecordContent, is_error: bool, result: &str) {
     let span = Span::current();
     if span.is_disabled() {
         return;
     }
     if is_error {
-        let first = result.lines().next().unwrap_or_default();
-        record_error(&span, "tool_error", &content.clip(first));
+        span.record(OTEL_STATUS_CODE, "error");
+        span.record(ERROR_TYPE, "tool_error");
+        if content.tool_details {
+            let first = result.lines().next().unwrap_or_default();
+            span.record(OTEL_STATUS_DESCRIPTION, content.clip(first));
+        }
     }
     if content.tool_details {
         span.record(GEN_AI_TOOL_CALL_RESULT, content.clip(result));
