@@ -48,6 +48,7 @@ pub async fn ask(
         inbox: None,
         team: None,
         hooks: None,
+        content: Default::default(),
         permissions: None,
     };
     Ok(agent.run(vec![Message::user_text(question)]).await)

@@ -26,7 +26,9 @@ pub fn cadre() -> ExitCode {
         errln!("cadre: {}", err.report());
         return err.code().into();
     }
-    block_on(commands::dispatch(cli))
+    let code = block_on(common::telemetry::in_callers_trace(commands::dispatch(cli)));
+    common::telemetry::shutdown();
+    code
 }
 
 /// Runs `cadre-worker` with the options `cadre` passed it (or its own command line); its

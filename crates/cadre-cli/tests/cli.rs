@@ -37,6 +37,10 @@ async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     // An empty home: the developer's own agent and skill folders must not leak into tests.
     let home = tempfile::tempdir().unwrap();
     let mut cmd = Command::cargo_bin("cadre").unwrap();
+    // Only a test's own collector may receive its run's traces.
+    for (name, _) in std::env::vars_os().filter(|(n, _)| n.to_string_lossy().starts_with("OTEL_")) {
+        cmd.env_remove(name);
+    }
     cmd.current_dir(dir)
         .env("HOME", home.path())
         .env_remove("ANTHROPIC_API_KEY")
@@ -246,3 +250,10 @@ mod trust;
 /// a run; bad input, concurrency under one limit, progress and cancellation.
 #[path = "cli/mcp_serve.rs"]
 mod mcp_serve;
+
+// ---------------------------------------------------------------------------------------
+// Traces exported over OTLP to a collector on 127.0.0.1.
+
+#[cfg(feature = "otel")]
+#[path = "cli/traces.rs"]
+mod traces;

@@ -16,7 +16,10 @@
 //!
 //! Run: `cargo bench -p cadre-core --bench fleet` (CADRE_BENCH_L_MS and CADRE_BENCH_K
 //! change L and k; CADRE_BENCH_N takes a comma list of N; CADRE_BENCH_SECTIONS a comma list
-//! of `in-proc`, `journal`, `in-proc16`, `http`, default all).
+//! of `in-proc`, `journal`, `in-proc16`, `http`, default all). With CADRE_BENCH_TRACES=1
+//! the spans are on: the OpenTelemetry layer takes them, as the `cadre` binary's does when
+//! exporting, into the SDK's batch processor and an exporter that drops them, so the CPU
+//! per turn is read with tracing on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -285,6 +288,41 @@ fn report_with(
     println!("{line}");
 }
 
+/// Exports nothing: the benchmark measures making and batching spans, not a network.
+#[derive(Debug)]
+struct Discard;
+
+impl opentelemetry_sdk::trace::SpanExporter for Discard {
+    async fn export(
+        &self,
+        _batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+}
+
+/// Installs the OpenTelemetry layer over cadre's spans for the whole process, as the
+/// `cadre` binary does when it exports; the provider is kept until the end.
+fn trace_spans() -> opentelemetry_sdk::trace::SdkTracerProvider {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::Layer;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Discard)
+        .build();
+    let wanted = tracing_subscriber::filter::Targets::new()
+        .with_target(cadre_core::semconv::TARGET, tracing::Level::INFO);
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("cadre-bench"))
+        .with_tracked_inactivity(false)
+        .with_threads(false)
+        .with_location(false)
+        .with_filter(wanted);
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
+    println!("traces on: the OpenTelemetry layer and batch processor, spans dropped at export");
+    provider
+}
+
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
@@ -307,6 +345,8 @@ fn main() {
         .map(|s| s.trim().to_owned())
         .collect();
     let section = |name: &str| sections.iter().any(|s| s == name);
+    let traces = std::env::var("CADRE_BENCH_TRACES").is_ok_and(|v| v == "1");
+    let _provider = traces.then(trace_spans);
     // As the `cadre` binary does.
     let nofile = cadre_model::raise_open_file_limit().unwrap_or(0);
     let rt = tokio::runtime::Builder::new_multi_thread()

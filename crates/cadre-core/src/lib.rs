@@ -77,6 +77,7 @@ pub mod vocab;
 #[cfg(feature = "mcp")]
 pub use cadre_mcp as mcp;
 pub use cadre_model as model;
+pub use cadre_model::semconv;
 pub use cadre_model::{
     AnthropicConfig, ContentBlock, Message, Model, ModelError, OpenAiConfig, Response, Role, Usage,
 };

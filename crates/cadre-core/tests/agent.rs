@@ -74,6 +74,7 @@ fn agent(
         team: None,
         hooks: None,
         permissions: None,
+        content: Default::default(),
     };
     (agent, seen)
 }
@@ -196,3 +197,9 @@ mod structure;
 /// The public surface reachable from the crate's root: a facade of at most 120 names.
 #[path = "agent/surface.rs"]
 mod surface;
+
+// ---------------------------------------------------------------------------------------
+// Traces: the run's spans as the OpenTelemetry GenAI conventions give them.
+
+#[path = "agent/traces.rs"]
+mod traces;

@@ -308,6 +308,10 @@ async fn connect_stdio(
         }
     }
     cmd.envs(stdio.env);
+    // Its spans, if it makes any, join the run's trace under the agent that started it.
+    if let Some(tp) = cadre_tools::trace_context::traceparent() {
+        cmd.env(cadre_tools::trace_context::TRACEPARENT, tp);
+    }
     // Its own process group, killed whole: `npx` and shell wrappers start children that
     // would otherwise outlive the run.
     let mut wrap = CommandWrap::from(cmd);

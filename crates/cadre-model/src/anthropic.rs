@@ -124,7 +124,14 @@ impl AnthropicModel {
         headers.insert(HeaderName::from_static("anthropic-version"), version);
 
         let secret = Some(key.to_owned());
-        let transport = Transport::new(endpoint, headers, config.http, secret, parse_error_body)?;
+        let transport = Transport::new(
+            "anthropic",
+            endpoint,
+            headers,
+            config.http,
+            secret,
+            parse_error_body,
+        )?;
         Ok(Self { transport, config })
     }
 

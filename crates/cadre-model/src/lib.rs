@@ -15,6 +15,7 @@ pub mod output;
 pub mod record;
 pub mod replay;
 pub mod retry;
+pub mod semconv;
 pub mod sse;
 pub mod transport;
 pub mod types;
@@ -29,7 +30,8 @@ pub use output::{strict_schema, Effort, OutputConfig, OutputFormat};
 pub use record::RecordingModel;
 pub use replay::ReplayModel;
 pub use retry::RetryPolicy;
-pub use transport::{http_client_builder, HttpOptions};
+pub use semconv::RecordContent;
+pub use transport::{http_client_builder, tls_config, HttpOptions};
 pub use types::*;
 
 use async_trait::async_trait;

@@ -17,12 +17,19 @@ use reqwest::{StatusCode, Url};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// A client builder whose TLS is rustls with the ring provider and the webpki roots,
 /// offering HTTP/2 and HTTP/1.1. Every HTTP client of cadre starts here. The TLS setup is
 /// the client's own, not installed process-wide, so a program embedding cadre keeps its
 /// choice.
 pub fn http_client_builder() -> Result<reqwest::ClientBuilder, rustls::Error> {
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls_config()?))
+}
+
+/// The TLS setup of [`http_client_builder`], for a client made otherwise (the CLI's
+/// blocking trace exporter).
+pub fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
@@ -33,7 +40,7 @@ pub fn http_client_builder() -> Result<reqwest::ClientBuilder, rustls::Error> {
         .with_no_client_auth();
     // reqwest leaves a preconfigured client's protocols as given: offer both, as it would.
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+    Ok(tls)
 }
 
 /// How a provider talks HTTP: retries, streaming and timeouts.
@@ -166,11 +173,14 @@ pub(crate) struct Transport {
     secret: Option<String>,
     options: HttpOptions,
     parse_error: ErrorParser,
+    /// The provider's name as spans give it (`anthropic`, `openai`).
+    provider: &'static str,
 }
 
 impl Transport {
     /// Builds the client: rustls, `headers` on every request, no redirects.
     pub(crate) fn new(
+        provider: &'static str,
         endpoint: Endpoint,
         headers: HeaderMap,
         options: HttpOptions,
@@ -192,6 +202,7 @@ impl Transport {
             secret,
             options,
             parse_error,
+            provider,
         })
     }
 
@@ -222,10 +233,16 @@ impl Transport {
         );
         // The model is called before any tool of this turn runs, so a retried request can
         // never make a tool run twice.
-        self.options
+        // The request's `chat` span: its retries are logged inside it, as its events.
+        let span = crate::semconv::chat_span(self.provider, model, &self.endpoint.url);
+        let result = self
+            .options
             .retry
             .run(events, |_| self.attempt(headers, body.clone(), decoder()))
-            .await
+            .instrument(span.clone())
+            .await;
+        crate::semconv::record_chat(&span, &result);
+        result
     }
 
     /// One request/response exchange, without retries.
@@ -555,6 +572,7 @@ mod tests {
             let endpoint = Endpoint::new("Test", "http://localhost:1", "/x").unwrap();
             let secret = secret.map(str::to_owned);
             Transport::new(
+                "test",
                 endpoint,
                 HeaderMap::new(),
                 HttpOptions::default(),

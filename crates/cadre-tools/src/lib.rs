@@ -12,13 +12,14 @@ pub mod error;
 pub mod git;
 pub mod output;
 pub mod sandbox;
+pub mod trace_context;
 pub mod typed;
 pub mod workspace;
 pub mod worktree;
 
 pub use builtin::{
     builtin_tools, canonical_tool_name, claude_code_name, is_model_credential, is_secret_env,
-    BUILTIN_TOOL_NAMES, CLAUDE_CODE_NAMES,
+    is_telemetry_env, BUILTIN_TOOL_NAMES, CLAUDE_CODE_NAMES,
 };
 pub use context::{FileStamp, FileTracker, PathLocks, ToolContext, ToolLimits};
 pub use error::ToolError;

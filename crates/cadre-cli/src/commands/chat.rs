@@ -348,6 +348,7 @@ fn spawn_idle_watch(idle: Arc<AtomicBool>, mut endings: watch::Receiver<Option<E
         while endings.changed().await.is_ok() {
             let ending = *endings.borrow_and_update();
             if let (Some(ending), true) = (ending, idle.load(Ordering::SeqCst)) {
+                crate::common::telemetry::shutdown();
                 std::process::exit(ending_code(ending) as i32);
             }
         }

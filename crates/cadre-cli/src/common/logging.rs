@@ -5,8 +5,10 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// Logs to stderr: warnings by default, more with `-v`/`-vv`, errors only with `-q`; `RUST_LOG` overrides.
 /// With `plain` and no `-v`, a warning reads as cadre's other messages (`cadre: warning: …`);
@@ -21,18 +23,33 @@ pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         // A closed stderr must not turn a log line into a panic.
         .log_internal_errors(false);
-    if plain && verbose == 0 {
-        builder.event_format(Plain).init();
+    let fmt = if plain && verbose == 0 {
+        fmt.event_format(Plain).boxed()
     } else {
-        builder.init();
+        fmt.boxed()
+    };
+    // The log's filter is its own: the trace exporter beside it takes cadre's spans
+    // whatever the log shows.
+    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
+    #[cfg(feature = "otel")]
+    {
+        let (traces, why) = match super::telemetry::layer() {
+            Ok(layer) => (layer, None),
+            Err(why) => (None, Some(why)),
+        };
+        registry.with(traces).init();
+        if let Some(why) = why {
+            tracing::warn!("traces are not exported: {why}");
+        }
     }
+    #[cfg(not(feature = "otel"))]
+    registry.init();
 }
 
 /// `cadre: warning: main: what happened`: a log line in the words of cadre's other messages.

@@ -23,4 +23,5 @@ pub mod session;
 pub mod settings;
 pub mod signals;
 pub mod table;
+pub mod telemetry;
 pub mod trust;

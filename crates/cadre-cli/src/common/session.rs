@@ -226,6 +226,7 @@ impl Session {
             .skills(self.skills.clone())
             .mcp(self.mcp.clone())
             .instructions(self.instructions.clone())
+            .record_content(super::telemetry::record_content())
             .limits(
                 Limits::default()
                     .max_parallel(args.max_parallel.max(1))

@@ -68,6 +68,7 @@ pub struct OrchestratorBuilder {
     delegate: Option<Arc<dyn Delegate>>,
     team: Option<TeamLimits>,
     hooks: Hooks,
+    record_content: cadre_model::RecordContent,
     handlers: Vec<EventHandler>,
 }
 
@@ -104,6 +105,7 @@ impl Orchestrator {
             delegate: None,
             team: None,
             hooks: Hooks::default(),
+            record_content: Default::default(),
             handlers: Vec::new(),
         }
     }
@@ -326,6 +328,13 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// What content the run's spans carry besides their attributes (prompts, tool inputs
+    /// and results): none unless set here. See [`crate::semconv`].
+    pub fn record_content(mut self, content: cadre_model::RecordContent) -> Self {
+        self.record_content = content;
+        self
+    }
+
     /// Calls `handler` with every event of every agent, on the agent's task: keep it
     /// quick. For a `Stream` instead, see [`Orchestrator::events`].
     pub fn on_event(mut self, handler: impl Fn(crate::Event) + Send + Sync + 'static) -> Self {
@@ -386,6 +395,7 @@ impl OrchestratorBuilder {
         config.delegate = self.delegate;
         config.team = self.team;
         config.hooks = self.hooks;
+        config.record_content = self.record_content;
         check_tools(&registry, &config.tools)?;
         if config.delegate.is_some() {
             let unhonoured = unhonoured_on_engine(&registry, &config);

@@ -23,6 +23,7 @@ pub mod orchestrator;
 pub mod permissions;
 pub mod prompt;
 pub mod skill_tool;
+pub(crate) mod spans;
 pub mod state;
 #[cfg(test)]
 mod state_props;

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// `Task`, bound to the agent that may call it.
 pub struct TaskTool {
@@ -299,7 +300,7 @@ impl TaskTool {
         // itself) alive: dropping the parent's handle aborts it.
         let parent = self.parent.detached();
         let call = ctx.call_id.clone();
-        let handle = tokio::spawn(async move {
+        let work = async move {
             let task = TaskCall {
                 subagent_type: &input.subagent_type,
                 description: &input.description,
@@ -310,7 +311,9 @@ impl TaskTool {
                 fork: fork.as_ref(),
             };
             reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
-        });
+        };
+        // Its call's span goes with it, so the subagent's span nests under the call.
+        let handle = tokio::spawn(work.in_current_span());
         self.parent.background.attach(&id, handle.abort_handle());
         ToolOutput::ok(format!(
             "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."

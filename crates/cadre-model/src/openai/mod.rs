@@ -192,7 +192,14 @@ impl OpenAiModel {
             headers.insert(AUTHORIZATION, value);
         }
         let secret = config.api_key.clone();
-        let transport = Transport::new(endpoint, headers, config.http, secret, parse_error_body)?;
+        let transport = Transport::new(
+            "openai",
+            endpoint,
+            headers,
+            config.http,
+            secret,
+            parse_error_body,
+        )?;
         let models_url = Endpoint::new("OpenAI-compatible", &config.base_url, "/models")?.url;
         let props_url = props_url(&models_url);
         Ok(Self {

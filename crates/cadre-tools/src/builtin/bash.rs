@@ -158,11 +158,22 @@ pub fn is_secret_env(name: &OsStr) -> bool {
         || name.contains("SECRET")
 }
 
-/// The environment the shell gets: `vars` without the ones that may hold credentials.
+/// Whether `name` configures cadre's own telemetry (`OTEL_*`): what cadre starts does not
+/// inherit it, so a command that also speaks OpenTelemetry does not report to cadre's
+/// collector, with cadre's headers, as if it were cadre.
+pub fn is_telemetry_env(name: &OsStr) -> bool {
+    name.to_string_lossy()
+        .to_ascii_uppercase()
+        .starts_with("OTEL_")
+}
+
+/// The environment the shell gets: `vars` without the ones that may hold credentials or
+/// configure cadre's telemetry.
 fn child_env(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> impl Iterator<Item = (OsString, OsString)> {
-    vars.into_iter().filter(|(name, _)| !is_secret_env(name))
+    vars.into_iter()
+        .filter(|(name, _)| !is_secret_env(name) && !is_telemetry_env(name))
 }
 
 /// Said once per process when a writing agent's `bash` runs unsandboxed for lack of Landlock.
@@ -399,6 +410,7 @@ fn shell_command(
         // Nothing is inherited: the shell gets exactly the filtered copy.
         .env_clear()
         .envs(child_env(env))
+        .envs(crate::trace_context::traceparent().map(|tp| (crate::trace_context::TRACEPARENT, tp)))
         .stdin(Stdio::null())
         // One pipe for both streams keeps them interleaved in the order they were written.
         .stdout(Stdio::from(out.try_clone()?))
@@ -605,6 +617,19 @@ mod tests {
         let all: Vec<_> = vars(&SECRETS).into_iter().chain(vars(&KEPT)).collect();
         let kept: Vec<_> = child_env(all).collect();
         assert_eq!(kept, vars(&KEPT));
+    }
+
+    #[test]
+    fn cadre_telemetry_settings_stay_out_of_the_child_env() {
+        let telemetry = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team=abc"),
+            ("otel_service_name", "cadre"),
+        ];
+        let all: Vec<_> = vars(&telemetry).into_iter().chain(vars(&KEPT)).collect();
+        let kept: Vec<_> = child_env(all).collect();
+        assert_eq!(kept, vars(&KEPT));
+        assert!(!is_telemetry_env(OsStr::new("HOTEL_ROOM")));
     }
 
     #[tokio::test]

@@ -102,6 +102,7 @@ pub async fn serve(cmd: McpServeCmd, directory: Option<PathBuf>) -> Result<Code>
             // signal while its client still holds stdin open would never exit. Its calls
             // have ended and their runs are recorded, so it exits here.
             drop(shared);
+            crate::common::telemetry::shutdown();
             std::process::exit(0);
         }
         return Ok(Code::Done);

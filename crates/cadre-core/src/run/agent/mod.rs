@@ -89,6 +89,8 @@ pub struct Agent {
     /// The hooks it runs (the run's and its type's); `None` when it has none, so a run
     /// without hooks does no hook work at all.
     pub hooks: Option<Arc<AgentHooks>>,
+    /// What content its spans carry besides their attributes (none by default).
+    pub content: cadre_model::RecordContent,
 }
 
 /// Results that reach an agent after the tool call that started them returned.

@@ -5,6 +5,7 @@ use crate::record::journal::{Done, Effect, EffectOutcome, Work};
 use crate::run::context;
 use crate::run::fork::ForkBase;
 use crate::run::hooks::{AgentHooks, Answered};
+use crate::run::spans;
 use crate::run::state::AgentState;
 use crate::vocab::event::Event;
 use crate::vocab::hooks::{CallPermission, HookDecision};
@@ -13,6 +14,7 @@ use cadre_model::{ContentBlock, History, ToolUseBlock};
 use cadre_tools::{Rerun, ToolOutput};
 use futures::future::join_all;
 use std::sync::Arc;
+use tracing::Instrument;
 
 impl Agent {
     /// Answers the pending turn's calls that have no result yet and returns their journaled
@@ -124,6 +126,22 @@ impl Agent {
         kept: Option<&HookDecision>,
         conversation: &Shared,
     ) -> Answered {
+        // Its `execute_tool` span: current while it runs, so a `Task` call's subagent
+        // starts under it.
+        let span = spans::execute_tool(&call.name, &call.id);
+        spans::record_tool_input(&span, &self.content, &call.input);
+        self.run_tool_here(call, kept, conversation)
+            .instrument(span)
+            .await
+    }
+
+    /// [`Self::run_tool`] inside the call's span.
+    async fn run_tool_here(
+        &self,
+        call: &ToolUseBlock,
+        kept: Option<&HookDecision>,
+        conversation: &Shared,
+    ) -> Answered {
         self.emit(Event::ToolCall {
             agent: self.config.path.clone(),
             id: call.id.clone(),
@@ -195,6 +213,7 @@ impl Agent {
         permission: Option<CallPermission>,
         conversation: &Shared,
     ) -> (ToolOutput, bool) {
+        let refused_by_hook = refused.is_some();
         let denied = match (refused, &self.permissions) {
             (Some(why), _) => Some(why),
             // Input that was not JSON is refused below without asking anyone.
@@ -204,6 +223,7 @@ impl Agent {
             }
             _ => None,
         };
+        spans::record_decision(refused_by_hook, denied.is_some());
         let rerun = self.rerun(&call.name, input);
         if rerun == Rerun::Never && denied.is_none() {
             self.journal(&Step::ToolStarted {
@@ -257,6 +277,7 @@ impl Agent {
 
     /// Tells the events how a call ended and returns its journaled tool_result step.
     async fn finish(&self, call: &ToolUseBlock, out: ToolOutput) -> Step {
+        spans::record_tool_end(&self.content, out.is_error, &out.content);
         self.emit(Event::ToolResult {
             agent: self.config.path.clone(),
             id: call.id.clone(),

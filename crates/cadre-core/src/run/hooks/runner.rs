@@ -4,7 +4,8 @@
 //! A hook is the user's own command, so the rest of the environment (their other tokens
 //! included) reaches it, as in Claude Code; only the model's API keys are withheld.
 
-use cadre_tools::is_model_credential;
+use cadre_tools::trace_context::{traceparent, TRACEPARENT};
+use cadre_tools::{is_model_credential, is_telemetry_env};
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use std::ffi::OsString;
 use std::path::Path;
@@ -103,7 +104,7 @@ async fn run_with(
 }
 
 /// `sh -c command` in `dir`, its pipes taken, with the environment `vars` less the model's
-/// credentials, and the project's folder.
+/// credentials and cadre's telemetry settings, and the project's folder.
 fn shell(command: &str, dir: &Path, vars: Vec<(OsString, OsString)>) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
@@ -115,9 +116,11 @@ fn shell(command: &str, dir: &Path, vars: Vec<(OsString, OsString)>) -> tokio::p
         .env_clear()
         .envs(
             vars.into_iter()
-                .filter(|(name, _)| !is_model_credential(name)),
+                .filter(|(name, _)| !is_model_credential(name) && !is_telemetry_env(name)),
         )
-        .envs(project_vars(dir));
+        .envs(project_vars(dir))
+        // Its spans, if it makes any, join the run's trace under the current span.
+        .envs(traceparent().map(|tp| (TRACEPARENT, tp)));
     cmd
 }
 

@@ -11,6 +11,7 @@ use crate::record::usage::AgentRecord;
 use crate::run::agent::Agent;
 use crate::run::fork::first_history;
 use crate::run::hooks::AgentHooks;
+use crate::run::spans::{self, AgentSpan};
 use crate::run::state::AgentState;
 use crate::vocab::event::Event;
 use crate::vocab::hooks::HookDecision;
@@ -22,6 +23,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 impl Orchestrator {
     /// Builds the agent `me` of type `spec`, runs it on `prompt`, and records the result.
@@ -38,6 +40,9 @@ impl Orchestrator {
         cancel: CancellationToken,
         background: bool,
     ) -> impl Future<Output = AgentOutcome> + Send + 'a {
+        // Its `invoke_agent` span, under the current one (its `Task` call's, for a
+        // subagent); current while it runs, so its requests and tool calls nest under it.
+        let span = self.agent_span(spec, &me, &start);
         async move {
             let started = Instant::now();
             let (mut agent, own_servers) =
@@ -84,8 +89,28 @@ impl Orchestrator {
                 t.outcome_after(&outcome, elapsed_ms);
             }
             self.record_end(spec, &me, description, &outcome, elapsed_ms);
+            // Current here: the future runs inside it (a handle kept for this would make
+            // every waiting agent's future larger).
+            spans::record_agent_end(&Span::current(), &outcome);
             outcome
         }
+        .instrument(span)
+    }
+
+    /// The `invoke_agent` span of the agent `me` of type `spec`, with its prompt when the
+    /// run records prompts.
+    fn agent_span(&self, spec: &AgentSpec, me: &AgentHandle, start: &Start<'_>) -> Span {
+        let span = spans::invoke_agent(&AgentSpan {
+            agent_type: &spec.name,
+            path: &me.path,
+            run_id: &me.run.id,
+            model: &me.model,
+            provider: self.config.model.provider(),
+        });
+        if let Start::Fresh(prompt) = start {
+            spans::record_prompt(&span, &self.config.record_content, prompt);
+        }
+        span
     }
 
     /// Puts the agent `me` of type `spec` on the roster and tells its start.

@@ -117,6 +117,8 @@ pub(crate) struct RunConfig {
     pub team: Option<crate::run::team::TeamLimits>,
     /// The run's hooks, for every agent (an agent type's own add to them).
     pub hooks: crate::definitions::hooks::Hooks,
+    /// What content the run's spans carry (none by default).
+    pub record_content: cadre_model::RecordContent,
 }
 
 impl RunConfig {
@@ -150,6 +152,7 @@ impl RunConfig {
             delegate: None,
             team: None,
             hooks: Default::default(),
+            record_content: Default::default(),
         }
     }
 }

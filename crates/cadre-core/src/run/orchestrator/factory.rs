@@ -88,6 +88,7 @@ impl Orchestrator {
             permissions,
             team: kit.seat,
             hooks: None,
+            content: self.config.record_content,
         };
         check_fork_tools(&agent, me);
         if let Some(description) = description {

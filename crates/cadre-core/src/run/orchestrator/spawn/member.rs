@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 impl Orchestrator {
     /// Opens the team of `run` with its primary agent of type `spec` as its first member,
@@ -139,7 +140,7 @@ impl Orchestrator {
         let rx = team.seat(&name, cancel.clone()).await;
         let this = self.clone();
         let (description, prompt) = (description.to_owned(), prompt.to_owned());
-        let handle = tokio::spawn(async move {
+        let work = async move {
             let run = me.run.clone();
             let path = me.path.clone();
             let start = match rebuilt {
@@ -151,7 +152,10 @@ impl Orchestrator {
                 .await;
             let result = this.task_result(&run, &path, outcome.stop, outcome.text);
             run.team.ended(&name, &path, result).await;
-        });
+        };
+        // The span of the `Task` call that started it goes with it, so its spans nest under
+        // that call.
+        let handle = tokio::spawn(work.in_current_span());
         team.keep(handle);
         rx
     }

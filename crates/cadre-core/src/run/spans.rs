@@ -1,0 +1,169 @@
+//! The spans of an agent (`invoke_agent {type}`) and of its tool calls
+//! (`execute_tool {tool}`), named and filled in as the OpenTelemetry GenAI conventions say
+//! (see [`cadre_model::semconv`], where the names live). A model request's `chat` span is
+//! made by the model client itself.
+//!
+//! A `Task` call's span is the current span where its subagent starts, so the child's
+//! `invoke_agent` span nests under it; work moved to a task of its own carries the span
+//! with it. Content (prompts, tool inputs and results) is recorded only as
+//! [`RecordContent`] allows.
+
+use crate::vocab::outcome::{AgentOutcome, StopKind};
+use cadre_model::semconv::{
+    record_error, record_usage, SpanName, CADRE_AGENT_OUTCOME, CADRE_AGENT_TURNS,
+    CADRE_TOOL_DECISION, ERROR_TYPE, GEN_AI_AGENT_ID, GEN_AI_AGENT_NAME, GEN_AI_CONVERSATION_ID,
+    GEN_AI_INPUT_MESSAGES, GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL,
+    GEN_AI_TOOL_CALL_ARGUMENTS, GEN_AI_TOOL_CALL_ID, GEN_AI_TOOL_CALL_RESULT, GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE, GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
+    OP_EXECUTE_TOOL, OP_INVOKE_AGENT, OTEL_KIND, OTEL_NAME, OTEL_STATUS_CODE,
+    OTEL_STATUS_DESCRIPTION, TARGET,
+};
+use cadre_model::RecordContent;
+use std::fmt::Display;
+use tracing::field::Empty;
+use tracing::Span;
+
+/// Who an agent's span is about.
+pub(crate) struct AgentSpan<'a> {
+    /// Its type.
+    pub agent_type: &'a str,
+    /// Its path in the run's tree.
+    pub path: &'a dyn Display,
+    /// The run's id.
+    pub run_id: &'a str,
+    /// The model id it asks.
+    pub model: &'a str,
+    /// The model client's provider.
+    pub provider: &'a str,
+}
+
+/// The `invoke_agent {type}` span (INTERNAL) of one agent, child of the current span (the
+/// `Task` call that started it, for a subagent).
+pub(crate) fn invoke_agent(agent: &AgentSpan<'_>) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "invoke_agent",
+        { OTEL_NAME } = %SpanName(OP_INVOKE_AGENT, agent.agent_type),
+        { OTEL_KIND } = "internal",
+        { OTEL_STATUS_CODE } = Empty,
+        { OTEL_STATUS_DESCRIPTION } = Empty,
+        { GEN_AI_OPERATION_NAME } = OP_INVOKE_AGENT,
+        { GEN_AI_PROVIDER_NAME } = agent.provider,
+        { GEN_AI_AGENT_NAME } = agent.agent_type,
+        { GEN_AI_AGENT_ID } = %agent.path,
+        { GEN_AI_CONVERSATION_ID } = agent.run_id,
+        { GEN_AI_REQUEST_MODEL } = agent.model,
+        { GEN_AI_INPUT_MESSAGES } = Empty,
+        { GEN_AI_USAGE_INPUT_TOKENS } = Empty,
+        { GEN_AI_USAGE_OUTPUT_TOKENS } = Empty,
+        { GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS } = Empty,
+        { GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS } = Empty,
+        { CADRE_AGENT_OUTCOME } = Empty,
+        { CADRE_AGENT_TURNS } = Empty,
+        { ERROR_TYPE } = Empty,
+    )
+}
+
+/// Records an agent's first prompt on its span, when prompts are recorded: the
+/// conventions' `gen_ai.input.messages`, one user message of one text part.
+pub(crate) fn record_prompt(span: &Span, content: &RecordContent, prompt: &str) {
+    if !content.prompts || span.is_disabled() {
+        return;
+    }
+    let messages = serde_json::json!([{
+        "role": "user",
+        "parts": [{"type": "text", "content": content.clip(prompt)}],
+    }]);
+    span.record(GEN_AI_INPUT_MESSAGES, messages.to_string().as_str());
+}
+
+/// Records how an agent ended on its span: its outcome, turns and summed usage, and an
+/// error status unless it finished or was cut or stopped by a limit it was given.
+pub(crate) fn record_agent_end(span: &Span, outcome: &AgentOutcome) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(
+        CADRE_AGENT_OUTCOME,
+        tracing::field::display(outcome.stop.outcome()),
+    );
+    span.record(CADRE_AGENT_TURNS, i64::from(outcome.turns));
+    record_usage(span, &outcome.usage);
+    if let Some(kind) = failure(&outcome.stop) {
+        record_error(span, kind, &outcome.stop);
+    }
+}
+
+/// The `error.type` of an agent that stopped with `stop`, if that is a failure.
+fn failure(stop: &StopKind) -> Option<&'static str> {
+    match stop {
+        StopKind::ModelError(_) => Some("model_error"),
+        StopKind::ContextWindowExceeded => Some("context_window_exceeded"),
+        _ if stop.outcome() == crate::vocab::outcome::Outcome::Failed => Some("failed"),
+        _ => None,
+    }
+}
+
+/// The `execute_tool {tool}` span (INTERNAL) of one tool call, child of its agent's span.
+pub(crate) fn execute_tool(name: &str, id: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "execute_tool",
+        { OTEL_NAME } = %SpanName(OP_EXECUTE_TOOL, name),
+        { OTEL_KIND } = "internal",
+        { OTEL_STATUS_CODE } = Empty,
+        { OTEL_STATUS_DESCRIPTION } = Empty,
+        { GEN_AI_OPERATION_NAME } = OP_EXECUTE_TOOL,
+        { GEN_AI_TOOL_NAME } = name,
+        { GEN_AI_TOOL_CALL_ID } = id,
+        { GEN_AI_TOOL_TYPE } = "function",
+        { GEN_AI_TOOL_CALL_ARGUMENTS } = Empty,
+        { GEN_AI_TOOL_CALL_RESULT } = Empty,
+        { CADRE_TOOL_DECISION } = Empty,
+        { ERROR_TYPE } = Empty,
+    )
+}
+
+/// Records on the current tool call's span whether it was let run, or by whom it was
+/// refused.
+pub(crate) fn record_decision(hook_refused: bool, rule_denied: bool) {
+    let span = Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let decision = match (hook_refused, rule_denied) {
+        (true, _) => "deny_hook",
+        (false, true) => "deny_rule",
+        (false, false) => "allow",
+    };
+    span.record(CADRE_TOOL_DECISION, decision);
+}
+
+/// Records a tool call's input on its span, when tool details are recorded.
+pub(crate) fn record_tool_input(span: &Span, content: &RecordContent, input: &serde_json::Value) {
+    if content.tool_details && !span.is_disabled() {
+        span.record(GEN_AI_TOOL_CALL_ARGUMENTS, content.clip(&input.to_string()));
+    }
+}
+
+/// Records how a tool call ended on the current span (its `execute_tool` span): an error
+/// status if it failed, and its result when tool details are recorded. What went wrong is
+/// said only then too: a failed call's output (a command's, say) is content.
+pub(crate) fn record_tool_end(content: &RecordContent, is_error: bool, result: &str) {
+    let span = Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    if is_error {
+        span.record(OTEL_STATUS_CODE, "error");
+        span.record(ERROR_TYPE, "tool_error");
+        if content.tool_details {
+            let first = result.lines().next().unwrap_or_default();
+            span.record(OTEL_STATUS_DESCRIPTION, content.clip(first));
+        }
+    }
+    if content.tool_details {
+        span.record(GEN_AI_TOOL_CALL_RESULT, content.clip(result));
+    }
+}

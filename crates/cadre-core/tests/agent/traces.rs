@@ -1,0 +1,527 @@
+//! The run's spans, read back through the OpenTelemetry SDK's in-memory exporter: names,
+//! kinds, parents and attributes as the GenAI conventions give them, subagents nested under
+//! the `Task` calls that started them, and no content unless it is asked for.
+
+use super::*;
+use cadre_core::semconv::{self, RecordContent};
+use cadre_core::{AgentSpec, Mode, Registry};
+use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
+use opentelemetry::Value as OtelValue;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use std::sync::OnceLock;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer;
+
+/// The spans the scenario ended, once every one of them has ended.
+struct Traced {
+    spans: Vec<SpanData>,
+}
+
+impl Traced {
+    fn named(&self, name: &str) -> Vec<&SpanData> {
+        self.spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    /// The one `invoke_agent` span whose parent is `call`.
+    fn child_agent(&self, call: &SpanData) -> &SpanData {
+        let found: Vec<_> = self
+            .spans
+            .iter()
+            .filter(|s| s.name.starts_with("invoke_agent ") && is_child(s, call))
+            .collect();
+        assert_eq!(found.len(), 1, "{:?}", self.names());
+        found[0]
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.spans.iter().map(|s| s.name.to_string()).collect()
+    }
+
+    /// The `invoke_agent` span of the agent at `path`.
+    fn agent(&self, path: &str) -> &SpanData {
+        let found: Vec<_> = self
+            .spans
+            .iter()
+            .filter(|s| {
+                s.name.starts_with("invoke_agent ") && attr(s, semconv::GEN_AI_AGENT_ID) == path
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "{path}: {:?}", self.names());
+        found[0]
+    }
+
+    /// The `execute_tool` span of the call `id`.
+    fn call(&self, id: &str) -> &SpanData {
+        let found: Vec<_> = self
+            .spans
+            .iter()
+            .filter(|s| attr(s, semconv::GEN_AI_TOOL_CALL_ID) == id)
+            .collect();
+        assert_eq!(found.len(), 1, "{id}: {:?}", self.names());
+        found[0]
+    }
+
+    /// The `chat` spans whose parent is `parent`.
+    fn chats_under(&self, parent: &SpanData) -> Vec<&SpanData> {
+        self.spans
+            .iter()
+            .filter(|s| s.name.starts_with("chat ") && is_child(s, parent))
+            .collect()
+    }
+}
+
+/// An attribute's value as text; empty when the span has none of that name.
+fn attr(span: &SpanData, key: &str) -> String {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.as_str().into_owned())
+        .unwrap_or_default()
+}
+
+/// An integer attribute's value; `None` when the span has none of that name.
+fn int(span: &SpanData, key: &str) -> Option<i64> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .and_then(|kv| match kv.value {
+            OtelValue::I64(v) => Some(v),
+            _ => None,
+        })
+}
+
+fn is_child(span: &SpanData, parent: &SpanData) -> bool {
+    span.parent_span_id == parent.span_context.span_id()
+}
+
+/// The exporter every span of this test binary goes to. The OpenTelemetry layer is the
+/// process's subscriber, installed once: a subscriber set for one thread only can lose
+/// spans whose callsites another test's thread registers at the same moment.
+fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
+    static EXPORTER: OnceLock<(InMemorySpanExporter, SdkTracerProvider)> = OnceLock::new();
+    EXPORTER.get_or_init(|| {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        // What the `cadre` binary's exporter takes: cadre's spans, and the retries logged
+        // inside a request's span.
+        let wanted = tracing_subscriber::filter::Targets::new()
+            .with_target(semconv::TARGET, tracing::Level::INFO)
+            .with_target("cadre_model::retry", tracing::Level::WARN);
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("cadre-test"))
+            .with_filter(wanted);
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .unwrap();
+        (exporter, provider)
+    })
+}
+
+/// Runs `prompt` through `builder`'s orchestrator as the run `run_id` and returns the
+/// spans of its trace, all ended.
+async fn traced(builder: cadre_core::OrchestratorBuilder, run_id: &str, prompt: &str) -> Traced {
+    let (exporter, provider) = exporter();
+    let o = builder.run_id(run_id).build().unwrap();
+    let (outcome, _) = o.run("main", prompt).await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    drop(o);
+    provider.force_flush().unwrap();
+    let all = exporter.get_finished_spans().unwrap();
+    let root = all
+        .iter()
+        .find(|s| {
+            s.parent_span_id == SpanId::INVALID
+                && attr(s, semconv::GEN_AI_CONVERSATION_ID) == run_id
+        })
+        .expect("the run's root span");
+    let trace = root.span_context.trace_id();
+    Traced {
+        spans: all
+            .into_iter()
+            .filter(|s| s.span_context.trace_id() == trace)
+            .collect(),
+    }
+}
+
+fn delegator() -> AgentSpec {
+    AgentSpec::builder("delegator")
+        .description("Delegates further.")
+        .mode(Mode::Subagent)
+        .model("haiku")
+        .tools(["*"])
+        .disallowed_tools(Vec::<String>::new())
+        .read_only(false)
+        .max_turns(5)
+        .skills(Vec::<String>::new())
+        .prompt("Delegate.")
+        .build()
+}
+
+/// A fan-out two levels deep — `main` starts a delegator and an explorer, the delegator an
+/// explorer of its own — where one explorer's tool call fails.
+fn fan_out(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([
+                ("t1", "delegator", "Go deeper"),
+                ("t2", "explore", "Find beta"),
+            ])
+            .usage(100, 20, 5, 7),
+            Reply::text("done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Go deeper".into()),
+        vec![
+            Reply::tasks([("t3", "explore", "Find gamma")]),
+            Reply::text("deep enough"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find beta".into()),
+        vec![
+            Reply::tool_use("r1", "read_file", json!({"path": "missing.txt"})),
+            Reply::text("no beta"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find gamma".into()),
+        vec![Reply::text("gamma found")],
+    );
+    let mut registry = Registry::shipped();
+    registry.insert(delegator());
+    mock_builder(server, dir).registry(registry)
+}
+
+#[tokio::test]
+async fn a_two_level_fan_out_nests_agents_under_their_task_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let t = traced(fan_out(&server, dir.path()), "traced-run", "PARENT: survey").await;
+
+    // One trace (the run's spans are those of its root's trace), one root: the primary's
+    // `invoke_agent`.
+    let main = t.agent("main");
+    assert_eq!(main.name, "invoke_agent main");
+    assert_eq!(main.span_kind, SpanKind::Internal);
+    assert_eq!(main.parent_span_id, SpanId::INVALID);
+    // Each of its 4 agents, 3 Task calls, 1 read_file call and 7 requests.
+    assert_eq!(t.spans.len(), 4 + 3 + 1 + 7, "{:?}", t.names());
+    assert_eq!(
+        t.spans
+            .iter()
+            .filter(|s| s.parent_span_id == SpanId::INVALID)
+            .count(),
+        1,
+        "{:?}",
+        t.names()
+    );
+    assert_eq!(attr(main, semconv::GEN_AI_OPERATION_NAME), "invoke_agent");
+    assert_eq!(attr(main, semconv::GEN_AI_PROVIDER_NAME), "anthropic");
+    assert_eq!(attr(main, semconv::GEN_AI_AGENT_NAME), "main");
+    assert_eq!(attr(main, semconv::GEN_AI_CONVERSATION_ID), "traced-run");
+    assert_eq!(
+        attr(main, semconv::GEN_AI_REQUEST_MODEL),
+        "claude-sonnet-5-5"
+    );
+    assert_eq!(attr(main, semconv::CADRE_AGENT_OUTCOME), "completed");
+
+    // Each `Task` call is an `execute_tool Task` under its agent, and the parent of the
+    // subagent it started.
+    assert_eq!(t.named("execute_tool Task").len(), 3);
+    let t1 = t.call("t1");
+    let delegator = t.child_agent(t1);
+    let delegator_path = attr(delegator, semconv::GEN_AI_AGENT_ID);
+    assert_eq!(delegator_path, "main/delegator#1");
+    assert_eq!(delegator.name, "invoke_agent delegator");
+    let beta = t.child_agent(t.call("t2"));
+    let t3 = t.call("t3");
+    let gamma = t.child_agent(t3);
+    for (call, parent, child) in [(t1, main, delegator), (t3, delegator, gamma)] {
+        assert!(is_child(call, parent));
+        assert!(is_child(child, call));
+    }
+    assert!(is_child(t.call("t2"), main));
+    assert_eq!(beta.name, "invoke_agent explore");
+    assert!(attr(beta, semconv::GEN_AI_AGENT_ID).starts_with("main/explore#"));
+    assert!(attr(gamma, semconv::GEN_AI_AGENT_ID).starts_with("main/delegator#1/explore#"));
+    for call in ["t1", "t2", "t3"] {
+        let span = t.call(call);
+        assert_eq!(span.span_kind, SpanKind::Internal);
+        assert_eq!(attr(span, semconv::GEN_AI_TOOL_NAME), "Task");
+        assert_eq!(attr(span, semconv::CADRE_TOOL_DECISION), "allow");
+        assert_eq!(span.status, Status::Unset, "{call}");
+    }
+
+    // The failed call is an error, said the conventions' way.
+    let failed = t.call("r1");
+    assert_eq!(failed.name, "execute_tool read_file");
+    assert!(is_child(failed, beta));
+    // Its output is content: what went wrong is not said by default.
+    assert!(
+        matches!(&failed.status, Status::Error { description } if description.is_empty()),
+        "{:?}",
+        failed.status
+    );
+    assert_eq!(attr(failed, semconv::ERROR_TYPE), "tool_error");
+
+    // Every request is a `chat` span (CLIENT) under its agent; the first carries the usage
+    // the mock reported, cached input counted as input.
+    let chats = t.chats_under(main);
+    assert_eq!(chats.len(), 2, "{:?}", t.names());
+    let first = chats
+        .iter()
+        .find(|c| attr(c, semconv::GEN_AI_RESPONSE_FINISH_REASONS) == "tool_use")
+        .unwrap();
+    assert_eq!(first.name, "chat claude-sonnet-5-5");
+    assert_eq!(first.span_kind, SpanKind::Client);
+    assert_eq!(attr(first, semconv::SERVER_ADDRESS), "127.0.0.1");
+    assert!(int(first, semconv::SERVER_PORT).is_some_and(|p| p > 0));
+    assert_eq!(int(first, semconv::GEN_AI_USAGE_INPUT_TOKENS), Some(112));
+    assert_eq!(int(first, semconv::GEN_AI_USAGE_OUTPUT_TOKENS), Some(20));
+    assert_eq!(
+        int(first, semconv::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        Some(7)
+    );
+    assert_eq!(
+        int(first, semconv::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+        Some(5)
+    );
+    assert!(!attr(first, semconv::GEN_AI_RESPONSE_ID).is_empty());
+    // Seven requests in all (two each for main, the delegator and the first explorer, one
+    // for the second), each under the agent that made it.
+    let all_chats: Vec<_> = t
+        .spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(all_chats.len(), 7, "{:?}", t.names());
+    assert_eq!(t.chats_under(delegator).len(), 2);
+    assert_eq!(t.chats_under(beta).len(), 2);
+    assert_eq!(t.chats_under(gamma).len(), 1);
+    // The agent's own span sums its requests.
+    assert!(int(main, semconv::GEN_AI_USAGE_INPUT_TOKENS).is_some_and(|n| n >= 112));
+
+    // No content by default.
+    for span in &t.spans {
+        for key in [
+            semconv::GEN_AI_INPUT_MESSAGES,
+            semconv::GEN_AI_TOOL_CALL_ARGUMENTS,
+            semconv::GEN_AI_TOOL_CALL_RESULT,
+        ] {
+            assert_eq!(attr(span, key), "", "{} has {key}", span.name);
+        }
+    }
+}
+
+#[tokio::test]
+async fn content_is_recorded_when_asked_and_cut_to_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let content = RecordContent {
+        prompts: true,
+        tool_details: true,
+        max_bytes: 12,
+    };
+    let builder = fan_out(&server, dir.path()).record_content(content);
+    let t = traced(
+        builder,
+        "content-run",
+        "PARENT: survey the whole of the code",
+    )
+    .await;
+    let prompt = attr(t.agent("main"), semconv::GEN_AI_INPUT_MESSAGES);
+    let messages: Value = serde_json::from_str(&prompt).unwrap();
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["parts"][0]["content"], "PARENT: surv");
+    let failed = t.call("r1");
+    assert_eq!(
+        attr(failed, semconv::GEN_AI_TOOL_CALL_ARGUMENTS),
+        r#"{"path":"mis"#
+    );
+    assert!(!attr(failed, semconv::GEN_AI_TOOL_CALL_RESULT).is_empty());
+    assert!(
+        matches!(&failed.status, Status::Error { description } if !description.is_empty()),
+        "{:?}",
+        failed.status
+    );
+}
+
+/// Matches the requests of the agent whose prompt holds `who` whose last message holds
+/// `last`.
+fn when(who: &str, last: &str) -> Match {
+    let (who, last) = (who.to_owned(), last.to_owned());
+    Match::Custom(Arc::new(move |b: &Value| {
+        let last_message = b["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(Value::to_string)
+            .unwrap_or_default();
+        b["messages"][0].to_string().contains(&who) && last_message.contains(&last)
+    }))
+}
+
+#[tokio::test]
+async fn team_members_nest_under_the_task_calls_that_started_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let member = |id: &str, name: &str| {
+        let job = format!("Job {name}");
+        (
+            id.to_owned(),
+            json!({"description": job, "prompt": format!("{job}: do it"),
+                   "subagent_type": "code", "name": name}),
+        )
+    };
+    let (t1, t2) = (member("t1", "alpha"), member("t2", "beta"));
+    server.route(
+        when("Job beta", "ping 1"),
+        vec![Reply::text("beta got it"); 3],
+    );
+    server.route(
+        when("Job alpha", "Sent to"),
+        vec![Reply::text("alpha waits"); 6],
+    );
+    server.route(
+        when("Job alpha", "Job alpha"),
+        vec![Reply::tool_use(
+            "a0",
+            "SendMessage",
+            json!({"to": "beta", "message": "ping 1"}),
+        )],
+    );
+    server.route(
+        when("Job beta", "Job beta"),
+        vec![Reply::text("beta ready")],
+    );
+    server.route(
+        Match::FirstUserContains("LEAD".into()),
+        std::iter::once(Reply::tool_uses(vec![
+            (t1.0.as_str(), "Task", t1.1.clone()),
+            (t2.0.as_str(), "Task", t2.1.clone()),
+        ]))
+        .chain(vec![Reply::text("lead done"); 12])
+        .collect(),
+    );
+    let builder = mock_builder(&server, dir.path()).team(cadre_core::TeamLimits::default());
+    let t = traced(builder, "team-run", "LEAD task").await;
+
+    let main = t.agent("main");
+    let mut members = Vec::new();
+    for call in ["t1", "t2"] {
+        let task = t.call(call);
+        assert_eq!(task.name, "execute_tool Task");
+        assert!(is_child(task, main), "{call} under main");
+        let member = t.child_agent(task);
+        assert_eq!(member.name, "invoke_agent code");
+        members.push(member);
+    }
+    // alpha's message is a call of its own, under alpha; beta, woken by it, asked again.
+    let send = t.call("a0");
+    assert_eq!(send.name, "execute_tool SendMessage");
+    assert!(is_child(send, members[0]));
+    assert_eq!(send.status, Status::Unset);
+    assert_eq!(t.chats_under(members[1]).len(), 2, "{:?}", t.names());
+}
+
+#[tokio::test]
+async fn a_background_subagent_nests_under_its_task_call_though_the_call_returned_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let input = json!({"description": "Job A", "prompt": "Job A: do it",
+                       "subagent_type": "explore", "run_in_background": true});
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use("bg1", "Task", input),
+            Reply::text("ending my turn"),
+            Reply::text("all done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job A".into()),
+        vec![Reply::text("A result")],
+    );
+    let t = traced(
+        mock_builder(&server, dir.path()),
+        "background-run",
+        "PARENT task",
+    )
+    .await;
+    let task = t.call("bg1");
+    assert!(is_child(task, t.agent("main")));
+    let sub = t.child_agent(task);
+    assert_eq!(sub.name, "invoke_agent explore");
+    // (tracing closes a span only after its children, so the call's span lasts until the
+    // subagent ends, though the call itself returned at once.)
+    assert!(sub.end_time <= task.end_time);
+    assert_eq!(t.chats_under(sub).len(), 1);
+}
+
+#[tokio::test]
+async fn a_retried_request_is_one_chat_span_with_the_retry_as_its_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::error_status(529, "overloaded_error", "busy"),
+            Reply::text("done"),
+        ],
+    );
+    let builder = mock_builder(&server, dir.path()).model(mock_model(&server, 2));
+    let t = traced(builder, "retry-run", "PARENT task").await;
+    let chats = t.chats_under(t.agent("main"));
+    assert_eq!(chats.len(), 1, "{:?}", t.names());
+    let chat = chats[0];
+    assert_eq!(chat.status, Status::Unset);
+    assert_eq!(chat.events.len(), 1, "{:?}", chat.events);
+    let event = chat.events.iter().next().unwrap();
+    assert!(event.name.contains("retrying"), "{}", event.name);
+}
+
+#[tokio::test]
+async fn a_failed_request_marks_its_chat_span_and_its_agent_as_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Find delta")]),
+            Reply::text("delta failed"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find delta".into()),
+        vec![Reply::error_status(
+            400,
+            "invalid_request_error",
+            "delta exploded",
+        )],
+    );
+    let t = traced(
+        mock_builder(&server, dir.path()),
+        "failed-run",
+        "PARENT task",
+    )
+    .await;
+    let sub = t.child_agent(t.call("t1"));
+    assert!(
+        matches!(sub.status, Status::Error { .. }),
+        "{:?}",
+        sub.status
+    );
+    assert_eq!(attr(sub, semconv::ERROR_TYPE), "model_error");
+    assert_eq!(attr(sub, semconv::CADRE_AGENT_OUTCOME), "failed");
+    let chats = t.chats_under(sub);
+    assert_eq!(chats.len(), 1);
+    assert!(
+        matches!(&chats[0].status, Status::Error { description } if description.contains("delta exploded"))
+    );
+    assert_eq!(attr(chats[0], semconv::ERROR_TYPE), "400");
+    // The primary itself finished.
+    assert_eq!(t.agent("main").status, Status::Unset);
+}
