@@ -2,7 +2,7 @@
 //! result it already has, so a finished call is never made again, whatever order items
 //! start in, and a changed call (its prompt, schema, limits, type or model) is.
 
-use crate::file::Limits;
+use crate::limits::Limits;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;

@@ -1,8 +1,10 @@
 //! The workflow file: what it holds, read liberally, checked strictly, and where saved
 //! workflows live.
 
+use crate::call_key::CallSpec;
 use crate::error::{Warning, WorkflowError};
-use crate::input::{InputFormat, InputSpec};
+use crate::input::{InputFormat, InputSpec, Items};
+use crate::limits::Limits;
 use crate::numbers;
 use crate::step::Step;
 use crate::template::{Prompts, TemplateError};
@@ -10,7 +12,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Where a project keeps its saved workflows, from its root.
 pub const WORKFLOWS_DIR: &str = ".cadre/workflows";
@@ -88,20 +89,6 @@ pub struct ReduceStep {
     /// The prompt template (`{{ results_path }}`, `{{ args.x }}`).
     #[serde(default)]
     pub prompt: String,
-}
-
-/// One agent's limits: none is a limit not set.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
-pub struct Limits {
-    /// Most tokens (input + output) the agent may use.
-    #[serde(default, deserialize_with = "numbers::opt_u64")]
-    pub tokens: Option<u64>,
-    /// Most model requests it may make.
-    #[serde(default, deserialize_with = "numbers::opt_u32")]
-    pub turns: Option<u32>,
-    /// Most wall time it may take (`5m`, `90s`, or seconds).
-    #[serde(default, deserialize_with = "numbers::opt_time")]
-    pub time: Option<Duration>,
 }
 
 /// The whole workflow's budget.
@@ -237,6 +224,22 @@ impl Workflow {
             .filter(|s| !s.trim().is_empty())
             .ok_or(WorkflowError::NoInput)?;
         InputSpec::new(written, self.format, base)
+    }
+
+    /// The items of the input ([`Workflow::input_spec`]), named by the file's `key`.
+    pub fn items(&self, input: Option<&str>, base: &Path) -> Result<Items, WorkflowError> {
+        Items::open(&self.input_spec(input, base)?, self.key.as_deref())
+    }
+
+    /// The map step's call for one item's rendered `prompt`, to `model`.
+    pub fn map_call<'a>(&'a self, prompt: &'a str, model: &'a str) -> CallSpec<'a> {
+        CallSpec {
+            agent: &self.map.agent,
+            prompt,
+            output_schema: self.map.output_schema.as_ref(),
+            limits: &self.map.limits,
+            model,
+        }
     }
 
     /// The template's `args`: the declared defaults, with `given` (`--arg NAME=VALUE`)

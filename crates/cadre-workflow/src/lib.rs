@@ -22,6 +22,7 @@ mod call_key;
 mod error;
 mod file;
 mod input;
+mod limits;
 mod numbers;
 mod step;
 mod template;
@@ -29,9 +30,10 @@ mod template;
 pub use call_key::{BadCallKey, CallKey, CallSpec};
 pub use error::{Warning, WorkflowError};
 pub use file::{
-    find_workflow, saved_workflows, Budget, Limits, MapStep, ReduceStep, Workflow,
-    DEFAULT_CONCURRENCY, WORKFLOWS_DIR,
+    find_workflow, saved_workflows, Budget, MapStep, ReduceStep, Workflow, DEFAULT_CONCURRENCY,
+    WORKFLOWS_DIR,
 };
 pub use input::{BadItem, InputFormat, InputSpec, Item, ItemError, Items};
+pub use limits::Limits;
 pub use step::Step;
 pub use template::{Prompts, TemplateError};

@@ -47,6 +47,9 @@ fn check(cmd: &WorkflowCheckCmd, root: &Path) -> Result<Code> {
         return Ok(Code::Config);
     }
     out!("{}", summary(&workflow, &shown, input.as_deref(), root));
+    if let Some(scan) = scan(&workflow, cmd, input.as_deref(), root) {
+        out!("{scan}");
+    }
     if let Some(first) = first {
         outln!("first item, {}; its prompt:", first.label);
         for line in first.prompt.lines() {
@@ -112,6 +115,73 @@ fn render_first(
         Ok(prompt) => Some(FirstItem { label, prompt }),
         Err(e) => fail(e.into()),
     }
+}
+
+/// How many examples of failing items the check shows.
+const EXAMPLES: usize = 3;
+
+/// What reading the whole input found: how many items, and which would fail at once.
+struct Scan {
+    /// Every item, bad ones counted.
+    items: u64,
+    /// The items that are bad input or whose prompt does not render.
+    failing: u64,
+    /// The first few of those, said.
+    examples: Vec<String>,
+}
+
+impl std::fmt::Display for Scan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.failing == 0 {
+            return writeln!(f, "  items   {}", self.items);
+        }
+        writeln!(
+            f,
+            "  items   {}, of which {} would fail (bad input, or a prompt that does not render):",
+            self.items, self.failing
+        )?;
+        for example in &self.examples {
+            writeln!(f, "    - {example}")?;
+        }
+        let more = self.failing - self.examples.len() as u64;
+        if more > 0 {
+            writeln!(f, "    … and {more} more")?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the whole input once, an item at a time, rendering each prompt (no model is
+/// called): how many items there are and which would fail. None when the input or the
+/// templates cannot be used at all (a problem said already).
+fn scan(
+    workflow: &Workflow,
+    cmd: &WorkflowCheckCmd,
+    input: Option<&str>,
+    root: &Path,
+) -> Option<Scan> {
+    let args = workflow.args_with(&cmd.args).ok()?;
+    let prompts = workflow.prompts().ok()?;
+    let mut scan = Scan {
+        items: 0,
+        failing: 0,
+        examples: Vec::new(),
+    };
+    for item in workflow.items(input, root).ok()? {
+        scan.items += 1;
+        let failure = match item {
+            Err(e) => e.to_string(),
+            Ok(item) => match prompts.map(&item, &args) {
+                Ok(_) => continue,
+                Err(e) => e.to_string(),
+            },
+        };
+        scan.failing += 1;
+        if scan.examples.len() < EXAMPLES {
+            scan.examples.push(failure);
+        }
+    }
+    Some(scan)
 }
 
 /// The first item of `spec`'s input, or why there is none.

@@ -65,6 +65,11 @@ async fn workflow_check_renders_the_first_prompt_of_a_good_file() {
         "{text}"
     );
     assert!(text.contains("reduce  plan"), "{text}");
+    // The second issue has no body: the whole input is read, and its item would fail.
+    assert!(
+        text.contains("items   2, of which 1 would fail (bad input, or a prompt that does not render):\n    - map prompt: `item.body` is not defined for item \"18\" (line 2)\n"),
+        "{text}"
+    );
     assert!(
         text.contains("first item, key \"17\" (line 1); its prompt:"),
         "{text}"
@@ -94,6 +99,7 @@ async fn workflow_check_renders_the_first_prompt_of_a_good_file() {
     .await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("(csv)"), "{}", out.stdout);
+    assert!(out.stdout.contains("  items   1\n"), "{}", out.stdout);
     assert!(
         out.stdout
             .contains("Label this issue (long): Typo\n  In README"),

@@ -1,4 +1,6 @@
 use super::*;
+use crate::limits::Limits;
+use std::time::Duration;
 
 /// The example of the issue that asked for workflows, as written there.
 const EXAMPLE: &str = r#"
@@ -186,4 +188,23 @@ fn saved_workflows_are_found_by_name_or_path() {
     let err = find_workflow(dir.path(), "c").unwrap_err();
     assert!(matches!(err, WorkflowError::NotFound { .. }), "{err}");
     assert!(saved_workflows(&dir.path().join("none")).is_empty());
+}
+
+#[test]
+fn the_items_and_each_call_come_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("issues.jsonl"),
+        "{\"id\": 3}\n{\"id\": 3}\n",
+    )
+    .unwrap();
+    let (w, _) = parse(EXAMPLE);
+    let items: Vec<_> = w.items(None, dir.path()).unwrap().collect();
+    assert_eq!(items[0].as_ref().unwrap().key, "3");
+    assert!(items[1].is_err(), "the duplicate key is bad input");
+    let call = w.map_call("Label this issue: x", "m");
+    assert_eq!(call.agent, "explore");
+    assert_eq!(call.limits, &w.map.limits);
+    assert_eq!(call.output_schema, w.map.output_schema.as_ref());
+    assert_ne!(call.key(), w.map_call("Label this issue: y", "m").key());
 }
