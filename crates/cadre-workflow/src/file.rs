@@ -299,21 +299,26 @@ fn unknown_keys(tree: &yaml_serde::Value) -> Vec<Warning> {
 }
 
 /// The workflow file `name` names: a path to a file, else `NAME.yaml` (or `.yml`) among the
-/// saved workflows of the project at `root`.
+/// saved workflows of the project at `root`, else the saved workflow whose `name:` it is.
 pub fn find_workflow(root: &Path, name: &str) -> Result<PathBuf, WorkflowError> {
     let given = Path::new(name);
     if given.is_file() {
         return Ok(given.to_path_buf());
     }
     let dir = root.join(WORKFLOWS_DIR);
-    ["yaml", "yml"]
+    let by_file = ["yaml", "yml"]
         .iter()
         .map(|ext| dir.join(format!("{name}.{ext}")))
-        .find(|p| p.is_file())
-        .ok_or(WorkflowError::NotFound {
-            name: name.to_owned(),
-            dir,
-        })
+        .find(|p| p.is_file());
+    let by_name = || {
+        saved_workflows(root)
+            .into_iter()
+            .find(|p| Workflow::load(p).is_ok_and(|(w, _)| w.name == name))
+    };
+    by_file.or_else(by_name).ok_or(WorkflowError::NotFound {
+        name: name.to_owned(),
+        dir,
+    })
 }
 
 /// The saved workflow files of the project at `root` (`.cadre/workflows/*.yaml|yml`), by

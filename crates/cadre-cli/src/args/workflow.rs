@@ -5,14 +5,16 @@ use std::path::PathBuf;
 
 /// What `cadre workflow check --help` shows after the options.
 const CHECK_HELP: &str =
-    "A workflow is named by a path to its file, or by NAME for .cadre/workflows/NAME.yaml.
+    "A workflow is named by a path to its file, or by NAME for .cadre/workflows/NAME.yaml
+(else the saved workflow whose `name:` is NAME).
 
 The check reads the file strictly (an unknown key is a problem, where a run would only
 warn), finds each step's agent type among the project's types (as `cadre run` loads them,
 with --agents-dir), checks map.output_schema as a typed answer's schema is checked, opens
-the input and renders the first item's prompt (and the reduce prompt). It calls no model
-and spends no token. Exit 0 with a summary and the first prompt; exit 2 with every
-problem listed.
+the input and renders the first item's prompt (and the reduce prompt). It then reads the
+whole input once and counts the items a run would fail at once (bad input, a prompt that
+does not render), which does not change the exit code. It calls no model and spends no
+token. Exit 0 with a summary and the first prompt; exit 2 with every problem listed.
 
 The file's `input:` is relative to the project root; --input is relative to where you run
 cadre. The file format is in docs/workflows.md. Running a workflow (`cadre workflow run`)

@@ -235,6 +235,6 @@ async fn workflow_help_offers_check_and_list_and_no_run_yet() {
         .collect();
     assert_eq!(commands, ["check", "list", "help"], "{}", out.stdout);
     let out = workflow(dir.path(), &["check", "--help"]).await;
-    assert!(out.stdout.contains("spends no token"), "{}", out.stdout);
+    assert!(out.stdout.contains("It calls no model"), "{}", out.stdout);
     assert!(out.stdout.contains("--arg <NAME=VALUE>"), "{}", out.stdout);
 }

@@ -185,6 +185,11 @@ fn saved_workflows_are_found_by_name_or_path() {
         find_workflow(dir.path(), by_path.to_str().unwrap()).unwrap(),
         by_path
     );
+    // The example's `name:` finds it too, though no file is named so.
+    assert_eq!(
+        find_workflow(dir.path(), "label-issues").unwrap(),
+        saved.join("a.yaml")
+    );
     let err = find_workflow(dir.path(), "c").unwrap_err();
     assert!(matches!(err, WorkflowError::NotFound { .. }), "{err}");
     assert!(saved_workflows(&dir.path().join("none")).is_empty());
