@@ -63,6 +63,12 @@ pub enum WorkflowError {
     /// `map.concurrency: 0`: no item could ever start.
     #[error("`map.concurrency` must be at least 1")]
     ZeroConcurrency,
+    /// A limit or budget of 0, which would stop every agent before it starts.
+    #[error("`{field}` is 0: give at least 1, or leave it out for no limit")]
+    ZeroLimit {
+        /// The field, as a dotted path.
+        field: &'static str,
+    },
     /// A step names an agent type the project does not have.
     #[error("{step}: there is no agent type {agent:?}; the types are: {}", known.join(", "))]
     UnknownAgent {

@@ -177,6 +177,18 @@ impl Workflow {
         if self.map.concurrency == 0 {
             problems.push(WorkflowError::ZeroConcurrency);
         }
+        let limits = &self.map.limits;
+        let zero = [
+            ("map.limits.tokens", limits.tokens == Some(0)),
+            ("map.limits.turns", limits.turns == Some(0)),
+            ("map.limits.time", limits.time.is_some_and(|t| t.is_zero())),
+            ("budget.tokens", self.budget.tokens == Some(0)),
+        ];
+        problems.extend(
+            zero.into_iter()
+                .filter(|(_, is_zero)| *is_zero)
+                .map(|(field, _)| WorkflowError::ZeroLimit { field }),
+        );
         if let Some(schema) = &self.map.output_schema {
             if let Some(why) = cadre_core::internal::schema_problem(schema) {
                 problems.push(WorkflowError::BadSchema {

@@ -120,7 +120,7 @@ fn unknown_keys_warn_and_a_strict_check_reports_them() {
 #[test]
 fn a_check_finds_every_problem_of_the_file() {
     let (w, warnings) = parse(
-        "map: {agent: '', prompt: p, concurrency: 0, output_schema: {type: 12}}\ninput: data.txt\nreduce: {agent: plan}\n",
+        "map: {agent: '', prompt: p, concurrency: 0, output_schema: {type: 12}, limits: {turns: 0, time: 0s}}\ninput: data.txt\nreduce: {agent: plan}\nbudget: {tokens: 0}\n",
     );
     let problems: Vec<String> = w
         .problems(&warnings, None)
@@ -146,7 +146,22 @@ fn a_check_finds_every_problem_of_the_file() {
             .any(|p| p.contains("cannot tell the format")),
         "{problems:?}"
     );
-    assert_eq!(problems.len(), 6, "{problems:?}");
+    assert!(problems.contains(
+        &"`map.limits.turns` is 0: give at least 1, or leave it out for no limit".to_owned()
+    ));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("`map.limits.time` is 0")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("`budget.tokens` is 0")),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 9, "{problems:?}");
 }
 
 #[test]

@@ -100,3 +100,16 @@ fn the_reduce_prompt_gets_the_results_path_and_not_an_item() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_whole_item_can_be_handed_over_as_json() {
+    let prompts = workflow("Review {{ item | tojson }}", None)
+        .prompts()
+        .unwrap();
+    let text = prompts
+        .map(&item(json!({"id": 1, "tags": ["a"]}), None), &Map::new())
+        .unwrap();
+    let json = text.strip_prefix("Review ").unwrap();
+    let back: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(back, json!({"id": 1, "tags": ["a"]}));
+}
