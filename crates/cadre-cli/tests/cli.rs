@@ -221,6 +221,8 @@ mod run_command;
 mod team;
 #[path = "cli/typed.rs"]
 mod typed;
+#[path = "cli/workflow.rs"]
+mod workflow;
 
 /// What a person sees on a terminal: the live block, questions and widths.
 #[path = "cli/screen.rs"]

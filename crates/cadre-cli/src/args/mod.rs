@@ -2,9 +2,11 @@
 
 mod given;
 pub mod worker;
+pub mod workflow;
 
 pub use given::{Given, Source};
 pub use worker::{whole, Provider, WorkerCmd};
+pub use workflow::{WorkflowCheckCmd, WorkflowCommand};
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -88,6 +90,10 @@ pub enum Command {
     /// List, show or check skills.
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// Check or list workflows: one agent call per item of an input (JSONL, CSV, a JSON
+    /// array, a glob of files), then an optional reduce (docs/workflows.md).
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
     /// Start the configured MCP servers and list or check their tools.
     #[command(subcommand)]
     Mcp(McpCommand),

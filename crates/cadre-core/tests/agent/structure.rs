@@ -1,5 +1,5 @@
 //! The shape of the code, kept true by reading it: no circle between the files of
-//! cadre-core, cadre-engine or cadre-cli; the log (`record`) and the vocabulary beneath it
+//! cadre-core, cadre-engine, cadre-workflow or cadre-cli; the log (`record`) and the vocabulary beneath it
 //! (`vocab`) never import the loop (`run`), and the vocabulary imports neither `record` nor
 //! `definitions`; no file of the library crates or the CLI over 700 lines and no function
 //! over 80 (tests and generated markup aside), past a named allowance that can only shrink;
@@ -35,15 +35,16 @@ const LONG_FILES: &[(&str, usize)] = &[];
 const LONG_FUNCTIONS: &[(&str, usize)] = &[];
 
 /// The crates whose files may form no circle.
-const NO_CIRCLES: [&str; 3] = ["cadre-core", "cadre-engine", "cadre-cli"];
+const NO_CIRCLES: [&str; 4] = ["cadre-core", "cadre-engine", "cadre-workflow", "cadre-cli"];
 
 /// The crates held to the length limits: the libraries, and the CLI around them.
-const SIZED: [&str; 6] = [
+const SIZED: [&str; 7] = [
     "cadre-model",
     "cadre-tools",
     "cadre-core",
     "cadre-mcp",
     "cadre-engine",
+    "cadre-workflow",
     "cadre-cli",
 ];
 
@@ -746,12 +747,13 @@ fn the_architecture_page_names_only_paths_that_exist() {
 }
 
 /// The library crates whose error enums are held to typed variants.
-const TYPED_ERRORS: [&str; 5] = [
+const TYPED_ERRORS: [&str; 6] = [
     "cadre-model",
     "cadre-tools",
     "cadre-core",
     "cadre-mcp",
     "cadre-engine",
+    "cadre-workflow",
 ];
 
 /// Field names that say a `String` is a message rather than a value a caller can act on.
