@@ -79,8 +79,10 @@ pub(crate) fn record_prompt(span: &Span, content: &RecordContent, prompt: &str) 
 }
 
 /// Records how an agent ended on its span: its outcome, turns and summed usage, and an
-/// error status unless it finished or was cut or stopped by a limit it was given.
-pub(crate) fn record_agent_end(span: &Span, outcome: &AgentOutcome) {
+/// error status unless it finished or was cut or stopped by a limit it was given. The
+/// status says what went wrong only when content is recorded: a stop's text may quote the
+/// model's answer (a schema's complaint), a hook's output or the API's message.
+pub(crate) fn record_agent_end(span: &Span, content: &RecordContent, outcome: &AgentOutcome) {
     if span.is_disabled() {
         return;
     }
@@ -91,7 +93,11 @@ pub(crate) fn record_agent_end(span: &Span, outcome: &AgentOutcome) {
     span.record(CADRE_AGENT_TURNS, i64::from(outcome.turns));
     record_usage(span, &outcome.usage);
     if let Some(kind) = failure(&outcome.stop) {
-        record_error(span, kind, &outcome.stop);
+        if content.prompts || content.tool_details {
+            record_error(span, kind, &outcome.stop);
+        } else {
+            record_error(span, kind, &outcome.stop.outcome());
+        }
     }
 }
 

@@ -525,3 +525,68 @@ async fn a_failed_request_marks_its_chat_span_and_its_agent_as_errors() {
     // The primary itself finished.
     assert_eq!(t.agent("main").status, Status::Unset);
 }
+
+/// A subagent whose answers never match its output schema: the schema's complaint quotes
+/// the answer.
+fn failing_answers(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    let schema = json!({"type": "object", "properties": {"count": {"type": "integer"}},
+                        "required": ["count"]});
+    server.route(
+        Match::FirstUserContains("Count the tests".into()),
+        vec![Reply::text(r#"{"count": "secret-answer-7"}"#); 3],
+    );
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "count", "prompt": "Count the tests",
+                       "subagent_type": "explore", "output_schema": schema}),
+            ),
+            Reply::text("gave up"),
+        ],
+    );
+    mock_builder(server, dir)
+}
+
+#[tokio::test]
+async fn an_agent_s_failure_keeps_its_answer_out_of_the_spans_unless_content_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let t = traced(
+        failing_answers(&server, dir.path()),
+        "invalid-answer-run",
+        "PARENT task",
+    )
+    .await;
+    let sub = t.child_agent(t.call("t1"));
+    assert_eq!(attr(sub, semconv::ERROR_TYPE), "failed");
+    assert!(
+        matches!(&sub.status, Status::Error { description } if description == "failed"),
+        "{:?}",
+        sub.status
+    );
+    for span in &t.spans {
+        assert!(
+            !format!("{span:?}").contains("secret-answer"),
+            "{} carries the answer: {span:?}",
+            span.name
+        );
+    }
+
+    // Asked for, the status says what went wrong.
+    let server = MockServer::start().await;
+    let builder = failing_answers(&server, dir.path()).record_content(RecordContent {
+        prompts: true,
+        tool_details: false,
+        max_bytes: RecordContent::DEFAULT_MAX_BYTES,
+    });
+    let t = traced(builder, "invalid-answer-content-run", "PARENT task").await;
+    let sub = t.child_agent(t.call("t1"));
+    assert!(
+        matches!(&sub.status, Status::Error { description } if description.contains("secret-answer")),
+        "{:?}",
+        sub.status
+    );
+}

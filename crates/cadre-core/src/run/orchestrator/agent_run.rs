@@ -91,7 +91,7 @@ impl Orchestrator {
             self.record_end(spec, &me, description, &outcome, elapsed_ms);
             // Current here: the future runs inside it (a handle kept for this would make
             // every waiting agent's future larger).
-            spans::record_agent_end(&Span::current(), &outcome);
+            spans::record_agent_end(&Span::current(), &self.config.record_content, &outcome);
             outcome
         }
         .instrument(span)
