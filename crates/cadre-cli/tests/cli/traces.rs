@@ -144,7 +144,7 @@ async fn traced_run(collector: &Collector, extra: &[(&str, &str)]) -> Output {
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
         // A loaded machine may take longer than the usual second to send the last batch.
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
     ];
     env.extend_from_slice(extra);
     let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
@@ -247,7 +247,7 @@ async fn a_collector_that_is_down_is_one_warning() {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", closed.as_str()),
         // The exit waits for the refused export, however loaded the machine: its warning
         // is then certain to be out.
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
     ];
     let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -290,7 +290,7 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_and_hooks_see_their_o
         ("ANTHROPIC_BASE_URL", uri.as_str()),
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
         ("TRACEPARENT", traceparent.as_str()),
     ];
     let out = cadre_env(dir.path(), &env, &["run", "--trust-project", PROMPT]).await;
@@ -338,6 +338,10 @@ async fn a_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait
         ("ANTHROPIC_BASE_URL", uri.as_str()),
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        // Settings that allow each export minutes: the exit still waits its second, well
+        // inside the test's two-minute limit on the command.
+        ("OTEL_BSP_EXPORT_TIMEOUT", "300000"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300000"),
     ];
     let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -390,7 +394,7 @@ async fn a_stdio_mcp_server_gets_the_traceparent_of_the_agent_that_started_it() 
         ("ANTHROPIC_BASE_URL", uri.as_str()),
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
     ];
     let out = cadre_env(dir.path(), &env, &["run", "--trust-project", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);

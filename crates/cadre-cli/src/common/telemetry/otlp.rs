@@ -62,14 +62,12 @@ where
     ))
 }
 
-/// Sends the spans still queued, waiting at most [`FLUSH_AT_EXIT`] (or
-/// `OTEL_BSP_EXPORT_TIMEOUT`); later spans are not exported.
+/// Sends the spans still queued, waiting at most [`FLUSH_AT_EXIT`]; later spans are not
+/// exported. `OTEL_BSP_EXPORT_TIMEOUT` bounds each export, not the exit: shared settings
+/// set it to half a minute, which a collector that hangs would add to every run.
 pub fn shutdown() {
     if let Some(provider) = PROVIDER.get() {
-        let wait = std::env::var("OTEL_BSP_EXPORT_TIMEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .map_or(FLUSH_AT_EXIT, Duration::from_millis);
+        let wait = exit_wait(|name| std::env::var(name).ok());
         // A collector that refused was told once already; one that does not answer is
         // told here, once too.
         match provider.shutdown_with_timeout(wait) {
@@ -82,6 +80,17 @@ pub fn shutdown() {
         }
     }
 }
+
+/// How long the exit waits for the last spans: [`FLUSH_AT_EXIT`], or
+/// `CADRE_OTEL_EXIT_WAIT_MS` milliseconds (for tests on a loaded machine).
+fn exit_wait(var: impl Fn(&str) -> Option<String>) -> Duration {
+    var(EXIT_WAIT_VAR)
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(FLUSH_AT_EXIT, Duration::from_millis)
+}
+
+/// The variable that sets how long the exit waits for the last spans.
+const EXIT_WAIT_VAR: &str = "CADRE_OTEL_EXIT_WAIT_MS";
 
 /// Whether a failure to export was told: once per run is enough.
 static WARNED: AtomicBool = AtomicBool::new(false);
