@@ -414,3 +414,24 @@ async fn a_stdio_mcp_server_gets_the_traceparent_of_the_agent_that_started_it() 
     let names = results[1]["content"][0]["text"].as_str().unwrap();
     assert!(!names.lines().any(|l| l.starts_with("OTEL_")), "{names}");
 }
+
+#[tokio::test]
+async fn the_verbose_log_shows_no_genai_spans_nor_the_prompts_they_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("OTEL_LOG_USER_PROMPTS", "1"),
+    ];
+    let out = cadre_env(dir.path(), &env, &["-vv", "run", PROMPT]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Survey complete."));
+    // The log did say things (so spans, were they on, would have prefixed its lines).
+    assert!(out.stderr.lines().count() > 1, "{}", out.stderr);
+    for needle in ["invoke_agent{", "execute_tool{", "gen_ai.", "TRACE-MARKER-7f3a"] {
+        assert!(!out.stderr.contains(needle), "{needle} in {}", out.stderr);
+    }
+}
