@@ -131,10 +131,8 @@ pub(crate) fn execute_tool(name: &str, id: &str) -> Span {
     )
 }
 
-/// Records on the current tool call's span whether it was let run, or by whom it was
-/// refused.
-pub(crate) fn record_decision(hook_refused: bool, rule_denied: bool) {
-    let span = Span::current();
+/// Records on a tool call's span whether it was let run, or by whom it was refused.
+pub(crate) fn record_decision(span: &Span, hook_refused: bool, rule_denied: bool) {
     if span.is_disabled() {
         return;
     }
@@ -153,11 +151,10 @@ pub(crate) fn record_tool_input(span: &Span, content: &RecordContent, input: &se
     }
 }
 
-/// Records how a tool call ended on the current span (its `execute_tool` span): an error
-/// status if it failed, and its result when tool details are recorded. What went wrong is
-/// said only then too: a failed call's output (a command's, say) is content.
-pub(crate) fn record_tool_end(content: &RecordContent, is_error: bool, result: &str) {
-    let span = Span::current();
+/// Records how a tool call ended on its `execute_tool` span: an error status if it failed,
+/// and its result when tool details are recorded. What went wrong is said only then too: a
+/// failed call's output (a command's, say) is content.
+pub(crate) fn record_tool_end(span: &Span, content: &RecordContent, is_error: bool, result: &str) {
     if span.is_disabled() {
         return;
     }
