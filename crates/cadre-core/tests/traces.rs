@@ -1,16 +1,46 @@
 //! The run's spans, read back through the OpenTelemetry SDK's in-memory exporter: names,
 //! kinds, parents and attributes as the GenAI conventions give them, subagents nested under
 //! the `Task` calls that started them, and no content unless it is asked for.
+//!
+//! A test binary of its own: the exporter is the process's subscriber, and every span of
+//! the binary's tests goes through it.
 
-use super::*;
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use cadre_core::semconv::{self, RecordContent};
-use cadre_core::{AgentSpec, Mode, Registry};
+use cadre_core::{AgentSpec, Mode, Registry, StopKind};
+use cadre_model::{AnthropicConfig, AnthropicModel, RetryPolicy};
+use cadre_testkit::{Match, MockServer, Reply};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
 use opentelemetry::Value as OtelValue;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use std::sync::OnceLock;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
+
+/// The real Anthropic client pointed at the mock, with `retries` quick retries.
+fn mock_model(server: &MockServer, retries: u32) -> Arc<AnthropicModel> {
+    let mut config = AnthropicConfig::new("test-key");
+    config.base_url = server.uri();
+    config.http.retry = RetryPolicy {
+        max_retries: retries,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    Arc::new(AnthropicModel::new(config).unwrap())
+}
+
+/// An orchestrator working in `dir` through the mock (no retries, the shipped agent types).
+fn mock_builder(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    cadre_core::Orchestrator::builder()
+        .model(mock_model(server, 0))
+        .model_id("claude-sonnet-5-5")
+        .workspace(dir)
+}
 
 /// The spans the scenario ended, once every one of them has ended.
 struct Traced {
