@@ -12,13 +12,14 @@ use cadre_core::semconv::{self, RecordContent};
 use cadre_core::{AgentSpec, Mode, Registry, StopKind};
 use cadre_model::{AnthropicConfig, AnthropicModel, RetryPolicy};
 use cadre_testkit::{Match, MockServer, Reply};
-use serde_json::{json, Value};
-use std::sync::Arc;
-use std::time::Duration;
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
 use opentelemetry::Value as OtelValue;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use serde_json::{json, Value};
+use std::cell::Cell;
+use std::sync::Arc;
 use std::sync::OnceLock;
+use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
@@ -124,6 +125,11 @@ fn is_child(span: &SpanData, parent: &SpanData) -> bool {
     span.parent_span_id == parent.span_context.span_id()
 }
 
+thread_local! {
+    /// Whether the spans of tool calls made on this thread are left out.
+    static NO_TOOL_SPANS: Cell<bool> = const { Cell::new(false) };
+}
+
 /// The exporter every span of this test binary goes to. The OpenTelemetry layer is the
 /// process's subscriber, installed once: a subscriber set for one thread only can lose
 /// spans whose callsites another test's thread registers at the same moment.
@@ -139,11 +145,19 @@ fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
         let wanted = tracing_subscriber::filter::Targets::new()
             .with_target(semconv::TARGET, tracing::Level::INFO)
             .with_target("cadre_model::retry", tracing::Level::WARN);
+        // A test may leave the tool calls' spans out, on its own thread, as an embedder's
+        // global filter may: they are then not made at all. (Dynamic: a plain filter
+        // function's answer is cached per callsite.)
+        let tools_wanted = tracing_subscriber::filter::dynamic_filter_fn(|meta, _| {
+            meta.name() != "execute_tool" || !NO_TOOL_SPANS.with(Cell::get)
+        });
         let layer = tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("cadre-test"))
             .with_filter(wanted);
-        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
-            .unwrap();
+        let subscriber = tracing_subscriber::registry()
+            .with(tools_wanted)
+            .with(layer);
+        tracing::subscriber::set_global_default(subscriber).unwrap();
         (exporter, provider)
     })
 }
@@ -619,4 +633,34 @@ async fn an_agent_s_failure_keeps_its_answer_out_of_the_spans_unless_content_is_
         "{:?}",
         sub.status
     );
+}
+
+#[tokio::test]
+async fn with_tool_spans_left_out_a_failed_call_does_not_mark_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use("r1", "read_file", json!({"path": "missing.txt"})),
+            Reply::text("done"),
+        ],
+    );
+    // The test runs on one thread: every span of its run is made here.
+    NO_TOOL_SPANS.with(|f| f.set(true));
+    let t = traced(
+        mock_builder(&server, dir.path()),
+        "no-tool-spans-run",
+        "PARENT task",
+    )
+    .await;
+    NO_TOOL_SPANS.with(|f| f.set(false));
+    assert!(
+        t.named("execute_tool read_file").is_empty(),
+        "{:?}",
+        t.names()
+    );
+    let main = t.agent("main");
+    assert_eq!(main.status, Status::Unset);
+    assert_eq!(attr(main, semconv::ERROR_TYPE), "");
 }
