@@ -23,6 +23,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
 impl Orchestrator {
@@ -39,7 +40,7 @@ impl Orchestrator {
         start: Start<'a>,
         cancel: CancellationToken,
         background: bool,
-    ) -> impl Future<Output = AgentOutcome> + Send + 'a {
+    ) -> Instrumented<impl Future<Output = AgentOutcome> + Send + 'a> {
         // Its `invoke_agent` span, under the current one (its `Task` call's, for a
         // subagent); current while it runs, so its requests and tool calls nest under it.
         let span = self.agent_span(spec, &me, &start);
