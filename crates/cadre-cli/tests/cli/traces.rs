@@ -232,11 +232,14 @@ async fn the_prompt_is_exported_when_asked() {
 
 #[tokio::test]
 async fn a_collector_that_is_down_is_one_warning() {
-    // A port that was just free: nothing listens there.
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", listener.local_addr().unwrap())
-    };
+    // A port held bound for the whole test but never listened on: connecting is refused,
+    // and no other test can take the port meanwhile (a listener, even one never accepted
+    // from, would complete the connection instead).
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = held.local_addr().unwrap().as_socket().unwrap().port();
+    let closed = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     fan_out(&server).await;
@@ -258,6 +261,7 @@ async fn a_collector_that_is_down_is_one_warning() {
         "{}",
         out.stderr
     );
+    drop(held);
 }
 
 #[tokio::test]
@@ -431,7 +435,12 @@ async fn the_verbose_log_shows_no_genai_spans_nor_the_prompts_they_record() {
     assert!(out.stdout.contains("Survey complete."));
     // The log did say things (so spans, were they on, would have prefixed its lines).
     assert!(out.stderr.lines().count() > 1, "{}", out.stderr);
-    for needle in ["invoke_agent{", "execute_tool{", "gen_ai.", "TRACE-MARKER-7f3a"] {
+    for needle in [
+        "invoke_agent{",
+        "execute_tool{",
+        "gen_ai.",
+        "TRACE-MARKER-7f3a",
+    ] {
         assert!(!out.stderr.contains(needle), "{needle} in {}", out.stderr);
     }
 }
