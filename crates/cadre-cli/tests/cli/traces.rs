@@ -28,6 +28,11 @@ struct Collector {
 
 impl Collector {
     async fn start() -> Self {
+        Self::start_held(tokio::sync::watch::channel(true).1).await
+    }
+
+    /// A collector that answers no export until `open` turns true.
+    async fn start_held(open: tokio::sync::watch::Receiver<bool>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Received::default()));
@@ -37,7 +42,9 @@ impl Collector {
             axum::routing::post(
                 move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
                     let kept = kept.clone();
+                    let mut open = open.clone();
                     async move {
+                        open.wait_for(|o| *o).await.unwrap();
                         let json = headers
                             .get("content-type")
                             .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
@@ -443,4 +450,55 @@ async fn the_verbose_log_shows_no_genai_spans_nor_the_prompts_they_record() {
     ] {
         assert!(!out.stderr.contains(needle), "{needle} in {}", out.stderr);
     }
+}
+
+#[tokio::test]
+async fn spans_the_full_batch_queue_dropped_are_counted_in_one_warning() {
+    let (open, held) = tokio::sync::watch::channel(false);
+    let collector = Collector::start_held(held).await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    // The primary's last request, after both subagents ended.
+    let last = server.gate(Match::Custom(Arc::new(|b: &Value| {
+        b["messages"].as_array().is_some_and(|m| m.len() > 1)
+            && b["messages"][0].to_string().contains("Survey")
+    })));
+    let uri = server.uri();
+    let endpoint = collector.endpoint.clone();
+    let run = tokio::spawn(async move {
+        let env = [
+            ("ANTHROPIC_BASE_URL", uri.as_str()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            // One span in the queue, one in the export the collector holds.
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "1"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "120000"),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ];
+        cadre_env(dir.path(), &env, &["run", PROMPT]).await
+    });
+    // By then seven spans have ended (the primary's first request, and each subagent's
+    // agent, request and Task call): at least five found the queue full.
+    assert!(last.wait_for(1, std::time::Duration::from_secs(60)).await);
+    open.send(true).unwrap();
+    last.open();
+    let out = run.await.unwrap();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("spans were not exported"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    assert!(warnings[0].contains("OTEL_BSP_MAX_QUEUE_SIZE"));
+    let dropped: u64 = warnings[0]
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap();
+    assert!(dropped >= 5, "{}", warnings[0]);
+    // What was exported and what was dropped make up the run's nine spans (three agents,
+    // four requests, two Task calls).
+    assert_eq!(collector.spans().len() as u64 + dropped, 9);
 }
