@@ -43,7 +43,10 @@ pub fn cadre_worker() -> ExitCode {
         }
     };
     common::logging::init_logging(cmd.verbose, false, false);
-    block_on(commands::worker::serve(cmd))
+    let code = block_on(commands::worker::serve(cmd));
+    // The spans of the worker's calls still queued go out too.
+    common::telemetry::shutdown();
+    code
 }
 
 /// Runs `work` on a multi-threaded runtime; an error is told on stderr and its kind is the

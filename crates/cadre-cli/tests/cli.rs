@@ -37,11 +37,14 @@ async fn cadre_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     // An empty home: the developer's own agent and skill folders must not leak into tests.
     let home = tempfile::tempdir().unwrap();
     let mut cmd = Command::cargo_bin("cadre").unwrap();
-    // Only a test's own collector may receive its run's traces.
+    // Only a test's own collector may receive its run's traces, and only a test's own
+    // caller trace may be joined.
     for (name, _) in std::env::vars_os().filter(|(n, _)| n.to_string_lossy().starts_with("OTEL_")) {
         cmd.env_remove(name);
     }
     cmd.current_dir(dir)
+        .env_remove("TRACEPARENT")
+        .env_remove("TRACESTATE")
         .env("HOME", home.path())
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")

@@ -197,9 +197,3 @@ mod structure;
 /// The public surface reachable from the crate's root: a facade of at most 120 names.
 #[path = "agent/surface.rs"]
 mod surface;
-
-// ---------------------------------------------------------------------------------------
-// Traces: the run's spans as the OpenTelemetry GenAI conventions give them.
-
-#[path = "agent/traces.rs"]
-mod traces;

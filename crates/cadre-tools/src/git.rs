@@ -99,6 +99,10 @@ impl Git {
         for var in REPOSITORY_ENV {
             cmd.env_remove(var);
         }
+        // git runs the user's hooks: cadre's telemetry settings are not theirs.
+        for name in crate::telemetry_env_names(std::env::vars_os()) {
+            cmd.env_remove(name);
+        }
         let git = Self {
             cmd,
             shown: vec![program.to_string_lossy().into_owned()],
@@ -295,4 +299,24 @@ pub fn is_valid_run_id(run_id: &str) -> bool {
         && run_id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_and_its_hooks_get_no_telemetry_settings() {
+        // A name no other test reads or sets.
+        let name = "OTEL_CADRE_GIT_TEST_ENDPOINT";
+        std::env::set_var(name, "http://127.0.0.1:1");
+        let git = Git::new(Path::new("."));
+        std::env::remove_var(name);
+        let removed = git
+            .cmd
+            .as_std()
+            .get_envs()
+            .any(|(n, v)| n == name && v.is_none());
+        assert!(removed);
+    }
 }

@@ -19,7 +19,7 @@ pub mod worktree;
 
 pub use builtin::{
     builtin_tools, canonical_tool_name, claude_code_name, is_model_credential, is_secret_env,
-    is_telemetry_env, BUILTIN_TOOL_NAMES, CLAUDE_CODE_NAMES,
+    is_telemetry_env, telemetry_env_names, BUILTIN_TOOL_NAMES, CLAUDE_CODE_NAMES,
 };
 pub use context::{FileStamp, FileTracker, PathLocks, ToolContext, ToolLimits};
 pub use error::ToolError;

@@ -1,8 +1,10 @@
 //! Log output on stderr, for every binary of the package.
 
+use cadre_core::semconv::TARGET as GEN_AI;
 use std::fmt::Write as _;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::{filter_fn, FilterExt as _};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
@@ -35,7 +37,13 @@ pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
         fmt.boxed()
     };
     // The log's filter is its own: the trace exporter beside it takes cadre's spans
-    // whatever the log shows.
+    // whatever the log shows. The GenAI spans stay out of the log unless `RUST_LOG` names
+    // their target: each would be built and its fields (a prompt, when recorded) written
+    // on every line logged inside it.
+    let spans_wanted = std::env::var("RUST_LOG").is_ok_and(|v| v.contains(GEN_AI));
+    let filter = filter.and(filter_fn(move |meta| {
+        spans_wanted || meta.target() != GEN_AI
+    }));
     let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
     #[cfg(feature = "otel")]
     {

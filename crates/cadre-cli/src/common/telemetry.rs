@@ -8,8 +8,8 @@
 //! `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME` (`cadre` when neither names one).
 //! Spans wait in the SDK's bounded batch queue and go out from its own thread, with the
 //! blocking HTTP client: the async one would need a tokio runtime on that thread. At exit
-//! the queue gets at most 0.8 s (or `OTEL_BSP_EXPORT_TIMEOUT` milliseconds, when
-//! set); a collector that cannot be reached is one warning, and the run goes on.
+//! the queue gets at most 0.8 s, whatever `OTEL_BSP_EXPORT_TIMEOUT` says (it bounds each
+//! export); a collector that cannot be reached is one warning, and the run goes on.
 
 use cadre_core::semconv::RecordContent;
 

@@ -28,6 +28,11 @@ struct Collector {
 
 impl Collector {
     async fn start() -> Self {
+        Self::start_held(tokio::sync::watch::channel(true).1).await
+    }
+
+    /// A collector that answers no export until `open` turns true.
+    async fn start_held(open: tokio::sync::watch::Receiver<bool>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Received::default()));
@@ -37,7 +42,9 @@ impl Collector {
             axum::routing::post(
                 move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
                     let kept = kept.clone();
+                    let mut open = open.clone();
                     async move {
+                        open.wait_for(|o| *o).await.unwrap();
                         let json = headers
                             .get("content-type")
                             .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
@@ -144,7 +151,7 @@ async fn traced_run(collector: &Collector, extra: &[(&str, &str)]) -> Output {
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
         // A loaded machine may take longer than the usual second to send the last batch.
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
     ];
     env.extend_from_slice(extra);
     let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
@@ -232,11 +239,14 @@ async fn the_prompt_is_exported_when_asked() {
 
 #[tokio::test]
 async fn a_collector_that_is_down_is_one_warning() {
-    // A port that was just free: nothing listens there.
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", listener.local_addr().unwrap())
-    };
+    // A port held bound for the whole test but never listened on: connecting is refused,
+    // and no other test can take the port meanwhile (a listener, even one never accepted
+    // from, would complete the connection instead).
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = held.local_addr().unwrap().as_socket().unwrap().port();
+    let closed = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     fan_out(&server).await;
@@ -247,7 +257,7 @@ async fn a_collector_that_is_down_is_one_warning() {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", closed.as_str()),
         // The exit waits for the refused export, however loaded the machine: its warning
         // is then certain to be out.
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
     ];
     let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -258,6 +268,7 @@ async fn a_collector_that_is_down_is_one_warning() {
         "{}",
         out.stderr
     );
+    drop(held);
 }
 
 #[tokio::test]
@@ -290,7 +301,7 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_and_hooks_see_their_o
         ("ANTHROPIC_BASE_URL", uri.as_str()),
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
         ("TRACEPARENT", traceparent.as_str()),
     ];
     let out = cadre_env(dir.path(), &env, &["run", "--trust-project", PROMPT]).await;
@@ -338,6 +349,10 @@ async fn a_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait
         ("ANTHROPIC_BASE_URL", uri.as_str()),
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        // Settings that allow each export minutes: the exit still waits its second, well
+        // inside the test's two-minute limit on the command.
+        ("OTEL_BSP_EXPORT_TIMEOUT", "300000"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300000"),
     ];
     let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -390,7 +405,7 @@ async fn a_stdio_mcp_server_gets_the_traceparent_of_the_agent_that_started_it() 
         ("ANTHROPIC_BASE_URL", uri.as_str()),
         ("ANTHROPIC_API_KEY", "k"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
-        ("OTEL_BSP_EXPORT_TIMEOUT", "60000"),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
     ];
     let out = cadre_env(dir.path(), &env, &["run", "--trust-project", PROMPT]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -409,4 +424,81 @@ async fn a_stdio_mcp_server_gets_the_traceparent_of_the_agent_that_started_it() 
     );
     let names = results[1]["content"][0]["text"].as_str().unwrap();
     assert!(!names.lines().any(|l| l.starts_with("OTEL_")), "{names}");
+}
+
+#[tokio::test]
+async fn the_verbose_log_shows_no_genai_spans_nor_the_prompts_they_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("OTEL_LOG_USER_PROMPTS", "1"),
+    ];
+    let out = cadre_env(dir.path(), &env, &["-vv", "run", PROMPT]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Survey complete."));
+    // The log did say things (so spans, were they on, would have prefixed its lines).
+    assert!(out.stderr.lines().count() > 1, "{}", out.stderr);
+    for needle in [
+        "invoke_agent{",
+        "execute_tool{",
+        "gen_ai.",
+        "TRACE-MARKER-7f3a",
+    ] {
+        assert!(!out.stderr.contains(needle), "{needle} in {}", out.stderr);
+    }
+}
+
+#[tokio::test]
+async fn spans_the_full_batch_queue_dropped_are_counted_in_one_warning() {
+    let (open, held) = tokio::sync::watch::channel(false);
+    let collector = Collector::start_held(held).await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    // The primary's last request, after both subagents ended.
+    let last = server.gate(Match::Custom(Arc::new(|b: &Value| {
+        b["messages"].as_array().is_some_and(|m| m.len() > 1)
+            && b["messages"][0].to_string().contains("Survey")
+    })));
+    let uri = server.uri();
+    let endpoint = collector.endpoint.clone();
+    let run = tokio::spawn(async move {
+        let env = [
+            ("ANTHROPIC_BASE_URL", uri.as_str()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            // One span in the queue, one in the export the collector holds.
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "1"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "120000"),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ];
+        cadre_env(dir.path(), &env, &["run", PROMPT]).await
+    });
+    // By then seven spans have ended (the primary's first request, and each subagent's
+    // agent, request and Task call): at least five found the queue full.
+    assert!(last.wait_for(1, std::time::Duration::from_secs(60)).await);
+    open.send(true).unwrap();
+    last.open();
+    let out = run.await.unwrap();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("spans were not exported"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    assert!(warnings[0].contains("OTEL_BSP_MAX_QUEUE_SIZE"));
+    let dropped: u64 = warnings[0]
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap();
+    assert!(dropped >= 5, "{}", warnings[0]);
+    // What was exported and what was dropped make up the run's nine spans (three agents,
+    // four requests, two Task calls).
+    assert_eq!(collector.spans().len() as u64 + dropped, 9);
 }

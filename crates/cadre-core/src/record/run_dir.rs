@@ -251,8 +251,12 @@ pub(crate) fn write_replacing(file: &Path, bytes: &[u8]) -> std::io::Result<()> 
 /// Whether git tracks `file` in the repository of `project`; when git cannot say, it is
 /// taken to, so the file is left alone.
 fn tracked(project: &Path, file: &Path) -> bool {
-    std::process::Command::new("git")
-        .arg("-C")
+    let mut git = std::process::Command::new("git");
+    // cadre's telemetry settings are not the user's git's.
+    for name in cadre_tools::telemetry_env_names(std::env::vars_os()) {
+        git.env_remove(name);
+    }
+    git.arg("-C")
         .arg(project)
         .args(["ls-files", "--error-unmatch", "--"])
         .arg(file)

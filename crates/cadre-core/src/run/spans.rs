@@ -79,8 +79,10 @@ pub(crate) fn record_prompt(span: &Span, content: &RecordContent, prompt: &str) 
 }
 
 /// Records how an agent ended on its span: its outcome, turns and summed usage, and an
-/// error status unless it finished or was cut or stopped by a limit it was given.
-pub(crate) fn record_agent_end(span: &Span, outcome: &AgentOutcome) {
+/// error status unless it finished or was cut or stopped by a limit it was given. The
+/// status says what went wrong only when content is recorded: a stop's text may quote the
+/// model's answer (a schema's complaint), a hook's output or the API's message.
+pub(crate) fn record_agent_end(span: &Span, content: &RecordContent, outcome: &AgentOutcome) {
     if span.is_disabled() {
         return;
     }
@@ -91,7 +93,11 @@ pub(crate) fn record_agent_end(span: &Span, outcome: &AgentOutcome) {
     span.record(CADRE_AGENT_TURNS, i64::from(outcome.turns));
     record_usage(span, &outcome.usage);
     if let Some(kind) = failure(&outcome.stop) {
-        record_error(span, kind, &outcome.stop);
+        if content.prompts || content.tool_details {
+            record_error(span, kind, &outcome.stop);
+        } else {
+            record_error(span, kind, &outcome.stop.outcome());
+        }
     }
 }
 
@@ -125,10 +131,8 @@ pub(crate) fn execute_tool(name: &str, id: &str) -> Span {
     )
 }
 
-/// Records on the current tool call's span whether it was let run, or by whom it was
-/// refused.
-pub(crate) fn record_decision(hook_refused: bool, rule_denied: bool) {
-    let span = Span::current();
+/// Records on a tool call's span whether it was let run, or by whom it was refused.
+pub(crate) fn record_decision(span: &Span, hook_refused: bool, rule_denied: bool) {
     if span.is_disabled() {
         return;
     }
@@ -147,11 +151,10 @@ pub(crate) fn record_tool_input(span: &Span, content: &RecordContent, input: &se
     }
 }
 
-/// Records how a tool call ended on the current span (its `execute_tool` span): an error
-/// status if it failed, and its result when tool details are recorded. What went wrong is
-/// said only then too: a failed call's output (a command's, say) is content.
-pub(crate) fn record_tool_end(content: &RecordContent, is_error: bool, result: &str) {
-    let span = Span::current();
+/// Records how a tool call ended on its `execute_tool` span: an error status if it failed,
+/// and its result when tool details are recorded. What went wrong is said only then too: a
+/// failed call's output (a command's, say) is content.
+pub(crate) fn record_tool_end(span: &Span, content: &RecordContent, is_error: bool, result: &str) {
     if span.is_disabled() {
         return;
     }

@@ -167,6 +167,16 @@ pub fn is_telemetry_env(name: &OsStr) -> bool {
         .starts_with("OTEL_")
 }
 
+/// The names in `vars` of variables that configure cadre's telemetry: what a process
+/// started with cadre's own environment (git, which runs the user's hooks) has removed.
+pub fn telemetry_env_names(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> impl Iterator<Item = OsString> {
+    vars.into_iter()
+        .filter(|(name, _)| is_telemetry_env(name))
+        .map(|(name, _)| name)
+}
+
 /// The environment the shell gets: `vars` without the ones that may hold credentials or
 /// configure cadre's telemetry.
 fn child_env(
@@ -630,6 +640,10 @@ mod tests {
         let kept: Vec<_> = child_env(all).collect();
         assert_eq!(kept, vars(&KEPT));
         assert!(!is_telemetry_env(OsStr::new("HOTEL_ROOM")));
+        let all: Vec<_> = vars(&telemetry).into_iter().chain(vars(&KEPT)).collect();
+        let names: Vec<_> = telemetry_env_names(all).collect();
+        let want: Vec<OsString> = telemetry.iter().map(|(n, _)| (*n).into()).collect();
+        assert_eq!(names, want);
     }
 
     #[tokio::test]

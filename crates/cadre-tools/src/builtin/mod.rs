@@ -9,7 +9,9 @@ mod read_file;
 mod walk;
 mod write_file;
 
-pub use bash::{is_model_credential, is_secret_env, is_telemetry_env, BashInput, BashTool};
+pub use bash::{
+    is_model_credential, is_secret_env, is_telemetry_env, telemetry_env_names, BashInput, BashTool,
+};
 pub use edit_file::{EditFileInput, EditFileTool};
 pub use grep::{GrepInput, GrepTool};
 pub use list_files::{ListFilesInput, ListFilesTool};

@@ -6,9 +6,11 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::InstrumentationScope;
 use opentelemetry_otlp::{Protocol, RetryPolicy, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{
+    BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor,
+};
 use opentelemetry_sdk::Resource;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tracing::Subscriber;
@@ -35,7 +37,9 @@ where
     };
     let exporter = exporter(json)?;
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_span_processor(Counted {
+            inner: BatchSpanProcessor::builder(exporter).build(),
+        })
         .with_resource(resource())
         .build();
     let scope = InstrumentationScope::builder("cadre")
@@ -62,24 +66,82 @@ where
     ))
 }
 
-/// Sends the spans still queued, waiting at most [`FLUSH_AT_EXIT`] (or
-/// `OTEL_BSP_EXPORT_TIMEOUT`); later spans are not exported.
+/// Sends the spans still queued, waiting at most [`FLUSH_AT_EXIT`]; later spans are not
+/// exported. `OTEL_BSP_EXPORT_TIMEOUT` bounds each export, not the exit: shared settings
+/// set it to half a minute, which a collector that hangs would add to every run.
 pub fn shutdown() {
     if let Some(provider) = PROVIDER.get() {
-        let wait = std::env::var("OTEL_BSP_EXPORT_TIMEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .map_or(FLUSH_AT_EXIT, Duration::from_millis);
+        let wait = exit_wait(|name| std::env::var(name).ok());
         // A collector that refused was told once already; one that does not answer is
         // told here, once too.
         match provider.shutdown_with_timeout(wait) {
-            Ok(()) | Err(OTelSdkError::AlreadyShutdown) => {}
+            Ok(()) => warn_dropped(),
+            Err(OTelSdkError::AlreadyShutdown) => {}
             // The SDK folds a processor's timeout into a failure of its own.
             Err(e) => warn_once(&format!(
                 "the last spans were not taken within {} ms ({e})",
                 wait.as_millis()
             )),
         }
+    }
+}
+
+/// How long the exit waits for the last spans: [`FLUSH_AT_EXIT`], or
+/// `CADRE_OTEL_EXIT_WAIT_MS` milliseconds (for tests on a loaded machine).
+fn exit_wait(var: impl Fn(&str) -> Option<String>) -> Duration {
+    var(EXIT_WAIT_VAR)
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(FLUSH_AT_EXIT, Duration::from_millis)
+}
+
+/// The variable that sets how long the exit waits for the last spans.
+const EXIT_WAIT_VAR: &str = "CADRE_OTEL_EXIT_WAIT_MS";
+
+/// Spans ended, and spans handed to the exporter: once the queue is flushed, the difference
+/// is what the batch queue dropped when it was full.
+static ENDED: AtomicU64 = AtomicU64::new(0);
+/// See [`ENDED`].
+static EXPORTED: AtomicU64 = AtomicU64::new(0);
+
+/// Tells on stderr how many spans the full batch queue dropped, if any did.
+fn warn_dropped() {
+    let dropped = ENDED
+        .load(Ordering::Relaxed)
+        .saturating_sub(EXPORTED.load(Ordering::Relaxed));
+    if dropped > 0 {
+        tracing::warn!(
+            "{dropped} spans were not exported: more ended at once than the batch queue holds \
+             (OTEL_BSP_MAX_QUEUE_SIZE, 2048 by default)"
+        );
+    }
+}
+
+/// The batch processor, counting the spans that end (see [`ENDED`]).
+#[derive(Debug)]
+struct Counted {
+    inner: BatchSpanProcessor,
+}
+
+impl SpanProcessor for Counted {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        ENDED.fetch_add(1, Ordering::Relaxed);
+        self.inner.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
     }
 }
 
@@ -160,6 +222,10 @@ struct OneWarning {
 
 impl SpanExporter for OneWarning {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        EXPORTED.fetch_add(
+            u64::try_from(batch.len()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         let result = self.inner.export(batch).await;
         if let Err(e) = &result {
             warn_once(e);

@@ -14,7 +14,7 @@ use cadre_model::{ContentBlock, History, ToolUseBlock};
 use cadre_tools::{Rerun, ToolOutput};
 use futures::future::join_all;
 use std::sync::Arc;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 impl Agent {
     /// Answers the pending turn's calls that have no result yet and returns their journaled
@@ -127,12 +127,12 @@ impl Agent {
         conversation: &Shared,
     ) -> Answered {
         // Its `execute_tool` span: current while it runs, so a `Task` call's subagent
-        // starts under it.
+        // starts under it; filled in through this handle, not as the current span, which
+        // is its agent's when a subscriber leaves `execute_tool` out.
         let span = spans::execute_tool(&call.name, &call.id);
         spans::record_tool_input(&span, &self.content, &call.input);
-        self.run_tool_here(call, kept, conversation)
-            .instrument(span)
-            .await
+        let here = self.run_tool_here(call, kept, conversation, &span);
+        here.instrument(span.clone()).await
     }
 
     /// [`Self::run_tool`] inside the call's span.
@@ -141,6 +141,7 @@ impl Agent {
         call: &ToolUseBlock,
         kept: Option<&HookDecision>,
         conversation: &Shared,
+        span: &Span,
     ) -> Answered {
         self.emit(Event::ToolCall {
             agent: self.config.path.clone(),
@@ -151,17 +152,17 @@ impl Agent {
         // Input that was not JSON is refused without asking any hook.
         let Some(hooks) = self.hooks.as_ref().filter(|_| call.invalid_input.is_none()) else {
             let (out, _) = self
-                .execute(call, &call.input, None, None, conversation)
+                .execute(call, &call.input, None, None, conversation, span)
                 .await;
             return Answered {
                 before: None,
-                result: self.finish(call, out).await,
+                result: self.finish(call, out, span).await,
                 after: None,
             };
         };
         // Boxed, in a statement of its own: every call waiting for its tool would else hold
         // room for hooks, which few runs have.
-        let hooked = Box::pin(self.run_hooked_tool(hooks, call, kept, conversation));
+        let hooked = Box::pin(self.run_hooked_tool(hooks, call, kept, conversation, span));
         hooked.await
     }
 
@@ -173,6 +174,7 @@ impl Agent {
         call: &ToolUseBlock,
         kept: Option<&HookDecision>,
         conversation: &Shared,
+        span: &Span,
     ) -> Answered {
         let (pre, before) = self.pre_tool(hooks, call, kept).await;
         let input = pre.input.as_ref().unwrap_or(&call.input);
@@ -183,6 +185,7 @@ impl Agent {
                 pre.refused.clone(),
                 pre.permission,
                 conversation,
+                span,
             )
             .await;
         let after = if ran {
@@ -191,7 +194,7 @@ impl Agent {
         } else {
             None
         };
-        let result = self.finish(call, out).await;
+        let result = self.finish(call, out, span).await;
         if let Some(after) = &after {
             self.journal(after).await;
         }
@@ -212,6 +215,7 @@ impl Agent {
         refused: Option<String>,
         permission: Option<CallPermission>,
         conversation: &Shared,
+        span: &Span,
     ) -> (ToolOutput, bool) {
         let refused_by_hook = refused.is_some();
         let denied = match (refused, &self.permissions) {
@@ -223,7 +227,7 @@ impl Agent {
             }
             _ => None,
         };
-        spans::record_decision(refused_by_hook, denied.is_some());
+        spans::record_decision(span, refused_by_hook, denied.is_some());
         let rerun = self.rerun(&call.name, input);
         if rerun == Rerun::Never && denied.is_none() {
             self.journal(&Step::ToolStarted {
@@ -276,8 +280,8 @@ impl Agent {
     }
 
     /// Tells the events how a call ended and returns its journaled tool_result step.
-    async fn finish(&self, call: &ToolUseBlock, out: ToolOutput) -> Step {
-        spans::record_tool_end(&self.content, out.is_error, &out.content);
+    async fn finish(&self, call: &ToolUseBlock, out: ToolOutput, span: &Span) -> Step {
+        spans::record_tool_end(span, &self.content, out.is_error, &out.content);
         self.emit(Event::ToolResult {
             agent: self.config.path.clone(),
             id: call.id.clone(),

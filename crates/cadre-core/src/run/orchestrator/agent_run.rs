@@ -23,6 +23,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
 impl Orchestrator {
@@ -39,10 +40,11 @@ impl Orchestrator {
         start: Start<'a>,
         cancel: CancellationToken,
         background: bool,
-    ) -> impl Future<Output = AgentOutcome> + Send + 'a {
+    ) -> Instrumented<impl Future<Output = AgentOutcome> + Send + 'a> {
         // Its `invoke_agent` span, under the current one (its `Task` call's, for a
         // subagent); current while it runs, so its requests and tool calls nest under it.
         let span = self.agent_span(spec, &me, &start);
+        let id = span.id();
         async move {
             let started = Instant::now();
             let (mut agent, own_servers) =
@@ -90,8 +92,12 @@ impl Orchestrator {
             }
             self.record_end(spec, &me, description, &outcome, elapsed_ms);
             // Current here: the future runs inside it (a handle kept for this would make
-            // every waiting agent's future larger).
-            spans::record_agent_end(&Span::current(), &outcome);
+            // every waiting agent's future larger). Told apart by its id: were it left out by
+            // a subscriber, the current span would be its `Task` call's.
+            let current = Span::current();
+            if id.is_some() && current.id() == id {
+                spans::record_agent_end(&current, &self.config.record_content, &outcome);
+            }
             outcome
         }
         .instrument(span)

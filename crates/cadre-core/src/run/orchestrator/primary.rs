@@ -19,6 +19,7 @@ use crate::vocab::step::Step;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 impl Orchestrator {
     /// Starts the run: its folder and journal, its context, then its primary agent of type
@@ -117,11 +118,17 @@ impl Orchestrator {
         }
         let mut me = self.primary_handle(run, &spec);
         me.member = self.open_team(run, &spec).await;
+        let team = me.member.is_some();
         me.answer = run.answer.clone();
         let cancel = self.cancel.child_token();
-        let outcome = self
-            .run_agent(&spec, me, description, start, cancel, false)
-            .await;
+        let primary = self.run_agent(&spec, me, description, start, cancel, false);
+        if team {
+            // A resumed run's open members start again under the primary's span, as they
+            // first did (under its `Task` calls): the resumed run stays one trace.
+            let members = self.restart_members(run);
+            members.instrument(primary.span().clone()).await;
+        }
+        let outcome = primary.await;
         // The primary answered with nothing left in flight, or stopped: every member still
         // open is closed (one at work is cancelled), and the run waits for them to end.
         run.team.finish().await;

@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 impl Orchestrator {
-    /// Opens the team of `run` with its primary agent of type `spec` as its first member,
-    /// and starts again the members a resumed run left open. Returns the primary's member
-    /// name in a team run, `None` otherwise.
+    /// Opens the team of `run` with its primary agent of type `spec` as its first member
+    /// (a resumed run's open members are started again by [`Self::restart_members`]).
+    /// Returns the primary's member name in a team run, `None` otherwise.
     pub(in crate::run::orchestrator) async fn open_team(
         self: &Arc<Self>,
         run: &Arc<RunContext>,
@@ -36,7 +36,6 @@ impl Orchestrator {
         run.team
             .lead(&spec.name, &AgentPath::primary(&spec.name), &spec.name)
             .await;
-        self.restart_members(run).await;
         Some(spec.name.clone())
     }
 
@@ -215,7 +214,10 @@ impl Orchestrator {
     /// one that was waiting waits again (and gets what was sent to it and not given), one
     /// that was working goes on. A member with no steps yet is started by its starter's
     /// call, which the resumed run makes again.
-    async fn restart_members(self: &Arc<Self>, run: &Arc<RunContext>) {
+    pub(in crate::run::orchestrator) async fn restart_members(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+    ) {
         let state = run.team.snapshot().await;
         for member in state.members.values() {
             if member.closed || member.starter.is_none() {

@@ -1,16 +1,47 @@
 //! The run's spans, read back through the OpenTelemetry SDK's in-memory exporter: names,
 //! kinds, parents and attributes as the GenAI conventions give them, subagents nested under
 //! the `Task` calls that started them, and no content unless it is asked for.
+//!
+//! A test binary of its own: the exporter is the process's subscriber, and every span of
+//! the binary's tests goes through it.
 
-use super::*;
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use cadre_core::semconv::{self, RecordContent};
-use cadre_core::{AgentSpec, Mode, Registry};
+use cadre_core::{AgentSpec, Mode, Registry, StopKind};
+use cadre_model::{AnthropicConfig, AnthropicModel, RetryPolicy};
+use cadre_testkit::{Match, MockServer, Reply};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
 use opentelemetry::Value as OtelValue;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use serde_json::{json, Value};
+use std::cell::Cell;
+use std::sync::Arc;
 use std::sync::OnceLock;
+use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
+
+/// The real Anthropic client pointed at the mock, with `retries` quick retries.
+fn mock_model(server: &MockServer, retries: u32) -> Arc<AnthropicModel> {
+    let mut config = AnthropicConfig::new("test-key");
+    config.base_url = server.uri();
+    config.http.retry = RetryPolicy {
+        max_retries: retries,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    Arc::new(AnthropicModel::new(config).unwrap())
+}
+
+/// An orchestrator working in `dir` through the mock (no retries, the shipped agent types).
+fn mock_builder(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    cadre_core::Orchestrator::builder()
+        .model(mock_model(server, 0))
+        .model_id("claude-sonnet-5-5")
+        .workspace(dir)
+}
 
 /// The spans the scenario ended, once every one of them has ended.
 struct Traced {
@@ -94,6 +125,11 @@ fn is_child(span: &SpanData, parent: &SpanData) -> bool {
     span.parent_span_id == parent.span_context.span_id()
 }
 
+thread_local! {
+    /// Whether the spans of tool calls made on this thread are left out.
+    static NO_TOOL_SPANS: Cell<bool> = const { Cell::new(false) };
+}
+
 /// The exporter every span of this test binary goes to. The OpenTelemetry layer is the
 /// process's subscriber, installed once: a subscriber set for one thread only can lose
 /// spans whose callsites another test's thread registers at the same moment.
@@ -109,11 +145,19 @@ fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
         let wanted = tracing_subscriber::filter::Targets::new()
             .with_target(semconv::TARGET, tracing::Level::INFO)
             .with_target("cadre_model::retry", tracing::Level::WARN);
+        // A test may leave the tool calls' spans out, on its own thread, as an embedder's
+        // global filter may: they are then not made at all. (Dynamic: a plain filter
+        // function's answer is cached per callsite.)
+        let tools_wanted = tracing_subscriber::filter::dynamic_filter_fn(|meta, _| {
+            meta.name() != "execute_tool" || !NO_TOOL_SPANS.with(Cell::get)
+        });
         let layer = tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("cadre-test"))
             .with_filter(wanted);
-        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
-            .unwrap();
+        let subscriber = tracing_subscriber::registry()
+            .with(tools_wanted)
+            .with(layer);
+        tracing::subscriber::set_global_default(subscriber).unwrap();
         (exporter, provider)
     })
 }
@@ -524,4 +568,99 @@ async fn a_failed_request_marks_its_chat_span_and_its_agent_as_errors() {
     assert_eq!(attr(chats[0], semconv::ERROR_TYPE), "400");
     // The primary itself finished.
     assert_eq!(t.agent("main").status, Status::Unset);
+}
+
+/// A subagent whose answers never match its output schema: the schema's complaint quotes
+/// the answer.
+fn failing_answers(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
+    let schema = json!({"type": "object", "properties": {"count": {"type": "integer"}},
+                        "required": ["count"]});
+    server.route(
+        Match::FirstUserContains("Count the tests".into()),
+        vec![Reply::text(r#"{"count": "secret-answer-7"}"#); 3],
+    );
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use(
+                "t1",
+                "Task",
+                json!({"description": "count", "prompt": "Count the tests",
+                       "subagent_type": "explore", "output_schema": schema}),
+            ),
+            Reply::text("gave up"),
+        ],
+    );
+    mock_builder(server, dir)
+}
+
+#[tokio::test]
+async fn an_agent_s_failure_keeps_its_answer_out_of_the_spans_unless_content_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let t = traced(
+        failing_answers(&server, dir.path()),
+        "invalid-answer-run",
+        "PARENT task",
+    )
+    .await;
+    let sub = t.child_agent(t.call("t1"));
+    assert_eq!(attr(sub, semconv::ERROR_TYPE), "failed");
+    assert!(
+        matches!(&sub.status, Status::Error { description } if description == "failed"),
+        "{:?}",
+        sub.status
+    );
+    for span in &t.spans {
+        assert!(
+            !format!("{span:?}").contains("secret-answer"),
+            "{} carries the answer: {span:?}",
+            span.name
+        );
+    }
+
+    // Asked for, the status says what went wrong.
+    let server = MockServer::start().await;
+    let builder = failing_answers(&server, dir.path()).record_content(RecordContent {
+        prompts: true,
+        tool_details: false,
+        max_bytes: RecordContent::DEFAULT_MAX_BYTES,
+    });
+    let t = traced(builder, "invalid-answer-content-run", "PARENT task").await;
+    let sub = t.child_agent(t.call("t1"));
+    assert!(
+        matches!(&sub.status, Status::Error { description } if description.contains("secret-answer")),
+        "{:?}",
+        sub.status
+    );
+}
+
+#[tokio::test]
+async fn with_tool_spans_left_out_a_failed_call_does_not_mark_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_use("r1", "read_file", json!({"path": "missing.txt"})),
+            Reply::text("done"),
+        ],
+    );
+    // The test runs on one thread: every span of its run is made here.
+    NO_TOOL_SPANS.with(|f| f.set(true));
+    let t = traced(
+        mock_builder(&server, dir.path()),
+        "no-tool-spans-run",
+        "PARENT task",
+    )
+    .await;
+    NO_TOOL_SPANS.with(|f| f.set(false));
+    assert!(
+        t.named("execute_tool read_file").is_empty(),
+        "{:?}",
+        t.names()
+    );
+    let main = t.agent("main");
+    assert_eq!(main.status, Status::Unset);
+    assert_eq!(attr(main, semconv::ERROR_TYPE), "");
 }
