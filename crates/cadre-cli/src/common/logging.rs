@@ -4,7 +4,6 @@ use cadre_core::semconv::TARGET as GEN_AI;
 use std::fmt::Write as _;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::{filter_fn, FilterExt as _};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
@@ -40,10 +39,13 @@ pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
     // whatever the log shows. The GenAI spans stay out of the log unless `RUST_LOG` names
     // their target: each would be built and its fields (a prompt, when recorded) written
     // on every line logged inside it.
+    // A directive of the filter itself, not a second filter beside it: the filter's level
+    // hint stays what it says, which `tracing::enabled!` (the display's "is it -v?") reads.
     let spans_wanted = std::env::var("RUST_LOG").is_ok_and(|v| v.contains(GEN_AI));
-    let filter = filter.and(filter_fn(move |meta| {
-        spans_wanted || meta.target() != GEN_AI
-    }));
+    let filter = match format!("{GEN_AI}=off").parse() {
+        Ok(off) if !spans_wanted => filter.add_directive(off),
+        _ => filter,
+    };
     let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
     #[cfg(feature = "otel")]
     {

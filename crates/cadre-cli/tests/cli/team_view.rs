@@ -43,6 +43,17 @@ fn lead_args(dir: &Path, task: &str) -> Vec<String> {
 /// it with one message of its own.
 fn team_routes(server: &MockServer) {
     server.allow_unused_replies();
+    // alpha and beta start from one turn of the lead, in either order: their first requests
+    // wait for each other, so alpha writes to beta only once beta is a member.
+    server.hold_until_waiting(
+        Match::Custom(std::sync::Arc::new(|body| {
+            let messages = body["messages"].as_array().map_or(0, Vec::len);
+            let first = content_text(Some(&body["messages"][0]["content"]));
+            messages == 1 && (first.contains("Job alpha") || first.contains("Job beta"))
+        })),
+        2,
+        std::time::Duration::from_secs(60),
+    );
     server.route(
         Match::FirstUserContains("LEAD".into()),
         [
