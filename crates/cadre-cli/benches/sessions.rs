@@ -171,6 +171,52 @@ fn thirds(seen: &[(usize, Duration)]) -> (f64, f64) {
     (per(0, third), per(n - 1 - third, n - 1))
 }
 
+/// Runs `command` to its end, its pid in `pid` for the CPU probe, `input` (if any) on its
+/// standard input; its wall time and CPU.
+async fn measured(
+    mut command: Command,
+    pid: Arc<AtomicU32>,
+    input: Option<String>,
+) -> (Duration, Duration) {
+    if input.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    tokio::task::spawn_blocking(move || {
+        let before = children_cpu();
+        let start = Instant::now();
+        let mut child = command.spawn().unwrap();
+        pid.store(child.id(), Ordering::SeqCst);
+        if let Some(input) = input {
+            let mut stdin = child.stdin.take().unwrap();
+            std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap();
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{command:?} failed: {status}");
+        (start.elapsed(), children_cpu() - before)
+    })
+    .await
+    .unwrap()
+}
+
+/// Wall, CPU, CPU per `step` over the whole run and its first and last thirds, and the
+/// requests the mock saw.
+fn figures(
+    wall: Duration,
+    cpu: Duration,
+    server: &MockServer,
+    seen: &Mutex<Vec<(usize, Duration)>>,
+    step: &str,
+) -> String {
+    let requests = server.requests().len();
+    let (first, last) = thirds(&seen.lock().unwrap());
+    format!(
+        "wall {:.0} ms cpu {:.0} ms cpu/{step} {:.2} ms first-third cpu/{step} {first:.2} ms last-third cpu/{step} {last:.2} ms requests {requests}",
+        wall.as_secs_f64() * 1000.0,
+        cpu.as_secs_f64() * 1000.0,
+        cpu.as_secs_f64() * 1000.0 / requests.max(1) as f64,
+    )
+}
+
 async fn bench_loop(turns: usize) {
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
@@ -180,7 +226,7 @@ async fn bench_loop(turns: usize) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     server.route(cpu_probe(pid.clone(), seen.clone()), reading_replies(turns));
     let max_turns = (turns + 10).to_string();
-    let mut command = cadre(
+    let command = cadre(
         dir.path(),
         home.path(),
         &server,
@@ -194,26 +240,11 @@ async fn bench_loop(turns: usize) {
             "Read the files one by one.",
         ],
     );
-    let (wall, cpu) = tokio::task::spawn_blocking(move || {
-        let before = children_cpu();
-        let start = Instant::now();
-        let mut child = command.spawn().unwrap();
-        pid.store(child.id(), Ordering::SeqCst);
-        let status = child.wait().unwrap();
-        assert!(status.success(), "cadre run failed: {status}");
-        (start.elapsed(), children_cpu() - before)
-    })
-    .await
-    .unwrap();
-    let requests = server.requests().len();
-    let seen = seen.lock().unwrap().clone();
-    let (first, last) = thirds(&seen);
+    let (wall, cpu) = measured(command, pid, None).await;
     println!(
-        "loop turns={turns} result={}KB wall {:.0} ms cpu {:.0} ms cpu/turn {:.2} ms first-third cpu/turn {first:.2} ms last-third cpu/turn {last:.2} ms requests {requests}",
+        "loop turns={turns} result={}KB {}",
         RESULT_BYTES / 1000,
-        wall.as_secs_f64() * 1000.0,
-        cpu.as_secs_f64() * 1000.0,
-        cpu.as_secs_f64() * 1000.0 / requests.max(1) as f64,
+        figures(wall, cpu, &server, &seen, "turn"),
     );
 }
 
@@ -313,39 +344,20 @@ async fn bench_chat(messages: usize) {
         .collect();
     server.route(cpu_probe(pid.clone(), seen.clone()), replies);
     let max_turns = (messages + 10).to_string();
-    let mut command = cadre(
+    let command = cadre(
         dir.path(),
         home.path(),
         &server,
         &["chat", "--max-turns", &max_turns],
     );
-    command.stdin(Stdio::piped());
-    let (wall, cpu) = tokio::task::spawn_blocking(move || {
-        let before = children_cpu();
-        let start = Instant::now();
-        let mut child = command.spawn().unwrap();
-        pid.store(child.id(), Ordering::SeqCst);
-        let mut input = child.stdin.take().unwrap();
-        let lines: String = (0..messages)
-            .map(|i| format!("message number {i}: go on\n"))
-            .collect();
-        std::io::Write::write_all(&mut input, lines.as_bytes()).unwrap();
-        drop(input);
-        let status = child.wait().unwrap();
-        assert!(status.success(), "cadre chat failed: {status}");
-        (start.elapsed(), children_cpu() - before)
-    })
-    .await
-    .unwrap();
-    let requests = server.requests().len();
-    let seen = seen.lock().unwrap().clone();
-    let (first, last) = thirds(&seen);
+    let lines: String = (0..messages)
+        .map(|i| format!("message number {i}: go on\n"))
+        .collect();
+    let (wall, cpu) = measured(command, pid, Some(lines)).await;
     println!(
-        "chat messages={messages} answer={}KB wall {:.0} ms cpu {:.0} ms cpu/message {:.2} ms first-third cpu/message {first:.2} ms last-third cpu/message {last:.2} ms requests {requests}",
+        "chat messages={messages} answer={}KB {}",
         ANSWER_BYTES / 1000,
-        wall.as_secs_f64() * 1000.0,
-        cpu.as_secs_f64() * 1000.0,
-        cpu.as_secs_f64() * 1000.0 / requests.max(1) as f64,
+        figures(wall, cpu, &server, &seen, "message"),
     );
 }
 

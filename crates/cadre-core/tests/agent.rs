@@ -1,11 +1,11 @@
 //! The agent loop end to end: the real Anthropic client and real tools against the shared
+//! mock Messages API server on 127.0.0.1.
 
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! mock Messages API server on 127.0.0.1.
 
 use cadre_core::{Agent, AgentConfig, AgentOutcome, Budget, Event, StopKind, ToolSet};
-use cadre_model::{AnthropicConfig, AnthropicModel, Message, RetryPolicy};
+use cadre_model::{Message, RetryPolicy};
 use cadre_testkit::{Block, Match, MockServer, Reply};
 use cadre_tools::{builtin_tools, ToolContext, Workspace};
 use serde_json::{json, Value};
@@ -17,26 +17,9 @@ struct Run {
     events: Vec<Event>,
 }
 
-/// The real Anthropic client pointed at the mock, with `retries` quick retries.
-fn mock_model(server: &MockServer, retries: u32) -> Arc<AnthropicModel> {
-    let mut config = AnthropicConfig::new("test-key");
-    config.base_url = server.uri();
-    config.http.retry = RetryPolicy {
-        max_retries: retries,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_millis(20),
-    };
-    Arc::new(AnthropicModel::new(config).unwrap())
-}
-
-/// An orchestrator working in `dir` through the mock (no retries, the shipped agent types,
-/// default limits, no transcripts, events dropped).
-fn mock_builder(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
-    cadre_core::Orchestrator::builder()
-        .model(mock_model(server, 0))
-        .model_id("claude-sonnet-5-5")
-        .workspace(dir)
-}
+#[path = "common/mock.rs"]
+mod mock;
+use mock::{mock_builder, mock_model};
 
 fn agent(
     server: &MockServer,

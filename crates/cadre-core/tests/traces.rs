@@ -10,7 +10,6 @@
 
 use cadre_core::semconv::{self, RecordContent};
 use cadre_core::{AgentSpec, Mode, Registry, StopKind};
-use cadre_model::{AnthropicConfig, AnthropicModel, RetryPolicy};
 use cadre_testkit::{Match, MockServer, Reply};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
 use opentelemetry::Value as OtelValue;
@@ -19,29 +18,12 @@ use serde_json::{json, Value};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
-/// The real Anthropic client pointed at the mock, with `retries` quick retries.
-fn mock_model(server: &MockServer, retries: u32) -> Arc<AnthropicModel> {
-    let mut config = AnthropicConfig::new("test-key");
-    config.base_url = server.uri();
-    config.http.retry = RetryPolicy {
-        max_retries: retries,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_millis(20),
-    };
-    Arc::new(AnthropicModel::new(config).unwrap())
-}
-
-/// An orchestrator working in `dir` through the mock (no retries, the shipped agent types).
-fn mock_builder(server: &MockServer, dir: &std::path::Path) -> cadre_core::OrchestratorBuilder {
-    cadre_core::Orchestrator::builder()
-        .model(mock_model(server, 0))
-        .model_id("claude-sonnet-5-5")
-        .workspace(dir)
-}
+#[path = "common/mock.rs"]
+mod mock;
+use mock::{mock_builder, mock_model};
 
 /// The spans the scenario ended, once every one of them has ended.
 struct Traced {
