@@ -125,6 +125,6 @@ pub use run::skill_tool::SkillTool;
 pub use run::team::TeamLimits;
 pub use run::toolset::ToolSet;
 pub use vocab::{
-    AgentOutcome, AgentPath, CallPermission, Event, HookDecision, HookEvent, HookOutcome, Outcome,
-    StopKind,
+    AgentLimits, AgentOutcome, AgentPath, CallPermission, Event, HookDecision, HookEvent,
+    HookOutcome, Outcome, StopKind,
 };

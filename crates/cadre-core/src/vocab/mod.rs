@@ -1,5 +1,5 @@
 //! The vocabulary of a run: the serialized things the log keeps and the loop speaks in
-//! (how agents stop, hook decisions, team changes, steps, events, agent paths). It lies
+//! (how agents stop, their limits, hook decisions, team changes, steps, events, agent paths). It lies
 //! beneath both `record` (which writes and reads them) and `run` (which makes them), and
 //! imports neither, so the log does not depend on the mechanism that writes it.
 //!
@@ -8,6 +8,7 @@
 pub(crate) mod agent_path;
 pub(crate) mod event;
 pub(crate) mod hooks;
+pub(crate) mod limits;
 pub(crate) mod outcome;
 pub(crate) mod step;
 pub(crate) mod team;
@@ -15,6 +16,7 @@ pub(crate) mod team;
 pub use agent_path::AgentPath;
 pub use event::Event;
 pub use hooks::{CallPermission, HookDecision, HookEvent, HookOutcome};
+pub use limits::AgentLimits;
 pub use outcome::{AgentOutcome, Outcome, StopKind};
 pub use step::Step;
 pub use team::{Envelope, Member, SharedTask, TaskStatus, TeamChange};
