@@ -56,3 +56,7 @@ pub use crate::run::state::AgentState;
 pub use crate::run::continuation::CONTINUE_PROMPT;
 // The skills section of a system prompt (the corpus test checks a real skill's entry).
 pub use crate::run::prompt::skills_section;
+
+// Numbers and times as people write them in YAML (`50_000`, `5m`): cadre-workflow reads its
+// files' with the reader agent types' `limits` use.
+pub use crate::vocab::numbers::{opt_time, opt_u64};

@@ -95,6 +95,13 @@ mod fleet;
 mod skills_and_claude_code;
 
 // ---------------------------------------------------------------------------------------
+// Per-agent limits: tokens over a subtree, turns, wall time; a `Task` call only tightens them,
+// and an agent stopped by one takes its subagents down with it.
+
+#[path = "agent/limits.rs"]
+mod limits;
+
+// ---------------------------------------------------------------------------------------
 // Faults: nothing a tool or the model does takes the run down, and limits hold.
 
 #[path = "agent/faults.rs"]

@@ -61,7 +61,7 @@ fn check_texts(spec: &AgentSpec, report: &mut Report) {
     }
 }
 
-/// Checks its model, its `compact_at` and its `max_turns`.
+/// Checks its model, its `compact_at`, its `limits` and its `max_turns`.
 fn check_model_and_limits(spec: &AgentSpec, report: &mut Report) {
     if !valid_model(&spec.model) {
         report.push(false, "model", Some(&spec.model), format!(
@@ -78,6 +78,14 @@ fn check_model_and_limits(spec: &AgentSpec, report: &mut Report) {
                 format!("compact_at {n} is below the API's minimum of 50000; 50000 is used"),
             );
         }
+    }
+    for zero in spec.limits.zeros() {
+        report.push(
+            false,
+            "limits",
+            Some(zero),
+            format!("limits.{zero} must be above 0 (leave it out for no limit)"),
+        );
     }
     if spec.max_turns == 0 {
         report.push(

@@ -7,6 +7,7 @@ use crate::definitions::permissions::{file_mode, PermissionMode, PermissionRules
 use crate::definitions::tools::{resolve_tool_name, TEAM_TOOL};
 
 pub use crate::definitions::problem::{check_name, locate, Problem};
+use crate::vocab::limits::AgentLimits;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -134,6 +135,10 @@ pub struct AgentSpec {
     /// Most model requests it may make.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    /// Its limits (`{tokens: 50000, turns: 10, time: 5m}`): tokens count its subagents'
+    /// too; the tighter of `turns` and `max_turns` holds. A `Task` call may only tighten them.
+    #[serde(default, skip_serializing_if = "AgentLimits::is_unlimited")]
+    pub limits: AgentLimits,
     /// When its conversation is compacted; unset follows the run (`--compact-at`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compact_at: Option<CompactAt>,
@@ -206,6 +211,7 @@ impl Default for AgentSpec {
             read_only: false,
             network: true,
             max_turns: default_max_turns(),
+            limits: AgentLimits::default(),
             compact_at: None,
             skills: all_tools(),
             preload_skills: Vec::new(),
@@ -269,7 +275,7 @@ pub fn valid_model(model: &str) -> bool {
 }
 
 /// The keys an agent file may use.
-pub const KNOWN_KEYS: [&str; 23] = [
+pub const KNOWN_KEYS: [&str; 24] = [
     "name",
     "description",
     "mode",
@@ -280,6 +286,7 @@ pub const KNOWN_KEYS: [&str; 23] = [
     "read_only",
     "network",
     "max_turns",
+    "limits",
     "compact_at",
     "skills",
     "preload_skills",
@@ -296,6 +303,12 @@ pub const KNOWN_KEYS: [&str; 23] = [
 ];
 
 impl AgentSpec {
+    /// Its limits, with `max_turns` as a turn limit: the tighter of the two holds.
+    pub fn agent_limits(&self) -> AgentLimits {
+        let turns = AgentLimits::new(None, Some(self.max_turns), None);
+        self.limits.tightened_by(&turns)
+    }
+
     /// Whether each of its subagents works in its own git worktree.
     pub fn is_isolated(&self) -> bool {
         self.isolation.as_deref() == Some("worktree")

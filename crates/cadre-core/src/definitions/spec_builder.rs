@@ -86,6 +86,12 @@ impl AgentSpecBuilder {
         self
     }
 
+    /// Its limits (tokens for it and its subagents, turns, wall time).
+    pub fn limits(mut self, limits: crate::vocab::limits::AgentLimits) -> Self {
+        self.spec.limits = limits;
+        self
+    }
+
     /// When its conversation is compacted (unset follows the run).
     pub fn compact_at(mut self, compact_at: CompactAt) -> Self {
         self.spec.compact_at = Some(compact_at);

@@ -1,42 +1,237 @@
-//! A token budget shared by every agent of a run.
+//! A token budget shared by every agent of a run, and the budgets of agents with limits of
+//! their own below it.
+//!
+//! The run's budget is one counter. An agent with a token or time limit gets a budget of
+//! its own below its parent's: what it and its subagents use is counted there and in every
+//! budget above, so its token limit covers its subtree the way the run's covers the tree.
+//! When a subagent's tokens take an agent over its limit, that agent is tripped: its cancel
+//! token is cancelled, which stops it and every subagent it started; it then ends for its
+//! limit, they as cancelled. An agent's own response that takes it over is caught before
+//! its next request, so a complete answer is not lost for the tokens it cost.
 
+use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
-/// Counts tokens across every agent of a run and says when the limit is reached.
+/// Counts tokens across every agent of a run (or one agent's subtree) and says when a
+/// limit is reached.
 #[derive(Debug, Clone, Default)]
 pub struct Budget {
+    /// The counter this budget charges first: the run's, or an agent's own.
+    own: Arc<Node>,
+    /// The run's counter (the same as `own` for the run's budget).
+    run: Arc<Node>,
+    /// Whether `own` is this agent's own counter, not one a subagent without limits
+    /// shares with the agent above it (whose tokens it counts).
+    mine: bool,
+}
+
+/// One counter, with the counters above it.
+#[derive(Debug, Default)]
+struct Node {
     limit: Option<u64>,
-    used: Arc<AtomicU64>,
+    used: AtomicU64,
+    /// The counter of the nearest agent above with limits, or the run's; `None` for the run's.
+    above: Option<Arc<Node>>,
+    /// The agent this counter limits: cancelled when the limit is reached (none for the run's).
+    trip: Option<CancellationToken>,
+    /// Why it was tripped: [`NOT_TRIPPED`], [`TOKENS`] or [`TIME`].
+    tripped: AtomicU8,
+}
+
+const NOT_TRIPPED: u8 = 0;
+const TOKENS: u8 = 1;
+const TIME: u8 = 2;
+
+impl Node {
+    /// Whether its limit is reached.
+    fn over(&self) -> bool {
+        self.limit
+            .is_some_and(|l| self.used.load(Ordering::Relaxed) >= l)
+    }
+
+    /// Stops the agent it limits, for `why` (the first reason given stands).
+    fn trip(&self, why: u8) {
+        if let Some(trip) = &self.trip {
+            let _ = self.tripped.compare_exchange(
+                NOT_TRIPPED,
+                why,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            trip.cancel();
+        }
+    }
 }
 
 impl Budget {
     /// A budget of `limit` tokens (input + output, cached included); `None` is unlimited.
     pub fn new(limit: Option<u64>) -> Self {
-        Self {
+        let node = Arc::new(Node {
             limit,
-            used: Arc::default(),
+            ..Node::default()
+        });
+        Self {
+            own: node.clone(),
+            run: node,
+            mine: true,
         }
     }
 
-    /// Adds one response's usage.
-    pub fn charge(&self, usage: &Usage) {
-        self.used.fetch_add(usage.total(), Ordering::Relaxed);
+    /// This budget as a subagent without limits of its own shares it: what it uses counts
+    /// here, and taking an agent above over its limit trips that agent.
+    pub(crate) fn inherited(&self) -> Self {
+        Self {
+            mine: false,
+            ..self.clone()
+        }
     }
 
-    /// Tokens used so far.
+    /// The budget of an agent below this one that may use `limit` tokens with its
+    /// subagents, `used` of them already (by earlier parts of a resumed run); reaching it
+    /// through a subagent's tokens, or [`time_up`](Self::time_up), cancels `trip`.
+    pub(crate) fn below(&self, limit: Option<u64>, used: u64, trip: CancellationToken) -> Self {
+        Self {
+            own: Arc::new(Node {
+                limit,
+                used: AtomicU64::new(used),
+                above: Some(self.own.clone()),
+                trip: Some(trip),
+                tripped: AtomicU8::new(NOT_TRIPPED),
+            }),
+            run: self.run.clone(),
+            mine: true,
+        }
+    }
+
+    /// Adds one response's usage here and to every budget above; an agent above that this
+    /// takes over its limit is tripped.
+    pub fn charge(&self, usage: &Usage) {
+        let n = usage.total();
+        let mut above = match self.mine {
+            true => {
+                self.own.used.fetch_add(n, Ordering::Relaxed);
+                self.own.above.as_deref()
+            }
+            false => Some(&*self.own),
+        };
+        while let Some(node) = above {
+            let before = node.used.fetch_add(n, Ordering::Relaxed);
+            if node.limit.is_some_and(|l| before.saturating_add(n) >= l) {
+                node.trip(TOKENS);
+            }
+            above = node.above.as_deref();
+        }
+    }
+
+    /// Tokens used so far (by the whole run, or by the agent this budget limits and its
+    /// subagents).
     pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
+        self.own.used.load(Ordering::Relaxed)
     }
 
     /// The limit, if any.
     pub fn limit(&self) -> Option<u64> {
-        self.limit
+        self.own.limit
     }
 
     /// Whether no more model requests may be sent.
     pub fn exhausted(&self) -> bool {
-        self.limit.is_some_and(|l| self.used() >= l)
+        self.stop().is_some()
+    }
+
+    /// Why no more model requests may be sent, if they may not: the agent's own token
+    /// limit (its subtree's tokens), or the run's budget.
+    /// A subagent sharing the budget of an agent over its limit trips that agent, which
+    /// cancels them both.
+    pub(crate) fn stop(&self) -> Option<StopKind> {
+        if self.own.trip.is_some() && self.own.over() {
+            if self.mine {
+                return Some(StopKind::TokenLimit);
+            }
+            self.own.trip(TOKENS);
+            Some(StopKind::Cancelled)
+        } else if self.run.over() {
+            Some(StopKind::Budget)
+        } else {
+            None
+        }
+    }
+
+    /// Why the agent this budget limits was stopped by its limits, if it was (see
+    /// [`Budget::below`]): a cancel it sees is then that limit, not a person's.
+    pub(crate) fn tripped(&self) -> Option<StopKind> {
+        if !self.mine {
+            return None;
+        }
+        match self.own.tripped.load(Ordering::Relaxed) {
+            TOKENS => Some(StopKind::TokenLimit),
+            TIME => Some(StopKind::TimeLimit),
+            _ => None,
+        }
+    }
+
+    /// Stops the agent this budget limits for its time limit.
+    pub(crate) fn time_up(&self) {
+        self.own.trip(TIME);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(tokens: u64) -> Usage {
+        Usage {
+            input_tokens: tokens,
+            ..Usage::default()
+        }
+    }
+
+    #[test]
+    fn a_subagents_tokens_count_against_every_limit_above_it() {
+        let run = Budget::new(Some(10_000));
+        let parent_cancel = CancellationToken::new();
+        let parent = run.below(Some(100), 0, parent_cancel.clone());
+        let child_cancel = parent_cancel.child_token();
+        let child = parent.below(None, 0, child_cancel.clone());
+        let sharing = parent.inherited();
+        // The parent's own tokens stop it before its next request, without a trip.
+        parent.charge(&usage(60));
+        assert!(!parent_cancel.is_cancelled());
+        assert_eq!(parent.stop(), None);
+        // The child's take the parent over: the parent is tripped, the child cancelled
+        // with it, and only the parent ends for its limit.
+        child.charge(&usage(50));
+        assert!(parent_cancel.is_cancelled() && child_cancel.is_cancelled());
+        assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
+        assert_eq!(parent.stop(), Some(StopKind::TokenLimit));
+        assert_eq!(child.tripped(), None);
+        assert_eq!(child.stop(), None);
+        assert_eq!((run.used(), parent.used(), child.used()), (110, 110, 50));
+        // A subagent sharing the parent's budget is cancelled, not stopped for a limit.
+        sharing.charge(&usage(1));
+        assert_eq!(sharing.tripped(), None);
+        assert_eq!(sharing.stop(), Some(StopKind::Cancelled));
+        assert_eq!(parent.used(), 111);
+        // The run's budget stops everyone.
+        child.charge(&usage(10_000));
+        assert_eq!(child.stop(), Some(StopKind::Budget));
+    }
+
+    #[test]
+    fn a_time_limit_trips_once_for_its_first_reason() {
+        let cancel = CancellationToken::new();
+        let agent = Budget::new(None).below(None, 0, cancel.clone());
+        agent.time_up();
+        assert!(cancel.is_cancelled());
+        assert_eq!(agent.tripped(), Some(StopKind::TimeLimit));
+        assert_eq!(agent.stop(), None, "no token limit was reached");
+        // The run's own budget is never tripped: it has no agent to stop.
+        let run = Budget::new(Some(1));
+        run.time_up();
+        assert_eq!(run.tripped(), None);
     }
 }

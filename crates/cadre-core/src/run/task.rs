@@ -7,6 +7,7 @@ use crate::run::answer::AnswerSchema;
 use crate::run::fork::{ForkBase, Forking, FORK_TYPE};
 use crate::run::orchestrator::{AgentHandle, Orchestrator, TaskCall};
 use crate::run::prompt::shorten;
+use crate::vocab::limits::AgentLimits;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -49,6 +50,9 @@ pub struct TaskInput {
     #[serde(default)]
     #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub output_schema: Option<Value>,
+    /// Limits for the subagent: tokens (its own and its subagents'), turns (model requests) and time (`5m`, `90s`). They may only tighten its type's limits: a looser value is ignored.
+    #[serde(default)]
+    pub limits: Option<AgentLimits>,
 }
 
 impl TaskTool {
@@ -225,6 +229,7 @@ impl TaskTool {
             background: false,
             answer: answer.as_ref(),
             fork: fork.as_ref(),
+            limits: input.limits.as_ref(),
         };
         let result = match name {
             // Boxed, in a statement of its own: a member's start needs a larger future than a
@@ -244,10 +249,31 @@ impl TaskTool {
                     .await
             }
         };
+        let ignored = self.ignored_limits(&input);
         match result {
-            Ok(text) => ToolOutput::ok(text),
-            Err(why) => ToolOutput::error(why.to_string()),
+            Ok(text) => ToolOutput::ok(text + &ignored),
+            Err(why) => ToolOutput::error(why.to_string() + &ignored),
         }
+    }
+
+    /// What the agent is told of the limits its call gave that would loosen its subagent
+    /// type's and were ignored; empty when none were.
+    fn ignored_limits(&self, input: &TaskInput) -> String {
+        let (Some(asked), Some(spec)) = (
+            &input.limits,
+            self.orchestrator.registry().get(&input.subagent_type),
+        ) else {
+            return String::new();
+        };
+        let looser = spec.agent_limits().looser_in(asked);
+        if looser.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n\n[Limits ignored, as a call may only tighten those of the type {}: {}.]",
+            spec.name,
+            looser.join(", ")
+        )
     }
 }
 
@@ -300,6 +326,7 @@ impl TaskTool {
         // itself) alive: dropping the parent's handle aborts it.
         let parent = self.parent.detached();
         let call = ctx.call_id.clone();
+        let ignored = self.ignored_limits(&input);
         let work = async move {
             let task = TaskCall {
                 subagent_type: &input.subagent_type,
@@ -309,6 +336,7 @@ impl TaskTool {
                 background: true,
                 answer: answer.as_ref(),
                 fork: fork.as_ref(),
+                limits: input.limits.as_ref(),
             };
             reporter.report(orchestrator.run_subagent(&parent, &task, cancel).await);
         };
@@ -316,7 +344,7 @@ impl TaskTool {
         let handle = tokio::spawn(work.in_current_span());
         self.parent.background.attach(&id, handle.abort_handle());
         ToolOutput::ok(format!(
-            "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then."
+            "Started in the background as {id}. Go on with other work; TaskOutput with task_id {id} gives its result (wait: true waits for it), TaskStop cancels it, and if you end your turn first its result is handed to you then.{ignored}"
         ))
     }
 }

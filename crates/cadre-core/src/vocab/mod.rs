@@ -9,6 +9,7 @@ pub(crate) mod agent_path;
 pub(crate) mod event;
 pub(crate) mod hooks;
 pub(crate) mod limits;
+pub(crate) mod numbers;
 pub(crate) mod outcome;
 pub(crate) mod step;
 pub(crate) mod team;

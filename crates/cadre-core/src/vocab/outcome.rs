@@ -20,6 +20,10 @@ pub enum StopKind {
     MaxTurns,
     /// The shared token budget ran out.
     Budget,
+    /// It reached its own token limit (its tokens and its subagents', or its parent's).
+    TokenLimit,
+    /// It reached its wall time limit.
+    TimeLimit,
     /// The run was cancelled.
     Cancelled,
     /// The model API failed; the message says how.
@@ -48,8 +52,10 @@ pub enum Outcome {
     Cut,
     /// It used all its turns.
     TurnLimit,
-    /// The run's token budget ran out.
+    /// The run's token budget ran out, or its own token limit was reached.
     Budget,
+    /// It reached its wall time limit.
+    TimeLimit,
     /// It was cancelled (Ctrl-C, `TaskStop`, or its parent stopping).
     Cancelled,
     /// It failed: the model API failed or refused, its context overflowed, it was killed,
@@ -58,13 +64,15 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The word for it: `completed`, `cut`, `turn limit`, `budget`, `cancelled`, `failed`.
+    /// The word for it: `completed`, `cut`, `turn limit`, `budget`, `time limit`,
+    /// `cancelled`, `failed`.
     pub const fn label(self) -> &'static str {
         match self {
             Self::Completed => "completed",
             Self::Cut => "cut",
             Self::TurnLimit => "turn limit",
             Self::Budget => "budget",
+            Self::TimeLimit => "time limit",
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
         }
@@ -95,7 +103,8 @@ impl StopKind {
             Self::Done => Outcome::Completed,
             Self::MaxTokens => Outcome::Cut,
             Self::MaxTurns => Outcome::TurnLimit,
-            Self::Budget => Outcome::Budget,
+            Self::Budget | Self::TokenLimit => Outcome::Budget,
+            Self::TimeLimit => Outcome::TimeLimit,
             Self::Cancelled => Outcome::Cancelled,
             Self::Refusal
             | Self::ContextWindowExceeded
@@ -136,6 +145,10 @@ impl std::fmt::Display for StopKind {
             }
             Self::MaxTurns => f.write_str("stopped after reaching its turn limit"),
             Self::Budget => f.write_str("stopped because the token budget ran out"),
+            Self::TokenLimit => {
+                f.write_str("stopped at its token limit (the tokens of it and its subagents)")
+            }
+            Self::TimeLimit => f.write_str("stopped at its time limit"),
             Self::Cancelled => f.write_str("cancelled"),
             Self::ModelError(e) => write!(f, "the model API failed: {e}"),
             Self::Other(r) => write!(f, "the model stopped for an unknown reason: {r}"),

@@ -68,7 +68,8 @@ pub struct Agent {
     pub tools: ToolSet,
     /// The workspace, cancel token and shared file state its tools use.
     pub ctx: ToolContext,
-    /// The token budget shared with every other agent of the run.
+    /// The token budget shared with every other agent of the run, or its own below it when
+    /// it has limits (see [`Budget`]).
     pub budget: Budget,
     /// Where its events go.
     pub events: EventHandler,
@@ -186,6 +187,11 @@ impl Agent {
                     },
                 };
                 self.record(&mut state, step).await;
+            };
+            // A cancel its own limits caused (a subagent's tokens, its time) is that limit.
+            let stop = match stop {
+                StopKind::Cancelled => self.budget.tripped().unwrap_or(StopKind::Cancelled),
+                stop => stop,
             };
             let AgentState {
                 history,
@@ -378,8 +384,8 @@ impl Agent {
     fn should_stop(&self, turns: u32) -> Option<StopKind> {
         if self.ctx.cancel.is_cancelled() {
             Some(StopKind::Cancelled)
-        } else if self.budget.exhausted() {
-            Some(StopKind::Budget)
+        } else if let Some(stop) = self.budget.stop() {
+            Some(stop)
         } else if turns >= self.config.max_turns {
             Some(StopKind::MaxTurns)
         } else {

@@ -9,6 +9,7 @@ use crate::definitions::spec::AgentSpec;
 use crate::record::events::millis;
 use crate::record::usage::AgentRecord;
 use crate::run::agent::Agent;
+use crate::run::budget::Budget;
 use crate::run::fork::first_history;
 use crate::run::hooks::AgentHooks;
 use crate::run::spans::{self, AgentSpan};
@@ -35,7 +36,7 @@ impl Orchestrator {
     pub(super) fn run_agent<'a>(
         self: &'a Arc<Self>,
         spec: &'a AgentSpec,
-        me: AgentHandle,
+        mut me: AgentHandle,
         description: &'a str,
         start: Start<'a>,
         cancel: CancellationToken,
@@ -47,6 +48,7 @@ impl Orchestrator {
         let id = span.id();
         async move {
             let started = Instant::now();
+            self.limit(spec, &mut me, &start, &cancel);
             let (mut agent, own_servers) =
                 self.build_agent(spec, &me, cancel, Some(description)).await;
             // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
@@ -54,6 +56,10 @@ impl Orchestrator {
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
+            let _deadline = me
+                .limits
+                .time
+                .map(|time| Deadline::start(time, earlier, &agent.budget));
             self.put_on_roster(spec, &me, description, background, started)
                 .await;
             let outcome = match start {
@@ -101,6 +107,29 @@ impl Orchestrator {
             outcome
         }
         .instrument(span)
+    }
+
+    /// Settles the limits of the agent `me` of type `spec`: its type's, tightened by its
+    /// caller's. With a token or time limit it gets a budget of its own below its parent's,
+    /// counting what it and its subagents used in earlier parts of a resumed run, and
+    /// reaching one cancels `cancel` — so its subagents stop with it.
+    fn limit(
+        &self,
+        spec: &AgentSpec,
+        me: &mut AgentHandle,
+        start: &Start<'_>,
+        cancel: &CancellationToken,
+    ) {
+        me.limits = spec.agent_limits().tightened_by(&me.limits);
+        if me.limits.tokens.is_none() && me.limits.time.is_none() {
+            return;
+        }
+        let used = match start {
+            Start::Fresh(_) => 0,
+            Start::Resume(rebuilt) => rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path),
+        };
+        let above = me.budget.take().unwrap_or_else(|| self.budget.clone());
+        me.budget = Some(above.below(me.limits.tokens, used, cancel.clone()));
     }
 
     /// The `invoke_agent` span of the agent `me` of type `spec`, with its prompt when the
@@ -302,4 +331,28 @@ async fn start_hooks(
         }
     }
     refused
+}
+
+/// An agent's time limit, running while it is kept: when the time is up, the agent's
+/// budget is tripped, which cancels it and its subagents.
+struct Deadline(tokio::task::AbortHandle);
+
+impl Deadline {
+    /// The time limit `time` of the agent whose budget is `budget`, of which `earlier_ms`
+    /// were spent by earlier parts of its run.
+    fn start(time: std::time::Duration, earlier_ms: u64, budget: &Budget) -> Self {
+        let left = time.saturating_sub(std::time::Duration::from_millis(earlier_ms));
+        let budget = budget.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(left).await;
+            budget.time_up();
+        });
+        Self(timer.abort_handle())
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

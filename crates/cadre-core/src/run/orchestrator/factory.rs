@@ -77,7 +77,7 @@ impl Orchestrator {
             model: self.config.model.clone(),
             tools: kit.tools,
             ctx,
-            budget: self.budget.clone(),
+            budget: me.budget.clone().unwrap_or_else(|| self.budget.clone()),
             events: self.roster.handler(),
             limiter: Some(self.limiter.clone()),
             transcript: None,
@@ -252,7 +252,8 @@ impl Orchestrator {
                 )),
             },
             max_tokens: self.config.max_tokens,
-            max_turns: spec.max_turns,
+            // Settled by the agent's start (its type's limits and its caller's).
+            max_turns: me.limits.turns.unwrap_or(spec.max_turns),
             context_tokens: self.context_window(&me.model).await,
             compact_at: match spec.compact_at {
                 Some(at) => at.tokens(),

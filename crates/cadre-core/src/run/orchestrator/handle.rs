@@ -4,9 +4,11 @@
 use super::run_context::RunContext;
 use crate::run::answer::AnswerSchema;
 use crate::run::background::Background;
+use crate::run::budget::Budget;
 use crate::run::fork::ForkBase;
 use crate::run::state::AgentState;
 use crate::vocab::agent_path::AgentPath;
+use crate::vocab::limits::AgentLimits;
 use cadre_tools::Workspace;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -28,6 +30,9 @@ pub(crate) struct TaskCall<'a> {
     pub answer: Option<&'a AnswerSchema>,
     /// The conversation a fork starts from (`subagent_type: "fork"`).
     pub fork: Option<&'a Arc<ForkBase>>,
+    /// Limits the call sets (a `Task` call's `limits`, a workflow item's): they may only
+    /// tighten those of the subagent's type.
+    pub limits: Option<&'a AgentLimits>,
 }
 
 /// The running agent's handle: its path, depth, model and workspace, the `Task` calls it has
@@ -58,6 +63,12 @@ pub struct AgentHandle {
     pub(crate) answer: Option<AnswerSchema>,
     /// The conversation it was forked from, when it is a fork.
     pub(crate) fork: Option<Arc<ForkBase>>,
+    /// Its limits: its caller's until it starts, then those it runs under (its type's,
+    /// tightened by its caller's).
+    pub(crate) limits: AgentLimits,
+    /// The budget its tokens count against: its own below its parent's once it has limits,
+    /// its parent's before; `None` is the run's.
+    pub(crate) budget: Option<Budget>,
 }
 
 impl std::fmt::Debug for AgentHandle {
@@ -92,6 +103,8 @@ impl AgentHandle {
             member: None,
             answer: None,
             fork: None,
+            limits: AgentLimits::default(),
+            budget: None,
         }
     }
 

@@ -128,6 +128,17 @@ impl RunContext {
             .map(|c| c.value().clone())
     }
 
+    /// The tokens the agents below `path` rebuilt from the journal used before the resume
+    /// (those not yet reached again), which count against `path`'s token limit.
+    pub(super) fn earlier_tokens_below(&self, path: &AgentPath) -> u64 {
+        self.lineage
+            .resumed
+            .iter()
+            .filter(|e| e.key() != path && e.key().is_within(path))
+            .map(|e| e.value().usage.total())
+            .sum()
+    }
+
     /// Takes the agent at `path` rebuilt from the journal, if it still waits to go on.
     pub(super) fn take_resumed(&self, path: &AgentPath) -> Option<AgentState> {
         self.lineage.resumed.remove(path).map(|(_, s)| s)

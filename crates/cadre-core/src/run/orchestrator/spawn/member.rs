@@ -283,6 +283,9 @@ fn called_member(
     let mut me = AgentHandle::new(parent.run.clone(), path, depth, model, workspace);
     me.member = Some(name.to_owned());
     me.answer = task.answer.cloned();
+    // Its own limits hold; a member outlives its caller's turn, so they count against the
+    // run's budget rather than its caller's.
+    me.limits = task.limits.copied().unwrap_or_default();
     me
 }
 

@@ -4,6 +4,7 @@
 
 use super::with_report;
 use crate::definitions::spec::AgentSpec;
+use crate::run::budget::Budget;
 use crate::run::continuation::{self, MAX_CONTINUATIONS};
 use crate::run::delegate::{Delegate, DelegatedCall};
 use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
@@ -95,6 +96,8 @@ impl Orchestrator {
         AgentHandle {
             answer: task.answer.cloned(),
             fork: task.fork.cloned(),
+            limits: task.limits.copied().unwrap_or_default(),
+            budget: parent.budget.as_ref().map(Budget::inherited),
             ..AgentHandle::new(parent.run.clone(), path, depth, model, workspace)
         }
     }

@@ -1,0 +1,313 @@
+use super::*;
+use cadre_core::{AgentLimits, AgentSpec, Mode, Orchestrator, Outcome, RunSummary};
+use cadre_testkit::Gate;
+
+/// A subagent type `name` with `limits`, that may start `worker`s.
+fn limited(name: &str, limits: AgentLimits, max_turns: u32) -> AgentSpec {
+    AgentSpec::builder(name)
+        .description("Works under limits.")
+        .mode(Mode::Subagent)
+        .tools(["Task", "read_file"])
+        .max_turns(max_turns)
+        .limits(limits)
+        .prompt("You work under limits.")
+        .build()
+}
+
+/// A plain subagent type without limits.
+fn worker() -> AgentSpec {
+    AgentSpec::builder("worker")
+        .description("Does one job.")
+        .mode(Mode::Subagent)
+        .tools(["read_file"])
+        .prompt("You do one job.")
+        .build()
+}
+
+fn orchestrator(
+    server: &MockServer,
+    dir: &std::path::Path,
+    types: Vec<AgentSpec>,
+) -> Arc<Orchestrator> {
+    types
+        .into_iter()
+        .fold(mock_builder(server, dir).agent(worker()), |b, t| b.agent(t))
+        .runs_dir(dir.join(".cadre/runs"))
+        .build()
+        .unwrap()
+}
+
+/// A `Task` call for a `kind` subagent on `job`, with `extra` fields.
+fn task(id: &str, kind: &str, job: &str, extra: Value) -> (String, String, Value) {
+    let mut input =
+        json!({"description": job, "prompt": format!("{job}: do it"), "subagent_type": kind});
+    if let (Some(input), Value::Object(extra)) = (input.as_object_mut(), extra) {
+        input.extend(extra);
+    }
+    (id.to_owned(), "Task".to_owned(), input)
+}
+
+fn turn(calls: Vec<(String, String, Value)>) -> Reply {
+    Reply::tool_uses(
+        calls
+            .iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone()))
+            .collect(),
+    )
+}
+
+/// The record of the one agent whose description is `job`.
+fn record<'a>(summary: &'a RunSummary, job: &str) -> &'a cadre_core::AgentRecord {
+    let found: Vec<_> = summary
+        .usage
+        .agents
+        .iter()
+        .filter(|a| a.description == job)
+        .collect();
+    assert_eq!(found.len(), 1, "{job}: {:?}", summary.usage.agents);
+    found[0]
+}
+
+/// The end of the run `run`, failing the test if it never comes (an agent that was not
+/// stopped would wait for its held request for ever).
+async fn ended(
+    run: tokio::task::JoinHandle<Result<(AgentOutcome, RunSummary), cadre_core::RunError>>,
+) -> (AgentOutcome, RunSummary) {
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run never ended")
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits until `gate` holds a request, failing the test after a minute.
+async fn held(gate: &Gate, what: &str) {
+    assert!(
+        gate.wait_for(1, Duration::from_secs(60)).await,
+        "{what} never reached the mock"
+    );
+}
+
+#[tokio::test]
+async fn a_subagent_over_its_token_limit_stops_for_budget_and_its_children_are_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("p1", "capped", "Capped job", json!({}))]),
+            Reply::text("the capped one stopped"),
+        ],
+    );
+    // It starts one worker in the background and one it waits for, in one turn.
+    server.route(
+        Match::FirstUserContains("Capped job".into()),
+        vec![turn(vec![
+            task(
+                "c1",
+                "worker",
+                "Background job",
+                json!({"run_in_background": true}),
+            ),
+            task("c2", "worker", "Foreground job", json!({})),
+        ])],
+    );
+    // The background worker's answer costs more than its parent's limit; it comes only
+    // once the foreground worker waits on its own request, which is never answered.
+    server.route(
+        Match::FirstUserContains("Background job".into()),
+        vec![Reply::text("expensive").usage(2_000, 100, 0, 0)],
+    );
+    server.route(
+        Match::FirstUserContains("Foreground job".into()),
+        vec![Reply::text("never sent")],
+    );
+    let background = server.gate(Match::FirstUserContains("Background job".into()));
+    let foreground = server.gate(Match::FirstUserContains("Foreground job".into()));
+    let capped = limited("capped", AgentLimits::new(Some(1_000), None, None), 30);
+    let o = orchestrator(&server, dir.path(), vec![capped]);
+    let run = tokio::spawn({
+        let o = o.clone();
+        async move { o.run("main", "PARENT task").await }
+    });
+    held(&foreground, "the foreground worker's request").await;
+    held(&background, "the background worker's request").await;
+    background.open();
+    let (outcome, summary) = ended(run).await;
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    assert!(!foreground.is_open());
+
+    let capped = record(&summary, "Capped job");
+    assert_eq!(capped.outcome, Outcome::Budget, "{capped:?}");
+    assert_eq!(capped.stop, StopKind::TokenLimit);
+    for job in ["Background job", "Foreground job"] {
+        let child = record(&summary, job);
+        assert_eq!(child.outcome, Outcome::Cancelled, "{child:?}");
+    }
+    // The parent's call was told why its subagent stopped.
+    let told = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.first_user_text() == "PARENT task")
+        .nth(1)
+        .unwrap()
+        .messages()
+        .last()
+        .unwrap()["content"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(told.contains("token limit"), "{told}");
+}
+
+/// The requests the capped subagent (first user message `job: do it`) made.
+fn requests_of(server: &MockServer, job: &str) -> usize {
+    let first = format!("{job}: do it");
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.first_user_text() == first)
+        .count()
+}
+
+#[tokio::test]
+async fn a_task_call_may_tighten_a_types_turn_limit_but_not_loosen_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![
+                task("p1", "capped", "Tight job", json!({"limits": {"turns": 2}})),
+                task(
+                    "p2",
+                    "capped",
+                    "Loose job",
+                    json!({"limits": {"turns": "9"}}),
+                ),
+            ]),
+            Reply::text("both stopped"),
+        ],
+    );
+    // Each would go on reading for ever.
+    let reading = |n: usize| {
+        (0..n)
+            .map(|i| {
+                Reply::tool_use(
+                    &format!("r{i}"),
+                    "read_file",
+                    json!({"path": "missing.txt"}),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    server.route(Match::FirstUserContains("Tight job".into()), reading(12));
+    server.route(Match::FirstUserContains("Loose job".into()), reading(12));
+    // The type allows 5 turns by its limits (and 30 by its max_turns).
+    let capped = limited("capped", AgentLimits::new(None, Some(5), None), 30);
+    let o = orchestrator(&server, dir.path(), vec![capped]);
+    let (outcome, summary) = o.run("main", "PARENT task").await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    assert_eq!(requests_of(&server, "Tight job"), 2);
+    assert_eq!(requests_of(&server, "Loose job"), 5);
+    for job in ["Tight job", "Loose job"] {
+        assert_eq!(record(&summary, job).outcome, Outcome::TurnLimit);
+    }
+    // The looser call was told its limit was ignored.
+    let results = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.first_user_text() == "PARENT task")
+        .nth(1)
+        .unwrap()
+        .messages()
+        .last()
+        .unwrap()["content"]
+        .clone();
+    let loose = results[1]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        loose.contains("Limits ignored") && loose.contains("turns 9 (5 hold)"),
+        "{loose}"
+    );
+    let tight = results[0]["content"][0]["text"].as_str().unwrap();
+    assert!(!tight.contains("Limits ignored"), "{tight}");
+}
+
+#[tokio::test]
+async fn max_turns_is_a_turn_limit_and_the_tighter_of_the_two_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("p1", "capped", "Short job", json!({}))]),
+            Reply::text("stopped"),
+        ],
+    );
+    let reading = (0..8)
+        .map(|i| {
+            Reply::tool_use(
+                &format!("r{i}"),
+                "read_file",
+                json!({"path": "missing.txt"}),
+            )
+        })
+        .collect();
+    server.route(Match::FirstUserContains("Short job".into()), reading);
+    let capped = limited("capped", AgentLimits::new(None, Some(6), None), 3);
+    let o = orchestrator(&server, dir.path(), vec![capped]);
+    let (_, summary) = o.run("main", "PARENT task").await.unwrap();
+    assert_eq!(requests_of(&server, "Short job"), 3);
+    assert_eq!(record(&summary, "Short job").stop, StopKind::MaxTurns);
+}
+
+#[tokio::test]
+async fn a_time_limit_stops_an_agent_whose_request_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task(
+                "p1",
+                "timed",
+                "Slow job",
+                json!({"limits": {"time": "3s"}}),
+            )]),
+            Reply::text("it ran out of time"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Slow job".into()),
+        vec![turn(vec![task("s1", "worker", "Inner job", json!({}))])],
+    );
+    server.route(
+        Match::FirstUserContains("Inner job".into()),
+        vec![Reply::text("never sent")],
+    );
+    // Its worker's request is held until the test ends: only the time limit ends it.
+    let inner = server.gate(Match::FirstUserContains("Inner job".into()));
+    let timed = limited(
+        "timed",
+        AgentLimits::new(None, None, Some(Duration::from_secs(600))),
+        30,
+    );
+    let o = orchestrator(&server, dir.path(), vec![timed]);
+    let run = tokio::spawn({
+        let o = o.clone();
+        async move { o.run("main", "PARENT task").await }
+    });
+    held(&inner, "the worker's request").await;
+    let (outcome, summary) = ended(run).await;
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    assert!(!inner.is_open());
+    let slow = record(&summary, "Slow job");
+    assert_eq!(slow.outcome, Outcome::TimeLimit, "{slow:?}");
+    assert_eq!(slow.stop, StopKind::TimeLimit);
+    assert_eq!(slow.outcome.label(), "time limit");
+    assert_eq!(record(&summary, "Inner job").outcome, Outcome::Cancelled);
+}
