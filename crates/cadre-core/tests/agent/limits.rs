@@ -311,3 +311,73 @@ async fn a_time_limit_stops_an_agent_whose_request_is_held() {
     assert_eq!(slow.outcome.label(), "time limit");
     assert_eq!(record(&summary, "Inner job").outcome, Outcome::Cancelled);
 }
+
+/// Runs a `capped` subagent under `limits` until they stop it after three requests, cuts
+/// the journal after its second response (as if cadre were killed there), resumes the run,
+/// and returns how many requests it made after the resume and its record then.
+async fn resumed_after_two_requests(limits: AgentLimits) -> (usize, cadre_core::AgentRecord) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("p1", "capped", "Capped job", json!({}))]),
+            Reply::text("done"),
+            Reply::text("done again"),
+        ],
+    );
+    // Each reading costs 15 tokens (the mock's default usage), and it would go on for ever.
+    let reading = (0..12)
+        .map(|i| {
+            Reply::tool_use(
+                &format!("r{i}"),
+                "read_file",
+                json!({"path": "missing.txt"}),
+            )
+        })
+        .collect();
+    server.route(Match::FirstUserContains("Capped job".into()), reading);
+    let runs = dir.path().join(".cadre/runs");
+    let build = || orchestrator(&server, dir.path(), vec![limited("capped", limits, 30)]);
+    let (_, summary) = build().run("main", "PARENT task").await.unwrap();
+    assert_eq!(
+        requests_of(&server, "Capped job"),
+        3,
+        "{:?}",
+        summary.usage.agents
+    );
+    let run_dir = runs.join(summary.run_id.unwrap());
+    let journal = run_dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let second = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"step\":\"response\"") && l.contains("capped#"))
+        .nth(1)
+        .expect("its second response is journaled")
+        .0;
+    let kept: Vec<&str> = text.lines().take(second + 1).collect();
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+
+    let run = cadre_core::JournaledRun::open(&run_dir).unwrap().unwrap();
+    let (outcome, summary) = build().resume(run, None).await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    let after = requests_of(&server, "Capped job") - 3;
+    (after, record(&summary, "Capped job").clone())
+}
+
+#[tokio::test]
+async fn a_resumed_run_counts_the_turns_and_tokens_used_before_it() {
+    let (after, capped) = resumed_after_two_requests(AgentLimits::new(None, Some(3), None)).await;
+    assert_eq!(
+        after, 1,
+        "two of its three turns were used before the resume"
+    );
+    assert_eq!(capped.outcome, Outcome::TurnLimit, "{capped:?}");
+
+    let (after, capped) = resumed_after_two_requests(AgentLimits::new(Some(40), None, None)).await;
+    assert_eq!(after, 1, "30 of its 40 tokens were used before the resume");
+    assert_eq!(capped.outcome, Outcome::Budget, "{capped:?}");
+    assert_eq!(capped.stop, StopKind::TokenLimit);
+}
