@@ -185,6 +185,11 @@ mod interactive;
 #[path = "cli/runs.rs"]
 mod runs;
 
+/// Per-agent limits from agent types' YAML and Claude Code's `maxTurns`, a time limit's
+/// outcome and exit code, and `agents check` on bad limits.
+#[path = "cli/limits.rs"]
+mod limits;
+
 /// Long runs: compaction seen from the command line.
 #[path = "cli/compaction.rs"]
 mod compaction;

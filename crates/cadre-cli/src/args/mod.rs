@@ -14,8 +14,8 @@ use std::path::PathBuf;
 /// What `cadre --help` says of how cadre ends.
 const EXIT_CODES: &str = "Exit codes:
   0    the agent finished
-  1    it stopped early (turn limit, token budget, refusal, max tokens, context full,
-       a hook stopped it)
+  1    it stopped early (turn limit, token budget, time limit, refusal, max tokens,
+       context full, a hook stopped it)
   2    bad usage or configuration (no key, bad folder or flag, unknown agent type)
   3    the model API failed
   4    cadre itself failed (a file it could not read or write, a run folder that
@@ -231,7 +231,7 @@ Each tool takes `prompt` (required) and, optionally, `model`, `effort`, `max_tur
 `budget_tokens` (which may only tighten the type's and the server's limits) and, for a type
 without an answer schema of its own, `output_schema`. A type with an `output_schema` answers
 with `structuredContent`. A call that did not complete is an error result naming its outcome
-(turn_limit, budget, cancelled, …) and its run id; `cadre runs show RUN_ID` shows it.
+(turn_limit, budget, time_limit, cancelled, …) and its run id; `cadre runs show RUN_ID` shows it.
 
 There is no terminal to ask: in permission mode `ask`, a call that would be asked about is
 denied, and the agent is told why. The project's trust is decided as for `cadre run`, once

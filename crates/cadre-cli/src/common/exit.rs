@@ -9,7 +9,7 @@ use std::process::ExitCode;
 pub enum Code {
     /// 0: the agent finished.
     Done = 0,
-    /// 1: the agent stopped early (turn cap, budget, refusal, max tokens, …).
+    /// 1: the agent stopped early (turn cap, budget, time limit, refusal, max tokens, …).
     StoppedEarly = 1,
     /// 2: bad usage or configuration (no key, bad folder, bad flag).
     Config = 2,

@@ -171,7 +171,7 @@ pub enum Event {
         /// Its path.
         agent: AgentPath,
         /// What became of its work: `completed`, `cut`, `turn_limit`, `budget`,
-        /// `cancelled` or `failed` (always `stop`'s outcome).
+        /// `time_limit`, `cancelled` or `failed` (always `stop`'s outcome).
         outcome: Outcome,
         /// Why, as the raw reason.
         stop: StopKind,
