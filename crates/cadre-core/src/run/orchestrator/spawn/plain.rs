@@ -163,12 +163,17 @@ impl Orchestrator {
         if task.answer.is_some() {
             return Err(SubagentError::SchemaOnEngine);
         }
+        // The call's limits travel in the type the workers are sent, where they tighten it.
+        let mut spec = spec.clone();
+        if let Some(limits) = task.limits {
+            spec.limits = spec.limits.tightened_by(limits);
+        }
         let done = delegate
             .run(DelegatedCall {
                 path: path.clone(),
                 depth: parent.depth + 1,
-                spec: spec.clone(),
-                model: self.model_for(spec, &parent.model),
+                model: self.model_for(&spec, &parent.model),
+                spec,
                 description: task.description.to_owned(),
                 prompt: task.prompt.to_owned(),
             })
