@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Counts tokens across every agent of a run (or one agent's subtree) and says when a
 /// limit is reached.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Budget {
     /// The counter this budget charges first: the run's, or an agent's own.
     own: Arc<Node>,
@@ -39,6 +39,13 @@ struct Node {
     trip: Option<CancellationToken>,
     /// Why it was tripped: [`NOT_TRIPPED`], [`TOKENS`] or [`TIME`].
     tripped: AtomicU8,
+}
+
+impl Default for Budget {
+    /// An unlimited budget of its own.
+    fn default() -> Self {
+        Self::new(None)
+    }
 }
 
 const NOT_TRIPPED: u8 = 0;
