@@ -99,7 +99,13 @@ impl Budget {
     /// The budget of an agent below this one that may use `limit` tokens with its
     /// subagents, `used` of them already (by earlier parts of a resumed run); reaching it
     /// through a subagent's tokens, or [`time_up`](Self::time_up), cancels `trip`.
+    ///
+    /// An agent above that is over its limit already is tripped now: a subagent of its
+    /// never gets to send a request on tokens it no longer has.
     pub(crate) fn below(&self, limit: Option<u64>, used: u64, trip: CancellationToken) -> Self {
+        if self.own.over() {
+            self.own.trip(TOKENS);
+        }
         Self {
             own: Arc::new(Node {
                 limit,
@@ -226,6 +232,21 @@ mod tests {
         // The run's budget stops everyone.
         child.charge(&usage(10_000));
         assert_eq!(child.stop(), Some(StopKind::Budget));
+    }
+
+    #[test]
+    fn a_subagent_started_by_an_agent_over_its_limit_trips_that_agent() {
+        let cancel = CancellationToken::new();
+        let parent = Budget::new(None).below(Some(10), 0, cancel.clone());
+        parent.charge(&usage(20));
+        assert!(
+            !cancel.is_cancelled(),
+            "its own tokens stop it before its next request"
+        );
+        let child = parent.below(Some(5), 0, cancel.child_token());
+        assert!(cancel.is_cancelled());
+        assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
+        assert_eq!(child.tripped(), None);
     }
 
     #[test]
