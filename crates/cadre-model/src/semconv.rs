@@ -253,6 +253,16 @@ fn status_name(status: u16) -> &'static str {
     }
 }
 
+/// The `tracing` target of cadre's own metric reports: events a subscriber may turn into
+/// metrics (the CLI's metrics layer does). A workflow reports its queue as
+/// `tracing::info!(target: CADRE_METRICS_TARGET, { CADRE_WORKFLOW_ITEMS_QUEUED } = n,
+/// { CADRE_WORKFLOW_NAME } = name)` whenever the number of items waiting changes.
+pub const CADRE_METRICS_TARGET: &str = "cadre::metrics";
+/// cadre's own: a workflow's items waiting for an agent (a whole number).
+pub const CADRE_WORKFLOW_ITEMS_QUEUED: &str = "cadre.workflow.items_queued";
+/// cadre's own: the workflow a report is of.
+pub const CADRE_WORKFLOW_NAME: &str = "cadre.workflow.name";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,30 +1,56 @@
-//! Traces out of the process: when the standard `OTEL_*` variables ask for it, the spans
-//! the library crates emit (see `cadre_core::semconv`) go to an OTLP collector.
+//! Traces and metrics out of the process: when the standard `OTEL_*` variables (or the
+//! `[telemetry]` table of the settings, which they win over) ask for it, the spans the
+//! library crates emit (see `cadre_core::semconv`) go to an OTLP collector, and metrics
+//! derived from them too.
 //!
-//! Exported when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is
-//! set or `OTEL_TRACES_EXPORTER=otlp`, never with `OTEL_SDK_DISABLED=true`; over
-//! `http/protobuf` (the default) or `http/json`. The exporter reads its endpoint, headers
-//! and timeout from the same variables, the resource its attributes from
-//! `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME` (`cadre` when neither names one).
-//! Spans wait in the SDK's bounded batch queue and go out from its own thread, with the
-//! blocking HTTP client: the async one would need a tokio runtime on that thread. At exit
-//! the queue gets at most 0.8 s, whatever `OTEL_BSP_EXPORT_TIMEOUT` says (it bounds each
-//! export); a collector that cannot be reached is one warning, and the run goes on.
+//! Traces are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set or `OTEL_TRACES_EXPORTER=otlp`; metrics when
+//! `OTEL_METRICS_EXPORTER=otlp`; neither with `OTEL_SDK_DISABLED=true`. Over
+//! `http/protobuf` (the default), `http/json` or `grpc`. Endpoint, headers and timeout
+//! come from the same variables, the resource's attributes from `OTEL_RESOURCE_ATTRIBUTES`
+//! and `OTEL_SERVICE_NAME` (`cadre` when neither names one). Spans wait in the SDK's
+//! bounded batch queue and go out from its own thread, with the blocking HTTP client (the
+//! async one would need a tokio runtime on that thread); grpc runs on a small runtime of
+//! its own. At exit the queue gets at most 0.8 s, whatever `OTEL_BSP_EXPORT_TIMEOUT` says
+//! (it bounds each export); a collector that cannot be reached is one warning, and the run
+//! goes on.
 
 use cadre_core::semconv::RecordContent;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 mod config;
+#[cfg(feature = "otel")]
+mod metrics;
 #[cfg(feature = "otel")]
 mod otlp;
 
 #[cfg(feature = "otel")]
 pub use otlp::{in_callers_trace, layer, shutdown};
 
+/// The `[telemetry]` table's values, under the names of the variables they stand for.
+static TABLE: OnceLock<BTreeMap<&'static str, String>> = OnceLock::new();
+
+/// A telemetry setting by its variable's name: the environment's when set, else the
+/// `[telemetry]` table's.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| TABLE.get()?.get(name).cloned())
+}
+
+/// Whether the environment itself sets `name` (not the table).
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
+fn env_sets(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
+}
+
 /// What content the run's spans carry: prompts with `OTEL_LOG_USER_PROMPTS=1`, tool inputs
 /// and results with `OTEL_LOG_TOOL_DETAILS=1` (Claude Code's names), each piece cut to
 /// `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` bytes when that is set.
 pub fn record_content() -> RecordContent {
-    config::content_from(|name| std::env::var(name).ok())
+    config::content_from(var)
 }
 
 /// Without the `otel` feature: nothing to export, nothing to flush.

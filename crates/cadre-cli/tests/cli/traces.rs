@@ -3,8 +3,12 @@
 //! content unless asked, and a collector that is down is one warning.
 
 use super::*;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::{number_data_point, Metric};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -17,10 +21,12 @@ struct Received {
     requests: Vec<ExportTraceServiceRequest>,
     /// How many bodies were JSON.
     json: usize,
+    /// The metrics exports, decoded.
+    metrics: Vec<ExportMetricsServiceRequest>,
 }
 
 /// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies (decoded) or
-/// JSON ones (kept as sent).
+/// JSON ones (kept as sent), and `POST /v1/metrics` with protobuf bodies.
 struct Collector {
     endpoint: String,
     received: Arc<Mutex<Received>>,
@@ -61,8 +67,26 @@ impl Collector {
                 },
             ),
         );
+        let kept = received.clone();
+        let app = app.route(
+            "/v1/metrics",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let request = ExportMetricsServiceRequest::decode(body).unwrap();
+                    kept.lock().unwrap().metrics.push(request);
+                    ""
+                }
+            }),
+        );
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { endpoint, received }
+    }
+
+    /// The last export's reading of the metric `name` (readings are cumulative).
+    fn metric(&self, name: &str) -> Option<Metric> {
+        let r = self.received.lock().unwrap();
+        last_metric(&r.metrics, name)
     }
 
     fn spans(&self) -> Vec<Span> {
@@ -102,6 +126,66 @@ fn text(value: Option<&Any>) -> String {
         Some(Any::IntValue(n)) => n.to_string(),
         _ => String::new(),
     }
+}
+
+/// The last reading of the metric `name` in `exports`.
+fn last_metric(exports: &[ExportMetricsServiceRequest], name: &str) -> Option<Metric> {
+    exports
+        .iter()
+        .flat_map(|req| &req.resource_metrics)
+        .flat_map(|rm| &rm.scope_metrics)
+        .flat_map(|sm| &sm.metrics)
+        .rfind(|m| m.name == name)
+        .cloned()
+}
+
+/// Attributes as sorted pairs of text.
+type Attributes = Vec<(String, String)>;
+
+/// A histogram's points, each as its attributes, count and sum.
+fn histogram(metric: &Metric) -> Vec<(Attributes, u64, f64)> {
+    let Some(Data::Histogram(h)) = &metric.data else {
+        panic!("{} is not a histogram: {:?}", metric.name, metric.data);
+    };
+    h.data_points
+        .iter()
+        .map(|p| (pairs(&p.attributes), p.count, p.sum.unwrap_or_default()))
+        .collect()
+}
+
+/// A sum's points (a counter's or an up-down counter's), each as its attributes and value.
+fn sum(metric: &Metric) -> Vec<(Attributes, i64)> {
+    let Some(Data::Sum(s)) = &metric.data else {
+        panic!("{} is not a sum: {:?}", metric.name, metric.data);
+    };
+    s.data_points
+        .iter()
+        .map(|p| {
+            let value = match p.value {
+                Some(number_data_point::Value::AsInt(n)) => n,
+                other => panic!("{other:?}"),
+            };
+            (pairs(&p.attributes), value)
+        })
+        .collect()
+}
+
+/// Attributes as sorted pairs of text.
+fn pairs(attributes: &[KeyValue]) -> Attributes {
+    let mut out: Attributes = attributes
+        .iter()
+        .map(|kv| {
+            let value = text(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+            (kv.key.clone(), value)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether `attributes` hold `key` = `value`.
+fn has(attributes: &[(String, String)], key: &str, value: &str) -> bool {
+    attributes.iter().any(|(k, v)| k == key && v == value)
 }
 
 fn attr(span: &Span, key: &str) -> String {
@@ -492,4 +576,81 @@ async fn spans_the_full_batch_queue_dropped_are_counted_in_one_warning() {
     // What was exported and what was dropped make up the run's nine spans (three agents,
     // four requests, two Task calls).
     assert_eq!(collector.spans().len() as u64 + dropped, 9);
+}
+
+#[tokio::test]
+async fn metrics_carry_the_token_counts_and_durations_of_the_requests() {
+    let collector = Collector::start().await;
+    let out = traced_run(&collector, &[("OTEL_METRICS_EXPORTER", "otlp")]).await;
+    assert!(!out.stderr.contains("export"), "{}", out.stderr);
+
+    // Four requests: the primary's two and each subagent's one; the explorer's reported
+    // 2000 input tokens, 1500 more read from the cache, and 50 output; the others 10 and 5.
+    let tokens = collector
+        .metric("gen_ai.client.token.usage")
+        .expect("the token histogram");
+    assert_eq!(tokens.unit, "{token}");
+    let points = histogram(&tokens);
+    let of = |kind: &str| {
+        let typed: Vec<_> = points
+            .iter()
+            .filter(|(a, _, _)| has(a, "gen_ai.token.type", kind))
+            .collect();
+        assert!(!typed.is_empty(), "no {kind} in {points:?}");
+        for (a, _, _) in &typed {
+            assert!(has(a, "gen_ai.operation.name", "chat"), "{a:?}");
+            assert!(has(a, "gen_ai.provider.name", "anthropic"), "{a:?}");
+            assert!(has(a, "server.address", "127.0.0.1"), "{a:?}");
+            assert!(a.iter().any(|(k, _)| k == "gen_ai.request.model"), "{a:?}");
+        }
+        let count: u64 = typed.iter().map(|(_, c, _)| c).sum();
+        let total: f64 = typed.iter().map(|(_, _, s)| s).sum();
+        (count, total)
+    };
+    assert_eq!(of("input"), (4, 3530.0));
+    assert_eq!(of("output"), (4, 65.0));
+
+    let duration = collector
+        .metric("gen_ai.client.operation.duration")
+        .expect("the duration histogram");
+    assert_eq!(duration.unit, "s");
+    let points = histogram(&duration);
+    assert_eq!(points.iter().map(|(_, c, _)| c).sum::<u64>(), 4);
+    assert!(points.iter().all(|(a, _, s)| *s > 0.0
+        && has(a, "gen_ai.operation.name", "chat")
+        && !a.iter().any(|(k, _)| k == "error.type")));
+
+    // cadre's own: the tokens spent by kind, and no agent still running at the end.
+    let spent = sum(&collector
+        .metric("cadre.usage.tokens")
+        .expect("tokens spent"));
+    let spent_of = |kind: &str| -> i64 {
+        spent
+            .iter()
+            .filter(|(a, _)| has(a, "gen_ai.token.type", kind))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert_eq!(spent_of("input"), 2030);
+    assert_eq!(spent_of("cache_read"), 1500);
+    assert_eq!(spent_of("output"), 65);
+    let running = sum(&collector
+        .metric("cadre.agents.running")
+        .expect("agents running"));
+    let mut types: Vec<&str> = running
+        .iter()
+        .flat_map(|(a, _)| a.iter().filter(|(k, _)| k == "gen_ai.agent.name"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["explore", "main", "plan"]);
+    assert!(running.iter().all(|(_, v)| *v == 0), "{running:?}");
+}
+
+#[tokio::test]
+async fn no_metrics_unless_their_exporter_is_asked_for() {
+    let collector = Collector::start().await;
+    traced_run(&collector, &[]).await;
+    assert!(!collector.spans().is_empty());
+    assert!(collector.received.lock().unwrap().metrics.is_empty());
 }
