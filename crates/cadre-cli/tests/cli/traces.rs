@@ -3,8 +3,18 @@
 //! content unless asked, and a collector that is down is one warning.
 
 use super::*;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
@@ -653,4 +663,130 @@ async fn no_metrics_unless_their_exporter_is_asked_for() {
     traced_run(&collector, &[]).await;
     assert!(!collector.spans().is_empty());
     assert!(collector.received.lock().unwrap().metrics.is_empty());
+}
+
+/// A loopback OTLP/gRPC collector: opentelemetry-proto's trace and metrics services,
+/// served by tonic, keeping what they are sent.
+#[derive(Clone, Default)]
+struct GrpcCollector {
+    received: Arc<Mutex<Received>>,
+}
+
+#[async_trait::async_trait]
+impl TraceService for GrpcCollector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.received
+            .lock()
+            .unwrap()
+            .requests
+            .push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[async_trait::async_trait]
+impl MetricsService for GrpcCollector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.received
+            .lock()
+            .unwrap()
+            .metrics
+            .push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+impl GrpcCollector {
+    /// Serves both services on a port of 127.0.0.1; its `http://` endpoint.
+    async fn start(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let router = tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(self.clone()))
+            .add_service(MetricsServiceServer::new(self.clone()));
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        tokio::spawn(async move { router.serve_with_incoming(incoming).await.unwrap() });
+        endpoint
+    }
+}
+
+#[tokio::test]
+async fn grpc_carries_the_spans_and_the_metrics_when_asked() {
+    let grpc = GrpcCollector::default();
+    let endpoint = grpc.start().await;
+    // The HTTP collector is only where `traced_run` would send otherwise: grpc is asked
+    // for, and the endpoint is the grpc one.
+    let http = Collector::start().await;
+    let out = traced_run(
+        &http,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_METRICS_EXPORTER", "otlp"),
+        ],
+    )
+    .await;
+    assert!(!out.stderr.contains("export"), "{}", out.stderr);
+    assert!(http.received.lock().unwrap().bodies.is_empty());
+    let r = grpc.received.lock().unwrap();
+    let spans: Vec<&Span> = r
+        .requests
+        .iter()
+        .flat_map(|req| &req.resource_spans)
+        .flat_map(|rs| &rs.scope_spans)
+        .flat_map(|ss| &ss.spans)
+        .collect();
+    // The fan-out's nine spans: three agents, four requests, two Task calls.
+    assert_eq!(spans.len(), 9, "{spans:?}");
+    assert_eq!(
+        spans.iter().filter(|s| s.name.starts_with("chat ")).count(),
+        4
+    );
+    let tokens = last_metric(&r.metrics, "gen_ai.client.token.usage").expect("token usage");
+    let input: f64 = histogram(&tokens)
+        .iter()
+        .filter(|(a, _, _)| has(a, "gen_ai.token.type", "input"))
+        .map(|(_, _, s)| s)
+        .sum();
+    assert_eq!(input, 3530.0);
+}
+
+#[tokio::test]
+async fn a_grpc_collector_that_is_down_is_one_warning() {
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = held.local_addr().unwrap().as_socket().unwrap().port();
+    let closed = format!("http://127.0.0.1:{port}");
+    run_exporting_to(
+        &closed,
+        &[
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ],
+    )
+    .await;
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_grpc_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait_for_it() {
+    // It takes connections (the kernel completes them) but never reads or answers: no
+    // HTTP/2 handshake ever ends.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let slow = [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_METRICS_EXPORTER", "otlp"),
+        ("OTEL_BSP_EXPORT_TIMEOUT", "300000"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300000"),
+    ];
+    run_exporting_to(&endpoint, &slow).await;
+    drop(silent);
 }
