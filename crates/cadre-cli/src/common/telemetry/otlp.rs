@@ -300,14 +300,7 @@ fn span_exporter(protocol: Protocol) -> Result<OneWarning, String> {
     use opentelemetry_otlp::SpanExporter as Otlp;
     let signal = Signal::Traces;
     let inner = match protocol {
-        Protocol::Grpc => grpc(|| {
-            let mut b = configured(Otlp::builder().with_tonic(), signal, protocol)
-                .with_retry_policy(retry_policy());
-            if let Some(headers) = table_headers(signal) {
-                b = b.with_metadata(metadata(headers));
-            }
-            b.build()
-        })?,
+        Protocol::Grpc => grpc(|| tonic_configured(Otlp::builder().with_tonic(), signal).build())?,
         Protocol::HttpProtobuf | Protocol::HttpJson => {
             let mut b = configured(Otlp::builder().with_http(), signal, protocol)
                 .with_http_client(http_client(signal)?)
@@ -327,14 +320,7 @@ fn metric_exporter(protocol: Protocol) -> Result<MetricsOneWarning, String> {
     use opentelemetry_otlp::MetricExporter as Otlp;
     let signal = Signal::Metrics;
     let inner = match protocol {
-        Protocol::Grpc => grpc(|| {
-            let mut b = configured(Otlp::builder().with_tonic(), signal, protocol)
-                .with_retry_policy(retry_policy());
-            if let Some(headers) = table_headers(signal) {
-                b = b.with_metadata(metadata(headers));
-            }
-            b.build()
-        })?,
+        Protocol::Grpc => grpc(|| tonic_configured(Otlp::builder().with_tonic(), signal).build())?,
         Protocol::HttpProtobuf | Protocol::HttpJson => {
             let mut b = configured(Otlp::builder().with_http(), signal, protocol)
                 .with_http_client(http_client(signal)?)
@@ -347,6 +333,21 @@ fn metric_exporter(protocol: Protocol) -> Result<MetricsOneWarning, String> {
         }
     };
     Ok(MetricsOneWarning { inner })
+}
+
+/// Configures a gRPC exporter builder as the settings say for `signal`: endpoint,
+/// timeout, retries, the table's headers as metadata, and TLS with cadre's roots for an
+/// `https` endpoint.
+fn tonic_configured<B: WithTonicConfig + WithExportConfig>(builder: B, signal: Signal) -> B {
+    let mut b = configured(builder, signal, Protocol::Grpc).with_retry_policy(retry_policy());
+    if let Some(headers) = table_headers(signal) {
+        b = b.with_metadata(metadata(headers));
+    }
+    let https = endpoint(signal, Protocol::Grpc, var).is_some_and(|e| e.starts_with("https:"));
+    if https {
+        b = b.with_tls_config(tonic::transport::ClientTlsConfig::new().with_webpki_roots());
+    }
+    b
 }
 
 /// The OTLP/HTTP encoding of `protocol`.
