@@ -50,6 +50,18 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// Whether the command trusts the project this once (`--trust-project`).
+    pub fn trusts_project(&self) -> bool {
+        match &self.command {
+            Some(Command::Run(cmd)) => cmd.args.trust_project,
+            Some(Command::Chat(cmd)) => cmd.args.trust_project,
+            Some(Command::Resume(cmd)) => cmd.args.trust_project,
+            _ => false,
+        }
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -16,35 +16,19 @@
 //! goes on.
 
 use cadre_core::semconv::RecordContent;
-use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use vars::var;
 
 mod config;
 #[cfg(feature = "otel")]
 mod metrics;
 #[cfg(feature = "otel")]
 mod otlp;
+mod table;
+mod vars;
 
 #[cfg(feature = "otel")]
 pub use otlp::{in_callers_trace, layer, shutdown};
-
-/// The `[telemetry]` table's values, under the names of the variables they stand for.
-static TABLE: OnceLock<BTreeMap<&'static str, String>> = OnceLock::new();
-
-/// A telemetry setting by its variable's name: the environment's when set, else the
-/// `[telemetry]` table's.
-fn var(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .or_else(|| TABLE.get()?.get(name).cloned())
-}
-
-/// Whether the environment itself sets `name` (not the table).
-#[cfg_attr(not(feature = "otel"), allow(dead_code))]
-fn env_sets(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
-}
+pub use table::configure_from_settings;
 
 /// What content the run's spans carry: prompts with `OTEL_LOG_USER_PROMPTS=1`, tool inputs
 /// and results with `OTEL_LOG_TOOL_DETAILS=1` (Claude Code's names), each piece cut to

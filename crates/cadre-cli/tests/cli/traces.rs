@@ -33,6 +33,8 @@ struct Received {
     json: usize,
     /// The metrics exports, decoded.
     metrics: Vec<ExportMetricsServiceRequest>,
+    /// Each trace export's `x-tenant` header, if it had one.
+    tenants: Vec<String>,
 }
 
 /// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies (decoded) or
@@ -65,6 +67,9 @@ impl Collector {
                             .get("content-type")
                             .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
                         let mut r = kept.lock().unwrap();
+                        if let Some(t) = headers.get("x-tenant").and_then(|v| v.to_str().ok()) {
+                            r.tenants.push(t.to_owned());
+                        }
                         r.bodies.push(body.to_vec());
                         if json {
                             r.json += 1;
@@ -789,4 +794,146 @@ async fn a_grpc_collector_that_never_answers_is_one_warning_and_the_run_does_not
     ];
     run_exporting_to(&endpoint, &slow).await;
     drop(silent);
+}
+
+/// The fan-out run in a fresh folder whose user's `config.toml` (in `home`) and project's
+/// `cadre.toml` hold `user` and `project`, with `env` and `args` besides.
+async fn run_with_settings(
+    user: &str,
+    project: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_file(&home.path().join(".config/cadre/config.toml"), user);
+    write_file(&dir.path().join("cadre.toml"), project);
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let uri = server.uri();
+    let home_path = home.path().to_str().unwrap();
+    let mut all = vec![
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("HOME", home_path),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+    ];
+    all.extend_from_slice(env);
+    let mut argv = vec!["run"];
+    argv.extend_from_slice(args);
+    argv.push(PROMPT);
+    let out = cadre_env(dir.path(), &all, &argv).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Survey complete."));
+    out
+}
+
+/// A user's `[telemetry]` table sending to `endpoint`, with a header, a service name and
+/// metrics.
+fn users_table(endpoint: &str) -> String {
+    format!(
+        "[telemetry]\nendpoint = \"{endpoint}\"\nheaders = {{ x-tenant = \"from-table\" }}\nservice_name = \"from-table\"\nmetrics = true\n"
+    )
+}
+
+#[tokio::test]
+async fn the_users_telemetry_table_sends_spans_and_metrics_with_its_headers_and_name() {
+    let collector = Collector::start().await;
+    let out = run_with_settings(&users_table(&collector.endpoint), "", &[], &[]).await;
+    assert!(!out.stderr.contains("export"), "{}", out.stderr);
+    assert_eq!(collector.spans().len(), 9);
+    let services = collector.service_names();
+    assert!(
+        !services.is_empty() && services.iter().all(|s| s == "from-table"),
+        "{services:?}"
+    );
+    let tenants = collector.received.lock().unwrap().tenants.clone();
+    assert!(
+        !tenants.is_empty() && tenants.iter().all(|t| t == "from-table"),
+        "{tenants:?}"
+    );
+    assert!(collector.metric("gen_ai.client.token.usage").is_some());
+}
+
+#[tokio::test]
+async fn the_otel_variables_win_over_the_telemetry_table() {
+    let table = Collector::start().await;
+    let env = Collector::start().await;
+    run_with_settings(
+        &users_table(&table.endpoint),
+        "",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", env.endpoint.as_str()),
+            ("OTEL_SERVICE_NAME", "from-env"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=from-env"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+        ],
+        &[],
+    )
+    .await;
+    assert!(table.received.lock().unwrap().bodies.is_empty());
+    assert_eq!(env.spans().len(), 9);
+    assert!(env.service_names().iter().all(|s| s == "from-env"));
+    let r = env.received.lock().unwrap();
+    assert!(r.tenants.iter().all(|t| t == "from-env"), "{:?}", r.tenants);
+    assert!(!r.tenants.is_empty() && r.metrics.is_empty());
+}
+
+#[tokio::test]
+async fn an_untrusted_projects_telemetry_table_sends_nowhere_and_says_so() {
+    let collector = Collector::start().await;
+    let project = format!(
+        "[telemetry]\nendpoint = \"{}\"\nlog_user_prompts = true\n",
+        collector.endpoint
+    );
+    let out = run_with_settings("", &project, &[], &[]).await;
+    assert!(collector.received.lock().unwrap().bodies.is_empty());
+    assert!(
+        out.stderr.contains("left out") && out.stderr.contains("telemetry.endpoint"),
+        "{}",
+        out.stderr
+    );
+    // Trusted this once, it is used, prompts and all.
+    let out = run_with_settings("", &project, &[], &["--trust-project"]).await;
+    assert!(!out.stderr.contains("left out"), "{}", out.stderr);
+    assert_eq!(collector.spans().len(), 9);
+    assert!(collector.saw("TRACE-MARKER-7f3a"));
+}
+
+#[tokio::test]
+async fn a_project_the_user_trusts_sends_where_its_telemetry_table_says_and_a_change_undoes_it() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_str().unwrap();
+    let table = format!("[telemetry]\nendpoint = \"{}\"\n", collector.endpoint);
+    write_file(&dir.path().join("cadre.toml"), &table);
+    let out = cadre_env(dir.path(), &[("HOME", home_path)], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The fan-out against a mock of its own, in the folder.
+    let run = || async {
+        let server = MockServer::start().await;
+        fan_out(&server).await;
+        let uri = server.uri();
+        let env = [
+            ("ANTHROPIC_BASE_URL", uri.as_str()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("HOME", home_path),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ];
+        let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out
+    };
+    run().await;
+    assert_eq!(collector.spans().len(), 9);
+    // Changed since it was trusted (a header added), the project's table is left out again.
+    write_file(
+        &dir.path().join("cadre.toml"),
+        &format!("{table}headers = \"x-tenant=sneaky\"\n"),
+    );
+    let out = run().await;
+    assert!(out.stderr.contains("telemetry.headers"), "{}", out.stderr);
+    assert_eq!(collector.spans().len(), 9, "nothing more was sent");
+    assert!(collector.received.lock().unwrap().tenants.is_empty());
 }

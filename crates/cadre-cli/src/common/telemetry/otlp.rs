@@ -3,7 +3,7 @@
 
 use super::config::{endpoint, pairs, wanted_signal, Protocol, Signal, Wanted};
 use super::metrics::{Instruments, MetricsLayer};
-use super::{env_sets, var};
+use super::vars::{env_sets, var};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::InstrumentationScope;
