@@ -263,6 +263,27 @@ pub const CADRE_WORKFLOW_ITEMS_QUEUED: &str = "cadre.workflow.items_queued";
 /// cadre's own: the workflow a report is of.
 pub const CADRE_WORKFLOW_NAME: &str = "cadre.workflow.name";
 
+/// How a model client reads the current span's W3C `traceparent`
+/// (`00-{trace}-{span}-{flags}`) to send with each request, so the provider's side can join
+/// the trace; given only by a program that exports traces and was asked to tell the
+/// provider (a provider need not learn the run's ids). `None` from it: nothing is sent.
+#[derive(Clone, Copy)]
+pub struct TraceparentSource(pub fn() -> Option<String>);
+
+impl PartialEq for TraceparentSource {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::fn_addr_eq(self.0, other.0)
+    }
+}
+
+impl Eq for TraceparentSource {}
+
+impl fmt::Debug for TraceparentSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TraceparentSource")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -185,6 +185,11 @@ pub const ROWS: &[Row] = &[
         Project::IfTrusted,
     ),
     telemetry("telemetry.metrics", "OTEL_METRICS_EXPORTER", Project::May),
+    telemetry(
+        "telemetry.traceparent_to_model",
+        "CADRE_OTEL_TRACEPARENT_TO_MODEL",
+        Project::IfTrusted,
+    ),
     row(
         "permissions.mode",
         Some("permission_mode"),

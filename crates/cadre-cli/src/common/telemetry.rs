@@ -15,7 +15,7 @@
 //! (it bounds each export); a collector that cannot be reached is one warning, and the run
 //! goes on.
 
-use cadre_core::semconv::RecordContent;
+use cadre_core::semconv::{RecordContent, TraceparentSource};
 use vars::var;
 
 mod config;
@@ -35,6 +35,22 @@ pub use table::configure_from_settings;
 /// `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` bytes when that is set.
 pub fn record_content() -> RecordContent {
     config::content_from(var)
+}
+
+/// The source of the W3C `traceparent` header each model request carries (its `chat`
+/// span's context), when traces are exported and `CADRE_OTEL_TRACEPARENT_TO_MODEL=1` (or
+/// `traceparent_to_model = true` in the `[telemetry]` table) asks for it; off by default,
+/// since a provider need not learn the run's ids.
+pub fn traceparent_to_model() -> Option<TraceparentSource> {
+    let asked = var("CADRE_OTEL_TRACEPARENT_TO_MODEL").is_some_and(|v| config::is_true(&v));
+    #[cfg(feature = "otel")]
+    return (asked && otlp::exporting_traces())
+        .then_some(TraceparentSource(otlp::current_traceparent));
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = asked;
+        None
+    }
 }
 
 /// Without the `otel` feature: nothing to export, nothing to flush.

@@ -937,3 +937,61 @@ async fn a_project_the_user_trusts_sends_where_its_telemetry_table_says_and_a_ch
     assert_eq!(collector.spans().len(), 9, "nothing more was sent");
     assert!(collector.received.lock().unwrap().tenants.is_empty());
 }
+
+/// The `traceparent` header of each request `server` received, if it had one.
+fn traceparents(server: &MockServer) -> Vec<Option<String>> {
+    server
+        .requests()
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == "traceparent")
+                .map(|(_, v)| v.clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn model_requests_carry_their_chat_spans_traceparent_only_when_asked() {
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    for asked in [false, true] {
+        let collector = Collector::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        fan_out(&server).await;
+        let uri = server.uri();
+        let mut env = vec![
+            ("ANTHROPIC_BASE_URL", uri.as_str()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ];
+        if asked {
+            env.push(("CADRE_OTEL_TRACEPARENT_TO_MODEL", "1"));
+        }
+        let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let sent = traceparents(&server);
+        assert_eq!(sent.len(), 4);
+        if !asked {
+            assert!(sent.iter().all(Option::is_none), "{sent:?}");
+            continue;
+        }
+        // Each is the context of one `chat` span, a different one each.
+        let chats: Vec<String> = collector
+            .spans()
+            .iter()
+            .filter(|s| s.name.starts_with("chat "))
+            .map(|s| format!("00-{}-{}-01", hex(&s.trace_id), hex(&s.span_id)))
+            .collect();
+        let mut sent: Vec<String> = sent.into_iter().map(Option::unwrap).collect();
+        sent.sort();
+        sent.dedup();
+        assert_eq!(sent.len(), 4);
+        assert!(
+            sent.iter().all(|tp| chats.contains(tp)),
+            "{sent:?} {chats:?}"
+        );
+    }
+}

@@ -16,7 +16,7 @@ pub(super) fn content_from(var: impl Fn(&str) -> Option<String>) -> RecordConten
 }
 
 /// Whether a variable's value says yes (`1`, `true`, `yes`, `on`).
-fn is_true(value: &str) -> bool {
+pub(super) fn is_true(value: &str) -> bool {
     matches!(
         value.trim().to_ascii_lowercase().as_str(),
         "1" | "true" | "yes" | "on"

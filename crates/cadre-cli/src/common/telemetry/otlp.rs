@@ -534,8 +534,13 @@ impl PushMetricExporter for MetricsOneWarning {
     }
 }
 
+/// Whether spans are being exported.
+pub fn exporting_traces() -> bool {
+    PROVIDER.get().is_some()
+}
+
 /// The current span's W3C `traceparent`, when it is being exported.
-fn current_traceparent() -> Option<String> {
+pub fn current_traceparent() -> Option<String> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     let cx = tracing::Span::current().context();
