@@ -365,3 +365,74 @@ fn agent_attributes(agent_type: &str) -> [KeyValue; 2] {
         KeyValue::new(GEN_AI_AGENT_NAME, agent_type.to_owned()),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry_sdk::metrics::data::{
+        AggregatedMetrics, Metric, MetricData, ResourceMetrics,
+    };
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    /// What `emit` makes of the metrics, through the layer, as the exporter was given them.
+    fn metrics_of(emit: impl FnOnce()) -> Vec<ResourceMetrics> {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = SdkMeterProvider::builder()
+            .with_periodic_exporter(exporter.clone())
+            .build();
+        let layer = MetricsLayer::new(Instruments::new(&provider.meter("test")));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+        provider.force_flush().unwrap();
+        exporter.get_finished_metrics().unwrap()
+    }
+
+    /// The metric `name` of what was exported.
+    fn metric<'a>(exported: &'a [ResourceMetrics], name: &str) -> Option<&'a Metric> {
+        exported
+            .iter()
+            .flat_map(|rm| rm.scope_metrics())
+            .flat_map(|sm| sm.metrics())
+            .find(|m| m.name() == name)
+    }
+
+    fn has<'a>(mut attributes: impl Iterator<Item = &'a KeyValue>, key: &str, value: &str) -> bool {
+        attributes.any(|kv| kv.key.as_str() == key && kv.value.as_str() == value)
+    }
+
+    #[test]
+    fn a_failed_request_is_timed_with_its_error_type_and_counts_no_tokens() {
+        let metrics = metrics_of(|| {
+            let url = reqwest::Url::parse("http://127.0.0.1:9/v1/messages").unwrap();
+            let span = cadre_core::semconv::chat_span("anthropic", "m", &url);
+            cadre_core::semconv::record_error(&span, "429", &"rate limited");
+        });
+        let duration = metric(&metrics, OPERATION_DURATION).expect("the duration");
+        let AggregatedMetrics::F64(MetricData::Histogram(h)) = duration.data() else {
+            panic!("{duration:?}");
+        };
+        let points: Vec<_> = h.data_points().collect();
+        assert_eq!(points.len(), 1);
+        assert_eq!(points[0].count(), 1);
+        assert!(has(points[0].attributes(), ERROR_TYPE, "429"));
+        assert!(has(points[0].attributes(), GEN_AI_REQUEST_MODEL, "m"));
+        assert!(metric(&metrics, TOKEN_USAGE).is_none());
+    }
+
+    #[test]
+    fn a_workflows_queue_report_is_its_gauge() {
+        let metrics = metrics_of(|| {
+            cadre_core::semconv::report_items_queued("triage", 9);
+            cadre_core::semconv::report_items_queued("triage", 7);
+        });
+        let queued = metric(&metrics, ITEMS_QUEUED).expect("the queue");
+        let AggregatedMetrics::U64(MetricData::Gauge(g)) = queued.data() else {
+            panic!("{queued:?}");
+        };
+        let points: Vec<_> = g.data_points().collect();
+        assert_eq!(points.len(), 1);
+        assert_eq!(points[0].value(), 7);
+        assert!(has(points[0].attributes(), CADRE_WORKFLOW_NAME, "triage"));
+    }
+}

@@ -121,7 +121,7 @@ where
         .with_target(cadre_core::semconv::TARGET, tracing::Level::INFO)
         .with_target(
             cadre_core::semconv::CADRE_METRICS_TARGET,
-            tracing::Level::INFO,
+            tracing::Level::TRACE,
         );
     Ok(Some(
         MetricsLayer::new(instruments).with_filter(wanted).boxed(),
