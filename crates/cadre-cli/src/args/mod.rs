@@ -584,8 +584,9 @@ pub struct RunArgs {
     pub deny: Vec<String>,
     /// Trust the project this once, though it is not trusted: its hooks (in its
     /// .claude/settings.json, .claude/settings.local.json, cadre.toml, agent files), its MCP
-    /// servers (.mcp.json, mcp_config, agent files' inline servers) and its base_url are used;
-    /// nothing is remembered (`cadre trust` remembers). Your own hooks always run.
+    /// servers (.mcp.json, mcp_config, agent files' inline servers), its base_url and where
+    /// its [telemetry] sends are used; nothing is remembered (`cadre trust` remembers). Your
+    /// own hooks always run.
     #[arg(long)]
     pub trust_project: bool,
     /// The old name of --trust-project, refused with a message naming it: it trusts the
