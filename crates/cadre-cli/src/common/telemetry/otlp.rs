@@ -36,8 +36,8 @@ static METERS: OnceLock<SdkMeterProvider> = OnceLock::new();
 type Boxed<S> = Box<dyn Layer<S> + Send + Sync>;
 
 /// The layers that export cadre's spans and the metrics derived from them, when the
-/// settings ask for either; `Err` says why what was asked for cannot be exported (what
-/// can still is in the `Ok` of the pair).
+/// settings ask for either; and why what was asked for cannot be exported, if some cannot
+/// (what can still is in the layer).
 pub fn layer<S>() -> (Option<Boxed<S>>, Option<String>)
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
