@@ -995,3 +995,22 @@ async fn model_requests_carry_their_chat_spans_traceparent_only_when_asked() {
         );
     }
 }
+
+#[tokio::test]
+async fn metrics_go_to_their_own_endpoint_when_one_is_set() {
+    let traces = Collector::start().await;
+    let metrics = Collector::start().await;
+    let own = format!("{}/v1/metrics", metrics.endpoint);
+    traced_run(
+        &traces,
+        &[
+            ("OTEL_METRICS_EXPORTER", "otlp"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", own.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(traces.spans().len(), 9);
+    assert!(traces.received.lock().unwrap().metrics.is_empty());
+    assert!(metrics.metric("gen_ai.client.operation.duration").is_some());
+    assert!(metrics.spans().is_empty());
+}
