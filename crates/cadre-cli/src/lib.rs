@@ -20,6 +20,8 @@ use std::process::ExitCode;
 /// Runs `cadre` on the process's command line; its exit code.
 pub fn cadre() -> ExitCode {
     let cli: Cli = args::from_env();
+    // The `[telemetry]` table, before the exporters start with the logging.
+    common::telemetry::configure_from_settings(cli.directory.clone(), cli.trusts_project());
     common::logging::init_logging(cli.verbose, cli.quiet, true);
     // Before the runtime starts its threads, so setting the variable races no reader.
     if let Err(err) = commands::mcp_serve::mark_served(&cli) {

@@ -253,6 +253,51 @@ fn status_name(status: u16) -> &'static str {
     }
 }
 
+/// The `tracing` target of cadre's own metric reports: events (level TRACE) a subscriber
+/// may turn into metrics, as the CLI's metrics layer does. See [`report_items_queued`].
+pub const CADRE_METRICS_TARGET: &str = "cadre::metrics";
+/// cadre's own: a workflow's items waiting for an agent (a whole number).
+pub const CADRE_WORKFLOW_ITEMS_QUEUED: &str = "cadre.workflow.items_queued";
+/// cadre's own: the workflow a report is of.
+pub const CADRE_WORKFLOW_NAME: &str = "cadre.workflow.name";
+
+/// How a model client reads the current span's W3C `traceparent`
+/// (`00-{trace}-{span}-{flags}`) to send with each request, so the provider's side can join
+/// the trace; given only by a program that exports traces and was asked to tell the
+/// provider (a provider need not learn the run's ids). `None` from it: nothing is sent.
+#[derive(Clone, Copy)]
+pub struct TraceparentSource(pub fn() -> Option<String>);
+
+impl PartialEq for TraceparentSource {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::fn_addr_eq(self.0, other.0)
+    }
+}
+
+impl Eq for TraceparentSource {}
+
+impl fmt::Debug for TraceparentSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TraceparentSource")
+    }
+}
+
+/// Reports how many items of the workflow `workflow` wait for an agent: a workflow calls
+/// it whenever that number changes, and a subscriber that wants metrics makes a gauge of it
+/// (an event of target [`CADRE_METRICS_TARGET`] with the fields
+/// [`CADRE_WORKFLOW_ITEMS_QUEUED`] and [`CADRE_WORKFLOW_NAME`]).
+pub fn report_items_queued(workflow: &str, queued: u64) {
+    // The names as the constants spell them: the macro takes no constant as an event's
+    // first field (a unit test of the CLI's metrics layer, which reads them by the
+    // constants, checks they agree).
+    tracing::event!(
+        target: CADRE_METRICS_TARGET,
+        tracing::Level::TRACE,
+        cadre.workflow.items_queued = queued,
+        cadre.workflow.name = workflow
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,9 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// The whole-request limit for non-streaming calls (`None`: no limit).
     pub request_timeout: Option<Duration>,
+    /// Where each request's `traceparent` header comes from (the `chat` span's context);
+    /// `None`, the default: no header.
+    pub traceparent: Option<crate::semconv::TraceparentSource>,
 }
 
 impl Default for HttpOptions {
@@ -66,6 +69,7 @@ impl Default for HttpOptions {
             idle_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Some(Duration::from_secs(600)),
+            traceparent: None,
         }
     }
 }
@@ -105,6 +109,13 @@ macro_rules! http_setters {
             request_timeout: Option<::std::time::Duration>,
         ) -> Self {
             self.http.request_timeout = request_timeout;
+            self
+        }
+
+        /// Sends each request's `chat` span context as a W3C `traceparent` header, read
+        /// from `source`.
+        pub fn with_traceparent(mut self, source: $crate::semconv::TraceparentSource) -> Self {
+            self.http.traceparent = Some(source);
             self
         }
     };
@@ -262,6 +273,10 @@ impl Transport {
             .header(CONTENT_TYPE, "application/json")
             .headers(headers.clone())
             .body(body);
+        // Read inside the request's `chat` span: the provider sees that span as the parent.
+        if let Some(traceparent) = self.options.traceparent.and_then(|source| (source.0)()) {
+            req = req.header("traceparent", traceparent);
+        }
         let resp = if self.options.stream {
             // Waiting for the headers counts as silence too.
             tokio::time::timeout(idle, req.send())

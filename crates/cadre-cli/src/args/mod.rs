@@ -50,6 +50,18 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// Whether the command trusts the project this once (`--trust-project`).
+    pub fn trusts_project(&self) -> bool {
+        match &self.command {
+            Some(Command::Run(cmd)) => cmd.args.trust_project,
+            Some(Command::Chat(cmd)) => cmd.args.trust_project,
+            Some(Command::Resume(cmd)) => cmd.args.trust_project,
+            _ => false,
+        }
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -572,8 +584,9 @@ pub struct RunArgs {
     pub deny: Vec<String>,
     /// Trust the project this once, though it is not trusted: its hooks (in its
     /// .claude/settings.json, .claude/settings.local.json, cadre.toml, agent files), its MCP
-    /// servers (.mcp.json, mcp_config, agent files' inline servers) and its base_url are used;
-    /// nothing is remembered (`cadre trust` remembers). Your own hooks always run.
+    /// servers (.mcp.json, mcp_config, agent files' inline servers), its base_url and where
+    /// its [telemetry] sends are used; nothing is remembered (`cadre trust` remembers). Your
+    /// own hooks always run.
     #[arg(long)]
     pub trust_project: bool,
     /// The old name of --trust-project, refused with a message naming it: it trusts the

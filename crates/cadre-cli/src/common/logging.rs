@@ -49,13 +49,10 @@ pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
     let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
     #[cfg(feature = "otel")]
     {
-        let (traces, why) = match super::telemetry::layer() {
-            Ok(layer) => (layer, None),
-            Err(why) => (None, Some(why)),
-        };
-        registry.with(traces).init();
+        let (telemetry, why) = super::telemetry::layer();
+        registry.with(telemetry).init();
         if let Some(why) = why {
-            tracing::warn!("traces are not exported: {why}");
+            tracing::warn!("{why}");
         }
     }
     #[cfg(not(feature = "otel"))]

@@ -43,6 +43,7 @@ pub fn live_model(options: &ModelOptions<'_>) -> Result<Arc<dyn Model>> {
             options.api_version.clone_into(&mut config.version);
             config.http.retry.max_retries = options.max_retries;
             config.http.idle_timeout = Duration::from_secs(options.request_timeout);
+            config.http.traceparent = crate::common::telemetry::traceparent_to_model();
             Arc::new(AnthropicModel::new(config).map_err(CliError::invalid)?)
         }
         Provider::Openai => {
@@ -58,6 +59,7 @@ pub fn live_model(options: &ModelOptions<'_>) -> Result<Arc<dyn Model>> {
             }
             config.http.retry.max_retries = options.max_retries;
             config.http.idle_timeout = Duration::from_secs(options.request_timeout);
+            config.http.traceparent = crate::common::telemetry::traceparent_to_model();
             Arc::new(OpenAiModel::new(config).map_err(CliError::invalid)?)
         }
     })

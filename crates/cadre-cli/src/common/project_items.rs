@@ -1,7 +1,8 @@
 //! The one trust boundary: everything a project supplies that can run a command, reach a
 //! host or carry a secret — its hooks, its MCP servers (`.mcp.json`, the file `mcp_config`
 //! names, inline servers in its agent files, and the variables they read), and the settings
-//! of its `cadre.toml` the table of settings marks as needing trust (`base_url`) — is
+//! of its `cadre.toml` the table of settings marks as needing trust (`base_url`, where its
+//! `[telemetry]` sends and what content) — is
 //! trusted or left out as one set, under one fingerprint (see [`trust`](crate::common::trust)).
 //! A run decides once, before anything of the project is used: trusted, it is used; not,
 //! one message names each item left out and `cadre trust`, and on a terminal the first run

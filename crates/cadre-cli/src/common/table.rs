@@ -43,7 +43,8 @@ pub struct Row {
     pub key: &'static str,
     /// The clap id of the flag of `cadre run` that gives it, if one does.
     pub flag: Option<&'static str>,
-    /// The environment variable clap reads for it, if any.
+    /// The environment variable clap reads for it (or, for a telemetry setting, the
+    /// `OTEL_*` variable that gives it), if any.
     pub env: Option<&'static str>,
     /// Whether a project's files may set it.
     pub project: Project,
@@ -63,6 +64,15 @@ const fn row(
         env: None,
         project,
         engine,
+    }
+}
+
+/// A row of the `[telemetry]` table: given by the environment variable `env` too (which
+/// wins), used by this process alone (each worker exports its own).
+const fn telemetry(key: &'static str, env: &'static str, project: Project) -> Row {
+    Row {
+        env: Some(env),
+        ..row(key, None, project, Engine::Client)
     }
 }
 
@@ -139,6 +149,46 @@ pub const ROWS: &[Row] = &[
         Some("compact_at"),
         Project::May,
         Engine::Honoured,
+    ),
+    // Telemetry (`[telemetry]`): what the OTEL_* variable of each says wins over the files.
+    // Where spans go and what they carry reaches a host, carries a secret or sends content
+    // out: a project sets those only once trusted.
+    telemetry(
+        "telemetry.endpoint",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        Project::IfTrusted,
+    ),
+    telemetry(
+        "telemetry.protocol",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        Project::May,
+    ),
+    telemetry(
+        "telemetry.headers",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        Project::IfTrusted,
+    ),
+    telemetry("telemetry.service_name", "OTEL_SERVICE_NAME", Project::May),
+    telemetry(
+        "telemetry.resource_attributes",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        Project::May,
+    ),
+    telemetry(
+        "telemetry.log_user_prompts",
+        "OTEL_LOG_USER_PROMPTS",
+        Project::IfTrusted,
+    ),
+    telemetry(
+        "telemetry.log_tool_details",
+        "OTEL_LOG_TOOL_DETAILS",
+        Project::IfTrusted,
+    ),
+    telemetry("telemetry.metrics", "OTEL_METRICS_EXPORTER", Project::May),
+    telemetry(
+        "telemetry.traceparent_to_model",
+        "CADRE_OTEL_TRACEPARENT_TO_MODEL",
+        Project::IfTrusted,
     ),
     row(
         "permissions.mode",

@@ -3,8 +3,22 @@
 //! content unless asked, and a collector that is down is one warning.
 
 use super::*;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::{number_data_point, Metric};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -17,10 +31,14 @@ struct Received {
     requests: Vec<ExportTraceServiceRequest>,
     /// How many bodies were JSON.
     json: usize,
+    /// The metrics exports, decoded.
+    metrics: Vec<ExportMetricsServiceRequest>,
+    /// Each trace export's `x-tenant` header, if it had one.
+    tenants: Vec<String>,
 }
 
 /// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies (decoded) or
-/// JSON ones (kept as sent).
+/// JSON ones (kept as sent), and `POST /v1/metrics` with protobuf bodies.
 struct Collector {
     endpoint: String,
     received: Arc<Mutex<Received>>,
@@ -49,6 +67,9 @@ impl Collector {
                             .get("content-type")
                             .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
                         let mut r = kept.lock().unwrap();
+                        if let Some(t) = headers.get("x-tenant").and_then(|v| v.to_str().ok()) {
+                            r.tenants.push(t.to_owned());
+                        }
                         r.bodies.push(body.to_vec());
                         if json {
                             r.json += 1;
@@ -61,8 +82,26 @@ impl Collector {
                 },
             ),
         );
+        let kept = received.clone();
+        let app = app.route(
+            "/v1/metrics",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let request = ExportMetricsServiceRequest::decode(body).unwrap();
+                    kept.lock().unwrap().metrics.push(request);
+                    ""
+                }
+            }),
+        );
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { endpoint, received }
+    }
+
+    /// The last export's reading of the metric `name` (readings are cumulative).
+    fn metric(&self, name: &str) -> Option<Metric> {
+        let r = self.received.lock().unwrap();
+        last_metric(&r.metrics, name)
     }
 
     fn spans(&self) -> Vec<Span> {
@@ -102,6 +141,66 @@ fn text(value: Option<&Any>) -> String {
         Some(Any::IntValue(n)) => n.to_string(),
         _ => String::new(),
     }
+}
+
+/// The last reading of the metric `name` in `exports`.
+fn last_metric(exports: &[ExportMetricsServiceRequest], name: &str) -> Option<Metric> {
+    exports
+        .iter()
+        .flat_map(|req| &req.resource_metrics)
+        .flat_map(|rm| &rm.scope_metrics)
+        .flat_map(|sm| &sm.metrics)
+        .rfind(|m| m.name == name)
+        .cloned()
+}
+
+/// Attributes as sorted pairs of text.
+type Attributes = Vec<(String, String)>;
+
+/// A histogram's points, each as its attributes, count and sum.
+fn histogram(metric: &Metric) -> Vec<(Attributes, u64, f64)> {
+    let Some(Data::Histogram(h)) = &metric.data else {
+        panic!("{} is not a histogram: {:?}", metric.name, metric.data);
+    };
+    h.data_points
+        .iter()
+        .map(|p| (pairs(&p.attributes), p.count, p.sum.unwrap_or_default()))
+        .collect()
+}
+
+/// A sum's points (a counter's or an up-down counter's), each as its attributes and value.
+fn sum(metric: &Metric) -> Vec<(Attributes, i64)> {
+    let Some(Data::Sum(s)) = &metric.data else {
+        panic!("{} is not a sum: {:?}", metric.name, metric.data);
+    };
+    s.data_points
+        .iter()
+        .map(|p| {
+            let value = match p.value {
+                Some(number_data_point::Value::AsInt(n)) => n,
+                other => panic!("{other:?}"),
+            };
+            (pairs(&p.attributes), value)
+        })
+        .collect()
+}
+
+/// Attributes as sorted pairs of text.
+fn pairs(attributes: &[KeyValue]) -> Attributes {
+    let mut out: Attributes = attributes
+        .iter()
+        .map(|kv| {
+            let value = text(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+            (kv.key.clone(), value)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether `attributes` hold `key` = `value`.
+fn has(attributes: &[(String, String)], key: &str, value: &str) -> bool {
+    attributes.iter().any(|(k, v)| k == key && v == value)
 }
 
 fn attr(span: &Span, key: &str) -> String {
@@ -492,4 +591,426 @@ async fn spans_the_full_batch_queue_dropped_are_counted_in_one_warning() {
     // What was exported and what was dropped make up the run's nine spans (three agents,
     // four requests, two Task calls).
     assert_eq!(collector.spans().len() as u64 + dropped, 9);
+}
+
+#[tokio::test]
+async fn metrics_carry_the_token_counts_and_durations_of_the_requests() {
+    let collector = Collector::start().await;
+    let out = traced_run(&collector, &[("OTEL_METRICS_EXPORTER", "otlp")]).await;
+    assert!(!out.stderr.contains("export"), "{}", out.stderr);
+
+    // Four requests: the primary's two and each subagent's one; the explorer's reported
+    // 2000 input tokens, 1500 more read from the cache, and 50 output; the others 10 and 5.
+    let tokens = collector
+        .metric("gen_ai.client.token.usage")
+        .expect("the token histogram");
+    assert_eq!(tokens.unit, "{token}");
+    let points = histogram(&tokens);
+    let of = |kind: &str| {
+        let typed: Vec<_> = points
+            .iter()
+            .filter(|(a, _, _)| has(a, "gen_ai.token.type", kind))
+            .collect();
+        assert!(!typed.is_empty(), "no {kind} in {points:?}");
+        for (a, _, _) in &typed {
+            assert!(has(a, "gen_ai.operation.name", "chat"), "{a:?}");
+            assert!(has(a, "gen_ai.provider.name", "anthropic"), "{a:?}");
+            assert!(has(a, "server.address", "127.0.0.1"), "{a:?}");
+            assert!(a.iter().any(|(k, _)| k == "gen_ai.request.model"), "{a:?}");
+        }
+        let count: u64 = typed.iter().map(|(_, c, _)| c).sum();
+        let total: f64 = typed.iter().map(|(_, _, s)| s).sum();
+        (count, total)
+    };
+    assert_eq!(of("input"), (4, 3530.0));
+    assert_eq!(of("output"), (4, 65.0));
+
+    let duration = collector
+        .metric("gen_ai.client.operation.duration")
+        .expect("the duration histogram");
+    assert_eq!(duration.unit, "s");
+    let points = histogram(&duration);
+    assert_eq!(points.iter().map(|(_, c, _)| c).sum::<u64>(), 4);
+    assert!(points.iter().all(|(a, _, s)| *s > 0.0
+        && has(a, "gen_ai.operation.name", "chat")
+        && !a.iter().any(|(k, _)| k == "error.type")));
+
+    // cadre's own: the tokens spent by kind, and no agent still running at the end.
+    let spent = sum(&collector
+        .metric("cadre.usage.tokens")
+        .expect("tokens spent"));
+    let spent_of = |kind: &str| -> i64 {
+        spent
+            .iter()
+            .filter(|(a, _)| has(a, "gen_ai.token.type", kind))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert_eq!(spent_of("input"), 2030);
+    assert_eq!(spent_of("cache_read"), 1500);
+    assert_eq!(spent_of("output"), 65);
+    let running = sum(&collector
+        .metric("cadre.agents.running")
+        .expect("agents running"));
+    let mut types: Vec<&str> = running
+        .iter()
+        .flat_map(|(a, _)| a.iter().filter(|(k, _)| k == "gen_ai.agent.name"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["explore", "main", "plan"]);
+    assert!(running.iter().all(|(_, v)| *v == 0), "{running:?}");
+}
+
+#[tokio::test]
+async fn no_metrics_unless_their_exporter_is_asked_for() {
+    let collector = Collector::start().await;
+    traced_run(&collector, &[]).await;
+    assert!(!collector.spans().is_empty());
+    assert!(collector.received.lock().unwrap().metrics.is_empty());
+}
+
+/// A loopback OTLP/gRPC collector: opentelemetry-proto's trace and metrics services,
+/// served by tonic, keeping what they are sent.
+#[derive(Clone, Default)]
+struct GrpcCollector {
+    received: Arc<Mutex<Received>>,
+}
+
+#[async_trait::async_trait]
+impl TraceService for GrpcCollector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.received
+            .lock()
+            .unwrap()
+            .requests
+            .push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[async_trait::async_trait]
+impl MetricsService for GrpcCollector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.received
+            .lock()
+            .unwrap()
+            .metrics
+            .push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+impl GrpcCollector {
+    /// Serves both services on a port of 127.0.0.1; its `http://` endpoint.
+    async fn start(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let router = tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(self.clone()))
+            .add_service(MetricsServiceServer::new(self.clone()));
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        tokio::spawn(async move { router.serve_with_incoming(incoming).await.unwrap() });
+        endpoint
+    }
+}
+
+#[tokio::test]
+async fn grpc_carries_the_spans_and_the_metrics_when_asked() {
+    let grpc = GrpcCollector::default();
+    let endpoint = grpc.start().await;
+    // The HTTP collector is only where `traced_run` would send otherwise: grpc is asked
+    // for, and the endpoint is the grpc one.
+    let http = Collector::start().await;
+    let out = traced_run(
+        &http,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_METRICS_EXPORTER", "otlp"),
+        ],
+    )
+    .await;
+    assert!(!out.stderr.contains("export"), "{}", out.stderr);
+    assert!(http.received.lock().unwrap().bodies.is_empty());
+    let r = grpc.received.lock().unwrap();
+    let spans: Vec<&Span> = r
+        .requests
+        .iter()
+        .flat_map(|req| &req.resource_spans)
+        .flat_map(|rs| &rs.scope_spans)
+        .flat_map(|ss| &ss.spans)
+        .collect();
+    // The fan-out's nine spans: three agents, four requests, two Task calls.
+    assert_eq!(spans.len(), 9, "{spans:?}");
+    assert_eq!(
+        spans.iter().filter(|s| s.name.starts_with("chat ")).count(),
+        4
+    );
+    let tokens = last_metric(&r.metrics, "gen_ai.client.token.usage").expect("token usage");
+    let input: f64 = histogram(&tokens)
+        .iter()
+        .filter(|(a, _, _)| has(a, "gen_ai.token.type", "input"))
+        .map(|(_, _, s)| s)
+        .sum();
+    assert_eq!(input, 3530.0);
+}
+
+#[tokio::test]
+async fn a_grpc_collector_that_is_down_is_one_warning() {
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = held.local_addr().unwrap().as_socket().unwrap().port();
+    let closed = format!("http://127.0.0.1:{port}");
+    run_exporting_to(
+        &closed,
+        &[
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ],
+    )
+    .await;
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_grpc_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait_for_it() {
+    // It takes connections (the kernel completes them) but never reads or answers: no
+    // HTTP/2 handshake ever ends.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let slow = [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_METRICS_EXPORTER", "otlp"),
+        ("OTEL_BSP_EXPORT_TIMEOUT", "300000"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300000"),
+    ];
+    run_exporting_to(&endpoint, &slow).await;
+    drop(silent);
+}
+
+/// The fan-out run in a fresh folder whose user's `config.toml` (in `home`) and project's
+/// `cadre.toml` hold `user` and `project`, with `env` and `args` besides.
+async fn run_with_settings(
+    user: &str,
+    project: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_file(&home.path().join(".config/cadre/config.toml"), user);
+    write_file(&dir.path().join("cadre.toml"), project);
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let uri = server.uri();
+    let home_path = home.path().to_str().unwrap();
+    let mut all = vec![
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("HOME", home_path),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+    ];
+    all.extend_from_slice(env);
+    let mut argv = vec!["run"];
+    argv.extend_from_slice(args);
+    argv.push(PROMPT);
+    let out = cadre_env(dir.path(), &all, &argv).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Survey complete."));
+    out
+}
+
+/// A user's `[telemetry]` table sending to `endpoint`, with a header, a service name and
+/// metrics.
+fn users_table(endpoint: &str) -> String {
+    format!(
+        "[telemetry]\nendpoint = \"{endpoint}\"\nheaders = {{ x-tenant = \"from-table\" }}\nservice_name = \"from-table\"\nmetrics = true\n"
+    )
+}
+
+#[tokio::test]
+async fn the_users_telemetry_table_sends_spans_and_metrics_with_its_headers_and_name() {
+    let collector = Collector::start().await;
+    let out = run_with_settings(&users_table(&collector.endpoint), "", &[], &[]).await;
+    assert!(!out.stderr.contains("export"), "{}", out.stderr);
+    assert_eq!(collector.spans().len(), 9);
+    let services = collector.service_names();
+    assert!(
+        !services.is_empty() && services.iter().all(|s| s == "from-table"),
+        "{services:?}"
+    );
+    let tenants = collector.received.lock().unwrap().tenants.clone();
+    assert!(
+        !tenants.is_empty() && tenants.iter().all(|t| t == "from-table"),
+        "{tenants:?}"
+    );
+    assert!(collector.metric("gen_ai.client.token.usage").is_some());
+}
+
+#[tokio::test]
+async fn the_otel_variables_win_over_the_telemetry_table() {
+    let table = Collector::start().await;
+    let env = Collector::start().await;
+    run_with_settings(
+        &users_table(&table.endpoint),
+        "",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", env.endpoint.as_str()),
+            ("OTEL_SERVICE_NAME", "from-env"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=from-env"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+        ],
+        &[],
+    )
+    .await;
+    assert!(table.received.lock().unwrap().bodies.is_empty());
+    assert_eq!(env.spans().len(), 9);
+    assert!(env.service_names().iter().all(|s| s == "from-env"));
+    let r = env.received.lock().unwrap();
+    assert!(r.tenants.iter().all(|t| t == "from-env"), "{:?}", r.tenants);
+    assert!(!r.tenants.is_empty() && r.metrics.is_empty());
+}
+
+#[tokio::test]
+async fn an_untrusted_projects_telemetry_table_sends_nowhere_and_says_so() {
+    let collector = Collector::start().await;
+    let project = format!(
+        "[telemetry]\nendpoint = \"{}\"\nlog_user_prompts = true\n",
+        collector.endpoint
+    );
+    let out = run_with_settings("", &project, &[], &[]).await;
+    assert!(collector.received.lock().unwrap().bodies.is_empty());
+    assert!(
+        out.stderr.contains("left out") && out.stderr.contains("telemetry.endpoint"),
+        "{}",
+        out.stderr
+    );
+    // Trusted this once, it is used, prompts and all.
+    let out = run_with_settings("", &project, &[], &["--trust-project"]).await;
+    assert!(!out.stderr.contains("left out"), "{}", out.stderr);
+    assert_eq!(collector.spans().len(), 9);
+    assert!(collector.saw("TRACE-MARKER-7f3a"));
+}
+
+#[tokio::test]
+async fn a_project_the_user_trusts_sends_where_its_telemetry_table_says_and_a_change_undoes_it() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_str().unwrap();
+    let table = format!("[telemetry]\nendpoint = \"{}\"\n", collector.endpoint);
+    write_file(&dir.path().join("cadre.toml"), &table);
+    let out = cadre_env(dir.path(), &[("HOME", home_path)], &["trust"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The fan-out against a mock of its own, in the folder.
+    let run = || async {
+        let server = MockServer::start().await;
+        fan_out(&server).await;
+        let uri = server.uri();
+        let env = [
+            ("ANTHROPIC_BASE_URL", uri.as_str()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("HOME", home_path),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ];
+        let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out
+    };
+    run().await;
+    assert_eq!(collector.spans().len(), 9);
+    // Changed since it was trusted (a header added), the project's table is left out again.
+    write_file(
+        &dir.path().join("cadre.toml"),
+        &format!("{table}headers = \"x-tenant=sneaky\"\n"),
+    );
+    let out = run().await;
+    assert!(out.stderr.contains("telemetry.headers"), "{}", out.stderr);
+    assert_eq!(collector.spans().len(), 9, "nothing more was sent");
+    assert!(collector.received.lock().unwrap().tenants.is_empty());
+}
+
+/// The `traceparent` header of each request `server` received, if it had one.
+fn traceparents(server: &MockServer) -> Vec<Option<String>> {
+    server
+        .requests()
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == "traceparent")
+                .map(|(_, v)| v.clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn model_requests_carry_their_chat_spans_traceparent_only_when_asked() {
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    for asked in [false, true] {
+        let collector = Collector::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().await;
+        fan_out(&server).await;
+        let uri = server.uri();
+        let mut env = vec![
+            ("ANTHROPIC_BASE_URL", uri.as_str()),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+            ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+        ];
+        if asked {
+            env.push(("CADRE_OTEL_TRACEPARENT_TO_MODEL", "1"));
+        }
+        let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let sent = traceparents(&server);
+        assert_eq!(sent.len(), 4);
+        if !asked {
+            assert!(sent.iter().all(Option::is_none), "{sent:?}");
+            continue;
+        }
+        // Each is the context of one `chat` span, a different one each.
+        let chats: Vec<String> = collector
+            .spans()
+            .iter()
+            .filter(|s| s.name.starts_with("chat "))
+            .map(|s| format!("00-{}-{}-01", hex(&s.trace_id), hex(&s.span_id)))
+            .collect();
+        let mut sent: Vec<String> = sent.into_iter().map(Option::unwrap).collect();
+        sent.sort();
+        sent.dedup();
+        assert_eq!(sent.len(), 4);
+        assert!(
+            sent.iter().all(|tp| chats.contains(tp)),
+            "{sent:?} {chats:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn metrics_go_to_their_own_endpoint_when_one_is_set() {
+    let traces = Collector::start().await;
+    let metrics = Collector::start().await;
+    let own = format!("{}/v1/metrics", metrics.endpoint);
+    traced_run(
+        &traces,
+        &[
+            ("OTEL_METRICS_EXPORTER", "otlp"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", own.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(traces.spans().len(), 9);
+    assert!(traces.received.lock().unwrap().metrics.is_empty());
+    assert!(metrics.metric("gen_ai.client.operation.duration").is_some());
+    assert!(metrics.spans().is_empty());
 }

@@ -29,6 +29,7 @@ pub(super) enum Value {
     CompactAt(Option<u64>),
     List(Vec<String>),
     Mode(PermissionMode),
+    Flag(bool),
 }
 
 /// One settings file, read.
@@ -134,8 +135,9 @@ impl SettingsFile {
             let canonical = known_keys().find(|k| {
                 *k == full
                     || (prefix.is_empty()
-                        && k.split_once('.')
-                            .is_some_and(|(t, n)| n == full && t != "permissions"))
+                        && k.split_once('.').is_some_and(|(t, n)| {
+                            n == full && t != "permissions" && t != "telemetry"
+                        }))
             });
             let Some(key) = canonical else {
                 self.unknown.push(format!(
@@ -151,6 +153,11 @@ impl SettingsFile {
             self.values.insert(key, (parsed, line));
         }
         Ok(())
+    }
+
+    /// Whether the file sets `key`.
+    pub fn has(&self, key: &str) -> bool {
+        self.values.contains_key(key)
     }
 
     pub(super) fn get(&self, key: &str) -> Option<(&Value, Source)> {
@@ -222,7 +229,72 @@ fn parse_value(key: &str, value: &DeValue, dir: &Path) -> Result<Value, String> 
         "compaction.compact_at" => compact_at(value),
         "mcp.allow_env" => variable_names(value),
         "permissions.allow" | "permissions.deny" => rules(value),
+        _ if key.starts_with("telemetry.") => telemetry(key, value),
         _ => limit(key, value),
+    }
+}
+
+/// A `[telemetry]` value, written as its `OTEL_*` variable would hold it.
+fn telemetry(key: &str, value: &DeValue) -> Result<Value, String> {
+    match key {
+        "telemetry.endpoint" => {
+            let url = text(value)?;
+            if url.starts_with("http://") || url.starts_with("https://") {
+                Ok(Value::Text(url))
+            } else {
+                Err(format!(
+                    "must be an http:// or https:// URL, not {}",
+                    shown(value)
+                ))
+            }
+        }
+        "telemetry.protocol" => {
+            let p = text(value)?;
+            if matches!(p.as_str(), "http/protobuf" | "http/json" | "grpc") {
+                Ok(Value::Text(p))
+            } else {
+                Err(format!(
+                    "must be \"http/protobuf\", \"http/json\" or \"grpc\", not {}",
+                    shown(value)
+                ))
+            }
+        }
+        "telemetry.headers" | "telemetry.resource_attributes" => key_values(value),
+        "telemetry.service_name" => text(value).map(Value::Text),
+        _ => match value {
+            DeValue::Boolean(b) => Ok(Value::Flag(*b)),
+            _ => Err(format!("must be true or false, not {}", shown(value))),
+        },
+    }
+}
+
+/// `key=value` pairs, as a table of strings or as the variable's `k=v,k2=v2` text; kept
+/// as that text, each part percent-encoded where a table's value holds `,` `=` or `%`.
+fn key_values(value: &DeValue) -> Result<Value, String> {
+    const SPECIAL: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+        .add(b',')
+        .add(b'=')
+        .add(b'%')
+        .add(b' ');
+    let encode = |s: &str| percent_encoding::utf8_percent_encode(s, SPECIAL).to_string();
+    match value {
+        DeValue::String(s) if s.contains('=') => Ok(Value::Text(s.trim().to_owned())),
+        DeValue::Table(table) => table
+            .iter()
+            .map(|(k, v)| match v.get_ref() {
+                DeValue::String(v) => Ok(format!("{}={}", encode(k.get_ref()), encode(v))),
+                other => Err(format!(
+                    "must be a table of strings; {} = {} is not one",
+                    k.get_ref(),
+                    shown(other)
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|pairs| Value::Text(pairs.join(","))),
+        other => Err(format!(
+            "must be a table of strings or \"key=value,…\", not {}",
+            shown(other)
+        )),
     }
 }
 
@@ -338,6 +410,7 @@ impl Value {
             Self::CompactAt(c) => c.map_or_else(|| "off".to_owned(), |n| n.to_string()),
             Self::List(l) => l.join(", "),
             Self::Mode(m) => m.to_string(),
+            Self::Flag(b) => b.to_string(),
         }
     }
 }

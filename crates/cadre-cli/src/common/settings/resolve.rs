@@ -8,6 +8,7 @@ use crate::common::claude_settings::ClaudeFile;
 use crate::common::hooks::ConfiguredHooks;
 use crate::common::table::{self, Project};
 use cadre_core::PermissionSettings;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The settings of one command, merged, with where each came from.
@@ -139,6 +140,10 @@ fn applied_settings(
     // In the table's order (the provider first: the model's default and the base URL's
     // variable depend on it). The permissions are merged apart: their rules add up.
     for key in known_keys().filter(|k| !k.starts_with("permissions.")) {
+        if key.starts_with("telemetry.") {
+            entries.push(telemetry_entry(key, files, trusted));
+            continue;
+        }
         let env = (key == "base_url")
             .then(|| env_base_url(args.provider))
             .flatten();
@@ -156,6 +161,51 @@ fn applied_settings(
         entries.push((key.to_owned(), shown_setting(key, args, &allow_env), source));
     }
     (entries, allow_env)
+}
+
+/// The entry of a `[telemetry]` setting: its variable's value when the environment sets it
+/// (that wins), else the files'. Headers show their names alone: their values are secrets.
+fn telemetry_entry(key: &str, files: &CadreFiles, trusted: bool) -> (String, String, Source) {
+    let var = table::row_of(key).and_then(|r| r.env);
+    let from_env = var.and_then(|v| {
+        let value = std::env::var(v).ok().filter(|x| !x.trim().is_empty())?;
+        Some((value, Source::Env(v.to_owned())))
+    });
+    let (value, source) = match from_env {
+        Some(found) => found,
+        None => match file_value(files, key, trusted) {
+            Some((value, source)) => (value.text(), source),
+            None => return (key.to_owned(), "(none)".to_owned(), Source::Default),
+        },
+    };
+    let shown = if key == "telemetry.headers" {
+        value
+            .split(',')
+            .filter_map(|kv| kv.split_once('=').map(|(k, _)| format!("{}=…", k.trim())))
+            .collect::<Vec<_>>()
+            .join(",")
+    } else {
+        value
+    };
+    (key.to_owned(), shown, source)
+}
+
+/// The values the `[telemetry]` tables of `files` give, by the variable each stands for
+/// (`telemetry.endpoint` as `OTEL_EXPORTER_OTLP_ENDPOINT`), as that variable would hold
+/// it; what an untrusted project may not set is left out unless `trusted`.
+pub fn telemetry_values(files: &CadreFiles, trusted: bool) -> BTreeMap<&'static str, String> {
+    table::ROWS
+        .iter()
+        .filter(|r| r.key.starts_with("telemetry."))
+        .filter_map(|r| {
+            let (value, _) = file_value(files, r.key, trusted)?;
+            let text = match (r.key, value) {
+                ("telemetry.metrics", Value::Flag(on)) => if *on { "otlp" } else { "none" }.into(),
+                (_, value) => value.text(),
+            };
+            Some((r.env?, text))
+        })
+        .collect()
 }
 
 /// The value `files` give the setting `key`, and where: the project's file wins over the

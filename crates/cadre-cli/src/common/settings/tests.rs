@@ -26,6 +26,12 @@ fn every_file_key_is_applied_and_shown() {
         "mcp.allow_env" => "[\"SAMPLE\"]",
         "compaction.compact_at" => "123456",
         k if k.starts_with("limits.") => "7",
+        "telemetry.endpoint" => "\"http://127.0.0.1:4318\"",
+        "telemetry.protocol" => "\"grpc\"",
+        "telemetry.headers" => "{ api-key = \"secret\" }",
+        "telemetry.service_name" => "\"sample\"",
+        "telemetry.resource_attributes" => "\"team=core\"",
+        k if k.starts_with("telemetry.") => "true",
         other => panic!(
             "no sample value for `{other}`: add one here, and its arms in apply and shown_setting"
         ),
@@ -163,4 +169,86 @@ fn bad_values_name_the_line() {
     assert!(e.starts_with("cadre.toml:2: permissions.mode "), "{e}");
     let e = read_err("[permissions]\nallow = [\"Teleport(x)\"]\n");
     assert!(e.starts_with("cadre.toml:2: permissions.allow "), "{e}");
+}
+
+#[test]
+fn telemetry_values_are_kept_as_their_variables_hold_them() {
+    let f = read("[telemetry]\nheaders = { \"x-api-key\" = \"a,b=c\", tenant = \"t\" }\nresource_attributes = \"team=core,env=dev\"\nmetrics = true\nprotocol = \"http/json\"\n").unwrap();
+    assert_eq!(
+        f.values["telemetry.headers"].0,
+        Value::Text("tenant=t,x-api-key=a%2Cb%3Dc".into())
+    );
+    assert_eq!(
+        f.values["telemetry.resource_attributes"].0,
+        Value::Text("team=core,env=dev".into())
+    );
+    assert_eq!(f.values["telemetry.metrics"].0, Value::Flag(true));
+    assert!(f.unknown.is_empty(), "{:?}", f.unknown);
+    let e = read_err("[telemetry]\nendpoint = \"collector:4317\"\n");
+    assert!(
+        e.starts_with("cadre.toml:2: telemetry.endpoint must be an http:// or https:// URL"),
+        "{e}"
+    );
+    let e = read_err("[telemetry]\nprotocol = \"thrift\"\n");
+    assert!(
+        e.starts_with("cadre.toml:2: telemetry.protocol must be"),
+        "{e}"
+    );
+    let e = read_err("[telemetry]\nlog_user_prompts = \"maybe\"\n");
+    assert!(e.contains("must be true or false"), "{e}");
+    // A top-level `endpoint` is not taken as the table's.
+    let f = read("endpoint = \"http://x\"\n").unwrap();
+    assert!(
+        f.values.is_empty() && f.unknown.len() == 1,
+        "{:?}",
+        f.unknown
+    );
+}
+
+#[test]
+fn an_untrusted_project_sets_no_telemetry_endpoint_headers_or_content() {
+    let root = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join(PROJECT_FILE),
+        "[telemetry]\nendpoint = \"http://project.example:4318\"\nheaders = \"k=v\"\nlog_user_prompts = true\nlog_tool_details = true\nservice_name = \"project\"\nmetrics = true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        user.path().join(USER_FILE),
+        "[telemetry]\nendpoint = \"http://mine:4318\"\nservice_name = \"mine\"\n",
+    )
+    .unwrap();
+    let files = files(root.path(), Some(user.path())).unwrap();
+    let untrusted = telemetry_values(&files, false);
+    assert_eq!(
+        untrusted
+            .get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .map(String::as_str),
+        Some("http://mine:4318")
+    );
+    assert!(!untrusted.contains_key("OTEL_EXPORTER_OTLP_HEADERS"));
+    assert!(!untrusted.contains_key("OTEL_LOG_USER_PROMPTS"));
+    assert!(!untrusted.contains_key("OTEL_LOG_TOOL_DETAILS"));
+    // What reaches no host and carries nothing is the project's to say.
+    assert_eq!(untrusted["OTEL_SERVICE_NAME"], "project");
+    assert_eq!(untrusted["OTEL_METRICS_EXPORTER"], "otlp");
+    let trusted = telemetry_values(&files, true);
+    assert_eq!(
+        trusted["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        "http://project.example:4318"
+    );
+    assert_eq!(trusted["OTEL_EXPORTER_OTLP_HEADERS"], "k=v");
+    assert_eq!(trusted["OTEL_LOG_USER_PROMPTS"], "true");
+    // And the project's gated values are items its trust covers.
+    let sources = Sources::read(root.path(), Some(user.path())).unwrap();
+    let gated: Vec<&str> = sources.project_gated().iter().map(|(k, _, _)| *k).collect();
+    for key in [
+        "telemetry.endpoint",
+        "telemetry.headers",
+        "telemetry.log_user_prompts",
+        "telemetry.log_tool_details",
+    ] {
+        assert!(gated.contains(&key), "{key} not in {gated:?}");
+    }
 }
