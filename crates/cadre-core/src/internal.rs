@@ -56,3 +56,6 @@ pub use crate::run::state::AgentState;
 pub use crate::run::continuation::CONTINUE_PROMPT;
 // The skills section of a system prompt (the corpus test checks a real skill's entry).
 pub use crate::run::prompt::skills_section;
+
+// cadre-workflow computes an item call's content key for `cadre workflow check`.
+pub use crate::run::workflow::CallKey;

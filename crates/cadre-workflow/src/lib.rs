@@ -27,7 +27,7 @@ mod numbers;
 mod step;
 mod template;
 
-pub use call_key::{BadCallKey, CallKey, CallSpec};
+pub use call_key::{CallKey, CallSpec};
 pub use error::{Warning, WorkflowError};
 pub use file::{
     find_workflow, saved_workflows, Budget, MapStep, ReduceStep, Workflow, DEFAULT_CONCURRENCY,
