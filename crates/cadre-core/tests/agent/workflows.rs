@@ -146,3 +146,50 @@ async fn a_refused_key_stops_scheduling_and_bad_input_is_its_own_outcome() {
     let not_started = lines.iter().filter(|r| r.outcome == "cancelled").count();
     assert_eq!(not_started, 6, "{lines:?}");
 }
+
+#[tokio::test]
+async fn a_failed_item_is_tried_again_as_a_fresh_call_and_the_reduce_reads_the_results() {
+    let server = MockServer::start().await;
+    // Item 1's first agent answers three times with no JSON: its answer is invalid.
+    server.route(
+        Match::FirstUserContains("item-001.".into()),
+        vec![Reply::text("no json"); 3],
+    );
+    routes(&server, 3);
+    server.route(
+        Match::FirstUserContains("Summarise".into()),
+        vec![Reply::text("three labels")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join(".cadre/runs");
+    let orchestrator = mock_builder(&server, dir.path())
+        .runs_dir(&runs)
+        .build()
+        .unwrap();
+    let workflow = Workflow::from_items("labels", items(3, 0).into_iter())
+        .retries(1)
+        .reduce("plan", |results| format!("Summarise {}", results.display()));
+    let summary = orchestrator.run_workflow(workflow).await.unwrap();
+    assert!(
+        summary.answer.ends_with("three labels"),
+        "{}",
+        summary.answer
+    );
+    let (_, lines) = results(&runs);
+    let retried = lines.iter().find(|r| r.key == "k1").unwrap();
+    assert!(retried.is_completed(), "{retried:?}");
+    assert_eq!(retried.attempts, 2);
+    assert!(
+        retried.call.as_deref().unwrap().ends_with("~1"),
+        "{retried:?}"
+    );
+    let reduce = server
+        .requests()
+        .into_iter()
+        .find(|r| r.body.to_string().contains("Summarise"))
+        .unwrap();
+    assert!(
+        reduce.body.to_string().contains("results.jsonl"),
+        "the reduce is told where the results are"
+    );
+}

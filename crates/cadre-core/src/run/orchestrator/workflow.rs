@@ -428,20 +428,15 @@ impl Orchestrator {
                 }
             };
             let failed = stop.outcome() == Outcome::Failed;
-            let may_go_on = self.scheduling_stopped().is_none();
-            let again = failed
-                && may_go_on
-                && if ran_now {
-                    attempt < rules.retries
-                } else {
-                    rules.retry_failed && !retried_failed
-                };
-            if again {
+            // Retries left (a run stopped between two attempts had some), or one more
+            // asked for by `retry --failed` for an item that had failed before.
+            let retry = attempt < rules.retries;
+            let asked = rules.retry_failed && !ran_now && !retried_failed;
+            if failed && (retry || asked) && self.scheduling_stopped().is_none() {
                 if ran_now {
                     self.back_off(attempt).await;
-                } else {
-                    retried_failed = true;
                 }
+                retried_failed |= !retry;
                 attempt += 1;
                 continue;
             }
