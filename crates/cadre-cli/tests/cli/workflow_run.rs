@@ -204,6 +204,17 @@ async fn a_200_item_workflow_answers_each_item_once_typed() {
         sent.values().all(|&n| n == 1),
         "each item's call once: {sent:?}"
     );
+    // A run like any other: `cadre runs` lists it.
+    let runs = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["runs", "list", "--json"],
+    )
+    .await;
+    let listed: Value = serde_json::from_str(&runs.stdout).unwrap();
+    assert_eq!(listed[0]["task"], "label", "{listed}");
+    assert_eq!(listed[0]["agents"], ITEMS, "{listed}");
     let csv = std::fs::read_to_string(dir.path().join("out.csv")).unwrap();
     assert_eq!(
         csv.lines().count(),
@@ -331,9 +342,24 @@ async fn a_401_stops_scheduling_exits_3_and_resume_completes_the_rest() {
         .to_str()
         .unwrap()
         .to_owned();
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["resume", &id, "--output-format", "stream-json"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     all_completed(&results(dir.path()));
+    // stream-json tells each item as an event, then the result.
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let items = events.iter().filter(|e| e["event"] == "item").count();
+    assert_eq!(items, ITEMS, "{}", out.stdout);
+    assert_eq!(events.last().unwrap()["event"], "result");
     let after = sent_per_item(&server);
     for (n, r) in first.iter().filter(|(_, r)| r["outcome"] == "completed") {
         let n: usize = n[1..].parse().unwrap();
