@@ -64,12 +64,32 @@ async fn retry(
         )));
     };
     let again = match (cmd.item, cmd.prompt) {
-        (Some(key), Some(text)) => Again::Item(key, text),
+        (Some(key), Some(text)) => {
+            known_item(&dir, &key)?;
+            Again::Item(key, text)
+        }
         _ => Again::Failed,
     };
     let job = Job::Resume(Box::new(open_run(&dir)?), invocation?, again);
     let output = cmd.output.as_deref();
     workflow_run::run(cmd.run, job, output, directory, quiet).await
+}
+
+/// Refuses an item `key` the run in `dir` has no result line for.
+fn known_item(dir: &Path, key: &str) -> Result<()> {
+    let results = dir.join(cadre_core::workflow::Workflow::RESULTS_FILE);
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    let known = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v["key"] == key && v["agent"].is_string());
+    if known {
+        return Ok(());
+    }
+    Err(CliError::config(format!(
+        "--item {key}: the run has no item {key:?} whose agent ran (see {})",
+        results.display()
+    )))
 }
 
 /// What the check of the first item found: its prompt, or nothing when a problem stopped it.

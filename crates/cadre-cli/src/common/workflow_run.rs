@@ -79,8 +79,15 @@ pub async fn run(
         args.model = Some(invocation.model.clone());
     }
     let format = args.output_format;
-    let session = Session::prepare(args, directory, quiet)?;
+    let mut session = Session::prepare(args, directory, quiet)?;
     let workflow = load(&invocation, &session, quiet)?;
+    let concurrency = invocation
+        .concurrency
+        .unwrap_or(workflow.file.map.concurrency);
+    if session.args.given.source("limits.max_parallel").is_none() {
+        // Each item's requests would else wait for one of --max-parallel's 16 slots.
+        session.args.max_parallel = session.args.max_parallel.max(concurrency);
+    }
     let name = workflow.file.name.clone();
     let total = count_items(&workflow, &invocation, &session.root);
     let (run, progress) = workflow.as_run(&invocation, &session, output, format)?;

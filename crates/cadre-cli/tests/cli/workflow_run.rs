@@ -415,6 +415,17 @@ async fn retry_failed_reruns_only_failed_items_and_retry_item_continues_its_hist
     let rerun: Vec<usize> = (0..ITEMS).filter(|n| sent[n] != sent_before[n]).collect();
     assert_eq!(rerun, [3, 7], "only the failed items ran again");
 
+    // An item the run does not have is refused, naming it.
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "retry", &id, "--item", "nope", "--prompt", "x"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("no item \"nope\""), "{}", out.stderr);
+
     // A fix round: item 12's agent goes on from its history.
     server.route(
         Match::LastUserContains("Use lower case".into()),

@@ -115,7 +115,8 @@ pub struct ItemResult {
     pub outcome: String,
     /// Its answer: the typed JSON when the call had a schema, else the text.
     pub output: Value,
-    /// Tokens its agent (and the agents it started) used, over every attempt of this run.
+    /// Tokens its agent used: its last attempt's, and those of the attempts made since the
+    /// run last started or resumed.
     pub usage: Usage,
     /// Its agent's path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
