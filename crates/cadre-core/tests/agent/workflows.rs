@@ -193,3 +193,33 @@ async fn a_failed_item_is_tried_again_as_a_fresh_call_and_the_reduce_reads_the_r
         "the reduce is told where the results are"
     );
 }
+
+#[tokio::test]
+async fn after_a_refused_key_no_request_is_sent_and_no_subagent_starts() {
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Job A.")]),
+            Reply::tasks([("t2", "explore", "Job B.")]),
+            Reply::text("done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job A.".into()),
+        vec![Reply::error_status(403, "permission_error", "not allowed")],
+    );
+    server.allow_unused_replies();
+    let dir = tempfile::tempdir().unwrap();
+    let orchestrator = mock_builder(&server, dir.path()).build().unwrap();
+    let (outcome, summary) = orchestrator.run("main", "PARENT").await.unwrap();
+    // Job A was refused; the primary's next request was never sent, so Job B never started.
+    assert_eq!(requests(&server), 2);
+    assert!(
+        matches!(&outcome.stop, StopKind::ModelError(e) if e.contains("not sent") && e.contains("403")),
+        "{:?}",
+        outcome.stop
+    );
+    assert!(orchestrator.provider_refused().unwrap().contains("403"));
+    assert_eq!(summary.usage.by_type["explore"].agents, 1);
+}
