@@ -2,7 +2,7 @@
 //! its agent call, the run driven by cadre-core with the live block, and its end told —
 //! for `cadre workflow run`, `cadre workflow retry` and `cadre resume` of a workflow run.
 
-use crate::args::{OutputFormat, RunArgs};
+use crate::args::{Engine, OutputFormat, RunArgs};
 use crate::common::display::shown_path;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
@@ -71,6 +71,11 @@ pub async fn run(
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Code> {
+    if args.engine == Engine::Restate {
+        return Err(CliError::config(
+            "--engine restate does not run workflows yet; run it here (without --engine)",
+        ));
+    }
     let invocation = match &job {
         Job::Fresh(i) | Job::Resume(_, i, _) => i.clone(),
     };
