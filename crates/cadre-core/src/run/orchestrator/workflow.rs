@@ -40,6 +40,47 @@ struct Prepared {
     answer: Option<AnswerSchema>,
 }
 
+/// What the items made so far leave for the next: the calls seen (by content, with how
+/// many times), and the last output schema compiled.
+#[derive(Default)]
+struct Seen {
+    calls: HashMap<[u8; 32], u32>,
+    schema: Option<(serde_json::Value, AnswerSchema)>,
+}
+
+impl Seen {
+    /// The id the call of content `key` is journaled under (`prefix` before it): a second
+    /// call of the same content in one run is a call of its own, its id carrying how many
+    /// came before it in the input's order.
+    fn call_id(&mut self, prefix: &str, key: CallKey) -> String {
+        let n = self.calls.entry(key.0).or_insert(0);
+        let id = match *n {
+            0 => format!("{prefix}{key}"),
+            n => format!("{prefix}{key}.{n}"),
+        };
+        *n += 1;
+        id
+    }
+
+    /// `schema` compiled, or the last one again when it is the same.
+    fn schema(
+        &mut self,
+        schema: Option<&serde_json::Value>,
+    ) -> Result<Option<AnswerSchema>, String> {
+        let Some(schema) = schema else {
+            return Ok(None);
+        };
+        match &self.schema {
+            Some((last, compiled)) if last == schema => Ok(Some(compiled.clone())),
+            _ => {
+                let compiled = AnswerSchema::new(schema)?;
+                self.schema = Some((schema.clone(), compiled.clone()));
+                Ok(Some(compiled))
+            }
+        }
+    }
+}
+
 /// What one attempt of an item came to.
 enum Attempt {
     /// Its agent ended (now, or before the resume: `ran_now` false).
@@ -69,6 +110,7 @@ struct Output {
 }
 
 impl Output {
+    /// Writes `result`'s line, tells the sinks, and counts its outcome.
     fn tell(&mut self, result: &ItemResult) {
         self.file.write(result);
         for sink in &mut self.sinks {
@@ -134,6 +176,7 @@ impl Orchestrator {
         self.unless_failed(result)
     }
 
+    /// Makes the run's folder and journal, and drives `workflow` in it.
     async fn start_workflow(self: &Arc<Self>, workflow: Workflow) -> Result<RunSummary, RunError> {
         let mut parts = RunParts {
             journal: self.config.journal.clone(),
@@ -159,6 +202,7 @@ impl Orchestrator {
         self.drive(&run, workflow).await
     }
 
+    /// Rebuilds the run `opened` from its journal, and drives `workflow` in it.
     async fn go_on_workflow(
         self: &Arc<Self>,
         opened: JournaledRun,
@@ -232,7 +276,7 @@ impl Orchestrator {
             retry_failed: workflow.retry_failed,
             follow_up: workflow.follow_up.take(),
         };
-        let mut occurrences: HashMap<[u8; 32], u32> = HashMap::new();
+        let mut seen = Seen::default();
         let mut items = std::mem::replace(&mut workflow.items, Box::new(std::iter::empty())).fuse();
         let mut running = FuturesUnordered::new();
         loop {
@@ -240,7 +284,7 @@ impl Orchestrator {
             // source itself, never a list of agents.
             while running.len() < workflow.concurrency {
                 let Some(item) = items.next() else { break };
-                match self.prepare(item, &mut occurrences, "") {
+                match self.prepare(item, &mut seen, "") {
                     Ok(prepared) => running.push(self.run_item(run, &root, prepared, &rules)),
                     Err(result) => out.tell(&result),
                 }
@@ -285,7 +329,7 @@ impl Orchestrator {
             return None;
         }
         let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(results)));
-        let prepared = self.prepare(item, &mut HashMap::new(), "reduce:");
+        let prepared = self.prepare(item, &mut Seen::default(), "reduce:");
         Some(async move {
             let result = match prepared {
                 Ok(prepared) => self.run_item(run, root, prepared, rules).await,
@@ -306,32 +350,30 @@ impl Orchestrator {
         AgentHandle::new(run.clone(), root_path(), 0, model, workspace)
     }
 
-    /// `item` ready to run: its type found, its schema compiled, its content key made
-    /// (`prefix` before it); or its result when it cannot run (bad input, an unknown type,
-    /// a bad schema).
+    /// `item` ready to run: its type found, its schema compiled (once for a run of equal
+    /// schemas), its content key made (`prefix` before it); or its result when it cannot
+    /// run (bad input, an unknown type, a bad schema).
     fn prepare(
         &self,
         item: WorkItem,
-        occurrences: &mut HashMap<[u8; 32], u32>,
+        seen: &mut Seen,
         prefix: &str,
     ) -> Result<Prepared, Box<ItemResult>> {
+        let WorkItem { key, line, call } = item;
         let failed = |why: String, outcome: &str| {
             Box::new(ItemResult {
-                key: item.key.clone(),
+                key: key.clone(),
                 call: None,
                 outcome: outcome.to_owned(),
                 output: serde_json::Value::Null,
                 usage: Usage::default(),
                 agent: None,
-                line: item.line,
+                line,
                 error: Some(why),
                 attempts: 0,
             })
         };
-        let call = match &item.call {
-            Ok(call) => call,
-            Err(why) => return Err(failed(why.clone(), ItemResult::BAD_INPUT)),
-        };
+        let call = call.map_err(|why| failed(why, ItemResult::BAD_INPUT))?;
         let Some(spec) = self.registry.get(&call.agent) else {
             let known: Vec<&str> = self.registry.all().map(|s| s.name.as_str()).collect();
             let why = format!(
@@ -344,42 +386,22 @@ impl Orchestrator {
         if let Some(why) = spec.unusable() {
             return Err(failed(why.to_string(), "failed: unusable type"));
         }
-        let answer = match &call.output_schema {
-            Some(schema) => match AnswerSchema::new(schema) {
-                Ok(answer) => Some(answer),
-                Err(why) => {
-                    return Err(failed(
-                        format!("bad output schema: {why}"),
-                        ItemResult::BAD_INPUT,
-                    ))
-                }
-            },
-            None => None,
-        };
+        let answer = seen
+            .schema(call.output_schema.as_ref())
+            .map_err(|why| failed(format!("bad output schema: {why}"), ItemResult::BAD_INPUT))?;
         let model = self.model_for(spec, &self.config.model_id);
-        let key = CallKey::of(
+        let content = CallKey::of(
             &call.agent,
             &call.prompt,
             call.output_schema.as_ref(),
             &call.limits,
             &model,
         );
-        // A second call of the same content in one run is a call of its own: its id
-        // carries how many came before it, in the input's order.
-        let seen = occurrences.entry(key.0).or_insert(0);
-        let base = match *seen {
-            0 => format!("{prefix}{key}"),
-            n => format!("{prefix}{key}.{n}"),
-        };
-        *seen += 1;
-        let spec = spec.clone();
-        let WorkItem { key, call, .. } = item;
-        let call = call.unwrap_or_else(|_| ItemCall::new("", ""));
         Ok(Prepared {
+            base: seen.call_id(prefix, content),
+            spec: spec.clone(),
             key,
             call,
-            base,
-            spec,
             answer,
         })
     }
