@@ -215,6 +215,15 @@ async fn a_200_item_workflow_answers_each_item_once_typed() {
     let listed: Value = serde_json::from_str(&runs.stdout).unwrap();
     assert_eq!(listed[0]["task"], "label", "{listed}");
     assert_eq!(listed[0]["agents"], ITEMS, "{listed}");
+    let shown = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["runs", "show", "latest"],
+    )
+    .await;
+    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    assert!(shown.stdout.contains("explore#200"), "{}", shown.stdout);
     let csv = std::fs::read_to_string(dir.path().join("out.csv")).unwrap();
     assert_eq!(
         csv.lines().count(),
