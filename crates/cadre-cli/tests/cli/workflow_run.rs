@@ -479,3 +479,58 @@ async fn retry_failed_reruns_only_failed_items_and_retry_item_continues_its_hist
     assert!(messages[1].to_string().contains("label-12"), "{messages:?}");
     assert_eq!(results(dir.path())["i012"]["output"]["label"], "fixed");
 }
+
+/// On a terminal, the live block is one line for the whole run, not one per agent: done,
+/// running, queued and failed items, tokens and an ETA.
+#[tokio::test]
+async fn the_live_block_is_one_line_of_counts() {
+    use super::screen::{on_terminal, read_for, screen};
+    let dir = project(8);
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    routes(&server, 1, Duration::ZERO);
+    // Items from 10 on are held: 10 done, 8 running, 182 queued while the block is read.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_number(&first_user(body)).is_some_and(|n| n >= 10)
+    })));
+    let cmd = on_terminal(
+        dir.path(),
+        home.path(),
+        &server,
+        140,
+        &["workflow", "run", "label.yaml"],
+    );
+    let gate = held.clone();
+    let shown = tokio::task::spawn_blocking(move || {
+        let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+        let start = std::time::Instant::now();
+        while gate.waiting() < 8 {
+            assert!(start.elapsed() < Duration::from_secs(30), "no 8 held items");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let shown = read_for(&mut p, Duration::from_millis(800));
+        gate.open();
+        p.exp_string("200 items").unwrap();
+        p.exp_eof().unwrap();
+        shown
+    })
+    .await
+    .unwrap();
+    let rows = screen(&shown, 140);
+    let block: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.starts_with("workflow label"))
+        .collect();
+    assert_eq!(block.len(), 1, "{}", rows.join("\n"));
+    assert!(
+        block[0].contains("10 done · 8 running · 182 queued · 0 failed ·"),
+        "{}",
+        block[0]
+    );
+    assert!(block[0].contains("tokens · ETA"), "{}", block[0]);
+    assert!(
+        !rows.iter().any(|r| r.contains("explore#")),
+        "{}",
+        rows.join("\n")
+    );
+}
