@@ -223,3 +223,23 @@ async fn after_a_refused_key_no_request_is_sent_and_no_subagent_starts() {
     assert!(orchestrator.provider_refused().unwrap().contains("403"));
     assert_eq!(summary.usage.by_type["explore"].agents, 1);
 }
+
+#[tokio::test]
+async fn a_spent_budget_stops_scheduling_and_the_items_left_are_budget() {
+    let server = MockServer::start().await;
+    routes(&server, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join(".cadre/runs");
+    let orchestrator = mock_builder(&server, dir.path())
+        .runs_dir(&runs)
+        .budget_tokens(1)
+        .build()
+        .unwrap();
+    let workflow = Workflow::from_items("labels", items(5, 0).into_iter()).concurrency(1);
+    let summary = orchestrator.run_workflow(workflow).await.unwrap();
+    assert_eq!(summary.stop, StopKind::Budget, "{}", summary.answer);
+    assert_eq!(requests(&server), 1, "the first item spent the budget");
+    let (_, lines) = results(&runs);
+    let left = lines.iter().filter(|r| r.outcome == "budget").count();
+    assert_eq!(left, 4, "{lines:?}");
+}
