@@ -180,6 +180,11 @@ impl LiveBlock {
         ));
     }
 
+    /// The workflow's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Takes the block away.
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {

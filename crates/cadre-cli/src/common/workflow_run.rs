@@ -97,7 +97,7 @@ pub async fn run(
     let total = count_items(&workflow, &invocation, &session.root);
     let (run, progress) = workflow.as_run(&invocation, &session, output, format)?;
     let mut builder = session.builder();
-    if let (Some(n), None) = (workflow_budget(&invocation), session.args.budget_tokens) {
+    if let (Some(n), None) = (workflow.file.budget.tokens, session.args.budget_tokens) {
         builder = builder.budget_tokens(n);
     }
     let orchestrator = builder.build()?;
@@ -125,13 +125,6 @@ pub async fn run(
     live.finish();
     let summary = driven?;
     Ok(finish(&orchestrator, &summary, format, quiet))
-}
-
-/// The workflow file's budget, read again (it may have been edited).
-fn workflow_budget(invocation: &Invocation) -> Option<u64> {
-    Workflow::load(&invocation.file)
-        .ok()
-        .and_then(|(w, _)| w.budget.tokens)
 }
 
 /// A workflow file read and checked, with its templates and arguments.
@@ -280,7 +273,8 @@ async fn drive(
             _ = tokio::signal::ctrl_c() => {
                 if interrupted {
                     errln!("cadre: quitting now");
-                    return Ok(orchestrator.abandon("", 0));
+                    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    return Ok(orchestrator.abandon(live.name(), elapsed));
                 }
                 errln!("cadre: stopping every item (Ctrl-C; Ctrl-C again quits at once)");
                 interrupted = true;
