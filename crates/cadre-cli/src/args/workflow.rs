@@ -40,8 +40,8 @@ results.jsonl is its new answer. The workflow file and input are read again as t
 was invoked.
 
 Examples:
-  cadre workflow retry 20261205T101500-ab12 --failed
-  cadre workflow retry 20261205T101500-ab12 --item 17 --prompt \"Answer in one word.\"";
+  cadre workflow retry 20261205-101500-4242 --failed
+  cadre workflow retry 20261205-101500-4242 --item 17 --prompt \"Answer in one word.\"";
 
 /// What `cadre workflow check --help` shows after the options.
 pub(crate) const CHECK_HELP: &str =
