@@ -6,6 +6,7 @@ use crate::args::{Engine, OutputFormat, RunArgs};
 use crate::common::display::shown_path;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
+use crate::common::signals::{self, Ending};
 use crate::common::workflow_output::{type_table, LiveBlock, OutputFile, Progress, ResultTeller};
 use cadre_core::workflow::{ItemCall, WorkItem, Workflow as Run};
 use cadre_core::{JournaledRun, Orchestrator, RunSummary, StopKind};
@@ -15,6 +16,7 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// How a workflow run was invoked: what a resume needs to read the file and its input
 /// again, kept in the run folder (`workflow.json`).
@@ -83,6 +85,8 @@ pub async fn run(
         // The model is part of each call's key: a resume asks the same one.
         args.model = Some(invocation.model.clone());
     }
+    // Watched from the start, so a SIGTERM or SIGHUP that comes early is not lost.
+    let mut endings = signals::watch_endings();
     let format = args.output_format;
     let mut session = Session::prepare(args, directory, quiet)?;
     let workflow = load(&invocation, &session, quiet)?;
@@ -102,15 +106,16 @@ pub async fn run(
     }
     let orchestrator = builder.build()?;
     let live = LiveBlock::new(&name, total, format, quiet);
+    let watched = Watched {
+        orchestrator: &orchestrator,
+        live: &live,
+        progress: &progress,
+    };
     let driven = match job {
         Job::Fresh(_) => {
-            drive(
-                &orchestrator,
-                orchestrator.run_workflow(run),
-                &live,
-                &progress,
-            )
-            .await
+            watched
+                .drive(orchestrator.run_workflow(run), &mut endings)
+                .await
         }
         Job::Resume(opened, _, again) => {
             let run = match again {
@@ -119,12 +124,14 @@ pub async fn run(
                 Again::Item(key, text) => run.follow_up(key, text),
             };
             let resumed = orchestrator.resume_workflow(*opened, run);
-            drive(&orchestrator, resumed, &live, &progress).await
+            watched.drive(resumed, &mut endings).await
         }
     };
     live.finish();
     let summary = driven?;
-    Ok(finish(&orchestrator, &summary, format, quiet))
+    let code = finish(&orchestrator, &summary, format, quiet);
+    let hung_up = *endings.borrow() == Some(Ending::HungUp);
+    Ok(if hung_up { Code::HungUp } else { code })
 }
 
 /// A workflow file read and checked, with its templates and arguments.
@@ -255,42 +262,58 @@ fn work_item(
     }
 }
 
-/// Drives `run` to its end, redrawing `live` and cancelling the run on Ctrl-C (a second
-/// quits at once).
-async fn drive(
-    orchestrator: &Arc<Orchestrator>,
-    run: impl std::future::Future<Output = std::result::Result<RunSummary, cadre_core::RunError>>,
-    live: &LiveBlock,
-    progress: &Mutex<Progress>,
-) -> Result<RunSummary> {
-    tokio::pin!(run);
-    let started = Instant::now();
-    let mut ticker = tokio::time::interval(Duration::from_millis(200));
-    let mut interrupted = false;
-    loop {
-        tokio::select! {
-            result = &mut run => return Ok(result?),
-            _ = tokio::signal::ctrl_c() => {
-                if interrupted {
-                    errln!("cadre: quitting now");
-                    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    return Ok(orchestrator.abandon(live.name(), elapsed));
+/// What a run is driven with: its orchestrator, its live block and its progress.
+struct Watched<'a> {
+    orchestrator: &'a Arc<Orchestrator>,
+    live: &'a LiveBlock,
+    progress: &'a Mutex<Progress>,
+}
+
+impl Watched<'_> {
+    /// Drives `run` to its end, redrawing the live block; Ctrl-C, SIGTERM or SIGHUP
+    /// (`endings`) stops every item, and a second one gives the run up at once.
+    async fn drive(
+        &self,
+        run: impl std::future::Future<Output = std::result::Result<RunSummary, cadre_core::RunError>>,
+        endings: &mut watch::Receiver<Option<Ending>>,
+    ) -> Result<RunSummary> {
+        tokio::pin!(run);
+        let started = Instant::now();
+        let mut ticker = tokio::time::interval(Duration::from_millis(200));
+        let mut stopping = false;
+        loop {
+            let asked = tokio::select! {
+                result = &mut run => return Ok(result?),
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                Ok(()) = endings.changed() => "a signal",
+                _ = ticker.tick() => {
+                    self.tick(started);
+                    continue;
                 }
-                errln!("cadre: stopping every item (Ctrl-C; Ctrl-C again quits at once)");
-                interrupted = true;
-                orchestrator.cancel_token().cancel();
+            };
+            if stopping {
+                errln!("cadre: quitting now");
+                let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                return Ok(self.orchestrator.abandon(self.live.name(), elapsed));
             }
-            _ = ticker.tick() => {
-                // The items at work are the root's children on the roster.
-                let running = orchestrator
-                    .roster()
-                    .iter()
-                    .filter(|e| e.path.as_str().matches('/').count() == 1)
-                    .count() as u64;
-                let p = progress.lock().unwrap_or_else(|e| e.into_inner());
-                live.tick(&p, running, orchestrator.tokens_used(), started.elapsed());
-            }
+            errln!("cadre: stopping every item ({asked}; a second one quits at once)");
+            stopping = true;
+            self.orchestrator.cancel_token().cancel();
         }
+    }
+
+    /// Redraws the live block.
+    fn tick(&self, started: Instant) {
+        // The items at work are the root's children on the roster.
+        let running = self
+            .orchestrator
+            .roster()
+            .iter()
+            .filter(|e| e.path.as_str().matches('/').count() == 1)
+            .count() as u64;
+        let p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        let tokens = self.orchestrator.tokens_used();
+        self.live.tick(&p, running, tokens, started.elapsed());
     }
 }
 

@@ -534,3 +534,49 @@ async fn the_live_block_is_one_line_of_counts() {
         rows.join("\n")
     );
 }
+
+/// SIGTERM stops every item: the run ends cancelled (exit 130) with a line per item, and a
+/// resume completes it.
+#[tokio::test]
+async fn sigterm_stops_every_item_and_resume_completes_the_run() {
+    let dir = project(8);
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    routes(&server, 2, Duration::ZERO);
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_number(&first_user(body)).is_some_and(|n| n >= 20)
+    })));
+    let mut child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["workflow", "run", "label.yaml"],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(
+        held.wait_for(8, Duration::from_secs(60)).await,
+        "8 items held"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    let first = results(dir.path());
+    assert_eq!(first.len(), ITEMS, "a line per item");
+    assert!(first.values().any(|r| r["outcome"] == "cancelled"));
+    held.open();
+    let id = run_dir(dir.path())
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()));
+}
