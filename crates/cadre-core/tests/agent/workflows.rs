@@ -243,3 +243,38 @@ async fn a_spent_budget_stops_scheduling_and_the_items_left_are_budget() {
     let left = lines.iter().filter(|r| r.outcome == "budget").count();
     assert_eq!(left, 4, "{lines:?}");
 }
+
+#[tokio::test]
+async fn two_items_of_the_same_content_are_two_calls_each_remembered() {
+    let server = MockServer::start().await;
+    routes(&server, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join(".cadre/runs");
+    let build = || {
+        mock_builder(&server, dir.path())
+            .runs_dir(&runs)
+            .build()
+            .unwrap()
+    };
+    let twins = || {
+        let call = ItemCall::new("explore", "Label item-000.").schema(schema());
+        vec![WorkItem::new("a", call.clone()), WorkItem::new("b", call)].into_iter()
+    };
+    build()
+        .run_workflow(Workflow::from_items("twins", twins()))
+        .await
+        .unwrap();
+    assert_eq!(requests(&server), 2, "each item its own call");
+    let (dir_of_run, lines) = results(&runs);
+    let (a, b) = (
+        lines[0].call.clone().unwrap(),
+        lines[1].call.clone().unwrap(),
+    );
+    assert_eq!(b, format!("{a}.1"), "the second carries its occurrence");
+    let opened = JournaledRun::open(&dir_of_run).unwrap().unwrap();
+    build()
+        .resume_workflow(opened, Workflow::from_items("twins", twins()))
+        .await
+        .unwrap();
+    assert_eq!(requests(&server), 2, "neither runs again");
+}
