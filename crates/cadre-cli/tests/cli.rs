@@ -231,6 +231,9 @@ mod team;
 mod typed;
 #[path = "cli/workflow.rs"]
 mod workflow;
+/// `cadre workflow run`, resume and retry: 200 items, a kill at half, an edit, a 401.
+#[path = "cli/workflow_run.rs"]
+mod workflow_run;
 
 /// What a person sees on a terminal: the live block, questions and widths.
 #[path = "cli/screen.rs"]

@@ -72,6 +72,13 @@ pub(crate) mod record;
 pub(crate) mod run;
 pub mod vocab;
 
+/// Workflows: one agent call per item over any number of items, remembered in the journal
+/// by content, so a resumed run never repeats finished work (see
+/// [`Orchestrator::run_workflow`]).
+pub mod workflow {
+    pub use crate::run::workflow::{CallKey, ItemCall, ItemResult, WorkItem, Workflow};
+}
+
 // One dependency is enough to embed cadre: the crates below it come along, whole and by
 // their common names.
 #[cfg(feature = "mcp")]

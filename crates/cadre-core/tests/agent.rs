@@ -184,6 +184,11 @@ mod hooks;
 #[path = "agent/structure.rs"]
 mod structure;
 
-/// The public surface reachable from the crate's root: a facade of at most 120 names.
+/// The public surface reachable from the crate's root: a facade of at most 125 names.
 #[path = "agent/surface.rs"]
 mod surface;
+
+/// Workflows: items run once each, remembered by content through a resume, a refused key
+/// stopping all scheduling, bad input as its own outcome.
+#[path = "agent/workflows.rs"]
+mod workflows;

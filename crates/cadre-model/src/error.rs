@@ -286,6 +286,10 @@ impl ModelError {
     /// Whether sending the same request again may succeed: 429, 529, 5xx, a broken or
     /// stalled connection, a malformed stream and an `error` event mid-stream.
     pub fn is_transient(&self) -> bool {
+        // A spent quota answers 429 too, and waiting does not refill it.
+        if self.is_terminal() {
+            return false;
+        }
         match self {
             Self::Api { status, .. } => *status == 429 || *status >= 500,
             Self::StreamError { kind, .. } => kind != "invalid_request_error",
@@ -300,6 +304,37 @@ impl ModelError {
             | Self::Replay(_)
             | Self::Custom { .. }
             | Self::RetriesExhausted { .. } => false,
+        }
+    }
+
+    /// Whether the provider refuses every request from now on, not this one alone: the key
+    /// is refused (401), not allowed (403), or the account has no credit or quota left
+    /// (402, `billing_error`, OpenAI's `insufficient_quota`). No other agent's request can
+    /// fare better, so a run stops scheduling new work on it.
+    pub fn is_terminal(&self) -> bool {
+        const KINDS: [&str; 5] = [
+            "authentication_error",
+            "permission_error",
+            "billing_error",
+            "insufficient_quota",
+            "invalid_api_key",
+        ];
+        let said = |kind: &str, message: &str| {
+            let message = message.to_lowercase();
+            KINDS.contains(&kind)
+                || message.contains("credit balance is too low")
+                || message.contains("exceeded your current quota")
+        };
+        match self {
+            Self::Api {
+                status,
+                kind,
+                message,
+                ..
+            } => matches!(status, 401..=403) || said(kind, message),
+            Self::StreamError { kind, message } => said(kind, message),
+            Self::RetriesExhausted { last, .. } => last.is_terminal(),
+            _ => false,
         }
     }
 
@@ -360,6 +395,36 @@ mod tests {
             message: message.into(),
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn refusals_of_the_account_are_terminal_and_never_retried() {
+        for e in [
+            api(401, "authentication_error", "invalid x-api-key"),
+            api(403, "permission_error", "not allowed"),
+            api(402, "billing_error", "no credit"),
+            api(429, "insufficient_quota", "You exceeded your current quota"),
+            api(
+                400,
+                "invalid_request_error",
+                "Your credit balance is too low",
+            ),
+        ] {
+            assert!(e.is_terminal(), "{e}");
+            assert!(!e.is_transient(), "{e}");
+        }
+        for e in [
+            api(429, "rate_limit_error", "slow down"),
+            api(529, "overloaded_error", "busy"),
+            api(400, "invalid_request_error", "bad field"),
+        ] {
+            assert!(!e.is_terminal(), "{e}");
+        }
+        let exhausted = ModelError::RetriesExhausted {
+            attempts: 3,
+            last: Box::new(api(401, "authentication_error", "bad key")),
+        };
+        assert!(exhausted.is_terminal());
     }
 
     #[test]

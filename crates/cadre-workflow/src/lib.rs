@@ -13,10 +13,10 @@
 //!   per item.
 //! - [`CallSpec`] and [`CallKey`]: an item's agent call and the stable hash of its content
 //!   (agent type, rendered prompt, output schema, limits, model), by which a run looks up
-//!   the result it already has.
+//!   the result it already has (cadre-core computes it, so a run and `check` agree).
 //!
-//! The run engine (queueing, budgets, the journal, resume) builds on these; cadre-core does
-//! not depend on this crate.
+//! cadre-core runs a workflow (`Orchestrator::run_workflow`: the queue, budget, journal and
+//! resume), fed the items the CLI makes with this crate; cadre-core does not depend on it.
 
 mod call_key;
 mod error;
@@ -27,7 +27,7 @@ mod numbers;
 mod step;
 mod template;
 
-pub use call_key::{BadCallKey, CallKey, CallSpec};
+pub use call_key::{CallKey, CallSpec};
 pub use error::{Warning, WorkflowError};
 pub use file::{
     find_workflow, saved_workflows, Budget, MapStep, ReduceStep, Workflow, DEFAULT_CONCURRENCY,

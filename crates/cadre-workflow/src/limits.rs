@@ -18,3 +18,11 @@ pub struct Limits {
     #[serde(default, deserialize_with = "numbers::opt_time")]
     pub time: Option<Duration>,
 }
+
+impl Limits {
+    /// These limits as cadre-core's [`AgentLimits`](cadre_core::AgentLimits), which an
+    /// item's call carries.
+    pub fn agent_limits(&self) -> cadre_core::AgentLimits {
+        cadre_core::AgentLimits::new(self.tokens, self.turns, self.time)
+    }
+}

@@ -1,12 +1,17 @@
 //! Command-line arguments.
 
+mod definitions;
 mod given;
+mod runs;
 pub mod worker;
 pub mod workflow;
 
+pub use definitions::{AgentsCommand, AgentsDirArg, SkillsCommand, SkillsDirArg};
 pub use given::{Given, Source};
+pub use runs::RunsCommand;
 pub use worker::{whole, Provider, WorkerCmd};
-pub use workflow::{WorkflowCheckCmd, WorkflowCommand};
+pub use workflow::WorkflowCheckCmd;
+use workflow::{parse_arg, RETRY_HELP, RUN_HELP};
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -124,51 +129,6 @@ pub enum Command {
         /// The shell: bash, zsh, fish, elvish or powershell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
-    },
-}
-
-/// `cadre runs …`.
-#[derive(Debug, Subcommand)]
-pub enum RunsCommand {
-    /// List past runs, newest first: id, start (UTC), outcome, agents, tokens, time, task.
-    /// A run stopped before it ended (killed, or still running) shows as `unfinished`.
-    List {
-        /// Show at most N runs.
-        #[arg(long, default_value_t = 20, value_name = "N", value_parser = whole::<usize>(1, None), allow_negative_numbers = true)]
-        limit: usize,
-        /// Print a JSON array instead: one object per run (id, started, task, outcome,
-        /// finished, agents, unfinished_agents, tokens, elapsed_ms).
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show one run: every agent as a tree (type, outcome, turns, tool calls, tokens,
-    /// time), then the task and the answer. A run with no summary.json is shown as
-    /// unfinished, with what its transcripts tell (which agents ended, which did not).
-    #[command(
-        after_help = "Examples:\n  cadre runs show latest\n  cadre runs show 20261201-1015          (a unique prefix of an id)\n  cadre runs show latest --html run.html  (open run.html in any browser)"
-    )]
-    Show {
-        /// The run: its id, a unique prefix of it, or `latest`.
-        #[arg(value_name = "RUN_ID")]
-        run_id: String,
-        /// Write a self-contained HTML page instead (no network needed to view it): a
-        /// timeline with one lane per agent, its turns and tool calls as bars; click a
-        /// bar for its details.
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-    },
-    /// List the git branches a run's isolated subagents made (`cadre/<run-id>/<agent>`), or
-    /// remove them, with any worktree left behind, with --delete.
-    #[command(
-        after_help = "Examples:\n  cadre runs branches latest\n  git diff main...cadre/20261201-101500-1234/code-1   (review one)\n  cadre runs branches latest --delete"
-    )]
-    Branches {
-        /// The run: its id, a unique prefix of it, or `latest`.
-        #[arg(value_name = "RUN_ID")]
-        run_id: String,
-        /// Delete the run's branches and worktrees instead of listing them.
-        #[arg(long)]
-        delete: bool,
     },
 }
 
@@ -295,78 +255,69 @@ pub struct McpArgs {
     pub mcp_timeout: u64,
 }
 
-/// `cadre skills …`.
+/// `cadre workflow …`.
 #[derive(Debug, Subcommand)]
-pub enum SkillsCommand {
-    /// List every skill with its description and folder.
-    List(SkillsDirArg),
-    /// Show one skill in full: its front matter, its instructions and its files.
-    Show {
-        /// The skill's name.
-        name: String,
-        /// Extra folders of skills.
-        #[command(flatten)]
-        dirs: SkillsDirArg,
-    },
-    /// Check every skill and list every problem (file:line:column); exit 1 on any error
-    /// (with --strict, on any warning too).
-    Check {
-        /// Extra folders of skills.
-        #[command(flatten)]
-        dirs: SkillsDirArg,
-        /// Report every warning (a repaired line, an overlong description, …) as an error.
-        #[arg(long)]
-        strict: bool,
-    },
-    /// Copy the skills shipped with cadre (code-review, writing-tests, commit-message) into
-    /// ~/.config/cadre/skills so every project sees them. Existing files are kept unless
-    /// --force.
-    Install {
-        /// Overwrite files that already exist there.
-        #[arg(long)]
-        force: bool,
-    },
+pub enum WorkflowCommand {
+    /// Check a workflow without spending a token: the file, its agent types, its output
+    /// schema, its input and the first item's rendered prompt; exit 2 listing every problem.
+    #[command(after_help = workflow::CHECK_HELP)]
+    Check(Box<WorkflowCheckCmd>),
+    /// List the saved workflows (.cadre/workflows/*.yaml): name, description and file.
+    List,
+    /// Run a workflow: one agent call per item, results to the run folder's results.jsonl;
+    /// `cadre resume RUN_ID` goes on without repeating finished items.
+    #[command(after_help = RUN_HELP)]
+    Run(Box<WorkflowRunCmd>),
+    /// Run again the failed items of a workflow run, or continue one item's agent with a
+    /// follow-up.
+    #[command(after_help = RETRY_HELP)]
+    Retry(Box<WorkflowRetryCmd>),
 }
 
-/// Where skills are loaded from, besides the standard folders.
-#[derive(Debug, Args, Clone)]
-pub struct SkillsDirArg {
-    /// Also load skills from DIR, a folder of skill folders (nearest of all: its skills win).
-    #[arg(long = "skills-dir", value_name = "DIR")]
-    pub skills_dir: Vec<PathBuf>,
+/// `cadre workflow run`.
+#[derive(Debug, Args)]
+pub struct WorkflowRunCmd {
+    /// The workflow: a path to its file, or NAME for .cadre/workflows/NAME.yaml.
+    #[arg(value_name = "FILE|NAME")]
+    pub workflow: String,
+    /// Read the items from FILE (or a glob) instead of the file's `input:`.
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<String>,
+    /// Also write each item's result line to FILE (CSV when it ends in .csv).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Most items at once [default: the file's map.concurrency].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub concurrency: Option<u32>,
+    /// Give the template's `args.NAME` the value VALUE (repeatable).
+    #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = parse_arg)]
+    pub args: Vec<(String, String)>,
+    /// The model, limits and the rest, as for `cadre run`.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
-/// `cadre agents …`.
-#[derive(Debug, Subcommand)]
-pub enum AgentsCommand {
-    /// List every agent type with its mode, tools and description.
-    List(AgentsDirArg),
-    /// Show one agent type in full, with the file it came from.
-    Show {
-        /// The agent type's name.
-        name: String,
-        /// Extra folder of agent files.
-        #[command(flatten)]
-        dirs: AgentsDirArg,
-    },
-    /// Check every agent file and list every problem (file:line:column); exit 1 on any error
-    /// (with --strict, on any warning too).
-    Check {
-        /// Extra folder of agent files.
-        #[command(flatten)]
-        dirs: AgentsDirArg,
-        /// Report every warning (a repaired line, a dropped tool, …) as an error.
-        #[arg(long)]
-        strict: bool,
-    },
-}
-
-/// Where agent files are loaded from, besides the standard folders.
-#[derive(Debug, Args, Clone)]
-pub struct AgentsDirArg {
-    /// Also load agent files from DIR (nearest of all: its types win).
-    #[arg(long = "agents-dir", value_name = "DIR")]
-    pub agents_dir: Vec<std::path::PathBuf>,
+/// `cadre workflow retry`.
+#[derive(Debug, Args)]
+pub struct WorkflowRetryCmd {
+    /// The workflow run (an id from .cadre/runs/, or a unique prefix).
+    #[arg(value_name = "RUN_ID")]
+    pub run_id: String,
+    /// Run again every item whose last attempt failed.
+    #[arg(long, conflicts_with = "item", required_unless_present = "item")]
+    pub failed: bool,
+    /// The item (its key) whose agent goes on with --prompt.
+    #[arg(long, value_name = "KEY", requires = "prompt")]
+    pub item: Option<String>,
+    /// The follow-up message for --item's agent.
+    #[arg(long, value_name = "TEXT", requires = "item")]
+    pub prompt: Option<String>,
+    /// Also write each item's result line to FILE (CSV when it ends in .csv).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The model, limits and the rest, as for `cadre run`.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// How the result is printed.
@@ -682,6 +633,8 @@ pub fn parse(matches: ArgMatches) -> Result<Cli, clap::Error> {
         Some(Command::Resume(cmd)) => Some(&mut cmd.args),
         Some(Command::Config(ConfigCommand::Show(cmd))) => Some(&mut cmd.args),
         Some(Command::Mcp(McpCommand::Serve(cmd))) => Some(&mut cmd.args),
+        Some(Command::Workflow(WorkflowCommand::Run(cmd))) => Some(&mut cmd.run),
+        Some(Command::Workflow(WorkflowCommand::Retry(cmd))) => Some(&mut cmd.run),
         _ => None,
     };
     if let Some(args) = args {

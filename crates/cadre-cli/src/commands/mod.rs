@@ -46,7 +46,7 @@ pub async fn dispatch(cli: Cli) -> Result<Code> {
         Command::Trust(cmd) => trust::trust(&cmd, directory),
         Command::Agents(cmd) => agents::agents(cmd, &workspace_root(directory)?),
         Command::Skills(cmd) => skills::skills(cmd, &workspace_root(directory)?),
-        Command::Workflow(cmd) => workflow::workflow(cmd, &workspace_root(directory)?),
+        Command::Workflow(cmd) => workflow::workflow(cmd, directory, quiet).await,
         Command::Runs(cmd) => runs::runs(cmd, &workspace_root(directory)?).await,
         Command::Mcp(McpCommand::Serve(cmd)) => mcp_serve::serve(*cmd, directory).await,
         Command::Mcp(McpCommand::List(args)) => {

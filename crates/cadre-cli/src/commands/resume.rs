@@ -8,6 +8,7 @@ use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run};
 use crate::common::served::{self, ServedCall};
 use crate::common::session::{run, Job};
+use crate::common::workflow_run::{self, Again, Invocation};
 use cadre_core::RunError;
 use std::path::PathBuf;
 
@@ -40,6 +41,11 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
         })?,
     };
     let journaled = open_run(&dir)?;
+    // A workflow run goes on with its items, whether or not its last part ended.
+    if let Some(invocation) = Invocation::read(&dir) {
+        let job = workflow_run::Job::Resume(Box::new(journaled), invocation?, Again::Nothing);
+        return workflow_run::run(args, job, None, directory, quiet).await;
+    }
     // Told before a key or a model is needed: a finished run has nothing to carry on.
     if let Some(stop) = journaled.state.finished.as_ref() {
         if !journaled.state.resumable() {

@@ -1,10 +1,14 @@
-//! `cadre workflow check|list`: a workflow checked without spending a token, and the
-//! project's saved workflows.
+//! `cadre workflow check|list|run|retry`: a workflow checked without spending a token, the
+//! project's saved workflows, a workflow run, and a run's failed items or one item again.
 
-use crate::args::{WorkflowCheckCmd, WorkflowCommand};
+use crate::args::{WorkflowCheckCmd, WorkflowCommand, WorkflowRetryCmd, WorkflowRunCmd};
 use crate::common::definitions::{load_registry, print_problems};
 use crate::common::display::{fit_lines, one_line, stdout_width};
 use crate::common::exit::{CliError, Code, Result};
+use crate::common::model::model_id;
+use crate::common::project::workspace_root;
+use crate::common::run_folders::{find, open_run};
+use crate::common::workflow_run::{self, Again, Invocation, Job};
 use cadre_workflow::{
     find_workflow, saved_workflows, InputSpec, Items, Workflow, WorkflowError, WORKFLOWS_DIR,
 };
@@ -12,11 +16,80 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Runs one `cadre workflow` command.
-pub fn workflow(cmd: WorkflowCommand, root: &Path) -> Result<Code> {
+pub async fn workflow(
+    cmd: WorkflowCommand,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    let root = workspace_root(directory.clone())?;
     match cmd {
-        WorkflowCommand::Check(cmd) => check(&cmd, root),
-        WorkflowCommand::List => Ok(list(root)),
+        WorkflowCommand::Check(cmd) => check(&cmd, &root),
+        WorkflowCommand::List => Ok(list(&root)),
+        WorkflowCommand::Run(cmd) => run(*cmd, &root, directory, quiet).await,
+        WorkflowCommand::Retry(cmd) => retry(*cmd, &root, directory, quiet).await,
     }
+}
+
+/// `cadre workflow run`: a new run of the workflow, invoked as the run folder keeps it.
+async fn run(
+    cmd: WorkflowRunCmd,
+    root: &Path,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    let file = find_workflow(root, &cmd.workflow).map_err(CliError::invalid)?;
+    let invocation = Invocation {
+        file: std::path::absolute(&file).unwrap_or(file),
+        input: cmd.input.as_deref().map(from_here),
+        args: cmd.args,
+        concurrency: cmd.concurrency.map(|n| n as usize),
+        model: model_id(&cmd.run)?,
+    };
+    let output = cmd.output.as_deref();
+    workflow_run::run(cmd.run, Job::Fresh(invocation), output, directory, quiet).await
+}
+
+/// `cadre workflow retry`: the run goes on, its failed items (or one item) run again.
+async fn retry(
+    cmd: WorkflowRetryCmd,
+    root: &Path,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    let dir = find(root, &cmd.run_id)?;
+    let Some(invocation) = Invocation::read(&dir) else {
+        return Err(CliError::config(format!(
+            "run {} is not a workflow run; `cadre resume {}` carries it on",
+            cmd.run_id, cmd.run_id
+        )));
+    };
+    let again = match (cmd.item, cmd.prompt) {
+        (Some(key), Some(text)) => {
+            known_item(&dir, &key)?;
+            Again::Item(key, text)
+        }
+        _ => Again::Failed,
+    };
+    let job = Job::Resume(Box::new(open_run(&dir)?), invocation?, again);
+    let output = cmd.output.as_deref();
+    workflow_run::run(cmd.run, job, output, directory, quiet).await
+}
+
+/// Refuses an item `key` the run in `dir` has no result line for.
+fn known_item(dir: &Path, key: &str) -> Result<()> {
+    let results = dir.join(cadre_core::workflow::Workflow::RESULTS_FILE);
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    let known = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v["key"] == key && v["agent"].is_string());
+    if known {
+        return Ok(());
+    }
+    Err(CliError::config(format!(
+        "--item {key}: the run has no item {key:?} whose agent ran (see {})",
+        results.display()
+    )))
 }
 
 /// What the check of the first item found: its prompt, or nothing when a problem stopped it.

@@ -25,3 +25,5 @@ pub mod signals;
 pub mod table;
 pub mod telemetry;
 pub mod trust;
+pub mod workflow_output;
+pub mod workflow_run;

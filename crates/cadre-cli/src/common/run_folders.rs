@@ -22,7 +22,12 @@ pub fn newest(root: &Path, finished: bool) -> Option<PathBuf> {
         // From the run's small index: finished runs passed over are not read whole.
         let standing = run_index::standing(&dir)?;
         let fits = if finished {
+            // A workflow run takes no follow-up: `cadre workflow retry` goes on with its items.
             standing.continuable
+                && !dir
+                    .path()
+                    .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
+                    .exists()
         } else {
             standing.resumable
         };

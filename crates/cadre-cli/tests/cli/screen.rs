@@ -2,7 +2,7 @@ use super::*;
 use std::time::Duration;
 
 /// `cadre ARGS` on a pseudo-terminal `cols` wide, in `dir`, talking to `server`.
-fn on_terminal(
+pub(super) fn on_terminal(
     dir: &Path,
     home: &Path,
     server: &MockServer,
@@ -28,7 +28,7 @@ fn on_terminal(
 
 /// What a terminal `cols` wide shows after `output` (as a pseudo-terminal session hands it
 /// back, one char per byte): its rows, trailing blanks cut.
-fn screen(output: &str, cols: u16) -> Vec<String> {
+pub(super) fn screen(output: &str, cols: u16) -> Vec<String> {
     let bytes: Vec<u8> = output
         .chars()
         .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
@@ -141,7 +141,7 @@ async fn ctrl_c_leaves_no_trace_of_the_live_block() {
 }
 
 /// Everything the session printed so far and for `time` more.
-fn read_for(p: &mut rexpect::session::PtySession, time: Duration) -> String {
+pub(super) fn read_for(p: &mut rexpect::session::PtySession, time: Duration) -> String {
     let start = std::time::Instant::now();
     let mut out = String::new();
     while start.elapsed() < time {

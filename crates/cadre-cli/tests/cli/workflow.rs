@@ -221,7 +221,7 @@ async fn workflow_list_shows_the_saved_workflows() {
 }
 
 #[tokio::test]
-async fn workflow_help_offers_check_and_list_and_no_run_yet() {
+async fn workflow_help_offers_check_list_run_and_retry() {
     let dir = project();
     let out = workflow(dir.path(), &["--help"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
@@ -233,7 +233,21 @@ async fn workflow_help_offers_check_and_list_and_no_run_yet() {
         .take_while(|l| !l.is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(commands, ["check", "list", "help"], "{}", out.stdout);
+    assert_eq!(
+        commands,
+        ["check", "list", "run", "retry", "help"],
+        "{}",
+        out.stdout
+    );
+    let out = workflow(dir.path(), &["run", "--help"]).await;
+    assert!(out.stdout.contains("cadre resume RUN_ID"), "{}", out.stdout);
+    assert!(out.stdout.contains("exits 3"), "{}", out.stdout);
+    let out = workflow(dir.path(), &["retry", "--help"]).await;
+    assert!(
+        out.stdout.contains("--item KEY --prompt TEXT"),
+        "{}",
+        out.stdout
+    );
     let out = workflow(dir.path(), &["check", "--help"]).await;
     assert!(out.stdout.contains("It calls no model"), "{}", out.stdout);
     assert!(out.stdout.contains("--arg <NAME=VALUE>"), "{}", out.stdout);

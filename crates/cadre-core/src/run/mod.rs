@@ -22,6 +22,7 @@ pub mod model_settings;
 pub mod orchestrator;
 pub mod permissions;
 pub mod prompt;
+pub(crate) mod provider_stop;
 pub mod skill_tool;
 pub(crate) mod spans;
 pub mod state;
@@ -31,6 +32,7 @@ pub mod task;
 pub mod task_result;
 pub mod team;
 pub mod toolset;
+pub mod workflow;
 
 // The paths these modules had before they moved down into the vocabulary, so code that
 // names them still builds; to go once nothing names them.

@@ -91,6 +91,15 @@ pub enum SubagentError {
     /// The team refused the member (its name is taken or unusable, the team is full).
     #[error(transparent)]
     Team(TeamError),
+    /// The model provider refused the run for good (a key refused, no credit or quota
+    /// left): no new subagent starts.
+    #[error("not started: the model provider refused this run for good ({reason}); {parent} can start no new subagent")]
+    ProviderRefused {
+        /// The parent whose call it was.
+        parent: AgentPath,
+        /// The provider's error.
+        reason: String,
+    },
     /// Its background task ended without handing back anything (it was aborted).
     #[error("outcome: cancelled — it ended without a result: its task was stopped")]
     Lost,

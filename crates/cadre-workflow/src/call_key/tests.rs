@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 use std::time::Duration;
 
 fn limits() -> Limits {

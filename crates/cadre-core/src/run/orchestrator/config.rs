@@ -259,6 +259,12 @@ pub enum RunError {
         #[source]
         lost: crate::record::failure::Lost,
     },
+    /// A workflow was to go on in a run that is not a workflow run.
+    #[error("run {run_id} is not a workflow run; `cadre resume {run_id}` carries it on")]
+    NotAWorkflow {
+        /// The run's id.
+        run_id: String,
+    },
     /// The run to continue has not ended: resume it first.
     #[error("run {run_id} has not finished; `cadre resume {run_id}` carries it on")]
     NotFinished {
@@ -323,7 +329,8 @@ impl RunError {
             | Self::Unusable(_)
             | Self::NoJournal { .. }
             | Self::AlreadyFinished { .. }
-            | Self::NotFinished { .. } => RunErrorKind::Usage,
+            | Self::NotFinished { .. }
+            | Self::NotAWorkflow { .. } => RunErrorKind::Usage,
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::record::usage::UsageReport;
 use crate::run::answer::AnswerSchema;
 use crate::run::budget::Budget;
 use crate::run::hooks::RunHooks;
+use crate::run::provider_stop::{Guarded, ProviderStop};
 use crate::run::team::Team;
 use crate::vocab::outcome::{AgentOutcome, Outcome, StopKind};
 use cadre_model::resolve_model_alias;
@@ -44,6 +45,7 @@ mod roster;
 mod run_context;
 mod spawn;
 mod typed;
+mod workflow;
 
 pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
@@ -124,6 +126,8 @@ pub struct Orchestrator {
     unsaved_id: String,
     /// Whether its one run began (see [`Orchestrator::run`]).
     ran: AtomicBool,
+    /// The first terminal provider error, after which nothing new starts.
+    provider_stop: Arc<ProviderStop>,
     /// The run's context once it has begun, for the caller's questions while it runs
     /// ([`run_dir`](Self::run_dir), [`abandon`](Self::abandon)); the run itself hands its
     /// context down to every agent instead of reading it here.
@@ -170,10 +174,17 @@ fn with_extra_tools(builtins: Vec<Arc<dyn Tool>>, extra: &[Arc<dyn Tool>]) -> Ve
 impl Orchestrator {
     /// An orchestrator for one run; `events` receives every agent's events. Programs get
     /// one from [`Orchestrator::builder`], which checks the configuration first.
-    pub(crate) fn new(registry: Registry, config: RunConfig, events: EventHandler) -> Arc<Self> {
+    pub(crate) fn new(
+        registry: Registry,
+        mut config: RunConfig,
+        events: EventHandler,
+    ) -> Arc<Self> {
         let unsaved_id = new_run_id();
         let cancel = CancellationToken::new();
+        let provider_stop = Arc::new(ProviderStop::default());
+        config.model = Arc::new(Guarded::new(config.model.clone(), provider_stop.clone()));
         Arc::new(Self {
+            provider_stop,
             builtins: with_extra_tools(builtin_tools(), &config.tools),
             budget: Budget::new(config.budget_tokens),
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
@@ -240,6 +251,13 @@ impl Orchestrator {
     /// building the report.
     pub fn finished_count(&self) -> usize {
         self.roster.finished_count()
+    }
+
+    /// The provider's refusal that stopped the run, if one did: a key refused, no credit
+    /// or quota left. Once there is one, no new subagent or workflow item starts and no
+    /// request is sent.
+    pub fn provider_refused(&self) -> Option<&str> {
+        self.provider_stop.reason()
     }
 
     /// Tokens used by the whole tree so far.

@@ -55,7 +55,7 @@ impl Orchestrator {
     }
 
     /// A new run folder in `runs`, with its journal begun by the run's header.
-    async fn new_run_folder(
+    pub(super) async fn new_run_folder(
         &self,
         runs: &Path,
         agent_type: &str,
@@ -144,7 +144,7 @@ impl Orchestrator {
     /// Records the agents of the journal that no call reached again (a subagent cancelled
     /// before the resume, whose parent already has its result): they still count in the
     /// usage.
-    fn record_left_behind(&self, run: &RunContext) {
+    pub(super) fn record_left_behind(&self, run: &RunContext) {
         let left: Vec<(AgentPath, AgentState)> = run
             .lineage
             .resumed

@@ -269,7 +269,7 @@ impl Orchestrator {
     /// the whole tree below it, into `lineage`. Finished agents are counted in the usage
     /// now (they will not run again); the others wait in the lineage for their parent's
     /// call to reach them.
-    async fn load_tree(
+    pub(super) async fn load_tree(
         &self,
         journal: &Arc<dyn Journal>,
         lineage: &Lineage,

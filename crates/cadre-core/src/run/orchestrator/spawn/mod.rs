@@ -51,7 +51,7 @@ impl Orchestrator {
 
     /// The path of a new subagent of type `agent_type` that `parent`'s call `call` starts,
     /// journaled, so a resumed run finds it by the call.
-    async fn spawned(
+    pub(super) async fn spawned(
         &self,
         run: &RunContext,
         parent: &AgentHandle,

@@ -34,6 +34,12 @@ impl Orchestrator {
         cancel: CancellationToken,
     ) -> Result<String, SubagentError> {
         let run = &parent.run;
+        if let Some(reason) = self.provider_refused() {
+            return Err(SubagentError::ProviderRefused {
+                parent: parent.path.clone(),
+                reason: reason.to_owned(),
+            });
+        }
         // Boxed: a fork's spec is made for it, and every waiting subagent's future would
         // else hold room for one.
         let forked;

@@ -1,0 +1,632 @@
+//! Workflow runs: a run like any other (folder, journal, transcript, usage), whose root is
+//! the driver, not a model-driven agent. Each item is one agent call made as a subagent of
+//! the root, journaled as `Spawned` under the call's content key, so a resumed run finds
+//! every call by its content whatever order items started in: a finished one's result
+//! stands, one in flight or stopped by the model API goes on from its own journal, and a
+//! call that changed (an edited file) runs anew.
+
+use super::config::RunError;
+use super::handle::{AgentHandle, Start};
+use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
+use super::{Orchestrator, RunSummary};
+use crate::definitions::spec::AgentSpec;
+use crate::record::events::millis;
+use crate::record::journal::{Journal, JournaledRun};
+use crate::record::run_dir::{write_replacing, RunDir};
+use crate::run::answer::AnswerSchema;
+use crate::run::state::AgentState;
+use crate::run::workflow::results::{output_of, ResultsFile};
+use crate::run::workflow::{CallKey, ItemCall, ItemResult, ResultSink, WorkItem, Workflow};
+use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::{Outcome, StopKind};
+use crate::vocab::step::Step;
+use cadre_model::{Message, Usage};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest wait before a failed item is tried again.
+const MOST_BACKOFF: Duration = Duration::from_secs(30);
+
+/// An item ready to run: its key, its call, and the id its call is journaled under.
+struct Prepared {
+    key: String,
+    call: ItemCall,
+    /// The content key, with the occurrence number of a second call of the same content.
+    base: String,
+    spec: AgentSpec,
+    answer: Option<AnswerSchema>,
+}
+
+/// What the items made so far leave for the next: the calls seen (by content, with how
+/// many times), and the last output schema compiled.
+#[derive(Default)]
+struct Seen {
+    calls: HashMap<[u8; 32], u32>,
+    schema: Option<(serde_json::Value, AnswerSchema)>,
+}
+
+impl Seen {
+    /// The id the call of content `key` is journaled under (`prefix` before it): a second
+    /// call of the same content in one run is a call of its own, its id carrying how many
+    /// came before it in the input's order.
+    fn call_id(&mut self, prefix: &str, key: CallKey) -> String {
+        let n = self.calls.entry(key.0).or_insert(0);
+        let id = match *n {
+            0 => format!("{prefix}{key}"),
+            n => format!("{prefix}{key}.{n}"),
+        };
+        *n += 1;
+        id
+    }
+
+    /// `schema` compiled, or the last one again when it is the same.
+    fn schema(
+        &mut self,
+        schema: Option<&serde_json::Value>,
+    ) -> Result<Option<AnswerSchema>, String> {
+        let Some(schema) = schema else {
+            return Ok(None);
+        };
+        match &self.schema {
+            Some((last, compiled)) if last == schema => Ok(Some(compiled.clone())),
+            _ => {
+                let compiled = AnswerSchema::new(schema)?;
+                self.schema = Some((schema.clone(), compiled.clone()));
+                Ok(Some(compiled))
+            }
+        }
+    }
+}
+
+/// What one attempt of an item came to.
+enum Attempt {
+    /// Its agent ended (now, or before the resume: `ran_now` false).
+    Ended {
+        path: AgentPath,
+        stop: StopKind,
+        text: String,
+        usage: Usage,
+        ran_now: bool,
+    },
+    /// It did not start: the run stopped scheduling, for this reason.
+    NotStarted(StopKind),
+}
+
+/// How the items of one run go: retries, and what a resume was asked to do again.
+struct ItemRules {
+    retries: u32,
+    retry_failed: bool,
+    follow_up: Option<(String, String)>,
+}
+
+/// Where each result goes: the results file and the caller's sinks; and the counts.
+struct Output {
+    file: ResultsFile,
+    sinks: Vec<ResultSink>,
+    outcomes: BTreeMap<String, u64>,
+}
+
+impl Output {
+    /// Writes `result`'s line, tells the sinks, and counts its outcome.
+    fn tell(&mut self, result: &ItemResult) {
+        self.file.write(result);
+        for sink in &mut self.sinks {
+            sink(result);
+        }
+        *self.outcomes.entry(result.outcome.clone()).or_default() += 1;
+    }
+
+    /// `N items: a completed, b failed: …`.
+    fn said(&self) -> String {
+        let total: u64 = self.outcomes.values().sum();
+        let parts: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(outcome, n)| format!("{n} {outcome}"))
+            .collect();
+        format!("{total} items: {}", parts.join(", "))
+    }
+}
+
+/// The root's path.
+fn root_path() -> AgentPath {
+    AgentPath::primary(Workflow::ROOT_TYPE)
+}
+
+/// The id of attempt `attempt` (from 0) of the call `base`.
+fn attempt_id(base: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        base.to_owned()
+    } else {
+        format!("{base}~{attempt}")
+    }
+}
+
+impl Orchestrator {
+    /// Runs `workflow` as a new run: each item one agent call, at most its concurrency at
+    /// once, each result a line of the run folder's `results.jsonl` (and told to the
+    /// workflow's sinks), then its reduce. The summary's `stop` says why scheduling
+    /// stopped early, if it did: a terminal provider error (`ModelError`), the budget, a
+    /// cancel.
+    pub async fn run_workflow(
+        self: &Arc<Self>,
+        workflow: Workflow,
+    ) -> Result<RunSummary, RunError> {
+        self.first_run()?;
+        let result = self.start_workflow(workflow).await;
+        self.roster.close();
+        self.unless_failed(result)
+    }
+
+    /// Goes on with the workflow run `run` (its folder opened): every item whose call the
+    /// journal has finished keeps its result and is not run again; the others run, those
+    /// in flight going on from their journal. `workflow` gives the items again (read from
+    /// the same, or an edited, file): a call whose content changed runs anew.
+    pub async fn resume_workflow(
+        self: &Arc<Self>,
+        run: JournaledRun,
+        workflow: Workflow,
+    ) -> Result<RunSummary, RunError> {
+        self.first_run()?;
+        let result = self.go_on_workflow(run, workflow).await;
+        self.roster.close();
+        self.unless_failed(result)
+    }
+
+    /// Makes the run's folder and journal, and drives `workflow` in it.
+    async fn start_workflow(self: &Arc<Self>, workflow: Workflow) -> Result<RunSummary, RunError> {
+        let mut parts = RunParts {
+            journal: self.config.journal.clone(),
+            ..RunParts::default()
+        };
+        if let Some(runs) = &self.config.runs_dir {
+            let (dir, journal) = self
+                .new_run_folder(runs, Workflow::ROOT_TYPE, &workflow.name, None)
+                .await?;
+            parts.transcript = open_transcript(&dir);
+            parts.dir = Some(dir);
+            parts.journal = Some(journal);
+        }
+        let run = self.context(parts, self.new_team(None), false);
+        keep_invocation(&run, &workflow);
+        run.journal(Step::Started {
+            agent: root_path(),
+            agent_type: Workflow::ROOT_TYPE.to_owned(),
+            description: workflow.name.clone(),
+            history: Vec::new(),
+        })
+        .await;
+        self.drive(&run, workflow).await
+    }
+
+    /// Rebuilds the run `opened` from its journal, and drives `workflow` in it.
+    async fn go_on_workflow(
+        self: &Arc<Self>,
+        opened: JournaledRun,
+        workflow: Workflow,
+    ) -> Result<RunSummary, RunError> {
+        let JournaledRun {
+            dir,
+            journal,
+            state,
+            ..
+        } = opened;
+        let run_dir = RunDir::open(&dir)?;
+        let run_id = run_dir.id().to_owned();
+        if state.agent_type != Workflow::ROOT_TYPE {
+            return Err(RunError::NotAWorkflow { run_id });
+        }
+        let journal: Arc<dyn Journal> = self.run_journal(Arc::new(journal), None);
+        let transcript = open_transcript(&run_dir);
+        let lineage = Lineage::default();
+        let root = self
+            .load_tree(&journal, &lineage, transcript.as_deref(), root_path())
+            .await?;
+        if root.is_none() {
+            return Err(RunError::NoJournal { run_id });
+        }
+        // Rebuilt: the steps read to do it are not kept for the rest of the run.
+        journal.release_earlier();
+        let parts = RunParts {
+            dir: Some(run_dir),
+            journal: Some(journal),
+            transcript,
+            lineage,
+            answer: None,
+        };
+        let run = self.context(parts, self.new_team(None), false);
+        keep_invocation(&run, &workflow);
+        self.drive(&run, workflow).await
+    }
+
+    /// Why no new item may start, if none may: the provider refused the run, it was
+    /// cancelled, or its budget is spent.
+    fn scheduling_stopped(&self) -> Option<StopKind> {
+        if let Some(reason) = self.provider_refused() {
+            return Some(StopKind::ModelError(reason.to_owned()));
+        }
+        if self.cancel.is_cancelled() {
+            return Some(StopKind::Cancelled);
+        }
+        self.budget.exhausted().then_some(StopKind::Budget)
+    }
+
+    /// Runs the items of `workflow` in `run`, then its reduce, and summarises the run.
+    async fn drive(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+        mut workflow: Workflow,
+    ) -> Result<RunSummary, RunError> {
+        let started = Instant::now();
+        let results = run
+            .dir
+            .as_ref()
+            .map(|d| d.path().join(Workflow::RESULTS_FILE));
+        let mut out = Output {
+            file: ResultsFile::create(results),
+            sinks: std::mem::take(&mut workflow.sinks),
+            outcomes: BTreeMap::new(),
+        };
+        let root = self.root_handle(run);
+        let rules = ItemRules {
+            retries: workflow.retries,
+            retry_failed: workflow.retry_failed,
+            follow_up: workflow.follow_up.take(),
+        };
+        let mut seen = Seen::default();
+        let mut items = std::mem::replace(&mut workflow.items, Box::new(std::iter::empty())).fuse();
+        let mut running = FuturesUnordered::new();
+        loop {
+            // Items are taken from their source only when a slot frees: the queue is the
+            // source itself, never a list of agents.
+            while running.len() < workflow.concurrency {
+                let Some(item) = items.next() else { break };
+                match self.prepare(item, &mut seen, "") {
+                    Ok(prepared) => running.push(self.run_item(run, &root, prepared, &rules)),
+                    Err(result) => out.tell(&result),
+                }
+            }
+            match running.next().await {
+                Some(result) => out.tell(&result),
+                None => break,
+            }
+        }
+        drop(running);
+        let mut answer = out.said();
+        if let Some(reduced) = self.reduce(run, &root, &mut workflow, out.file.path(), &rules) {
+            answer = format!("{answer}\n\n{}", reduced.await);
+        }
+        let stop = self.scheduling_stopped().unwrap_or(StopKind::Done);
+        run.journal(Step::Finished {
+            agent: root_path(),
+            stop: stop.clone(),
+            text: answer.clone(),
+        })
+        .await;
+        drop(out);
+        self.config.mcp.shutdown().await;
+        self.record_left_behind(run);
+        self.roster.record_unended(&StopKind::Killed);
+        let elapsed = millis(started.elapsed());
+        Ok(self.summarise_run(&workflow.name, &answer, stop, elapsed))
+    }
+
+    /// The reduce step's run, when the workflow has one and the items were not stopped:
+    /// what it answered, or why it did not.
+    fn reduce<'a>(
+        self: &'a Arc<Self>,
+        run: &'a Arc<RunContext>,
+        root: &'a AgentHandle,
+        workflow: &mut Workflow,
+        results: &Path,
+        rules: &'a ItemRules,
+    ) -> Option<impl std::future::Future<Output = String> + 'a> {
+        let (agent, prompt) = workflow.reduce.take()?;
+        if self.scheduling_stopped().is_some() {
+            return None;
+        }
+        let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(results)));
+        let prepared = self.prepare(item, &mut Seen::default(), "reduce:");
+        Some(async move {
+            let result = match prepared {
+                Ok(prepared) => self.run_item(run, root, prepared, rules).await,
+                Err(result) => *result,
+            };
+            match (result.output, result.error) {
+                (_, Some(error)) => format!("reduce: {error}"),
+                (serde_json::Value::String(text), None) => text,
+                (value, None) => value.to_string(),
+            }
+        })
+    }
+
+    /// The handle of the root of the workflow run `run`.
+    fn root_handle(&self, run: &Arc<RunContext>) -> AgentHandle {
+        let model = self.config.model_id.clone();
+        let workspace = self.config.workspace.clone();
+        AgentHandle::new(run.clone(), root_path(), 0, model, workspace)
+    }
+
+    /// `item` ready to run: its type found, its schema compiled (once for a run of equal
+    /// schemas), its content key made (`prefix` before it); or its result when it cannot
+    /// run (bad input, an unknown type, a bad schema).
+    fn prepare(
+        &self,
+        item: WorkItem,
+        seen: &mut Seen,
+        prefix: &str,
+    ) -> Result<Prepared, Box<ItemResult>> {
+        let WorkItem { key, line, call } = item;
+        let failed = |why: String, outcome: &str| {
+            Box::new(ItemResult {
+                key: key.clone(),
+                call: None,
+                outcome: outcome.to_owned(),
+                output: serde_json::Value::Null,
+                usage: Usage::default(),
+                agent: None,
+                line,
+                error: Some(why),
+                attempts: 0,
+            })
+        };
+        let call = call.map_err(|why| failed(why, ItemResult::BAD_INPUT))?;
+        let Some(spec) = self.registry.get(&call.agent) else {
+            let known: Vec<&str> = self.registry.all().map(|s| s.name.as_str()).collect();
+            let why = format!(
+                "unknown agent type {:?}; the types are: {}",
+                call.agent,
+                known.join(", ")
+            );
+            return Err(failed(why, "failed: unknown type"));
+        };
+        if let Some(why) = spec.unusable() {
+            return Err(failed(why.to_string(), "failed: unusable type"));
+        }
+        let answer = seen
+            .schema(call.output_schema.as_ref())
+            .map_err(|why| failed(format!("bad output schema: {why}"), ItemResult::BAD_INPUT))?;
+        let model = self.model_for(spec, &self.config.model_id);
+        let content = CallKey::of(
+            &call.agent,
+            &call.prompt,
+            call.output_schema.as_ref(),
+            &call.limits,
+            &model,
+        );
+        Ok(Prepared {
+            base: seen.call_id(prefix, content),
+            spec: spec.clone(),
+            key,
+            call,
+            answer,
+        })
+    }
+
+    /// Runs `item` to its result: its last attempt found in the journal (its result stands,
+    /// or it goes on), then fresh attempts while it fails and retries are left.
+    async fn run_item(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+        root: &AgentHandle,
+        item: Prepared,
+        rules: &ItemRules,
+    ) -> ItemResult {
+        let mut attempt = 0;
+        while run
+            .resumed_child(&root.path, &attempt_id(&item.base, attempt + 1))
+            .is_some()
+        {
+            attempt += 1;
+        }
+        let follow_up = rules
+            .follow_up
+            .as_ref()
+            .filter(|(key, _)| *key == item.key)
+            .map(|(_, text)| text.as_str());
+        let mut retried_failed = false;
+        let mut tries = 0;
+        let mut usage = Usage::default();
+        loop {
+            let call = attempt_id(&item.base, attempt);
+            let ended = self
+                .attempt(run, root, &item, &call, follow_up.filter(|_| tries == 0))
+                .await;
+            tries += 1;
+            let (path, stop, text, ran_now) = match ended {
+                Attempt::NotStarted(stop) => return not_started(&item, &call, stop, attempt),
+                Attempt::Ended {
+                    path,
+                    stop,
+                    text,
+                    usage: used,
+                    ran_now,
+                } => {
+                    usage.add(&used);
+                    (path, stop, text, ran_now)
+                }
+            };
+            let failed = stop.outcome() == Outcome::Failed;
+            // Retries left (a run stopped between two attempts had some), or one more
+            // asked for by `retry --failed` for an item that had failed before.
+            let retry = attempt < rules.retries;
+            let asked = rules.retry_failed && !ran_now && !retried_failed;
+            if failed && (retry || asked) && self.scheduling_stopped().is_none() {
+                if ran_now {
+                    self.back_off(attempt).await;
+                }
+                retried_failed |= !retry;
+                attempt += 1;
+                continue;
+            }
+            let (output, error) = output_of(&stop, &text, item.answer.is_some());
+            return ItemResult {
+                key: item.key,
+                call: Some(call),
+                outcome: stop.label().to_owned(),
+                output,
+                usage,
+                agent: Some(path),
+                line: None,
+                error,
+                attempts: attempt + 1,
+            };
+        }
+    }
+
+    /// Waits before attempt `attempt + 1` of a failed item: 0.5 s, doubling, at most 30 s;
+    /// a cancel ends the wait.
+    async fn back_off(&self, attempt: u32) {
+        let wait = Duration::from_millis(500)
+            .saturating_mul(1 << attempt.min(10))
+            .min(MOST_BACKOFF);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = self.cancel.cancelled() => {}
+        }
+    }
+
+    /// One attempt of `item`, journaled as the call `call` of the root: the agent the
+    /// journal has for it ends or goes on (with `follow_up` as its next message, when
+    /// given), else a new one starts, unless scheduling stopped.
+    async fn attempt(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+        root: &AgentHandle,
+        item: &Prepared,
+        call: &str,
+        follow_up: Option<&str>,
+    ) -> Attempt {
+        let (path, rebuilt) = match run.resumed_child(&root.path, call) {
+            Some(path) => match self.found(run, &path, follow_up).await {
+                Found::Ended(stop, text, usage) => {
+                    return Attempt::Ended {
+                        path,
+                        stop,
+                        text,
+                        usage,
+                        ran_now: false,
+                    }
+                }
+                Found::GoesOn(state) => (path, state),
+            },
+            None => {
+                if let Some(stop) = self.scheduling_stopped() {
+                    return Attempt::NotStarted(stop);
+                }
+                (self.spawned(run, root, &item.spec.name, call).await, None)
+            }
+        };
+        if let Some(stop) = self.scheduling_stopped() {
+            // Left to be counted at the end, as any agent no call reached again.
+            if let Some(state) = rebuilt {
+                run.lineage.resumed.insert(path, *state);
+            }
+            return Attempt::NotStarted(stop);
+        }
+        let model = self.model_for(&item.spec, &root.model);
+        let mut me = AgentHandle::new(
+            run.clone(),
+            path.clone(),
+            root.depth + 1,
+            model,
+            root.workspace.clone(),
+        );
+        me.answer = item.answer.clone();
+        // The item's limits, which its type's tighten when it starts, as a `Task` call's.
+        me.limits = item.call.limits;
+        let description = format!("item {}", item.key);
+        let start = match rebuilt {
+            Some(state) => Start::Resume(state),
+            None => Start::Fresh(&item.call.prompt),
+        };
+        let cancel = self.cancel.child_token();
+        let outcome = self
+            .run_agent(&item.spec, me, &description, start, cancel, false)
+            .await;
+        Attempt::Ended {
+            path,
+            stop: outcome.stop,
+            text: outcome.text,
+            usage: outcome.usage,
+            ran_now: true,
+        }
+    }
+}
+
+/// What a resumed run's journal has for an attempt's agent.
+enum Found {
+    /// It ended, and its result stands: how, its answer, its usage.
+    Ended(StopKind, String, Usage),
+    /// It goes on from this state (none: it never started, and starts fresh).
+    GoesOn(Option<Box<AgentState>>),
+}
+
+impl Orchestrator {
+    /// What the journal of `run` has for the agent at `path`: an end that stands, or the
+    /// state it goes on from — with `follow_up` as its next message, journaled, when given;
+    /// asking again when the model API or a cancel stopped it.
+    async fn found(&self, run: &RunContext, path: &AgentPath, follow_up: Option<&str>) -> Found {
+        let Some(mut state) = run.take_resumed(path) else {
+            return Found::GoesOn(None);
+        };
+        match (&state.finished, follow_up) {
+            (Some(_), Some(text)) => {
+                let step = Step::UserMessage {
+                    agent: path.clone(),
+                    message: Message::user_text(text),
+                };
+                run.journal(step.clone()).await;
+                state.apply(step);
+                // Its record gives way to the one it ends with now.
+                self.roster.forget(path);
+            }
+            (Some((stop, text)), None) if !stop.resumes() => {
+                return Found::Ended(stop.clone(), text.clone(), state.usage);
+            }
+            (Some(_), None) => {
+                state.finished = None;
+                self.roster.forget(path);
+            }
+            (None, _) => {}
+        }
+        Found::GoesOn(Some(Box::new(state)))
+    }
+}
+
+/// The result of `item`, whose attempt `attempt` (journaled as `call`) did not start
+/// because the run stopped scheduling for `stop`.
+fn not_started(item: &Prepared, call: &str, stop: StopKind, attempt: u32) -> ItemResult {
+    let outcome = match stop {
+        StopKind::Budget => Outcome::Budget,
+        _ => Outcome::Cancelled,
+    };
+    ItemResult {
+        key: item.key.clone(),
+        call: Some(call.to_owned()),
+        outcome: outcome.label().to_owned(),
+        output: serde_json::Value::Null,
+        usage: Usage::default(),
+        agent: None,
+        line: None,
+        error: Some(format!("not started: {stop}")),
+        attempts: attempt,
+    }
+}
+
+/// Keeps how `workflow` was invoked in the run folder of `run`, when it says.
+fn keep_invocation(run: &RunContext, workflow: &Workflow) {
+    let (Some(dir), Some(invocation)) = (&run.dir, &workflow.invocation) else {
+        return;
+    };
+    let file = dir.path().join(Workflow::INVOCATION_FILE);
+    let written = serde_json::to_vec_pretty(invocation)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| write_replacing(&file, &bytes));
+    if let Err(e) = written {
+        tracing::warn!("cannot write {}: {e}", file.display());
+    }
+}
