@@ -12,7 +12,7 @@ use cadre_core::semconv::{self, RecordContent};
 use cadre_core::{AgentSpec, Mode, Registry, StopKind};
 use cadre_testkit::{Match, MockServer, Reply};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
-use opentelemetry::Value as OtelValue;
+use opentelemetry::{Array, Value as OtelValue};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use serde_json::{json, Value};
 use std::cell::Cell;
@@ -103,6 +103,20 @@ fn int(span: &SpanData, key: &str) -> Option<i64> {
         })
 }
 
+/// A list-of-strings attribute's values; empty when the span has none of that name.
+fn strings(span: &SpanData, key: &str) -> Vec<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| match &kv.value {
+            OtelValue::Array(Array::String(values)) => {
+                values.iter().map(|v| v.as_str().to_owned()).collect()
+            }
+            other => panic!("{key} is not a list of strings: {other:?}"),
+        })
+        .unwrap_or_default()
+}
+
 fn is_child(span: &SpanData, parent: &SpanData) -> bool {
     span.parent_span_id == parent.span_context.span_id()
 }
@@ -140,6 +154,8 @@ fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
             .with(tools_wanted)
             .with(layer);
         tracing::subscriber::set_global_default(subscriber).unwrap();
+        // What the `cadre` binary installs beside its layer: lists, links and parents.
+        cadre_model::trace_bridge::otel::install();
         (exporter, provider)
     })
 }
@@ -299,7 +315,7 @@ async fn a_two_level_fan_out_nests_agents_under_their_task_calls() {
     assert_eq!(chats.len(), 2, "{:?}", t.names());
     let first = chats
         .iter()
-        .find(|c| attr(c, semconv::GEN_AI_RESPONSE_FINISH_REASONS) == "tool_use")
+        .find(|c| strings(c, semconv::GEN_AI_RESPONSE_FINISH_REASONS) == ["tool_use"])
         .unwrap();
     assert_eq!(first.name, "chat claude-sonnet-5-5");
     assert_eq!(first.span_kind, SpanKind::Client);

@@ -47,7 +47,7 @@ pub const GEN_AI_REQUEST_MODEL: &str = "gen_ai.request.model";
 pub const GEN_AI_RESPONSE_MODEL: &str = "gen_ai.response.model";
 /// The response's id.
 pub const GEN_AI_RESPONSE_ID: &str = "gen_ai.response.id";
-/// Why the model stopped (`end_turn`, `tool_use`, …).
+/// Why the model stopped (`["end_turn"]`, `["tool_use"]`): a list of strings.
 pub const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 /// Input tokens, cached ones included, as the conventions count them.
 pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
@@ -179,12 +179,20 @@ pub fn record_chat(span: &Span, result: &Result<Response, ModelError>) {
             span.record(GEN_AI_RESPONSE_MODEL, response.model.as_str());
             if let Some(reason) = &response.stop_reason {
                 if let Ok(serde_json::Value::String(reason)) = serde_json::to_value(reason) {
-                    span.record(GEN_AI_RESPONSE_FINISH_REASONS, reason.as_str());
+                    record_finish_reason(span, &reason);
                 }
             }
             record_usage(span, &response.usage);
         }
         Err(e) => record_error(span, error_type(e), e),
+    }
+}
+
+/// Records a response's finish reason as the conventions want it, a list of strings, where
+/// the layer can set one; else as the plain field the span declared.
+fn record_finish_reason(span: &Span, reason: &str) {
+    if !crate::trace_bridge::record_strings(span, GEN_AI_RESPONSE_FINISH_REASONS, &[reason]) {
+        span.record(GEN_AI_RESPONSE_FINISH_REASONS, reason);
     }
 }
 
