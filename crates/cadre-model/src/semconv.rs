@@ -261,6 +261,47 @@ fn status_name(status: u16) -> &'static str {
     }
 }
 
+// Hooks, compactions and MCP calls: the MCP conventions' names where they say something
+// (`docs/gen-ai/mcp.md` of the same repository), cadre's own otherwise.
+
+/// The operation of a hook run's span, `hook {event}` (cadre's own).
+pub const OP_HOOK: &str = "hook";
+/// cadre's own: the moment a hook ran at (`PreToolUse`, `Stop`, …).
+pub const CADRE_HOOK_EVENT: &str = "cadre.hook.event";
+/// cadre's own: the hook's command, as configured.
+pub const CADRE_HOOK_COMMAND: &str = "cadre.hook.command";
+/// cadre's own: what came of the hook (`ok`, `allowed`, `asked`, `denied`, `blocked`,
+/// `stopped`, `failed`, `timed_out`, `cancelled`, `not_run`).
+pub const CADRE_HOOK_DECISION: &str = "cadre.hook.decision";
+
+/// The operation of a compaction's span, `compact {agent type}` (cadre's own).
+pub const OP_COMPACT: &str = "compact";
+/// cadre's own: what started a compaction (`auto`, or `manual` when a person asked).
+pub const CADRE_COMPACTION_TRIGGER: &str = "cadre.compaction.trigger";
+/// cadre's own: who wrote the summary (`server` or `cadre`).
+pub const CADRE_COMPACTION_BY: &str = "cadre.compaction.by";
+/// cadre's own: the input tokens the compaction read (the conversation it replaced).
+pub const CADRE_COMPACTION_TOKENS_BEFORE: &str = "cadre.compaction.tokens_before";
+/// cadre's own: the tokens of the summary that replaced it.
+pub const CADRE_COMPACTION_TOKENS_AFTER: &str = "cadre.compaction.tokens_after";
+
+/// An MCP request's method (`tools/call`); an MCP client span is `{method} {tool}`.
+pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+/// The MCP method of a tool call.
+pub const MCP_TOOLS_CALL: &str = "tools/call";
+/// `pipe` for a stdio MCP server, `tcp` for one over HTTP.
+pub const NETWORK_TRANSPORT: &str = "network.transport";
+/// cadre's own: the MCP server's name in the configuration.
+pub const CADRE_MCP_SERVER: &str = "cadre.mcp.server";
+
+/// The operation of a delivery's span, `deliver {member}` (cadre's own): the moment team
+/// messages reach a member, linked to each sender's `SendMessage` call.
+pub const OP_DELIVER: &str = "deliver";
+/// cadre's own: the name of the team member messages were delivered to.
+pub const CADRE_TEAM_MEMBER: &str = "cadre.team.member";
+/// cadre's own: how many messages one delivery gave.
+pub const CADRE_TEAM_MESSAGES: &str = "cadre.team.messages";
+
 #[cfg(test)]
 mod tests {
     use super::*;

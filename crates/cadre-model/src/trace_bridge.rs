@@ -93,6 +93,22 @@ pub mod otel {
         });
     }
 
+    /// The current span's W3C `traceparent`, when it is being traced: what a program hands
+    /// `cadre_tools::trace_context::set_traceparent_source`.
+    pub fn current_traceparent() -> Option<String> {
+        let cx = Span::current().context();
+        let span = cx.span();
+        let sc = span.span_context();
+        sc.is_valid().then(|| {
+            format!(
+                "00-{}-{}-{:02x}",
+                sc.trace_id(),
+                sc.span_id(),
+                sc.trace_flags().to_u8()
+            )
+        })
+    }
+
     /// A remote span's context from its `traceparent`.
     fn remote(traceparent: &str) -> Option<SpanContext> {
         let (trace, span, flags) = parse_traceparent(traceparent)?;

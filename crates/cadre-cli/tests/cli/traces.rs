@@ -355,8 +355,11 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_and_hooks_see_their_o
     // And none of cadre's OTEL_* settings.
     let want = format!("TP={context} OTEL=0");
     assert!(seen.contains(&want), "{want} not in {seen}");
-    // So did the hook that ran before it.
+    // The hook that ran before it saw its own span's, a child of the call's.
+    let hook = spans.iter().find(|s| s.name == "hook PreToolUse").unwrap();
+    assert_eq!(hook.parent_span_id, call.span_id);
     let hooked = std::fs::read_to_string(dir.path().join("hook.log")).unwrap();
+    let context = format!("00-{caller_trace}-{}-01", hex(&hook.span_id));
     assert_eq!(hooked.trim(), format!("HOOK={context} OTEL=0"));
 }
 
