@@ -848,3 +848,67 @@ async fn a_compaction_is_a_span_of_its_own_under_its_agent() {
     assert_eq!(children(&t, compact, "hook PreCompact").len(), 1);
     assert_eq!(t.chats_under(compact).len(), 1, "{:?}", t.names());
 }
+
+/// A delegate that keeps the calls it is given and answers each at once.
+#[derive(Default)]
+struct Kept(std::sync::Mutex<Vec<cadre_core::DelegatedCall>>);
+
+#[async_trait::async_trait]
+impl cadre_core::Delegate for Kept {
+    async fn run(&self, call: cadre_core::DelegatedCall) -> cadre_core::Delegated {
+        self.0.lock().unwrap().push(call);
+        let mut done = cadre_core::Delegated::stopped(StopKind::Done);
+        done.text = "delegated part done".into();
+        done
+    }
+}
+
+#[tokio::test]
+async fn a_delegated_subagent_s_span_is_the_child_of_its_task_call_made_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Find delta")]),
+            Reply::text("done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find delta".into()),
+        vec![Reply::text("delta found")],
+    );
+    // The caller's side: the `Task` call hands its span's context over with the call.
+    let kept = Arc::new(Kept::default());
+    let builder = mock_builder(&server, dir.path()).delegate(kept.clone());
+    let caller = traced(builder, "delegating-run", "PARENT task").await;
+    let task = caller.call("t1");
+    let call = kept.0.lock().unwrap().pop().expect("the delegated call");
+    assert_eq!(call.trace.as_deref(), Some(traceparent(task).as_str()));
+
+    // The other side (another worker): the subagent's span is the `Task` call's child.
+    let (exporter, provider) = exporter();
+    let o = mock_builder(&server, dir.path())
+        .run_id("delegated-run")
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run_delegated(&call).await;
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    drop(o);
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+    let sub: Vec<_> = spans
+        .iter()
+        .filter(|s| attr(s, semconv::GEN_AI_CONVERSATION_ID) == "delegated-run")
+        .collect();
+    assert_eq!(
+        sub.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    assert_eq!(sub[0].name, "invoke_agent explore");
+    assert_eq!(sub[0].parent_span_id, task.span_context.span_id());
+    assert!(sub[0].parent_span_is_remote);
+    assert_eq!(sub[0].span_context.trace_id(), task.span_context.trace_id());
+}

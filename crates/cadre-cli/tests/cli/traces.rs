@@ -21,13 +21,13 @@ struct Received {
 
 /// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies (decoded) or
 /// JSON ones (kept as sent).
-struct Collector {
-    endpoint: String,
+pub(super) struct Collector {
+    pub(super) endpoint: String,
     received: Arc<Mutex<Received>>,
 }
 
 impl Collector {
-    async fn start() -> Self {
+    pub(super) async fn start() -> Self {
         Self::start_held(tokio::sync::watch::channel(true).1).await
     }
 
@@ -65,7 +65,7 @@ impl Collector {
         Self { endpoint, received }
     }
 
-    fn spans(&self) -> Vec<Span> {
+    pub(super) fn spans(&self) -> Vec<Span> {
         let r = self.received.lock().unwrap();
         r.requests
             .iter()
