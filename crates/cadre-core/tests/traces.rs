@@ -912,3 +912,28 @@ async fn a_delegated_subagent_s_span_is_the_child_of_its_task_call_made_elsewher
     assert!(sub[0].parent_span_is_remote);
     assert_eq!(sub[0].span_context.trace_id(), task.span_context.trace_id());
 }
+
+#[tokio::test]
+async fn a_compaction_the_server_makes_inside_a_request_is_a_span_under_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet.\n";
+    std::fs::write(dir.path().join("big.txt"), line.repeat(300)).unwrap();
+    let server = MockServer::start().await;
+    // Thirty reads of about 5,500 tokens each cross the server's threshold once.
+    let mut replies: Vec<Reply> = (0..32)
+        .map(|i| Reply::tool_use(&format!("r{i}"), "read_file", json!({"path": "big.txt"})))
+        .collect();
+    replies.push(Reply::text("read it all"));
+    server.route(Match::Any, replies);
+    let builder = mock_builder(&server, dir.path()).compact_at(Some(150_000));
+    let t = traced(builder, "server-compaction-run", "PARENT read").await;
+    let compactions = children(&t, t.agent("main"), "compact ");
+    assert_eq!(compactions.len(), 1, "{:?}", t.names());
+    let compact = compactions[0];
+    assert_eq!(attr(compact, semconv::CADRE_COMPACTION_BY), "server");
+    assert!(int(compact, semconv::CADRE_COMPACTION_TOKENS_BEFORE).is_some_and(|n| n >= 150_000));
+    assert_eq!(
+        int(compact, semconv::CADRE_COMPACTION_TOKENS_AFTER),
+        Some(cadre_testkit::compaction::SUMMARY_TOKENS as i64)
+    );
+}

@@ -252,6 +252,13 @@ pub(crate) fn record_compacted(span: &Span, by: &str, usage: &CompactionUsage) {
     span.record(CADRE_COMPACTION_TOKENS_AFTER, int(usage.output_tokens));
 }
 
+/// The `compact {type}` span of a compaction the server made inside one of the agent's
+/// requests (whose `chat` span holds its time): a moment under the agent, by `server`.
+pub(crate) fn server_compacted(agent_type: &str, usage: &CompactionUsage) {
+    let span = compaction(agent_type, "auto");
+    record_compacted(&span, "server", usage);
+}
+
 /// Marks a compaction's span as failed with `kind`; what went wrong (a model's message)
 /// is left out.
 pub(crate) fn record_compaction_failed(span: &Span, kind: &str) {
