@@ -319,6 +319,11 @@ fn trace_spans() -> opentelemetry_sdk::trace::SdkTracerProvider {
         .with_location(false)
         .with_filter(wanted);
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
+    // What the binary installs beside its layer (a chat span's finish reasons as a list).
+    cadre_model::trace_bridge::otel::install();
+    cadre_tools::trace_context::set_traceparent_source(
+        cadre_model::trace_bridge::otel::current_traceparent,
+    );
     println!("traces on: the OpenTelemetry layer and batch processor, spans dropped at export");
     provider
 }

@@ -12,7 +12,7 @@ use cadre_core::semconv::{self, RecordContent};
 use cadre_core::{AgentSpec, Mode, Registry, StopKind};
 use cadre_testkit::{Match, MockServer, Reply};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
-use opentelemetry::Value as OtelValue;
+use opentelemetry::{Array, Value as OtelValue};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use serde_json::{json, Value};
 use std::cell::Cell;
@@ -103,6 +103,20 @@ fn int(span: &SpanData, key: &str) -> Option<i64> {
         })
 }
 
+/// A list-of-strings attribute's values; empty when the span has none of that name.
+fn strings(span: &SpanData, key: &str) -> Vec<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| match &kv.value {
+            OtelValue::Array(Array::String(values)) => {
+                values.iter().map(|v| v.as_str().to_owned()).collect()
+            }
+            other => panic!("{key} is not a list of strings: {other:?}"),
+        })
+        .unwrap_or_default()
+}
+
 fn is_child(span: &SpanData, parent: &SpanData) -> bool {
     span.parent_span_id == parent.span_context.span_id()
 }
@@ -140,6 +154,11 @@ fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
             .with(tools_wanted)
             .with(layer);
         tracing::subscriber::set_global_default(subscriber).unwrap();
+        // What the `cadre` binary installs beside its layer: lists, links and parents.
+        cadre_model::trace_bridge::otel::install();
+        cadre_tools::trace_context::set_traceparent_source(
+            cadre_model::trace_bridge::otel::current_traceparent,
+        );
         (exporter, provider)
     })
 }
@@ -299,7 +318,7 @@ async fn a_two_level_fan_out_nests_agents_under_their_task_calls() {
     assert_eq!(chats.len(), 2, "{:?}", t.names());
     let first = chats
         .iter()
-        .find(|c| attr(c, semconv::GEN_AI_RESPONSE_FINISH_REASONS) == "tool_use")
+        .find(|c| strings(c, semconv::GEN_AI_RESPONSE_FINISH_REASONS) == ["tool_use"])
         .unwrap();
     assert_eq!(first.name, "chat claude-sonnet-5-5");
     assert_eq!(first.span_kind, SpanKind::Client);
@@ -451,6 +470,24 @@ async fn team_members_nest_under_the_task_calls_that_started_them() {
     assert!(is_child(send, members[0]));
     assert_eq!(send.status, Status::Unset);
     assert_eq!(t.chats_under(members[1]).len(), 2, "{:?}", t.names());
+    // The message reached beta in a `deliver` span under beta, linked to alpha's call.
+    let delivered: Vec<_> = t
+        .spans
+        .iter()
+        .filter(|s| s.name == "deliver beta")
+        .collect();
+    assert_eq!(delivered.len(), 1, "{:?}", t.names());
+    let deliver = delivered[0];
+    assert!(is_child(deliver, members[1]));
+    assert_eq!(attr(deliver, semconv::CADRE_TEAM_MEMBER), "beta");
+    assert_eq!(int(deliver, semconv::CADRE_TEAM_MESSAGES), Some(1));
+    let links: Vec<_> = deliver.links.iter().collect();
+    assert_eq!(links.len(), 1, "{:?}", deliver.links);
+    assert_eq!(links[0].span_context.span_id(), send.span_context.span_id());
+    assert_eq!(
+        links[0].span_context.trace_id(),
+        send.span_context.trace_id()
+    );
 }
 
 #[tokio::test]
@@ -645,4 +682,258 @@ async fn with_tool_spans_left_out_a_failed_call_does_not_mark_its_agent() {
     let main = t.agent("main");
     assert_eq!(main.status, Status::Unset);
     assert_eq!(attr(main, semconv::ERROR_TYPE), "");
+}
+
+/// The run's hooks, from Claude Code's `hooks` object.
+fn hooks(value: Value) -> cadre_core::Hooks {
+    let (hooks, warnings) = cadre_core::Hooks::from_json(&value, ".claude/settings.json");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    hooks
+}
+
+/// The spans whose parent is `parent` and whose name starts with `name`.
+fn children<'a>(t: &'a Traced, parent: &SpanData, name: &str) -> Vec<&'a SpanData> {
+    t.spans
+        .iter()
+        .filter(|s| s.name.starts_with(name) && is_child(s, parent))
+        .collect()
+}
+
+/// The W3C `traceparent` of `span`.
+fn traceparent(span: &SpanData) -> String {
+    let cx = &span.span_context;
+    format!(
+        "00-{}-{}-{:02x}",
+        cx.trace_id(),
+        cx.span_id(),
+        cx.trace_flags().to_u8()
+    )
+}
+
+#[tokio::test]
+async fn hooks_and_mcp_calls_are_spans_of_their_own_under_their_tool_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let (local_log, remote_log) = (dir.path().join("local.log"), dir.path().join("remote.log"));
+    let remote_arg = remote_log.display().to_string();
+    let http = cadre_testkit::McpHttpServer::spawn(&["--log", &remote_arg]);
+    let mut config = cadre_mcp::McpConfig::default();
+    let servers = json!({
+        "local": {"command": cadre_testkit::mcp_server_binary(), "args": ["--log", local_log]},
+        "remote": {"type": "http", "url": http.url()},
+    });
+    config.add_text(std::path::Path::new(".mcp.json"), &servers.to_string());
+    let mcp = cadre_mcp::McpServers::new(
+        config,
+        dir.path().to_path_buf(),
+        cadre_mcp::Timeouts::default(),
+    );
+    // Every call is checked by one hook and reported to one that fails; what they write
+    // is content, kept out of the spans (their commands, which are not, do not spell it).
+    let hooks = hooks(json!({
+        "PreToolUse": [{"hooks": [{"type": "command", "command": "cat >/dev/null; printf 'HOOK-%s' SAYS >&2"}]}],
+        "PostToolUse": [{"hooks": [{"type": "command", "command": "printf 'HOOK-%s' FAILS >&2; exit 7"}]}],
+    }));
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tool_uses(vec![
+                ("r1", "read_file", json!({"path": "a.txt"})),
+                ("m1", "mcp__local__echo", json!({"text": "hi"})),
+                ("m2", "mcp__remote__echo", json!({"text": "yo"})),
+            ]),
+            Reply::text("done"),
+        ],
+    );
+    let builder = mock_builder(&server, dir.path())
+        .hooks(hooks)
+        .mcp(Arc::new(mcp));
+    let t = traced(builder, "hooks-mcp-run", "PARENT task").await;
+
+    for id in ["r1", "m1", "m2"] {
+        let call = t.call(id);
+        let pre = children(&t, call, "hook PreToolUse");
+        assert_eq!(pre.len(), 1, "{id}: {:?}", t.names());
+        assert_eq!(pre[0].span_kind, SpanKind::Internal);
+        assert_eq!(attr(pre[0], semconv::CADRE_HOOK_EVENT), "PreToolUse");
+        assert!(attr(pre[0], semconv::CADRE_HOOK_COMMAND).starts_with("cat >/dev/null"));
+        assert_eq!(attr(pre[0], semconv::CADRE_HOOK_DECISION), "ok");
+        assert_eq!(pre[0].status, Status::Unset);
+        let post = children(&t, call, "hook PostToolUse");
+        assert_eq!(post.len(), 1, "{id}: {:?}", t.names());
+        assert_eq!(attr(post[0], semconv::CADRE_HOOK_DECISION), "failed");
+        assert_eq!(attr(post[0], semconv::ERROR_TYPE), "failed");
+        assert!(matches!(post[0].status, Status::Error { .. }));
+    }
+    for span in &t.spans {
+        let seen = format!("{span:?}");
+        assert!(
+            !seen.contains("HOOK-SAYS") && !seen.contains("HOOK-FAILS"),
+            "{seen}"
+        );
+    }
+
+    // Each MCP call is a `tools/call {tool}` (CLIENT) under its `execute_tool`, whose
+    // context the server received in the request's `_meta` (and over HTTP as a header).
+    for (id, server_name, transport, log) in [
+        ("m1", "local", "pipe", &local_log),
+        ("m2", "remote", "tcp", &remote_log),
+    ] {
+        let mcp_calls = children(&t, t.call(id), "tools/call");
+        assert_eq!(mcp_calls.len(), 1, "{id}: {:?}", t.names());
+        let span = mcp_calls[0];
+        assert_eq!(span.name, "tools/call echo");
+        assert_eq!(span.span_kind, SpanKind::Client);
+        assert_eq!(attr(span, semconv::MCP_METHOD_NAME), "tools/call");
+        assert_eq!(attr(span, semconv::GEN_AI_OPERATION_NAME), "execute_tool");
+        assert_eq!(attr(span, semconv::GEN_AI_TOOL_NAME), "echo");
+        assert_eq!(attr(span, semconv::CADRE_MCP_SERVER), server_name);
+        assert_eq!(attr(span, semconv::NETWORK_TRANSPORT), transport);
+        assert_eq!(span.status, Status::Unset);
+        let logged = std::fs::read_to_string(log).unwrap();
+        let sent = format!("meta-traceparent echo {}", traceparent(span));
+        assert!(logged.lines().any(|l| l == sent), "{sent} not in {logged}");
+        if transport == "tcp" {
+            assert_eq!(attr(span, semconv::SERVER_ADDRESS), "127.0.0.1");
+            assert!(int(span, semconv::SERVER_PORT).is_some_and(|p| p > 0));
+            let header = format!("header-traceparent echo {}", traceparent(span));
+            assert!(
+                logged.lines().any(|l| l == header),
+                "{header} not in {logged}"
+            );
+        } else {
+            assert!(!logged.contains("header-traceparent"), "{logged}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_compaction_is_a_span_of_its_own_under_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet.\n";
+    std::fs::write(dir.path().join("big.txt"), line.repeat(300)).unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    // A request refused as too long is compacted on demand.
+    server.set_context_window(40_000);
+    let mut replies: Vec<Reply> = (0..8)
+        .map(|i| Reply::tool_use(&format!("r{i}"), "read_file", json!({"path": "big.txt"})))
+        .collect();
+    replies.push(Reply::text("fitted"));
+    server.route(Match::Any, replies);
+    let hooks = hooks(json!({
+        "PreCompact": [{"hooks": [{"type": "command", "command": "cat >/dev/null"}]}],
+    }));
+    let builder = mock_builder(&server, dir.path())
+        .compact_at(Some(500_000))
+        .hooks(hooks);
+    let t = traced(builder, "compaction-run", "PARENT read").await;
+
+    let main = t.agent("main");
+    let compactions = children(&t, main, "compact ");
+    assert_eq!(compactions.len(), 1, "{:?}", t.names());
+    let compact = compactions[0];
+    assert_eq!(compact.name, "compact main");
+    assert_eq!(compact.span_kind, SpanKind::Internal);
+    assert_eq!(attr(compact, semconv::CADRE_COMPACTION_TRIGGER), "auto");
+    assert_eq!(attr(compact, semconv::CADRE_COMPACTION_BY), "server");
+    assert!(int(compact, semconv::CADRE_COMPACTION_TOKENS_BEFORE).is_some_and(|n| n > 40_000));
+    assert_eq!(
+        int(compact, semconv::CADRE_COMPACTION_TOKENS_AFTER),
+        Some(cadre_testkit::compaction::SUMMARY_TOKENS as i64)
+    );
+    assert_eq!(compact.status, Status::Unset);
+    // Its hook and its request sit under it.
+    assert_eq!(children(&t, compact, "hook PreCompact").len(), 1);
+    assert_eq!(t.chats_under(compact).len(), 1, "{:?}", t.names());
+}
+
+/// A delegate that keeps the calls it is given and answers each at once.
+#[derive(Default)]
+struct Kept(std::sync::Mutex<Vec<cadre_core::DelegatedCall>>);
+
+#[async_trait::async_trait]
+impl cadre_core::Delegate for Kept {
+    async fn run(&self, call: cadre_core::DelegatedCall) -> cadre_core::Delegated {
+        self.0.lock().unwrap().push(call);
+        let mut done = cadre_core::Delegated::stopped(StopKind::Done);
+        done.text = "delegated part done".into();
+        done
+    }
+}
+
+#[tokio::test]
+async fn a_delegated_subagent_s_span_is_the_child_of_its_task_call_made_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Find delta")]),
+            Reply::text("done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Find delta".into()),
+        vec![Reply::text("delta found")],
+    );
+    // The caller's side: the `Task` call hands its span's context over with the call.
+    let kept = Arc::new(Kept::default());
+    let builder = mock_builder(&server, dir.path()).delegate(kept.clone());
+    let caller = traced(builder, "delegating-run", "PARENT task").await;
+    let task = caller.call("t1");
+    let call = kept.0.lock().unwrap().pop().expect("the delegated call");
+    assert_eq!(call.trace.as_deref(), Some(traceparent(task).as_str()));
+
+    // The other side (another worker): the subagent's span is the `Task` call's child.
+    let (exporter, provider) = exporter();
+    let o = mock_builder(&server, dir.path())
+        .run_id("delegated-run")
+        .build()
+        .unwrap();
+    let (outcome, _) = o.run_delegated(&call).await;
+    assert_eq!(outcome.stop, StopKind::Done, "{}", outcome.text);
+    drop(o);
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+    let sub: Vec<_> = spans
+        .iter()
+        .filter(|s| attr(s, semconv::GEN_AI_CONVERSATION_ID) == "delegated-run")
+        .collect();
+    assert_eq!(
+        sub.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    assert_eq!(sub[0].name, "invoke_agent explore");
+    assert_eq!(sub[0].parent_span_id, task.span_context.span_id());
+    assert!(sub[0].parent_span_is_remote);
+    assert_eq!(sub[0].span_context.trace_id(), task.span_context.trace_id());
+}
+
+#[tokio::test]
+async fn a_compaction_the_server_makes_inside_a_request_is_a_span_under_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet.\n";
+    std::fs::write(dir.path().join("big.txt"), line.repeat(300)).unwrap();
+    let server = MockServer::start().await;
+    // Thirty reads of about 5,500 tokens each cross the server's threshold once.
+    let mut replies: Vec<Reply> = (0..32)
+        .map(|i| Reply::tool_use(&format!("r{i}"), "read_file", json!({"path": "big.txt"})))
+        .collect();
+    replies.push(Reply::text("read it all"));
+    server.route(Match::Any, replies);
+    let builder = mock_builder(&server, dir.path()).compact_at(Some(150_000));
+    let t = traced(builder, "server-compaction-run", "PARENT read").await;
+    let compactions = children(&t, t.agent("main"), "compact ");
+    assert_eq!(compactions.len(), 1, "{:?}", t.names());
+    let compact = compactions[0];
+    assert_eq!(attr(compact, semconv::CADRE_COMPACTION_BY), "server");
+    assert!(int(compact, semconv::CADRE_COMPACTION_TOKENS_BEFORE).is_some_and(|n| n >= 150_000));
+    assert_eq!(
+        int(compact, semconv::CADRE_COMPACTION_TOKENS_AFTER),
+        Some(cadre_testkit::compaction::SUMMARY_TOKENS as i64)
+    );
 }

@@ -240,6 +240,7 @@ fn agent_call(run: String, n: usize) -> AgentCall {
             model: MODEL.into(),
             description: TASK.into(),
             prompt: TASK.into(),
+            trace: None,
         },
         base: None,
         settings: RunSettings {

@@ -90,7 +90,9 @@ pub(crate) async fn drive(
                         let _ = reply.send(Delegated::stopped(StopKind::Cancelled));
                         continue;
                     }
-                    let input = driver.child_call(*child);
+                    let mut child = *child;
+                    child.trace = driver.kept_trace(child.trace.take()).await;
+                    let input = driver.child_call(child);
                     children.push(ctx.service_client::<CadreAgentClient>().run(Json(input)).call());
                     waiting.push(Some(reply));
                 }
@@ -271,6 +273,24 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             agent,
             base: self.checkpoint.clone().or_else(|| self.call.base.clone()),
             settings: self.call.settings.clone(),
+        }
+    }
+
+    /// The caller's trace context for a subagent's call, journaled: a replay makes new
+    /// spans, and the call it sends again must carry the same bytes. Journaled whether this
+    /// worker traces or not, so that every attempt journals the same steps.
+    async fn kept_trace(&mut self, trace: Option<String>) -> Option<String> {
+        let kept = self
+            .ctx
+            .run(|| async move { Ok(Json(trace)) })
+            .name("trace")
+            .await;
+        match kept {
+            Ok(Json(trace)) => trace,
+            Err(e) => {
+                self.failed(&e);
+                None
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use cadre_core::JournalError;
 use cadre_core::{Delegate, Delegated, DelegatedCall, StopKind};
 use cadre_tools::Rerun;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 /// What the agent asks the driver for.
 pub(crate) enum Ask {
@@ -86,6 +87,10 @@ impl Journal for Pump {
                 changing: rerun == Rerun::Never,
             },
         };
+        // The driver polls the work, outside the agent's future: it takes the span it was
+        // asked for in (the agent's, or its tool call's), so its `chat` span and what it
+        // starts nest there.
+        let work: Work = Box::pin(work.instrument(tracing::Span::current()));
         let tx = self.tx.clone();
         Run::Durably(Box::pin(async move {
             let (reply, answer) = oneshot::channel();

@@ -14,6 +14,7 @@ pub mod result;
 pub mod server;
 pub mod servers;
 pub mod tool;
+mod traced_http;
 
 pub use config::{ConfigProblem, Expansion, McpConfig, ServerConfig, MODEL_CREDENTIALS};
 pub use server::{McpError, RemoteTool, Server, Timeouts, BASE_ENV};

@@ -1,12 +1,24 @@
 //! One running MCP server: started over stdio or streamable HTTP, its tools listed once, and
 //! each call bounded by a timeout so a crashed or hung server becomes an error, not a stall.
+//! Each call is a `tools/call {tool}` span (CLIENT) as the MCP conventions name it, whose
+//! context goes to the server in the request's `params._meta` (and, over HTTP, as the
+//! `traceparent` header too).
 
 use crate::config::ServerConfig;
 use crate::result::to_output;
+use crate::traced_http::TracedClient;
+use cadre_model::semconv::{
+    int, SpanName, CADRE_MCP_SERVER, ERROR_TYPE, GEN_AI_OPERATION_NAME, GEN_AI_TOOL_NAME,
+    MCP_METHOD_NAME, MCP_TOOLS_CALL, NETWORK_TRANSPORT, OP_EXECUTE_TOOL, OTEL_KIND, OTEL_NAME,
+    OTEL_STATUS_CODE, SERVER_ADDRESS, SERVER_PORT, TARGET,
+};
 use cadre_tools::ToolOutput;
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{Peer, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, MetaObject,
+    RequestMetaObject,
+};
+use rmcp::service::{Peer, RunningService, ServiceError};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -18,6 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 /// The variables a stdio server inherits from cadre's environment; everything else it gets
 /// comes from its configuration, so no API key reaches it unless the user passes it.
@@ -117,6 +131,33 @@ pub struct Server {
     tools: Vec<RemoteTool>,
     stderr: Arc<Mutex<String>>,
     call_timeout: Duration,
+    reached: Reached,
+}
+
+/// How a server is reached, as its calls' spans say it.
+#[derive(Debug, Clone)]
+struct Reached {
+    /// `pipe` (stdio) or `tcp` (HTTP).
+    transport: &'static str,
+    /// An HTTP server's host and port.
+    address: Option<(String, u16)>,
+}
+
+impl Reached {
+    fn of(config: &ServerConfig) -> Self {
+        match config {
+            ServerConfig::Stdio { .. } => Self {
+                transport: "pipe",
+                address: None,
+            },
+            ServerConfig::Http { url, .. } => Self {
+                transport: "tcp",
+                address: reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default()?))),
+            },
+        }
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -181,6 +222,7 @@ impl Server {
             tools,
             stderr,
             call_timeout: config.timeout().unwrap_or(timeouts.call),
+            reached: Reached::of(config),
         })
     }
 
@@ -207,20 +249,77 @@ impl Server {
         arguments: Value,
         cancel: &CancellationToken,
     ) -> ToolOutput {
+        let span = self.call_span(tool);
+        let (out, error) = self
+            .call_here(tool, arguments, cancel)
+            .instrument(span.clone())
+            .await;
+        if let Some(kind) = error.or(out.is_error.then_some("tool_error")) {
+            if !span.is_disabled() {
+                span.record(OTEL_STATUS_CODE, "error");
+                span.record(ERROR_TYPE, kind);
+            }
+        }
+        out
+    }
+
+    /// The `tools/call {tool}` span (CLIENT) of a call of `tool`, child of the current span
+    /// (the call's `execute_tool`). Its arguments and result are content, recorded (when
+    /// asked) on that span, not here.
+    fn call_span(&self, tool: &str) -> Span {
+        let span = tracing::info_span!(
+            target: TARGET,
+            "tools/call",
+            { OTEL_NAME } = %SpanName(MCP_TOOLS_CALL, tool),
+            { OTEL_KIND } = "client",
+            { OTEL_STATUS_CODE } = Empty,
+            { MCP_METHOD_NAME } = MCP_TOOLS_CALL,
+            { GEN_AI_OPERATION_NAME } = OP_EXECUTE_TOOL,
+            { GEN_AI_TOOL_NAME } = tool,
+            { CADRE_MCP_SERVER } = self.name.as_str(),
+            { NETWORK_TRANSPORT } = self.reached.transport,
+            { SERVER_ADDRESS } = Empty,
+            { SERVER_PORT } = Empty,
+            { ERROR_TYPE } = Empty,
+        );
+        if let Some((host, port)) = &self.reached.address {
+            if !span.is_disabled() {
+                span.record(SERVER_ADDRESS, host.as_str());
+                span.record(SERVER_PORT, int(u64::from(*port)));
+            }
+        }
+        span
+    }
+
+    /// [`call`](Self::call) inside its span: the output, and the `error.type` of a call
+    /// that brought no result.
+    async fn call_here(
+        &self,
+        tool: &str,
+        arguments: Value,
+        cancel: &CancellationToken,
+    ) -> (ToolOutput, Option<&'static str>) {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Value::Object(map) = arguments {
             params = params.with_arguments(map);
+        }
+        // The call's span is the server's parent, as the MCP conventions propagate it.
+        if let Some(tp) = cadre_tools::trace_context::traceparent() {
+            let mut meta = MetaObject::new();
+            meta.set_traceparent(tp);
+            params.meta = Some(RequestMetaObject(meta));
         }
         // Dropping the request (timeout, cancel) tells the server it was cancelled.
         let call = tokio::time::timeout(self.call_timeout, self.peer.call_tool(params));
         let result = tokio::select! {
             r = call => r,
             () = cancel.cancelled() => {
-                return ToolOutput::error(format!("cancelled while MCP server {:?} was running {tool}", self.name));
+                let out = ToolOutput::error(format!("cancelled while MCP server {:?} was running {tool}", self.name));
+                return (out, Some("cancelled"));
             }
         };
         match result {
-            Ok(Ok(result)) => to_output(&self.name, result),
+            Ok(Ok(result)) => (to_output(&self.name, result), None),
             Ok(Err(e)) => {
                 settle_stderr().await;
                 let gone = self.peer.is_transport_closed();
@@ -229,17 +328,28 @@ impl Server {
                 } else {
                     e.to_string()
                 };
-                ToolOutput::error(format!(
+                let out = ToolOutput::error(format!(
                     "MCP server {:?} failed on {tool}: {what}{}",
                     self.name,
                     stderr_note(&self.stderr_tail())
-                ))
+                ));
+                (
+                    out,
+                    Some(if gone {
+                        "transport_closed"
+                    } else {
+                        error_type(&e)
+                    }),
+                )
             }
-            Err(_) => ToolOutput::error(format!(
-                "MCP server {:?} did not answer {tool} within {} s; the call was cancelled",
-                self.name,
-                self.call_timeout.as_secs_f64()
-            )),
+            Err(_) => {
+                let out = ToolOutput::error(format!(
+                    "MCP server {:?} did not answer {tool} within {} s; the call was cancelled",
+                    self.name,
+                    self.call_timeout.as_secs_f64()
+                ));
+                (out, Some("timeout"))
+            }
         }
     }
 
@@ -249,6 +359,31 @@ impl Server {
         if let Some(service) = service {
             let _ = service.cancel().await;
         }
+    }
+}
+
+/// The `error.type` of a call that failed: the JSON-RPC error code, as the MCP conventions
+/// say, or what kind of failure it was.
+fn error_type(e: &ServiceError) -> &'static str {
+    match e {
+        ServiceError::McpError(data) => jsonrpc_code(data.code.0),
+        ServiceError::TransportSend(_) | ServiceError::TransportClosed => "transport_closed",
+        ServiceError::Timeout { .. } => "timeout",
+        ServiceError::Cancelled { .. } => "cancelled",
+        _ => "_OTHER",
+    }
+}
+
+/// A JSON-RPC error code as text, for the few the protocol defines.
+fn jsonrpc_code(code: i32) -> &'static str {
+    match code {
+        -32700 => "-32700",
+        -32600 => "-32600",
+        -32601 => "-32601",
+        -32602 => "-32602",
+        -32603 => "-32603",
+        -32002 => "-32002",
+        _ => "_OTHER",
     }
 }
 
@@ -352,7 +487,7 @@ async fn connect_http(
     backoff.base_duration = Duration::from_millis(200);
     backoff.max_delay = Some(Duration::from_secs(2));
     http.retry_config = Arc::new(backoff);
-    let transport = StreamableHttpClientTransport::with_client(client, http);
+    let transport = StreamableHttpClientTransport::with_client(TracedClient(client), http);
     info.serve(transport)
         .await
         .map_err(caused(|e| format!("{e}")))

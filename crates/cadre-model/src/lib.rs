@@ -17,6 +17,7 @@ pub mod replay;
 pub mod retry;
 pub mod semconv;
 pub mod sse;
+pub mod trace_bridge;
 pub mod transport;
 pub mod types;
 

@@ -47,7 +47,7 @@ pub const GEN_AI_REQUEST_MODEL: &str = "gen_ai.request.model";
 pub const GEN_AI_RESPONSE_MODEL: &str = "gen_ai.response.model";
 /// The response's id.
 pub const GEN_AI_RESPONSE_ID: &str = "gen_ai.response.id";
-/// Why the model stopped (`end_turn`, `tool_use`, …).
+/// Why the model stopped (`["end_turn"]`, `["tool_use"]`): a list of strings.
 pub const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 /// Input tokens, cached ones included, as the conventions count them.
 pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
@@ -179,12 +179,20 @@ pub fn record_chat(span: &Span, result: &Result<Response, ModelError>) {
             span.record(GEN_AI_RESPONSE_MODEL, response.model.as_str());
             if let Some(reason) = &response.stop_reason {
                 if let Ok(serde_json::Value::String(reason)) = serde_json::to_value(reason) {
-                    span.record(GEN_AI_RESPONSE_FINISH_REASONS, reason.as_str());
+                    record_finish_reason(span, &reason);
                 }
             }
             record_usage(span, &response.usage);
         }
         Err(e) => record_error(span, error_type(e), e),
+    }
+}
+
+/// Records a response's finish reason as the conventions want it, a list of strings, where
+/// the layer can set one; else as the plain field the span declared.
+fn record_finish_reason(span: &Span, reason: &str) {
+    if !crate::trace_bridge::record_strings(span, GEN_AI_RESPONSE_FINISH_REASONS, &[reason]) {
+        span.record(GEN_AI_RESPONSE_FINISH_REASONS, reason);
     }
 }
 
@@ -297,6 +305,47 @@ pub fn report_items_queued(workflow: &str, queued: u64) {
         cadre.workflow.name = workflow
     );
 }
+
+// Hooks, compactions and MCP calls: the MCP conventions' names where they say something
+// (`docs/gen-ai/mcp.md` of the same repository), cadre's own otherwise.
+
+/// The operation of a hook run's span, `hook {event}` (cadre's own).
+pub const OP_HOOK: &str = "hook";
+/// cadre's own: the moment a hook ran at (`PreToolUse`, `Stop`, …).
+pub const CADRE_HOOK_EVENT: &str = "cadre.hook.event";
+/// cadre's own: the hook's command, as configured.
+pub const CADRE_HOOK_COMMAND: &str = "cadre.hook.command";
+/// cadre's own: what came of the hook (`ok`, `allowed`, `asked`, `denied`, `blocked`,
+/// `stopped`, `failed`, `timed_out`, `cancelled`, `not_run`).
+pub const CADRE_HOOK_DECISION: &str = "cadre.hook.decision";
+
+/// The operation of a compaction's span, `compact {agent type}` (cadre's own).
+pub const OP_COMPACT: &str = "compact";
+/// cadre's own: what started a compaction (`auto`, or `manual` when a person asked).
+pub const CADRE_COMPACTION_TRIGGER: &str = "cadre.compaction.trigger";
+/// cadre's own: who wrote the summary (`server` or `cadre`).
+pub const CADRE_COMPACTION_BY: &str = "cadre.compaction.by";
+/// cadre's own: the input tokens the compaction read (the conversation it replaced).
+pub const CADRE_COMPACTION_TOKENS_BEFORE: &str = "cadre.compaction.tokens_before";
+/// cadre's own: the tokens of the summary that replaced it.
+pub const CADRE_COMPACTION_TOKENS_AFTER: &str = "cadre.compaction.tokens_after";
+
+/// An MCP request's method (`tools/call`); an MCP client span is `{method} {tool}`.
+pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+/// The MCP method of a tool call.
+pub const MCP_TOOLS_CALL: &str = "tools/call";
+/// `pipe` for a stdio MCP server, `tcp` for one over HTTP.
+pub const NETWORK_TRANSPORT: &str = "network.transport";
+/// cadre's own: the MCP server's name in the configuration.
+pub const CADRE_MCP_SERVER: &str = "cadre.mcp.server";
+
+/// The operation of a delivery's span, `deliver {member}` (cadre's own): the moment team
+/// messages reach a member, linked to each sender's `SendMessage` call.
+pub const OP_DELIVER: &str = "deliver";
+/// cadre's own: the name of the team member messages were delivered to.
+pub const CADRE_TEAM_MEMBER: &str = "cadre.team.member";
+/// cadre's own: how many messages one delivery gave.
+pub const CADRE_TEAM_MESSAGES: &str = "cadre.team.messages";
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,9 @@
 //! timeout (about 5 s); kill it for a quick end.
 //!
 //! Flags: `--name NAME` (server name in `initialize`, default `cadre-test`), `--log FILE`
-//! (appends `start <pid>` at start-up and `call <tool> <json args>` per call), and
+//! (appends `start <pid>` at start-up and `call <tool> <json args>` per call, then
+//! `meta-traceparent <tool> <value>` when the call's `params._meta` carries a trace context
+//! and `header-traceparent <tool> <value>` when its HTTP request did), and
 //! `--fail-start MESSAGE` (prints the message to stderr and exits 1 without serving).
 //!
 //! Tests in other crates find the binary with [`mcp_server_binary`] and run an HTTP
@@ -228,10 +230,25 @@ impl ServerHandler for TestMcpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // Logged before running, so that `crash` and `hang` calls are recorded too.
         let args = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
-        log_line(
-            self.options.log.as_deref(),
-            &format!("call {} {args}", request.name),
-        );
+        let log = self.options.log.as_deref();
+        log_line(log, &format!("call {} {args}", request.name));
+        // The trace context the client sent: in `_meta`, and over HTTP as a header.
+        // (rmcp hands a request's `_meta` to the handler in its context.)
+        let meta = context
+            .meta
+            .0
+            .get_traceparent()
+            .or_else(|| request.meta.as_ref()?.0.get_traceparent());
+        if let Some(tp) = meta {
+            log_line(log, &format!("meta-traceparent {} {tp}", request.name));
+        }
+        let header = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("traceparent")?.to_str().ok());
+        if let Some(tp) = header {
+            log_line(log, &format!("header-traceparent {} {tp}", request.name));
+        }
         self.tool_router
             .call(ToolCallContext::new(self, request, context))
             .await

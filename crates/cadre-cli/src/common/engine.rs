@@ -146,6 +146,9 @@ fn agent_call(
             model: model.to_owned(),
             description: task.chars().take(60).collect(),
             prompt: task.to_owned(),
+            // The caller's trace, if it is in one: the primary's span is its child.
+            trace: cadre_tools::trace_context::traceparent()
+                .or_else(|| std::env::var("TRACEPARENT").ok()),
         },
         // Filled in below, once the call is known to be honoured.
         base: None,

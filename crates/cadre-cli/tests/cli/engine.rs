@@ -23,6 +23,18 @@ impl WorkerProc {
 
     /// Starts `cadre worker --name NAME` listening on `listen`.
     fn start_on(listen: &str, name: &str, model: &str, home: &Path, extra: &[&str]) -> Self {
+        Self::spawn(listen, name, model, home, extra, &[])
+    }
+
+    /// [`Self::start_on`], with the variables `env` besides.
+    fn spawn(
+        listen: &str,
+        name: &str,
+        model: &str,
+        home: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = std::fs::File::create(home.join(format!("{name}.log"))).unwrap();
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"))
             .args(["-v", "worker", "--listen", listen, "--name", name])
@@ -31,6 +43,7 @@ impl WorkerProc {
             .env("ANTHROPIC_BASE_URL", model)
             .env("ANTHROPIC_API_KEY", "sk-worker-secret")
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -73,6 +86,11 @@ struct Fleet {
 
 impl Fleet {
     async fn start(model: &str, extra: &[&str]) -> Self {
+        Self::start_with(model, extra, &[]).await
+    }
+
+    /// [`Self::start`], its workers given the variables `env` besides.
+    async fn start_with(model: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let home = tempfile::tempdir().unwrap();
         let restate = RestateServer::start().await.unwrap();
         let workers: Vec<WorkerProc> = ["w1", "w2"]
@@ -82,7 +100,7 @@ impl Fleet {
                 let mut args = extra.to_vec();
                 let cache = cache.to_str().unwrap().to_owned();
                 args.extend(["--cache-dir", &cache]);
-                WorkerProc::start(n, model, home.path(), &args)
+                WorkerProc::spawn("127.0.0.1:0", n, model, home.path(), &args, env)
             })
             .collect();
         let backends: Vec<(String, SocketAddr)> = workers
@@ -1794,4 +1812,99 @@ fn worker_until_listening(
     let _ = worker.kill();
     let _ = worker.wait();
     (line, std::fs::read_to_string(&log).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn a_fan_out_across_both_workers_is_one_trace_under_its_task_calls() {
+    use super::traces::Collector;
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    if !engine_or_skip() {
+        return;
+    }
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockServer::start().await;
+    fan_out_routes(&mock, 8, "explore", |_| "echo looked".into());
+    let folder = dir.path().to_str().unwrap().to_owned();
+    // The workers export as soon as a span ends: they are killed, not stopped, at the end.
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+    ];
+    let extra = ["--workspace", &folder, "--allow-unsandboxed-bash"];
+    let fleet = Fleet::start_with(&mock.uri(), &extra, &env).await;
+    let out = fleet
+        .run(
+            dir.path(),
+            &["--output-format", "json", "FAN-OUT over eight parts"],
+        )
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stderr, fleet.restate.log());
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let workers: std::collections::BTreeSet<&str> = v["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["path"] != "main")
+        .map(|a| a["worker"].as_str().unwrap())
+        .collect();
+    assert_eq!(workers.len(), 2, "{v}");
+
+    // Every agent's span and every `Task` call's, from both workers.
+    let named =
+        |spans: &[Span], name: &str| spans.iter().filter(|s| s.name.starts_with(name)).count();
+    wait_for("the workers' spans", || {
+        let spans = collector.spans();
+        named(&spans, "invoke_agent ") >= 9 && named(&spans, "execute_tool Task") >= 8
+    })
+    .await;
+    let spans = collector.spans();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let names: Vec<String> = spans
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} {}<-{}",
+                s.name,
+                hex(&s.trace_id),
+                hex(&s.span_id),
+                hex(&s.parent_span_id)
+            )
+        })
+        .collect();
+    // One trace across both workers, its root the primary's agent span.
+    let trace = &spans[0].trace_id;
+    assert!(spans.iter().all(|s| &s.trace_id == trace), "{names:?}");
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1, "{names:?}");
+    assert_eq!(roots[0].name, "invoke_agent main");
+    // Each subagent's span, on whichever worker ran it, is the child of its `Task` call.
+    let tasks: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool Task")
+        .collect();
+    assert_eq!(tasks.len(), 8, "{names:?}");
+    let subagents: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent explore")
+        .collect();
+    assert_eq!(subagents.len(), 8, "{names:?}");
+    for sub in subagents {
+        let parents = tasks
+            .iter()
+            .filter(|t| t.span_id == sub.parent_span_id)
+            .count();
+        assert_eq!(parents, 1, "{names:?}");
+    }
+    for task in tasks {
+        assert_eq!(task.parent_span_id, roots[0].span_id);
+    }
+    drop(fleet);
 }

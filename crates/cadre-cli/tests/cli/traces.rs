@@ -39,13 +39,13 @@ struct Received {
 
 /// A loopback OTLP/HTTP collector: `POST /v1/traces` with protobuf bodies (decoded) or
 /// JSON ones (kept as sent), and `POST /v1/metrics` with protobuf bodies.
-struct Collector {
-    endpoint: String,
+pub(super) struct Collector {
+    pub(super) endpoint: String,
     received: Arc<Mutex<Received>>,
 }
 
 impl Collector {
-    async fn start() -> Self {
+    pub(super) async fn start() -> Self {
         Self::start_held(tokio::sync::watch::channel(true).1).await
     }
 
@@ -104,7 +104,7 @@ impl Collector {
         last_metric(&r.metrics, name)
     }
 
-    fn spans(&self) -> Vec<Span> {
+    pub(super) fn spans(&self) -> Vec<Span> {
         let r = self.received.lock().unwrap();
         r.requests
             .iter()
@@ -211,6 +211,21 @@ fn attr(span: &Span, key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A list-of-strings attribute's values; empty when the span has none of that name.
+fn strings(span: &Span, key: &str) -> Vec<String> {
+    let value = span
+        .attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref());
+    match value {
+        Some(Any::ArrayValue(list)) => list.values.iter().map(|v| text(v.value.as_ref())).collect(),
+        None => Vec::new(),
+        Some(other) => panic!("{key} is not a list: {other:?}"),
+    }
+}
+
 fn children<'a>(spans: &'a [Span], parent: &Span, name: &str) -> Vec<&'a Span> {
     spans
         .iter()
@@ -315,7 +330,10 @@ async fn a_run_is_one_trace_with_subagents_under_their_task_calls() {
         .expect("the explorer's request");
     assert_eq!(attr(alpha, "gen_ai.usage.input_tokens"), "3500");
     assert_eq!(attr(alpha, "gen_ai.usage.cache_read.input_tokens"), "1500");
-    assert_eq!(attr(alpha, "gen_ai.response.finish_reasons"), "end_turn");
+    assert_eq!(
+        strings(alpha, "gen_ai.response.finish_reasons"),
+        ["end_turn"]
+    );
     assert_eq!(attr(alpha, "server.address"), "127.0.0.1");
 
     // No prompt, and no subagent's prompt (a Task call's input), anywhere.
@@ -436,8 +454,11 @@ async fn a_callers_traceparent_is_the_runs_parent_and_bash_and_hooks_see_their_o
     // And none of cadre's OTEL_* settings.
     let want = format!("TP={context} OTEL=0");
     assert!(seen.contains(&want), "{want} not in {seen}");
-    // So did the hook that ran before it.
+    // The hook that ran before it saw its own span's, a child of the call's.
+    let hook = spans.iter().find(|s| s.name == "hook PreToolUse").unwrap();
+    assert_eq!(hook.parent_span_id, call.span_id);
     let hooked = std::fs::read_to_string(dir.path().join("hook.log")).unwrap();
+    let context = format!("00-{caller_trace}-{}-01", hex(&hook.span_id));
     assert_eq!(hooked.trim(), format!("HOOK={context} OTEL=0"));
 }
 

@@ -6,11 +6,13 @@ use crate::record::transcript::TranscriptRecord;
 use crate::run::agent::request::Failed;
 use crate::run::agent::Agent;
 use crate::run::context;
+use crate::run::spans;
 use crate::run::state::AgentState;
 use crate::vocab::event::Event;
 use crate::vocab::outcome::StopKind;
 use crate::vocab::step::Step;
 use cadre_model::{CompactionUsage, ContentBlock, History, Message, Role, Usage};
+use tracing::Instrument;
 
 impl Agent {
     /// The threshold the server compacts at, when it compacts for this agent.
@@ -66,6 +68,24 @@ impl Agent {
         history: &[Message],
         trigger: &str,
     ) -> Result<Compaction, CompactError> {
+        // Its span holds its hooks and its request. Boxed: a compaction is rare, and every
+        // waiting agent's future would otherwise be sized for it.
+        let span = spans::compaction(&self.config.agent_type, trigger);
+        let compacted =
+            Box::pin(self.compact_here(history, trigger).instrument(span.clone())).await;
+        match &compacted {
+            Ok(c) => spans::record_compacted(&span, c.by, &c.usage.compaction),
+            Err(e) => spans::record_compaction_failed(&span, e.kind()),
+        }
+        compacted
+    }
+
+    /// [`compact_as`](Self::compact_as) inside the compaction's span.
+    async fn compact_here(
+        &self,
+        history: &[Message],
+        trigger: &str,
+    ) -> Result<Compaction, CompactError> {
         if let Some(hooks) = &self.hooks {
             hooks.pre_compact(trigger).await;
         }
@@ -82,9 +102,7 @@ impl Agent {
             }
             _ => (history, None),
         };
-        // Boxed: asking for a summary is a whole model request, rarely made, and every
-        // waiting agent's future would otherwise be sized for it.
-        let (mut compacted, usage, by) = Box::pin(self.compact_all(older)).await?;
+        let (mut compacted, usage, by) = self.compact_all(older).await?;
         if let Some(newest) = newest {
             match compacted.last_mut() {
                 Some(last) if last.role == Role::User => {
@@ -248,6 +266,17 @@ pub enum CompactError {
     /// The answer held no summary.
     #[error("the model's answer held no summary")]
     NoBlock,
+}
+
+impl CompactError {
+    /// What went wrong in a word, for the compaction's span.
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Stopped(StopKind::Cancelled) => "cancelled",
+            Self::Stopped(_) => "model_error",
+            Self::NoBlock => "no_summary",
+        }
+    }
 }
 
 impl From<Failed> for CompactError {

@@ -33,6 +33,10 @@ pub struct DelegatedCall {
     pub description: String,
     /// Its first user message.
     pub prompt: String,
+    /// The W3C `traceparent` of the caller's span (its `Task` call's): the subagent's
+    /// `invoke_agent` span is its child, wherever it runs, so the run stays one trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// What a subagent run elsewhere brought back.

@@ -1,25 +1,31 @@
 //! The spans of an agent (`invoke_agent {type}`) and of its tool calls
 //! (`execute_tool {tool}`), named and filled in as the OpenTelemetry GenAI conventions say
-//! (see [`cadre_model::semconv`], where the names live). A model request's `chat` span is
-//! made by the model client itself.
+//! (see [`cadre_model::semconv`], where the names live), and cadre's own spans of a hook run
+//! (`hook {event}`) and of a compaction (`compact {type}`). A model request's `chat` span is
+//! made by the model client itself, an MCP call's `tools/call {tool}` by the MCP client.
 //!
 //! A `Task` call's span is the current span where its subagent starts, so the child's
 //! `invoke_agent` span nests under it; work moved to a task of its own carries the span
 //! with it. Content (prompts, tool inputs and results) is recorded only as
 //! [`RecordContent`] allows.
 
+use crate::vocab::hooks::{HookEvent, HookOutcome};
 use crate::vocab::outcome::{AgentOutcome, StopKind};
+use crate::vocab::team::Envelope;
 use cadre_model::semconv::{
-    record_error, record_usage, SpanName, CADRE_AGENT_OUTCOME, CADRE_AGENT_TURNS,
-    CADRE_TOOL_DECISION, ERROR_TYPE, GEN_AI_AGENT_ID, GEN_AI_AGENT_NAME, GEN_AI_CONVERSATION_ID,
-    GEN_AI_INPUT_MESSAGES, GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL,
-    GEN_AI_TOOL_CALL_ARGUMENTS, GEN_AI_TOOL_CALL_ID, GEN_AI_TOOL_CALL_RESULT, GEN_AI_TOOL_NAME,
-    GEN_AI_TOOL_TYPE, GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
-    OP_EXECUTE_TOOL, OP_INVOKE_AGENT, OTEL_KIND, OTEL_NAME, OTEL_STATUS_CODE,
-    OTEL_STATUS_DESCRIPTION, TARGET,
+    int, record_error, record_usage, SpanName, CADRE_AGENT_OUTCOME, CADRE_AGENT_TURNS,
+    CADRE_COMPACTION_BY, CADRE_COMPACTION_TOKENS_AFTER, CADRE_COMPACTION_TOKENS_BEFORE,
+    CADRE_COMPACTION_TRIGGER, CADRE_HOOK_COMMAND, CADRE_HOOK_DECISION, CADRE_HOOK_EVENT,
+    CADRE_TEAM_MEMBER, CADRE_TEAM_MESSAGES, CADRE_TOOL_DECISION, ERROR_TYPE, GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME, GEN_AI_CONVERSATION_ID, GEN_AI_INPUT_MESSAGES, GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_TOOL_CALL_ARGUMENTS, GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT, GEN_AI_TOOL_NAME, GEN_AI_TOOL_TYPE,
+    GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS, OP_COMPACT, OP_DELIVER, OP_EXECUTE_TOOL,
+    OP_HOOK, OP_INVOKE_AGENT, OTEL_KIND, OTEL_NAME, OTEL_STATUS_CODE, OTEL_STATUS_DESCRIPTION,
+    TARGET,
 };
-use cadre_model::RecordContent;
+use cadre_model::{CompactionUsage, RecordContent};
 use std::fmt::Display;
 use tracing::field::Empty;
 use tracing::Span;
@@ -168,5 +174,120 @@ pub(crate) fn record_tool_end(span: &Span, content: &RecordContent, is_error: bo
     }
     if content.tool_details {
         span.record(GEN_AI_TOOL_CALL_RESULT, content.clip(result));
+    }
+}
+
+/// The `hook {event}` span (INTERNAL) of one hook run, child of the current span: the tool
+/// call's `execute_tool` for a `PreToolUse` or `PostToolUse` hook, else its agent's. Its
+/// output is content and is never recorded.
+pub(crate) fn hook(event: HookEvent, command: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "hook",
+        { OTEL_NAME } = %SpanName(OP_HOOK, event.name()),
+        { OTEL_KIND } = "internal",
+        { OTEL_STATUS_CODE } = Empty,
+        { CADRE_HOOK_EVENT } = event.name(),
+        { CADRE_HOOK_COMMAND } = command,
+        { CADRE_HOOK_DECISION } = Empty,
+        { ERROR_TYPE } = Empty,
+    )
+}
+
+/// Records what came of a hook run on its span: its decision, and an error status when the
+/// hook itself failed (its exit code, its timeout, or it could not start).
+pub(crate) fn record_hook_end(span: &Span, outcome: &HookOutcome) {
+    if span.is_disabled() {
+        return;
+    }
+    let decision = hook_decision(outcome);
+    span.record(CADRE_HOOK_DECISION, decision);
+    if outcome.is_failure() {
+        span.record(OTEL_STATUS_CODE, "error");
+        span.record(ERROR_TYPE, decision);
+    }
+}
+
+/// A hook's outcome in one low-cardinality word (the `kind` its event is written with).
+fn hook_decision(outcome: &HookOutcome) -> &'static str {
+    match outcome {
+        HookOutcome::Ok { .. } => "ok",
+        HookOutcome::Allowed { .. } => "allowed",
+        HookOutcome::Asked { .. } => "asked",
+        HookOutcome::Denied { .. } => "denied",
+        HookOutcome::Blocked { .. } => "blocked",
+        HookOutcome::Stopped { .. } => "stopped",
+        HookOutcome::Failed { .. } => "failed",
+        HookOutcome::TimedOut { .. } => "timed_out",
+        HookOutcome::Cancelled => "cancelled",
+        HookOutcome::NotRun { .. } => "not_run",
+    }
+}
+
+/// The `compact {type}` span (INTERNAL) of one compaction of an agent of type
+/// `agent_type`, child of its `invoke_agent` span; `trigger` is `auto` or `manual`. The
+/// summary is content and is never recorded.
+pub(crate) fn compaction(agent_type: &str, trigger: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "compact",
+        { OTEL_NAME } = %SpanName(OP_COMPACT, agent_type),
+        { OTEL_KIND } = "internal",
+        { OTEL_STATUS_CODE } = Empty,
+        { CADRE_COMPACTION_TRIGGER } = trigger,
+        { CADRE_COMPACTION_BY } = Empty,
+        { CADRE_COMPACTION_TOKENS_BEFORE } = Empty,
+        { CADRE_COMPACTION_TOKENS_AFTER } = Empty,
+        { ERROR_TYPE } = Empty,
+    )
+}
+
+/// Records on a compaction's span who wrote the summary and the tokens it read and wrote.
+pub(crate) fn record_compacted(span: &Span, by: &str, usage: &CompactionUsage) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(CADRE_COMPACTION_BY, by);
+    span.record(CADRE_COMPACTION_TOKENS_BEFORE, int(usage.input_tokens));
+    span.record(CADRE_COMPACTION_TOKENS_AFTER, int(usage.output_tokens));
+}
+
+/// The `compact {type}` span of a compaction the server made inside one of the agent's
+/// requests (whose `chat` span holds its time): a moment under the agent, by `server`.
+pub(crate) fn server_compacted(agent_type: &str, usage: &CompactionUsage) {
+    let span = compaction(agent_type, "auto");
+    record_compacted(&span, "server", usage);
+}
+
+/// Marks a compaction's span as failed with `kind`; what went wrong (a model's message)
+/// is left out.
+pub(crate) fn record_compaction_failed(span: &Span, kind: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(OTEL_STATUS_CODE, "error");
+    span.record(ERROR_TYPE, kind);
+}
+
+/// The `deliver {member}` span (INTERNAL) of messages given to the team member `member`,
+/// child of its agent's span: a moment, linked to the `SendMessage` call of each message
+/// that carries its sender's context (those sent in this process, not resumed ones).
+pub(crate) fn deliver(member: &str, messages: &[Envelope]) {
+    if messages.is_empty() {
+        return;
+    }
+    let span = tracing::info_span!(
+        target: TARGET,
+        "deliver",
+        { OTEL_NAME } = %SpanName(OP_DELIVER, member),
+        { OTEL_KIND } = "internal",
+        { CADRE_TEAM_MEMBER } = member,
+        { CADRE_TEAM_MESSAGES } = i64::try_from(messages.len()).unwrap_or(i64::MAX),
+    );
+    if span.is_disabled() {
+        return;
+    }
+    for trace in messages.iter().filter_map(|m| m.trace.as_deref()) {
+        cadre_model::trace_bridge::link(&span, trace);
     }
 }

@@ -67,6 +67,11 @@ pub struct Envelope {
     /// What makes a send happen once: the sender's tool call id, or the idle turn a notice
     /// reports. A resumed run that sends it again finds it sent.
     pub key: String,
+    /// The W3C `traceparent` of the sender's `SendMessage` call, when it was traced: its
+    /// delivery links back to it. Kept in memory only, never journaled, so a resumed run's
+    /// messages (and old journals) have none.
+    #[serde(skip)]
+    pub trace: Option<String>,
 }
 
 impl Envelope {

@@ -83,6 +83,8 @@ where
     let _ = PROVIDER.set(provider);
     // What cadre starts gets the current span's context, so its own spans join the trace.
     cadre_tools::trace_context::set_traceparent_source(current_traceparent);
+    // What cadre's spans need beyond fields: lists, links to messages' senders, parents.
+    cadre_model::trace_bridge::otel::install();
     // cadre's GenAI spans, and the retries logged inside a request's span (its events).
     let wanted = Targets::new()
         .with_target(cadre_core::semconv::TARGET, tracing::Level::INFO)

@@ -4,6 +4,7 @@ use super::Agent;
 use crate::record::events::{millis, EventHandler};
 use crate::record::journal::{Done, Effect, EffectOutcome, ModelStep, Work};
 use crate::run::context;
+use crate::run::spans;
 use crate::run::state::AgentState;
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
@@ -69,6 +70,7 @@ impl Agent {
             .iter()
             .any(|b| matches!(b, ContentBlock::Compaction(_)))
         {
+            spans::server_compacted(&self.config.agent_type, &response.usage.compaction);
             self.emit(Event::Compacted {
                 agent: self.config.path.clone(),
                 by: "server".into(),

@@ -21,6 +21,7 @@ use crate::definitions::hooks::{Hook, Hooks};
 use crate::definitions::spec::AgentSpec;
 use crate::record::events::{millis, EventHandler};
 use crate::record::transcript::{HookRecord, Recorded, Transcript, TranscriptRecord};
+use crate::run::spans;
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
 use crate::vocab::hooks::HookEvent;
@@ -36,6 +37,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// How often `Stop` / `SubagentStop` / `TeammateIdle` hooks may keep an agent going in a
 /// row (with no new input between); past it the agent stops with a clear message.
@@ -239,8 +241,12 @@ impl AgentHooks {
             async move {
                 let hook = &p.hook;
                 let timeout = Duration::from_secs(hook.timeout_secs);
-                let ran = runner::run(&hook.command, input, &self.place, timeout, cancel).await;
+                // Current while it runs: the hook's `TRACEPARENT` names its span.
+                let span = spans::hook(event, &hook.command);
+                let run = runner::run(&hook.command, input, &self.place, timeout, cancel);
+                let ran = run.instrument(span.clone()).await;
                 let (verdict, outcome) = output::read(event, &ran, hook.timeout_secs);
+                spans::record_hook_end(&span, &outcome);
                 if outcome.is_failure() {
                     tracing::warn!(
                         agent = %self.who.agent_id,

@@ -61,9 +61,12 @@ impl Orchestrator {
         );
         let start = Start::Fresh(&call.prompt);
         let cancel = self.cancel.child_token();
-        let mut outcome = self
-            .run_agent(&spec, me, &call.description, start, cancel, false)
-            .await;
+        let agent = self.run_agent(&spec, me, &call.description, start, cancel, false);
+        // Its span is the caller's child, though the caller ran elsewhere.
+        if let Some(parent) = &call.trace {
+            cadre_model::trace_bridge::set_parent(agent.span(), parent);
+        }
+        let mut outcome = agent.await;
         // A file the agent could not keep cancelled it: say so, not just "cancelled".
         if let Some(lost) = self.failure.take() {
             outcome.stop = StopKind::Other(format!("stopped: {lost}"));

@@ -6,6 +6,7 @@ use super::rules::{check_name, check_update, next_id, task_ids};
 use super::state::TeamState;
 use crate::record::events::EventHandler;
 use crate::record::journal::Journal;
+use crate::run::spans;
 use crate::run::task_result::{SubagentError, TaskResult};
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::event::Event;
@@ -351,6 +352,8 @@ impl Team {
             return Ok(earlier);
         }
         self.may_send(state, from, &recipients, text)?;
+        // The current span is the sender's `SendMessage` call: each delivery links to it.
+        let trace = cadre_tools::trace_context::traceparent();
         let mut sent = Vec::new();
         for r in &recipients {
             let message = Envelope {
@@ -360,6 +363,7 @@ impl Team {
                 text: text.to_owned(),
                 notice: false,
                 key: keyed(r),
+                trace: trace.clone(),
             };
             self.post(&mut inner, by, message.clone()).await;
             sent.push(message);
@@ -437,6 +441,7 @@ impl Team {
                 seq: m.seq,
             });
         }
+        spans::deliver(name, &waiting);
         waiting
     }
 

@@ -92,6 +92,7 @@ impl Seat {
                     ),
                     notice: true,
                     key,
+                    trace: None,
                 };
                 team.post(&mut inner, &self.path, notice).await;
             }

@@ -114,6 +114,7 @@ impl TeamState {
                 ),
                 notice: true,
                 key: format!("returned/{}#{}", m.from, m.seq),
+                trace: None,
             };
             self.apply(TeamChange::Sent { message: returned });
         }
@@ -243,6 +244,7 @@ mod tests {
                 text: format!("{from}->{to} #{seq}"),
                 notice: false,
                 key: key.into(),
+                trace: None,
             },
         }
     }

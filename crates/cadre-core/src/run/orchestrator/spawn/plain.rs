@@ -182,6 +182,8 @@ impl Orchestrator {
                 spec,
                 description: task.description.to_owned(),
                 prompt: task.prompt.to_owned(),
+                // The current span is the `Task` call's.
+                trace: cadre_tools::trace_context::traceparent(),
             })
             .await;
         self.roster.record_all(done.records);
