@@ -316,13 +316,23 @@ async fn a_time_limit_stops_an_agent_whose_request_is_held() {
 /// the journal after its second response (as if cadre were killed there), resumes the run,
 /// and returns how many requests it made after the resume and its record then.
 async fn resumed_after_two_requests(limits: AgentLimits) -> (usize, cadre_core::AgentRecord) {
+    resumed_after_two(limits, json!({}), false).await
+}
+
+/// As [`resumed_after_two_requests`], the type's limits `limits`, the `Task` call's extra
+/// fields `call` (a name makes it a team member, in a team run when `team`).
+async fn resumed_after_two(
+    limits: AgentLimits,
+    call: Value,
+    team: bool,
+) -> (usize, cadre_core::AgentRecord) {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().await;
     server.allow_unused_replies();
     server.route(
         Match::FirstUserContains("PARENT".into()),
         vec![
-            turn(vec![task("p1", "capped", "Capped job", json!({}))]),
+            turn(vec![task("p1", "capped", "Capped job", call)]),
             Reply::text("done"),
             Reply::text("done again"),
         ],
@@ -339,7 +349,17 @@ async fn resumed_after_two_requests(limits: AgentLimits) -> (usize, cadre_core::
         .collect();
     server.route(Match::FirstUserContains("Capped job".into()), reading);
     let runs = dir.path().join(".cadre/runs");
-    let build = || orchestrator(&server, dir.path(), vec![limited("capped", limits, 30)]);
+    let build = || {
+        let o = mock_builder(&server, dir.path())
+            .agent(limited("capped", limits, 30))
+            .runs_dir(runs.clone());
+        match team {
+            true => o.team(cadre_core::TeamLimits::default()),
+            false => o,
+        }
+        .build()
+        .unwrap()
+    };
     let (_, summary) = build().run("main", "PARENT task").await.unwrap();
     assert_eq!(
         requests_of(&server, "Capped job"),
@@ -380,4 +400,15 @@ async fn a_resumed_run_counts_the_turns_and_tokens_used_before_it() {
     assert_eq!(after, 1, "30 of its 40 tokens were used before the resume");
     assert_eq!(capped.outcome, Outcome::Budget, "{capped:?}");
     assert_eq!(capped.stop, StopKind::TokenLimit);
+}
+
+#[tokio::test]
+async fn a_restarted_team_member_keeps_the_limits_its_call_gave() {
+    let call = json!({"name": "capper", "limits": {"turns": 3}});
+    let (after, capped) = resumed_after_two(AgentLimits::default(), call, true).await;
+    assert_eq!(
+        after, 1,
+        "two of the three turns its call allowed were used before the resume"
+    );
+    assert_eq!(capped.outcome, Outcome::TurnLimit, "{capped:?}");
 }

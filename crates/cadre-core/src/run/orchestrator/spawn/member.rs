@@ -79,6 +79,7 @@ impl Orchestrator {
         // Its call's settings go with it, so a resumed run starts it as this one did.
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
+        member.limits = task.limits.copied().unwrap_or_default();
         run.team.join(&parent.path, member).await;
         let me = called_member(parent, task, path, depth, model, name);
         let rx = self
@@ -243,8 +244,8 @@ impl Orchestrator {
     }
 
     /// The handle of `member` at `path`, of type `spec`, as a resumed run starts it again:
-    /// with the model and schema it joined with (a run journaled before they were kept
-    /// falls back to its type's model, and no schema).
+    /// with the model, schema and limits it joined with (a run journaled before they were
+    /// kept falls back to its type's model, and no schema or call limits).
     fn member_handle(
         &self,
         run: &Arc<RunContext>,
@@ -260,6 +261,7 @@ impl Orchestrator {
         let workspace = self.config.workspace.clone();
         let mut me = AgentHandle::new(run.clone(), path, depth, model, workspace);
         me.member = Some(member.name.clone());
+        me.limits = member.limits;
         me.answer = member.answer.as_ref().and_then(|schema| {
             AnswerSchema::new(schema)
                 .map_err(|e| tracing::warn!("{}'s output schema is unusable: {e}", member.name))
