@@ -326,65 +326,7 @@ async fn resumed_after_two(
     call: Value,
     team: bool,
 ) -> (usize, cadre_core::AgentRecord) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = MockServer::start().await;
-    server.allow_unused_replies();
-    server.route(
-        Match::FirstUserContains("PARENT".into()),
-        vec![
-            turn(vec![task("p1", "capped", "Capped job", call)]),
-            Reply::text("done"),
-            Reply::text("done again"),
-        ],
-    );
-    // Each reading costs 15 tokens (the mock's default usage), and it would go on for ever.
-    let reading = (0..12)
-        .map(|i| {
-            Reply::tool_use(
-                &format!("r{i}"),
-                "read_file",
-                json!({"path": "missing.txt"}),
-            )
-        })
-        .collect();
-    server.route(Match::FirstUserContains("Capped job".into()), reading);
-    let runs = dir.path().join(".cadre/runs");
-    let build = || {
-        let o = mock_builder(&server, dir.path())
-            .agent(limited("capped", limits, 30))
-            .runs_dir(runs.clone());
-        match team {
-            true => o.team(cadre_core::TeamLimits::default()),
-            false => o,
-        }
-        .build()
-        .unwrap()
-    };
-    let (_, summary) = build().run("main", "PARENT task").await.unwrap();
-    assert_eq!(
-        requests_of(&server, "Capped job"),
-        3,
-        "{:?}",
-        summary.usage.agents
-    );
-    let run_dir = runs.join(summary.run_id.unwrap());
-    let journal = run_dir.join("journal.jsonl");
-    let text = std::fs::read_to_string(&journal).unwrap();
-    let second = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains("\"step\":\"response\"") && l.contains("capped#"))
-        .nth(1)
-        .expect("its second response is journaled")
-        .0;
-    let kept: Vec<&str> = text.lines().take(second + 1).collect();
-    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
-
-    let run = cadre_core::JournaledRun::open(&run_dir).unwrap().unwrap();
-    let (outcome, summary) = build().resume(run, None).await.unwrap();
-    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
-    let after = requests_of(&server, "Capped job") - 3;
-    (after, record(&summary, "Capped job").clone())
+    resumed_with_helper(limits, call, team, Vec::new(), 0, 2).await
 }
 
 #[tokio::test]
@@ -411,4 +353,105 @@ async fn a_restarted_team_member_keeps_the_limits_its_call_gave() {
         "two of the three turns its call allowed were used before the resume"
     );
     assert_eq!(capped.outcome, Outcome::TurnLimit, "{capped:?}");
+}
+
+/// Runs a `capped` subagent (of a type with `limits`, started by the lead's `Task` call
+/// with the extra fields `call`, in a team run when `team`) whose first turns are `first`
+/// and that then reads until its limits stop it; its helper (`Helper job`) answers for
+/// `helper_tokens`. Cuts the journal after its `cut`th response, resumes the run, and
+/// returns how many requests it made after the resume and its record then.
+async fn resumed_with_helper(
+    limits: AgentLimits,
+    call: Value,
+    team: bool,
+    first: Vec<Reply>,
+    helper_tokens: u64,
+    cut: usize,
+) -> (usize, cadre_core::AgentRecord) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("p1", "capped", "Capped job", call)]),
+            Reply::text("done"),
+            Reply::text("done again"),
+        ],
+    );
+    // Each reading costs 15 tokens (the mock's default usage), and it would go on for ever.
+    let reading = (0..12).map(|i| {
+        Reply::tool_use(
+            &format!("r{i}"),
+            "read_file",
+            json!({"path": "missing.txt"}),
+        )
+    });
+    let capped: Vec<Reply> = first.into_iter().chain(reading).collect();
+    server.route(Match::FirstUserContains("Capped job".into()), capped);
+    server.route(
+        Match::FirstUserContains("Helper job".into()),
+        vec![Reply::text("helped").usage(helper_tokens, 0, 0, 0)],
+    );
+    let runs = dir.path().join(".cadre/runs");
+    let build = || {
+        let o = mock_builder(&server, dir.path())
+            .agent(worker())
+            .agent(limited("capped", limits, 30))
+            .runs_dir(runs.clone());
+        match team {
+            true => o.team(cadre_core::TeamLimits::default()),
+            false => o,
+        }
+        .build()
+        .unwrap()
+    };
+    let (_, summary) = build().run("main", "PARENT task").await.unwrap();
+    let before = requests_of(&server, "Capped job");
+    let run_dir = runs.join(summary.run_id.unwrap());
+    let journal = run_dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let last = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"step\":\"response\"") && l.contains("\"main/capped#1\""))
+        .nth(cut - 1)
+        .expect("the response to cut after is journaled")
+        .0;
+    let kept: Vec<&str> = text.lines().take(last + 1).collect();
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+
+    let run = cadre_core::JournaledRun::open(&run_dir).unwrap().unwrap();
+    let (outcome, summary) = build().resume(run, None).await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    let after = requests_of(&server, "Capped job") - before;
+    (after, record(&summary, "Capped job").clone())
+}
+
+#[tokio::test]
+async fn a_resumed_agent_counts_its_subagents_earlier_tokens_but_not_its_members() {
+    // A plain worker's 50 tokens count against its parent's 100: 15 + 50 + 15 + 15 were
+    // used before the resume, so one more request takes it over.
+    let helper = turn(vec![task("c1", "worker", "Helper job", json!({}))]);
+    let limits = AgentLimits::new(Some(100), None, None);
+    let (after, capped) = resumed_with_helper(limits, json!({}), false, vec![helper], 50, 3).await;
+    assert_eq!(after, 1, "{capped:?}");
+    assert_eq!(capped.stop, StopKind::TokenLimit);
+
+    // A member it started (and closed) charged the run's budget, not its starter's: its
+    // 2000 tokens do not count, so 45 of 100 were used before the resume and four more
+    // requests of 15 take it over.
+    let member = turn(vec![task(
+        "c1",
+        "worker",
+        "Helper job",
+        json!({"name": "helper"}),
+    )]);
+    let close = Reply::tool_use("c2", "CloseMember", json!({"name": "helper"}));
+    let call = json!({"name": "capper", "limits": {"tokens": 100}});
+    let first = vec![member, close];
+    let (after, capped) =
+        resumed_with_helper(AgentLimits::default(), call, true, first, 2_000, 3).await;
+    assert_eq!(after, 4, "{capped:?}");
+    assert_eq!(capped.stop, StopKind::TokenLimit);
 }

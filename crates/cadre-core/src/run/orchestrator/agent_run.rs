@@ -48,7 +48,7 @@ impl Orchestrator {
         let id = span.id();
         async move {
             let started = Instant::now();
-            self.limit(spec, &mut me, &start, &cancel);
+            self.limit(spec, &mut me, &start, &cancel).await;
             let (mut agent, own_servers) =
                 self.build_agent(spec, &me, cancel, Some(description)).await;
             // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
@@ -113,7 +113,7 @@ impl Orchestrator {
     /// caller's. With a token or time limit it gets a budget of its own below its parent's,
     /// counting what it and its subagents used in earlier parts of a resumed run, and
     /// reaching one cancels `cancel` — so its subagents stop with it.
-    fn limit(
+    async fn limit(
         &self,
         spec: &AgentSpec,
         me: &mut AgentHandle,
@@ -126,7 +126,10 @@ impl Orchestrator {
         }
         let used = match start {
             Start::Fresh(_) => 0,
-            Start::Resume(rebuilt) => rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path),
+            Start::Resume(rebuilt) => {
+                let members = me.run.team.member_paths().await;
+                rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path, &members)
+            }
         };
         let above = me.budget.take().unwrap_or_else(|| self.budget.clone());
         me.budget = Some(above.below(me.limits.tokens, used, cancel.clone()));
