@@ -9,10 +9,12 @@
 //! limit, they as cancelled. An agent's own response that takes it over is caught before
 //! its next request, so a complete answer is not lost for the tokens it cost.
 
+use crate::vocab::limits::AgentLimits;
 use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Counts tokens across every agent of a run (or one agent's subtree) and says when a
@@ -39,6 +41,8 @@ struct Node {
     trip: Option<CancellationToken>,
     /// Why it was tripped: [`NOT_TRIPPED`], [`TOKENS`] or [`TIME`].
     tripped: AtomicU8,
+    /// When the agent it limits runs out of time, once its time limit is running.
+    deadline: OnceLock<Instant>,
 }
 
 impl Default for Budget {
@@ -113,6 +117,7 @@ impl Budget {
                 above: Some(self.own.clone()),
                 trip: Some(trip),
                 tripped: AtomicU8::new(NOT_TRIPPED),
+                deadline: OnceLock::new(),
             }),
             run: self.run.clone(),
             mine: true,
@@ -190,6 +195,38 @@ impl Budget {
     pub(crate) fn time_up(&self) {
         self.own.trip(TIME);
     }
+
+    /// Says the agent this budget limits runs out of time at `at` (the first one said
+    /// stands), so agents it starts outside its subtree can be held to it.
+    pub(crate) fn set_deadline(&self, at: Instant) {
+        if self.mine {
+            let _ = self.own.deadline.set(at);
+        }
+    }
+
+    /// What the limits of the agents this budget counts for allow from now: the fewest
+    /// tokens left under any of their token limits, the least time left before any of
+    /// their deadlines. For a team member an agent starts, which runs outside its subtree.
+    pub(crate) fn left(&self) -> AgentLimits {
+        let now = Instant::now();
+        let (mut tokens, mut time) = (None::<u64>, None::<Duration>);
+        let mut node = Some(&*self.own);
+        while let Some(n) = node {
+            // The run's own budget stops everyone as the run's budget, not as a limit.
+            if n.trip.is_some() {
+                if let Some(limit) = n.limit {
+                    let left = limit.saturating_sub(n.used.load(Ordering::Relaxed));
+                    tokens = Some(tokens.map_or(left, |t| t.min(left)));
+                }
+                if let Some(at) = n.deadline.get() {
+                    let left = at.saturating_duration_since(now);
+                    time = Some(time.map_or(left, |t| t.min(left)));
+                }
+            }
+            node = n.above.as_deref();
+        }
+        AgentLimits::new(tokens, None, time)
+    }
 }
 
 #[cfg(test)]
@@ -247,6 +284,32 @@ mod tests {
         assert!(cancel.is_cancelled());
         assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
         assert_eq!(child.tripped(), None);
+    }
+
+    #[test]
+    fn what_is_left_is_the_least_any_limit_above_allows() {
+        let run = Budget::new(Some(10_000));
+        let outer = run.below(Some(100), 0, CancellationToken::new());
+        let inner = outer.below(Some(80), 0, CancellationToken::new());
+        assert_eq!(run.left(), AgentLimits::default(), "the run's is no limit");
+        inner.charge(&usage(30));
+        outer.charge(&usage(50));
+        // outer: 100 - 80 = 20 left; inner: 80 - 30 = 50 left.
+        assert_eq!(inner.left().tokens, Some(20));
+        assert_eq!(inner.inherited().left().tokens, Some(20));
+        assert_eq!(inner.left().time, None);
+        let soon = Instant::now() + Duration::from_secs(60);
+        outer.set_deadline(soon);
+        outer.set_deadline(soon + Duration::from_secs(600));
+        let time = inner.left().time.unwrap();
+        assert!(
+            time <= Duration::from_secs(60) && time > Duration::ZERO,
+            "{time:?}"
+        );
+        // A subagent sharing a budget never sets its owner's deadline.
+        let shared = Budget::new(None).below(None, 0, CancellationToken::new());
+        shared.inherited().set_deadline(soon);
+        assert_eq!(shared.left().time, None);
     }
 
     #[test]

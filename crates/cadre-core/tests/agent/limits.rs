@@ -455,3 +455,55 @@ async fn a_resumed_agent_counts_its_subagents_earlier_tokens_but_not_its_members
     assert_eq!(after, 4, "{capped:?}");
     assert_eq!(capped.stop, StopKind::TokenLimit);
 }
+
+#[tokio::test]
+async fn a_member_started_by_a_limited_agent_gets_no_more_tokens_than_its_starter_has_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    let capper = json!({"name": "capper", "limits": {"tokens": 100}});
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("p1", "capped", "Capped job", capper)]),
+            Reply::text("done"),
+        ],
+    );
+    // Its one request costs 15 of its 100 tokens before it starts the member.
+    server.route(
+        Match::FirstUserContains("Capped job".into()),
+        vec![
+            turn(vec![task(
+                "c1",
+                "worker",
+                "Helper job",
+                json!({"name": "helper"}),
+            )]),
+            Reply::text("capped done"),
+        ],
+    );
+    // The member would read for ever, 15 tokens a request.
+    let reading = (0..12)
+        .map(|i| {
+            Reply::tool_use(
+                &format!("r{i}"),
+                "read_file",
+                json!({"path": "missing.txt"}),
+            )
+        })
+        .collect();
+    server.route(Match::FirstUserContains("Helper job".into()), reading);
+    let o = mock_builder(&server, dir.path())
+        .agent(worker())
+        .agent(limited("capped", AgentLimits::default(), 30))
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .team(cadre_core::TeamLimits::default())
+        .build()
+        .unwrap();
+    let (outcome, summary) = o.run("main", "PARENT task").await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    // 85 tokens were left to its starter: six requests of 15 reach them.
+    assert_eq!(requests_of(&server, "Helper job"), 6);
+    let helper = record(&summary, "Helper job");
+    assert_eq!(helper.stop, StopKind::TokenLimit, "{helper:?}");
+}

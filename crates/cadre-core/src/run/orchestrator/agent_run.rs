@@ -345,6 +345,7 @@ impl Deadline {
     /// were spent by earlier parts of its run.
     fn start(time: std::time::Duration, earlier_ms: u64, budget: &Budget) -> Self {
         let left = time.saturating_sub(std::time::Duration::from_millis(earlier_ms));
+        budget.set_deadline(Instant::now() + left);
         let budget = budget.clone();
         let timer = tokio::spawn(async move {
             tokio::time::sleep(left).await;
