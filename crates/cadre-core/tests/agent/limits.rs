@@ -507,3 +507,70 @@ async fn a_member_started_by_a_limited_agent_gets_no_more_tokens_than_its_starte
     let helper = record(&summary, "Helper job");
     assert_eq!(helper.stop, StopKind::TokenLimit, "{helper:?}");
 }
+
+#[tokio::test]
+async fn a_task_call_with_a_zero_limit_is_refused_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![
+                task(
+                    "p1",
+                    "worker",
+                    "Tokens job",
+                    json!({"limits": {"tokens": 0}}),
+                ),
+                task(
+                    "p2",
+                    "worker",
+                    "Turns job",
+                    json!({"limits": {"turns": "0"}}),
+                ),
+                task(
+                    "p3",
+                    "worker",
+                    "Time job",
+                    json!({"limits": {"time": "0s"}}),
+                ),
+            ]),
+            Reply::text("refused"),
+        ],
+    );
+    server.route(Match::FirstUserContains("job: do it".into()), vec![]);
+    let o = orchestrator(&server, dir.path(), vec![]);
+    let (outcome, summary) = o.run("main", "PARENT task").await.unwrap();
+    assert_eq!(outcome.stop, StopKind::Done, "{:?}", server.violations());
+    assert_eq!(summary.usage.agents.len(), 1, "{:?}", summary.usage.agents);
+    let results = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.first_user_text() == "PARENT task")
+        .nth(1)
+        .unwrap()
+        .messages()
+        .last()
+        .unwrap()["content"]
+        .clone();
+    for (i, limit) in ["tokens", "turns", "time"].iter().enumerate() {
+        let result = &results[i];
+        assert_eq!(result["is_error"], true, "{result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("limits: {limit} must be above 0")),
+            "{text}"
+        );
+    }
+    // The schema the model is offered says so too.
+    let tools = server.requests()[0].body["tools"].clone();
+    let task = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Task")
+        .unwrap()
+        .to_string();
+    assert!(task.contains("\"minimum\":1"), "{task}");
+}
