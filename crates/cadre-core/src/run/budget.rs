@@ -161,21 +161,33 @@ impl Budget {
     }
 
     /// Why no more model requests may be sent, if they may not: the agent's own token
-    /// limit (its subtree's tokens), or the run's budget.
-    /// A subagent sharing the budget of an agent over its limit trips that agent, which
-    /// cancels them both.
+    /// limit (its subtree's tokens), the run's budget, or an agent above over its limit.
+    /// A subagent below an agent over its limit (sharing its budget or not) trips that
+    /// agent, which cancels them both: an agent's own response that takes it over trips
+    /// nothing, and its subagents must not go on spending what it no longer has.
+    ///
+    /// Walks the counters above (no deeper than the run's depth limit), with relaxed loads
+    /// only: it runs before every request.
     pub(crate) fn stop(&self) -> Option<StopKind> {
         if self.own.trip.is_some() && self.own.over() {
             if self.mine {
                 return Some(StopKind::TokenLimit);
             }
             self.own.trip(TOKENS);
-            Some(StopKind::Cancelled)
-        } else if self.run.over() {
-            Some(StopKind::Budget)
-        } else {
-            None
+            return Some(StopKind::Cancelled);
         }
+        if self.run.over() {
+            return Some(StopKind::Budget);
+        }
+        let mut above = self.own.above.as_deref();
+        while let Some(node) = above {
+            if node.trip.is_some() && node.over() {
+                node.trip(TOKENS);
+                return Some(StopKind::Cancelled);
+            }
+            above = node.above.as_deref();
+        }
+        None
     }
 
     /// Why the agent this budget limits was stopped by its limits, if it was (see
@@ -259,7 +271,7 @@ mod tests {
         assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
         assert_eq!(parent.stop(), Some(StopKind::TokenLimit));
         assert_eq!(child.tripped(), None);
-        assert_eq!(child.stop(), None);
+        assert_eq!(child.stop(), Some(StopKind::Cancelled), "its parent is over");
         assert_eq!((run.used(), parent.used(), child.used()), (110, 110, 50));
         // A subagent sharing the parent's budget is cancelled, not stopped for a limit.
         sharing.charge(&usage(1));
@@ -284,6 +296,24 @@ mod tests {
         assert!(cancel.is_cancelled());
         assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
         assert_eq!(child.tripped(), None);
+    }
+
+    #[test]
+    fn a_limited_descendant_stops_when_any_agent_above_is_over_its_limit() {
+        let top_cancel = CancellationToken::new();
+        let top = Budget::new(None).below(Some(100), 0, top_cancel.clone());
+        let middle = top.below(Some(1_000), 0, top_cancel.child_token());
+        let bottom = middle.below(Some(1_000), 0, top_cancel.child_token());
+        assert_eq!(bottom.stop(), None);
+        // The top agent's own response takes it over: that trips nothing by itself.
+        top.charge(&usage(120));
+        assert!(!top_cancel.is_cancelled());
+        // Its grandchild's next request would spend tokens it no longer has.
+        assert_eq!(bottom.stop(), Some(StopKind::Cancelled));
+        assert!(top_cancel.is_cancelled());
+        assert_eq!(top.tripped(), Some(StopKind::TokenLimit));
+        assert_eq!(bottom.tripped(), None);
+        assert_eq!(middle.stop(), Some(StopKind::Cancelled));
     }
 
     #[test]
