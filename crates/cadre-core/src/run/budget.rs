@@ -15,6 +15,7 @@ use cadre_model::Usage;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Counts tokens across every agent of a run (or one agent's subtree) and says when a
@@ -43,6 +44,9 @@ struct Node {
     tripped: AtomicU8,
     /// When the agent it limits runs out of time, once its time limit is running.
     deadline: OnceLock<Instant>,
+    /// Whether the agent it limits waits idle (a team member between its turns), which
+    /// its time limit does not count; made when its time limit starts.
+    idle: OnceLock<watch::Sender<bool>>,
 }
 
 impl Default for Budget {
@@ -118,6 +122,7 @@ impl Budget {
                 trip: Some(trip),
                 tripped: AtomicU8::new(NOT_TRIPPED),
                 deadline: OnceLock::new(),
+                idle: OnceLock::new(),
             }),
             run: self.run.clone(),
             mine: true,
@@ -216,6 +221,20 @@ impl Budget {
         }
     }
 
+    /// Whether the agent this budget limits waits idle, for its time limit to watch.
+    pub(crate) fn idle_watch(&self) -> watch::Receiver<bool> {
+        let idle = self.own.idle.get_or_init(|| watch::channel(false).0);
+        idle.subscribe()
+    }
+
+    /// Says whether the agent this budget limits waits idle: its time limit, if it has
+    /// one, counts only the time it works.
+    pub(crate) fn set_idle(&self, idle: bool) {
+        if let (true, Some(tx)) = (self.mine, self.own.idle.get()) {
+            tx.send_replace(idle);
+        }
+    }
+
     /// What the limits of the agents this budget counts for allow from now: the fewest
     /// tokens left under any of their token limits, the least time left before any of
     /// their deadlines. For a team member an agent starts, which runs outside its subtree.
@@ -271,7 +290,11 @@ mod tests {
         assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
         assert_eq!(parent.stop(), Some(StopKind::TokenLimit));
         assert_eq!(child.tripped(), None);
-        assert_eq!(child.stop(), Some(StopKind::Cancelled), "its parent is over");
+        assert_eq!(
+            child.stop(),
+            Some(StopKind::Cancelled),
+            "its parent is over"
+        );
         assert_eq!((run.used(), parent.used(), child.used()), (110, 110, 50));
         // A subagent sharing the parent's budget is cancelled, not stopped for a limit.
         sharing.charge(&usage(1));
