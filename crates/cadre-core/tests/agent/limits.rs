@@ -574,3 +574,122 @@ async fn a_task_call_with_a_zero_limit_is_refused_and_starts_nothing() {
         .to_string();
     assert!(task.contains("\"minimum\":1"), "{task}");
 }
+
+/// A delegate standing in for an engine's workers: `Pricey job` comes back at once having
+/// used 200 tokens; any other job never comes back. It keeps the calls it was given.
+#[derive(Default)]
+struct Workers {
+    calls: std::sync::Mutex<Vec<cadre_core::DelegatedCall>>,
+}
+
+#[async_trait::async_trait]
+impl cadre_core::Delegate for Workers {
+    async fn run(&self, call: cadre_core::DelegatedCall) -> cadre_core::Delegated {
+        let pricey = call.description == "Pricey job";
+        let record = json!({
+            "path": call.path, "agent_type": call.spec.name, "description": call.description,
+            "model": call.model, "turns": 1, "tool_calls": 0,
+            "usage": {"input_tokens": 200}, "elapsed_ms": 1,
+            "outcome": "completed", "stop": {"kind": "done"},
+        });
+        self.calls.lock().unwrap().push(call);
+        if !pricey {
+            std::future::pending::<()>().await;
+        }
+        cadre_core::Delegated {
+            text: "priced".into(),
+            records: vec![serde_json::from_value(record).unwrap()],
+            ..cadre_core::Delegated::stopped(StopKind::Done)
+        }
+    }
+}
+
+#[tokio::test]
+async fn subagents_run_on_workers_are_held_to_their_callers_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    // Its first request costs 15 of its 100 tokens; the pricey worker's 200 take it over.
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![
+                task("p1", "worker", "Pricey job", json!({})),
+                task("p2", "worker", "Other job", json!({})),
+            ]),
+            Reply::text("never sent"),
+        ],
+    );
+    let main = AgentSpec::builder("main")
+        .description("Leads under limits.")
+        .mode(Mode::Primary)
+        .tools(["Task"])
+        .limits(AgentLimits::new(Some(100), None, None))
+        .prompt("You lead.")
+        .build();
+    let workers = Arc::new(Workers::default());
+    let o = mock_builder(&server, dir.path())
+        .agent(main)
+        .agent(worker())
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .delegate(workers.clone())
+        .build()
+        .unwrap();
+    let run = tokio::spawn(async move { o.run("main", "PARENT task").await });
+    let (outcome, _) = ended(run).await;
+    assert_eq!(
+        outcome.stop,
+        StopKind::TokenLimit,
+        "{:?}",
+        server.violations()
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "it sent nothing after its limit"
+    );
+    // It was sent what its caller's limit left: 85 tokens; its caller stopped before the
+    // other call (delegated calls run in order).
+    let calls = workers.calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].spec.limits.tokens, Some(85));
+}
+
+#[tokio::test]
+async fn a_call_waiting_on_the_workers_ends_when_its_caller_is_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.allow_unused_replies();
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            turn(vec![task("p1", "worker", "Endless job", json!({}))]),
+            Reply::text("never sent"),
+        ],
+    );
+    let workers = Arc::new(Workers::default());
+    let o = mock_builder(&server, dir.path())
+        .agent(worker())
+        .runs_dir(dir.path().join(".cadre/runs"))
+        .delegate(workers.clone())
+        .build()
+        .unwrap();
+    let cancel = o.cancel_token();
+    let run = tokio::spawn(async move { o.run("main", "PARENT task").await });
+    // Cancelled once the workers have the call, which never comes back by itself.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while workers.calls.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the call never reached the workers");
+    cancel.cancel();
+    let (outcome, _) = ended(run).await;
+    assert_eq!(
+        outcome.stop,
+        StopKind::Cancelled,
+        "{:?}",
+        server.violations()
+    );
+}
