@@ -9,10 +9,13 @@
 //! limit, they as cancelled. An agent's own response that takes it over is caught before
 //! its next request, so a complete answer is not lost for the tokens it cost.
 
+use crate::vocab::limits::AgentLimits;
 use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Counts tokens across every agent of a run (or one agent's subtree) and says when a
@@ -39,6 +42,11 @@ struct Node {
     trip: Option<CancellationToken>,
     /// Why it was tripped: [`NOT_TRIPPED`], [`TOKENS`] or [`TIME`].
     tripped: AtomicU8,
+    /// When the agent it limits runs out of time, once its time limit is running.
+    deadline: OnceLock<Instant>,
+    /// Whether the agent it limits waits idle (a team member between its turns), which
+    /// its time limit does not count; made when its time limit starts.
+    idle: OnceLock<watch::Sender<bool>>,
 }
 
 impl Default for Budget {
@@ -113,6 +121,8 @@ impl Budget {
                 above: Some(self.own.clone()),
                 trip: Some(trip),
                 tripped: AtomicU8::new(NOT_TRIPPED),
+                deadline: OnceLock::new(),
+                idle: OnceLock::new(),
             }),
             run: self.run.clone(),
             mine: true,
@@ -156,21 +166,33 @@ impl Budget {
     }
 
     /// Why no more model requests may be sent, if they may not: the agent's own token
-    /// limit (its subtree's tokens), or the run's budget.
-    /// A subagent sharing the budget of an agent over its limit trips that agent, which
-    /// cancels them both.
+    /// limit (its subtree's tokens), the run's budget, or an agent above over its limit.
+    /// A subagent below an agent over its limit (sharing its budget or not) trips that
+    /// agent, which cancels them both: an agent's own response that takes it over trips
+    /// nothing, and its subagents must not go on spending what it no longer has.
+    ///
+    /// Walks the counters above (no deeper than the run's depth limit), with relaxed loads
+    /// only: it runs before every request.
     pub(crate) fn stop(&self) -> Option<StopKind> {
         if self.own.trip.is_some() && self.own.over() {
             if self.mine {
                 return Some(StopKind::TokenLimit);
             }
             self.own.trip(TOKENS);
-            Some(StopKind::Cancelled)
-        } else if self.run.over() {
-            Some(StopKind::Budget)
-        } else {
-            None
+            return Some(StopKind::Cancelled);
         }
+        if self.run.over() {
+            return Some(StopKind::Budget);
+        }
+        let mut above = self.own.above.as_deref();
+        while let Some(node) = above {
+            if node.trip.is_some() && node.over() {
+                node.trip(TOKENS);
+                return Some(StopKind::Cancelled);
+            }
+            above = node.above.as_deref();
+        }
+        None
     }
 
     /// Why the agent this budget limits was stopped by its limits, if it was (see
@@ -189,6 +211,52 @@ impl Budget {
     /// Stops the agent this budget limits for its time limit.
     pub(crate) fn time_up(&self) {
         self.own.trip(TIME);
+    }
+
+    /// Says the agent this budget limits runs out of time at `at` (the first one said
+    /// stands), so agents it starts outside its subtree can be held to it.
+    pub(crate) fn set_deadline(&self, at: Instant) {
+        if self.mine {
+            let _ = self.own.deadline.set(at);
+        }
+    }
+
+    /// Whether the agent this budget limits waits idle, for its time limit to watch.
+    pub(crate) fn idle_watch(&self) -> watch::Receiver<bool> {
+        let idle = self.own.idle.get_or_init(|| watch::channel(false).0);
+        idle.subscribe()
+    }
+
+    /// Says whether the agent this budget limits waits idle: its time limit, if it has
+    /// one, counts only the time it works.
+    pub(crate) fn set_idle(&self, idle: bool) {
+        if let (true, Some(tx)) = (self.mine, self.own.idle.get()) {
+            tx.send_replace(idle);
+        }
+    }
+
+    /// What the limits of the agents this budget counts for allow from now: the fewest
+    /// tokens left under any of their token limits, the least time left before any of
+    /// their deadlines. For a team member an agent starts, which runs outside its subtree.
+    pub(crate) fn left(&self) -> AgentLimits {
+        let now = Instant::now();
+        let (mut tokens, mut time) = (None::<u64>, None::<Duration>);
+        let mut node = Some(&*self.own);
+        while let Some(n) = node {
+            // The run's own budget stops everyone as the run's budget, not as a limit.
+            if n.trip.is_some() {
+                if let Some(limit) = n.limit {
+                    let left = limit.saturating_sub(n.used.load(Ordering::Relaxed));
+                    tokens = Some(tokens.map_or(left, |t| t.min(left)));
+                }
+                if let Some(at) = n.deadline.get() {
+                    let left = at.saturating_duration_since(now);
+                    time = Some(time.map_or(left, |t| t.min(left)));
+                }
+            }
+            node = n.above.as_deref();
+        }
+        AgentLimits::new(tokens, None, time)
     }
 }
 
@@ -222,7 +290,11 @@ mod tests {
         assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
         assert_eq!(parent.stop(), Some(StopKind::TokenLimit));
         assert_eq!(child.tripped(), None);
-        assert_eq!(child.stop(), None);
+        assert_eq!(
+            child.stop(),
+            Some(StopKind::Cancelled),
+            "its parent is over"
+        );
         assert_eq!((run.used(), parent.used(), child.used()), (110, 110, 50));
         // A subagent sharing the parent's budget is cancelled, not stopped for a limit.
         sharing.charge(&usage(1));
@@ -247,6 +319,50 @@ mod tests {
         assert!(cancel.is_cancelled());
         assert_eq!(parent.tripped(), Some(StopKind::TokenLimit));
         assert_eq!(child.tripped(), None);
+    }
+
+    #[test]
+    fn a_limited_descendant_stops_when_any_agent_above_is_over_its_limit() {
+        let top_cancel = CancellationToken::new();
+        let top = Budget::new(None).below(Some(100), 0, top_cancel.clone());
+        let middle = top.below(Some(1_000), 0, top_cancel.child_token());
+        let bottom = middle.below(Some(1_000), 0, top_cancel.child_token());
+        assert_eq!(bottom.stop(), None);
+        // The top agent's own response takes it over: that trips nothing by itself.
+        top.charge(&usage(120));
+        assert!(!top_cancel.is_cancelled());
+        // Its grandchild's next request would spend tokens it no longer has.
+        assert_eq!(bottom.stop(), Some(StopKind::Cancelled));
+        assert!(top_cancel.is_cancelled());
+        assert_eq!(top.tripped(), Some(StopKind::TokenLimit));
+        assert_eq!(bottom.tripped(), None);
+        assert_eq!(middle.stop(), Some(StopKind::Cancelled));
+    }
+
+    #[test]
+    fn what_is_left_is_the_least_any_limit_above_allows() {
+        let run = Budget::new(Some(10_000));
+        let outer = run.below(Some(100), 0, CancellationToken::new());
+        let inner = outer.below(Some(80), 0, CancellationToken::new());
+        assert_eq!(run.left(), AgentLimits::default(), "the run's is no limit");
+        inner.charge(&usage(30));
+        outer.charge(&usage(50));
+        // outer: 100 - 80 = 20 left; inner: 80 - 30 = 50 left.
+        assert_eq!(inner.left().tokens, Some(20));
+        assert_eq!(inner.inherited().left().tokens, Some(20));
+        assert_eq!(inner.left().time, None);
+        let soon = Instant::now() + Duration::from_secs(60);
+        outer.set_deadline(soon);
+        outer.set_deadline(soon + Duration::from_secs(600));
+        let time = inner.left().time.unwrap();
+        assert!(
+            time <= Duration::from_secs(60) && time > Duration::ZERO,
+            "{time:?}"
+        );
+        // A subagent sharing a budget never sets its owner's deadline.
+        let shared = Budget::new(None).below(None, 0, CancellationToken::new());
+        shared.inherited().set_deadline(soon);
+        assert_eq!(shared.left().time, None);
     }
 
     #[test]

@@ -293,6 +293,14 @@ impl TaskTool {
                 self.allowed.join(", ")
             )));
         }
+        if let Some(zeros) = input.limits.as_ref().map(AgentLimits::zeros) {
+            if !zeros.is_empty() {
+                return Err(ToolOutput::error(format!(
+                    "limits: {} must be above 0 (a zero would stop the subagent before it does anything); leave a limit out to set none",
+                    zeros.join(", ")
+                )));
+            }
+        }
         let answer = match input.output_schema.as_ref().map(AnswerSchema::new) {
             Some(Err(why)) => return Err(ToolOutput::error(format!("output_schema: {why}"))),
             Some(Ok(schema)) => Some(schema),

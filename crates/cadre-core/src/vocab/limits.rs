@@ -18,6 +18,7 @@ pub struct AgentLimits {
         deserialize_with = "numbers::opt_u64",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(range(min = 1))]
     pub tokens: Option<u64>,
     /// Most model requests it may make.
     #[serde(
@@ -25,6 +26,7 @@ pub struct AgentLimits {
         deserialize_with = "numbers::opt_u32",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(range(min = 1))]
     pub turns: Option<u32>,
     /// Most wall time it may take, its subagents' included (`5m`, `90s`, `1h 30m`, or a
     /// number of seconds).

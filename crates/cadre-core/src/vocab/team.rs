@@ -2,6 +2,7 @@
 //! task list's entries, each change to them one [`TeamChange`].
 
 use crate::vocab::agent_path::AgentPath;
+use crate::vocab::limits::AgentLimits;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -28,6 +29,9 @@ pub struct Member {
     /// The schema its answers must match, when the call that started it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<serde_json::Value>,
+    /// The limits the call that started it gave, so a resumed run holds it to them.
+    #[serde(default, skip_serializing_if = "AgentLimits::is_unlimited")]
+    pub limits: AgentLimits,
 }
 
 impl Member {
@@ -43,6 +47,7 @@ impl Member {
             closed: false,
             model: None,
             answer: None,
+            limits: AgentLimits::default(),
         }
     }
 }

@@ -342,10 +342,13 @@ impl Agent {
     async fn wait_for_team(&self, state: &AgentState, accepted: Option<&str>) -> Option<Step> {
         let seat = self.team.as_ref()?;
         let answer = accepted.map_or_else(|| final_text(&state.history), str::to_owned);
+        // Its time limit covers working, not waiting for messages.
+        self.budget.set_idle(true);
         let given = seat
             .idle(&answer, state.woken, state.turns, &self.ctx.cancel)
-            .await?;
-        Some(self.delivered(given))
+            .await;
+        self.budget.set_idle(false);
+        Some(self.delivered(given?))
     }
 
     /// The step that gives this agent `messages`.

@@ -22,7 +22,8 @@ use crate::vocab::step::Step;
 use cadre_model::{ContentBlock, Message, Usage};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
@@ -48,7 +49,7 @@ impl Orchestrator {
         let id = span.id();
         async move {
             let started = Instant::now();
-            self.limit(spec, &mut me, &start, &cancel);
+            self.limit(spec, &mut me, &start, &cancel).await;
             let (mut agent, own_servers) =
                 self.build_agent(spec, &me, cancel, Some(description)).await;
             // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
@@ -56,7 +57,7 @@ impl Orchestrator {
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
-            let _deadline = me
+            let deadline = me
                 .limits
                 .time
                 .map(|time| Deadline::start(time, earlier, &agent.budget));
@@ -77,6 +78,9 @@ impl Orchestrator {
                     resume.await
                 }
             };
+            // Its time limit covers its work: what follows (waiting for its background
+            // subagents, which are cancelled now, its end hooks, its journal) is not cut.
+            drop(deadline);
             // Background subagents never outlive their parent: one that stopped early (turn
             // limit, budget, error) takes them down with it.
             me.background.cancel_all();
@@ -113,7 +117,7 @@ impl Orchestrator {
     /// caller's. With a token or time limit it gets a budget of its own below its parent's,
     /// counting what it and its subagents used in earlier parts of a resumed run, and
     /// reaching one cancels `cancel` — so its subagents stop with it.
-    fn limit(
+    async fn limit(
         &self,
         spec: &AgentSpec,
         me: &mut AgentHandle,
@@ -126,7 +130,10 @@ impl Orchestrator {
         }
         let used = match start {
             Start::Fresh(_) => 0,
-            Start::Resume(rebuilt) => rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path),
+            Start::Resume(rebuilt) => {
+                let members = me.run.team.member_paths().await;
+                rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path, &members)
+            }
         };
         let above = me.budget.take().unwrap_or_else(|| self.budget.clone());
         me.budget = Some(above.below(me.limits.tokens, used, cancel.clone()));
@@ -340,19 +347,63 @@ struct Deadline(tokio::task::AbortHandle);
 impl Deadline {
     /// The time limit `time` of the agent whose budget is `budget`, of which `earlier_ms`
     /// were spent by earlier parts of its run.
-    fn start(time: std::time::Duration, earlier_ms: u64, budget: &Budget) -> Self {
-        let left = time.saturating_sub(std::time::Duration::from_millis(earlier_ms));
+    fn start(time: Duration, earlier_ms: u64, budget: &Budget) -> Self {
+        let left = time.saturating_sub(Duration::from_millis(earlier_ms));
+        budget.set_deadline(Instant::now() + left);
+        let idle = budget.idle_watch();
         let budget = budget.clone();
-        let timer = tokio::spawn(async move {
-            tokio::time::sleep(left).await;
-            budget.time_up();
-        });
+        let timer = tokio::spawn(run_out(left, idle, move || budget.time_up()));
         Self(timer.abort_handle())
     }
+}
+
+/// Waits until the agent has worked `left` — the time it waits idle (`idle` says when)
+/// does not count — then calls `up`.
+async fn run_out(mut left: Duration, mut idle: watch::Receiver<bool>, up: impl FnOnce() + Send) {
+    loop {
+        let started = tokio::time::Instant::now();
+        let went_idle = tokio::select! {
+            () = tokio::time::sleep(left) => break,
+            went = idle.wait_for(|i| *i) => went.is_ok(),
+        };
+        left = left.saturating_sub(started.elapsed());
+        // When no one can say it is idle any more, the rest of its time runs.
+        if !went_idle || idle.wait_for(|i| !*i).await.is_err() {
+            tokio::time::sleep(left).await;
+            break;
+        }
+    }
+    up();
 }
 
 impl Drop for Deadline {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_time_limit_counts_working_time_not_idle_time() {
+        let (tx, rx) = watch::channel(false);
+        let up = Arc::new(AtomicBool::new(false));
+        let timer = tokio::spawn(run_out(Duration::from_secs(10), rx, {
+            let up = up.clone();
+            move || up.store(true, Ordering::Relaxed)
+        }));
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        tx.send_replace(true);
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert!(!up.load(Ordering::Relaxed), "idle time counted");
+        tx.send_replace(false);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!up.load(Ordering::Relaxed), "9 of 10 seconds worked");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(up.load(Ordering::Relaxed), "11 seconds worked");
+        timer.await.unwrap();
     }
 }

@@ -130,11 +130,17 @@ impl RunContext {
 
     /// The tokens the agents below `path` rebuilt from the journal used before the resume
     /// (those not yet reached again), which count against `path`'s token limit.
-    pub(super) fn earlier_tokens_below(&self, path: &AgentPath) -> u64 {
+    ///
+    /// Team members below it (at `members`) and their subtrees are left out: live, they
+    /// charge the run's budget, not their starter's. Left out by path, so it does not
+    /// matter whether a restarted member has taken its state back yet.
+    pub(super) fn earlier_tokens_below(&self, path: &AgentPath, members: &[AgentPath]) -> u64 {
+        let below = |p: &AgentPath| p != path && p.is_within(path);
+        let members: Vec<&AgentPath> = members.iter().filter(|m| below(m)).collect();
         self.lineage
             .resumed
             .iter()
-            .filter(|e| e.key() != path && e.key().is_within(path))
+            .filter(|e| below(e.key()) && !members.iter().any(|m| e.key().is_within(m)))
             .map(|e| e.value().usage.total())
             .sum()
     }

@@ -143,6 +143,17 @@ impl Team {
         self.inner.lock().await.state.clone()
     }
 
+    /// The agent paths of its members.
+    pub async fn member_paths(&self) -> Vec<AgentPath> {
+        let inner = self.inner.lock().await;
+        inner
+            .state
+            .members
+            .values()
+            .map(|m| m.path.clone())
+            .collect()
+    }
+
     /// How many messages wait for the member `name`.
     pub async fn unread(&self, name: &str) -> usize {
         self.inner.lock().await.state.unread(name)

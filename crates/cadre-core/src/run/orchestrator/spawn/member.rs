@@ -5,6 +5,7 @@ use crate::definitions::spec::AgentSpec;
 use crate::record::journal::Journal;
 use crate::run::answer::AnswerSchema;
 use crate::run::background::TaskResult;
+use crate::run::budget::Budget;
 use crate::run::orchestrator::config::RunError;
 use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
 use crate::run::orchestrator::run_context::RunContext;
@@ -79,8 +80,9 @@ impl Orchestrator {
         // Its call's settings go with it, so a resumed run starts it as this one did.
         member.model = Some(model.clone());
         member.answer = task.answer.map(|a| a.schema().clone());
-        run.team.join(&parent.path, member).await;
         let me = called_member(parent, task, path, depth, model, name);
+        member.limits = me.limits;
+        run.team.join(&parent.path, member).await;
         let rx = self
             .spawn_member(spec, me, task.description, task.prompt, None)
             .await;
@@ -243,8 +245,8 @@ impl Orchestrator {
     }
 
     /// The handle of `member` at `path`, of type `spec`, as a resumed run starts it again:
-    /// with the model and schema it joined with (a run journaled before they were kept
-    /// falls back to its type's model, and no schema).
+    /// with the model, schema and limits it joined with (a run journaled before they were
+    /// kept falls back to its type's model, and no schema or call limits).
     fn member_handle(
         &self,
         run: &Arc<RunContext>,
@@ -260,6 +262,7 @@ impl Orchestrator {
         let workspace = self.config.workspace.clone();
         let mut me = AgentHandle::new(run.clone(), path, depth, model, workspace);
         me.member = Some(member.name.clone());
+        me.limits = member.limits;
         me.answer = member.answer.as_ref().and_then(|schema| {
             AnswerSchema::new(schema)
                 .map_err(|e| tracing::warn!("{}'s output schema is unusable: {e}", member.name))
@@ -284,8 +287,11 @@ fn called_member(
     me.member = Some(name.to_owned());
     me.answer = task.answer.cloned();
     // Its own limits hold; a member outlives its caller's turn, so they count against the
-    // run's budget rather than its caller's.
-    me.limits = task.limits.copied().unwrap_or_default();
+    // run's budget rather than its caller's. What its caller's limits (and those above)
+    // leave of tokens and time when it starts caps it, so no member gets around them.
+    let call = task.limits.copied().unwrap_or_default();
+    let left = parent.budget.as_ref().map(Budget::left).unwrap_or_default();
+    me.limits = call.tightened_by(&left);
     me
 }
 

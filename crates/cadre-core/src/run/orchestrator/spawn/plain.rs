@@ -6,7 +6,7 @@ use super::with_report;
 use crate::definitions::spec::AgentSpec;
 use crate::run::budget::Budget;
 use crate::run::continuation::{self, MAX_CONTINUATIONS};
-use crate::run::delegate::{Delegate, DelegatedCall};
+use crate::run::delegate::{Delegate, Delegated, DelegatedCall};
 use crate::run::orchestrator::handle::{AgentHandle, Start, TaskCall};
 use crate::run::orchestrator::run_context::RunContext;
 use crate::run::orchestrator::Orchestrator;
@@ -14,6 +14,7 @@ use crate::run::state::AgentState;
 use crate::run::task_result::SubagentError;
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
+use cadre_model::Usage;
 use cadre_tools::{Finished, Workspace, Worktree};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -71,7 +72,7 @@ impl Orchestrator {
             ),
         };
         if let Some(delegate) = &self.config.delegate {
-            let delegated = Box::pin(self.delegated(delegate, parent, spec, task, path));
+            let delegated = Box::pin(self.delegated(delegate, parent, spec, task, path, &cancel));
             return delegated.await;
         }
         let model = self.model_for(spec, &parent.model);
@@ -158,6 +159,9 @@ impl Orchestrator {
 
     /// Hands the subagent at `path` of type `spec` that `parent`'s `task` starts to the
     /// run's `delegate` (a durable engine's workers) and keeps the records it brings back.
+    /// It is held to its caller's limits as one run here is: what they leave of tokens and
+    /// time tightens its type, what it used is charged to them, and the call ends
+    /// `cancelled` when `cancel` (its caller's) is.
     async fn delegated(
         &self,
         delegate: &Arc<dyn Delegate>,
@@ -165,27 +169,44 @@ impl Orchestrator {
         spec: &AgentSpec,
         task: &TaskCall<'_>,
         path: AgentPath,
+        cancel: &CancellationToken,
     ) -> Result<String, SubagentError> {
         if task.answer.is_some() {
             return Err(SubagentError::SchemaOnEngine);
         }
-        // The call's limits travel in the type the workers are sent, where they tighten it.
+        // The call's limits, and what its caller's leave, travel in the type the workers
+        // are sent, where they tighten it.
         let mut spec = spec.clone();
         if let Some(limits) = task.limits {
             spec.limits = spec.limits.tightened_by(limits);
         }
-        let done = delegate
-            .run(DelegatedCall {
-                path: path.clone(),
-                depth: parent.depth + 1,
-                model: self.model_for(&spec, &parent.model),
-                spec,
-                description: task.description.to_owned(),
-                prompt: task.prompt.to_owned(),
-                // The current span is the `Task` call's.
-                trace: cadre_tools::trace_context::traceparent(),
-            })
-            .await;
+        if let Some(budget) = &parent.budget {
+            spec.limits = spec.limits.tightened_by(&budget.left());
+        }
+        let call = DelegatedCall {
+            path: path.clone(),
+            depth: parent.depth + 1,
+            model: self.model_for(&spec, &parent.model),
+            spec,
+            description: task.description.to_owned(),
+            prompt: task.prompt.to_owned(),
+            // The current span is the `Task` call's.
+            trace: cadre_tools::trace_context::traceparent(),
+        };
+        let done = tokio::select! {
+            done = delegate.run(call) => done,
+            () = cancel.cancelled() => Delegated::stopped(StopKind::Cancelled),
+        };
+        if let Some(budget) = &parent.budget {
+            // Charged as a subagent sharing its caller's budget: taking an agent above
+            // over its limit trips it.
+            let tokens = done.records.iter().map(|r| r.usage.total()).sum();
+            let used = Usage {
+                input_tokens: tokens,
+                ..Usage::default()
+            };
+            budget.inherited().charge(&used);
+        }
         self.roster.record_all(done.records);
         with_report(
             self.task_result(&parent.run, &path, done.stop, done.text),
