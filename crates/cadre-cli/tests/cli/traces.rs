@@ -901,6 +901,23 @@ async fn an_untrusted_projects_telemetry_table_sends_nowhere_and_says_so() {
 }
 
 #[tokio::test]
+async fn a_trusted_projects_collector_gets_none_of_the_users_headers() {
+    let collector = Collector::start().await;
+    let project = format!("[telemetry]\nendpoint = \"{}\"\n", collector.endpoint);
+    let user = "[telemetry]\nheaders = { x-tenant = \"mine\" }\n";
+    run_with_settings(user, &project, &[], &["--trust-project"]).await;
+    assert_eq!(collector.spans().len(), 9);
+    let tenants = collector.received.lock().unwrap().tenants.clone();
+    assert!(tenants.is_empty(), "{tenants:?}");
+    // The environment's headers would ride along to it: the project's endpoint is not used.
+    let env = [("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=from-env")];
+    run_with_settings("", &project, &env, &["--trust-project"]).await;
+    assert_eq!(collector.spans().len(), 9, "nothing more was sent");
+    let tenants = collector.received.lock().unwrap().tenants.clone();
+    assert!(tenants.is_empty(), "{tenants:?}");
+}
+
+#[tokio::test]
 async fn a_project_the_user_trusts_sends_where_its_telemetry_table_says_and_a_change_undoes_it() {
     let collector = Collector::start().await;
     let dir = tempfile::tempdir().unwrap();

@@ -252,3 +252,45 @@ fn an_untrusted_project_sets_no_telemetry_endpoint_headers_or_content() {
         assert!(gated.contains(&key), "{key} not in {gated:?}");
     }
 }
+
+#[test]
+fn a_collector_gets_only_the_headers_written_beside_its_endpoint() {
+    let root = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let write = |dir: &std::path::Path, name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).unwrap();
+    };
+    write(
+        root.path(),
+        PROJECT_FILE,
+        "[telemetry]\nendpoint = \"http://project.example:4318\"\n",
+    );
+    write(
+        user.path(),
+        USER_FILE,
+        "[telemetry]\nheaders = \"x-api-key=secret\"\nprotocol = \"grpc\"\n",
+    );
+    let files = files(root.path(), Some(user.path())).unwrap();
+    let values = super::resolve::telemetry_values_with(&files, true, false);
+    assert_eq!(
+        values["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        "http://project.example:4318"
+    );
+    // The user's headers and protocol are for the user's collector, not the project's.
+    assert!(
+        !values.contains_key("OTEL_EXPORTER_OTLP_HEADERS"),
+        "{values:?}"
+    );
+    assert!(
+        !values.contains_key("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        "{values:?}"
+    );
+    // Where the environment names a collector or headers, the project's endpoint is not
+    // used: the exporter would add the environment's headers to it.
+    let values = super::resolve::telemetry_values_with(&files, true, true);
+    assert!(
+        !values.contains_key("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "{values:?}"
+    );
+    assert_eq!(values["OTEL_EXPORTER_OTLP_HEADERS"], "x-api-key=secret");
+}
