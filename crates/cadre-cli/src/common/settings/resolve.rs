@@ -246,12 +246,16 @@ const DESTINATION: &[&str] = &[
     "telemetry.protocol",
 ];
 
-/// Each `[telemetry]` setting `files` give, its value and where. Where telemetry goes (its
-/// endpoint, headers and protocol) comes whole from one file: the one whose endpoint is
-/// used, else the user's. A project's endpoint is used only where the table lets the
-/// project (`trusted`) set it and the environment (`env_sends`) names no collector or
-/// headers: the exporter adds the environment's headers, the user's secrets, to whatever
-/// endpoint it is given.
+/// Each `[telemetry]` setting `files` give, its value and where. The user's file comes
+/// first: a project's only fills what it leaves unset (where the table lets the project,
+/// `trusted` or not, set the key), and never turns off or redirects what the user set up.
+/// Where telemetry goes (its endpoint, headers and protocol) comes whole from one file: the
+/// user's when it names an endpoint, else the project's when it does, else the user's. A
+/// project's endpoint is used only where the table lets the project (`trusted`) set it and
+/// the environment (`env_sends`) names no collector or headers: the exporter adds the
+/// environment's headers, the user's secrets, to whatever endpoint it is given. The
+/// project's `metrics` counts only with its own endpoint: it does not send to a default
+/// collector the user never asked for.
 fn telemetry_files<'a>(
     files: &'a CadreFiles,
     trusted: bool,
@@ -259,23 +263,23 @@ fn telemetry_files<'a>(
 ) -> Vec<(&'static str, &'a Value, Source)> {
     let project_may = |key: &str| !env_sends && may_set(key, trusted);
     let is_project = |f: &SettingsFile| std::ptr::eq(f, &files.project);
-    let sender = files
-        .iter()
+    let users_first = || files.user.iter().chain(std::iter::once(&files.project));
+    let sender = users_first()
         .filter(|f| !is_project(*f) || project_may("telemetry.endpoint"))
         .find(|f| f.has("telemetry.endpoint"))
         .or(files.user.as_ref());
+    let project_sends = sender.is_some_and(is_project);
     table::ROWS
         .iter()
         .filter(|r| r.key.starts_with("telemetry."))
         .filter_map(|r| {
             let (value, source) = if DESTINATION.contains(&r.key) {
-                let from = sender?;
-                if is_project(from) && !may_set(r.key, trusted) {
-                    return None;
-                }
-                from.get(r.key)?
+                sender?.get(r.key)?
             } else {
-                file_value(files, r.key, trusted)?
+                users_first()
+                    .filter(|f| !is_project(*f) || may_set(r.key, trusted))
+                    .filter(|f| !is_project(*f) || r.key != "telemetry.metrics" || project_sends)
+                    .find_map(|f| f.get(r.key))?
             };
             Some((r.key, value, source))
         })
