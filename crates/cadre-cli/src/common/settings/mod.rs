@@ -14,7 +14,7 @@ mod resolve;
 mod sources;
 
 pub use resolve::{engine_refusals, resolve_from, telemetry_values, Settings};
-pub use sources::{claude_files, files, CadreFiles, Sources};
+pub use sources::{claude_files, files, user_files, CadreFiles, Sources};
 
 // What only the tests reach through this module.
 #[cfg(test)]

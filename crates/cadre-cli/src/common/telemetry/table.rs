@@ -9,7 +9,7 @@
 
 use crate::common::project::{user_dir, workspace_root};
 use crate::common::project_items::of_project;
-use crate::common::settings::{files, telemetry_values, CadreFiles};
+use crate::common::settings::{files, telemetry_values, user_files, CadreFiles};
 use crate::common::table::{self, Project};
 use crate::common::trust::{State, Store};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,14 @@ pub fn configure_from_settings(directory: Option<PathBuf>, trust_flag: bool) {
     };
     let trusted = trust_flag || !sets_gated(&files) || trusted_now(&root);
     super::vars::set_table(telemetry_values(&files, trusted));
+}
+
+/// Reads the `[telemetry]` table of the user's file alone (a worker's: it serves no
+/// project of its own). A file that cannot be read gives nothing.
+pub fn configure_from_user_settings() {
+    if let Ok(files) = user_files(user_dir(true).as_deref()) {
+        super::vars::set_table(telemetry_values(&files, false));
+    }
 }
 
 /// Whether the project's file sets a telemetry setting that needs trust.
