@@ -13,7 +13,7 @@ use crate::common::definitions::load_registry_from;
 use crate::common::exit::{CliError, Result};
 use crate::common::hooks::{aligned, is_project_type, ConfiguredHooks, Flags};
 use crate::common::project::{require_dirs, user_dir};
-use crate::common::settings::{resolve_from, Settings, Sources};
+use crate::common::settings::{resolve_from, shown_value, Settings, Sources};
 use crate::common::trust::{State, Store};
 use cadre_core::internal::guarded_tools;
 use cadre_core::{AgentSpec, HookEvent, Hooks, McpServerRef, PermissionMode, Registry, RuleFrom};
@@ -66,7 +66,8 @@ impl ProjectItems {
         this.shadows(root, registry);
         for (key, value, source) in sources.project_gated() {
             this.items.push(Item {
-                what: format!("{key} = {value:?}"),
+                // Shown as `config show` shows it (no header's value); covered whole.
+                what: format!("{key} = {:?}", shown_value(key, &value)),
                 file: source.to_string(),
                 hook: false,
                 off: None,
@@ -653,6 +654,28 @@ mod tests {
         let sources = Sources::read(root, None).unwrap();
         let registry = load_registry_from(root, &[], false);
         ProjectItems::gather(root, &sources, &registry, flags)
+    }
+
+    #[test]
+    fn a_projects_header_values_are_not_shown_but_are_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let of = |secret: &str| {
+            let table = format!(
+                "[telemetry]\nendpoint = \"http://c:4318\"\nheaders = \"x-api-key={secret}\"\n"
+            );
+            std::fs::write(dir.path().join("cadre.toml"), table).unwrap();
+            let sources = Sources::read(dir.path(), None).unwrap();
+            let registry = load_registry_from(dir.path(), &[], false);
+            ProjectItems::gather(dir.path(), &sources, &registry, Flags::default())
+        };
+        let items = of("s3cret");
+        let shown: Vec<&str> = items.items.iter().map(|i| i.what.as_str()).collect();
+        assert!(
+            shown.contains(&"telemetry.headers = \"x-api-key=…\""),
+            "{shown:?}"
+        );
+        assert!(!shown.iter().any(|w| w.contains("s3cret")), "{shown:?}");
+        assert_ne!(items.fingerprint(), of("other").fingerprint());
     }
 
     #[test]

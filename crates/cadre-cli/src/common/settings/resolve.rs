@@ -181,16 +181,20 @@ fn telemetry_entry(key: &str, files: &CadreFiles, trusted: bool) -> (String, Str
             None => return (key.to_owned(), "(none)".to_owned(), Source::Default),
         },
     };
-    let shown = if key == "telemetry.headers" {
-        value
-            .split(',')
-            .filter_map(|kv| kv.split_once('=').map(|(k, _)| format!("{}=…", k.trim())))
-            .collect::<Vec<_>>()
-            .join(",")
-    } else {
-        value
-    };
-    (key.to_owned(), shown, source)
+    (key.to_owned(), shown_value(key, &value), source)
+}
+
+/// A setting's value as it may be shown: the headers' names alone (their values are
+/// secrets), every other value as it is.
+pub fn shown_value(key: &str, value: &str) -> String {
+    if key != "telemetry.headers" {
+        return value.to_owned();
+    }
+    value
+        .split(',')
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| format!("{}=…", k.trim())))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The values the `[telemetry]` tables of `files` give, by the variable each stands for
