@@ -25,7 +25,7 @@ pub fn cadre() -> ExitCode {
     let export = !matches!(cli.command, Some(args::Command::Worker(_)));
     if export {
         // The `[telemetry]` table, before the exporters start with the logging.
-        common::telemetry::configure_from_settings(cli.directory.clone(), cli.trusts_project());
+        common::telemetry::configure_from_settings(cli.directory.clone(), cli.run_args());
     }
     common::logging::init_logging(cli.verbose, cli.quiet, true, export);
     // Before the runtime starts its threads, so setting the variable races no reader.

@@ -319,6 +319,37 @@ pub fn state(items: &ProjectItems, root: &Path, flags: Flags) -> Option<State> {
     Some(Store::load(user_dir(true).as_deref()).state(root, &items.fingerprint()))
 }
 
+/// What a run with `args` reads to decide the project's trust: the settings files, the
+/// agent types (its `--agents-dir` too), its flags, and the project's items among them.
+fn run_items(
+    args: &RunArgs,
+    root: &Path,
+    user_dir: Option<&Path>,
+    include_user: bool,
+) -> Result<(Sources, Registry, Flags, ProjectItems)> {
+    let sources = Sources::read(root, user_dir)?;
+    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+    let registry = load_registry_from(root, &args.dirs.agents_dir, include_user);
+    let flags = Flags::from(args);
+    let items = ProjectItems::gather(root, &sources, &registry, flags);
+    Ok((sources, registry, flags, items))
+}
+
+/// Whether a run with `args` uses the project's items without asking anyone: the trust
+/// file trusts them as the run sees them (its `--agents-dir` included), or the run gives
+/// `--trust-project`, or there are none. What is read before the run decides (its
+/// telemetry) asks this, so that it agrees with [`decide_run`]; a project trusted only at
+/// the run's prompt counts from the next run.
+pub fn trusted_without_asking(args: &RunArgs, root: &Path) -> bool {
+    let include_user = args.record.is_none() && args.replay.is_none();
+    let Ok((_, _, flags, items)) =
+        run_items(args, root, user_dir(include_user).as_deref(), include_user)
+    else {
+        return false;
+    };
+    matches!(state(&items, root, flags), None | Some(State::Trusted))
+}
+
 /// A run's settings and agent types once the project's trust is decided and applied.
 pub struct Decided {
     /// The merged settings, the project's items in them only when trusted.
@@ -343,12 +374,8 @@ pub fn decide_run(
     user_dir: Option<&Path>,
     include_user: bool,
 ) -> Result<Decided> {
-    let sources = Sources::read(root, user_dir)?;
-    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
-    let mut registry = load_registry_from(root, &args.dirs.agents_dir, include_user);
+    let (sources, mut registry, flags, items) = run_items(args, root, user_dir, include_user)?;
     crate::common::definitions::refuse_unloadable_hooks(&registry)?;
-    let flags = Flags::from(&*args);
-    let items = ProjectItems::gather(root, &sources, &registry, flags);
     let trusted = decide(&items, root, flags)?;
     // Untrusted, a project type does not replace the user's own guarded one.
     if !trusted && include_user {
