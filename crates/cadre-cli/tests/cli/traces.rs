@@ -642,10 +642,17 @@ async fn metrics_carry_the_token_counts_and_durations_of_the_requests() {
     let spent_of = |kind: &str| -> i64 {
         spent
             .iter()
-            .filter(|(a, _)| has(a, "gen_ai.token.type", kind))
+            .filter(|(a, _)| has(a, "cadre.token.type", kind))
             .map(|(_, v)| v)
             .sum()
     };
+    // cadre's own kinds are not put under the conventions' attribute (input or output).
+    assert!(
+        spent
+            .iter()
+            .all(|(a, _)| !a.iter().any(|(k, _)| k == "gen_ai.token.type")),
+        "{spent:?}"
+    );
     assert_eq!(spent_of("input"), 2030);
     assert_eq!(spent_of("cache_read"), 1500);
     assert_eq!(spent_of("output"), 65);
