@@ -260,16 +260,16 @@ const DESTINATION: &[&str] = &[
 /// environment's headers, the user's secrets, to whatever endpoint it is given. The
 /// project's `metrics` counts only with its own endpoint: it does not send to a default
 /// collector the user never asked for.
-fn telemetry_files<'a>(
-    files: &'a CadreFiles,
+fn telemetry_files(
+    files: &CadreFiles,
     trusted: bool,
     env_sends: bool,
-) -> Vec<(&'static str, &'a Value, Source)> {
+) -> Vec<(&'static str, &Value, Source)> {
     let project_may = |key: &str| !env_sends && may_set(key, trusted);
     let is_project = |f: &SettingsFile| std::ptr::eq(f, &files.project);
     let users_first = || files.user.iter().chain(std::iter::once(&files.project));
     let sender = users_first()
-        .filter(|f| !is_project(*f) || project_may("telemetry.endpoint"))
+        .filter(|f| !is_project(f) || project_may("telemetry.endpoint"))
         .find(|f| f.has("telemetry.endpoint"))
         .or(files.user.as_ref());
     let project_sends = sender.is_some_and(is_project);
@@ -281,8 +281,8 @@ fn telemetry_files<'a>(
                 sender?.get(r.key)?
             } else {
                 users_first()
-                    .filter(|f| !is_project(*f) || may_set(r.key, trusted))
-                    .filter(|f| !is_project(*f) || r.key != "telemetry.metrics" || project_sends)
+                    .filter(|f| !is_project(f) || may_set(r.key, trusted))
+                    .filter(|f| !is_project(f) || r.key != "telemetry.metrics" || project_sends)
                     .find_map(|f| f.get(r.key))?
             };
             Some((r.key, value, source))
