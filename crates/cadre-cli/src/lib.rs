@@ -20,9 +20,14 @@ use std::process::ExitCode;
 /// Runs `cadre` on the process's command line; its exit code.
 pub fn cadre() -> ExitCode {
     let cli: Cli = args::from_env();
-    // The `[telemetry]` table, before the exporters start with the logging.
-    common::telemetry::configure_from_settings(cli.directory.clone(), cli.trusts_project());
-    common::logging::init_logging(cli.verbose, cli.quiet, true);
+    // `cadre worker` becomes `cadre-worker`, which exports on its own: nothing is set up
+    // here for the moment before the exec.
+    let export = !matches!(cli.command, Some(args::Command::Worker(_)));
+    if export {
+        // The `[telemetry]` table, before the exporters start with the logging.
+        common::telemetry::configure_from_settings(cli.directory.clone(), cli.run_args());
+    }
+    common::logging::init_logging(cli.verbose, cli.quiet, true, export);
     // Before the runtime starts its threads, so setting the variable races no reader.
     if let Err(err) = commands::mcp_serve::mark_served(&cli) {
         errln!("cadre: {}", err.report());
@@ -44,7 +49,9 @@ pub fn cadre_worker() -> ExitCode {
             return Code::Config.into();
         }
     };
-    common::logging::init_logging(cmd.verbose, false, false);
+    // The user's own `[telemetry]` table: a worker serves no project of its own.
+    common::telemetry::configure_from_user_settings();
+    common::logging::init_logging(cmd.verbose, false, false, true);
     let code = block_on(commands::worker::serve(cmd));
     // The spans of the worker's calls still queued go out too.
     common::telemetry::shutdown();

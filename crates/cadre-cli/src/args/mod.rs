@@ -56,13 +56,14 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Whether the command trusts the project this once (`--trust-project`).
-    pub fn trusts_project(&self) -> bool {
+    /// The run options of a command that runs agents (and so decides the project's trust).
+    pub fn run_args(&self) -> Option<&RunArgs> {
         match &self.command {
-            Some(Command::Run(cmd)) => cmd.args.trust_project,
-            Some(Command::Chat(cmd)) => cmd.args.trust_project,
-            Some(Command::Resume(cmd)) => cmd.args.trust_project,
-            _ => false,
+            Some(Command::Run(cmd)) => Some(&cmd.args),
+            Some(Command::Chat(cmd)) => Some(&cmd.args),
+            Some(Command::Resume(cmd)) => Some(&cmd.args),
+            Some(Command::Mcp(McpCommand::Serve(cmd))) => Some(&cmd.args),
+            _ => None,
         }
     }
 }

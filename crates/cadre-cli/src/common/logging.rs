@@ -13,8 +13,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 /// Logs to stderr: warnings by default, more with `-v`/`-vv`, errors only with `-q`; `RUST_LOG` overrides.
 /// With `plain` and no `-v`, a warning reads as cadre's other messages (`cadre: warning: …`);
-/// otherwise each line carries its time and level, as a log does.
-pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
+/// otherwise each line carries its time and level, as a log does. With `export`, cadre's
+/// spans and metrics go out as the telemetry settings say.
+pub fn init_logging(verbose: u8, quiet: bool, plain: bool, export: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "error",
         // Retries and a cassette's cut-off last line are already told in plain words; the
@@ -48,14 +49,15 @@ pub fn init_logging(verbose: u8, quiet: bool, plain: bool) {
     };
     let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
     #[cfg(feature = "otel")]
-    {
+    if export {
         let (telemetry, why) = super::telemetry::layer();
         registry.with(telemetry).init();
         if let Some(why) = why {
             tracing::warn!("{why}");
         }
+        return;
     }
-    #[cfg(not(feature = "otel"))]
+    let _ = export;
     registry.init();
 }
 

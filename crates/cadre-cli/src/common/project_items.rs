@@ -13,7 +13,7 @@ use crate::common::definitions::load_registry_from;
 use crate::common::exit::{CliError, Result};
 use crate::common::hooks::{aligned, is_project_type, ConfiguredHooks, Flags};
 use crate::common::project::{require_dirs, user_dir};
-use crate::common::settings::{resolve_from, Settings, Sources};
+use crate::common::settings::{resolve_from, shown_value, Settings, Sources};
 use crate::common::trust::{State, Store};
 use cadre_core::internal::guarded_tools;
 use cadre_core::{AgentSpec, HookEvent, Hooks, McpServerRef, PermissionMode, Registry, RuleFrom};
@@ -66,7 +66,8 @@ impl ProjectItems {
         this.shadows(root, registry);
         for (key, value, source) in sources.project_gated() {
             this.items.push(Item {
-                what: format!("{key} = {value:?}"),
+                // Shown as `config show` shows it (no header's value); covered whole.
+                what: format!("{key} = {:?}", shown_value(key, &value)),
                 file: source.to_string(),
                 hook: false,
                 off: None,
@@ -318,6 +319,37 @@ pub fn state(items: &ProjectItems, root: &Path, flags: Flags) -> Option<State> {
     Some(Store::load(user_dir(true).as_deref()).state(root, &items.fingerprint()))
 }
 
+/// What a run with `args` reads to decide the project's trust: the settings files, the
+/// agent types (its `--agents-dir` too), its flags, and the project's items among them.
+fn run_items(
+    args: &RunArgs,
+    root: &Path,
+    user_dir: Option<&Path>,
+    include_user: bool,
+) -> Result<(Sources, Registry, Flags, ProjectItems)> {
+    let sources = Sources::read(root, user_dir)?;
+    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
+    let registry = load_registry_from(root, &args.dirs.agents_dir, include_user);
+    let flags = Flags::from(args);
+    let items = ProjectItems::gather(root, &sources, &registry, flags);
+    Ok((sources, registry, flags, items))
+}
+
+/// Whether a run with `args` uses the project's items without asking anyone: the trust
+/// file trusts them as the run sees them (its `--agents-dir` included), or the run gives
+/// `--trust-project`, or there are none. What is read before the run decides (its
+/// telemetry) asks this, so that it agrees with [`decide_run`]; a project trusted only at
+/// the run's prompt counts from the next run.
+pub fn trusted_without_asking(args: &RunArgs, root: &Path) -> bool {
+    let include_user = args.record.is_none() && args.replay.is_none();
+    let Ok((_, _, flags, items)) =
+        run_items(args, root, user_dir(include_user).as_deref(), include_user)
+    else {
+        return false;
+    };
+    matches!(state(&items, root, flags), None | Some(State::Trusted))
+}
+
 /// A run's settings and agent types once the project's trust is decided and applied.
 pub struct Decided {
     /// The merged settings, the project's items in them only when trusted.
@@ -342,12 +374,8 @@ pub fn decide_run(
     user_dir: Option<&Path>,
     include_user: bool,
 ) -> Result<Decided> {
-    let sources = Sources::read(root, user_dir)?;
-    require_dirs(&args.dirs.agents_dir, "--agents-dir")?;
-    let mut registry = load_registry_from(root, &args.dirs.agents_dir, include_user);
+    let (sources, mut registry, flags, items) = run_items(args, root, user_dir, include_user)?;
     crate::common::definitions::refuse_unloadable_hooks(&registry)?;
-    let flags = Flags::from(&*args);
-    let items = ProjectItems::gather(root, &sources, &registry, flags);
     let trusted = decide(&items, root, flags)?;
     // Untrusted, a project type does not replace the user's own guarded one.
     if !trusted && include_user {
@@ -653,6 +681,28 @@ mod tests {
         let sources = Sources::read(root, None).unwrap();
         let registry = load_registry_from(root, &[], false);
         ProjectItems::gather(root, &sources, &registry, flags)
+    }
+
+    #[test]
+    fn a_projects_header_values_are_not_shown_but_are_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let of = |secret: &str| {
+            let table = format!(
+                "[telemetry]\nendpoint = \"http://c:4318\"\nheaders = \"x-api-key={secret}\"\n"
+            );
+            std::fs::write(dir.path().join("cadre.toml"), table).unwrap();
+            let sources = Sources::read(dir.path(), None).unwrap();
+            let registry = load_registry_from(dir.path(), &[], false);
+            ProjectItems::gather(dir.path(), &sources, &registry, Flags::default())
+        };
+        let items = of("s3cret");
+        let shown: Vec<&str> = items.items.iter().map(|i| i.what.as_str()).collect();
+        assert!(
+            shown.contains(&"telemetry.headers = \"x-api-key=…\""),
+            "{shown:?}"
+        );
+        assert!(!shown.iter().any(|w| w.contains("s3cret")), "{shown:?}");
+        assert_ne!(items.fingerprint(), of("other").fingerprint());
     }
 
     #[test]

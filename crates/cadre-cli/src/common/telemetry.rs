@@ -28,7 +28,7 @@ mod vars;
 
 #[cfg(feature = "otel")]
 pub use otlp::{in_callers_trace, layer, shutdown};
-pub use table::configure_from_settings;
+pub use table::{configure_from_settings, configure_from_user_settings};
 
 /// What content the run's spans carry: prompts with `OTEL_LOG_USER_PROMPTS=1`, tool inputs
 /// and results with `OTEL_LOG_TOOL_DETAILS=1` (Claude Code's names), each piece cut to

@@ -1784,6 +1784,31 @@ async fn a_run_whose_worker_cannot_be_reached_says_why_while_it_waits() {
     assert!(!said.contains("cannot reach Restate"), "{said}");
 }
 
+#[tokio::test]
+async fn a_worker_exports_as_the_users_telemetry_table_says_and_cadre_builds_no_exporter_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join(".config/cadre/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    // Metrics asked for by the user's table alone; a protocol no exporter speaks, so each
+    // process that builds exporters says so on stderr.
+    std::fs::write(&config, "[telemetry]\nmetrics = true\n").unwrap();
+    let env = [
+        ("OTEL_TRACES_EXPORTER", "otlp"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+    ];
+    let (line, said) = worker_until_listening(dir.path(), "127.0.0.1:0", &[], &env);
+    assert!(line.contains("listening on"), "{line}\n{said}");
+    // The worker's own: traces from the environment, metrics from the table. None from
+    // `cadre worker` before it became the worker.
+    assert_eq!(said.matches("traces are not exported").count(), 1, "{said}");
+    assert_eq!(
+        said.matches("metrics are not exported").count(),
+        1,
+        "{said}"
+    );
+}
+
 /// Starts `cadre worker --listen LISTEN ARGS` with `env` (and no identity key from the
 /// environment), waits for the first line it prints (its address, once it listens), stops
 /// it, and returns that line and what it wrote to stderr.

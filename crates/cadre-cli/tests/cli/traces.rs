@@ -478,6 +478,91 @@ async fn a_collector_that_never_answers_is_one_warning_and_the_run_does_not_wait
 }
 
 #[tokio::test]
+async fn a_collector_that_never_answers_costs_the_exit_about_a_second_at_most() {
+    use tokio::io::AsyncBufReadExt as _;
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let mut cmd = tokio::process::Command::new(assert_cmd::cargo::cargo_bin("cadre"));
+    for (name, _) in std::env::vars_os().filter(|(n, _)| n.to_string_lossy().starts_with("OTEL_")) {
+        cmd.env_remove(name);
+    }
+    let mut child = cmd
+        .current_dir(dir.path())
+        .args(["run", PROMPT])
+        .env("HOME", dir.path())
+        .env("ANTHROPIC_BASE_URL", server.uri())
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_METRICS_EXPORTER", "otlp")
+        .env("OTEL_BSP_EXPORT_TIMEOUT", "300000")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "300000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answered = None;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line.contains("Survey complete.") {
+            answered = Some(std::time::Instant::now());
+        }
+    }
+    let status = child.wait().await.unwrap();
+    let exit_took = answered.expect("the run's answer").elapsed();
+    assert!(status.success());
+    // The exit waits 0.8 s for the spans and the last metrics; bound generously, so that a
+    // loaded machine cannot trip it while a wait for the exports' own timeouts (minutes
+    // here) would.
+    assert!(
+        exit_took < std::time::Duration::from_secs(3),
+        "{exit_took:?}"
+    );
+    drop(silent);
+}
+
+#[tokio::test]
+async fn an_untrusted_project_sends_no_content_to_the_users_collector_nor_traceparents_to_the_model(
+) {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_file(
+        &home.path().join(".config/cadre/config.toml"),
+        &format!("[telemetry]\nendpoint = \"{}\"\n", collector.endpoint),
+    );
+    write_file(
+        &dir.path().join("cadre.toml"),
+        "[telemetry]\nlog_user_prompts = true\nlog_tool_details = true\ntraceparent_to_model = true\n",
+    );
+    let server = MockServer::start().await;
+    fan_out(&server).await;
+    let uri = server.uri();
+    let env = [
+        ("ANTHROPIC_BASE_URL", uri.as_str()),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("HOME", home.path().to_str().unwrap()),
+        ("CADRE_OTEL_EXIT_WAIT_MS", "60000"),
+    ];
+    let out = cadre_env(dir.path(), &env, &["run", PROMPT]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("telemetry.log_user_prompts"),
+        "{}",
+        out.stderr
+    );
+    // The user's collector gets the run's spans, without the prompt.
+    assert_eq!(collector.spans().len(), 9);
+    assert!(!collector.saw("TRACE-MARKER-7f3a"));
+    let sent = traceparents(&server);
+    assert_eq!(sent.len(), 4);
+    assert!(sent.iter().all(Option::is_none), "{sent:?}");
+}
+
+#[tokio::test]
 async fn http_json_is_spoken_when_asked() {
     let collector = Collector::start().await;
     traced_run(&collector, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]).await;
@@ -663,10 +748,17 @@ async fn metrics_carry_the_token_counts_and_durations_of_the_requests() {
     let spent_of = |kind: &str| -> i64 {
         spent
             .iter()
-            .filter(|(a, _)| has(a, "gen_ai.token.type", kind))
+            .filter(|(a, _)| has(a, "cadre.token.type", kind))
             .map(|(_, v)| v)
             .sum()
     };
+    // cadre's own kinds are not put under the conventions' attribute (input or output).
+    assert!(
+        spent
+            .iter()
+            .all(|(a, _)| !a.iter().any(|(k, _)| k == "gen_ai.token.type")),
+        "{spent:?}"
+    );
     assert_eq!(spent_of("input"), 2030);
     assert_eq!(spent_of("cache_read"), 1500);
     assert_eq!(spent_of("output"), 65);
@@ -919,6 +1011,23 @@ async fn an_untrusted_projects_telemetry_table_sends_nowhere_and_says_so() {
     assert!(!out.stderr.contains("left out"), "{}", out.stderr);
     assert_eq!(collector.spans().len(), 9);
     assert!(collector.saw("TRACE-MARKER-7f3a"));
+}
+
+#[tokio::test]
+async fn a_trusted_projects_collector_gets_none_of_the_users_headers() {
+    let collector = Collector::start().await;
+    let project = format!("[telemetry]\nendpoint = \"{}\"\n", collector.endpoint);
+    let user = "[telemetry]\nheaders = { x-tenant = \"mine\" }\n";
+    run_with_settings(user, &project, &[], &["--trust-project"]).await;
+    assert_eq!(collector.spans().len(), 9);
+    let tenants = collector.received.lock().unwrap().tenants.clone();
+    assert!(tenants.is_empty(), "{tenants:?}");
+    // The environment's headers would ride along to it: the project's endpoint is not used.
+    let env = [("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=from-env")];
+    run_with_settings("", &project, &env, &["--trust-project"]).await;
+    assert_eq!(collector.spans().len(), 9, "nothing more was sent");
+    let tenants = collector.received.lock().unwrap().tenants.clone();
+    assert!(tenants.is_empty(), "{tenants:?}");
 }
 
 #[tokio::test]

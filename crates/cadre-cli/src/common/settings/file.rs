@@ -47,6 +47,17 @@ pub struct SettingsFile {
 }
 
 impl SettingsFile {
+    /// No file: nothing set.
+    pub fn empty() -> Self {
+        Self {
+            label: String::new(),
+            found: false,
+            values: BTreeMap::new(),
+            unknown: Vec::new(),
+            hooks: Hooks::default(),
+        }
+    }
+
     /// Reads `path`, named `label` in messages. A missing file is an empty one; a file
     /// that is not TOML, or a value of the wrong kind, is an error naming the line.
     pub fn read(path: &Path, label: String) -> Result<Self, CliError> {

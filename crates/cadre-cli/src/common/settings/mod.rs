@@ -13,8 +13,8 @@ mod file;
 mod resolve;
 mod sources;
 
-pub use resolve::{engine_refusals, resolve_from, telemetry_values, Settings};
-pub use sources::{claude_files, files, CadreFiles, Sources};
+pub use resolve::{engine_refusals, resolve_from, shown_value, telemetry_values, Settings};
+pub use sources::{claude_files, files, user_files, CadreFiles, Sources};
 
 // What only the tests reach through this module.
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The settings merged into a command's options: a flag or the environment first, then
 //! the project's file, the user's, cadre's defaults.
 
-use super::file::{known_keys, Value};
+use super::file::{known_keys, SettingsFile, Value};
 use super::sources::{configured_hooks, CadreFiles, Sources};
 use crate::args::{Given, Provider, RunArgs, Source};
 use crate::common::claude_settings::ClaudeFile;
@@ -173,50 +173,136 @@ fn telemetry_entry(key: &str, files: &CadreFiles, trusted: bool) -> (String, Str
     });
     let (value, source) = match from_env {
         Some(found) => found,
-        None => match file_value(files, key, trusted) {
-            Some((value, source)) => (value.text(), source),
+        None => match telemetry_files(files, trusted, env_sends_telemetry())
+            .into_iter()
+            .find(|(k, _, _)| *k == key)
+        {
+            Some((_, value, source)) => (value.text(), source),
             None => return (key.to_owned(), "(none)".to_owned(), Source::Default),
         },
     };
-    let shown = if key == "telemetry.headers" {
-        value
-            .split(',')
-            .filter_map(|kv| kv.split_once('=').map(|(k, _)| format!("{}=…", k.trim())))
-            .collect::<Vec<_>>()
-            .join(",")
-    } else {
-        value
-    };
-    (key.to_owned(), shown, source)
+    (key.to_owned(), shown_value(key, &value), source)
+}
+
+/// A setting's value as it may be shown: the headers' names alone (their values are
+/// secrets), every other value as it is.
+pub fn shown_value(key: &str, value: &str) -> String {
+    if key != "telemetry.headers" {
+        return value.to_owned();
+    }
+    value
+        .split(',')
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| format!("{}=…", k.trim())))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The values the `[telemetry]` tables of `files` give, by the variable each stands for
 /// (`telemetry.endpoint` as `OTEL_EXPORTER_OTLP_ENDPOINT`), as that variable would hold
-/// it; what an untrusted project may not set is left out unless `trusted`.
+/// it; what an untrusted project may not set is left out unless `trusted`. Where telemetry
+/// goes is one file's whole (see [`telemetry_files`]); the environment's variables that
+/// name a collector or its headers keep a project's from being used.
 pub fn telemetry_values(files: &CadreFiles, trusted: bool) -> BTreeMap<&'static str, String> {
+    telemetry_values_with(files, trusted, env_sends_telemetry())
+}
+
+/// [`telemetry_values`], `env_sends` saying whether the environment names a collector or
+/// headers for one.
+pub(super) fn telemetry_values_with(
+    files: &CadreFiles,
+    trusted: bool,
+    env_sends: bool,
+) -> BTreeMap<&'static str, String> {
+    telemetry_files(files, trusted, env_sends)
+        .into_iter()
+        .filter_map(|(key, value, _)| {
+            let text = match (key, value) {
+                ("telemetry.metrics", Value::Flag(on)) => if *on { "otlp" } else { "none" }.into(),
+                (_, value) => value.text(),
+            };
+            Some((table::row_of(key)?.env?, text))
+        })
+        .collect()
+}
+
+/// The variables that name where telemetry goes, or the headers it carries there.
+const DESTINATION_VARS: &[&str] = &[
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+];
+
+/// Whether the environment names a collector, or headers for one.
+fn env_sends_telemetry() -> bool {
+    DESTINATION_VARS
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|x| !x.trim().is_empty()))
+}
+
+/// The settings that say where telemetry goes: taken together from one file, so that a
+/// collector only ever gets the headers written beside it.
+const DESTINATION: &[&str] = &[
+    "telemetry.endpoint",
+    "telemetry.headers",
+    "telemetry.protocol",
+];
+
+/// Each `[telemetry]` setting `files` give, its value and where. The user's file comes
+/// first: a project's only fills what it leaves unset (where the table lets the project,
+/// `trusted` or not, set the key), and never turns off or redirects what the user set up.
+/// Where telemetry goes (its endpoint, headers and protocol) comes whole from one file: the
+/// user's when it names an endpoint, else the project's when it does, else the user's. A
+/// project's endpoint is used only where the table lets the project (`trusted`) set it and
+/// the environment (`env_sends`) names no collector or headers: the exporter adds the
+/// environment's headers, the user's secrets, to whatever endpoint it is given. The
+/// project's `metrics` counts only with its own endpoint: it does not send to a default
+/// collector the user never asked for.
+fn telemetry_files(
+    files: &CadreFiles,
+    trusted: bool,
+    env_sends: bool,
+) -> Vec<(&'static str, &Value, Source)> {
+    let project_may = |key: &str| !env_sends && may_set(key, trusted);
+    let is_project = |f: &SettingsFile| std::ptr::eq(f, &files.project);
+    let users_first = || files.user.iter().chain(std::iter::once(&files.project));
+    let sender = users_first()
+        .filter(|f| !is_project(f) || project_may("telemetry.endpoint"))
+        .find(|f| f.has("telemetry.endpoint"))
+        .or(files.user.as_ref());
+    let project_sends = sender.is_some_and(is_project);
     table::ROWS
         .iter()
         .filter(|r| r.key.starts_with("telemetry."))
         .filter_map(|r| {
-            let (value, _) = file_value(files, r.key, trusted)?;
-            let text = match (r.key, value) {
-                ("telemetry.metrics", Value::Flag(on)) => if *on { "otlp" } else { "none" }.into(),
-                (_, value) => value.text(),
+            let (value, source) = if DESTINATION.contains(&r.key) {
+                sender?.get(r.key)?
+            } else {
+                users_first()
+                    .filter(|f| !is_project(f) || may_set(r.key, trusted))
+                    .filter(|f| !is_project(f) || r.key != "telemetry.metrics" || project_sends)
+                    .find_map(|f| f.get(r.key))?
             };
-            Some((r.env?, text))
+            Some((r.key, value, source))
         })
         .collect()
+}
+
+/// Whether a project (`trusted` or not) may set `key`, as the table says.
+fn may_set(key: &str, trusted: bool) -> bool {
+    match table::row_of(key).map_or(Project::May, |r| r.project) {
+        Project::IfTrusted => trusted,
+        Project::Never => false,
+        _ => true,
+    }
 }
 
 /// The value `files` give the setting `key`, and where: the project's file wins over the
 /// user's, where the table lets the project (`trusted` or not) set the key.
 fn file_value<'a>(files: &'a CadreFiles, key: &str, trusted: bool) -> Option<(&'a Value, Source)> {
-    let barred = match table::row_of(key).map_or(Project::May, |r| r.project) {
-        Project::IfTrusted => !trusted,
-        Project::Never => true,
-        _ => false,
-    };
-    let project = (!barred).then_some(&files.project);
+    let project = may_set(key, trusted).then_some(&files.project);
     project
         .into_iter()
         .chain(&files.user)

@@ -121,6 +121,23 @@ pub fn files(root: &Path, user_dir: Option<&Path>) -> Result<CadreFiles, CliErro
     Ok(CadreFiles { project, user })
 }
 
+/// The user's settings file from `user_dir` alone, with no project's beside it (an empty
+/// one): for what serves no project, as a worker.
+pub fn user_files(user_dir: Option<&Path>) -> Result<CadreFiles, CliError> {
+    let user = user_dir
+        .map(|dir| {
+            SettingsFile::read(
+                &dir.join(USER_FILE),
+                format!("{}/{USER_FILE}", cadre_core::internal::USER_DIR_LABEL),
+            )
+        })
+        .transpose()?;
+    Ok(CadreFiles {
+        project: SettingsFile::empty(),
+        user,
+    })
+}
+
 /// Every settings file of a project, read once: cadre's and Claude Code's (each with whether it is the project's).
 #[derive(Debug, Clone)]
 pub struct Sources {

@@ -220,7 +220,7 @@ fn an_untrusted_project_sets_no_telemetry_endpoint_headers_or_content() {
     )
     .unwrap();
     let files = files(root.path(), Some(user.path())).unwrap();
-    let untrusted = telemetry_values(&files, false);
+    let untrusted = super::resolve::telemetry_values_with(&files, false, false);
     assert_eq!(
         untrusted
             .get("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -230,15 +230,13 @@ fn an_untrusted_project_sets_no_telemetry_endpoint_headers_or_content() {
     assert!(!untrusted.contains_key("OTEL_EXPORTER_OTLP_HEADERS"));
     assert!(!untrusted.contains_key("OTEL_LOG_USER_PROMPTS"));
     assert!(!untrusted.contains_key("OTEL_LOG_TOOL_DETAILS"));
-    // What reaches no host and carries nothing is the project's to say.
-    assert_eq!(untrusted["OTEL_SERVICE_NAME"], "project");
-    assert_eq!(untrusted["OTEL_METRICS_EXPORTER"], "otlp");
-    let trusted = telemetry_values(&files, true);
-    assert_eq!(
-        trusted["OTEL_EXPORTER_OTLP_ENDPOINT"],
-        "http://project.example:4318"
-    );
-    assert_eq!(trusted["OTEL_EXPORTER_OTLP_HEADERS"], "k=v");
+    // What the user's file sets is theirs; the project's metrics need its own endpoint.
+    assert_eq!(untrusted["OTEL_SERVICE_NAME"], "mine");
+    assert!(!untrusted.contains_key("OTEL_METRICS_EXPORTER"));
+    let trusted = super::resolve::telemetry_values_with(&files, true, false);
+    // The user's endpoint is theirs; the project's content settings count once trusted.
+    assert_eq!(trusted["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://mine:4318");
+    assert!(!trusted.contains_key("OTEL_EXPORTER_OTLP_HEADERS"));
     assert_eq!(trusted["OTEL_LOG_USER_PROMPTS"], "true");
     // And the project's gated values are items its trust covers.
     let sources = Sources::read(root.path(), Some(user.path())).unwrap();
@@ -251,4 +249,80 @@ fn an_untrusted_project_sets_no_telemetry_endpoint_headers_or_content() {
     ] {
         assert!(gated.contains(&key), "{key} not in {gated:?}");
     }
+}
+
+#[test]
+fn a_collector_gets_only_the_headers_written_beside_its_endpoint() {
+    let root = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let write = |dir: &std::path::Path, name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).unwrap();
+    };
+    write(
+        root.path(),
+        PROJECT_FILE,
+        "[telemetry]\nendpoint = \"http://project.example:4318\"\n",
+    );
+    write(
+        user.path(),
+        USER_FILE,
+        "[telemetry]\nheaders = \"x-api-key=secret\"\nprotocol = \"grpc\"\n",
+    );
+    let files = files(root.path(), Some(user.path())).unwrap();
+    let values = super::resolve::telemetry_values_with(&files, true, false);
+    assert_eq!(
+        values["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        "http://project.example:4318"
+    );
+    // The user's headers and protocol are for the user's collector, not the project's.
+    assert!(
+        !values.contains_key("OTEL_EXPORTER_OTLP_HEADERS"),
+        "{values:?}"
+    );
+    assert!(
+        !values.contains_key("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        "{values:?}"
+    );
+    // Where the environment names a collector or headers, the project's endpoint is not
+    // used: the exporter would add the environment's headers to it.
+    let values = super::resolve::telemetry_values_with(&files, true, true);
+    assert!(
+        !values.contains_key("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "{values:?}"
+    );
+    assert_eq!(values["OTEL_EXPORTER_OTLP_HEADERS"], "x-api-key=secret");
+}
+
+#[test]
+fn a_project_only_fills_the_telemetry_settings_the_user_leaves_unset() {
+    let root = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join(PROJECT_FILE),
+        "[telemetry]\nendpoint = \"http://project.example:4318\"\nprotocol = \"grpc\"\nmetrics = false\nservice_name = \"project\"\nresource_attributes = \"team=p\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        user.path().join(USER_FILE),
+        "[telemetry]\nendpoint = \"http://mine:4318\"\nprotocol = \"http/json\"\nmetrics = true\nservice_name = \"mine\"\n",
+    )
+    .unwrap();
+    let files = files(root.path(), Some(user.path())).unwrap();
+    let values = super::resolve::telemetry_values_with(&files, true, false);
+    assert_eq!(values["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://mine:4318");
+    assert_eq!(values["OTEL_EXPORTER_OTLP_PROTOCOL"], "http/json");
+    assert_eq!(values["OTEL_METRICS_EXPORTER"], "otlp");
+    assert_eq!(values["OTEL_SERVICE_NAME"], "mine");
+    assert_eq!(values["OTEL_RESOURCE_ATTRIBUTES"], "team=p");
+    // The project's metrics go only to its own endpoint: with none anywhere, or the user's
+    // alone, it asks for nothing.
+    std::fs::write(
+        root.path().join(PROJECT_FILE),
+        "[telemetry]\nmetrics = true\n",
+    )
+    .unwrap();
+    std::fs::write(user.path().join(USER_FILE), "").unwrap();
+    let files = super::files(root.path(), Some(user.path())).unwrap();
+    let values = super::resolve::telemetry_values_with(&files, true, false);
+    assert!(!values.contains_key("OTEL_METRICS_EXPORTER"), "{values:?}");
 }

@@ -27,6 +27,9 @@ pub const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
 pub const OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
 /// `gen_ai.token.type`: `input` or `output` on [`TOKEN_USAGE`].
 const GEN_AI_TOKEN_TYPE: &str = "gen_ai.token.type";
+/// `cadre.token.type`: the kind of tokens on [`TOKENS_SPENT`]: `input`, `output`,
+/// `cache_read` or `cache_creation` (the conventions' attribute knows only the first two).
+const CADRE_TOKEN_TYPE: &str = "cadre.token.type";
 /// cadre's own: the agents running now.
 pub const AGENTS_RUNNING: &str = "cadre.agents.running";
 /// cadre's own: a workflow's items waiting for an agent.
@@ -218,7 +221,7 @@ impl Chat {
                 Some(n) if n > 0 => into.spent.add(
                     n,
                     &[
-                        KeyValue::new(GEN_AI_TOKEN_TYPE, kind),
+                        KeyValue::new(CADRE_TOKEN_TYPE, kind),
                         KeyValue::new(GEN_AI_REQUEST_MODEL, self.request_model.clone()),
                     ],
                 ),
