@@ -222,10 +222,13 @@ impl Orchestrator {
         let journal: Arc<dyn Journal> = self.run_journal(Arc::new(journal), None);
         let transcript = open_transcript(&run_dir);
         let lineage = Lineage::default();
-        let root = self
+        // Only whether the root was journaled matters: its state (with every call it
+        // spawned) is let go at once, not held for the whole run.
+        let found = self
             .load_tree(&journal, &lineage, transcript.as_deref(), root_path())
-            .await?;
-        if root.is_none() {
+            .await?
+            .is_some();
+        if !found {
             return Err(RunError::NoJournal { run_id });
         }
         // Rebuilt: the steps read to do it are not kept for the rest of the run.
