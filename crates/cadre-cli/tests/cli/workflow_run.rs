@@ -580,3 +580,77 @@ async fn sigterm_stops_every_item_and_resume_completes_the_run() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     all_completed(&results(dir.path()));
 }
+
+/// The id of the only run of the project.
+fn run_id(dir: &Path) -> String {
+    run_dir(dir)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Waits for `child` to exit; its exit code.
+async fn exit_code(mut child: std::process::Child) -> Option<i32> {
+    tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap()
+        .code()
+}
+
+/// The lines of a JSON Lines file in `dir`, by key.
+fn lines_by_key(file: &Path) -> BTreeMap<String, Value> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["key"].as_str().unwrap().to_owned(), v))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_retry_keeps_every_result_line_while_it_runs_and_writes_output_again() {
+    let dir = project(8);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("item-003.".into()),
+        vec![Reply::text("not json"); 3],
+    );
+    routes(&server, 2, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "label.yaml", "--output", "out.jsonl"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let first = results(dir.path());
+    assert_eq!(first["i003"]["outcome"], "failed: invalid answer");
+
+    // The retry's request for item 3 is held: meanwhile every earlier line stays readable.
+    let held = server.gate(Match::FirstUserContains("item-003.".into()));
+    let home = tempfile::tempdir().unwrap();
+    let child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["workflow", "retry", &run_id(dir.path()), "--failed"],
+    )
+    .spawn()
+    .unwrap();
+    assert!(
+        held.wait_for(1, Duration::from_secs(60)).await,
+        "item 3 asked again"
+    );
+    assert_eq!(results(dir.path()), first, "results.jsonl lost lines");
+    held.open();
+    assert_eq!(exit_code(child).await, Some(0));
+    all_completed(&results(dir.path()));
+    assert!(!run_dir(dir.path()).join("results.jsonl.partial").exists());
+    // --output, given to the run, is written again by the retry.
+    let output = lines_by_key(&dir.path().join("out.jsonl"));
+    assert_eq!(output.len(), ITEMS);
+    assert_eq!(output["i003"]["outcome"], "completed", "{}", output["i003"]);
+}

@@ -298,6 +298,8 @@ impl Orchestrator {
             }
         }
         drop(running);
+        // Whole now: the reduce reads it where it belongs.
+        out.file.finish();
         let mut answer = out.said();
         if let Some(reduced) = self.reduce(run, &root, &mut workflow, out.file.path(), &rules) {
             answer = format!("{answer}\n\n{}", reduced.await);

@@ -1,6 +1,7 @@
 //! A workflow's `results.jsonl`: one line per item, written whole as each item's result is
-//! known; a resume writes it again from the journal, so it ends with one line per item
-//! whatever happened before.
+//! known. A resume writes it again from the journal beside the old one, which stays whole
+//! and readable until the new one replaces it at the end of the items, so no finished
+//! item's line is ever missing from it.
 
 use super::ItemResult;
 use crate::vocab::outcome::StopKind;
@@ -12,23 +13,45 @@ use std::path::{Path, PathBuf};
 /// The results file being written.
 pub(crate) struct ResultsFile {
     path: PathBuf,
+    /// Where the lines go: `path` itself for a new run, else a `.partial` file beside it.
+    writing: PathBuf,
     file: Option<File>,
 }
 
 impl ResultsFile {
-    /// A new, empty results file at `path` (an earlier one is replaced); `None` for a run
-    /// without a folder, whose results go only to the caller.
+    /// A new results file at `path`, written in place when there is none yet, else beside
+    /// the earlier one until [`finish`](Self::finish) replaces it; `None` for a run without
+    /// a folder, whose results go only to the caller.
     pub(crate) fn create(path: Option<PathBuf>) -> Self {
-        let file = path.as_deref().and_then(|p| match File::create(p) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                tracing::warn!("cannot write {}: {e}", p.display());
-                None
-            }
-        });
+        let path = path.unwrap_or_default();
+        let writing = if path.exists() {
+            let mut name = path.clone().into_os_string();
+            name.push(".partial");
+            PathBuf::from(name)
+        } else {
+            path.clone()
+        };
+        let file = if path.as_os_str().is_empty() {
+            None
+        } else {
+            File::create(&writing)
+                .map_err(|e| tracing::warn!("cannot write {}: {e}", writing.display()))
+                .ok()
+        };
         Self {
-            path: path.unwrap_or_default(),
+            path,
+            writing,
             file,
+        }
+    }
+
+    /// Ends the writing: the new file takes the earlier one's place.
+    pub(crate) fn finish(&mut self) {
+        if self.file.take().is_none() || self.writing == self.path {
+            return;
+        }
+        if let Err(e) = std::fs::rename(&self.writing, &self.path) {
+            tracing::warn!("cannot replace {}: {e}", self.path.display());
         }
     }
 
@@ -51,7 +74,7 @@ impl ResultsFile {
         };
         line.push(b'\n');
         if let Err(e) = file.write_all(&line) {
-            tracing::warn!("cannot write {}: {e}", self.path.display());
+            tracing::warn!("cannot write {}: {e}", self.writing.display());
         }
     }
 }
