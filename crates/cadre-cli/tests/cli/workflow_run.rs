@@ -654,3 +654,63 @@ async fn a_retry_keeps_every_result_line_while_it_runs_and_writes_output_again()
     assert_eq!(output.len(), ITEMS);
     assert_eq!(output["i003"]["outcome"], "completed", "{}", output["i003"]);
 }
+
+/// How many requests the mock received for the reduce.
+fn reduces_sent(server: &MockServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| first_user(&r.body).contains("Summarise"))
+        .count()
+}
+
+#[tokio::test]
+async fn retry_failed_runs_the_reduce_again_and_a_resume_with_the_same_results_does_not() {
+    let dir = project(8);
+    let file = workflow_file(PROMPT, 8)
+        + "reduce:\n  agent: plan\n  prompt: \"Summarise {{ results_path }}.\"\n";
+    write_file(&dir.path().join("label.yaml"), &file);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("item-003.".into()),
+        vec![Reply::text("not json"); 3],
+    );
+    server.route(
+        Match::FirstUserContains("Summarise".into()),
+        vec![Reply::text("first summary"), Reply::text("second summary")],
+    );
+    routes(&server, 2, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "label.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("first summary"), "{}", out.stdout);
+    assert_eq!(reduces_sent(&server), 1);
+
+    // The same results: the reduce's answer stands.
+    let id = run_id(dir.path());
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("first summary"), "{}", out.stdout);
+    assert_eq!(
+        reduces_sent(&server),
+        1,
+        "the reduce ran again on the same results"
+    );
+
+    // Item 3 completes now: the reduce summarises the new results.
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "retry", &id, "--failed"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("second summary"), "{}", out.stdout);
+    assert_eq!(reduces_sent(&server), 2);
+}

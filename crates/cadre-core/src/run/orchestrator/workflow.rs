@@ -15,7 +15,7 @@ use crate::record::journal::{Journal, JournaledRun};
 use crate::record::run_dir::{write_replacing, RunDir};
 use crate::run::answer::AnswerSchema;
 use crate::run::state::AgentState;
-use crate::run::workflow::results::{output_of, ResultsFile};
+use crate::run::workflow::results::{output_of, ResultsDigest, ResultsFile};
 use crate::run::workflow::{CallKey, ItemCall, ItemResult, ResultSink, WorkItem, Workflow};
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::{Outcome, StopKind};
@@ -23,7 +23,6 @@ use crate::vocab::step::Step;
 use cadre_model::{Message, Usage};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,17 +101,20 @@ struct ItemRules {
     follow_up: Option<(String, String)>,
 }
 
-/// Where each result goes: the results file and the caller's sinks; and the counts.
+/// Where each result goes: the results file and the caller's sinks; and the counts, and
+/// the digest of the results.
 struct Output {
     file: ResultsFile,
     sinks: Vec<ResultSink>,
     outcomes: BTreeMap<String, u64>,
+    digest: ResultsDigest,
 }
 
 impl Output {
     /// Writes `result`'s line, tells the sinks, and counts its outcome.
     fn tell(&mut self, result: &ItemResult) {
         self.file.write(result);
+        self.digest.add(result);
         for sink in &mut self.sinks {
             sink(result);
         }
@@ -272,6 +274,7 @@ impl Orchestrator {
             file: ResultsFile::create(results),
             sinks: std::mem::take(&mut workflow.sinks),
             outcomes: BTreeMap::new(),
+            digest: ResultsDigest::default(),
         };
         let root = self.root_handle(run);
         let rules = ItemRules {
@@ -301,7 +304,7 @@ impl Orchestrator {
         // Whole now: the reduce reads it where it belongs.
         out.file.finish();
         let mut answer = out.said();
-        if let Some(reduced) = self.reduce(run, &root, &mut workflow, out.file.path(), &rules) {
+        if let Some(reduced) = self.reduce(run, &root, &mut workflow, &out, &rules) {
             answer = format!("{answer}\n\n{}", reduced.await);
         }
         let stop = self.scheduling_stopped().unwrap_or(StopKind::Done);
@@ -320,21 +323,24 @@ impl Orchestrator {
     }
 
     /// The reduce step's run, when the workflow has one and the items were not stopped:
-    /// what it answered, or why it did not.
+    /// what it answered, or why it did not. Its call id carries the digest of the results
+    /// in `out`: its prompt names only their file, which new results (a retry) do not
+    /// change, and they must make a new reduce.
     fn reduce<'a>(
         self: &'a Arc<Self>,
         run: &'a Arc<RunContext>,
         root: &'a AgentHandle,
         workflow: &mut Workflow,
-        results: &Path,
+        out: &Output,
         rules: &'a ItemRules,
     ) -> Option<impl std::future::Future<Output = String> + 'a> {
         let (agent, prompt) = workflow.reduce.take()?;
         if self.scheduling_stopped().is_some() {
             return None;
         }
-        let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(results)));
-        let prepared = self.prepare(item, &mut Seen::default(), "reduce:");
+        let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(out.file.path())));
+        let prefix = format!("reduce:{}:", out.digest.short());
+        let prepared = self.prepare(item, &mut Seen::default(), &prefix);
         Some(async move {
             let result = match prepared {
                 Ok(prepared) => self.run_item(run, root, prepared, rules).await,

@@ -6,6 +6,7 @@
 use super::ItemResult;
 use crate::vocab::outcome::StopKind;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,36 @@ impl ResultsFile {
         if let Err(e) = file.write_all(&line) {
             tracing::warn!("cannot write {}: {e}", self.writing.display());
         }
+    }
+}
+
+/// A digest of the results told so far, whatever order they came in: the reduce's call id
+/// carries it, so new results make a new reduce and the same ones find the old answer.
+///
+/// Items end in a different order on every run, so the digest is the sum (per 64-bit lane,
+/// wrapping) of each result's own SHA-256, not one hash over the lines as they came: the
+/// same results in any order give the same digest, and two equal lines do not cancel out.
+#[derive(Default)]
+pub(crate) struct ResultsDigest {
+    lanes: [u64; 4],
+}
+
+impl ResultsDigest {
+    /// Adds `result`: its key, call, outcome and output (a fix round changes the output
+    /// alone).
+    pub(crate) fn add(&mut self, result: &ItemResult) {
+        let line = serde_json::json!([result.key, result.call, result.outcome, result.output]);
+        let hash: [u8; 32] = Sha256::digest(line.to_string().as_bytes()).into();
+        for (lane, bytes) in self.lanes.iter_mut().zip(hash.chunks_exact(8)) {
+            let mut word = [0; 8];
+            word.copy_from_slice(bytes);
+            *lane = lane.wrapping_add(u64::from_le_bytes(word));
+        }
+    }
+
+    /// The digest, as 16 hex digits (enough to tell one set of results from another).
+    pub(crate) fn short(&self) -> String {
+        format!("{:016x}", self.lanes.iter().fold(0, |a: u64, l| a ^ l))
     }
 }
 
