@@ -22,9 +22,10 @@ A failed item is tried again map.retries times, with backoff. A key the provider
 starts after it, and cadre exits 3 naming the error; `cadre resume RUN_ID` goes on later.
 budget.tokens is the whole run's token budget (--budget-tokens overrides it).
 
-Exit codes: 0 every item ran (see results.jsonl for each outcome), 1 the budget ran out,
-2 usage, 3 the provider refused the run, 129 the terminal hung up, 130 cancelled (Ctrl-C,
-SIGTERM).
+Exit codes: 0 every item completed, 1 an item did not (failed, cut, budget…: see each
+outcome in results.jsonl) or the budget ran out, 2 usage, 3 the provider refused the run,
+129 the terminal hung up, 130 cancelled (Ctrl-C, SIGTERM). A resume or retry of a workflow
+run exits the same way.
 
 Examples:
   cadre workflow run label-issues

@@ -93,6 +93,8 @@ pub struct Progress {
     pub done: u64,
     /// Of those, failed ones.
     pub failed: u64,
+    /// Of those, completed ones.
+    pub completed: u64,
     /// Of those, ones that ran in this part of the run (for the ETA).
     pub ran_now: u64,
 }
@@ -125,6 +127,9 @@ impl ResultTeller {
         p.done += 1;
         if r.is_failed() {
             p.failed += 1;
+        }
+        if r.is_completed() {
+            p.completed += 1;
         }
         if r.usage.total() > 0 {
             p.ran_now += 1;

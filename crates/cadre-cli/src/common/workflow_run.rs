@@ -132,7 +132,12 @@ pub async fn run(
     };
     live.finish();
     let summary = driven?;
-    let code = finish(&orchestrator, &summary, format, quiet);
+    let mut code = finish(&orchestrator, &summary, format, quiet);
+    let p = progress.lock().unwrap_or_else(|e| e.into_inner());
+    if code == Code::Done && p.completed < p.done {
+        // A script must tell 200 failed items from 200 completed ones.
+        code = Code::StoppedEarly;
+    }
     let hung_up = *endings.borrow() == Some(Ending::HungUp);
     Ok(if hung_up { Code::HungUp } else { code })
 }

@@ -407,7 +407,7 @@ async fn retry_failed_reruns_only_failed_items_and_retry_item_continues_its_hist
         &["workflow", "run", "label.yaml"],
     )
     .await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     let first = results(dir.path());
     let failed: Vec<&String> = first
         .iter()
@@ -625,7 +625,7 @@ async fn a_retry_keeps_every_result_line_while_it_runs_and_writes_output_again()
         &["workflow", "run", "label.yaml", "--output", "out.jsonl"],
     )
     .await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     let first = results(dir.path());
     assert_eq!(first["i003"]["outcome"], "failed: invalid answer");
 
@@ -687,14 +687,14 @@ async fn retry_failed_runs_the_reduce_again_and_a_resume_with_the_same_results_d
         &["workflow", "run", "label.yaml"],
     )
     .await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("first summary"), "{}", out.stdout);
     assert_eq!(reduces_sent(&server), 1);
 
     // The same results: the reduce's answer stands.
     let id = run_id(dir.path());
     let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("first summary"), "{}", out.stdout);
     assert_eq!(
         reduces_sent(&server),
