@@ -714,3 +714,44 @@ async fn retry_failed_runs_the_reduce_again_and_a_resume_with_the_same_results_d
     assert!(out.stdout.contains("second summary"), "{}", out.stdout);
     assert_eq!(reduces_sent(&server), 2);
 }
+
+#[tokio::test]
+async fn a_workflow_stopped_by_its_budget_and_resumed_does_not_spend_it_again() {
+    let dir = project(1);
+    // Each answer is 15 tokens: about ten items fit.
+    let file = workflow_file(PROMPT, 1) + "budget: {tokens: 150}\n";
+    write_file(&dir.path().join("label.yaml"), &file);
+    let server = MockServer::start().await;
+    routes(&server, 1, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "label.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let sent = server.requests().len();
+    assert!((1..ITEMS).contains(&sent), "{sent} requests");
+    let first = results(dir.path());
+    assert!(first.values().any(|r| r["outcome"] == "budget"));
+
+    let id = run_id(dir.path());
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        server.requests().len(),
+        sent,
+        "the resume spent the budget again"
+    );
+    // A larger budget lets it go on, counting what was spent before.
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["resume", &id, "--budget-tokens", "100000"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()));
+}
