@@ -394,6 +394,7 @@ impl Orchestrator {
                 line,
                 error: Some(why),
                 attempts: 0,
+                ran_now: false,
             })
         };
         let call = call.map_err(|why| failed(why, ItemResult::BAD_INPUT))?;
@@ -451,6 +452,7 @@ impl Orchestrator {
             .filter(|(key, _)| *key == item.key)
             .map(|(_, text)| text.as_str());
         let mut retried_failed = false;
+        let mut any_ran_now = false;
         let mut tries = 0;
         let mut usage = Usage::default();
         loop {
@@ -469,6 +471,7 @@ impl Orchestrator {
                     ran_now,
                 } => {
                     usage.add(&used);
+                    any_ran_now |= ran_now;
                     (path, stop, text, ran_now)
                 }
             };
@@ -496,6 +499,7 @@ impl Orchestrator {
                 line: None,
                 error,
                 attempts: attempt + 1,
+                ran_now: any_ran_now,
             };
         }
     }
@@ -637,6 +641,7 @@ fn not_started(item: &Prepared, call: &str, stop: StopKind, attempt: u32) -> Ite
         line: None,
         error: Some(format!("not started: {stop}")),
         attempts: attempt,
+        ran_now: false,
     }
 }
 
