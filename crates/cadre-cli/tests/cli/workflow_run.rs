@@ -755,3 +755,40 @@ async fn a_workflow_stopped_by_its_budget_and_resumed_does_not_spend_it_again() 
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     all_completed(&results(dir.path()));
 }
+
+#[tokio::test]
+async fn a_resume_of_reversed_input_at_another_concurrency_sends_no_finished_item_again() {
+    let dir = project(8);
+    let server = MockServer::start().await;
+    routes(&server, 2, Duration::ZERO);
+    // Items from 100 on are held until the kill.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_number(&first_user(body)).is_some_and(|n| n >= 100)
+    })));
+    let before_kill = run_and_kill(dir.path(), &server, 60).await;
+    held.open();
+    let sent_before = sent_per_item(&server);
+
+    // The input's lines reversed, and 3 at once instead of 8.
+    let input = dir.path().join("items.jsonl");
+    let text = std::fs::read_to_string(&input).unwrap();
+    let reversed: Vec<&str> = text.lines().rev().collect();
+    write_file(&input, &(reversed.join("\n") + "\n"));
+    write_file(&dir.path().join("label.yaml"), &workflow_file(PROMPT, 3));
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["resume", &run_id(dir.path())],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()));
+    let sent = sent_per_item(&server);
+    for n in &before_kill {
+        assert_eq!(
+            sent[n], sent_before[n],
+            "item {n} finished and was sent again"
+        );
+    }
+}
