@@ -212,7 +212,10 @@ fn delegator() -> AgentSpec {
 async fn wait_until(what: &str, ready: impl Fn() -> bool) {
     let start = std::time::Instant::now();
     while !ready() {
-        assert!(start.elapsed() < Duration::from_secs(60), "timed out: {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
