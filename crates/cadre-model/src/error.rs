@@ -308,20 +308,26 @@ impl ModelError {
     }
 
     /// Whether the provider refuses every request from now on, not this one alone: the key
-    /// is refused (401), not allowed (403), or the account has no credit or quota left
-    /// (402, `billing_error`, OpenAI's `insufficient_quota`). No other agent's request can
-    /// fare better, so a run stops scheduling new work on it.
+    /// is refused (401), the account has no credit (402), or the error's kind or message
+    /// says the key is not allowed or the account's credit or quota is spent. No other
+    /// agent's request can fare better, so a run stops scheduling new work on it.
+    ///
+    /// A 403 alone is not enough: OpenAI-compatible routers answer 403 when moderation
+    /// flags one input, which fails that request only. OpenAI's `invalid_api_key` is its
+    /// `code`, which the parsers read only when there is no `type`, so it is not listed: it
+    /// comes with a 401, which the status catches.
     pub fn is_terminal(&self) -> bool {
-        const KINDS: [&str; 5] = [
+        const KINDS: [&str; 6] = [
             "authentication_error",
             "permission_error",
+            "permission_denied",
             "billing_error",
             "insufficient_quota",
-            "invalid_api_key",
+            "insufficient_credits",
         ];
         let said = |kind: &str, message: &str| {
             let message = message.to_lowercase();
-            KINDS.contains(&kind)
+            KINDS.contains(&kind.to_lowercase().as_str())
                 || message.contains("credit balance is too low")
                 || message.contains("exceeded your current quota")
         };
@@ -331,7 +337,7 @@ impl ModelError {
                 kind,
                 message,
                 ..
-            } => matches!(status, 401..=403) || said(kind, message),
+            } => matches!(status, 401 | 402) || said(kind, message),
             Self::StreamError { kind, message } => said(kind, message),
             Self::RetriesExhausted { last, .. } => last.is_terminal(),
             _ => false,
@@ -402,6 +408,8 @@ mod tests {
         for e in [
             api(401, "authentication_error", "invalid x-api-key"),
             api(403, "permission_error", "not allowed"),
+            api(403, "PERMISSION_DENIED", "the key may not call this model"),
+            api(401, "invalid_request_error", "Incorrect API key provided"),
             api(402, "billing_error", "no credit"),
             api(429, "insufficient_quota", "You exceeded your current quota"),
             api(
@@ -417,6 +425,9 @@ mod tests {
             api(429, "rate_limit_error", "slow down"),
             api(529, "overloaded_error", "busy"),
             api(400, "invalid_request_error", "bad field"),
+            // A router's moderation refusal of one input (OpenRouter sends its code as kind).
+            api(403, "403", "Your input was flagged by moderation"),
+            api(403, "Forbidden", "blocked"),
         ] {
             assert!(!e.is_terminal(), "{e}");
         }

@@ -18,13 +18,15 @@ schema, limits, model): `cadre resume RUN_ID` runs only what has no finished res
 after editing the file only the items whose call changed run again.
 
 A failed item is tried again map.retries times, with backoff. A key the provider refuses
-(401, 403, no credit or quota) stops all scheduling: no item starts after it, and cadre
-exits 3 naming the error; `cadre resume RUN_ID` goes on later. budget.tokens is the whole
-run's token budget (--budget-tokens overrides it).
+(401, a 403 whose error says permission, no credit or quota) stops all scheduling: no item
+starts after it, and cadre exits 3 naming the error; `cadre resume RUN_ID` goes on later.
+budget.tokens is the whole run's token budget (--budget-tokens overrides it), what it spent
+before a resume included.
 
-Exit codes: 0 every item ran (see results.jsonl for each outcome), 1 the budget ran out,
-2 usage, 3 the provider refused the run, 129 the terminal hung up, 130 cancelled (Ctrl-C,
-SIGTERM).
+Exit codes: 0 every item completed, 1 an item did not (failed, cut, budget…: see each
+outcome in results.jsonl) or the budget ran out, 2 usage, 3 the provider refused the run,
+129 the terminal hung up, 130 cancelled (Ctrl-C, SIGTERM). A resume or retry of a workflow
+run exits the same way.
 
 Examples:
   cadre workflow run label-issues

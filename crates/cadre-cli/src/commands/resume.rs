@@ -44,7 +44,7 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
     // A workflow run goes on with its items, whether or not its last part ended.
     if let Some(invocation) = Invocation::read(&dir) {
         let job = workflow_run::Job::Resume(Box::new(journaled), invocation?, Again::Nothing);
-        return workflow_run::run(args, job, None, directory, quiet).await;
+        return workflow_run::run(args, job, directory, quiet).await;
     }
     // Told before a key or a model is needed: a finished run has nothing to carry on.
     if let Some(stop) = journaled.state.finished.as_ref() {

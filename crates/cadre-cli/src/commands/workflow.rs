@@ -44,9 +44,9 @@ async fn run(
         args: cmd.args,
         concurrency: cmd.concurrency.map(|n| n as usize),
         model: model_id(&cmd.run)?,
+        output: cmd.output.as_deref().map(absolute),
     };
-    let output = cmd.output.as_deref();
-    workflow_run::run(cmd.run, Job::Fresh(invocation), output, directory, quiet).await
+    workflow_run::run(cmd.run, Job::Fresh(invocation), directory, quiet).await
 }
 
 /// `cadre workflow retry`: the run goes on, its failed items (or one item) run again.
@@ -70,9 +70,13 @@ async fn retry(
         }
         _ => Again::Failed,
     };
-    let job = Job::Resume(Box::new(open_run(&dir)?), invocation?, again);
-    let output = cmd.output.as_deref();
-    workflow_run::run(cmd.run, job, output, directory, quiet).await
+    let mut invocation = invocation?;
+    if let Some(output) = cmd.output.as_deref() {
+        // Kept: a later resume writes it too.
+        invocation.output = Some(absolute(output));
+    }
+    let job = Job::Resume(Box::new(open_run(&dir)?), invocation, again);
+    workflow_run::run(cmd.run, job, directory, quiet).await
 }
 
 /// Refuses an item `key` the run in `dir` has no result line for.
@@ -131,6 +135,11 @@ fn check(cmd: &WorkflowCheckCmd, root: &Path) -> Result<Code> {
     }
     outln!("OK: no model was called, no token spent");
     Ok(Code::Done)
+}
+
+/// A path given on the command line, made absolute from where cadre runs.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 /// A path given on the command line, made absolute from where cadre runs (a path in the

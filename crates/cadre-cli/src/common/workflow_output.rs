@@ -93,6 +93,8 @@ pub struct Progress {
     pub done: u64,
     /// Of those, failed ones.
     pub failed: u64,
+    /// Of those, completed ones.
+    pub completed: u64,
     /// Of those, ones that ran in this part of the run (for the ETA).
     pub ran_now: u64,
 }
@@ -126,7 +128,11 @@ impl ResultTeller {
         if r.is_failed() {
             p.failed += 1;
         }
-        if r.usage.total() > 0 {
+        if r.is_completed() {
+            p.completed += 1;
+        }
+        // Not by its usage: an item finished before a resume carries its earlier usage.
+        if r.ran_now {
             p.ran_now += 1;
         }
     }
@@ -219,4 +225,34 @@ pub fn type_table(summary: &RunSummary) -> String {
     lines.push(row("total", &summary.usage.total));
     lines.push(format!("time {}", clock(summary.elapsed_ms)));
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result line as results.jsonl has it, with its tokens.
+    fn result(key: &str, tokens: u64) -> ItemResult {
+        serde_json::from_value(serde_json::json!({
+            "key": key,
+            "outcome": "completed",
+            "output": "x",
+            "usage": {"input_tokens": tokens, "output_tokens": 0},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn items_finished_before_a_resume_do_not_count_for_the_eta() {
+        let progress = Arc::new(Mutex::new(Progress::default()));
+        let mut teller = ResultTeller {
+            output: None,
+            stream: false,
+            progress: progress.clone(),
+        };
+        // Found in the journal: its earlier usage, but nothing ran now.
+        teller.tell(&result("a", 100));
+        let p = progress.lock().unwrap();
+        assert_eq!((p.done, p.completed, p.ran_now), (1, 1, 0));
+    }
 }

@@ -32,6 +32,9 @@ pub struct Invocation {
     pub concurrency: Option<usize>,
     /// The model id the calls went to (part of each call's key).
     pub model: String,
+    /// `--output`, absolute, if given: a resume writes it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<PathBuf>,
 }
 
 impl Invocation {
@@ -69,7 +72,6 @@ pub enum Job {
 pub async fn run(
     mut args: RunArgs,
     job: Job,
-    output: Option<&Path>,
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Code> {
@@ -99,6 +101,7 @@ pub async fn run(
     }
     let name = workflow.file.name.clone();
     let total = count_items(&workflow, &invocation, &session.root);
+    let output = invocation.output.as_deref();
     let (run, progress) = workflow.as_run(&invocation, &session, output, format)?;
     let mut builder = session.builder();
     if let (Some(n), None) = (workflow.file.budget.tokens, session.args.budget_tokens) {
@@ -129,7 +132,12 @@ pub async fn run(
     };
     live.finish();
     let summary = driven?;
-    let code = finish(&orchestrator, &summary, format, quiet);
+    let mut code = finish(&orchestrator, &summary, format, quiet);
+    let p = progress.lock().unwrap_or_else(|e| e.into_inner());
+    if code == Code::Done && p.completed < p.done {
+        // A script must tell 200 failed items from 200 completed ones.
+        code = Code::StoppedEarly;
+    }
     let hung_up = *endings.borrow() == Some(Ending::HungUp);
     Ok(if hung_up { Code::HungUp } else { code })
 }

@@ -407,7 +407,7 @@ async fn retry_failed_reruns_only_failed_items_and_retry_item_continues_its_hist
         &["workflow", "run", "label.yaml"],
     )
     .await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     let first = results(dir.path());
     let failed: Vec<&String> = first
         .iter()
@@ -579,4 +579,216 @@ async fn sigterm_stops_every_item_and_resume_completes_the_run() {
     let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     all_completed(&results(dir.path()));
+}
+
+/// The id of the only run of the project.
+fn run_id(dir: &Path) -> String {
+    run_dir(dir)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Waits for `child` to exit; its exit code.
+async fn exit_code(mut child: std::process::Child) -> Option<i32> {
+    tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap()
+        .code()
+}
+
+/// The lines of a JSON Lines file in `dir`, by key.
+fn lines_by_key(file: &Path) -> BTreeMap<String, Value> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["key"].as_str().unwrap().to_owned(), v))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_retry_keeps_every_result_line_while_it_runs_and_writes_output_again() {
+    let dir = project(8);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("item-003.".into()),
+        vec![Reply::text("not json"); 3],
+    );
+    routes(&server, 2, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "label.yaml", "--output", "out.jsonl"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let first = results(dir.path());
+    assert_eq!(first["i003"]["outcome"], "failed: invalid answer");
+
+    // The retry's request for item 3 is held: meanwhile every earlier line stays readable.
+    let held = server.gate(Match::FirstUserContains("item-003.".into()));
+    let home = tempfile::tempdir().unwrap();
+    let child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["workflow", "retry", &run_id(dir.path()), "--failed"],
+    )
+    .spawn()
+    .unwrap();
+    assert!(
+        held.wait_for(1, Duration::from_secs(60)).await,
+        "item 3 asked again"
+    );
+    assert_eq!(results(dir.path()), first, "results.jsonl lost lines");
+    held.open();
+    assert_eq!(exit_code(child).await, Some(0));
+    all_completed(&results(dir.path()));
+    assert!(!run_dir(dir.path()).join("results.jsonl.partial").exists());
+    // --output, given to the run, is written again by the retry.
+    let output = lines_by_key(&dir.path().join("out.jsonl"));
+    assert_eq!(output.len(), ITEMS);
+    assert_eq!(output["i003"]["outcome"], "completed", "{}", output["i003"]);
+}
+
+/// How many requests the mock received for the reduce.
+fn reduces_sent(server: &MockServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| first_user(&r.body).contains("Summarise"))
+        .count()
+}
+
+#[tokio::test]
+async fn retry_failed_runs_the_reduce_again_and_a_resume_with_the_same_results_does_not() {
+    let dir = project(8);
+    let file = workflow_file(PROMPT, 8)
+        + "reduce:\n  agent: plan\n  prompt: \"Summarise {{ results_path }}.\"\n";
+    write_file(&dir.path().join("label.yaml"), &file);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("item-003.".into()),
+        vec![Reply::text("not json"); 3],
+    );
+    server.route(
+        Match::FirstUserContains("Summarise".into()),
+        vec![Reply::text("first summary"), Reply::text("second summary")],
+    );
+    routes(&server, 2, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "label.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("first summary"), "{}", out.stdout);
+    assert_eq!(reduces_sent(&server), 1);
+
+    // The same results: the reduce's answer stands.
+    let id = run_id(dir.path());
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("first summary"), "{}", out.stdout);
+    assert_eq!(
+        reduces_sent(&server),
+        1,
+        "the reduce ran again on the same results"
+    );
+
+    // Item 3 completes now: the reduce summarises the new results.
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "retry", &id, "--failed"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("second summary"), "{}", out.stdout);
+    assert_eq!(reduces_sent(&server), 2);
+}
+
+#[tokio::test]
+async fn a_workflow_stopped_by_its_budget_and_resumed_does_not_spend_it_again() {
+    let dir = project(1);
+    // Each answer is 15 tokens: about ten items fit.
+    let file = workflow_file(PROMPT, 1) + "budget: {tokens: 150}\n";
+    write_file(&dir.path().join("label.yaml"), &file);
+    let server = MockServer::start().await;
+    routes(&server, 1, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "label.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let sent = server.requests().len();
+    assert!((1..ITEMS).contains(&sent), "{sent} requests");
+    let first = results(dir.path());
+    assert!(first.values().any(|r| r["outcome"] == "budget"));
+
+    let id = run_id(dir.path());
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        server.requests().len(),
+        sent,
+        "the resume spent the budget again"
+    );
+    // A larger budget lets it go on, counting what was spent before.
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["resume", &id, "--budget-tokens", "100000"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()));
+}
+
+#[tokio::test]
+async fn a_resume_of_reversed_input_at_another_concurrency_sends_no_finished_item_again() {
+    let dir = project(8);
+    let server = MockServer::start().await;
+    routes(&server, 2, Duration::ZERO);
+    // Items from 100 on are held until the kill.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_number(&first_user(body)).is_some_and(|n| n >= 100)
+    })));
+    let before_kill = run_and_kill(dir.path(), &server, 60).await;
+    held.open();
+    let sent_before = sent_per_item(&server);
+
+    // The input's lines reversed, and 3 at once instead of 8.
+    let input = dir.path().join("items.jsonl");
+    let text = std::fs::read_to_string(&input).unwrap();
+    let reversed: Vec<&str> = text.lines().rev().collect();
+    write_file(&input, &(reversed.join("\n") + "\n"));
+    write_file(&dir.path().join("label.yaml"), &workflow_file(PROMPT, 3));
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["resume", &run_id(dir.path())],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()));
+    let sent = sent_per_item(&server);
+    for n in &before_kill {
+        assert_eq!(
+            sent[n], sent_before[n],
+            "item {n} finished and was sent again"
+        );
+    }
 }

@@ -1,9 +1,10 @@
 use super::mock::mock_builder;
 use cadre_core::workflow::{ItemCall, ItemResult, WorkItem, Workflow};
-use cadre_core::{JournaledRun, StopKind};
+use cadre_core::{AgentSpec, JournaledRun, Mode, StopKind};
 use cadre_testkit::{Match, MockServer, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The schema every item's answer is checked against.
 fn schema() -> Value {
@@ -194,14 +195,38 @@ async fn a_failed_item_is_tried_again_as_a_fresh_call_and_the_reduce_reads_the_r
     );
 }
 
+/// A subagent type that may start subagents of its own.
+fn delegator() -> AgentSpec {
+    AgentSpec::builder("delegator")
+        .description("Delegates further.")
+        .mode(Mode::Subagent)
+        .tools(["*"])
+        .disallowed_tools(Vec::<String>::new())
+        .max_turns(5)
+        .skills(Vec::<String>::new())
+        .prompt("Delegate.")
+        .build()
+}
+
+/// Waits (up to a minute) until `ready`, polling.
+async fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn after_a_refused_key_no_request_is_sent_and_no_subagent_starts() {
     let server = MockServer::start().await;
     server.route(
         Match::FirstUserContains("PARENT".into()),
         vec![
-            Reply::tasks([("t1", "explore", "Job A.")]),
-            Reply::tasks([("t2", "explore", "Job B.")]),
+            Reply::tasks([("t1", "explore", "Job A."), ("t2", "delegator", "Job C.")]),
             Reply::text("done"),
         ],
     );
@@ -209,19 +234,44 @@ async fn after_a_refused_key_no_request_is_sent_and_no_subagent_starts() {
         Match::FirstUserContains("Job A.".into()),
         vec![Reply::error_status(403, "permission_error", "not allowed")],
     );
+    // Job C's answer starts Job B, and comes only after Job A was refused.
+    server.route(
+        Match::FirstUserContains("Job C.".into()),
+        vec![
+            Reply::tasks([("t3", "explore", "Job B.")]),
+            Reply::text("c done"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Job B.".into()),
+        vec![Reply::text("b done")],
+    );
     server.allow_unused_replies();
+    let job_a = server.gate(Match::FirstUserContains("Job A.".into()));
+    let job_c = server.gate(Match::FirstUserContains("Job C.".into()));
     let dir = tempfile::tempdir().unwrap();
-    let orchestrator = mock_builder(&server, dir.path()).build().unwrap();
-    let (outcome, summary) = orchestrator.run("main", "PARENT").await.unwrap();
-    // Job A was refused; the primary's next request was never sent, so Job B never started.
-    assert_eq!(requests(&server), 2);
+    let orchestrator = mock_builder(&server, dir.path())
+        .agent(delegator())
+        .build()
+        .unwrap();
+    let running = orchestrator.clone();
+    let run = tokio::spawn(async move { running.run("main", "PARENT").await });
+    assert!(job_a.wait_for(1, Duration::from_secs(60)).await);
+    assert!(job_c.wait_for(1, Duration::from_secs(60)).await);
+    job_a.open();
+    wait_until("the 403", || orchestrator.provider_refused().is_some()).await;
+    job_c.open();
+    let (outcome, summary) = run.await.unwrap().unwrap();
+    // Job B's Task call came after the refusal: no subagent started for it, and the
+    // primary's next request was never sent.
+    assert_eq!(requests(&server), 3);
     assert!(
         matches!(&outcome.stop, StopKind::ModelError(e) if e.contains("not sent") && e.contains("403")),
         "{:?}",
         outcome.stop
     );
     assert!(orchestrator.provider_refused().unwrap().contains("403"));
-    assert_eq!(summary.usage.by_type["explore"].agents, 1);
+    assert_eq!(summary.usage.by_type["explore"].agents, 1, "Job B started");
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use crate::record::journal::{Journal, JournaledRun};
 use crate::record::run_dir::{write_replacing, RunDir};
 use crate::run::answer::AnswerSchema;
 use crate::run::state::AgentState;
-use crate::run::workflow::results::{output_of, ResultsFile};
+use crate::run::workflow::results::{output_of, ResultsDigest, ResultsFile};
 use crate::run::workflow::{CallKey, ItemCall, ItemResult, ResultSink, WorkItem, Workflow};
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::{Outcome, StopKind};
@@ -23,7 +23,6 @@ use crate::vocab::step::Step;
 use cadre_model::{Message, Usage};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,17 +101,20 @@ struct ItemRules {
     follow_up: Option<(String, String)>,
 }
 
-/// Where each result goes: the results file and the caller's sinks; and the counts.
+/// Where each result goes: the results file and the caller's sinks; and the counts, and
+/// the digest of the results.
 struct Output {
     file: ResultsFile,
     sinks: Vec<ResultSink>,
     outcomes: BTreeMap<String, u64>,
+    digest: ResultsDigest,
 }
 
 impl Output {
     /// Writes `result`'s line, tells the sinks, and counts its outcome.
     fn tell(&mut self, result: &ItemResult) {
         self.file.write(result);
+        self.digest.add(result);
         for sink in &mut self.sinks {
             sink(result);
         }
@@ -222,12 +224,16 @@ impl Orchestrator {
         let journal: Arc<dyn Journal> = self.run_journal(Arc::new(journal), None);
         let transcript = open_transcript(&run_dir);
         let lineage = Lineage::default();
-        let root = self
+        // Only whether the root was journaled matters: its state (with every call it
+        // spawned) is let go at once, not held for the whole run.
+        let found = self
             .load_tree(&journal, &lineage, transcript.as_deref(), root_path())
-            .await?;
-        if root.is_none() {
+            .await?
+            .is_some();
+        if !found {
             return Err(RunError::NoJournal { run_id });
         }
+        self.charge_earlier(&lineage);
         // Rebuilt: the steps read to do it are not kept for the rest of the run.
         journal.release_earlier();
         let parts = RunParts {
@@ -240,6 +246,17 @@ impl Orchestrator {
         let run = self.context(parts, self.new_team(None), false);
         keep_invocation(&run, &workflow);
         self.drive(&run, workflow).await
+    }
+
+    /// Charges the run's budget with what the agents of `lineage` (every item's agent the
+    /// journal has) spent before the resume: `budget.tokens` is the whole run's, not each
+    /// part's, so a run stopped by it and resumed does not spend it again.
+    fn charge_earlier(&self, lineage: &Lineage) {
+        let mut earlier = Usage::default();
+        for agent in lineage.resumed.iter() {
+            earlier.add(&agent.value().usage);
+        }
+        self.budget.charge(&earlier);
     }
 
     /// Why no new item may start, if none may: the provider refused the run, it was
@@ -269,6 +286,7 @@ impl Orchestrator {
             file: ResultsFile::create(results),
             sinks: std::mem::take(&mut workflow.sinks),
             outcomes: BTreeMap::new(),
+            digest: ResultsDigest::default(),
         };
         let root = self.root_handle(run);
         let rules = ItemRules {
@@ -295,8 +313,10 @@ impl Orchestrator {
             }
         }
         drop(running);
+        // Whole now: the reduce reads it where it belongs.
+        out.file.finish();
         let mut answer = out.said();
-        if let Some(reduced) = self.reduce(run, &root, &mut workflow, out.file.path(), &rules) {
+        if let Some(reduced) = self.reduce(run, &root, &mut workflow, &out, &rules) {
             answer = format!("{answer}\n\n{}", reduced.await);
         }
         let stop = self.scheduling_stopped().unwrap_or(StopKind::Done);
@@ -315,21 +335,24 @@ impl Orchestrator {
     }
 
     /// The reduce step's run, when the workflow has one and the items were not stopped:
-    /// what it answered, or why it did not.
+    /// what it answered, or why it did not. Its call id carries the digest of the results
+    /// in `out`: its prompt names only their file, which new results (a retry) do not
+    /// change, and they must make a new reduce.
     fn reduce<'a>(
         self: &'a Arc<Self>,
         run: &'a Arc<RunContext>,
         root: &'a AgentHandle,
         workflow: &mut Workflow,
-        results: &Path,
+        out: &Output,
         rules: &'a ItemRules,
     ) -> Option<impl std::future::Future<Output = String> + 'a> {
         let (agent, prompt) = workflow.reduce.take()?;
         if self.scheduling_stopped().is_some() {
             return None;
         }
-        let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(results)));
-        let prepared = self.prepare(item, &mut Seen::default(), "reduce:");
+        let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(out.file.path())));
+        let prefix = format!("reduce:{}:", out.digest.short());
+        let prepared = self.prepare(item, &mut Seen::default(), &prefix);
         Some(async move {
             let result = match prepared {
                 Ok(prepared) => self.run_item(run, root, prepared, rules).await,
@@ -371,6 +394,7 @@ impl Orchestrator {
                 line,
                 error: Some(why),
                 attempts: 0,
+                ran_now: false,
             })
         };
         let call = call.map_err(|why| failed(why, ItemResult::BAD_INPUT))?;
@@ -428,6 +452,7 @@ impl Orchestrator {
             .filter(|(key, _)| *key == item.key)
             .map(|(_, text)| text.as_str());
         let mut retried_failed = false;
+        let mut any_ran_now = false;
         let mut tries = 0;
         let mut usage = Usage::default();
         loop {
@@ -446,6 +471,7 @@ impl Orchestrator {
                     ran_now,
                 } => {
                     usage.add(&used);
+                    any_ran_now |= ran_now;
                     (path, stop, text, ran_now)
                 }
             };
@@ -473,6 +499,7 @@ impl Orchestrator {
                 line: None,
                 error,
                 attempts: attempt + 1,
+                ran_now: any_ran_now,
             };
         }
     }
@@ -614,6 +641,7 @@ fn not_started(item: &Prepared, call: &str, stop: StopKind, attempt: u32) -> Ite
         line: None,
         error: Some(format!("not started: {stop}")),
         attempts: attempt,
+        ran_now: false,
     }
 }
 

@@ -130,6 +130,10 @@ pub struct ItemResult {
     /// How many times it was tried (0 for bad input).
     #[serde(default)]
     pub attempts: u32,
+    /// Whether an attempt of it ran in this part of the run, not only before a resume
+    /// (what an ETA counts); not written to the results.
+    #[serde(skip)]
+    pub ran_now: bool,
 }
 
 impl ItemResult {
