@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use cadre_core::semconv::{self, RecordContent};
+use cadre_core::workflow::{ItemCall, WorkItem, Workflow};
 use cadre_core::{AgentSpec, Mode, Registry, StopKind};
 use cadre_testkit::{Match, MockServer, Reply};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
@@ -935,5 +936,58 @@ async fn a_compaction_the_server_makes_inside_a_request_is_a_span_under_its_agen
     assert_eq!(
         int(compact, semconv::CADRE_COMPACTION_TOKENS_AFTER),
         Some(cadre_testkit::compaction::SUMMARY_TOKENS as i64)
+    );
+}
+
+#[tokio::test]
+async fn a_workflow_is_one_invoke_workflow_span_over_its_items_agents() {
+    let (exporter, provider) = exporter();
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    server.route(Match::Any, vec![Reply::text("labelled"); 3]);
+    let o = mock_builder(&server, dir.path())
+        .run_id("trace-workflow")
+        .build()
+        .unwrap();
+    let items = (0..3).map(|i| {
+        WorkItem::new(
+            format!("k{i}"),
+            ItemCall::new("explore", format!("Label item {i}.")),
+        )
+    });
+    let summary = o
+        .run_workflow(Workflow::from_items("labels", items))
+        .await
+        .unwrap();
+    assert_eq!(summary.stop, StopKind::Done, "{}", summary.answer);
+    drop(o);
+    provider.force_flush().unwrap();
+    let all = exporter.get_finished_spans().unwrap();
+    let root = all
+        .iter()
+        .find(|s| {
+            s.name.starts_with("invoke_workflow")
+                && attr(s, semconv::GEN_AI_CONVERSATION_ID) == "trace-workflow"
+        })
+        .expect("the workflow's span");
+    assert_eq!(root.name, "invoke_workflow labels");
+    assert_eq!(
+        root.parent_span_id,
+        SpanId::INVALID,
+        "it is the trace's root"
+    );
+    assert_eq!(
+        attr(root, semconv::GEN_AI_OPERATION_NAME),
+        "invoke_workflow"
+    );
+    assert_eq!(attr(root, semconv::CADRE_WORKFLOW_NAME), "labels");
+    let agents: Vec<&SpanData> = all
+        .iter()
+        .filter(|s| s.name.starts_with("invoke_agent ") && is_child(s, root))
+        .collect();
+    assert_eq!(
+        agents.len(),
+        3,
+        "each item's agent under the workflow's span"
     );
 }

@@ -87,6 +87,9 @@ pub const CADRE_TOOL_DECISION: &str = "cadre.tool.decision";
 
 /// The operation of an agent's span.
 pub const OP_INVOKE_AGENT: &str = "invoke_agent";
+/// The operation of a workflow's span, `invoke_workflow {name}`: the agents of its items
+/// nest under it.
+pub const OP_INVOKE_WORKFLOW: &str = "invoke_workflow";
 /// The operation of a model request's span.
 pub const OP_CHAT: &str = "chat";
 /// The operation of a tool call's span.

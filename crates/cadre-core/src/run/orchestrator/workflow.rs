@@ -14,6 +14,7 @@ use crate::record::events::millis;
 use crate::record::journal::{Journal, JournaledRun};
 use crate::record::run_dir::{write_replacing, RunDir};
 use crate::run::answer::AnswerSchema;
+use crate::run::spans;
 use crate::run::state::AgentState;
 use crate::run::workflow::results::{output_of, ResultsDigest, ResultsFile};
 use crate::run::workflow::{CallKey, ItemCall, ItemResult, ResultSink, WorkItem, Workflow};
@@ -25,6 +26,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// The longest wait before a failed item is tried again.
 const MOST_BACKOFF: Duration = Duration::from_secs(30);
@@ -201,7 +203,7 @@ impl Orchestrator {
             history: Vec::new(),
         })
         .await;
-        self.drive(&run, workflow).await
+        self.traced_drive(&run, workflow).await
     }
 
     /// Rebuilds the run `opened` from its journal, and drives `workflow` in it.
@@ -245,7 +247,7 @@ impl Orchestrator {
         };
         let run = self.context(parts, self.new_team(None), false);
         keep_invocation(&run, &workflow);
-        self.drive(&run, workflow).await
+        self.traced_drive(&run, workflow).await
     }
 
     /// Charges the run's budget with what the agents of `lineage` (every item's agent the
@@ -269,6 +271,17 @@ impl Orchestrator {
             return Some(StopKind::Cancelled);
         }
         self.budget.exhausted().then_some(StopKind::Budget)
+    }
+
+    /// Drives `workflow` in `run` under its `invoke_workflow` span, where its items'
+    /// agents nest.
+    async fn traced_drive(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+        workflow: Workflow,
+    ) -> Result<RunSummary, RunError> {
+        let span = spans::invoke_workflow(&workflow.name, &run.id);
+        self.drive(run, workflow).instrument(span).await
     }
 
     /// Runs the items of `workflow` in `run`, then its reduce, and summarises the run.
