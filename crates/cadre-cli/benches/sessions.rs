@@ -51,23 +51,7 @@ fn cadre_bin() -> PathBuf {
 
 /// `cadre` in `dir` against `server`, with an empty home and no output kept.
 fn cadre(dir: &Path, home: &Path, server: &MockServer, args: &[&str]) -> Command {
-    let mut command = Command::new(cadre_bin());
-    command
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", server.uri())
-        .env("TERM", "dumb")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("CADRE_MODEL")
-        .env_remove("CADRE_PROVIDER")
-        .env_remove("RUST_LOG")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    command
+    cadre_testkit::bench::cadre_command(&cadre_bin(), dir, home, &server.uri(), args)
 }
 
 /// CPU time (user and system) of the children this process has waited for.

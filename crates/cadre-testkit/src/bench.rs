@@ -3,6 +3,8 @@
 //! name, `N=…`, `wall … ms`, `cpu/turn … ms` and `peak … MiB` come first, new figures after).
 
 use std::fmt;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// This process's resident bytes now.
@@ -126,6 +128,29 @@ impl fmt::Display for FleetLine {
         }
         Ok(())
     }
+}
+
+/// The `cadre` binary `bin` run with `args` in `dir` against the mock at `uri`, with `home` as
+/// its home folder, no output kept, and none of the machine's variables that would change
+/// its model: what the benchmarks of the real binary time.
+pub fn cadre_command(bin: &Path, dir: &Path, home: &Path, uri: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", uri)
+        .env("TERM", "dumb")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_PROVIDER")
+        .env_remove("RUST_LOG")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
 }
 
 #[cfg(test)]
