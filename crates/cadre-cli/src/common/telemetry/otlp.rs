@@ -304,13 +304,7 @@ fn span_exporter(protocol: Protocol) -> Result<OneWarning, String> {
     let inner = match protocol {
         Protocol::Grpc => grpc(|| tonic_configured(Otlp::builder().with_tonic(), signal).build())?,
         Protocol::HttpProtobuf | Protocol::HttpJson => {
-            let mut b = configured(Otlp::builder().with_http(), signal, protocol)
-                .with_http_client(http_client(signal)?)
-                .with_protocol(http_protocol(protocol))
-                .with_retry_policy(retry_policy());
-            if let Some(headers) = table_headers(signal) {
-                b = b.with_headers(headers);
-            }
+            let b = http_configured(Otlp::builder().with_http(), signal, protocol)?;
             Exporter::Direct(b.build().map_err(|e| e.to_string())?)
         }
     };
@@ -324,17 +318,28 @@ fn metric_exporter(protocol: Protocol) -> Result<MetricsOneWarning, String> {
     let inner = match protocol {
         Protocol::Grpc => grpc(|| tonic_configured(Otlp::builder().with_tonic(), signal).build())?,
         Protocol::HttpProtobuf | Protocol::HttpJson => {
-            let mut b = configured(Otlp::builder().with_http(), signal, protocol)
-                .with_http_client(http_client(signal)?)
-                .with_protocol(http_protocol(protocol))
-                .with_retry_policy(retry_policy());
-            if let Some(headers) = table_headers(signal) {
-                b = b.with_headers(headers);
-            }
+            let b = http_configured(Otlp::builder().with_http(), signal, protocol)?;
             Exporter::Direct(b.build().map_err(|e| e.to_string())?)
         }
     };
     Ok(MetricsOneWarning { inner })
+}
+
+/// Configures an HTTP exporter builder as the settings say for `signal`: endpoint,
+/// timeout, client, protocol, retries and the table's headers.
+fn http_configured<B: WithHttpConfig + WithExportConfig>(
+    builder: B,
+    signal: Signal,
+    protocol: Protocol,
+) -> Result<B, String> {
+    let b = configured(builder, signal, protocol)
+        .with_http_client(http_client(signal)?)
+        .with_protocol(http_protocol(protocol))
+        .with_retry_policy(retry_policy());
+    Ok(match table_headers(signal) {
+        Some(headers) => b.with_headers(headers),
+        None => b,
+    })
 }
 
 /// Configures a gRPC exporter builder as the settings say for `signal`: endpoint,
