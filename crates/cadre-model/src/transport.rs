@@ -4,7 +4,7 @@
 //! the answer as server-sent events or as one JSON body. The client (rustls, no redirects),
 //! the timeouts, the read loops and the mapping of HTTP and transport failures to
 //! [`ModelError`]s live here; a provider adds only its endpoint path, its headers, its
-//! [`Decoder`] and how it reads an error body. The API key is handed over only to be
+//! `Decoder` and how it reads an error body. The API key is handed over only to be
 //! removed from text that came from elsewhere: it is never logged, printed, or put into an
 //! error.
 
