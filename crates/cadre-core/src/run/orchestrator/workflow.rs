@@ -26,6 +26,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 /// The longest wait before a failed item is tried again.
@@ -302,11 +303,11 @@ impl Orchestrator {
             digest: ResultsDigest::default(),
         };
         let root = self.root_handle(run);
-        let rules = ItemRules {
+        let rules = Arc::new(ItemRules {
             retries: workflow.retries,
             retry_failed: workflow.retry_failed,
             follow_up: workflow.follow_up.take(),
-        };
+        });
         let mut seen = Seen::default();
         let mut items = std::mem::replace(&mut workflow.items, Box::new(std::iter::empty())).fuse();
         let mut running = FuturesUnordered::new();
@@ -316,7 +317,7 @@ impl Orchestrator {
             while running.len() < workflow.concurrency {
                 let Some(item) = items.next() else { break };
                 match self.prepare(item, &mut seen, "") {
-                    Ok(prepared) => running.push(self.run_item(run, &root, prepared, &rules)),
+                    Ok(prepared) => running.push(self.spawn_item(run, &root, prepared, &rules)),
                     Err(result) => out.tell(&result),
                 }
             }
@@ -441,6 +442,37 @@ impl Orchestrator {
             call,
             answer,
         })
+    }
+
+    /// Runs `item` to its result on a task of its own: the items' work spreads over the
+    /// runtime's threads instead of taking turns in the driver's task, where a burst of
+    /// answers arriving together kept each next item waiting for all the others. The task
+    /// ends with the future (a dropped driver leaves no item running).
+    fn spawn_item(
+        self: &Arc<Self>,
+        run: &Arc<RunContext>,
+        root: &AgentHandle,
+        item: Prepared,
+        rules: &Arc<ItemRules>,
+    ) -> impl std::future::Future<Output = ItemResult> + 'static {
+        let key = item.key.clone();
+        let (me, run, root, rules) = (self.clone(), run.clone(), root.clone(), rules.clone());
+        let work = async move { me.run_item(&run, &root, item, &rules).await };
+        let task = AbortOnDropHandle::new(tokio::spawn(work.in_current_span()));
+        async move {
+            task.await.unwrap_or_else(|failure| ItemResult {
+                key,
+                call: None,
+                outcome: Outcome::Failed.label().to_owned(),
+                output: serde_json::Value::Null,
+                usage: Usage::default(),
+                agent: None,
+                line: None,
+                error: Some(format!("its task ended without a result: {failure}")),
+                attempts: 0,
+                ran_now: true,
+            })
+        }
     }
 
     /// Runs `item` to its result: its last attempt found in the journal (its result stands,
