@@ -32,6 +32,17 @@ pub(super) struct LoadedRun {
     pub(super) primary: AgentState,
     /// The run's task.
     pub(super) task: String,
+    /// What its journal shows its agents spent before.
+    pub(super) spent: Usage,
+}
+
+/// What [`Orchestrator::load_tree`] rebuilt: the agent at its root, and what the journal
+/// shows the whole tree spent.
+pub(super) struct Rebuilt {
+    /// The agent at the root (`None` when the journal has none).
+    pub(super) root: Option<AgentState>,
+    /// The tokens every agent of the tree used before.
+    pub(super) spent: Usage,
 }
 
 impl Orchestrator {
@@ -60,6 +71,7 @@ impl Orchestrator {
         // waited for its team, or was killed right after answering, has not.
         let ended = opened.state.finished.clone();
         let loaded = self.load_run(opened, true, None).await?;
+        self.charge_earlier(&loaded.spent);
         self.go_on(loaded, ended, follow_up).await
     }
 
@@ -77,6 +89,7 @@ impl Orchestrator {
             spec,
             mut primary,
             task,
+            spent: _,
         } = loaded;
         match (follow_up, &ended) {
             (None, Some(stop)) if !stop.resumes() => {
@@ -243,10 +256,10 @@ impl Orchestrator {
         let transcript = with_transcript.then(|| open_transcript(&run_dir)).flatten();
         let lineage = Lineage::default();
         let root = AgentPath::primary(&spec.name);
-        let primary = self
+        let Rebuilt { root, spent } = self
             .load_tree(&journal, &lineage, transcript.as_deref(), root)
             .await?;
-        let Some(primary) = primary else {
+        let Some(primary) = root else {
             return Err(RunError::NoJournal { run_id: id });
         };
         let parts = RunParts {
@@ -262,6 +275,7 @@ impl Orchestrator {
             spec,
             primary,
             task: state.task,
+            spent,
         })
     }
 
@@ -275,8 +289,9 @@ impl Orchestrator {
         lineage: &Lineage,
         transcript: Option<&RunTranscript>,
         root: AgentPath,
-    ) -> Result<Option<AgentState>, RunError> {
+    ) -> Result<Rebuilt, RunError> {
         let mut primary = None;
+        let mut spent = Usage::default();
         let mut queue = vec![root];
         while let Some(path) = queue.pop() {
             // New subagents must not take a path the journal already uses, even one whose
@@ -285,6 +300,7 @@ impl Orchestrator {
             let Some(rebuilt) = AgentState::from_steps(journal.steps(path.as_str()).await?) else {
                 continue;
             };
+            spent.add(&rebuilt.usage);
             for (call, child) in &rebuilt.spawned {
                 lineage
                     .children
@@ -301,7 +317,18 @@ impl Orchestrator {
             }
             lineage.resumed.insert(path, rebuilt);
         }
-        Ok(primary)
+        Ok(Rebuilt {
+            root: primary,
+            spent,
+        })
+    }
+
+    /// Charges the run's budget with `spent`, what its journal shows was spent before this
+    /// resume: the budget is the whole run's across its parts, so a run stopped by it, or
+    /// killed near it, and resumed does not spend it again. A plain run and a workflow run
+    /// are both charged here.
+    pub(super) fn charge_earlier(&self, spent: &Usage) {
+        self.budget.charge(spent);
     }
 
     /// Counts the usage of an agent that ran before the resume and will not run again.

@@ -228,14 +228,13 @@ impl Orchestrator {
         let lineage = Lineage::default();
         // Only whether the root was journaled matters: its state (with every call it
         // spawned) is let go at once, not held for the whole run.
-        let found = self
+        let rebuilt = self
             .load_tree(&journal, &lineage, transcript.as_deref(), root_path())
-            .await?
-            .is_some();
-        if !found {
+            .await?;
+        if rebuilt.root.is_none() {
             return Err(RunError::NoJournal { run_id });
         }
-        self.charge_earlier(&lineage);
+        self.charge_earlier(&rebuilt.spent);
         // Rebuilt: the steps read to do it are not kept for the rest of the run.
         journal.release_earlier();
         let parts = RunParts {
@@ -248,17 +247,6 @@ impl Orchestrator {
         let run = self.context(parts, self.new_team(None), false);
         keep_invocation(&run, &workflow);
         self.traced_drive(&run, workflow).await
-    }
-
-    /// Charges the run's budget with what the agents of `lineage` (every item's agent the
-    /// journal has) spent before the resume: `budget.tokens` is the whole run's, not each
-    /// part's, so a run stopped by it and resumed does not spend it again.
-    fn charge_earlier(&self, lineage: &Lineage) {
-        let mut earlier = Usage::default();
-        for agent in lineage.resumed.iter() {
-            earlier.add(&agent.value().usage);
-        }
-        self.budget.charge(&earlier);
     }
 
     /// Why no new item may start, if none may: the provider refused the run, it was
