@@ -140,6 +140,11 @@ fn root_path() -> AgentPath {
     AgentPath::primary(Workflow::ROOT_TYPE)
 }
 
+/// What the agent of the item `key` is asked to do, as its start is journaled.
+fn item_description(key: &str) -> String {
+    format!("item {key}")
+}
+
 /// The id of attempt `attempt` (from 0) of the call `base`.
 fn attempt_id(base: &str, attempt: u32) -> String {
     if attempt == 0 {
@@ -228,8 +233,28 @@ impl Orchestrator {
         let lineage = Lineage::default();
         // Only whether the root was journaled matters: its state (with every call it
         // spawned) is let go at once, not held for the whole run.
+        // A finished item is kept as its result alone, not its conversation: only the
+        // items in flight at the kill (and one given a follow-up) are rebuilt whole.
+        let follow_up = workflow
+            .follow_up
+            .as_ref()
+            .map(|(key, _)| item_description(key));
+        let settled = |path: &AgentPath, state: &AgentState| {
+            path.depth() == 1
+                && state
+                    .finished
+                    .as_ref()
+                    .is_some_and(|(stop, _)| !stop.resumes())
+                && follow_up.as_deref() != Some(state.description.as_str())
+        };
         let rebuilt = self
-            .load_tree(&journal, &lineage, transcript.as_deref(), root_path())
+            .load_tree(
+                &journal,
+                &lineage,
+                transcript.as_deref(),
+                root_path(),
+                &settled,
+            )
             .await?;
         if rebuilt.root.is_none() {
             return Err(RunError::NoJournal { run_id });
@@ -566,7 +591,7 @@ impl Orchestrator {
         me.answer = item.answer.clone();
         // The item's limits, which its type's tighten when it starts, as a `Task` call's.
         me.limits = item.call.limits;
-        let description = format!("item {}", item.key);
+        let description = item_description(&item.key);
         let start = match rebuilt {
             Some(state) => Start::Resume(state),
             None => Start::Fresh(&item.call.prompt),
@@ -598,6 +623,9 @@ impl Orchestrator {
     /// state it goes on from — with `follow_up` as its next message, journaled, when given;
     /// asking again when the model API or a cancel stopped it.
     async fn found(&self, run: &RunContext, path: &AgentPath, follow_up: Option<&str>) -> Found {
+        if let Some(ended) = run.take_ended(path) {
+            return Found::Ended(ended.stop, ended.text, ended.usage);
+        }
         let Some(mut state) = run.take_resumed(path) else {
             return Found::GoesOn(None);
         };
