@@ -1,24 +1,20 @@
 //! The records of the agents of a run that ended, in the order they were kept, found by
-//! path: a resumed run forgets the record of an agent that goes on in constant time,
-//! where a scan of every record made a 10,000-item workflow quadratic.
+//! path: a resumed run forgets the record of an agent that goes on in constant time (after
+//! one pass that indexes them), where a scan of every record per forget made a resumed
+//! 10,000-item workflow quadratic.
 
 use crate::record::usage::AgentRecord;
 use crate::vocab::agent_path::AgentPath;
 use std::collections::HashMap;
 
-/// One kept record, or the gap a forgotten one left (gaps keep the others' places).
-struct Slot {
-    record: Option<AgentRecord>,
-    /// The slot of the record kept before this one for the same path, if any.
-    same_path_before: Option<usize>,
-}
-
 /// The records of the agents that ended, in the order they were kept.
 #[derive(Default)]
 pub(super) struct AgentRecords {
-    slots: Vec<Slot>,
-    /// The slot of the last record kept for each path.
-    last: HashMap<AgentPath, usize>,
+    /// Each record, or the gap a forgotten one left (gaps keep the others' places).
+    slots: Vec<Option<AgentRecord>>,
+    /// The slots of each path's records: made at the first forget, kept up to date after.
+    /// A run that forgets none (most) never pays for it.
+    by_path: Option<HashMap<AgentPath, Vec<usize>>>,
     /// How many slots hold a record.
     kept: usize,
 }
@@ -26,26 +22,30 @@ pub(super) struct AgentRecords {
 impl AgentRecords {
     /// Keeps `record` after the others.
     pub(super) fn push(&mut self, record: AgentRecord) {
-        let at = self.slots.len();
-        let same_path_before = self.last.insert(record.path.clone(), at);
-        self.slots.push(Slot {
-            record: Some(record),
-            same_path_before,
-        });
+        if let Some(by_path) = &mut self.by_path {
+            let at = self.slots.len();
+            by_path.entry(record.path.clone()).or_default().push(at);
+        }
+        self.slots.push(Some(record));
         self.kept += 1;
     }
 
     /// Drops every record kept for `path`.
     pub(super) fn forget(&mut self, path: &AgentPath) {
-        let mut next = self.last.remove(path);
-        while let Some(at) = next {
-            let Some(slot) = self.slots.get_mut(at) else {
-                break;
-            };
-            if slot.record.take().is_some() {
+        let slots = &mut self.slots;
+        let by_path = self.by_path.get_or_insert_with(|| {
+            let mut by_path: HashMap<AgentPath, Vec<usize>> = HashMap::new();
+            for (at, slot) in slots.iter().enumerate() {
+                if let Some(record) = slot {
+                    by_path.entry(record.path.clone()).or_default().push(at);
+                }
+            }
+            by_path
+        });
+        for at in by_path.remove(path).unwrap_or_default() {
+            if slots.get_mut(at).and_then(Option::take).is_some() {
                 self.kept -= 1;
             }
-            next = slot.same_path_before.take();
         }
     }
 
@@ -56,7 +56,7 @@ impl AgentRecords {
 
     /// The records kept, in the order they were.
     pub(super) fn to_vec(&self) -> Vec<AgentRecord> {
-        self.slots.iter().filter_map(|s| s.record.clone()).collect()
+        self.slots.iter().flatten().cloned().collect()
     }
 }
 
