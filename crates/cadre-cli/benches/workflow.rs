@@ -10,7 +10,9 @@
 //! - `resume`: the same workflow killed with SIGKILL once half its items have finished, then
 //!   `cadre resume`: how many items finished before the kill were asked of the model again
 //!   (goal 0), how many were in flight at the kill (asked again by design: their requests
-//!   had no answer journaled), and whether every item completed.
+//!   had no answer journaled), whether every item completed, and the resume's own peak
+//!   memory (it runs under a child of this benchmark's of its own, whose children are the
+//!   resume alone).
 //!
 //! Run: `cargo bench -p cadre-cli --bench workflow`. CADRE_BENCH_SECTIONS takes a comma list
 //! of `run`, `resume` (default both); CADRE_BENCH_ITEMS, CADRE_BENCH_CONCURRENCY and
@@ -27,7 +29,7 @@ use cadre_testkit::{Match, MockServer, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -111,6 +113,49 @@ fn children_usage() -> (Duration, i64) {
             + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap())
     };
     (tv(u.user_time()) + tv(u.system_time()), u.max_rss())
+}
+
+/// The first argument that makes this binary run the command after it, then print its exit
+/// code and peak resident memory (KiB): a process whose only child is that command.
+const MEASURE: &str = "--measure-child";
+
+/// `command` run under a child of this binary (see [`MEASURE`]), so that its peak memory is
+/// its own, not that of an earlier child of this process: its exit code and peak KiB.
+fn measured(command: &Command) -> (Option<i32>, i64) {
+    let mut wrapper = Command::new(std::env::current_exe().unwrap());
+    wrapper
+        .arg(MEASURE)
+        .arg(command.get_program())
+        .args(command.get_args());
+    if let Some(dir) = command.get_current_dir() {
+        wrapper.current_dir(dir);
+    }
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapper.env(key, value),
+            None => wrapper.env_remove(key),
+        };
+    }
+    let out = wrapper.stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (code, peak) = text.trim().split_once(' ').unwrap();
+    (code.parse().ok(), peak.parse().unwrap())
+}
+
+/// Runs `args` (a program and its arguments) without output, and prints its exit code and
+/// peak resident memory in KiB: the [`MEASURE`] side of [`measured`].
+fn measure_child(args: &[String]) {
+    let status = Command::new(&args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    let (_, peak_kib) = children_usage();
+    let code = status.code().map_or("-1".to_owned(), |c| c.to_string());
+    println!("{code} {peak_kib}");
 }
 
 /// The run folder of the project in `dir`, once the run has made it.
@@ -220,9 +265,9 @@ async fn bench_resume(shape: Shape) {
     let finished_at_kill = completed(dir.path());
     let run = run_dir(dir.path()).expect("the run made its folder");
     let id = run.file_name().unwrap().to_str().unwrap().to_owned();
-    let status = tokio::task::spawn_blocking({
-        let mut command = cadre(dir.path(), home.path(), &server, &["resume", &id]);
-        move || command.status().unwrap()
+    let (code, peak_kib) = tokio::task::spawn_blocking({
+        let command = cadre(dir.path(), home.path(), &server, &["resume", &id]);
+        move || measured(&command)
     })
     .await
     .unwrap();
@@ -242,17 +287,27 @@ async fn bench_resume(shape: Shape) {
         .collect();
     let rerun_in_flight = asked_again(&mut in_flight.iter());
     println!(
-        "workflow resume items={} killed with {} done: exit {} completed {} finished-before-kill asked again {rerun_finished} (goal 0) in flight at the kill {} asked again {rerun_in_flight}",
+        "workflow resume items={} killed with {} done: exit {} completed {} finished-before-kill asked again {rerun_finished} (goal 0) in flight at the kill {} asked again {rerun_in_flight} resume peak {:.1} MiB",
         shape.items,
         finished_at_kill.len(),
-        status.code().unwrap_or(-1),
+        code.unwrap_or(-1),
         completed(dir.path()).len(),
         in_flight.len(),
+        peak_kib as f64 / 1024.0,
     );
 }
 
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(MEASURE) {
+        measure_child(&args[1..]);
+        return;
+    }
+    bench();
+}
+
 #[tokio::main]
-async fn main() {
+async fn bench() {
     let shape = Shape {
         items: env_usize("CADRE_BENCH_ITEMS", 10_000),
         concurrency: env_usize("CADRE_BENCH_CONCURRENCY", 256),

@@ -456,7 +456,8 @@ pub struct RunArgs {
     /// Most model requests the primary agent may make (default: its type's max_turns).
     #[arg(long, value_name = "N", value_parser = whole::<u32>(1, None), allow_negative_numbers = true)]
     pub max_turns: Option<u32>,
-    /// Stop the run once this many tokens (input + output, cached included) are used.
+    /// Stop the run once this many tokens (input + output, cached included) are used; a
+    /// resume counts what the run spent before.
     #[arg(long, value_name = "TOKENS", value_parser = whole::<u64>(1, None), allow_negative_numbers = true)]
     pub budget_tokens: Option<u64>,
     /// The model's context window in tokens [default: the model's own — 1,000,000 for

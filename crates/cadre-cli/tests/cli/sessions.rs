@@ -817,3 +817,86 @@ async fn resume_retries_a_run_that_stopped_on_a_model_api_failure() {
     let out = cadre_env(dir.path(), &env, &["resume"]).await;
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+/// A run killed near its budget and resumed with it counts what its journal shows was spent
+/// before: the resume spends only what is left (one request here), then stops for its
+/// budget, where it once started counting from nothing and spent the budget again.
+#[tokio::test]
+async fn a_resumed_run_spends_only_what_is_left_of_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    // The parent's last answer is for a resume that spends the budget again.
+    server.allow_unused_replies();
+    // Every answer costs 15 tokens but the spender's, 1,200.
+    server.route(
+        Match::FirstUserContains("PARENT".into()),
+        vec![
+            Reply::tasks([("t1", "explore", "Spender job")]).usage(10, 5, 0, 0),
+            Reply::tasks([("t2", "code", "Sleeper job")]).usage(10, 5, 0, 0),
+            Reply::text("parent done").usage(10, 5, 0, 0),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Spender job".into()),
+        vec![Reply::text("spent").usage(1000, 200, 0, 0)],
+    );
+    server.route(
+        Match::FirstUserContains("Sleeper job".into()),
+        vec![
+            Reply::tool_use(
+                "s1",
+                "bash",
+                json!({"command": "echo $$ > sleeper.pid; sleep 300"}),
+            )
+            .usage(10, 5, 0, 0),
+            Reply::text("sleeper done").usage(10, 5, 0, 0),
+        ],
+    );
+    let mut child = spawn_cadre(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--budget-tokens", "100000", "PARENT task"],
+    );
+    let pid_file = dir.path().join("sleeper.pid");
+    wait_for("the sleeper's command to start", || pid_file.exists()).await;
+    kill(&mut child);
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let sent = server.requests().len();
+    assert_eq!(sent, 4, "parent, spender, parent, sleeper");
+
+    // 1,245 tokens spent before: a budget of 1,250 leaves room for one request, the
+    // sleeper's after its interrupted command, and none for the parent's after it.
+    let out = cadre_env(
+        dir.path(),
+        &[
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+        &[
+            "resume",
+            "--budget-tokens",
+            "1250",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["stop"], json!({"kind": "budget"}), "{v}");
+    let after: Vec<String> = server.requests()[sent..]
+        .iter()
+        .map(|r| r.first_user_text())
+        .collect();
+    assert_eq!(after, ["Sleeper job"], "the resume spent the budget again");
+}

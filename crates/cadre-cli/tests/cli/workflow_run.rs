@@ -312,6 +312,21 @@ async fn killed_at_half_and_resumed_no_finished_item_is_sent_again_and_an_edit_r
     assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
     assert_eq!(sent_per_item(&server).values().sum::<usize>(), total);
     assert_eq!(answers(&self::results(dir.path())), answers(&results));
+    // Kept as their results alone, the finished items still count: the summary has a
+    // record for every item agent the journal started.
+    let run = run_dir(dir.path());
+    let started = std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|s| s["step"] == "started" && s["agent"] != "workflow")
+        .count();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["usage"]["agents"].as_array().unwrap().len(),
+        started
+    );
 }
 
 #[tokio::test]

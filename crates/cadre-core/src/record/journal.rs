@@ -240,17 +240,25 @@ impl FileJournal {
             file: file.clone(),
             source,
         };
-        let (steps, keep_bytes, notes) = read_steps(&file)?;
+        // Put by agent as they are read: a list of every step first would double the
+        // memory a journal of thousands of agents takes while it is opened.
+        let mut earlier: HashMap<String, Vec<Step>> = HashMap::new();
+        let (keep_bytes, notes) = read_each_step(&file, |step| {
+            let agent = step.agent().unwrap_or_default();
+            match earlier.get_mut(agent) {
+                Some(steps) => steps.push(step),
+                None => {
+                    earlier.insert(agent.to_owned(), vec![step]);
+                }
+            }
+        })?;
+        let mut groups: Vec<&mut [Step]> = earlier.values_mut().map(Vec::as_mut_slice).collect();
+        with_texts(&mut groups);
         let out = OpenOptions::new().write(true).open(&file).map_err(io)?;
         // A cut-off last line is dropped so new steps start on a line of their own.
         out.set_len(keep_bytes).map_err(io)?;
         let mut out = out;
         std::io::Seek::seek(&mut out, std::io::SeekFrom::End(0)).map_err(io)?;
-        let mut earlier: HashMap<String, Vec<Step>> = HashMap::new();
-        for step in steps {
-            let key = step.agent().unwrap_or_default().to_owned();
-            earlier.entry(key).or_default().push(step);
-        }
         Ok((
             Self {
                 out: Mutex::new(Out {
@@ -432,14 +440,16 @@ impl RunState {
 }
 
 /// Gives the messages of `Delivered` steps journaled without their text the text of the
-/// `Sent` step of the same message (sender, recipient, number).
-fn with_texts(steps: &mut [Step]) {
+/// `Sent` step of the same message (sender, recipient, number), among the steps of all
+/// `groups`.
+fn with_texts(groups: &mut [&mut [Step]]) {
     let bare = |s: &Step| matches!(s, Step::Delivered { messages, .. } if messages.iter().any(|m| m.text.is_empty()));
-    if !steps.iter().any(bare) {
+    if !groups.iter().flat_map(|g| g.iter()).any(bare) {
         return;
     }
-    let texts: HashMap<(String, String, u64), String> = steps
+    let texts: HashMap<(String, String, u64), String> = groups
         .iter()
+        .flat_map(|g| g.iter())
         .filter_map(|s| match s {
             Step::Team {
                 change: TeamChange::Sent { message: m },
@@ -448,7 +458,7 @@ fn with_texts(steps: &mut [Step]) {
             _ => None,
         })
         .collect();
-    for step in steps.iter_mut() {
+    for step in groups.iter_mut().flat_map(|g| g.iter_mut()) {
         if let Step::Delivered { agent, messages } = step {
             for m in messages.iter_mut().filter(|m| m.text.is_empty()) {
                 match texts.get(&(m.from.clone(), m.to.clone(), m.seq)) {
@@ -469,12 +479,24 @@ fn with_texts(steps: &mut [Step]) {
 /// Reads every step of a journal file. Returns the steps, how many bytes of the file are
 /// whole lines, and whether a cut-off last line was dropped.
 pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalError> {
+    let mut steps = Vec::new();
+    let (whole, notes) = read_each_step(file, |step| steps.push(step))?;
+    with_texts(&mut [&mut steps[..]]);
+    Ok((steps, whole, notes))
+}
+
+/// Hands `each` every step of a journal file, in order, as it is read (messages delivered
+/// without their text still lack it: see [`with_texts`]). Returns how many bytes of the
+/// file are whole lines, and whether a cut-off last line was dropped.
+fn read_each_step(
+    file: &Path,
+    mut each: impl FnMut(Step),
+) -> Result<(u64, OpenNotes), JournalError> {
     let io = |source| JournalError::Io {
         file: file.to_path_buf(),
         source,
     };
     let reader = BufReader::new(File::open(file).map_err(io)?);
-    let mut steps = Vec::new();
     let mut notes = OpenNotes::default();
     let mut whole = 0u64;
     let mut lines = reader.split(b'\n').peekable();
@@ -485,7 +507,7 @@ pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalErr
         let last = lines.peek().is_none();
         match serde_json::from_slice::<Step>(&line) {
             Ok(step) => {
-                steps.push(step);
+                each(step);
                 whole += line.len() as u64 + 1;
             }
             Err(_) if line.iter().all(u8::is_ascii_whitespace) => {
@@ -501,10 +523,9 @@ pub fn read_steps(file: &Path) -> Result<(Vec<Step>, u64, OpenNotes), JournalErr
             }
         }
     }
-    with_texts(&mut steps);
     // The last line of a whole file ends with a newline that `split` does not count.
     let len = std::fs::metadata(file).map_err(io)?.len();
-    Ok((steps, whole.min(len), notes))
+    Ok((whole.min(len), notes))
 }
 
 #[cfg(test)]

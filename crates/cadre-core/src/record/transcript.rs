@@ -216,61 +216,90 @@ pub struct Earlier {
 }
 
 impl Earlier {
-    /// What each agent's lines in the run folder `dir` hold, by path.
+    /// What each agent's lines in the run folder `dir` hold, by path: read a line at a
+    /// time, never holding the lines (a resumed 10,000-item workflow's transcript is tens
+    /// of megabytes).
     fn of_run(dir: &RunDir) -> HashMap<AgentPath, Self> {
-        dir.transcripts()
+        let mut folds: HashMap<AgentPath, EarlierFold> = HashMap::new();
+        dir.each_transcript_line(|path, line| {
+            folds.entry(path.clone()).or_default().take(&line);
+        });
+        folds
             .into_iter()
-            .map(|(path, lines)| (path, Self::of(&lines)))
+            .map(|(path, fold)| (path, fold.done()))
             .collect()
     }
 
     /// Reads what `lines` (an agent's, in order) hold.
     pub fn of(lines: &[TranscriptLine<'_>]) -> Self {
-        let mut elapsed = 0u64;
-        // The start of the part being read, while it has no outcome yet.
-        let mut part: Option<SystemTime> = None;
-        let mut last: Option<SystemTime> = None;
-        let span = |from: Option<SystemTime>, to: Option<SystemTime>| match (from, to) {
-            (Some(a), Some(b)) => b
-                .duration_since(a)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            _ => 0,
-        };
-        // (role, blocks) of each message of the history the lines rebuild.
-        let mut history: Vec<(cadre_model::Role, usize)> = Vec::new();
+        let mut fold = EarlierFold::default();
         for line in lines {
-            let t = line.time();
-            match &line.record {
-                TranscriptRecord::Agent(_) => {
-                    elapsed += span(part, last);
-                    part = t;
-                }
-                TranscriptRecord::Message { message } => match history.last_mut() {
-                    // A turn that went on (or a follow-up joining a user message) is logged
-                    // as its new blocks: they belong to the message before.
-                    Some((role, n)) if *role == message.role => *n += message.content.len(),
-                    _ => history.push((message.role, message.content.len())),
-                },
-                TranscriptRecord::Compacted { history: h, .. } => {
-                    history = h.iter().map(|m| (m.role, m.content.len())).collect();
-                }
-                TranscriptRecord::Outcome(o) => {
-                    elapsed = match o.elapsed_ms {
-                        Some(total) => total,
-                        None => elapsed + span(part, t),
-                    };
-                    part = None;
-                }
-                TranscriptRecord::Hook(_) | TranscriptRecord::Other => {}
+            fold.take(line);
+        }
+        fold.done()
+    }
+}
+
+/// [`Earlier`] being read from an agent's lines, one at a time.
+#[derive(Debug, Default)]
+struct EarlierFold {
+    /// The time of the parts read whole.
+    elapsed: u64,
+    /// The start of the part being read, while it has no outcome yet.
+    part: Option<SystemTime>,
+    /// The time of the last line that said one.
+    last: Option<SystemTime>,
+    /// (role, blocks) of each message of the history the lines rebuild.
+    history: Vec<(cadre_model::Role, usize)>,
+}
+
+impl EarlierFold {
+    /// Takes in the agent's next line.
+    fn take(&mut self, line: &TranscriptLine<'_>) {
+        let t = line.time();
+        match &line.record {
+            TranscriptRecord::Agent(_) => {
+                self.elapsed += span_ms(self.part, self.last);
+                self.part = t;
             }
-            last = t.or(last);
+            TranscriptRecord::Message { message } => match self.history.last_mut() {
+                // A turn that went on (or a follow-up joining a user message) is logged
+                // as its new blocks: they belong to the message before.
+                Some((role, n)) if *role == message.role => *n += message.content.len(),
+                _ => self.history.push((message.role, message.content.len())),
+            },
+            TranscriptRecord::Compacted { history: h, .. } => {
+                self.history = h.iter().map(|m| (m.role, m.content.len())).collect();
+            }
+            TranscriptRecord::Outcome(o) => {
+                self.elapsed = match o.elapsed_ms {
+                    Some(total) => total,
+                    None => self.elapsed + span_ms(self.part, t),
+                };
+                self.part = None;
+            }
+            TranscriptRecord::Hook(_) | TranscriptRecord::Other => {}
         }
-        elapsed += span(part, last);
-        Self {
-            elapsed_ms: elapsed,
-            messages: history.len(),
-            last_blocks: history.last().map_or(0, |(_, n)| *n),
+        self.last = t.or(self.last);
+    }
+
+    /// What the lines taken in hold.
+    fn done(self) -> Earlier {
+        Earlier {
+            elapsed_ms: self.elapsed + span_ms(self.part, self.last),
+            messages: self.history.len(),
+            last_blocks: self.history.last().map_or(0, |(_, n)| *n),
         }
+    }
+}
+
+/// The milliseconds from `from` to `to`; 0 unless both are known.
+fn span_ms(from: Option<SystemTime>, to: Option<SystemTime>) -> u64 {
+    match (from, to) {
+        (Some(a), Some(b)) => b
+            .duration_since(a)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        _ => 0,
     }
 }
 
@@ -510,13 +539,27 @@ impl RunDir {
     /// follows.
     pub fn transcripts(&self) -> Vec<(AgentPath, Vec<TranscriptLine<'static>>)> {
         let mut agents: BTreeMap<AgentPath, Vec<TranscriptLine<'static>>> = BTreeMap::new();
+        self.each_transcript_line(|path, line| {
+            agents.entry(path.clone()).or_default().push(line);
+        });
+        agents.into_iter().collect()
+    }
+
+    /// Hands `each` every transcript line that reads, with the agent it belongs to, in the
+    /// order of [`transcripts`](Self::transcripts), one line at a time.
+    fn each_transcript_line(&self, mut each: impl FnMut(&AgentPath, TranscriptLine<'static>)) {
         let files = self.agent_files().into_iter();
         for file in files.chain(Some(self.transcript_file())) {
-            let Ok(lines) = TranscriptLine::read_all(&file) else {
+            let Ok(opened) = File::open(&file) else {
                 continue;
             };
             let mut whose: Option<AgentPath> = None;
-            for line in lines {
+            for line in std::io::BufReader::new(opened).lines() {
+                // A read error ends the file: what came before still reads.
+                let Ok(line) = line else { break };
+                let Some(line) = TranscriptLine::parse(&line) else {
+                    continue;
+                };
                 if let TranscriptRecord::Agent(header) = &line.record {
                     whose = Some(header.path.clone());
                 }
@@ -524,11 +567,10 @@ impl RunDir {
                     whose = Some(agent.clone());
                 }
                 if let Some(path) = &whose {
-                    agents.entry(path.clone()).or_default().push(line);
+                    each(path, line);
                 }
             }
         }
-        agents.into_iter().collect()
     }
 
     /// Whether the folder holds agents' transcripts of their own from before the run-wide

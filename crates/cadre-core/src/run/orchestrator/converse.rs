@@ -161,6 +161,10 @@ impl Orchestrator {
         for (agent_type, n) in counters {
             lineage.counters.insert(agent_type, n);
         }
+        let mut spent = primary.usage;
+        for record in &records {
+            spent.add(&record.usage);
+        }
         self.roster.record_all(records);
         let parts = RunParts {
             journal: Some(self.run_journal(journal, Some(keeper))),
@@ -175,6 +179,7 @@ impl Orchestrator {
             spec,
             primary,
             task: run.task,
+            spent,
         })
     }
 

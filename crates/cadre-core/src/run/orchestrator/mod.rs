@@ -30,6 +30,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+mod agent_records;
 mod agent_run;
 mod config;
 mod conversation;

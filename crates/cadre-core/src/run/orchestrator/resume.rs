@@ -3,7 +3,7 @@
 use super::config::RunError;
 use super::conversation::Keeper;
 use super::handle::Start;
-use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
+use super::run_context::{open_transcript, Ended, Lineage, RunContext, RunParts};
 use super::{Orchestrator, RunSummary};
 use crate::definitions::spec::AgentSpec;
 use crate::record::journal::{Journal, JournaledRun};
@@ -32,6 +32,28 @@ pub(super) struct LoadedRun {
     pub(super) primary: AgentState,
     /// The run's task.
     pub(super) task: String,
+    /// What its journal shows its agents spent before.
+    pub(super) spent: Usage,
+}
+
+/// Whether the agent at a path, as its journal left it, is settled: it ended for good and
+/// nothing will go on with it, so a resume keeps only its result ([`Ended`]) and the records
+/// of its subtree, not its conversation.
+pub(super) type Settled<'a> = &'a (dyn Fn(&AgentPath, &AgentState) -> bool + Sync);
+
+/// Settles no agent: a plain resume may reach any again (a parent's `Task` call takes its
+/// subagent's state back).
+pub(super) fn none_settled(_: &AgentPath, _: &AgentState) -> bool {
+    false
+}
+
+/// What [`Orchestrator::load_tree`] rebuilt: the agent at its root, and what the journal
+/// shows the whole tree spent.
+pub(super) struct Rebuilt {
+    /// The agent at the root (`None` when the journal has none).
+    pub(super) root: Option<AgentState>,
+    /// The tokens every agent of the tree used before.
+    pub(super) spent: Usage,
 }
 
 impl Orchestrator {
@@ -60,6 +82,7 @@ impl Orchestrator {
         // waited for its team, or was killed right after answering, has not.
         let ended = opened.state.finished.clone();
         let loaded = self.load_run(opened, true, None).await?;
+        self.charge_earlier(&loaded.spent);
         self.go_on(loaded, ended, follow_up).await
     }
 
@@ -77,6 +100,7 @@ impl Orchestrator {
             spec,
             mut primary,
             task,
+            spent: _,
         } = loaded;
         match (follow_up, &ended) {
             (None, Some(stop)) if !stop.resumes() => {
@@ -243,10 +267,16 @@ impl Orchestrator {
         let transcript = with_transcript.then(|| open_transcript(&run_dir)).flatten();
         let lineage = Lineage::default();
         let root = AgentPath::primary(&spec.name);
-        let primary = self
-            .load_tree(&journal, &lineage, transcript.as_deref(), root)
+        let Rebuilt { root, spent } = self
+            .load_tree(
+                &journal,
+                &lineage,
+                transcript.as_deref(),
+                root,
+                &none_settled,
+            )
             .await?;
-        let Some(primary) = primary else {
+        let Some(primary) = root else {
             return Err(RunError::NoJournal { run_id: id });
         };
         let parts = RunParts {
@@ -262,46 +292,82 @@ impl Orchestrator {
             spec,
             primary,
             task: state.task,
+            spent,
         })
     }
 
     /// Rebuilds the agent at `root` and, through the subagents its `Task` calls started,
     /// the whole tree below it, into `lineage`. Finished agents are counted in the usage
     /// now (they will not run again); the others wait in the lineage for their parent's
-    /// call to reach them.
+    /// call to reach them. An agent `settled` says ended for good keeps only its result, in
+    /// the lineage's `ended`; its state and its subtree's are let go once recorded, so a
+    /// resumed workflow holds no finished item's conversation.
     pub(super) async fn load_tree(
         &self,
         journal: &Arc<dyn Journal>,
         lineage: &Lineage,
         transcript: Option<&RunTranscript>,
         root: AgentPath,
-    ) -> Result<Option<AgentState>, RunError> {
+        settled: Settled<'_>,
+    ) -> Result<Rebuilt, RunError> {
         let mut primary = None;
-        let mut queue = vec![root];
-        while let Some(path) = queue.pop() {
+        let mut spent = Usage::default();
+        // Each agent still to rebuild, and whether an agent above it is settled.
+        let mut queue = vec![(root, false)];
+        while let Some((path, below_settled)) = queue.pop() {
             // New subagents must not take a path the journal already uses, even one whose
             // agent never got to its first step.
             lineage.taken(&path);
             let Some(rebuilt) = AgentState::from_steps(journal.steps(path.as_str()).await?) else {
                 continue;
             };
+            spent.add(&rebuilt.usage);
+            let is_root = primary.is_none();
+            let settled_here = below_settled || (!is_root && settled(&path, &rebuilt));
             for (call, child) in &rebuilt.spawned {
-                lineage
-                    .children
-                    .insert((path.clone(), call.clone()), child.clone());
-                queue.push(child.clone());
+                // No call of a settled agent is made again: its children are not looked up.
+                if !settled_here {
+                    lineage
+                        .children
+                        .insert((path.clone(), call.clone()), child.clone());
+                }
+                queue.push((child.clone(), settled_here));
             }
-            if primary.is_none() {
+            if is_root {
                 primary = Some(rebuilt);
                 continue;
             }
-            if let Some((stop, _)) = &rebuilt.finished {
-                let elapsed = transcript.map_or(0, |t| t.earlier(&path).elapsed_ms);
-                self.record_earlier(&path, &rebuilt, stop.clone(), elapsed);
+            let elapsed = || transcript.map_or(0, |t| t.earlier(&path).elapsed_ms);
+            match (&rebuilt.finished, settled_here) {
+                (Some((stop, _)), _) => {
+                    self.record_earlier(&path, &rebuilt, stop.clone(), elapsed())
+                }
+                // Below a settled agent, no call reaches it again: counted as the run's
+                // end would count it (`record_left_behind`).
+                (None, true) => {
+                    self.record_earlier(&path, &rebuilt, StopKind::Cancelled, elapsed())
+                }
+                (None, false) => {}
             }
-            lineage.resumed.insert(path, rebuilt);
+            if !settled_here {
+                lineage.resumed.insert(path, rebuilt);
+            } else if let (Some((stop, text)), false) = (rebuilt.finished, below_settled) {
+                let usage = rebuilt.usage;
+                lineage.ended.insert(path, Ended { stop, text, usage });
+            }
         }
-        Ok(primary)
+        Ok(Rebuilt {
+            root: primary,
+            spent,
+        })
+    }
+
+    /// Charges the run's budget with `spent`, what its journal shows was spent before this
+    /// resume: the budget is the whole run's across its parts, so a run stopped by it, or
+    /// killed near it, and resumed does not spend it again. A plain run and a workflow run
+    /// are both charged here.
+    pub(super) fn charge_earlier(&self, spent: &Usage) {
+        self.budget.charge(spent);
     }
 
     /// Counts the usage of an agent that ran before the resume and will not run again.

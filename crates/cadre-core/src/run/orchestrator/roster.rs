@@ -1,6 +1,7 @@
 //! The roster: the agents running now, the records of those that ended, and the fan-out of
 //! every agent's events to the run's handler and to the streams handed out.
 
+use super::agent_records::AgentRecords;
 use crate::record::events::{describe_call, millis, EventHandler, EventStream};
 use crate::record::usage::{AgentRecord, UsageReport};
 use crate::vocab::agent_path::AgentPath;
@@ -54,7 +55,7 @@ pub(crate) struct Roster {
     /// and their own end, if it still comes, is not told again.
     ended: DashSet<AgentPath>,
     /// The records of the agents that ended (and of those a resumed run found ended).
-    records: Mutex<Vec<AgentRecord>>,
+    records: Mutex<AgentRecords>,
     /// The event streams handed out by [`Roster::subscribe`].
     streams: RwLock<Vec<UnboundedSender<Event>>>,
     /// The run's own event handler.
@@ -117,10 +118,10 @@ impl Roster {
 
     /// The records of every agent that has ended.
     pub(crate) fn records(&self) -> Vec<AgentRecord> {
-        self.lock_records().clone()
+        self.lock_records().to_vec()
     }
 
-    fn lock_records(&self) -> std::sync::MutexGuard<'_, Vec<AgentRecord>> {
+    fn lock_records(&self) -> std::sync::MutexGuard<'_, AgentRecords> {
         self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -142,13 +143,16 @@ impl Roster {
 
     /// Keeps the records of agents that ran elsewhere.
     pub(crate) fn record_all(&self, records: Vec<AgentRecord>) {
-        self.lock_records().extend(records);
+        let mut kept = self.lock_records();
+        for record in records {
+            kept.push(record);
+        }
     }
 
     /// Drops the record of the agent at `path`: it runs again, and the one it ends with
     /// replaces it.
     pub(crate) fn forget(&self, path: &AgentPath) {
-        self.lock_records().retain(|r| r.path != *path);
+        self.lock_records().forget(path);
     }
 
     /// Records every agent still on the roster as stopped by `stop` and tells the events,

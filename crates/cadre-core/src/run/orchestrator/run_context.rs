@@ -9,7 +9,9 @@ use crate::run::answer::AnswerSchema;
 use crate::run::state::AgentState;
 use crate::run::team::Team;
 use crate::vocab::agent_path::AgentPath;
+use crate::vocab::outcome::StopKind;
 use crate::vocab::step::Step;
+use cadre_model::Usage;
 use dashmap::DashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -58,10 +60,24 @@ pub(crate) struct RunContext {
 pub(crate) struct Lineage {
     /// Agents rebuilt from the journal of a resumed run, waiting for their parent's call.
     pub(super) resumed: DashMap<AgentPath, AgentState>,
+    /// Agents of a resumed run that ended for good, kept as their results alone (a
+    /// workflow's finished items: see `Orchestrator::load_tree`).
+    pub(super) ended: DashMap<AgentPath, Ended>,
     /// The subagent each journaled `Task` call started: (parent path, call id) → path.
     pub(super) children: DashMap<(AgentPath, String), AgentPath>,
     /// The highest number given out per agent type, so a new subagent takes a fresh one.
     pub(super) counters: DashMap<String, u32>,
+}
+
+/// What a resume keeps of an agent that ended for good: its result, not its conversation.
+#[derive(Debug)]
+pub(super) struct Ended {
+    /// Why it stopped.
+    pub(super) stop: StopKind,
+    /// Its final answer.
+    pub(super) text: String,
+    /// The tokens it used.
+    pub(super) usage: Usage,
 }
 
 impl Lineage {
@@ -143,6 +159,12 @@ impl RunContext {
             .filter(|e| below(e.key()) && !members.iter().any(|m| e.key().is_within(m)))
             .map(|e| e.value().usage.total())
             .sum()
+    }
+
+    /// Takes the result of the agent at `path`, if the resume kept it as one that ended for
+    /// good.
+    pub(super) fn take_ended(&self, path: &AgentPath) -> Option<Ended> {
+        self.lineage.ended.remove(path).map(|(_, e)| e)
     }
 
     /// Takes the agent at `path` rebuilt from the journal, if it still waits to go on.

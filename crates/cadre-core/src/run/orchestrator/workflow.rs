@@ -141,6 +141,11 @@ fn root_path() -> AgentPath {
     AgentPath::primary(Workflow::ROOT_TYPE)
 }
 
+/// What the agent of the item `key` is asked to do, as its start is journaled.
+fn item_description(key: &str) -> String {
+    format!("item {key}")
+}
+
 /// The id of attempt `attempt` (from 0) of the call `base`.
 fn attempt_id(base: &str, attempt: u32) -> String {
     if attempt == 0 {
@@ -229,14 +234,33 @@ impl Orchestrator {
         let lineage = Lineage::default();
         // Only whether the root was journaled matters: its state (with every call it
         // spawned) is let go at once, not held for the whole run.
-        let found = self
-            .load_tree(&journal, &lineage, transcript.as_deref(), root_path())
-            .await?
-            .is_some();
-        if !found {
+        // A finished item is kept as its result alone, not its conversation: only the
+        // items in flight at the kill (and one given a follow-up) are rebuilt whole.
+        let follow_up = workflow
+            .follow_up
+            .as_ref()
+            .map(|(key, _)| item_description(key));
+        let settled = |path: &AgentPath, state: &AgentState| {
+            path.depth() == 1
+                && state
+                    .finished
+                    .as_ref()
+                    .is_some_and(|(stop, _)| !stop.resumes())
+                && follow_up.as_deref() != Some(state.description.as_str())
+        };
+        let rebuilt = self
+            .load_tree(
+                &journal,
+                &lineage,
+                transcript.as_deref(),
+                root_path(),
+                &settled,
+            )
+            .await?;
+        if rebuilt.root.is_none() {
             return Err(RunError::NoJournal { run_id });
         }
-        self.charge_earlier(&lineage);
+        self.charge_earlier(&rebuilt.spent);
         // Rebuilt: the steps read to do it are not kept for the rest of the run.
         journal.release_earlier();
         let parts = RunParts {
@@ -249,17 +273,6 @@ impl Orchestrator {
         let run = self.context(parts, self.new_team(None), false);
         keep_invocation(&run, &workflow);
         self.traced_drive(&run, workflow).await
-    }
-
-    /// Charges the run's budget with what the agents of `lineage` (every item's agent the
-    /// journal has) spent before the resume: `budget.tokens` is the whole run's, not each
-    /// part's, so a run stopped by it and resumed does not spend it again.
-    fn charge_earlier(&self, lineage: &Lineage) {
-        let mut earlier = Usage::default();
-        for agent in lineage.resumed.iter() {
-            earlier.add(&agent.value().usage);
-        }
-        self.budget.charge(&earlier);
     }
 
     /// Why no new item may start, if none may: the provider refused the run, it was
@@ -610,7 +623,7 @@ impl Orchestrator {
         me.answer = item.answer.clone();
         // The item's limits, which its type's tighten when it starts, as a `Task` call's.
         me.limits = item.call.limits;
-        let description = format!("item {}", item.key);
+        let description = item_description(&item.key);
         let start = match rebuilt {
             Some(state) => Start::Resume(state),
             None => Start::Fresh(&item.call.prompt),
@@ -642,6 +655,9 @@ impl Orchestrator {
     /// state it goes on from — with `follow_up` as its next message, journaled, when given;
     /// asking again when the model API or a cancel stopped it.
     async fn found(&self, run: &RunContext, path: &AgentPath, follow_up: Option<&str>) -> Found {
+        if let Some(ended) = run.take_ended(path) {
+            return Found::Ended(ended.stop, ended.text, ended.usage);
+        }
         let Some(mut state) = run.take_resumed(path) else {
             return Found::GoesOn(None);
         };

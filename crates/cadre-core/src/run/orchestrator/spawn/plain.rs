@@ -16,6 +16,8 @@ use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::StopKind;
 use cadre_model::Usage;
 use cadre_tools::{Finished, Workspace, Worktree};
+use futures::FutureExt;
+use std::future::Future;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -110,20 +112,24 @@ impl Orchestrator {
     }
 
     /// Runs the subagent `me` of type `spec` for `task`; what its parent's call gets.
-    async fn run_to_result(
-        self: &Arc<Self>,
-        spec: &AgentSpec,
+    ///
+    /// Not an `async fn`: one would keep its own copy of the handle `me` beside the one the
+    /// agent's future holds, for as long as the subagent runs — a couple of hundred bytes in
+    /// every waiting subagent of a large fan-out.
+    fn run_to_result<'a>(
+        self: &'a Arc<Self>,
+        spec: &'a AgentSpec,
         me: AgentHandle,
-        task: &TaskCall<'_>,
-        start: Start<'_>,
+        task: &'a TaskCall<'a>,
+        start: Start<'a>,
         cancel: CancellationToken,
-    ) -> Result<String, SubagentError> {
+    ) -> impl Future<Output = Result<String, SubagentError>> + Send + 'a {
         let run = me.run.clone();
         let path = me.path.clone();
-        let outcome = self
-            .run_agent(spec, me, task.description, start, cancel, task.background)
-            .await;
-        self.task_result(&run, &path, outcome.stop, outcome.text)
+        // Mapped, not awaited in an `async` block, which would move the agent's future
+        // into a second place of its own.
+        self.run_agent(spec, me, task.description, start, cancel, task.background)
+            .map(move |outcome| self.task_result(&run, &path, outcome.stop, outcome.text))
     }
 
     /// What a resumed run has for `parent`'s call `call`: nothing (it starts a new
