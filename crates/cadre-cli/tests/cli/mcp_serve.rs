@@ -540,7 +540,10 @@ async fn a_cancelled_call_stops_its_agent_and_children(via: Via) {
         .await
         .unwrap();
     let pid_file = dir.path().join("sleeper.pid");
-    wait_for("the child agent's command to start", || pid_file.exists()).await;
+    wait_for("the child agent's command to start", || {
+        super::sessions::written_pid(&pid_file).is_some()
+    })
+    .await;
     handle
         .cancel(Some("the test cancels".into()))
         .await

@@ -112,8 +112,18 @@ pub(crate) async fn run_with_a_sleeper(
     let mut child = command.spawn().unwrap();
     let stderr = collect_stderr(&mut child);
     let pid_file = dir.join("sleeper.pid");
-    wait_for("the subagent's command to start", || pid_file.exists()).await;
+    wait_for("the subagent's command to start", || {
+        written_pid(&pid_file).is_some()
+    })
+    .await;
     (child, stderr)
+}
+
+/// The pid a test command wrote with `echo $$ > FILE`, once the whole line is there: the
+/// shell makes the file before it writes, so the file can be there and still empty.
+pub(crate) fn written_pid(file: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.ends_with('\n').then(|| text.trim().parse().ok())?
 }
 
 pub(crate) fn journal(dir: &Path) -> String {
@@ -199,7 +209,7 @@ async fn a_killed_fan_out_resumes_without_repeating_requests_or_writes() {
     wait_for(
         "the bash write to start, the reader to wait and quick to finish",
         || {
-            dir.path().join("bash.pid").exists()
+            written_pid(&dir.path().join("bash.pid")).is_some()
                 && reader_requests(&server) == 2
                 && journal(dir.path()).contains("quick done")
         },
@@ -207,11 +217,7 @@ async fn a_killed_fan_out_resumes_without_repeating_requests_or_writes() {
     .await;
     kill(&mut child);
     // The orphaned command would still write: end it as a crash of the machine would.
-    let pid: i32 = std::fs::read_to_string(dir.path().join("bash.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = written_pid(&dir.path().join("bash.pid")).unwrap();
     let _ = nix::sys::signal::killpg(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
@@ -352,11 +358,7 @@ async fn a_second_ctrl_c_quits_at_once_yet_kills_commands_and_writes_the_summary
         .await
         .unwrap();
     assert_eq!(status.code(), Some(130));
-    let sleeper: i32 = std::fs::read_to_string(dir.path().join("sleeper.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let sleeper = written_pid(&dir.path().join("sleeper.pid")).unwrap();
     // A killed process lingers a moment (a zombie until reaped): wait for the group to go.
     wait_for(
         &format!("the subagent's command (group {sleeper}) to end, not be orphaned"),
@@ -427,12 +429,8 @@ async fn a_second_ctrl_c_during_a_slow_shutdown_kills_the_mcp_server_and_writes_
         &["run", "--trust-project", "PARENT task"],
     );
     let main_pid = dir.path().join("main.pid");
-    wait_for("the command to start", || main_pid.exists()).await;
-    let mcp_pid: i32 = std::fs::read_to_string(dir.path().join("mcp.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    wait_for("the command to start", || written_pid(&main_pid).is_some()).await;
+    let mcp_pid = written_pid(&dir.path().join("mcp.pid")).unwrap();
     let cadre = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let _ = nix::sys::signal::kill(cadre, nix::sys::signal::Signal::SIGINT);
     // The server's shutdown has begun: its input is closed, SIGTERM is coming.
@@ -860,13 +858,12 @@ async fn a_resumed_run_spends_only_what_is_left_of_its_budget() {
         &["run", "--budget-tokens", "100000", "PARENT task"],
     );
     let pid_file = dir.path().join("sleeper.pid");
-    wait_for("the sleeper's command to start", || pid_file.exists()).await;
+    wait_for("the sleeper's command to start", || {
+        written_pid(&pid_file).is_some()
+    })
+    .await;
     kill(&mut child);
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = written_pid(&pid_file).unwrap();
     let _ = nix::sys::signal::killpg(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
