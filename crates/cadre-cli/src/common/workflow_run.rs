@@ -7,7 +7,9 @@ use crate::common::display::shown_path;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
 use crate::common::signals::{self, Ending};
-use crate::common::workflow_output::{type_table, LiveBlock, OutputFile, Progress, ResultTeller};
+use crate::common::workflow_output::{
+    tell_start, type_table, LiveBlock, OutputFile, Progress, ResultTeller,
+};
 use cadre_core::workflow::{ItemCall, WorkItem, Workflow as Run};
 use cadre_core::{JournaledRun, Orchestrator, RunSummary, StopKind};
 use cadre_workflow::{Item, ItemError, Prompts, Workflow, WorkflowError};
@@ -231,6 +233,9 @@ impl Loaded {
             .retries(self.file.map.retries)
             .invocation(kept)
             .on_result(move |r| teller.tell(r));
+        if format == OutputFormat::StreamJson {
+            run = run.on_start(tell_start);
+        }
         if let Some(reduce) = &self.file.reduce {
             let (prompts, args) = (self.prompts.clone(), self.args.clone());
             run = run.reduce(reduce.agent.clone(), move |results| {

@@ -792,3 +792,63 @@ async fn a_resume_of_reversed_input_at_another_concurrency_sends_no_finished_ite
         );
     }
 }
+
+#[tokio::test]
+async fn stream_json_tells_each_item_when_it_starts_and_when_it_ends() {
+    let dir = project(8);
+    let server = MockServer::start().await;
+    routes(&server, 1, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--output-format",
+            "stream-json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Each item's start comes before its end, naming the same call and agent.
+    let mut started: BTreeMap<String, Value> = BTreeMap::new();
+    let mut ended = 0;
+    for e in &events {
+        match e["event"].as_str() {
+            Some("item_started") => {
+                let key = e["key"].as_str().unwrap().to_owned();
+                assert_eq!(e["attempt"], 1, "{e}");
+                assert!(
+                    e["agent"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("workflow/explore#"),
+                    "{e}"
+                );
+                assert!(
+                    started.insert(key, e.clone()).is_none(),
+                    "started twice: {e}"
+                );
+            }
+            Some("item") => {
+                let key = e["key"].as_str().unwrap();
+                let start = started
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{key} ended before it started"));
+                assert_eq!(start["call"], e["call"], "{e}");
+                assert_eq!(start["agent"], e["agent"], "{e}");
+                ended += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((started.len(), ended), (ITEMS, ITEMS));
+    assert_eq!(events.last().unwrap()["event"], "result");
+}

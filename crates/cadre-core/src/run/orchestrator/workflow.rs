@@ -17,7 +17,9 @@ use crate::run::answer::AnswerSchema;
 use crate::run::spans;
 use crate::run::state::AgentState;
 use crate::run::workflow::results::{output_of, ResultsDigest, ResultsFile};
-use crate::run::workflow::{CallKey, ItemCall, ItemResult, ResultSink, WorkItem, Workflow};
+use crate::run::workflow::{
+    CallKey, ItemCall, ItemResult, ItemStart, ResultSink, StartSink, WorkItem, Workflow,
+};
 use crate::vocab::agent_path::AgentPath;
 use crate::vocab::outcome::{Outcome, StopKind};
 use crate::vocab::step::Step;
@@ -96,11 +98,41 @@ enum Attempt {
     NotStarted(StopKind),
 }
 
+/// One attempt of an item: the item, the id its call is journaled under, which attempt
+/// (from 0), and the fix round's follow-up when one is asked for.
+struct Try<'a> {
+    item: &'a Prepared,
+    call: &'a str,
+    attempt: u32,
+    follow_up: Option<&'a str>,
+}
+
 /// How the items of one run go: retries, and what a resume was asked to do again.
 struct ItemRules {
     retries: u32,
     retry_failed: bool,
     follow_up: Option<(String, String)>,
+    /// Told as each item's agent starts.
+    on_start: Vec<StartSink>,
+}
+
+impl ItemRules {
+    /// Tells the start sinks that attempt `attempt` (from 0) of `item`, journaled as
+    /// `call`, starts with its agent at `path`.
+    fn started(&self, item: &Prepared, call: &str, attempt: u32, path: &AgentPath) {
+        if self.on_start.is_empty() {
+            return;
+        }
+        let start = ItemStart {
+            key: item.key.clone(),
+            call: call.to_owned(),
+            attempt: attempt + 1,
+            agent: path.clone(),
+        };
+        for sink in &self.on_start {
+            sink(&start);
+        }
+    }
 }
 
 /// Where each result goes: the results file and the caller's sinks; and the counts, and
@@ -306,6 +338,7 @@ impl Orchestrator {
             retries: workflow.retries,
             retry_failed: workflow.retry_failed,
             follow_up: workflow.follow_up.take(),
+            on_start: std::mem::take(&mut workflow.start_sinks),
         };
         let mut seen = Seen::default();
         let mut items = std::mem::replace(&mut workflow.items, Box::new(std::iter::empty())).fuse();
@@ -470,9 +503,13 @@ impl Orchestrator {
         let mut usage = Usage::default();
         loop {
             let call = attempt_id(&item.base, attempt);
-            let ended = self
-                .attempt(run, root, &item, &call, follow_up.filter(|_| tries == 0))
-                .await;
+            let this = Try {
+                item: &item,
+                call: &call,
+                attempt,
+                follow_up: follow_up.filter(|_| tries == 0),
+            };
+            let ended = self.attempt(run, root, this, rules).await;
             tries += 1;
             let (path, stop, text, ran_now) = match ended {
                 Attempt::NotStarted(stop) => return not_started(&item, &call, stop, attempt),
@@ -529,17 +566,23 @@ impl Orchestrator {
         }
     }
 
-    /// One attempt of `item`, journaled as the call `call` of the root: the agent the
-    /// journal has for it ends or goes on (with `follow_up` as its next message, when
-    /// given), else a new one starts, unless scheduling stopped.
+    /// One attempt of an item (`this`), journaled as its call of the root: the agent the
+    /// journal has for it ends or goes on (with the follow-up as its next message, when
+    /// given), else a new one starts, unless scheduling stopped. Its start is told to the
+    /// start sinks of `rules`.
     async fn attempt(
         self: &Arc<Self>,
         run: &Arc<RunContext>,
         root: &AgentHandle,
-        item: &Prepared,
-        call: &str,
-        follow_up: Option<&str>,
+        this: Try<'_>,
+        rules: &ItemRules,
     ) -> Attempt {
+        let Try {
+            item,
+            call,
+            attempt,
+            follow_up,
+        } = this;
         let (path, rebuilt) = match run.resumed_child(&root.path, call) {
             Some(path) => match self.found(run, &path, follow_up).await {
                 Found::Ended(stop, text, usage) => {
@@ -579,6 +622,7 @@ impl Orchestrator {
         // The item's limits, which its type's tighten when it starts, as a `Task` call's.
         me.limits = item.call.limits;
         let description = format!("item {}", item.key);
+        rules.started(item, call, attempt, &path);
         let start = match rebuilt {
             Some(state) => Start::Resume(state),
             None => Start::Fresh(&item.call.prompt),
