@@ -852,3 +852,83 @@ async fn stream_json_tells_each_item_when_it_starts_and_when_it_ends() {
     assert_eq!((started.len(), ended), (ITEMS, ITEMS));
     assert_eq!(events.last().unwrap()["event"], "result");
 }
+
+/// A fix round (`retry --item K --prompt`) of the one item of a workflow whose items run
+/// under `limits`, after its agent stopped at them: its first answer is a tool call
+/// (`first`), which takes it to its limit and the outcome `stopped`. The follow-up gets
+/// the limits afresh: it asks the model again (sending the earlier turns) and completes.
+async fn a_fix_round_after_a_limit_stop_gets_a_fresh_allowance(
+    limits: &str,
+    first: Reply,
+    stopped: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    write_file(
+        &dir.path().join("fix.yaml"),
+        &format!(
+            "name: fix\ninput: items.jsonl\nkey: id\nmap:\n  agent: explore\n  prompt: \"Look at {{{{ item.title }}}}.\"\n  limits: {limits}\n"
+        ),
+    );
+    write_file(
+        &dir.path().join("items.jsonl"),
+        &(json!({"id": "a", "title": "item-a"}).to_string() + "\n"),
+    );
+    let server = MockServer::start().await;
+    server.route(Match::FirstUserContains("item-a.".into()), vec![first]);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "fix.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(results(dir.path())["a"]["outcome"], stopped);
+    assert_eq!(server.requests().len(), 1);
+
+    server.route(
+        Match::LastUserContains("Answer now".into()),
+        vec![Reply::text("fixed").usage(10, 5, 0, 0)],
+    );
+    let id = run_id(dir.path());
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "workflow",
+            "retry",
+            &id,
+            "--item",
+            "a",
+            "--prompt",
+            "Answer now.",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the follow-up asked the model");
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    assert!(
+        messages[1].to_string().contains("read_file"),
+        "the earlier turns were sent: {messages:?}"
+    );
+    let line = &results(dir.path())["a"];
+    assert_eq!(line["outcome"], "completed", "{line}");
+    assert_eq!(line["output"], "fixed", "{line}");
+}
+
+#[tokio::test]
+async fn a_fix_round_after_a_turn_limit_stop_gets_its_turns_afresh() {
+    let first = Reply::tool_use("t1", "read_file", json!({"path": "items.jsonl"}));
+    a_fix_round_after_a_limit_stop_gets_a_fresh_allowance("{turns: 1}", first, "turn limit").await;
+}
+
+#[tokio::test]
+async fn a_fix_round_after_a_token_limit_stop_gets_its_tokens_afresh() {
+    let first =
+        Reply::tool_use("t1", "read_file", json!({"path": "items.jsonl"})).usage(300, 10, 0, 0);
+    a_fix_round_after_a_limit_stop_gets_a_fresh_allowance("{tokens: 200}", first, "budget").await;
+}

@@ -55,6 +55,15 @@ pub struct AgentState {
     /// How often in a row `Stop`-like hooks kept it going since its last new input; its
     /// next stop hook is told `stop_hook_active`, and past the bound it stops.
     pub stop_blocks: u32,
+    /// The turns and tokens it had used when its last follow-up came (none before one): a
+    /// follow-up — a user message after its end was journaled, from a person or a
+    /// workflow's fix round — is a new ask, whose turn and token limits count from it, so
+    /// an agent stopped at a limit does not stop again at once. The messages the loop
+    /// gives it itself (a cut answer's continuation, its background subagents' results)
+    /// come before its end and are no new ask.
+    pub before_follow_up: Option<(u32, u64)>,
+    /// Whether the last step folded was its journaled end.
+    ended: bool,
 }
 
 /// A turn whose tool calls were not all answered yet.
@@ -171,6 +180,20 @@ impl AgentState {
         me
     }
 
+    /// The turns made since its last follow-up (all of them without one): what its turn
+    /// limit counts.
+    pub fn turns_since_follow_up(&self) -> u32 {
+        let before = self.before_follow_up.map_or(0, |(turns, _)| turns);
+        self.turns.saturating_sub(before)
+    }
+
+    /// The tokens it used since its last follow-up (all of them without one): what its
+    /// token limit counts of its own.
+    pub fn tokens_since_follow_up(&self) -> u64 {
+        let before = self.before_follow_up.map_or(0, |(_, tokens)| tokens);
+        self.usage.total().saturating_sub(before)
+    }
+
     /// What the loop does next.
     pub fn next(&self) -> Next {
         match (&self.finished, &self.pending) {
@@ -184,6 +207,7 @@ impl AgentState {
     pub fn apply(&mut self, step: Step) -> Added {
         let was_cancelled = self.cancelled;
         self.cancelled = false;
+        let was_ended = std::mem::take(&mut self.ended);
         match step {
             Step::Response { response, .. } => self.respond(response),
             Step::ToolStarted { id, .. } => {
@@ -200,6 +224,9 @@ impl AgentState {
             Step::UserMessage { message, .. } => {
                 self.stop_blocks = 0;
                 self.rejected = 0;
+                if was_ended {
+                    self.before_follow_up = Some((self.turns, self.usage.total()));
+                }
                 self.follow_up(message)
             }
             Step::Rejected { error, .. } => {
@@ -248,10 +275,12 @@ impl AgentState {
                 ..
             } => {
                 self.cancelled = true;
+                self.ended = true;
                 Added::Nothing
             }
             Step::Finished { stop, text, .. } => {
                 self.finished = Some((stop, text));
+                self.ended = true;
                 Added::Nothing
             }
             Step::Run { .. } | Step::Started { .. } | Step::Team { .. } => Added::Nothing,
@@ -621,6 +650,33 @@ mod tests {
         let r = AgentState::from_steps(more.clone()).unwrap();
         assert!(r.finished.is_none());
         assert_eq!(r.history.last().unwrap().text(), "and then?");
+        // A message the loop gives before the agent's end (a continuation, its background
+        // work's results) is no new ask: its limits still count every turn.
+        assert_eq!((r.turns, r.usage.total()), (3, 26));
+        assert_eq!(r.turns_since_follow_up(), 3);
+        // After its journaled end, a follow-up's limits count from it.
+        more.pop();
+        more.push(Step::Finished {
+            agent: "main".into(),
+            stop: StopKind::MaxTurns,
+            text: "all done".into(),
+        });
+        more.push(Step::UserMessage {
+            agent: "main".into(),
+            message: Message::user_text("and then?"),
+        });
+        let r = AgentState::from_steps(more.clone()).unwrap();
+        assert!(r.finished.is_none());
+        assert_eq!(
+            (r.turns_since_follow_up(), r.tokens_since_follow_up()),
+            (0, 0)
+        );
+        more.push(tool_use(&["d"]));
+        let r = AgentState::from_steps(more).unwrap();
+        assert_eq!(
+            (r.turns_since_follow_up(), r.tokens_since_follow_up()),
+            (1, 12)
+        );
         assert!(AgentState::from_steps(steps[1..].to_vec()).is_none());
     }
 }

@@ -52,15 +52,21 @@ impl Orchestrator {
             self.limit(spec, &mut me, &start, &cancel).await;
             let (mut agent, own_servers) =
                 self.build_agent(spec, &me, cancel, Some(description)).await;
-            // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
+            // Time run in the earlier parts of the run (a resume) counts too.
             let earlier = agent
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
+            // A follow-up is a new ask: its time limit runs from now, not from the start
+            // of the conversation (a fix round after a time limit stop gets its time).
+            let counted = match &start {
+                Start::Resume(rebuilt) if rebuilt.before_follow_up.is_some() => 0,
+                _ => earlier,
+            };
             let deadline = me
                 .limits
                 .time
-                .map(|time| Deadline::start(time, earlier, &agent.budget));
+                .map(|time| Deadline::start(time, counted, &agent.budget));
             self.put_on_roster(spec, &me, description, background, started)
                 .await;
             let outcome = match start {
@@ -115,8 +121,9 @@ impl Orchestrator {
 
     /// Settles the limits of the agent `me` of type `spec`: its type's, tightened by its
     /// caller's. With a token or time limit it gets a budget of its own below its parent's,
-    /// counting what it and its subagents used in earlier parts of a resumed run, and
-    /// reaching one cancels `cancel` — so its subagents stop with it.
+    /// counting what it and its subagents used in earlier parts of a resumed run (since its
+    /// last follow-up, when it had one), and reaching one cancels `cancel` — so its
+    /// subagents stop with it.
     async fn limit(
         &self,
         spec: &AgentSpec,
@@ -130,6 +137,11 @@ impl Orchestrator {
         }
         let used = match start {
             Start::Fresh(_) => 0,
+            // A follow-up's token limit counts from it: its own tokens since, not those of
+            // the turns before it, nor its earlier subagents'.
+            Start::Resume(rebuilt) if rebuilt.before_follow_up.is_some() => {
+                rebuilt.tokens_since_follow_up()
+            }
             Start::Resume(rebuilt) => {
                 let members = me.run.team.member_paths().await;
                 rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path, &members)
