@@ -13,6 +13,7 @@ use crate::common::project::{require_dirs, user_dir, user_home, workspace_root};
 use crate::common::project_items;
 use crate::common::run_folders::open_run;
 use crate::common::signals::{self, Ending};
+use crate::common::workflow_tool::ProjectWorkflows;
 use cadre_core::JournaledRun;
 use cadre_core::{Conversation, Limits, Orchestrator, RunDir, RunError, StopKind};
 use cadre_model::Model;
@@ -262,6 +263,9 @@ impl Session {
         }
         if let Some(spec) = &self.primary {
             builder = builder.primary(spec.clone());
+        }
+        if let Some(saved) = ProjectWorkflows::find(&self.root, args) {
+            builder = builder.workflows(Arc::new(saved));
         }
         builder
             .permissions(self.permissions.clone())

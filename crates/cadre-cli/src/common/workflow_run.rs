@@ -145,15 +145,16 @@ pub async fn run(
 }
 
 /// A workflow file read and checked, with its templates and arguments.
-struct Loaded {
-    file: Workflow,
+pub(crate) struct Loaded {
+    /// The file as read.
+    pub(crate) file: Workflow,
     prompts: Arc<Prompts>,
     args: Arc<Map<String, Value>>,
 }
 
 /// Reads and checks the workflow file of `invocation`: a problem (a missing field, an
 /// unknown agent type, a bad template) is a usage error naming every one.
-fn load(invocation: &Invocation, session: &Session, quiet: bool) -> Result<Loaded> {
+pub(crate) fn load(invocation: &Invocation, session: &Session, quiet: bool) -> Result<Loaded> {
     let (file, warnings) = Workflow::load(&invocation.file).map_err(CliError::invalid)?;
     if !quiet {
         warnings
@@ -200,7 +201,7 @@ fn count_items(workflow: &Loaded, invocation: &Invocation, root: &Path) -> u64 {
 impl Loaded {
     /// The run of this workflow as cadre-core takes it: the items read as a stream, each
     /// made into its call; its reduce; its results told to `output` and the stream.
-    fn as_run(
+    pub(crate) fn as_run(
         &self,
         invocation: &Invocation,
         session: &Session,

@@ -186,7 +186,10 @@ impl Orchestrator {
         Arc::new(Self {
             provider_stop,
             builtins: with_extra_tools(builtin_tools(), &config.tools),
-            budget: Budget::new(config.budget_tokens),
+            budget: match &config.budget_within {
+                Some(above) => above.nested(config.budget_tokens),
+                None => Budget::new(config.budget_tokens),
+            },
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
             roster: Arc::new(Roster::new(events)),
             failure: Arc::new(Failure::new(cancel.clone())),

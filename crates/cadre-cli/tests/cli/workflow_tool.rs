@@ -1,0 +1,358 @@
+//! The `Workflow` tool: a model starts a saved workflow by name; its run is a run of its
+//! own, resumed (not started again) when its caller is killed and resumed; a read-only
+//! caller may not start writing agents; its tokens count in the caller's budget.
+
+use super::sessions::{cadre_command, kill};
+use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How many items the saved workflow has.
+const ITEMS: usize = 12;
+
+/// A project whose saved workflow `label` (description "Label each item.") labels
+/// `ITEMS` items with agents of type `agent`, `concurrency` at once.
+fn project(agent: &str, concurrency: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    write_file(
+        &dir.path().join(".cadre/workflows/label.yaml"),
+        &format!(
+            "name: label\ndescription: Label each item.\ninput: items.jsonl\nkey: id\nargs: {{style: plain}}\nmap:\n  agent: {agent}\n  prompt: \"Label {{{{ item.title }}}} ({{{{ args.style }}}}).\"\n  concurrency: {concurrency}\n"
+        ),
+    );
+    let lines: Vec<String> = (0..ITEMS)
+        .map(|n| json!({"id": format!("i{n:02}"), "title": format!("item-{n:02}")}).to_string())
+        .collect();
+    write_file(&dir.path().join("items.jsonl"), &(lines.join("\n") + "\n"));
+    dir
+}
+
+/// Routes each item's request to its answer, `spare` of them, each after `delay` and
+/// costing `tokens` (input).
+fn item_routes(server: &MockServer, spare: usize, delay: Duration, tokens: u64) {
+    for n in 0..ITEMS {
+        server.route(
+            Match::FirstUserContains(format!("item-{n:02} (")),
+            vec![
+                Reply::text(&format!("label-{n}"))
+                    .delay(delay)
+                    .usage(tokens, 0, 0, 0);
+                spare
+            ],
+        );
+    }
+    server.allow_unused_replies();
+}
+
+/// The primary agent's answers: a `Workflow` call of `input` (id `wf1`), then "done".
+fn primary_route(server: &MockServer, input: Value) {
+    server.route(
+        Match::FirstUserContains("Label the items".into()),
+        vec![
+            Reply::tool_use("wf1", "Workflow", input),
+            Reply::text("done"),
+        ],
+    );
+}
+
+/// The number of the item a request is about (`item-07` is 7), from its first message.
+fn item_of(body: &Value) -> Option<usize> {
+    let first = body["messages"][0].to_string();
+    let at = first.find("item-")?;
+    first.get(at + 5..at + 7)?.parse().ok()
+}
+
+/// How many requests the mock received for each item.
+fn sent_per_item(server: &MockServer) -> BTreeMap<usize, usize> {
+    let mut sent = BTreeMap::new();
+    for r in server.requests() {
+        if let Some(n) = item_of(&r.body) {
+            *sent.entry(n).or_default() += 1;
+        }
+    }
+    sent
+}
+
+/// The run folders of the project, by name.
+fn run_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join(".cadre/runs"))
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// The workflow's run folder (named after its caller's run and the call `wf1`).
+fn workflow_dir(dir: &Path) -> Option<PathBuf> {
+    run_dirs(dir).into_iter().find(|p| {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with("-wf-wf1")
+    })
+}
+
+/// The result lines of the workflow's run, by key.
+fn results(dir: &Path) -> BTreeMap<String, Value> {
+    let file = workflow_dir(dir).unwrap().join("results.jsonl");
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["key"].as_str().unwrap().to_owned(), v)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_model_starts_a_saved_workflow_and_gets_its_summary_not_its_items() {
+    let dir = project("explore", 4);
+    let server = MockServer::start().await;
+    item_routes(&server, 1, Duration::ZERO, 10);
+    server.route(
+        Match::FirstUserContains("Label the items".into()),
+        vec![
+            Reply::tool_uses(vec![
+                ("wf0", "Workflow", json!({"name": "nope"})),
+                (
+                    "wf1",
+                    "Workflow",
+                    json!({"name": "label", "args": {"style": "terse"}}),
+                ),
+            ]),
+            Reply::text("done"),
+        ],
+    );
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "Label the items."],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let requests = server.requests();
+    // The tool lists the saved workflows, as `Skill` lists skills.
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let tool = tools.iter().find(|t| t["name"] == "Workflow").unwrap();
+    assert!(
+        tool["description"]
+            .as_str()
+            .unwrap()
+            .contains("- label: Label each item."),
+        "{tool}"
+    );
+    // An unknown name is an error naming the saved ones.
+    let (is_error, text) = result_of(&requests, "wf0");
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("no saved workflow \"nope\"") && text.contains("label"),
+        "{text}"
+    );
+    // The summary and the results' path; no item's answer.
+    let (is_error, text) = result_of(&requests, "wf1");
+    assert!(!is_error, "{text}");
+    assert!(
+        text.contains(&format!("{ITEMS} items: {ITEMS} completed")),
+        "{text}"
+    );
+    assert!(text.contains("every item completed (exit 0)"), "{text}");
+    assert!(text.contains("results.jsonl"), "{text}");
+    assert!(!text.contains("label-"), "no item's answer: {text}");
+    // Its own run folder, with every item's line; the arguments reached the prompts.
+    let results = results(dir.path());
+    assert_eq!(results.len(), ITEMS);
+    assert!(results.values().all(|r| r["outcome"] == "completed"));
+    let sent = sent_per_item(&server);
+    assert!(sent.values().all(|&n| n == 1), "{sent:?}");
+    assert!(requests
+        .iter()
+        .any(|r| r.body["messages"][0].to_string().contains("(terse)")));
+    // A run like any other: `cadre runs` lists both.
+    let runs = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["runs", "list", "--json"],
+    )
+    .await;
+    let listed: Value = serde_json::from_str(&runs.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+}
+
+#[tokio::test]
+async fn a_read_only_caller_may_not_start_a_workflow_of_writing_agents() {
+    let dir = project("code", 4);
+    write_file(
+        &dir.path().join(".cadre/agents/scout.yaml"),
+        "name: scout\ndescription: Looks around.\nmode: primary\nread_only: true\ntools: [read_file, Workflow]\nprompt: You look.\n",
+    );
+    let server = MockServer::start().await;
+    item_routes(&server, 1, Duration::ZERO, 10);
+    primary_route(&server, json!({"name": "label"}));
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--agent", "scout", "Label the items."],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let requests = server.requests();
+    let (is_error, text) = result_of(&requests, "wf1");
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("\"code\", which can change files, and you are read-only"),
+        "{text}"
+    );
+    assert!(sent_per_item(&server).is_empty(), "no item started");
+    assert!(workflow_dir(dir.path()).is_none());
+}
+
+#[tokio::test]
+async fn a_workflows_tokens_count_in_its_callers_budget() {
+    let dir = project("explore", 1);
+    let server = MockServer::start().await;
+    // The primary's first request costs 15 tokens, each item 30: the budget of 100 is
+    // spent after the third item, and no fourth starts.
+    item_routes(&server, 1, Duration::ZERO, 30);
+    primary_route(&server, json!({"name": "label"}));
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--budget-tokens", "100", "Label the items."],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let sent = sent_per_item(&server);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    // The primary's budget is spent too: it sends no request after the call.
+    assert_eq!(server.requests().len(), 1 + 3, "{}", out.stderr);
+    assert!(out.stderr.contains("budget"), "{}", out.stderr);
+    let results = results(dir.path());
+    assert_eq!(
+        results
+            .values()
+            .filter(|r| r["outcome"] == "budget")
+            .count(),
+        ITEMS - 3,
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_caller_killed_mid_workflow_and_resumed_goes_on_with_the_same_workflow_run() {
+    let dir = project("explore", 2);
+    let server = MockServer::start().await;
+    item_routes(&server, 2, Duration::from_millis(20), 10);
+    primary_route(&server, json!({"name": "label"}));
+    // Items from 6 on are held until the kill, which so comes mid-workflow.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_of(body).is_some_and(|n| n >= 6)
+    })));
+    let home = tempfile::tempdir().unwrap();
+    let mut child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "Label the items."],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for("six items finished", || {
+        workflow_dir(dir.path())
+            .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
+            .is_some_and(|j| {
+                j.lines()
+                    .filter(|l| l.contains("\"finished\"") && l.contains("explore#"))
+                    .count()
+                    >= 6
+            })
+    })
+    .await;
+    kill(&mut child);
+    held.open();
+    let before = sent_per_item(&server);
+    assert!((0..6).all(|n| before.get(&n) == Some(&1)), "{before:?}");
+    let parent = run_dirs(dir.path())
+        .into_iter()
+        .find(|p| !p.to_string_lossy().contains("-wf-"))
+        .unwrap();
+    let id = parent.file_name().unwrap().to_str().unwrap().to_owned();
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The same workflow run went on: no second one, no finished item asked again.
+    assert_eq!(run_dirs(dir.path()).len(), 2, "{:?}", run_dirs(dir.path()));
+    let sent = sent_per_item(&server);
+    for n in 0..ITEMS {
+        let again = sent[&n] - before.get(&n).copied().unwrap_or(0);
+        if n < 6 {
+            assert_eq!(again, 0, "item {n} finished before the kill: {sent:?}");
+        } else {
+            assert!(again <= 1, "item {n}: {sent:?}");
+        }
+    }
+    let results = results(dir.path());
+    assert_eq!(results.len(), ITEMS);
+    assert!(
+        results.values().all(|r| r["outcome"] == "completed"),
+        "{results:?}"
+    );
+    let (_, text) = result_of(&server.requests(), "wf1");
+    assert!(
+        text.contains(&format!("{ITEMS} items: {ITEMS} completed")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_the_caller_cancels_its_workflow() {
+    let dir = project("explore", 2);
+    let server = MockServer::start().await;
+    item_routes(&server, 1, Duration::ZERO, 10);
+    primary_route(&server, json!({"name": "label"}));
+    // Items from 4 on are held: the cancel comes while two of them are asked.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_of(body).is_some_and(|n| n >= 4)
+    })));
+    let home = tempfile::tempdir().unwrap();
+    let mut child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "Label the items."],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(
+        held.wait_for(2, Duration::from_secs(60)).await,
+        "2 items held"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    held.open();
+    // The workflow ended with its caller: a line per item, those not asked cancelled.
+    let results = results(dir.path());
+    assert_eq!(results.len(), ITEMS, "{results:?}");
+    let sent = sent_per_item(&server);
+    assert_eq!(sent.len(), 6, "items 0–5 only: {sent:?}");
+    for n in 6..ITEMS {
+        assert_eq!(results[&format!("i{n:02}")]["outcome"], "cancelled");
+    }
+}
