@@ -356,3 +356,53 @@ async fn cancelling_the_caller_cancels_its_workflow() {
         assert_eq!(results[&format!("i{n:02}")]["outcome"], "cancelled");
     }
 }
+
+#[tokio::test]
+async fn a_subagent_has_the_tool_only_when_its_type_lists_it() {
+    let dir = project("explore", 4);
+    write_file(
+        &dir.path().join(".cadre/agents/batcher.yaml"),
+        "name: batcher\ndescription: Runs batches.\nmode: subagent\ntools: [read_file, Workflow]\nprompt: You run batches.\n",
+    );
+    write_file(
+        &dir.path().join(".cadre/agents/helper.yaml"),
+        "name: helper\ndescription: Helps.\nmode: subagent\ntools: [\"*\"]\nprompt: You help.\n",
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("Label the items".into()),
+        vec![
+            Reply::tasks([("t1", "batcher", "Batch job"), ("t2", "helper", "Help job")]),
+            Reply::text("done"),
+        ],
+    );
+    for job in ["Batch job", "Help job"] {
+        server.route(
+            Match::FirstUserContains(job.into()),
+            vec![Reply::text("ok")],
+        );
+    }
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "Label the items."],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let offers = |job: &str| {
+        let requests = server.requests();
+        let r = requests
+            .iter()
+            .find(|r| r.body["messages"][0].to_string().contains(job))
+            .unwrap();
+        r.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "Workflow")
+    };
+    assert!(offers("Label the items"), "the primary agent has it");
+    assert!(offers("Batch job"), "its type lists Workflow");
+    assert!(!offers("Help job"), "\"*\" does not give it to a subagent");
+}
