@@ -264,7 +264,7 @@ impl Session {
         if let Some(spec) = &self.primary {
             builder = builder.primary(spec.clone());
         }
-        if let Some(saved) = ProjectWorkflows::find(&self.root, args) {
+        if let Some(saved) = ProjectWorkflows::find(&self.root, args, self.model.clone()) {
             builder = builder.workflows(Arc::new(saved));
         }
         builder

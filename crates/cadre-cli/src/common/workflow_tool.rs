@@ -11,6 +11,7 @@ use crate::common::workflow_output::Progress;
 use crate::common::workflow_run::{load, Invocation};
 use cadre_core::workflow::{SavedWorkflow, SavedWorkflows, Workflow as Run, WorkflowCall};
 use cadre_core::{JournaledRun, Orchestrator, RunDir, RunSummary};
+use cadre_model::Model;
 use cadre_tools::ToolOutput;
 use cadre_workflow::{saved_workflows, Workflow};
 use std::path::{Path, PathBuf};
@@ -26,13 +27,16 @@ struct Saved {
 pub struct ProjectWorkflows {
     root: PathBuf,
     args: RunArgs,
+    /// The caller's model client, which the workflows' agents talk through too (a
+    /// recording's or a replay's cassette is the caller's).
+    model: Arc<dyn Model>,
     saved: Vec<Saved>,
 }
 
 impl ProjectWorkflows {
-    /// The saved workflows of the project at `root` that can be read, for runs with `args`;
-    /// `None` when there are none.
-    pub fn find(root: &Path, args: &RunArgs) -> Option<Self> {
+    /// The saved workflows of the project at `root` that can be read, for runs with `args`
+    /// talking through `model`; `None` when there are none.
+    pub fn find(root: &Path, args: &RunArgs, model: Arc<dyn Model>) -> Option<Self> {
         let saved: Vec<Saved> = saved_workflows(root)
             .into_iter()
             .filter_map(|file| {
@@ -52,6 +56,7 @@ impl ProjectWorkflows {
         (!saved.is_empty()).then(|| Self {
             root: root.to_path_buf(),
             args: args.clone(),
+            model,
             saved,
         })
     }
@@ -61,6 +66,9 @@ impl ProjectWorkflows {
     fn session(&self) -> Result<Session, String> {
         let mut args = self.args.clone();
         args.budget_tokens = None;
+        // The caller's client is used (see `model`): a second recorder would start the
+        // caller's cassette again.
+        args.record = None;
         args.output_format = OutputFormat::Text;
         Session::prepare(args, Some(self.root.clone()), true)
             .map(Session::without_terminal)
@@ -74,7 +82,14 @@ impl SavedWorkflows for ProjectWorkflows {
         self.saved.iter().map(|s| s.listed.clone()).collect()
     }
 
-    async fn run(&self, call: WorkflowCall) -> Result<ToolOutput, String> {
+    async fn run(&self, call: WorkflowCall) -> ToolOutput {
+        self.started(&call).await.unwrap_or_else(ToolOutput::error)
+    }
+}
+
+impl ProjectWorkflows {
+    /// Runs the workflow of `call`: its summary, or why it could not start or failed.
+    async fn started(&self, call: &WorkflowCall) -> Result<ToolOutput, String> {
         let saved = self
             .saved
             .iter()
@@ -98,6 +113,7 @@ impl SavedWorkflows for ProjectWorkflows {
             .map_err(|e| e.to_string())?;
         let mut builder = session
             .builder()
+            .model(self.model.clone())
             .run_id(&call.run_id)
             .budget_within(call.budget.clone());
         if let Some(n) = loaded.file.budget.tokens {
@@ -105,9 +121,9 @@ impl SavedWorkflows for ProjectWorkflows {
         }
         let orchestrator = builder.build().map_err(|e| e.to_string())?;
         let dir = RunDir::runs_root(&self.root).join(&call.run_id);
-        let summary = drive(&orchestrator, &dir, run, &call).await?;
+        let summary = drive(&orchestrator, &dir, run, call).await?;
         Ok(told(
-            &call,
+            call,
             &summary,
             &dir.join(Run::RESULTS_FILE),
             &progress,

@@ -65,9 +65,9 @@ pub trait SavedWorkflows: Send + Sync {
     fn list(&self) -> Vec<SavedWorkflow>;
 
     /// Runs (or goes on with) the workflow of `call` to its end: its summary, for the
-    /// model — counts per outcome, tokens, how it ended, the results file's path — and
-    /// whether it is an error; `Err` says why it could not start.
-    async fn run(&self, call: WorkflowCall) -> Result<ToolOutput, String>;
+    /// model — counts per outcome, tokens, how it ended, the results file's path — or an
+    /// error result saying why it could not start.
+    async fn run(&self, call: WorkflowCall) -> ToolOutput;
 }
 
 /// What `Workflow` takes.
@@ -173,6 +173,6 @@ impl TypedTool for WorkflowTool {
             budget: self.budget.clone(),
             cancel: ctx.cancel.clone(),
         };
-        Ok(self.saved.run(call).await.unwrap_or_else(ToolOutput::error))
+        Ok(self.saved.run(call).await)
     }
 }
