@@ -7,8 +7,9 @@ use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run};
 use crate::common::served::{self, ServedCall};
-use crate::common::session::{run, Job};
+use crate::common::session::{run, Job, Session};
 use crate::common::workflow_run::{self, Again, Invocation};
+use crate::common::workflow_tool::offering_workflows;
 use cadre_core::RunError;
 use std::path::PathBuf;
 
@@ -64,5 +65,6 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
         return served::resume(args, journaled, served, directory, quiet).await;
     }
     args.agent = journaled.state.agent_type.clone();
-    run(args, Job::Resume(journaled), directory, quiet).await
+    let session = offering_workflows(Session::prepare(args, directory, quiet)?);
+    run(session, Job::Resume(journaled), quiet).await
 }

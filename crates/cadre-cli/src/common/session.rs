@@ -13,7 +13,6 @@ use crate::common::project::{require_dirs, user_dir, user_home, workspace_root};
 use crate::common::project_items;
 use crate::common::run_folders::open_run;
 use crate::common::signals::{self, Ending};
-use crate::common::workflow_tool::ProjectWorkflows;
 use cadre_core::JournaledRun;
 use cadre_core::{Conversation, Limits, Orchestrator, RunDir, RunError, StopKind};
 use cadre_model::Model;
@@ -48,14 +47,8 @@ impl Job<'_> {
     }
 }
 
-/// Runs the primary agent and prints what it does; returns the exit code.
-pub async fn run(
-    args: RunArgs,
-    job: Job<'_>,
-    directory: Option<PathBuf>,
-    quiet: bool,
-) -> Result<Code> {
-    let session = Session::prepare(args, directory, quiet)?;
+/// Runs the primary agent of `session` and prints what it does; returns the exit code.
+pub async fn run(session: Session, job: Job<'_>, quiet: bool) -> Result<Code> {
     let endings = signals::watch_endings();
     Ok(session
         .turn(job, quiet, Signals::Process, endings)
@@ -101,6 +94,8 @@ pub struct Session {
     /// The spec the primary agent runs under instead of the registry's type of its name
     /// (a served call's), which its subagents keep.
     primary: Option<cadre_core::AgentSpec>,
+    /// The saved workflows the `Workflow` tool offers, when they are offered.
+    workflows: Option<Arc<dyn cadre_core::workflow::SavedWorkflows>>,
 }
 
 /// Refuses a primary agent type the registry does not have, pointing at the listing.
@@ -187,6 +182,7 @@ impl Session {
             model,
             model_id,
             primary: None,
+            workflows: None,
         })
     }
 
@@ -202,6 +198,13 @@ impl Session {
     /// [`OrchestratorBuilder::primary`](cadre_core::OrchestratorBuilder::primary)).
     pub fn with_primary(mut self, spec: cadre_core::AgentSpec) -> Self {
         self.primary = Some(spec);
+        self
+    }
+
+    /// The same session whose primary agent (and any agent whose type lists `Workflow`) may
+    /// start the saved workflows of `saved`.
+    pub fn with_workflows(mut self, saved: Arc<dyn cadre_core::workflow::SavedWorkflows>) -> Self {
+        self.workflows = Some(saved);
         self
     }
 
@@ -264,8 +267,8 @@ impl Session {
         if let Some(spec) = &self.primary {
             builder = builder.primary(spec.clone());
         }
-        if let Some(saved) = ProjectWorkflows::find(&self.root, args, self.model.clone()) {
-            builder = builder.workflows(Arc::new(saved));
+        if let Some(saved) = &self.workflows {
+            builder = builder.workflows(saved.clone());
         }
         builder
             .permissions(self.permissions.clone())

@@ -17,6 +17,14 @@ use cadre_workflow::{saved_workflows, Workflow};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// `session`, offering the `Workflow` tool when its project has saved workflows.
+pub fn offering_workflows(session: Session) -> Session {
+    match ProjectWorkflows::find(&session.root, &session.args, session.model()) {
+        Some(saved) => session.with_workflows(Arc::new(saved)),
+        None => session,
+    }
+}
+
 /// One saved workflow: its name, description and file.
 struct Saved {
     listed: SavedWorkflow,
