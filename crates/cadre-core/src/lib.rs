@@ -77,9 +77,7 @@ pub mod vocab;
 /// [`Orchestrator::run_workflow`]).
 pub mod workflow {
     pub use crate::run::workflow::{CallKey, ItemCall, ItemResult, ItemStart, WorkItem, Workflow};
-    pub use crate::run::workflow_tool::{
-        SavedWorkflow, SavedWorkflows, WorkflowCall, WorkflowInput, WorkflowTool,
-    };
+    pub use crate::run::workflow_tool::{SavedWorkflow, SavedWorkflows, WorkflowCall};
 }
 
 // One dependency is enough to embed cadre: the crates below it come along, whole and by

@@ -207,7 +207,8 @@ impl AgentState {
     pub fn apply(&mut self, step: Step) -> Added {
         let was_cancelled = self.cancelled;
         self.cancelled = false;
-        let was_ended = std::mem::take(&mut self.ended);
+        let was_ended = self.ended;
+        self.ended = matches!(step, Step::Finished { .. });
         match step {
             Step::Response { response, .. } => self.respond(response),
             Step::ToolStarted { id, .. } => {
@@ -221,14 +222,7 @@ impl AgentState {
                 self.spawned.insert(call, child);
                 Added::Nothing
             }
-            Step::UserMessage { message, .. } => {
-                self.stop_blocks = 0;
-                self.rejected = 0;
-                if was_ended {
-                    self.before_follow_up = Some((self.turns, self.usage.total()));
-                }
-                self.follow_up(message)
-            }
+            Step::UserMessage { message, .. } => self.asked(message, was_ended),
             Step::Rejected { error, .. } => {
                 self.rejected += 1;
                 let retry = retry_message(&error);
@@ -275,16 +269,25 @@ impl AgentState {
                 ..
             } => {
                 self.cancelled = true;
-                self.ended = true;
                 Added::Nothing
             }
             Step::Finished { stop, text, .. } => {
                 self.finished = Some((stop, text));
-                self.ended = true;
                 Added::Nothing
             }
             Step::Run { .. } | Step::Started { .. } | Step::Team { .. } => Added::Nothing,
         }
+    }
+
+    /// A new user message: after its journaled end (`was_ended`) a follow-up, whose limits
+    /// count from here.
+    fn asked(&mut self, message: Message, was_ended: bool) -> Added {
+        self.stop_blocks = 0;
+        self.rejected = 0;
+        if was_ended {
+            self.before_follow_up = Some((self.turns, self.usage.total()));
+        }
+        self.follow_up(message)
     }
 
     /// A hook's decision: a blocked stop goes on with its reason as the next user message,

@@ -28,6 +28,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
+/// The time an agent starting at `start` has already run against its time limit: what its
+/// earlier parts ran (`earlier` ms, for a resume), but none for a follow-up, a new ask
+/// whose time runs from now (a fix round after a time limit stop gets its time).
+fn time_counted(start: &Start<'_>, earlier: u64) -> u64 {
+    match start {
+        Start::Resume(rebuilt) if rebuilt.before_follow_up.is_some() => 0,
+        _ => earlier,
+    }
+}
+
 impl Orchestrator {
     /// Builds the agent `me` of type `spec`, runs it on `prompt`, and records the result.
     ///
@@ -57,12 +67,7 @@ impl Orchestrator {
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
-            // A follow-up is a new ask: its time limit runs from now, not from the start
-            // of the conversation (a fix round after a time limit stop gets its time).
-            let counted = match &start {
-                Start::Resume(rebuilt) if rebuilt.before_follow_up.is_some() => 0,
-                _ => earlier,
-            };
+            let counted = time_counted(&start, earlier);
             let deadline = me
                 .limits
                 .time

@@ -17,6 +17,7 @@ use crate::run::answer::AnswerSchema;
 use crate::run::spans;
 use crate::run::state::AgentState;
 use crate::run::workflow::results::{output_of, ResultsDigest, ResultsFile};
+use crate::run::workflow::seen::Seen;
 use crate::run::workflow::{
     CallKey, ItemCall, ItemResult, ItemStart, ResultSink, StartSink, WorkItem, Workflow,
 };
@@ -25,7 +26,7 @@ use crate::vocab::outcome::{Outcome, StopKind};
 use crate::vocab::step::Step;
 use cadre_model::{Message, Usage};
 use futures::stream::{FuturesUnordered, StreamExt};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -41,47 +42,6 @@ struct Prepared {
     base: String,
     spec: AgentSpec,
     answer: Option<AnswerSchema>,
-}
-
-/// What the items made so far leave for the next: the calls seen (by content, with how
-/// many times), and the last output schema compiled.
-#[derive(Default)]
-struct Seen {
-    calls: HashMap<[u8; 32], u32>,
-    schema: Option<(serde_json::Value, AnswerSchema)>,
-}
-
-impl Seen {
-    /// The id the call of content `key` is journaled under (`prefix` before it): a second
-    /// call of the same content in one run is a call of its own, its id carrying how many
-    /// came before it in the input's order.
-    fn call_id(&mut self, prefix: &str, key: CallKey) -> String {
-        let n = self.calls.entry(key.0).or_insert(0);
-        let id = match *n {
-            0 => format!("{prefix}{key}"),
-            n => format!("{prefix}{key}.{n}"),
-        };
-        *n += 1;
-        id
-    }
-
-    /// `schema` compiled, or the last one again when it is the same.
-    fn schema(
-        &mut self,
-        schema: Option<&serde_json::Value>,
-    ) -> Result<Option<AnswerSchema>, String> {
-        let Some(schema) = schema else {
-            return Ok(None);
-        };
-        match &self.schema {
-            Some((last, compiled)) if last == schema => Ok(Some(compiled.clone())),
-            _ => {
-                let compiled = AnswerSchema::new(schema)?;
-                self.schema = Some((schema.clone(), compiled.clone()));
-                Ok(Some(compiled))
-            }
-        }
-    }
 }
 
 /// What one attempt of an item came to.

@@ -7,6 +7,7 @@
 
 mod call_key;
 pub(crate) mod results;
+pub(crate) mod seen;
 
 pub use call_key::CallKey;
 
