@@ -185,6 +185,23 @@ async fn a_model_starts_a_saved_workflow_and_gets_its_summary_not_its_items() {
     .await;
     let listed: Value = serde_json::from_str(&runs.stdout).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    // And `cadre workflow retry` takes it, as it was invoked (its arguments kept).
+    let id = workflow_dir(dir.path()).unwrap();
+    let id = id.file_name().unwrap().to_str().unwrap();
+    let sent = server.requests().len();
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "retry", id, "--failed"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        server.requests().len(),
+        sent,
+        "nothing failed, nothing asked"
+    );
 }
 
 #[tokio::test]
