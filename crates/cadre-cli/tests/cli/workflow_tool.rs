@@ -88,14 +88,11 @@ fn run_dirs(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The workflow's run folder (named after its caller's run and the call `wf1`).
+/// The workflow's run folder (named after its caller's run and the call's content).
 fn workflow_dir(dir: &Path) -> Option<PathBuf> {
-    run_dirs(dir).into_iter().find(|p| {
-        p.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .ends_with("-wf-wf1")
-    })
+    run_dirs(dir)
+        .into_iter()
+        .find(|p| p.file_name().unwrap().to_string_lossy().contains("-wf-"))
 }
 
 /// The result lines of the workflow's run, by key.
@@ -333,11 +330,20 @@ async fn a_caller_killed_mid_workflow_and_resumed_goes_on_with_the_same_workflow
 }
 
 #[tokio::test]
-async fn cancelling_the_caller_cancels_its_workflow() {
+async fn cancelling_the_caller_cancels_its_workflow_and_its_resume_goes_on_with_it() {
     let dir = project("explore", 2);
     let server = MockServer::start().await;
-    item_routes(&server, 1, Duration::ZERO, 10);
-    primary_route(&server, json!({"name": "label"}));
+    item_routes(&server, 2, Duration::ZERO, 10);
+    // Resumed, the caller (told its call was cancelled) calls the workflow again, under
+    // a new call id.
+    server.route(
+        Match::FirstUserContains("Label the items".into()),
+        vec![
+            Reply::tool_use("wf1", "Workflow", json!({"name": "label"})),
+            Reply::tool_use("wf2", "Workflow", json!({"name": "label"})),
+            Reply::text("done"),
+        ],
+    );
     // Items from 4 on are held: the cancel comes while two of them are asked.
     let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
         item_of(body).is_some_and(|n| n >= 4)
@@ -365,13 +371,34 @@ async fn cancelling_the_caller_cancels_its_workflow() {
     assert_eq!(status.code(), Some(130));
     held.open();
     // The workflow ended with its caller: a line per item, those not asked cancelled.
-    let results = results(dir.path());
-    assert_eq!(results.len(), ITEMS, "{results:?}");
+    let ended = results(dir.path());
+    assert_eq!(ended.len(), ITEMS, "{ended:?}");
     let sent = sent_per_item(&server);
     assert_eq!(sent.len(), 6, "items 0–5 only: {sent:?}");
     for n in 6..ITEMS {
-        assert_eq!(results[&format!("i{n:02}")]["outcome"], "cancelled");
+        assert_eq!(ended[&format!("i{n:02}")]["outcome"], "cancelled");
     }
+    // Resumed: the new call goes on with the same run, and no finished item is asked again.
+    let before = sent_per_item(&server);
+    let caller = run_dirs(dir.path())
+        .into_iter()
+        .find(|p| !p.to_string_lossy().contains("-wf-"))
+        .unwrap();
+    let id = caller.file_name().unwrap().to_str().unwrap().to_owned();
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(run_dirs(dir.path()).len(), 2, "{:?}", run_dirs(dir.path()));
+    let sent = sent_per_item(&server);
+    for n in 0..4 {
+        assert_eq!(sent[&n], before[&n], "item {n} finished before: {sent:?}");
+    }
+    let after = results(dir.path());
+    assert!(
+        after.values().all(|r| r["outcome"] == "completed"),
+        "{after:?}"
+    );
+    let (is_error, text) = result_of(&server.requests(), "wf2");
+    assert!(!is_error && text.contains("every item completed"), "{text}");
 }
 
 #[tokio::test]

@@ -4,9 +4,10 @@
 //!
 //! cadre-core cannot read workflow files (cadre-workflow depends on it), so what a saved
 //! workflow is and how one runs comes from the program through [`SavedWorkflows`]; this
-//! tool is the part that knows the calling agent: its run's id (each call's workflow run
-//! is named after it and the call's id, so a resumed caller finds the same run), its
-//! budget (the workflow's tokens count against it) and whether it is read-only.
+//! tool is the part that knows the calling agent: its run's id and its path (each call's
+//! workflow run is named after them and the call's content, so a resumed caller that calls
+//! it again — under a new call id — finds the same run), its budget (the workflow's tokens
+//! count against it) and whether it is read-only.
 
 use crate::definitions::registry::WORKFLOW_TOOL;
 use crate::run::budget::Budget;
@@ -14,6 +15,8 @@ use cadre_tools::{Rerun, ToolContext, ToolError, ToolOutput, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -45,8 +48,9 @@ pub struct WorkflowCall {
     pub name: String,
     /// Its arguments, as `--arg NAME=VALUE` gives them.
     pub args: Vec<(String, String)>,
-    /// The id its run must have: made of the calling run's id and the call's, so the
-    /// same call made again (its caller resumed) goes on with that run.
+    /// The id its run must have: made of the calling run's id and a digest of the
+    /// calling agent's path, the workflow's name and its arguments, so the same call made
+    /// again (its caller resumed, or the model asking again) goes on with that run.
     pub run_id: String,
     /// Whether the calling agent is read-only: it may not start agents that can write.
     pub read_only: bool,
@@ -86,29 +90,49 @@ pub struct WorkflowTool {
     saved: Arc<dyn SavedWorkflows>,
     listed: Vec<SavedWorkflow>,
     run_id: String,
+    agent: String,
     budget: Budget,
 }
 
 impl WorkflowTool {
-    /// A `Workflow` tool for an agent of the run `run_id` whose tokens count against
-    /// `budget`.
-    pub fn new(saved: Arc<dyn SavedWorkflows>, run_id: impl Into<String>, budget: Budget) -> Self {
+    /// A `Workflow` tool for the agent at `agent` of the run `run_id`, whose tokens count
+    /// against `budget`.
+    pub fn new(
+        saved: Arc<dyn SavedWorkflows>,
+        run_id: impl Into<String>,
+        agent: impl Into<String>,
+        budget: Budget,
+    ) -> Self {
         Self {
             listed: saved.list(),
             saved,
             run_id: run_id.into(),
+            agent: agent.into(),
             budget,
         }
     }
 
-    /// The run id of the workflow the call `call_id` starts: the calling run's id and the
-    /// call's, kept to what a run id may hold.
-    fn run_id_for(&self, call_id: &str) -> String {
-        let call: String = call_id
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            .collect();
-        format!("{}-wf-{call}", self.run_id)
+    /// The run id of the workflow `name` started with `args` (sorted by name): the calling
+    /// run's id and a digest of the calling agent's path and the call's content. Not the
+    /// call's id: a caller cancelled mid-call and resumed calls again under a new id (and
+    /// a server's counter ids, `call_1`, repeat across processes).
+    fn run_id_for(&self, name: &str, args: &[(String, String)]) -> String {
+        let mut hasher = Sha256::new();
+        // Each part is length-prefixed, so no two different calls give the same bytes.
+        let parts = [self.agent.as_str(), name]
+            .into_iter()
+            .chain(args.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
+        for part in parts {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let digest = hasher.finalize();
+        let mut id = format!("{}-wf-", self.run_id);
+        for byte in &digest[..6] {
+            // Writing to a String cannot fail.
+            let _ = write!(id, "{byte:02x}");
+        }
+        id
     }
 }
 
@@ -125,7 +149,9 @@ impl TypedTool for WorkflowTool {
              input, a few at once, each result a line of a results file. You get its summary \
              (items per outcome, tokens, how it ended) and the results file's path, never the \
              items' answers: read the file if you need them. Give its name and, as `args`, the \
-             arguments it declares. The workflows:\n"
+             arguments it declares. Called again with the same name and arguments, it goes on \
+             with the same run: only items not completed, or whose input changed, run again, \
+             and you get its summary. The workflows:\n"
             .to_owned();
         for w in &self.listed {
             text.push_str(&format!("- {}: {}\n", w.name, w.description));
@@ -144,7 +170,7 @@ impl TypedTool for WorkflowTool {
 
     fn rerun(&self) -> Rerun {
         // Its run journals its own steps: called again, it goes on with the same run
-        // (named by this call's id), and no finished item runs again.
+        // (named by the call's content), and no finished item runs again.
         Rerun::Resumes
     }
 
@@ -157,7 +183,7 @@ impl TypedTool for WorkflowTool {
                 names.join(", ")
             )));
         }
-        let args = input
+        let mut args: Vec<(String, String)> = input
             .args
             .into_iter()
             .map(|(k, v)| match v {
@@ -165,10 +191,11 @@ impl TypedTool for WorkflowTool {
                 other => (k, other.to_string()),
             })
             .collect();
+        args.sort();
         let call = WorkflowCall {
+            run_id: self.run_id_for(&input.name, &args),
             name: input.name,
             args,
-            run_id: self.run_id_for(&ctx.call_id),
             read_only: ctx.read_only,
             budget: self.budget.clone(),
             cancel: ctx.cancel.clone(),

@@ -162,6 +162,7 @@ impl Orchestrator {
             tools.insert(Arc::new(WorkflowTool::new(
                 saved,
                 me.run.id.clone(),
+                me.path.as_str(),
                 budget,
             )));
         }
