@@ -41,6 +41,12 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
             CliError::config("no unfinished run (with a journal, or on the engine) in .cadre/runs/ of this workspace; `cadre run --continue TASK` continues a finished one")
         })?,
     };
+    if let Some(caller) = Invocation::caller_of(&dir) {
+        return Err(CliError::config(format!(
+            "run {} was started by a `Workflow` call of run {caller}: resume that run (`cadre resume {caller}`), which goes on with this one",
+            dir.file_name().unwrap_or_default().to_string_lossy()
+        )));
+    }
     let journaled = open_run(&dir)?;
     // A workflow run goes on with its items, whether or not its last part ended.
     if let Some(invocation) = Invocation::read(&dir) {

@@ -37,6 +37,10 @@ pub struct Invocation {
     /// `--output`, absolute, if given: a resume writes it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<PathBuf>,
+    /// The run whose `Workflow` call started this one, if one did: this run goes on
+    /// when that one is resumed, never on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_by: Option<String>,
 }
 
 impl Invocation {
@@ -49,6 +53,11 @@ impl Invocation {
                 CliError::config_from(format!("{} cannot be read", file.display()), e)
             }),
         )
+    }
+
+    /// The run whose `Workflow` call started the run in `dir`, if one did.
+    pub fn caller_of(dir: &Path) -> Option<String> {
+        Self::read(dir)?.ok()?.called_by
     }
 }
 

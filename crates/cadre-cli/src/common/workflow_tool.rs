@@ -111,6 +111,7 @@ impl ProjectWorkflows {
             concurrency: None,
             model: session.model_id.clone(),
             output: None,
+            called_by: Some(call.called_by.clone()),
         };
         let loaded = load(&invocation, &session, true).map_err(|e| e.to_string())?;
         if call.read_only {

@@ -303,7 +303,18 @@ async fn a_caller_killed_mid_workflow_and_resumed_goes_on_with_the_same_workflow
         .find(|p| !p.to_string_lossy().contains("-wf-"))
         .unwrap();
     let id = parent.file_name().unwrap().to_str().unwrap().to_owned();
-    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    // The workflow's run is not resumed on its own: its caller is named.
+    let nested = workflow_dir(dir.path()).unwrap();
+    let nested = nested.file_name().unwrap().to_str().unwrap();
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", nested]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(&format!("cadre resume {id}")),
+        "{}",
+        out.stderr
+    );
+    // A plain `cadre resume` takes the caller, though the workflow's run id sorts after it.
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // The same workflow run went on: no second one, no finished item asked again.
     assert_eq!(run_dirs(dir.path()).len(), 2, "{:?}", run_dirs(dir.path()));

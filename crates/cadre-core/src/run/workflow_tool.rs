@@ -52,6 +52,9 @@ pub struct WorkflowCall {
     /// calling agent's path, the workflow's name and its arguments, so the same call made
     /// again (its caller resumed, or the model asking again) goes on with that run.
     pub run_id: String,
+    /// The calling run's id: kept in the workflow's run folder, so that run is resumed
+    /// through its caller, not on its own.
+    pub called_by: String,
     /// Whether the calling agent is read-only: it may not start agents that can write.
     pub read_only: bool,
     /// The calling agent's budget: the workflow's run counts its tokens here
@@ -194,6 +197,7 @@ impl TypedTool for WorkflowTool {
         args.sort();
         let call = WorkflowCall {
             run_id: self.run_id_for(&input.name, &args),
+            called_by: self.run_id.clone(),
             name: input.name,
             args,
             read_only: ctx.read_only,
