@@ -69,10 +69,14 @@ impl ProjectWorkflows {
         })
     }
 
-    /// The session a called workflow runs in: the caller's options, with no terminal to
-    /// ask and no budget of its own but the workflow's (the caller's counts it anyway).
-    fn session(&self) -> Result<Session, String> {
+    /// The session a called workflow runs in: the caller's options (but the model the
+    /// run asked before, `model`, when it goes on), with no terminal to ask and no budget
+    /// of its own but the workflow's (the caller's counts it anyway).
+    fn session(&self, model: Option<String>) -> Result<Session, String> {
         let mut args = self.args.clone();
+        if model.is_some() {
+            args.model = model;
+        }
         args.budget_tokens = None;
         // The caller's client is used (see `model`): a second recorder would start the
         // caller's cassette again.
@@ -103,8 +107,14 @@ impl ProjectWorkflows {
             .iter()
             .find(|s| s.listed.name == call.name)
             .ok_or_else(|| format!("there is no saved workflow {:?}", call.name))?;
-        let session = self.session()?;
-        let invocation = Invocation {
+        let dir = RunDir::runs_root(&self.root).join(&call.run_id);
+        // A run gone on with keeps how it was invoked, its model above all (part of each
+        // call's key), as a top-level resume does.
+        let kept = Invocation::read(&dir)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let session = self.session(kept.as_ref().map(|k| k.model.clone()))?;
+        let invocation = kept.unwrap_or_else(|| Invocation {
             file: std::path::absolute(&saved.file).unwrap_or_else(|_| saved.file.clone()),
             input: None,
             args: call.args.clone(),
@@ -112,7 +122,7 @@ impl ProjectWorkflows {
             model: session.model_id.clone(),
             output: None,
             called_by: Some(call.called_by.clone()),
-        };
+        });
         let loaded = load(&invocation, &session, true).map_err(|e| e.to_string())?;
         if call.read_only {
             refuse_writers(&loaded.file, &session.registry)?;
@@ -129,7 +139,6 @@ impl ProjectWorkflows {
             builder = builder.budget_tokens(n);
         }
         let orchestrator = builder.build().map_err(|e| e.to_string())?;
-        let dir = RunDir::runs_root(&self.root).join(&call.run_id);
         let summary = drive(&orchestrator, &dir, run, call).await?;
         Ok(told(
             call,

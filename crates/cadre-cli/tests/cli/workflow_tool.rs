@@ -277,7 +277,7 @@ async fn a_caller_killed_mid_workflow_and_resumed_goes_on_with_the_same_workflow
         dir.path(),
         &server.uri(),
         home.path(),
-        &["run", "Label the items."],
+        &["run", "--model", "claude-kept-1", "Label the items."],
     )
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())
@@ -338,6 +338,14 @@ async fn a_caller_killed_mid_workflow_and_resumed_goes_on_with_the_same_workflow
         text.contains(&format!("{ITEMS} items: {ITEMS} completed")),
         "{text}"
     );
+    // The workflow went on with the model it was started with, not the resume's default.
+    let requests = server.requests();
+    let models: std::collections::BTreeSet<&str> = requests
+        .iter()
+        .filter(|r| item_of(&r.body).is_some())
+        .map(|r| r.body["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["claude-kept-1"].into(), "{models:?}");
 }
 
 #[tokio::test]
