@@ -254,8 +254,9 @@ impl AgentState {
                 self.pending = None;
                 self.last_input = 0;
                 // Compacting an ended conversation (`/compact`) leaves it ended as it was,
-                // so it still takes a follow-up.
+                // so it still takes a follow-up, with its limits afresh.
                 self.cancelled = was_cancelled;
+                self.ended = was_ended;
                 Added::Rewritten
             }
             Step::Cleared { keep, .. } => {
@@ -547,9 +548,16 @@ mod tests {
             text: String::new(),
         });
         cancelled.push(steps[3].clone());
-        let r = AgentState::from_steps(cancelled).unwrap();
+        let r = AgentState::from_steps(cancelled.clone()).unwrap();
         assert!(r.cancelled);
         assert_eq!(r.history, compacted);
+        // And its follow-up is one still: its limits count from it.
+        cancelled.push(Step::UserMessage {
+            agent: "main".into(),
+            message: Message::user_text("go on"),
+        });
+        let r = AgentState::from_steps(cancelled).unwrap();
+        assert_eq!(r.before_follow_up, Some((1, 12 + 900)));
     }
 
     fn text_reply(text: &str) -> Step {
