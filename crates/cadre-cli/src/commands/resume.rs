@@ -5,7 +5,7 @@ use crate::args::{Engine, ResumeCmd};
 use crate::common::engine;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
-use crate::common::run_folders::{find, newest, open_run};
+use crate::common::run_folders::{caller_of, find, newest, open_run};
 use crate::common::served::{self, ServedCall};
 use crate::common::session::{run, Job, Session};
 use crate::common::workflow_run::{self, Again, Invocation};
@@ -41,7 +41,7 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
             CliError::config("no unfinished run (with a journal, or on the engine) in .cadre/runs/ of this workspace; `cadre run --continue TASK` continues a finished one")
         })?,
     };
-    if let Some(caller) = Invocation::caller_of(&dir) {
+    if let Some(caller) = caller_of(&dir) {
         return Err(CliError::config(format!(
             "run {} was started by a `Workflow` call of run {caller}: resume that run (`cadre resume {caller}`), which goes on with this one",
             dir.file_name().unwrap_or_default().to_string_lossy()

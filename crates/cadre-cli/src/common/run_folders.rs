@@ -2,7 +2,6 @@
 
 use crate::common::exit::{CliError, Result};
 use crate::common::run_index;
-use crate::common::workflow_run::Invocation;
 use cadre_core::internal::run_state;
 use cadre_core::JournaledRun;
 use cadre_core::RunDir;
@@ -16,10 +15,18 @@ fn run_dirs(root: &Path) -> Vec<RunDir> {
     dirs
 }
 
+/// The run whose `Workflow` call started the run in `dir`, if one did (`called_by` in its
+/// `workflow.json`).
+pub fn caller_of(dir: &Path) -> Option<String> {
+    let file = dir.join(cadre_core::workflow::Workflow::INVOCATION_FILE);
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    kept.get("called_by")?.as_str().map(str::to_owned)
+}
+
 /// Whether the run in `dir` was started by another run's `Workflow` call: it goes on
 /// through its caller, so it is passed over when runs are looked for by age or prefix.
 fn called(dir: &RunDir) -> bool {
-    Invocation::caller_of(dir.path()).is_some()
+    caller_of(dir.path()).is_some()
 }
 
 /// The newest run with a journal that can take a follow-up (`finished`), or that can be

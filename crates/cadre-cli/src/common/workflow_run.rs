@@ -54,11 +54,6 @@ impl Invocation {
             }),
         )
     }
-
-    /// The run whose `Workflow` call started the run in `dir`, if one did.
-    pub fn caller_of(dir: &Path) -> Option<String> {
-        Self::read(dir)?.ok()?.called_by
-    }
 }
 
 /// What a resumed workflow run does again besides what never finished.
