@@ -134,7 +134,7 @@ impl ProjectWorkflows {
             .builder()
             .model(self.model.clone())
             .run_id(&call.run_id)
-            .budget_within(call.budget.clone());
+            .called_by(call);
         if let Some(n) = loaded.file.budget.tokens {
             builder = builder.budget_tokens(n);
         }

@@ -469,3 +469,41 @@ async fn a_subagent_has_the_tool_only_when_its_type_lists_it() {
     assert!(offers("Batch job"), "its type lists Workflow");
     assert!(!offers("Help job"), "\"*\" does not give it to a subagent");
 }
+
+#[tokio::test]
+async fn a_provider_refusal_inside_the_workflow_stops_its_caller_too() {
+    let dir = project("explore", 1);
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("item-03 (".into()),
+        vec![Reply::error_status(
+            401,
+            "authentication_error",
+            "invalid x-api-key",
+        )],
+    );
+    item_routes(&server, 1, Duration::ZERO, 10);
+    primary_route(&server, json!({"name": "label"}));
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "Label the items."],
+    )
+    .await;
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("401"), "{}", out.stderr);
+    // No item after the refused one, and the caller sends nothing after its call.
+    let sent = sent_per_item(&server);
+    assert_eq!(
+        sent.keys().copied().collect::<Vec<_>>(),
+        [0, 1, 2, 3],
+        "{sent:?}"
+    );
+    let callers = server
+        .requests()
+        .iter()
+        .filter(|r| item_of(&r.body).is_none())
+        .count();
+    assert_eq!(callers, 1, "the caller asked again after the refusal");
+}

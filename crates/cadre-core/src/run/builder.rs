@@ -15,8 +15,9 @@ use crate::run::delegate::Delegate;
 use crate::run::mcp_tools::McpServers;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
 use crate::run::permissions::Permissions;
+use crate::run::provider_stop::ProviderStop;
 use crate::run::team::TeamLimits;
-use crate::run::workflow_tool::SavedWorkflows;
+use crate::run::workflow_tool::{SavedWorkflows, WorkflowCall};
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -74,6 +75,7 @@ pub struct OrchestratorBuilder {
     handlers: Vec<EventHandler>,
     workflows: Option<Arc<dyn SavedWorkflows>>,
     budget_within: Option<Budget>,
+    provider_stop: Option<Arc<ProviderStop>>,
 }
 
 impl Orchestrator {
@@ -113,6 +115,7 @@ impl Orchestrator {
             handlers: Vec::new(),
             workflows: None,
             budget_within: None,
+            provider_stop: None,
         }
     }
 }
@@ -234,6 +237,15 @@ impl OrchestratorBuilder {
     /// the run stops when it or any budget above it is spent.
     pub fn budget_within(mut self, budget: Budget) -> Self {
         self.budget_within = Some(budget);
+        self
+    }
+
+    /// Makes this the run the `Workflow` call `call` starts: its tokens count in the
+    /// caller's budget ([`Self::budget_within`]), and a provider's refusal for good (a 401,
+    /// no quota) stops the caller's run as it stops this one, and the other way round.
+    pub fn called_by(mut self, call: &WorkflowCall) -> Self {
+        self.budget_within = Some(call.budget.clone());
+        self.provider_stop = Some(call.provider_stop.clone());
         self
     }
 
@@ -420,6 +432,7 @@ impl OrchestratorBuilder {
         config.record_content = self.record_content;
         config.workflows = self.workflows;
         config.budget_within = self.budget_within;
+        config.provider_stop = self.provider_stop;
         check_tools(&registry, &config.tools)?;
         if config.delegate.is_some() {
             let unhonoured = unhonoured_on_engine(&registry, &config);

@@ -11,6 +11,7 @@
 
 use crate::definitions::registry::WORKFLOW_TOOL;
 use crate::run::budget::Budget;
+use crate::run::provider_stop::ProviderStop;
 use cadre_tools::{Rerun, ToolContext, ToolError, ToolOutput, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -62,6 +63,9 @@ pub struct WorkflowCall {
     pub budget: Budget,
     /// Cancelled when the calling agent is: the workflow's run stops with it.
     pub cancel: CancellationToken,
+    /// The calling run's record of a provider's refusal, which the workflow's run shares
+    /// (see [`OrchestratorBuilder::called_by`](crate::OrchestratorBuilder::called_by)).
+    pub(crate) provider_stop: Arc<ProviderStop>,
 }
 
 /// The project's saved workflows, and how one runs: given by the program to
@@ -95,23 +99,25 @@ pub struct WorkflowTool {
     run_id: String,
     agent: String,
     budget: Budget,
+    provider_stop: Arc<ProviderStop>,
 }
 
 impl WorkflowTool {
     /// A `Workflow` tool for the agent at `agent` of the run `run_id`, whose tokens count
-    /// against `budget`.
-    pub fn new(
+    /// against `budget` and whose run stops for a provider's refusal in `provider_stop`.
+    pub(crate) fn new(
         saved: Arc<dyn SavedWorkflows>,
-        run_id: impl Into<String>,
-        agent: impl Into<String>,
+        (run_id, agent): (&str, &str),
         budget: Budget,
+        provider_stop: Arc<ProviderStop>,
     ) -> Self {
         Self {
             listed: saved.list(),
             saved,
-            run_id: run_id.into(),
-            agent: agent.into(),
+            run_id: run_id.to_owned(),
+            agent: agent.to_owned(),
             budget,
+            provider_stop,
         }
     }
 
@@ -203,6 +209,7 @@ impl TypedTool for WorkflowTool {
             read_only: ctx.read_only,
             budget: self.budget.clone(),
             cancel: ctx.cancel.clone(),
+            provider_stop: self.provider_stop.clone(),
         };
         Ok(self.saved.run(call).await)
     }

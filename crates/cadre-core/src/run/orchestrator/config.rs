@@ -125,6 +125,9 @@ pub(crate) struct RunConfig {
     /// The budget of the agent this run was started from (by its `Workflow` tool): the
     /// run's own budget is below it, so its tokens count there too.
     pub budget_within: Option<crate::run::budget::Budget>,
+    /// The calling run's record of a provider's refusal, shared with it (a run a
+    /// `Workflow` call started); `None` gives the run one of its own.
+    pub provider_stop: Option<Arc<crate::run::provider_stop::ProviderStop>>,
 }
 
 impl RunConfig {
@@ -161,6 +164,7 @@ impl RunConfig {
             record_content: Default::default(),
             workflows: None,
             budget_within: None,
+            provider_stop: None,
         }
     }
 }

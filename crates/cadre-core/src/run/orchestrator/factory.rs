@@ -161,9 +161,9 @@ impl Orchestrator {
             let budget = me.budget.clone().unwrap_or_else(|| self.budget.clone());
             tools.insert(Arc::new(WorkflowTool::new(
                 saved,
-                me.run.id.clone(),
-                me.path.as_str(),
+                (&me.run.id, me.path.as_str()),
                 budget,
+                self.provider_stop.clone(),
             )));
         }
         let mcp = mcp_tools_for(spec, &self.config.mcp, me.path.as_str()).await;

@@ -181,7 +181,7 @@ impl Orchestrator {
     ) -> Arc<Self> {
         let unsaved_id = new_run_id();
         let cancel = CancellationToken::new();
-        let provider_stop = Arc::new(ProviderStop::default());
+        let provider_stop = config.provider_stop.clone().unwrap_or_default();
         config.model = Arc::new(Guarded::new(config.model.clone(), provider_stop.clone()));
         Arc::new(Self {
             provider_stop,
