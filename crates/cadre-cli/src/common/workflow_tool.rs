@@ -71,11 +71,16 @@ impl ProjectWorkflows {
 
     /// The session a called workflow runs in: the caller's options (but the model the
     /// run asked before, `model`, when it goes on), with no terminal to ask and no budget
-    /// of its own but the workflow's (the caller's counts it anyway).
-    fn session(&self, model: Option<String>) -> Result<Session, String> {
+    /// of its own but the workflow's (the caller's counts it anyway). For a `read_only`
+    /// caller, in plan mode: every agent of the workflow, its items' subagents too, is
+    /// read-only, whatever its type lets it start.
+    fn session(&self, model: Option<String>, read_only: bool) -> Result<Session, String> {
         let mut args = self.args.clone();
         if model.is_some() {
             args.model = model;
+        }
+        if read_only {
+            args.permission_mode = Some(cadre_core::PermissionMode::Plan);
         }
         args.budget_tokens = None;
         // The caller's client is used (see `model`): a second recorder would start the
@@ -113,7 +118,7 @@ impl ProjectWorkflows {
         let kept = Invocation::read(&dir)
             .transpose()
             .map_err(|e| e.to_string())?;
-        let session = self.session(kept.as_ref().map(|k| k.model.clone()))?;
+        let session = self.session(kept.as_ref().map(|k| k.model.clone()), call.read_only)?;
         let invocation = kept.unwrap_or_else(|| Invocation {
             file: std::path::absolute(&saved.file).unwrap_or_else(|_| saved.file.clone()),
             input: None,

@@ -507,3 +507,48 @@ async fn a_provider_refusal_inside_the_workflow_stops_its_caller_too() {
         .count();
     assert_eq!(callers, 1, "the caller asked again after the refusal");
 }
+
+#[tokio::test]
+async fn a_read_only_callers_workflow_starts_no_writing_subagent() {
+    // Its items' type is read-only, but may start any subagent through `Task`.
+    let dir = project("looker", 1);
+    write_file(
+        &dir.path().join(".cadre/agents/looker.yaml"),
+        "name: looker\ndescription: Looks.\nmode: subagent\nread_only: true\ntools: [read_file, Task]\nprompt: You look.\n",
+    );
+    write_file(
+        &dir.path().join(".cadre/agents/scout.yaml"),
+        "name: scout\ndescription: Looks around.\nmode: primary\nread_only: true\ntools: [read_file, Workflow]\nprompt: You look.\n",
+    );
+    let server = MockServer::start().await;
+    server.route(
+        Match::FirstUserContains("item-00 (".into()),
+        vec![
+            Reply::tasks([("t1", "code", "Write job")]),
+            Reply::text("label-0"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Write job".into()),
+        vec![
+            Reply::tool_use("w1", "write_file", json!({"path": "a.txt", "content": "x"})),
+            Reply::text("wrote"),
+        ],
+    );
+    item_routes(&server, 1, Duration::ZERO, 10);
+    primary_route(&server, json!({"name": "label"}));
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["run", "--agent", "scout", "Label the items."],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        !dir.path().join("a.txt").exists(),
+        "a subagent wrote a file"
+    );
+    let (_, text) = result_of(&server.requests(), "wf1");
+    assert!(text.contains("every item completed"), "{text}");
+}
