@@ -932,3 +932,81 @@ async fn a_fix_round_after_a_token_limit_stop_gets_its_tokens_afresh() {
         Reply::tool_use("t1", "read_file", json!({"path": "items.jsonl"})).usage(300, 10, 0, 0);
     a_fix_round_after_a_limit_stop_gets_a_fresh_allowance("{tokens: 200}", first, "budget").await;
 }
+
+#[tokio::test]
+async fn a_fix_round_killed_mid_turn_and_resumed_keeps_counting_its_subagents_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    write_file(
+        &dir.path().join(".cadre/agents/digger.yaml"),
+        "name: digger\ndescription: Digs.\nmode: subagent\ntools: [read_file, Task]\nprompt: You dig.\n",
+    );
+    write_file(
+        &dir.path().join("fix.yaml"),
+        "name: fix\ninput: items.jsonl\nkey: id\nmap:\n  agent: digger\n  prompt: \"Look at {{ item.title }}.\"\n  limits: {tokens: 300}\n",
+    );
+    write_file(
+        &dir.path().join("items.jsonl"),
+        &(json!({"id": "a", "title": "item-a"}).to_string() + "\n"),
+    );
+    let server = MockServer::start().await;
+    // Its fix round starts a subagent (250 tokens), then reads a file for 50: over its 300
+    // tokens counted from the follow-up, though its own are only 10 + 50, so it is not
+    // asked again.
+    let read = |id| Reply::tool_use(id, "read_file", json!({"path": "items.jsonl"}));
+    server.route(
+        Match::FirstUserContains("item-a.".into()),
+        vec![
+            Reply::text("first").usage(10, 0, 0, 0),
+            Reply::tasks([("t2", "explore", "Dig job")]).usage(10, 0, 0, 0),
+            read("r1").usage(50, 0, 0, 0),
+            read("r2").usage(50, 0, 0, 0),
+            Reply::text("fixed"),
+            Reply::text("fixed"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Dig job".into()),
+        vec![Reply::text("dug").usage(250, 0, 0, 0)],
+    );
+    server.allow_unused_replies();
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "fix.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The fix round is killed while its answer after the subagent is asked.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        first_user(body).contains("item-a.") && body["messages"].to_string().contains("dug")
+    })));
+    let id = run_id(dir.path());
+    let home = tempfile::tempdir().unwrap();
+    let mut child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &[
+            "workflow",
+            "retry",
+            &id,
+            "--item",
+            "a",
+            "--prompt",
+            "Dig deeper.",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(held.wait_for(1, Duration::from_secs(60)).await, "held");
+    kill(&mut child);
+    held.open();
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let line = &results(dir.path())["a"];
+    assert_eq!(line["outcome"], "budget", "{line}");
+}

@@ -62,6 +62,10 @@ pub struct AgentState {
     /// gives it itself (a cut answer's continuation, its background subagents' results)
     /// come before its end and are no new ask.
     pub before_follow_up: Option<(u32, u64)>,
+    /// Whether the last step folded is a follow-up, nothing of which ran yet: one just
+    /// made, whose time and subagents count from now. Not so on a resume of a follow-up
+    /// killed mid-turn, which goes on counting what it spent before.
+    pub follow_up_unstarted: bool,
     /// Whether the last step folded was its journaled end.
     ended: bool,
 }
@@ -209,6 +213,7 @@ impl AgentState {
         self.cancelled = false;
         let was_ended = self.ended;
         self.ended = matches!(step, Step::Finished { .. });
+        self.follow_up_unstarted = false;
         match step {
             Step::Response { response, .. } => self.respond(response),
             Step::ToolStarted { id, .. } => {
@@ -287,6 +292,7 @@ impl AgentState {
         self.rejected = 0;
         if was_ended {
             self.before_follow_up = Some((self.turns, self.usage.total()));
+            self.follow_up_unstarted = true;
         }
         self.follow_up(message)
     }

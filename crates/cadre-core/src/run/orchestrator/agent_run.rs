@@ -29,11 +29,11 @@ use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
 /// The time an agent starting at `start` has already run against its time limit: what its
-/// earlier parts ran (`earlier` ms, for a resume), but none for a follow-up, a new ask
-/// whose time runs from now (a fix round after a time limit stop gets its time).
+/// earlier parts ran (`earlier` ms, for a resume), but none for a follow-up just made, a
+/// new ask whose time runs from now (a fix round after a time limit stop gets its time).
 fn time_counted(start: &Start<'_>, earlier: u64) -> u64 {
     match start {
-        Start::Resume(rebuilt) if rebuilt.before_follow_up.is_some() => 0,
+        Start::Resume(rebuilt) if rebuilt.follow_up_unstarted => 0,
         _ => earlier,
     }
 }
@@ -142,14 +142,14 @@ impl Orchestrator {
         }
         let used = match start {
             Start::Fresh(_) => 0,
-            // A follow-up's token limit counts from it: its own tokens since, not those of
-            // the turns before it, nor its earlier subagents'.
-            Start::Resume(rebuilt) if rebuilt.before_follow_up.is_some() => {
-                rebuilt.tokens_since_follow_up()
-            }
+            // A follow-up's token limit counts from it: a follow-up just made has used
+            // nothing, neither the turns before it nor its earlier subagents count.
+            Start::Resume(rebuilt) if rebuilt.follow_up_unstarted => 0,
+            // Resumed, its own tokens since its last follow-up (all, without one) and its
+            // subagents'.
             Start::Resume(rebuilt) => {
                 let members = me.run.team.member_paths().await;
-                rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path, &members)
+                rebuilt.tokens_since_follow_up() + me.run.earlier_tokens_below(&me.path, &members)
             }
         };
         let above = me.budget.take().unwrap_or_else(|| self.budget.clone());
