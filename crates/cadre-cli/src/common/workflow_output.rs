@@ -139,10 +139,14 @@ impl ResultTeller {
 }
 
 /// Tells on stdout, as a stream-json `{"event":"item_started",…}`, that an item's agent
-/// starts: its key, call, attempt and agent path.
+/// starts: its key, call, attempt and agent path; or as `{"event":"item_retried",…}`
+/// (with `failed`: why) that an attempt failed and the item is tried again.
 pub fn tell_start(start: &ItemStart) {
     let mut event = serde_json::to_value(start).unwrap_or_default();
-    event["event"] = "item_started".into();
+    event["event"] = match start.failed {
+        Some(_) => "item_retried".into(),
+        None => "item_started".into(),
+    };
     outln!("{event}");
 }
 

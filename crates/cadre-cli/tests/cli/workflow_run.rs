@@ -1010,3 +1010,66 @@ async fn a_fix_round_killed_mid_turn_and_resumed_keeps_counting_its_subagents_to
     let line = &results(dir.path())["a"];
     assert_eq!(line["outcome"], "budget", "{line}");
 }
+
+#[tokio::test]
+async fn stream_json_ends_every_attempt_it_starts_and_starts_no_reduce() {
+    let dir = project(8);
+    write_file(
+        &dir.path().join("label.yaml"),
+        &(workflow_file(PROMPT, 8)
+            + "  retries: 1\nreduce:\n  agent: explore\n  prompt: \"Sum up {{ results_path }}.\"\n"),
+    );
+    let server = MockServer::start().await;
+    // Item 5's first attempt fails; its second completes.
+    server.route(
+        Match::FirstUserContains("item-005.".into()),
+        vec![
+            Reply::error_status(400, "invalid_request_error", "bad request"),
+            Reply::text(&label(5)),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Sum up".into()),
+        vec![Reply::text("summary")],
+    );
+    routes(&server, 1, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--output-format",
+            "stream-json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Each start's call has one end: the item's line, or the retried attempt's.
+    let mut open: BTreeMap<String, Value> = BTreeMap::new();
+    let mut retried = Vec::new();
+    for line in out.stdout.lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        let call = e["call"].as_str().unwrap_or_default().to_owned();
+        match e["event"].as_str() {
+            Some("item_started") => assert!(open.insert(call, e).is_none(), "started twice"),
+            Some("item") | Some("item_retried") => {
+                assert!(open.remove(&call).is_some(), "ended, not started: {e}");
+                if e["event"] == "item_retried" {
+                    retried.push(e);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "started, never ended: {open:?}");
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    assert_eq!(retried[0]["key"], "i005");
+    assert_eq!(retried[0]["attempt"], 1);
+    assert!(
+        retried[0]["failed"].as_str().unwrap().contains("400"),
+        "{retried:?}"
+    );
+}

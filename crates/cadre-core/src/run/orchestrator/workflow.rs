@@ -78,8 +78,15 @@ struct ItemRules {
 
 impl ItemRules {
     /// Tells the start sinks that attempt `attempt` (from 0) of `item`, journaled as
-    /// `call`, starts with its agent at `path`.
-    fn started(&self, item: &Prepared, call: &str, attempt: u32, path: &AgentPath) {
+    /// `call`, starts with its agent at `path` — or, with `failed`, that it ended so and
+    /// the item is tried again.
+    fn started(
+        &self,
+        item: &Prepared,
+        (call, attempt): (&str, u32),
+        path: &AgentPath,
+        failed: Option<String>,
+    ) {
         if self.on_start.is_empty() {
             return;
         }
@@ -88,6 +95,7 @@ impl ItemRules {
             call: call.to_owned(),
             attempt: attempt + 1,
             agent: path.clone(),
+            failed,
         };
         for sink in &self.on_start {
             sink(&start);
@@ -350,7 +358,7 @@ impl Orchestrator {
         root: &'a AgentHandle,
         workflow: &mut Workflow,
         out: &Output,
-        rules: &'a ItemRules,
+        rules: &ItemRules,
     ) -> Option<impl std::future::Future<Output = String> + 'a> {
         let (agent, prompt) = workflow.reduce.take()?;
         if self.scheduling_stopped().is_some() {
@@ -359,9 +367,16 @@ impl Orchestrator {
         let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(out.file.path())));
         let prefix = format!("reduce:{}:", out.digest.short());
         let prepared = self.prepare(item, &mut Seen::default(), &prefix);
+        // The reduce is no item: the start sinks are not told of it.
+        let rules = ItemRules {
+            retries: rules.retries,
+            retry_failed: rules.retry_failed,
+            follow_up: rules.follow_up.clone(),
+            on_start: Vec::new(),
+        };
         Some(async move {
             let result = match prepared {
-                Ok(prepared) => self.run_item(run, root, prepared, rules).await,
+                Ok(prepared) => self.run_item(run, root, prepared, &rules).await,
                 Err(result) => *result,
             };
             match (result.output, result.error) {
@@ -491,6 +506,7 @@ impl Orchestrator {
             let retry = attempt < rules.retries;
             let asked = rules.retry_failed && !ran_now && !retried_failed;
             if failed && (retry || asked) && self.scheduling_stopped().is_none() {
+                rules.started(&item, (&call, attempt), &path, Some(stop.to_string()));
                 if ran_now {
                     self.back_off(attempt).await;
                 }
@@ -582,7 +598,7 @@ impl Orchestrator {
         // The item's limits, which its type's tighten when it starts, as a `Task` call's.
         me.limits = item.call.limits;
         let description = format!("item {}", item.key);
-        rules.started(item, call, attempt, &path);
+        rules.started(item, (call, attempt), &path, None);
         let start = match rebuilt {
             Some(state) => Start::Resume(state),
             None => Start::Fresh(&item.call.prompt),

@@ -165,6 +165,11 @@ pub struct ItemStart {
     pub attempt: u32,
     /// Its agent's path.
     pub agent: AgentPath,
+    /// `None` as it starts. An attempt that failed and is tried again is told once more
+    /// as it ends, with why it failed here: its end, as the item's result is the end of
+    /// its last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Where the items come from.
