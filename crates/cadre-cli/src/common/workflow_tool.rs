@@ -145,6 +145,7 @@ impl ProjectWorkflows {
         }
         let orchestrator = builder.build().map_err(|e| e.to_string())?;
         let summary = drive(&orchestrator, &dir, run, call).await?;
+        call.spent(summary.usage.total.usage);
         Ok(told(
             call,
             &summary,

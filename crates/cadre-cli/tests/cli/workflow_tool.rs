@@ -182,6 +182,16 @@ async fn a_model_starts_a_saved_workflow_and_gets_its_summary_not_its_items() {
     .await;
     let listed: Value = serde_json::from_str(&runs.stdout).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    // The caller's usage holds the workflow's tokens (12 items of 10), as its budget did.
+    let caller = run_dirs(dir.path())
+        .into_iter()
+        .find(|p| !p.to_string_lossy().contains("-wf-"))
+        .unwrap();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(caller.join("summary.json")).unwrap())
+            .unwrap();
+    let input = summary["usage"]["total"]["usage"]["input_tokens"].as_u64();
+    assert!(input.unwrap() >= 10 * ITEMS as u64, "{summary}");
     // And `cadre workflow retry` takes it, as it was invoked (its arguments kept).
     let id = workflow_dir(dir.path()).unwrap();
     let id = id.file_name().unwrap().to_str().unwrap();
@@ -551,4 +561,62 @@ async fn a_read_only_callers_workflow_starts_no_writing_subagent() {
     );
     let (_, text) = result_of(&server.requests(), "wf1");
     assert!(text.contains("every item completed"), "{text}");
+}
+
+#[tokio::test]
+async fn a_finished_workflows_tokens_count_in_its_resumed_callers_limit() {
+    let dir = project("explore", 4);
+    // The caller may use 150 tokens: 15 of its own, then the workflow's 120 (12 items of
+    // 10), then 20 for each turn after it.
+    write_file(
+        &dir.path().join(".cadre/agents/boss.yaml"),
+        "name: boss\ndescription: Runs.\nmode: primary\nlimits: {tokens: 150}\ntools: [\"*\"]\nprompt: You run.\n",
+    );
+    let server = MockServer::start().await;
+    item_routes(&server, 1, Duration::ZERO, 10);
+    let read = |id| Reply::tool_use(id, "read_file", json!({"path": "items.jsonl"}));
+    server.route(
+        Match::FirstUserContains("Label the items".into()),
+        vec![
+            Reply::tool_use("wf1", "Workflow", json!({"name": "label"})).usage(15, 0, 0, 0),
+            read("r1").usage(20, 0, 0, 0),
+            read("r2").usage(20, 0, 0, 0),
+            Reply::text("done"),
+            Reply::text("done"),
+        ],
+    );
+    // The caller is killed once its workflow has finished, asking its next turn.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        item_of(body).is_none()
+            && body["messages"]
+                .to_string()
+                .contains("every item completed")
+    })));
+    let home = tempfile::tempdir().unwrap();
+    let mut child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &["run", "--agent", "boss", "Label the items."],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(held.wait_for(1, Duration::from_secs(60)).await, "held");
+    kill(&mut child);
+    held.open();
+    let callers = |server: &MockServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| item_of(&r.body).is_none())
+            .count()
+    };
+    let before = callers(&server);
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume"]).await;
+    // Resumed, it counts the workflow's 120: its next turn takes it over 150, and it asks
+    // no more.
+    assert_eq!(callers(&server) - before, 1, "{}{}", out.stdout, out.stderr);
+    assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }

@@ -55,16 +55,13 @@ pub struct AgentState {
     /// How often in a row `Stop`-like hooks kept it going since its last new input; its
     /// next stop hook is told `stop_hook_active`, and past the bound it stops.
     pub stop_blocks: u32,
-    /// The turns and tokens it had used when its last follow-up came (none before one): a
-    /// follow-up — a user message after its end was journaled, from a person or a
-    /// workflow's fix round — is a new ask, whose turn and token limits count from it, so
-    /// an agent stopped at a limit does not stop again at once. The messages the loop
-    /// gives it itself (a cut answer's continuation, its background subagents' results)
-    /// come before its end and are no new ask.
+    /// The turns and tokens it had used when its last follow-up came (a user message after
+    /// its journaled end: a person's, a fix round's), a new ask whose turn and token limits
+    /// count from it. The loop's own messages (a continuation, background results) come
+    /// before its end and are no new ask.
     pub before_follow_up: Option<(u32, u64)>,
-    /// Whether the last step folded is a follow-up, nothing of which ran yet: one just
-    /// made, whose time and subagents count from now. Not so on a resume of a follow-up
-    /// killed mid-turn, which goes on counting what it spent before.
+    /// Whether the last step folded is a follow-up, nothing of which ran yet (one just made,
+    /// whose time and subagents count from now; not one killed mid-turn and resumed).
     pub follow_up_unstarted: bool,
     /// Whether the last step folded was its journaled end.
     ended: bool,
@@ -222,7 +219,10 @@ impl AgentState {
                 }
                 Added::Nothing
             }
-            Step::ToolResult { result, .. } => self.answered(result),
+            Step::ToolResult { result, spent, .. } => {
+                self.usage.add(&spent.map(|u| *u).unwrap_or_default()); // its workflow's
+                self.answered(result)
+            }
             Step::Spawned { call, child, .. } => {
                 self.spawned.insert(call, child);
                 Added::Nothing
@@ -512,6 +512,7 @@ mod tests {
         Step::ToolResult {
             agent: "main".into(),
             result: ContentBlock::tool_result(id, "ok", false),
+            spent: None,
         }
     }
 

@@ -12,13 +12,15 @@
 use crate::definitions::registry::WORKFLOW_TOOL;
 use crate::run::budget::Budget;
 use crate::run::provider_stop::ProviderStop;
+use crate::run::toolset::Spent;
+use cadre_model::Usage;
 use cadre_tools::{Rerun, ToolContext, ToolError, ToolOutput, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 /// A saved workflow as the `Workflow` tool lists it.
@@ -66,6 +68,17 @@ pub struct WorkflowCall {
     /// The calling run's record of a provider's refusal, which the workflow's run shares
     /// (see [`OrchestratorBuilder::called_by`](crate::OrchestratorBuilder::called_by)).
     pub(crate) provider_stop: Arc<ProviderStop>,
+    /// What the workflow's run spent, once told ([`Self::spent`]).
+    spent: Arc<OnceLock<Usage>>,
+}
+
+impl WorkflowCall {
+    /// Tells what the workflow's run spent in all (its earlier parts too): journaled with
+    /// the call's result as the calling agent's, so its resume counts it.
+    pub fn spent(&self, usage: Usage) {
+        // Told once, at the run's end.
+        let _ = self.spent.set(usage);
+    }
 }
 
 /// The project's saved workflows, and how one runs: given by the program to
@@ -100,16 +113,18 @@ pub struct WorkflowTool {
     agent: String,
     budget: Budget,
     provider_stop: Arc<ProviderStop>,
+    spent: Spent,
 }
 
 impl WorkflowTool {
     /// A `Workflow` tool for the agent at `agent` of the run `run_id`, whose tokens count
-    /// against `budget` and whose run stops for a provider's refusal in `provider_stop`.
+    /// against `budget`, whose run stops for a provider's refusal in `provider_stop`, and
+    /// whose spend is told in `spent` (its agent's tool set's).
     pub(crate) fn new(
         saved: Arc<dyn SavedWorkflows>,
         (run_id, agent): (&str, &str),
         budget: Budget,
-        provider_stop: Arc<ProviderStop>,
+        (provider_stop, spent): (Arc<ProviderStop>, Spent),
     ) -> Self {
         Self {
             listed: saved.list(),
@@ -118,6 +133,7 @@ impl WorkflowTool {
             agent: agent.to_owned(),
             budget,
             provider_stop,
+            spent,
         }
     }
 
@@ -210,7 +226,13 @@ impl TypedTool for WorkflowTool {
             budget: self.budget.clone(),
             cancel: ctx.cancel.clone(),
             provider_stop: self.provider_stop.clone(),
+            spent: Arc::default(),
         };
-        Ok(self.saved.run(call).await)
+        let spent = call.spent.clone();
+        let out = self.saved.run(call).await;
+        if let Some(usage) = spent.get() {
+            self.spent.insert(ctx.call_id.clone(), *usage);
+        }
+        Ok(out)
     }
 }

@@ -159,11 +159,12 @@ impl Orchestrator {
         };
         if let Some(saved) = workflows.filter(|_| names.iter().any(|n| n == WORKFLOW_TOOL)) {
             let budget = me.budget.clone().unwrap_or_else(|| self.budget.clone());
+            let shared = (self.provider_stop.clone(), tools.spent());
             tools.insert(Arc::new(WorkflowTool::new(
                 saved,
                 (&me.run.id, me.path.as_str()),
                 budget,
-                self.provider_stop.clone(),
+                shared,
             )));
         }
         let mcp = mcp_tools_for(spec, &self.config.mcp, me.path.as_str()).await;
