@@ -348,6 +348,10 @@ async fn a_caller_killed_mid_workflow_and_resumed_goes_on_with_the_same_workflow
         text.contains(&format!("{ITEMS} items: {ITEMS} completed")),
         "{text}"
     );
+    assert!(
+        text.contains("tokens: 120 input"),
+        "the whole run's: {text}"
+    );
     // The workflow went on with the model it was started with, not the resume's default.
     let requests = server.requests();
     let models: std::collections::BTreeSet<&str> = requests
