@@ -234,6 +234,9 @@ mod workflow;
 /// `cadre workflow run`, resume and retry: 200 items, a kill at half, an edit, a 401.
 #[path = "cli/workflow_run.rs"]
 mod workflow_run;
+/// The `Workflow` tool: a model starts a saved workflow; its caller killed and resumed.
+#[path = "cli/workflow_tool.rs"]
+mod workflow_tool;
 
 /// What a person sees on a terminal: the live block, questions and widths.
 #[path = "cli/screen.rs"]

@@ -76,7 +76,8 @@ pub mod vocab;
 /// by content, so a resumed run never repeats finished work (see
 /// [`Orchestrator::run_workflow`]).
 pub mod workflow {
-    pub use crate::run::workflow::{CallKey, ItemCall, ItemResult, WorkItem, Workflow};
+    pub use crate::run::workflow::{CallKey, ItemCall, ItemResult, ItemStart, WorkItem, Workflow};
+    pub use crate::run::workflow_tool::{SavedWorkflow, SavedWorkflows, WorkflowCall};
 }
 
 // One dependency is enough to embed cadre: the crates below it come along, whole and by

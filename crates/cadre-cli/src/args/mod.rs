@@ -395,7 +395,7 @@ pub enum Engine {
 }
 
 /// Options of `cadre run` and `cadre resume`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Where the agents run: `local` (in this process) or `restate` (on the `cadre worker`s
     /// of a Restate server, durable across crashes; see --restate-url and --repo).

@@ -9,6 +9,7 @@ use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run, print_runs};
 use crate::common::session::{Job, Session, Signals};
 use crate::common::signals::{self, Ending};
+use crate::common::workflow_tool::offering_workflows;
 use cadre_core::Conversation;
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
@@ -159,7 +160,8 @@ fn prepare(cmd: ChatCmd, directory: Option<PathBuf>) -> Result<(Session, Convers
         }
         None => Conversation::new(),
     };
-    Ok((Session::prepare(args, directory, false)?, conversation))
+    let session = offering_workflows(Session::prepare(args, directory, false)?);
+    Ok((session, conversation))
 }
 
 /// Reads the next line from the terminal.

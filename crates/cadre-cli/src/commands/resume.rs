@@ -5,10 +5,11 @@ use crate::args::{Engine, ResumeCmd};
 use crate::common::engine;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
-use crate::common::run_folders::{find, newest, open_run};
+use crate::common::run_folders::{caller_of, find, newest, open_run};
 use crate::common::served::{self, ServedCall};
-use crate::common::session::{run, Job};
+use crate::common::session::{run, Job, Session};
 use crate::common::workflow_run::{self, Again, Invocation};
+use crate::common::workflow_tool::offering_workflows;
 use cadre_core::RunError;
 use std::path::PathBuf;
 
@@ -40,6 +41,12 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
             CliError::config("no unfinished run (with a journal, or on the engine) in .cadre/runs/ of this workspace; `cadre run --continue TASK` continues a finished one")
         })?,
     };
+    if let Some(caller) = caller_of(&dir) {
+        return Err(CliError::config(format!(
+            "run {} was started by a `Workflow` call of run {caller}: resume that run (`cadre resume {caller}`), which goes on with this one",
+            dir.file_name().unwrap_or_default().to_string_lossy()
+        )));
+    }
     let journaled = open_run(&dir)?;
     // A workflow run goes on with its items, whether or not its last part ended.
     if let Some(invocation) = Invocation::read(&dir) {
@@ -64,5 +71,6 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
         return served::resume(args, journaled, served, directory, quiet).await;
     }
     args.agent = journaled.state.agent_type.clone();
-    run(args, Job::Resume(journaled), directory, quiet).await
+    let session = offering_workflows(Session::prepare(args, directory, quiet)?);
+    run(session, Job::Resume(journaled), quiet).await
 }

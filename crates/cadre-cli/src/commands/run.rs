@@ -6,7 +6,8 @@ use crate::common::engine;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::run_folders::{find, newest, open_run};
-use crate::common::session::{run, Job};
+use crate::common::session::{run, Job, Session};
+use crate::common::workflow_tool::offering_workflows;
 use std::path::{Path, PathBuf};
 
 /// `cadre run`: a new run, or a follow-up to a finished one (`--continue`, `--resume`).
@@ -45,7 +46,8 @@ pub async fn run_cmd(cmd: RunCmd, directory: Option<PathBuf>, quiet: bool) -> Re
     if let Job::Continue(run, _) = &job {
         args.agent.clone_from(&run.state.agent_type);
     }
-    run(args, job, directory, quiet).await
+    let session = offering_workflows(Session::prepare(args, directory, quiet)?);
+    run(session, job, quiet).await
 }
 
 /// The task: TASK itself, or read from `--task-file`, or from stdin for `-` (or no TASK

@@ -45,6 +45,7 @@ async fn run(
         concurrency: cmd.concurrency.map(|n| n as usize),
         model: model_id(&cmd.run)?,
         output: cmd.output.as_deref().map(absolute),
+        called_by: None,
     };
     workflow_run::run(cmd.run, Job::Fresh(invocation), directory, quiet).await
 }

@@ -27,3 +27,4 @@ pub mod telemetry;
 pub mod trust;
 pub mod workflow_output;
 pub mod workflow_run;
+pub mod workflow_tool;

@@ -15,8 +15,23 @@ fn run_dirs(root: &Path) -> Vec<RunDir> {
     dirs
 }
 
+/// The run whose `Workflow` call started the run in `dir`, if one did (`called_by` in its
+/// `workflow.json`).
+pub fn caller_of(dir: &Path) -> Option<String> {
+    let file = dir.join(cadre_core::workflow::Workflow::INVOCATION_FILE);
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    kept.get("called_by")?.as_str().map(str::to_owned)
+}
+
+/// Whether the run in `dir` was started by another run's `Workflow` call: it goes on
+/// through its caller, so it is passed over when runs are looked for by age or prefix.
+fn called(dir: &RunDir) -> bool {
+    caller_of(dir.path()).is_some()
+}
+
 /// The newest run with a journal that can take a follow-up (`finished`), or that can be
-/// resumed (cancelled runs are both).
+/// resumed (cancelled runs are both); never a run a `Workflow` call started (its id sorts
+/// after its caller's, and resuming its caller goes on with it).
 pub fn newest(root: &Path, finished: bool) -> Option<PathBuf> {
     run_dirs(root).into_iter().find_map(|dir| {
         // From the run's small index: finished runs passed over are not read whole.
@@ -29,19 +44,23 @@ pub fn newest(root: &Path, finished: bool) -> Option<PathBuf> {
                     .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
                     .exists()
         } else {
-            standing.resumable
+            standing.resumable && !called(&dir)
         };
         fits.then(|| dir.path().to_path_buf())
     })
 }
 
-/// The run folder for `id`: an exact id or a unique prefix of one.
+/// The run folder for `id`: an exact id or a unique prefix of one (a prefix names no run
+/// a `Workflow` call started: its caller's id is a prefix of its own).
 pub fn find(root: &Path, id: &str) -> Result<PathBuf> {
     let dirs = run_dirs(root);
     if let Some(exact) = dirs.iter().find(|d| d.id() == id) {
         return Ok(exact.path().to_path_buf());
     }
-    let matching: Vec<&RunDir> = dirs.iter().filter(|d| d.id().starts_with(id)).collect();
+    let matching: Vec<&RunDir> = dirs
+        .iter()
+        .filter(|d| d.id().starts_with(id) && !called(d))
+        .collect();
     let ids = |dirs: &[&RunDir]| dirs.iter().map(|d| d.id()).collect::<Vec<_>>().join(", ");
     match matching.as_slice() {
         [one] => Ok(one.path().to_path_buf()),

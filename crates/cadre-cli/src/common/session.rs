@@ -47,14 +47,8 @@ impl Job<'_> {
     }
 }
 
-/// Runs the primary agent and prints what it does; returns the exit code.
-pub async fn run(
-    args: RunArgs,
-    job: Job<'_>,
-    directory: Option<PathBuf>,
-    quiet: bool,
-) -> Result<Code> {
-    let session = Session::prepare(args, directory, quiet)?;
+/// Runs the primary agent of `session` and prints what it does; returns the exit code.
+pub async fn run(session: Session, job: Job<'_>, quiet: bool) -> Result<Code> {
     let endings = signals::watch_endings();
     Ok(session
         .turn(job, quiet, Signals::Process, endings)
@@ -100,6 +94,8 @@ pub struct Session {
     /// The spec the primary agent runs under instead of the registry's type of its name
     /// (a served call's), which its subagents keep.
     primary: Option<cadre_core::AgentSpec>,
+    /// The saved workflows the `Workflow` tool offers, when they are offered.
+    workflows: Option<Arc<dyn cadre_core::workflow::SavedWorkflows>>,
 }
 
 /// Refuses a primary agent type the registry does not have, pointing at the listing.
@@ -186,6 +182,7 @@ impl Session {
             model,
             model_id,
             primary: None,
+            workflows: None,
         })
     }
 
@@ -201,6 +198,13 @@ impl Session {
     /// [`OrchestratorBuilder::primary`](cadre_core::OrchestratorBuilder::primary)).
     pub fn with_primary(mut self, spec: cadre_core::AgentSpec) -> Self {
         self.primary = Some(spec);
+        self
+    }
+
+    /// The same session whose primary agent (and any agent whose type lists `Workflow`) may
+    /// start the saved workflows of `saved`.
+    pub fn with_workflows(mut self, saved: Arc<dyn cadre_core::workflow::SavedWorkflows>) -> Self {
+        self.workflows = Some(saved);
         self
     }
 
@@ -262,6 +266,9 @@ impl Session {
         }
         if let Some(spec) = &self.primary {
             builder = builder.primary(spec.clone());
+        }
+        if let Some(saved) = &self.workflows {
+            builder = builder.workflows(saved.clone());
         }
         builder
             .permissions(self.permissions.clone())

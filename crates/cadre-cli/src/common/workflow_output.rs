@@ -4,7 +4,7 @@
 
 use crate::args::OutputFormat;
 use crate::common::display::{clock, human_tokens};
-use cadre_core::workflow::ItemResult;
+use cadre_core::workflow::{ItemResult, ItemStart};
 use cadre_core::{RunSummary, Totals};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fs::File;
@@ -136,6 +136,18 @@ impl ResultTeller {
             p.ran_now += 1;
         }
     }
+}
+
+/// Tells on stdout, as a stream-json `{"event":"item_started",…}`, that an item's agent
+/// starts: its key, call, attempt and agent path; or as `{"event":"item_retried",…}`
+/// (with `failed`: why) that an attempt failed and the item is tried again.
+pub fn tell_start(start: &ItemStart) {
+    let mut event = serde_json::to_value(start).unwrap_or_default();
+    event["event"] = match start.failed {
+        Some(_) => "item_retried".into(),
+        None => "item_started".into(),
+    };
+    outln!("{event}");
 }
 
 /// The live block of a workflow run: one line, redrawn (nothing when stderr is no terminal).

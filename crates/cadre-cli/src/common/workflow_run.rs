@@ -7,7 +7,9 @@ use crate::common::display::shown_path;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
 use crate::common::signals::{self, Ending};
-use crate::common::workflow_output::{type_table, LiveBlock, OutputFile, Progress, ResultTeller};
+use crate::common::workflow_output::{
+    tell_start, type_table, LiveBlock, OutputFile, Progress, ResultTeller,
+};
 use cadre_core::workflow::{ItemCall, WorkItem, Workflow as Run};
 use cadre_core::{JournaledRun, Orchestrator, RunSummary, StopKind};
 use cadre_workflow::{Item, ItemError, Prompts, Workflow, WorkflowError};
@@ -35,6 +37,10 @@ pub struct Invocation {
     /// `--output`, absolute, if given: a resume writes it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<PathBuf>,
+    /// The run whose `Workflow` call started this one, if one did: this run goes on
+    /// when that one is resumed, never on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_by: Option<String>,
 }
 
 impl Invocation {
@@ -143,15 +149,16 @@ pub async fn run(
 }
 
 /// A workflow file read and checked, with its templates and arguments.
-struct Loaded {
-    file: Workflow,
+pub(crate) struct Loaded {
+    /// The file as read.
+    pub(crate) file: Workflow,
     prompts: Arc<Prompts>,
     args: Arc<Map<String, Value>>,
 }
 
 /// Reads and checks the workflow file of `invocation`: a problem (a missing field, an
 /// unknown agent type, a bad template) is a usage error naming every one.
-fn load(invocation: &Invocation, session: &Session, quiet: bool) -> Result<Loaded> {
+pub(crate) fn load(invocation: &Invocation, session: &Session, quiet: bool) -> Result<Loaded> {
     let (file, warnings) = Workflow::load(&invocation.file).map_err(CliError::invalid)?;
     if !quiet {
         warnings
@@ -198,7 +205,7 @@ fn count_items(workflow: &Loaded, invocation: &Invocation, root: &Path) -> u64 {
 impl Loaded {
     /// The run of this workflow as cadre-core takes it: the items read as a stream, each
     /// made into its call; its reduce; its results told to `output` and the stream.
-    fn as_run(
+    pub(crate) fn as_run(
         &self,
         invocation: &Invocation,
         session: &Session,
@@ -231,6 +238,9 @@ impl Loaded {
             .retries(self.file.map.retries)
             .invocation(kept)
             .on_result(move |r| teller.tell(r));
+        if format == OutputFormat::StreamJson {
+            run = run.on_start(tell_start);
+        }
         if let Some(reduce) = &self.file.reduce {
             let (prompts, args) = (self.prompts.clone(), self.args.clone());
             run = run.reduce(reduce.agent.clone(), move |results| {

@@ -807,3 +807,284 @@ async fn a_resume_of_reversed_input_at_another_concurrency_sends_no_finished_ite
         );
     }
 }
+
+#[tokio::test]
+async fn stream_json_tells_each_item_when_it_starts_and_when_it_ends() {
+    let dir = project(8);
+    let server = MockServer::start().await;
+    routes(&server, 1, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--output-format",
+            "stream-json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Each item's start comes before its end, naming the same call and agent.
+    let mut started: BTreeMap<String, Value> = BTreeMap::new();
+    let mut ended = 0;
+    for e in &events {
+        match e["event"].as_str() {
+            Some("item_started") => {
+                let key = e["key"].as_str().unwrap().to_owned();
+                assert_eq!(e["attempt"], 1, "{e}");
+                assert!(
+                    e["agent"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("workflow/explore#"),
+                    "{e}"
+                );
+                assert!(
+                    started.insert(key, e.clone()).is_none(),
+                    "started twice: {e}"
+                );
+            }
+            Some("item") => {
+                let key = e["key"].as_str().unwrap();
+                let start = started
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{key} ended before it started"));
+                assert_eq!(start["call"], e["call"], "{e}");
+                assert_eq!(start["agent"], e["agent"], "{e}");
+                ended += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((started.len(), ended), (ITEMS, ITEMS));
+    assert_eq!(events.last().unwrap()["event"], "result");
+}
+
+/// A fix round (`retry --item K --prompt`) of the one item of a workflow whose items run
+/// under `limits`, after its agent stopped at them: its first answer is a tool call
+/// (`first`), which takes it to its limit and the outcome `stopped`. The follow-up gets
+/// the limits afresh: it asks the model again (sending the earlier turns) and completes.
+async fn a_fix_round_after_a_limit_stop_gets_a_fresh_allowance(
+    limits: &str,
+    first: Reply,
+    stopped: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    write_file(
+        &dir.path().join("fix.yaml"),
+        &format!(
+            "name: fix\ninput: items.jsonl\nkey: id\nmap:\n  agent: explore\n  prompt: \"Look at {{{{ item.title }}}}.\"\n  limits: {limits}\n"
+        ),
+    );
+    write_file(
+        &dir.path().join("items.jsonl"),
+        &(json!({"id": "a", "title": "item-a"}).to_string() + "\n"),
+    );
+    let server = MockServer::start().await;
+    server.route(Match::FirstUserContains("item-a.".into()), vec![first]);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "fix.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(results(dir.path())["a"]["outcome"], stopped);
+    assert_eq!(server.requests().len(), 1);
+
+    server.route(
+        Match::LastUserContains("Answer now".into()),
+        vec![Reply::text("fixed").usage(10, 5, 0, 0)],
+    );
+    let id = run_id(dir.path());
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "workflow",
+            "retry",
+            &id,
+            "--item",
+            "a",
+            "--prompt",
+            "Answer now.",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the follow-up asked the model");
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    assert!(
+        messages[1].to_string().contains("read_file"),
+        "the earlier turns were sent: {messages:?}"
+    );
+    let line = &results(dir.path())["a"];
+    assert_eq!(line["outcome"], "completed", "{line}");
+    assert_eq!(line["output"], "fixed", "{line}");
+}
+
+#[tokio::test]
+async fn a_fix_round_after_a_turn_limit_stop_gets_its_turns_afresh() {
+    let first = Reply::tool_use("t1", "read_file", json!({"path": "items.jsonl"}));
+    a_fix_round_after_a_limit_stop_gets_a_fresh_allowance("{turns: 1}", first, "turn limit").await;
+}
+
+#[tokio::test]
+async fn a_fix_round_after_a_token_limit_stop_gets_its_tokens_afresh() {
+    let first =
+        Reply::tool_use("t1", "read_file", json!({"path": "items.jsonl"})).usage(300, 10, 0, 0);
+    a_fix_round_after_a_limit_stop_gets_a_fresh_allowance("{tokens: 200}", first, "budget").await;
+}
+
+#[tokio::test]
+async fn a_fix_round_killed_mid_turn_and_resumed_keeps_counting_its_subagents_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    write_file(
+        &dir.path().join(".cadre/agents/digger.yaml"),
+        "name: digger\ndescription: Digs.\nmode: subagent\ntools: [read_file, Task]\nprompt: You dig.\n",
+    );
+    write_file(
+        &dir.path().join("fix.yaml"),
+        "name: fix\ninput: items.jsonl\nkey: id\nmap:\n  agent: digger\n  prompt: \"Look at {{ item.title }}.\"\n  limits: {tokens: 300}\n",
+    );
+    write_file(
+        &dir.path().join("items.jsonl"),
+        &(json!({"id": "a", "title": "item-a"}).to_string() + "\n"),
+    );
+    let server = MockServer::start().await;
+    // Its fix round starts a subagent (250 tokens), then reads a file for 50: over its 300
+    // tokens counted from the follow-up, though its own are only 10 + 50, so it is not
+    // asked again.
+    let read = |id| Reply::tool_use(id, "read_file", json!({"path": "items.jsonl"}));
+    server.route(
+        Match::FirstUserContains("item-a.".into()),
+        vec![
+            Reply::text("first").usage(10, 0, 0, 0),
+            Reply::tasks([("t2", "explore", "Dig job")]).usage(10, 0, 0, 0),
+            read("r1").usage(50, 0, 0, 0),
+            read("r2").usage(50, 0, 0, 0),
+            Reply::text("fixed"),
+            Reply::text("fixed"),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Dig job".into()),
+        vec![Reply::text("dug").usage(250, 0, 0, 0)],
+    );
+    server.allow_unused_replies();
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &["workflow", "run", "fix.yaml"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The fix round is killed while its answer after the subagent is asked.
+    let held = server.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        first_user(body).contains("item-a.") && body["messages"].to_string().contains("dug")
+    })));
+    let id = run_id(dir.path());
+    let home = tempfile::tempdir().unwrap();
+    let mut child = cadre_command(
+        dir.path(),
+        &server.uri(),
+        home.path(),
+        &[
+            "workflow",
+            "retry",
+            &id,
+            "--item",
+            "a",
+            "--prompt",
+            "Dig deeper.",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(held.wait_for(1, Duration::from_secs(60)).await, "held");
+    kill(&mut child);
+    held.open();
+    let out = cadre(dir.path(), &server.uri(), Some("k"), &["resume", &id]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let line = &results(dir.path())["a"];
+    assert_eq!(line["outcome"], "budget", "{line}");
+}
+
+#[tokio::test]
+async fn stream_json_ends_every_attempt_it_starts_and_starts_no_reduce() {
+    let dir = project(8);
+    write_file(
+        &dir.path().join("label.yaml"),
+        &(workflow_file(PROMPT, 8)
+            + "  retries: 1\nreduce:\n  agent: explore\n  prompt: \"Sum up {{ results_path }}.\"\n"),
+    );
+    let server = MockServer::start().await;
+    // Item 5's first attempt fails; its second completes.
+    server.route(
+        Match::FirstUserContains("item-005.".into()),
+        vec![
+            Reply::error_status(400, "invalid_request_error", "bad request"),
+            Reply::text(&label(5)),
+        ],
+    );
+    server.route(
+        Match::FirstUserContains("Sum up".into()),
+        vec![Reply::text("summary")],
+    );
+    routes(&server, 1, Duration::ZERO);
+    let out = cadre(
+        dir.path(),
+        &server.uri(),
+        Some("k"),
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--output-format",
+            "stream-json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Each start's call has one end: the item's line, or the retried attempt's.
+    let mut open: BTreeMap<String, Value> = BTreeMap::new();
+    let mut retried = Vec::new();
+    for line in out.stdout.lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        let call = e["call"].as_str().unwrap_or_default().to_owned();
+        match e["event"].as_str() {
+            Some("item_started") => assert!(open.insert(call, e).is_none(), "started twice"),
+            Some("item") | Some("item_retried") => {
+                assert!(open.remove(&call).is_some(), "ended, not started: {e}");
+                if e["event"] == "item_retried" {
+                    retried.push(e);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "started, never ended: {open:?}");
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    assert_eq!(retried[0]["key"], "i005");
+    assert_eq!(retried[0]["attempt"], 1);
+    assert!(
+        retried[0]["failed"].as_str().unwrap().contains("400"),
+        "{retried:?}"
+    );
+}

@@ -4,7 +4,7 @@
 //! bare `Bash` or `Read` for the whole tool, and `mcp__server__tool`.
 
 use crate::definitions::tool_names::{
-    DROPPED_TOOLS, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL,
+    DROPPED_TOOLS, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL, WORKFLOW_TOOL,
 };
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -216,6 +216,7 @@ fn rule_tools(name: &str) -> Option<Vec<&'static str>> {
         "Grep" => &["grep"],
         "Task" | "task" | "Agent" => &[TASK_TOOL],
         "Skill" | "skill" => &[SKILL_TOOL],
+        "Workflow" | "workflow" => &[WORKFLOW_TOOL],
         TASK_OUTPUT_TOOL => &[TASK_OUTPUT_TOOL],
         TASK_STOP_TOOL => &[TASK_STOP_TOOL],
         other => return cadre_tools::canonical_tool_name(other).map(|t| vec![t]),

@@ -4,7 +4,7 @@
 
 pub use crate::definitions::spec::tools_for;
 use crate::definitions::spec::{AgentSpec, Problem};
-pub use crate::definitions::tools::{resolve_tool_name, SKILL_TOOL, TASK_TOOL};
+pub use crate::definitions::tools::{resolve_tool_name, SKILL_TOOL, TASK_TOOL, WORKFLOW_TOOL};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

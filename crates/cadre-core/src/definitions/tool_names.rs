@@ -1,10 +1,12 @@
-//! The names of the tools cadre itself gives (`Task`, `Skill`, the team's) and of Claude
+//! The names of the tools cadre itself gives (`Task`, `Skill`, `Workflow`, the team's) and of Claude
 //! Code's tools it does not, as agent files and permission rules write them.
 
 /// The name of the delegation tool.
 pub const TASK_TOOL: &str = "Task";
 /// The name of the skill-loading tool.
 pub const SKILL_TOOL: &str = "Skill";
+/// The name of the tool that starts a saved workflow.
+pub const WORKFLOW_TOOL: &str = "Workflow";
 /// The name of the tool that reads a background subagent's result (it comes with Task).
 pub const TASK_OUTPUT_TOOL: &str = "TaskOutput";
 /// The name of the tool that stops a background subagent (it comes with Task).

@@ -7,6 +7,7 @@ use crate::definitions::problem::Problem;
 
 pub use crate::definitions::tool_names::{
     DROPPED_TOOLS, SKILL_TOOL, TASK_OUTPUT_TOOL, TASK_STOP_TOOL, TASK_TOOL, TEAM_TOOL,
+    WORKFLOW_TOOL,
 };
 use cadre_tools::canonical_tool_name;
 use std::path::Path;
@@ -18,6 +19,7 @@ pub fn resolve_tool_name(name: &str) -> Option<&'static str> {
         // The tools of background subagents come with Task.
         TASK_TOOL | "task" | "Agent" | TASK_OUTPUT_TOOL | TASK_STOP_TOOL => Some(TASK_TOOL),
         SKILL_TOOL | "skill" => Some(SKILL_TOOL),
+        WORKFLOW_TOOL | "workflow" => Some(WORKFLOW_TOOL),
         // The team's tools come together (Claude Code's names; Codex's spelled its way).
         "SendMessage" | "send_message" | "ListMembers" | "list_agents" | "CloseMember"
         | "close_agent" | "TaskCreate" | "TaskUpdate" | "TaskList" | "TaskGet" => Some(TEAM_TOOL),
@@ -143,7 +145,7 @@ pub(crate) fn closest_tools<'a>(name: &str, extra: &[&'a str]) -> Vec<&'a str> {
         .map(|(alias, _)| alias)
         .into_iter()
         .chain(cadre_tools::BUILTIN_TOOL_NAMES)
-        .chain([TASK_TOOL, SKILL_TOOL, TEAM_TOOL])
+        .chain([TASK_TOOL, SKILL_TOOL, WORKFLOW_TOOL, TEAM_TOOL])
         .chain(extra.iter().copied());
     let name = name.to_lowercase();
     let mut scored: Vec<(f64, &str)> = names

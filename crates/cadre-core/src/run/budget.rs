@@ -95,6 +95,24 @@ impl Budget {
         }
     }
 
+    /// The budget of a run started from an agent whose budget this is (a workflow its
+    /// `Workflow` tool starts): the new run's own counter, of `limit` tokens, below this
+    /// one, so every token the new run spends counts here and in every budget above —
+    /// the calling agent's limits and its run's budget stop the new run as they stop a
+    /// subagent.
+    pub(crate) fn nested(&self, limit: Option<u64>) -> Self {
+        let node = Arc::new(Node {
+            limit,
+            above: Some(self.own.clone()),
+            ..Node::default()
+        });
+        Self {
+            own: node.clone(),
+            run: node,
+            mine: true,
+        }
+    }
+
     /// This budget as a subagent without limits of its own shares it: what it uses counts
     /// here, and taking an agent above over its limit trips that agent.
     pub(crate) fn inherited(&self) -> Self {
@@ -186,7 +204,12 @@ impl Budget {
         }
         let mut above = self.own.above.as_deref();
         while let Some(node) = above {
-            if node.trip.is_some() && node.over() {
+            if node.over() {
+                // An agent above over its limit; or, above a nested run's budget, the
+                // calling run's own, which stops it as its budget.
+                if node.trip.is_none() {
+                    return Some(StopKind::Budget);
+                }
                 node.trip(TOKENS);
                 return Some(StopKind::Cancelled);
             }
@@ -363,6 +386,34 @@ mod tests {
         let shared = Budget::new(None).below(None, 0, CancellationToken::new());
         shared.inherited().set_deadline(soon);
         assert_eq!(shared.left().time, None);
+    }
+
+    #[test]
+    fn a_nested_runs_tokens_count_against_its_caller_and_its_callers_run() {
+        let run = Budget::new(Some(1_000));
+        let caller_cancel = CancellationToken::new();
+        let caller = run.below(Some(100), 0, caller_cancel.clone());
+        let nested = caller.nested(Some(500));
+        let item = nested.below(None, 0, CancellationToken::new());
+        item.charge(&usage(60));
+        assert_eq!((nested.used(), caller.used(), run.used()), (60, 60, 60));
+        assert_eq!(nested.stop(), None);
+        // Its tokens take the caller over its limit: the caller is tripped (cancelling
+        // its tool call, and so the nested run), and the nested run stops.
+        item.charge(&usage(50));
+        assert!(caller_cancel.is_cancelled());
+        assert_eq!(caller.tripped(), Some(StopKind::TokenLimit));
+        assert_eq!(nested.stop(), Some(StopKind::Cancelled));
+        // Without limits of the caller's own, the calling run's budget stops it.
+        let run = Budget::new(Some(100));
+        let nested = run.inherited().nested(None);
+        nested.charge(&usage(150));
+        assert_eq!(run.used(), 150);
+        assert_eq!(nested.stop(), Some(StopKind::Budget));
+        // And its own limit too.
+        let nested = Budget::new(None).nested(Some(10));
+        nested.charge(&usage(10));
+        assert_eq!(nested.stop(), Some(StopKind::Budget));
     }
 
     #[test]

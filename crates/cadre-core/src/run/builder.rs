@@ -10,11 +10,14 @@ use crate::definitions::spec::AgentSpec;
 use crate::definitions::tools::{closest_tools, is_mcp_name, resolve_tool_name};
 use crate::record::events::EventHandler;
 use crate::record::journal::Journal;
+use crate::run::budget::Budget;
 use crate::run::delegate::Delegate;
 use crate::run::mcp_tools::McpServers;
 use crate::run::orchestrator::{Limits, Orchestrator, RunConfig, RunError};
 use crate::run::permissions::Permissions;
+use crate::run::provider_stop::ProviderStop;
 use crate::run::team::TeamLimits;
+use crate::run::workflow_tool::{SavedWorkflows, WorkflowCall};
 use cadre_model::{AnthropicConfig, AnthropicModel, Model, OpenAiConfig, OpenAiModel};
 use cadre_tools::{SandboxMode, Tool, ToolLimits, Workspace};
 use std::path::PathBuf;
@@ -70,6 +73,9 @@ pub struct OrchestratorBuilder {
     hooks: Hooks,
     record_content: cadre_model::RecordContent,
     handlers: Vec<EventHandler>,
+    workflows: Option<Arc<dyn SavedWorkflows>>,
+    budget_within: Option<Budget>,
+    provider_stop: Option<Arc<ProviderStop>>,
 }
 
 impl Orchestrator {
@@ -107,6 +113,9 @@ impl Orchestrator {
             hooks: Hooks::default(),
             record_content: Default::default(),
             handlers: Vec::new(),
+            workflows: None,
+            budget_within: None,
+            provider_stop: None,
         }
     }
 }
@@ -212,6 +221,31 @@ impl OrchestratorBuilder {
     /// A tool beyond the built-ins, already shared; see [`Self::tool`].
     pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
         self.tools.push(tool);
+        self
+    }
+
+    /// The project's saved workflows, which the `Workflow` tool starts: the primary agent
+    /// gets the tool when there is one (and its type allows it, as `"*"` does), any other
+    /// agent when its type names `Workflow`.
+    pub fn workflows(mut self, saved: Arc<dyn SavedWorkflows>) -> Self {
+        self.workflows = Some(saved);
+        self
+    }
+
+    /// Counts every token of the run in `budget` too (an agent's, whose `Workflow` call
+    /// starts this run): the run's own budget ([`Self::budget_tokens`]) is below it, and
+    /// the run stops when it or any budget above it is spent.
+    pub fn budget_within(mut self, budget: Budget) -> Self {
+        self.budget_within = Some(budget);
+        self
+    }
+
+    /// Makes this the run the `Workflow` call `call` starts: its tokens count in the
+    /// caller's budget ([`Self::budget_within`]), and a provider's refusal for good (a 401,
+    /// no quota) stops the caller's run as it stops this one, and the other way round.
+    pub fn called_by(mut self, call: &WorkflowCall) -> Self {
+        self.budget_within = Some(call.budget.clone());
+        self.provider_stop = Some(call.provider_stop.clone());
         self
     }
 
@@ -396,6 +430,9 @@ impl OrchestratorBuilder {
         config.team = self.team;
         config.hooks = self.hooks;
         config.record_content = self.record_content;
+        config.workflows = self.workflows;
+        config.budget_within = self.budget_within;
+        config.provider_stop = self.provider_stop;
         check_tools(&registry, &config.tools)?;
         if config.delegate.is_some() {
             let unhonoured = unhonoured_on_engine(&registry, &config);

@@ -1,5 +1,5 @@
-//! Running agents: the loop, the orchestrator that builds every agent of a run, the `Task`
-//! and `Skill` tools, the tool set, the shared budget, and compaction that keeps the context in check.
+//! Running agents: the loop, the orchestrator that builds every agent of a run, the `Task`,
+//! `Skill` and `Workflow` tools, the tool set, the shared budget, and compaction that keeps the context in check.
 
 pub mod agent;
 pub mod answer;
@@ -33,6 +33,7 @@ pub mod task_result;
 pub mod team;
 pub mod toolset;
 pub mod workflow;
+pub mod workflow_tool;
 
 // The paths these modules had before they moved down into the vocabulary, so code that
 // names them still builds; to go once nothing names them.

@@ -55,6 +55,16 @@ pub struct AgentState {
     /// How often in a row `Stop`-like hooks kept it going since its last new input; its
     /// next stop hook is told `stop_hook_active`, and past the bound it stops.
     pub stop_blocks: u32,
+    /// The turns and tokens it had used when its last follow-up came (a user message after
+    /// its journaled end: a person's, a fix round's), a new ask whose turn and token limits
+    /// count from it. The loop's own messages (a continuation, background results) come
+    /// before its end and are no new ask.
+    pub before_follow_up: Option<(u32, u64)>,
+    /// Whether the last step folded is a follow-up, nothing of which ran yet (one just made,
+    /// whose time and subagents count from now; not one killed mid-turn and resumed).
+    pub follow_up_unstarted: bool,
+    /// Whether the last step folded was its journaled end.
+    ended: bool,
 }
 
 /// A turn whose tool calls were not all answered yet.
@@ -171,6 +181,20 @@ impl AgentState {
         me
     }
 
+    /// The turns made since its last follow-up (all of them without one): what its turn
+    /// limit counts.
+    pub fn turns_since_follow_up(&self) -> u32 {
+        let before = self.before_follow_up.map_or(0, |(turns, _)| turns);
+        self.turns.saturating_sub(before)
+    }
+
+    /// The tokens it used since its last follow-up (all of them without one): what its
+    /// token limit counts of its own.
+    pub fn tokens_since_follow_up(&self) -> u64 {
+        let before = self.before_follow_up.map_or(0, |(_, tokens)| tokens);
+        self.usage.total().saturating_sub(before)
+    }
+
     /// What the loop does next.
     pub fn next(&self) -> Next {
         match (&self.finished, &self.pending) {
@@ -184,6 +208,9 @@ impl AgentState {
     pub fn apply(&mut self, step: Step) -> Added {
         let was_cancelled = self.cancelled;
         self.cancelled = false;
+        let was_ended = self.ended;
+        self.ended = matches!(step, Step::Finished { .. });
+        self.follow_up_unstarted = false;
         match step {
             Step::Response { response, .. } => self.respond(response),
             Step::ToolStarted { id, .. } => {
@@ -192,16 +219,15 @@ impl AgentState {
                 }
                 Added::Nothing
             }
-            Step::ToolResult { result, .. } => self.answered(result),
+            Step::ToolResult { result, spent, .. } => {
+                self.usage.add(&spent.map(|u| *u).unwrap_or_default()); // its workflow's
+                self.answered(result)
+            }
             Step::Spawned { call, child, .. } => {
                 self.spawned.insert(call, child);
                 Added::Nothing
             }
-            Step::UserMessage { message, .. } => {
-                self.stop_blocks = 0;
-                self.rejected = 0;
-                self.follow_up(message)
-            }
+            Step::UserMessage { message, .. } => self.asked(message, was_ended),
             Step::Rejected { error, .. } => {
                 self.rejected += 1;
                 let retry = retry_message(&error);
@@ -233,8 +259,9 @@ impl AgentState {
                 self.pending = None;
                 self.last_input = 0;
                 // Compacting an ended conversation (`/compact`) leaves it ended as it was,
-                // so it still takes a follow-up.
+                // so it still takes a follow-up, with its limits afresh.
                 self.cancelled = was_cancelled;
+                self.ended = was_ended;
                 Added::Rewritten
             }
             Step::Cleared { keep, .. } => {
@@ -256,6 +283,18 @@ impl AgentState {
             }
             Step::Run { .. } | Step::Started { .. } | Step::Team { .. } => Added::Nothing,
         }
+    }
+
+    /// A new user message: after its journaled end (`was_ended`) a follow-up, whose limits
+    /// count from here.
+    fn asked(&mut self, message: Message, was_ended: bool) -> Added {
+        self.stop_blocks = 0;
+        self.rejected = 0;
+        if was_ended {
+            self.before_follow_up = Some((self.turns, self.usage.total()));
+            self.follow_up_unstarted = true;
+        }
+        self.follow_up(message)
     }
 
     /// A hook's decision: a blocked stop goes on with its reason as the next user message,
@@ -473,6 +512,7 @@ mod tests {
         Step::ToolResult {
             agent: "main".into(),
             result: ContentBlock::tool_result(id, "ok", false),
+            spent: None,
         }
     }
 
@@ -515,9 +555,16 @@ mod tests {
             text: String::new(),
         });
         cancelled.push(steps[3].clone());
-        let r = AgentState::from_steps(cancelled).unwrap();
+        let r = AgentState::from_steps(cancelled.clone()).unwrap();
         assert!(r.cancelled);
         assert_eq!(r.history, compacted);
+        // And its follow-up is one still: its limits count from it.
+        cancelled.push(Step::UserMessage {
+            agent: "main".into(),
+            message: Message::user_text("go on"),
+        });
+        let r = AgentState::from_steps(cancelled).unwrap();
+        assert_eq!(r.before_follow_up, Some((1, 12 + 900)));
     }
 
     fn text_reply(text: &str) -> Step {
@@ -621,6 +668,33 @@ mod tests {
         let r = AgentState::from_steps(more.clone()).unwrap();
         assert!(r.finished.is_none());
         assert_eq!(r.history.last().unwrap().text(), "and then?");
+        // A message the loop gives before the agent's end (a continuation, its background
+        // work's results) is no new ask: its limits still count every turn.
+        assert_eq!((r.turns, r.usage.total()), (3, 26));
+        assert_eq!(r.turns_since_follow_up(), 3);
+        // After its journaled end, a follow-up's limits count from it.
+        more.pop();
+        more.push(Step::Finished {
+            agent: "main".into(),
+            stop: StopKind::MaxTurns,
+            text: "all done".into(),
+        });
+        more.push(Step::UserMessage {
+            agent: "main".into(),
+            message: Message::user_text("and then?"),
+        });
+        let r = AgentState::from_steps(more.clone()).unwrap();
+        assert!(r.finished.is_none());
+        assert_eq!(
+            (r.turns_since_follow_up(), r.tokens_since_follow_up()),
+            (0, 0)
+        );
+        more.push(tool_use(&["d"]));
+        let r = AgentState::from_steps(more).unwrap();
+        assert_eq!(
+            (r.turns_since_follow_up(), r.tokens_since_follow_up()),
+            (1, 12)
+        );
         assert!(AgentState::from_steps(steps[1..].to_vec()).is_none());
     }
 }

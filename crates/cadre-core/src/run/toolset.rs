@@ -22,7 +22,12 @@ pub struct ToolSet {
     // The `Task` tool as itself, when the set holds it: a call that forks the agent is
     // handed the agent's conversation through it, typed.
     task: Option<Arc<dyn Forking>>,
+    // What the runs its calls started spent, by call id, until journaled with the result.
+    spent: Spent,
 }
+
+/// What the runs an agent's calls started spent, by call id (see [`ToolSet::spent`]).
+pub(crate) type Spent = Arc<dashmap::DashMap<String, cadre_model::Usage>>;
 
 impl std::fmt::Debug for ToolSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,6 +54,17 @@ impl ToolSet {
         tools.retain(|t| t.name() != tool.name());
         tools.push(tool);
         self.definitions = Arc::default();
+    }
+
+    /// Where a tool tells what a run its call started spent (the `Workflow` tool), by the
+    /// call's id: journaled with the call's result as the agent's own spend.
+    pub(crate) fn spent(&self) -> Spent {
+        self.spent.clone()
+    }
+
+    /// What the run the call `call_id` started spent, if it started one; told once.
+    pub(crate) fn take_spent(&self, call_id: &str) -> Option<cadre_model::Usage> {
+        self.spent.remove(call_id).map(|(_, usage)| usage)
     }
 
     /// Adds the `Task` tool, replacing one of the same name: calls that fork the agent

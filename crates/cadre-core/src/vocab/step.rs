@@ -67,6 +67,10 @@ pub enum Step {
         agent: AgentPath,
         /// The `tool_result` block.
         result: ContentBlock,
+        /// What a run the call started spent (a `Workflow` call's workflow), counted as
+        /// the agent's own: its budget counted it live, its resume counts it from here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<Box<Usage>>,
     },
     /// The agent's conversation was compacted on demand or summarised by cadre: `history`
     /// replaces it from here on.

@@ -328,3 +328,35 @@ async fn two_items_of_the_same_content_are_two_calls_each_remembered() {
         .unwrap();
     assert_eq!(requests(&server), 2, "neither runs again");
 }
+
+#[tokio::test]
+async fn each_item_is_told_as_it_starts_before_its_result() {
+    let server = MockServer::start().await;
+    routes(&server, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (starts, ends) = (told.clone(), told.clone());
+    let workflow = Workflow::from_items("labels", items(6, 0).into_iter())
+        .concurrency(2)
+        .on_start(move |s| {
+            starts
+                .lock()
+                .unwrap()
+                .push(format!("start {} {}", s.key, s.attempt))
+        })
+        .on_result(move |r| ends.lock().unwrap().push(format!("end {}", r.key)));
+    let summary = mock_builder(&server, dir.path())
+        .build()
+        .unwrap()
+        .run_workflow(workflow)
+        .await
+        .unwrap();
+    assert_eq!(summary.stop, StopKind::Done, "{}", summary.answer);
+    let told = told.lock().unwrap().clone();
+    for i in 0..6 {
+        let start = told.iter().position(|t| *t == format!("start k{i} 1"));
+        let end = told.iter().position(|t| *t == format!("end k{i}"));
+        assert!(start.is_some() && start < end, "{told:?}");
+    }
+    assert_eq!(told.len(), 12, "{told:?}");
+}

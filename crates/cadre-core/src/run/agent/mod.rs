@@ -171,7 +171,7 @@ impl Agent {
                     Next::End(StopKind::MaxTokens)
                         if continuation::may_go_on(&state.history, self.config.continuations) =>
                     {
-                        match self.should_stop(state.turns) {
+                        match self.should_stop(state.turns_since_follow_up()) {
                             Some(stop) => break stop,
                             None => continuation::request(&self.config.path),
                         }
@@ -281,10 +281,9 @@ impl Agent {
         // Messages that came while it worked go with its tool results — unless it must
         // stop before another request, when no model would read them: they stay, and go
         // back to their senders when it ends.
-        let seat = self
-            .team
-            .as_ref()
-            .filter(|_| state.pending.is_none() && self.should_stop(state.turns).is_none())?;
+        let seat = self.team.as_ref().filter(|_| {
+            state.pending.is_none() && self.should_stop(state.turns_since_follow_up()).is_none()
+        })?;
         let given = seat.arrived().await?;
         Some(self.delivered(given))
     }

@@ -23,7 +23,7 @@ impl Agent {
         state: &AgentState,
         compacted_for_length: &mut bool,
     ) -> Result<Step, StopKind> {
-        if let Some(stop) = self.should_stop(state.turns) {
+        if let Some(stop) = self.should_stop(state.turns_since_follow_up()) {
             return Err(stop);
         }
         if let Some(step) = self.make_room(state).await {

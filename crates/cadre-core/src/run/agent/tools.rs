@@ -50,6 +50,7 @@ impl Agent {
                 let step = Step::ToolResult {
                     agent: self.config.path.clone(),
                     result: ContentBlock::tool_result(&call.id, why, true),
+                    spent: None,
                 };
                 self.journal(&step).await;
                 steps.push(step);
@@ -307,6 +308,7 @@ impl Agent {
         let step = Step::ToolResult {
             agent: self.config.path.clone(),
             result: block,
+            spent: self.tools.take_spent(&call.id).map(Box::new),
         };
         self.journal(&step).await;
         step

@@ -28,6 +28,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
+/// The time an agent starting at `start` has already run against its time limit: what its
+/// earlier parts ran (`earlier` ms, for a resume), but none for a follow-up just made, a
+/// new ask whose time runs from now (a fix round after a time limit stop gets its time).
+fn time_counted(start: &Start<'_>, earlier: u64) -> u64 {
+    match start {
+        Start::Resume(rebuilt) if rebuilt.follow_up_unstarted => 0,
+        _ => earlier,
+    }
+}
+
 impl Orchestrator {
     /// Builds the agent `me` of type `spec`, runs it on `prompt`, and records the result.
     ///
@@ -52,15 +62,16 @@ impl Orchestrator {
             self.limit(spec, &mut me, &start, &cancel).await;
             let (mut agent, own_servers) =
                 self.build_agent(spec, &me, cancel, Some(description)).await;
-            // Time run in the earlier parts of the run (a follow-up, a resume) counts too.
+            // Time run in the earlier parts of the run (a resume) counts too.
             let earlier = agent
                 .transcript
                 .as_ref()
                 .map_or(0, |t| t.earlier().elapsed_ms);
+            let counted = time_counted(&start, earlier);
             let deadline = me
                 .limits
                 .time
-                .map(|time| Deadline::start(time, earlier, &agent.budget));
+                .map(|time| Deadline::start(time, counted, &agent.budget));
             self.put_on_roster(spec, &me, description, background, started)
                 .await;
             let outcome = match start {
@@ -115,8 +126,9 @@ impl Orchestrator {
 
     /// Settles the limits of the agent `me` of type `spec`: its type's, tightened by its
     /// caller's. With a token or time limit it gets a budget of its own below its parent's,
-    /// counting what it and its subagents used in earlier parts of a resumed run, and
-    /// reaching one cancels `cancel` — so its subagents stop with it.
+    /// counting what it and its subagents used in earlier parts of a resumed run (since its
+    /// last follow-up, when it had one), and reaching one cancels `cancel` — so its
+    /// subagents stop with it.
     async fn limit(
         &self,
         spec: &AgentSpec,
@@ -130,9 +142,14 @@ impl Orchestrator {
         }
         let used = match start {
             Start::Fresh(_) => 0,
+            // A follow-up's token limit counts from it: a follow-up just made has used
+            // nothing, neither the turns before it nor its earlier subagents count.
+            Start::Resume(rebuilt) if rebuilt.follow_up_unstarted => 0,
+            // Resumed, its own tokens since its last follow-up (all, without one) and its
+            // subagents'.
             Start::Resume(rebuilt) => {
                 let members = me.run.team.member_paths().await;
-                rebuilt.usage.total() + me.run.earlier_tokens_below(&me.path, &members)
+                rebuilt.tokens_since_follow_up() + me.run.earlier_tokens_below(&me.path, &members)
             }
         };
         let above = me.budget.take().unwrap_or_else(|| self.budget.clone());

@@ -119,6 +119,15 @@ pub(crate) struct RunConfig {
     pub hooks: crate::definitions::hooks::Hooks,
     /// What content the run's spans carry (none by default).
     pub record_content: cadre_model::RecordContent,
+    /// The project's saved workflows, which the `Workflow` tool starts; `None` offers no
+    /// such tool.
+    pub workflows: Option<Arc<dyn crate::run::workflow_tool::SavedWorkflows>>,
+    /// The budget of the agent this run was started from (by its `Workflow` tool): the
+    /// run's own budget is below it, so its tokens count there too.
+    pub budget_within: Option<crate::run::budget::Budget>,
+    /// The calling run's record of a provider's refusal, shared with it (a run a
+    /// `Workflow` call started); `None` gives the run one of its own.
+    pub provider_stop: Option<Arc<crate::run::provider_stop::ProviderStop>>,
 }
 
 impl RunConfig {
@@ -153,6 +162,9 @@ impl RunConfig {
             team: None,
             hooks: Default::default(),
             record_content: Default::default(),
+            workflows: None,
+            budget_within: None,
+            provider_stop: None,
         }
     }
 }

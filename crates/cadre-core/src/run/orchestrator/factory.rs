@@ -6,7 +6,9 @@ use super::handle::AgentHandle;
 use super::run_context::RunContext;
 use super::Orchestrator;
 use crate::definitions::permissions::PermissionMode;
-use crate::definitions::registry::{tools_for, SKILL_TOOL, TASK_TOOL};
+use crate::definitions::registry::{
+    resolve_tool_name, tools_for, SKILL_TOOL, TASK_TOOL, WORKFLOW_TOOL,
+};
 use crate::definitions::skills::Skill;
 use crate::definitions::spec::AgentSpec;
 use crate::record::transcript::{AgentHeader, Transcript, TranscriptRecord};
@@ -23,6 +25,7 @@ use crate::run::task::TaskTool;
 use crate::run::team::tools::team_tools;
 use crate::run::team::Seat;
 use crate::run::toolset::ToolSet;
+use crate::run::workflow_tool::{SavedWorkflows, WorkflowTool};
 use cadre_tools::{Tool, ToolContext};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -130,6 +133,10 @@ impl Orchestrator {
         if !visible.is_empty() {
             available.push(SKILL_TOOL);
         }
+        let workflows = self.workflows_for(spec, me);
+        if workflows.is_some() {
+            available.push(WORKFLOW_TOOL);
+        }
         let names = tools_for(spec, &available);
         let mut tools = ToolSet::new(
             offered
@@ -150,6 +157,16 @@ impl Orchestrator {
         } else {
             Vec::new()
         };
+        if let Some(saved) = workflows.filter(|_| names.iter().any(|n| n == WORKFLOW_TOOL)) {
+            let budget = me.budget.clone().unwrap_or_else(|| self.budget.clone());
+            let shared = (self.provider_stop.clone(), tools.spent());
+            tools.insert(Arc::new(WorkflowTool::new(
+                saved,
+                (&me.run.id, me.path.as_str()),
+                budget,
+                shared,
+            )));
+        }
         let mcp = mcp_tools_for(spec, &self.config.mcp, me.path.as_str()).await;
         for tool in mcp.tools {
             // A built-in of the same name is never shadowed by a server's tool.
@@ -164,6 +181,18 @@ impl Orchestrator {
             seat,
             own: mcp.own,
         }
+    }
+
+    /// The saved workflows the agent `me` of type `spec` may start, if any: the primary
+    /// agent's when the project has some, another agent's only when its type names
+    /// `Workflow` (not through `"*"`: a subagent fanning out a workflow is asked for).
+    fn workflows_for(&self, spec: &AgentSpec, me: &AgentHandle) -> Option<Arc<dyn SavedWorkflows>> {
+        let saved = self.config.workflows.as_ref()?;
+        let named = spec
+            .tools
+            .iter()
+            .any(|t| resolve_tool_name(t) == Some(WORKFLOW_TOOL));
+        ((me.depth == 0 || named) && !saved.list().is_empty()).then(|| saved.clone())
     }
 
     /// Adds the team's tools (for a member) and `Task` with its background tools (for an

@@ -47,6 +47,7 @@ mod run_context;
 mod spawn;
 mod typed;
 mod workflow;
+mod workflow_item;
 
 pub use crate::run::task_result::SubagentError;
 pub(crate) use config::RunConfig;
@@ -182,12 +183,15 @@ impl Orchestrator {
     ) -> Arc<Self> {
         let unsaved_id = new_run_id();
         let cancel = CancellationToken::new();
-        let provider_stop = Arc::new(ProviderStop::default());
+        let provider_stop = config.provider_stop.clone().unwrap_or_default();
         config.model = Arc::new(Guarded::new(config.model.clone(), provider_stop.clone()));
         Arc::new(Self {
             provider_stop,
             builtins: with_extra_tools(builtin_tools(), &config.tools),
-            budget: Budget::new(config.budget_tokens),
+            budget: match &config.budget_within {
+                Some(above) => above.nested(config.budget_tokens),
+                None => Budget::new(config.budget_tokens),
+            },
             limiter: Arc::new(Semaphore::new(config.limits.max_parallel.max(1))),
             roster: Arc::new(Roster::new(events)),
             failure: Arc::new(Failure::new(cancel.clone())),

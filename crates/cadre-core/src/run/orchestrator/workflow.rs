@@ -6,103 +6,27 @@
 //! call that changed (an edited file) runs anew.
 
 use super::config::RunError;
-use super::handle::{AgentHandle, Start};
+use super::handle::AgentHandle;
 use super::run_context::{open_transcript, Lineage, RunContext, RunParts};
+use super::workflow_item::{item_description, ItemRules, Prepared};
 use super::{Orchestrator, RunSummary};
-use crate::definitions::spec::AgentSpec;
 use crate::record::events::millis;
 use crate::record::journal::{Journal, JournaledRun};
 use crate::record::run_dir::{write_replacing, RunDir};
-use crate::run::answer::AnswerSchema;
 use crate::run::spans;
 use crate::run::state::AgentState;
-use crate::run::workflow::results::{output_of, ResultsDigest, ResultsFile};
+use crate::run::workflow::results::{ResultsDigest, ResultsFile};
+use crate::run::workflow::seen::Seen;
 use crate::run::workflow::{CallKey, ItemCall, ItemResult, ResultSink, WorkItem, Workflow};
 use crate::vocab::agent_path::AgentPath;
-use crate::vocab::outcome::{Outcome, StopKind};
+use crate::vocab::outcome::StopKind;
 use crate::vocab::step::Step;
-use cadre_model::{Message, Usage};
+use cadre_model::Usage;
 use futures::stream::{FuturesUnordered, StreamExt};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio_util::task::AbortOnDropHandle;
+use std::time::Instant;
 use tracing::Instrument;
-
-/// The longest wait before a failed item is tried again.
-const MOST_BACKOFF: Duration = Duration::from_secs(30);
-
-/// An item ready to run: its key, its call, and the id its call is journaled under.
-struct Prepared {
-    key: String,
-    call: ItemCall,
-    /// The content key, with the occurrence number of a second call of the same content.
-    base: String,
-    spec: AgentSpec,
-    answer: Option<AnswerSchema>,
-}
-
-/// What the items made so far leave for the next: the calls seen (by content, with how
-/// many times), and the last output schema compiled.
-#[derive(Default)]
-struct Seen {
-    calls: HashMap<[u8; 32], u32>,
-    schema: Option<(serde_json::Value, AnswerSchema)>,
-}
-
-impl Seen {
-    /// The id the call of content `key` is journaled under (`prefix` before it): a second
-    /// call of the same content in one run is a call of its own, its id carrying how many
-    /// came before it in the input's order.
-    fn call_id(&mut self, prefix: &str, key: CallKey) -> String {
-        let n = self.calls.entry(key.0).or_insert(0);
-        let id = match *n {
-            0 => format!("{prefix}{key}"),
-            n => format!("{prefix}{key}.{n}"),
-        };
-        *n += 1;
-        id
-    }
-
-    /// `schema` compiled, or the last one again when it is the same.
-    fn schema(
-        &mut self,
-        schema: Option<&serde_json::Value>,
-    ) -> Result<Option<AnswerSchema>, String> {
-        let Some(schema) = schema else {
-            return Ok(None);
-        };
-        match &self.schema {
-            Some((last, compiled)) if last == schema => Ok(Some(compiled.clone())),
-            _ => {
-                let compiled = AnswerSchema::new(schema)?;
-                self.schema = Some((schema.clone(), compiled.clone()));
-                Ok(Some(compiled))
-            }
-        }
-    }
-}
-
-/// What one attempt of an item came to.
-enum Attempt {
-    /// Its agent ended (now, or before the resume: `ran_now` false).
-    Ended {
-        path: AgentPath,
-        stop: StopKind,
-        text: String,
-        usage: Usage,
-        ran_now: bool,
-    },
-    /// It did not start: the run stopped scheduling, for this reason.
-    NotStarted(StopKind),
-}
-
-/// How the items of one run go: retries, and what a resume was asked to do again.
-struct ItemRules {
-    retries: u32,
-    retry_failed: bool,
-    follow_up: Option<(String, String)>,
-}
 
 /// Where each result goes: the results file and the caller's sinks; and the counts, and
 /// the digest of the results.
@@ -139,20 +63,6 @@ impl Output {
 /// The root's path.
 fn root_path() -> AgentPath {
     AgentPath::primary(Workflow::ROOT_TYPE)
-}
-
-/// What the agent of the item `key` is asked to do, as its start is journaled.
-fn item_description(key: &str) -> String {
-    format!("item {key}")
-}
-
-/// The id of attempt `attempt` (from 0) of the call `base`.
-fn attempt_id(base: &str, attempt: u32) -> String {
-    if attempt == 0 {
-        base.to_owned()
-    } else {
-        format!("{base}~{attempt}")
-    }
 }
 
 impl Orchestrator {
@@ -277,7 +187,7 @@ impl Orchestrator {
 
     /// Why no new item may start, if none may: the provider refused the run, it was
     /// cancelled, or its budget is spent.
-    fn scheduling_stopped(&self) -> Option<StopKind> {
+    pub(super) fn scheduling_stopped(&self) -> Option<StopKind> {
         if let Some(reason) = self.provider_refused() {
             return Some(StopKind::ModelError(reason.to_owned()));
         }
@@ -320,6 +230,7 @@ impl Orchestrator {
             retries: workflow.retries,
             retry_failed: workflow.retry_failed,
             follow_up: workflow.follow_up.take(),
+            on_start: std::mem::take(&mut workflow.start_sinks),
         });
         let mut seen = Seen::default();
         let mut items = std::mem::replace(&mut workflow.items, Box::new(std::iter::empty())).fuse();
@@ -371,7 +282,7 @@ impl Orchestrator {
         root: &'a AgentHandle,
         workflow: &mut Workflow,
         out: &Output,
-        rules: &'a ItemRules,
+        rules: &ItemRules,
     ) -> Option<impl std::future::Future<Output = String> + 'a> {
         let (agent, prompt) = workflow.reduce.take()?;
         if self.scheduling_stopped().is_some() {
@@ -380,9 +291,16 @@ impl Orchestrator {
         let item = WorkItem::new("reduce", ItemCall::new(agent, prompt(out.file.path())));
         let prefix = format!("reduce:{}:", out.digest.short());
         let prepared = self.prepare(item, &mut Seen::default(), &prefix);
+        // The reduce is no item: the start sinks are not told of it.
+        let rules = ItemRules {
+            retries: rules.retries,
+            retry_failed: rules.retry_failed,
+            follow_up: rules.follow_up.clone(),
+            on_start: Vec::new(),
+        };
         Some(async move {
             let result = match prepared {
-                Ok(prepared) => self.run_item(run, root, prepared, rules).await,
+                Ok(prepared) => self.run_item(run, root, prepared, &rules).await,
                 Err(result) => *result,
             };
             match (result.output, result.error) {
@@ -455,254 +373,6 @@ impl Orchestrator {
             call,
             answer,
         })
-    }
-
-    /// Runs `item` to its result on a task of its own: the items' work spreads over the
-    /// runtime's threads instead of taking turns in the driver's task, where a burst of
-    /// answers arriving together kept each next item waiting for all the others. The task
-    /// ends with the future (a dropped driver leaves no item running).
-    fn spawn_item(
-        self: &Arc<Self>,
-        run: &Arc<RunContext>,
-        root: &AgentHandle,
-        item: Prepared,
-        rules: &Arc<ItemRules>,
-    ) -> impl std::future::Future<Output = ItemResult> + 'static {
-        let key = item.key.clone();
-        let (me, run, root, rules) = (self.clone(), run.clone(), root.clone(), rules.clone());
-        let work = async move { me.run_item(&run, &root, item, &rules).await };
-        let task = AbortOnDropHandle::new(tokio::spawn(work.in_current_span()));
-        async move {
-            task.await.unwrap_or_else(|failure| ItemResult {
-                key,
-                call: None,
-                outcome: Outcome::Failed.label().to_owned(),
-                output: serde_json::Value::Null,
-                usage: Usage::default(),
-                agent: None,
-                line: None,
-                error: Some(format!("its task ended without a result: {failure}")),
-                attempts: 0,
-                ran_now: true,
-            })
-        }
-    }
-
-    /// Runs `item` to its result: its last attempt found in the journal (its result stands,
-    /// or it goes on), then fresh attempts while it fails and retries are left.
-    async fn run_item(
-        self: &Arc<Self>,
-        run: &Arc<RunContext>,
-        root: &AgentHandle,
-        item: Prepared,
-        rules: &ItemRules,
-    ) -> ItemResult {
-        let mut attempt = 0;
-        while run
-            .resumed_child(&root.path, &attempt_id(&item.base, attempt + 1))
-            .is_some()
-        {
-            attempt += 1;
-        }
-        let follow_up = rules
-            .follow_up
-            .as_ref()
-            .filter(|(key, _)| *key == item.key)
-            .map(|(_, text)| text.as_str());
-        let mut retried_failed = false;
-        let mut any_ran_now = false;
-        let mut tries = 0;
-        let mut usage = Usage::default();
-        loop {
-            let call = attempt_id(&item.base, attempt);
-            let ended = self
-                .attempt(run, root, &item, &call, follow_up.filter(|_| tries == 0))
-                .await;
-            tries += 1;
-            let (path, stop, text, ran_now) = match ended {
-                Attempt::NotStarted(stop) => return not_started(&item, &call, stop, attempt),
-                Attempt::Ended {
-                    path,
-                    stop,
-                    text,
-                    usage: used,
-                    ran_now,
-                } => {
-                    usage.add(&used);
-                    any_ran_now |= ran_now;
-                    (path, stop, text, ran_now)
-                }
-            };
-            let failed = stop.outcome() == Outcome::Failed;
-            // Retries left (a run stopped between two attempts had some), or one more
-            // asked for by `retry --failed` for an item that had failed before.
-            let retry = attempt < rules.retries;
-            let asked = rules.retry_failed && !ran_now && !retried_failed;
-            if failed && (retry || asked) && self.scheduling_stopped().is_none() {
-                if ran_now {
-                    self.back_off(attempt).await;
-                }
-                retried_failed |= !retry;
-                attempt += 1;
-                continue;
-            }
-            let (output, error) = output_of(&stop, &text, item.answer.is_some());
-            return ItemResult {
-                key: item.key,
-                call: Some(call),
-                outcome: stop.label().to_owned(),
-                output,
-                usage,
-                agent: Some(path),
-                line: None,
-                error,
-                attempts: attempt + 1,
-                ran_now: any_ran_now,
-            };
-        }
-    }
-
-    /// Waits before attempt `attempt + 1` of a failed item: 0.5 s, doubling, at most 30 s;
-    /// a cancel ends the wait.
-    async fn back_off(&self, attempt: u32) {
-        let wait = Duration::from_millis(500)
-            .saturating_mul(1 << attempt.min(10))
-            .min(MOST_BACKOFF);
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = self.cancel.cancelled() => {}
-        }
-    }
-
-    /// One attempt of `item`, journaled as the call `call` of the root: the agent the
-    /// journal has for it ends or goes on (with `follow_up` as its next message, when
-    /// given), else a new one starts, unless scheduling stopped.
-    async fn attempt(
-        self: &Arc<Self>,
-        run: &Arc<RunContext>,
-        root: &AgentHandle,
-        item: &Prepared,
-        call: &str,
-        follow_up: Option<&str>,
-    ) -> Attempt {
-        let (path, rebuilt) = match run.resumed_child(&root.path, call) {
-            Some(path) => match self.found(run, &path, follow_up).await {
-                Found::Ended(stop, text, usage) => {
-                    return Attempt::Ended {
-                        path,
-                        stop,
-                        text,
-                        usage,
-                        ran_now: false,
-                    }
-                }
-                Found::GoesOn(state) => (path, state),
-            },
-            None => {
-                if let Some(stop) = self.scheduling_stopped() {
-                    return Attempt::NotStarted(stop);
-                }
-                (self.spawned(run, root, &item.spec.name, call).await, None)
-            }
-        };
-        if let Some(stop) = self.scheduling_stopped() {
-            // Left to be counted at the end, as any agent no call reached again.
-            if let Some(state) = rebuilt {
-                run.lineage.resumed.insert(path, *state);
-            }
-            return Attempt::NotStarted(stop);
-        }
-        let model = self.model_for(&item.spec, &root.model);
-        let mut me = AgentHandle::new(
-            run.clone(),
-            path.clone(),
-            root.depth + 1,
-            model,
-            root.workspace.clone(),
-        );
-        me.answer = item.answer.clone();
-        // The item's limits, which its type's tighten when it starts, as a `Task` call's.
-        me.limits = item.call.limits;
-        let description = item_description(&item.key);
-        let start = match rebuilt {
-            Some(state) => Start::Resume(state),
-            None => Start::Fresh(&item.call.prompt),
-        };
-        let cancel = self.cancel.child_token();
-        let outcome = self
-            .run_agent(&item.spec, me, &description, start, cancel, false)
-            .await;
-        Attempt::Ended {
-            path,
-            stop: outcome.stop,
-            text: outcome.text,
-            usage: outcome.usage,
-            ran_now: true,
-        }
-    }
-}
-
-/// What a resumed run's journal has for an attempt's agent.
-enum Found {
-    /// It ended, and its result stands: how, its answer, its usage.
-    Ended(StopKind, String, Usage),
-    /// It goes on from this state (none: it never started, and starts fresh).
-    GoesOn(Option<Box<AgentState>>),
-}
-
-impl Orchestrator {
-    /// What the journal of `run` has for the agent at `path`: an end that stands, or the
-    /// state it goes on from — with `follow_up` as its next message, journaled, when given;
-    /// asking again when the model API or a cancel stopped it.
-    async fn found(&self, run: &RunContext, path: &AgentPath, follow_up: Option<&str>) -> Found {
-        if let Some(ended) = run.take_ended(path) {
-            return Found::Ended(ended.stop, ended.text, ended.usage);
-        }
-        let Some(mut state) = run.take_resumed(path) else {
-            return Found::GoesOn(None);
-        };
-        match (&state.finished, follow_up) {
-            (Some(_), Some(text)) => {
-                let step = Step::UserMessage {
-                    agent: path.clone(),
-                    message: Message::user_text(text),
-                };
-                run.journal(step.clone()).await;
-                state.apply(step);
-                // Its record gives way to the one it ends with now.
-                self.roster.forget(path);
-            }
-            (Some((stop, text)), None) if !stop.resumes() => {
-                return Found::Ended(stop.clone(), text.clone(), state.usage);
-            }
-            (Some(_), None) => {
-                state.finished = None;
-                self.roster.forget(path);
-            }
-            (None, _) => {}
-        }
-        Found::GoesOn(Some(Box::new(state)))
-    }
-}
-
-/// The result of `item`, whose attempt `attempt` (journaled as `call`) did not start
-/// because the run stopped scheduling for `stop`.
-fn not_started(item: &Prepared, call: &str, stop: StopKind, attempt: u32) -> ItemResult {
-    let outcome = match stop {
-        StopKind::Budget => Outcome::Budget,
-        _ => Outcome::Cancelled,
-    };
-    ItemResult {
-        key: item.key.clone(),
-        call: Some(call.to_owned()),
-        outcome: outcome.label().to_owned(),
-        output: serde_json::Value::Null,
-        usage: Usage::default(),
-        agent: None,
-        line: None,
-        error: Some(format!("not started: {stop}")),
-        attempts: attempt,
-        ran_now: false,
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod call_key;
 pub(crate) mod results;
+pub(crate) mod seen;
 
 pub use call_key::CallKey;
 
@@ -151,6 +152,26 @@ impl ItemResult {
     }
 }
 
+/// An item's agent starting (or going on after a resume): a `started` event of its own
+/// beside the result line told when it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ItemStart {
+    /// The item's key.
+    pub key: String,
+    /// The id its call is journaled under (its content key, and attempt).
+    pub call: String,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    /// Its agent's path.
+    pub agent: AgentPath,
+    /// `None` as it starts. An attempt that failed and is tried again is told once more
+    /// as it ends, with why it failed here: its end, as the item's result is the end of
+    /// its last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
 /// Where the items come from.
 pub(crate) type ItemSource = Box<dyn Iterator<Item = WorkItem> + Send>;
 
@@ -159,6 +180,9 @@ pub(crate) type ReducePrompt = Box<dyn FnOnce(&Path) -> String + Send>;
 
 /// Told of each item's result as it is known.
 pub(crate) type ResultSink = Box<dyn FnMut(&ItemResult) + Send>;
+
+/// Told of each item's agent as it starts; called from the items' futures, so shared.
+pub(crate) type StartSink = Box<dyn Fn(&ItemStart) + Send + Sync>;
 
 /// A workflow: items, each made into one agent call, run at most `concurrency` at once,
 /// then an optional reduce given the results file.
@@ -185,6 +209,7 @@ pub struct Workflow {
     pub(crate) follow_up: Option<(String, String)>,
     pub(crate) reduce: Option<(String, ReducePrompt)>,
     pub(crate) sinks: Vec<ResultSink>,
+    pub(crate) start_sinks: Vec<StartSink>,
     pub(crate) invocation: Option<Value>,
 }
 
@@ -244,6 +269,7 @@ impl Workflow {
             follow_up: None,
             reduce: None,
             sinks: Vec::new(),
+            start_sinks: Vec::new(),
             invocation: None,
         }
     }
@@ -295,6 +321,12 @@ impl Workflow {
     /// Calls `f` with each item's result as it is known.
     pub fn on_result(mut self, f: impl FnMut(&ItemResult) + Send + 'static) -> Self {
         self.sinks.push(Box::new(f));
+        self
+    }
+
+    /// Calls `f` as each item's agent starts (or goes on after a resume), before it ends.
+    pub fn on_start(mut self, f: impl Fn(&ItemStart) + Send + Sync + 'static) -> Self {
+        self.start_sinks.push(Box::new(f));
         self
     }
 
