@@ -102,6 +102,13 @@ impl Ingress {
     /// Submits the run's primary agent, keyed by the run id: submitting the same run
     /// again attaches to the first. Returns the invocation id.
     pub async fn submit(&self, call: &AgentCall) -> Result<String, ClientError> {
+        self.submit_keyed(call, &call.run).await
+    }
+
+    /// Submits the agent `call` under the idempotency key `key`: submitting the same key
+    /// again (while Restate keeps it) attaches to the first invocation, running or ended,
+    /// instead of running the agent again. Returns the invocation id.
+    pub async fn submit_keyed(&self, call: &AgentCall, key: &str) -> Result<String, ClientError> {
         let url = format!("{}/CadreAgent/run/send", self.base);
         let body = serde_json::to_vec(call).map_err(|source| ClientError::Encode {
             url: url.clone(),
@@ -111,7 +118,7 @@ impl Ingress {
             .http
             .post(&url)
             .header("content-type", "application/json")
-            .header("idempotency-key", &call.run)
+            .header("idempotency-key", key)
             .body(body);
         let sent: Sent = self.json(&url, request).await?;
         Ok(sent.invocation_id)
@@ -150,6 +157,19 @@ impl Ingress {
         let _: serde_json::Value = self
             .json(&url, self.http.post(&url).timeout(Duration::from_secs(10)))
             .await?;
+        Ok(())
+    }
+
+    /// Asks Restate to cancel the invocations `ids` of run `run` (and every call below
+    /// each): a workflow run's items, which have no one primary invocation.
+    pub async fn cancel_items(&self, run: &str, ids: &[String]) -> Result<(), ClientError> {
+        let url = format!("{}/CadreRun/{run}/cancel_items/send", self.base);
+        let request = self
+            .http
+            .post(&url)
+            .json(ids)
+            .timeout(Duration::from_secs(10));
+        let _: serde_json::Value = self.json(&url, request).await?;
         Ok(())
     }
 

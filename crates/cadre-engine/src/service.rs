@@ -60,6 +60,20 @@ impl CadreRun {
         }
     }
 
+    /// Cancels the invocations `ids` (a workflow run's items, each a primary invocation of
+    /// its own; Restate cancels every call below each).
+    #[handler]
+    async fn cancel_items(
+        &self,
+        ctx: ObjectContext<'_>,
+        Json(ids): Json<Vec<String>>,
+    ) -> Result<(), HandlerError> {
+        for id in ids {
+            ctx.invocation_handle(id).cancel();
+        }
+        Ok(())
+    }
+
     /// Asks for a model slot: the awakeable is resolved now when one is free, else when one
     /// is given back.
     #[handler]

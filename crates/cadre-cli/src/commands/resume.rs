@@ -17,7 +17,7 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
     let ResumeCmd { run_id, mut args } = cmd;
     let root = workspace_root(directory.clone())?;
     if let Some(dir) = run_id.as_deref().and_then(|id| engine::find(&root, id)) {
-        return engine::resume(&dir, &args, quiet).await;
+        return engine::resume(&dir, args, directory, quiet).await;
     }
     if args.engine == Engine::Restate {
         return Err(CliError::config(
@@ -30,7 +30,7 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
         let id = |p: &PathBuf| p.file_name().map(std::ffi::OsStr::to_os_string);
         if let Some(dir) = engine::newest_unfinished(&root) {
             if newest(&root, false).is_none_or(|local| id(&local) < id(&dir)) {
-                return engine::resume(&dir, &args, quiet).await;
+                return engine::resume(&dir, args, directory, quiet).await;
             }
         }
     }

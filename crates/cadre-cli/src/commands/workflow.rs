@@ -75,6 +75,16 @@ async fn retry(
         // Kept: a later resume writes it too.
         invocation.output = Some(absolute(output));
     }
+    if crate::common::engine::find(root, &cmd.run_id).is_some() {
+        // An engine run goes on on the engine, invoked as its folder now keeps it.
+        let kept = serde_json::to_vec_pretty(&invocation)
+            .map_err(|e| CliError::failed_from("cannot encode the run's invocation", e))?;
+        let file = dir.join(cadre_core::workflow::Workflow::INVOCATION_FILE);
+        std::fs::write(&file, kept)
+            .map_err(|e| CliError::failed_from(format!("cannot write {}", file.display()), e))?;
+        let job = crate::common::engine::workflow::Job::Resume(dir, again);
+        return crate::common::engine::workflow::run(cmd.run, job, directory, quiet).await;
+    }
     let job = Job::Resume(Box::new(open_run(&dir)?), invocation, again);
     workflow_run::run(cmd.run, job, directory, quiet).await
 }

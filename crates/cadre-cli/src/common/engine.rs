@@ -3,6 +3,7 @@
 //! usage table and exit codes as a local one.
 
 mod refusals;
+pub mod workflow;
 mod workspace;
 
 use crate::args::RunArgs;
@@ -50,17 +51,59 @@ pub async fn run(
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Code> {
+    let decided = decide(&mut args, directory, quiet)?;
+    let spec = cadre_core::internal::primary_spec(&decided.registry, &args.agent)?.clone();
+    let model = model_id(&args)?;
+    let run = new_run_id();
+    let mut call = agent_call(
+        &args,
+        &decided.registry,
+        spec,
+        &model,
+        &task,
+        run.clone(),
+        decided.permissions.clone(),
+    );
+    let root = decided.root.clone();
+    ready(&mut call, decided, &args, quiet).await?;
+    let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
+    let submitted_ms = now_ms();
+    let invocation = ingress
+        .submit(&call)
+        .await
+        .map_err(|e| not_submitted(&args.restate_url, e))?;
+    let mut meta = EngineRun::new(&args, run, model, task, submitted_ms);
+    meta.invocation = invocation;
+    let dir = write_note(&root, &meta)?;
+    follow(&meta, &dir, &args, quiet).await
+}
+
+/// What an engine run is made from, decided before anything is submitted: the project,
+/// its agent types, the permission rules that travel with the run, and what in the flags
+/// and settings the workers cannot honour.
+pub(crate) struct Decided {
+    /// The project's root.
+    pub(crate) root: PathBuf,
+    /// Its agent types, as the run sends them.
+    pub(crate) registry: Registry,
+    /// The permission mode and rules.
+    pub(crate) permissions: PermissionsSnapshot,
+    /// What the workers would not honour, said.
+    refused: Vec<String>,
+}
+
+/// Decides an engine run from `args` and the project: see [`Decided`].
+pub(crate) fn decide(
+    args: &mut RunArgs,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Decided> {
     let root = workspace_root(directory)?;
     let crate::common::project_items::Decided {
         settings,
         mut registry,
         ..
-    } = crate::common::project_items::decide_run(
-        &mut args,
-        &root,
-        user_dir(true).as_deref(),
-        true,
-    )?;
+    } = crate::common::project_items::decide_run(args, &root, user_dir(true).as_deref(), true)?;
     let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
         settings
@@ -68,24 +111,32 @@ pub async fn run(
             .for_each(|w| errln!("cadre: warning: {w}"));
         print_problems(registry.problems());
     }
-    let mut refused = unhonoured(&args, &settings, mcp.config());
-    refused.extend(hooks_for_workers(&args, &settings, &mut registry, &root));
-    let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
-    let spec = cadre_core::internal::primary_spec(&registry, &args.agent)?.clone();
-    let model = model_id(&args)?;
-    let run = new_run_id();
-    let mut call = agent_call(
-        &args,
-        &registry,
-        spec,
-        &model,
-        &task,
-        run.clone(),
+    let mut refused = unhonoured(args, &settings, mcp.config());
+    refused.extend(hooks_for_workers(args, &settings, &mut registry, &root));
+    let permissions = crate::common::permissions::rules(args, &settings.permissions)?.snapshot();
+    Ok(Decided {
+        root,
+        registry,
         permissions,
-    );
+        refused,
+    })
+}
+
+/// Makes `call` ready to submit: refuses the run (exit 2, naming each) when the workers
+/// would not honour what it asks, then names its workspace (a repository's commit, made
+/// reachable as `refs/cadre/RUN/base`, or the workers' folder).
+pub(crate) async fn ready(
+    call: &mut AgentCall,
+    decided: Decided,
+    args: &RunArgs,
+    quiet: bool,
+) -> Result<()> {
+    let Decided {
+        root, mut refused, ..
+    } = decided;
     // The workers' own check, made here too, before the repository is touched: what they
     // would refuse is not submitted, and leaves no `refs/cadre/RUN/base` behind.
-    refused.extend(cadre_engine::unhonoured(&call));
+    refused.extend(cadre_engine::unhonoured(call));
     refuse(&refused)?;
     // Written before git is asked about uncommitted changes: cadre's own files are not any.
     if let Err(e) = cadre_core::RunDir::write_gitignore(&root) {
@@ -94,37 +145,42 @@ pub async fn run(
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &call.run, quiet).await?;
     call.settings.workspace = workspace;
     call.base = base;
-    let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
-    let submitted_ms = now_ms();
-    let invocation = ingress.submit(&call).await.map_err(|e| {
-        CliError::config_from(
-            format!(
-                "cannot submit the run to {} (is a Restate server running there, with a `cadre worker` registered? see docs/engine.md)",
-                args.restate_url
-            ),
-            e,
-        )
-    })?;
-    let meta = EngineRun {
-        run,
-        invocation,
-        ingress: args.restate_url.clone(),
-        agent: args.agent.clone(),
-        model,
-        task,
-        admin: args
-            .restate_admin_url
-            .clone()
-            .or_else(|| Admin::beside(&args.restate_url)),
-        submitted_ms: Some(submitted_ms),
-    };
-    let dir = write_note(&root, &meta)?;
-    follow(&meta, &dir, &args, quiet).await
+    Ok(())
+}
+
+/// The error of a submission Restate did not take.
+pub(crate) fn not_submitted(ingress: &str, e: cadre_engine::client::ClientError) -> CliError {
+    CliError::config_from(
+        format!(
+            "cannot submit the run to {ingress} (is a Restate server running there, with a `cadre worker` registered? see docs/engine.md)"
+        ),
+        e,
+    )
+}
+
+impl EngineRun {
+    /// The note of run `run`, submitted now (`submitted_ms`) with `args`, of `task` on
+    /// `model`; its invocation filled in once it is known.
+    fn new(args: &RunArgs, run: String, model: String, task: String, submitted_ms: u64) -> Self {
+        Self {
+            run,
+            invocation: String::new(),
+            ingress: args.restate_url.clone(),
+            agent: args.agent.clone(),
+            model,
+            task,
+            admin: args
+                .restate_admin_url
+                .clone()
+                .or_else(|| Admin::beside(&args.restate_url)),
+            submitted_ms: Some(submitted_ms),
+        }
+    }
 }
 
 /// The call that starts the run `run`'s primary agent `spec` on `model` with `task`, and
 /// the settings it carries to the workers (the workspace filled in later).
-fn agent_call(
+pub(crate) fn agent_call(
     args: &RunArgs,
     registry: &Registry,
     spec: AgentSpec,
@@ -149,6 +205,7 @@ fn agent_call(
             // The caller's trace, if it is in one: the primary's span is its child.
             trace: cadre_tools::trace_context::traceparent()
                 .or_else(|| std::env::var("TRACEPARENT").ok()),
+            output_schema: None,
         },
         // Filled in below, once the call is known to be honoured.
         base: None,
@@ -196,8 +253,29 @@ pub fn newest_unfinished(root: &Path) -> Option<PathBuf> {
         .map(|d| d.path().to_path_buf())
 }
 
-/// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
-pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
+/// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it; an engine
+/// workflow run goes on with its items.
+pub async fn resume(
+    dir: &Path,
+    args: RunArgs,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    if dir
+        .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
+        .is_file()
+    {
+        let job = workflow::Job::Resume(
+            dir.to_path_buf(),
+            crate::common::workflow_run::Again::Nothing,
+        );
+        return workflow::run(args, job, directory, quiet).await;
+    }
+    follow_again(dir, &args, quiet).await
+}
+
+/// Follows the engine run in `dir` again.
+async fn follow_again(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
     // The workers hold the rules the run started with; new ones here would be ignored.
     if args.permission_mode.is_some() || !args.allow.is_empty() || !args.deny.is_empty() {
         return Err(CliError::config(

@@ -1,0 +1,340 @@
+//! `cadre workflow run --engine restate` and `cadre resume` of such a run: each item is one
+//! durable `CadreAgent/run` invocation on the workers, submitted under an idempotency key
+//! made of the run id and the item's content key, so that submitting it again (a resume
+//! after the client was killed) attaches to the invocation, running or ended, instead of
+//! running the item again. The file, its input, its templates, the results file and the
+//! live block are a local workflow run's.
+
+mod items;
+
+use super::{agent_call, decide, keep_transcripts, not_submitted, now_ms, ready, write_note};
+use super::{EngineRun, Ingress};
+use crate::args::{OutputFormat, RunArgs};
+use crate::common::exit::{CliError, Code, Result};
+use crate::common::project::workspace_root;
+use crate::common::signals::{self, Ending};
+use crate::common::workflow_output::{LiveBlock, OutputFile, Progress, ResultTeller};
+use crate::common::workflow_run::{count_items, finish, load, Again, Invocation, Loaded};
+use cadre_core::internal::new_run_id;
+use cadre_core::workflow::{ItemResult, ResultsFile, Workflow as Run};
+use cadre_core::{Registry, RunDir, RunSummary, StopKind, UsageReport};
+use cadre_engine::wire::AgentCall;
+use items::{Attempts, Earlier, Items, Tally};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The file in an engine workflow run's folder that keeps the call each item is sent with
+/// (the run's settings, agent types, rules and workspace), so a resume sends what the run
+/// began with.
+const CALL_FILE: &str = "engine-call.json";
+
+/// Which engine workflow run: a new one, or one carried on.
+pub enum Job {
+    /// A new run, invoked so.
+    Fresh(Invocation),
+    /// The run in this folder, with what to do again.
+    Resume(PathBuf, Again),
+}
+
+/// Runs an engine workflow job with the live block; returns the exit code.
+pub async fn run(
+    mut args: RunArgs,
+    job: Job,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    // Watched from the start, so a SIGTERM or SIGHUP that comes early is not lost.
+    let mut endings = signals::watch_endings();
+    let format = args.output_format;
+    let started = match job {
+        Job::Fresh(invocation) => start(&mut args, invocation, directory, quiet).await?,
+        Job::Resume(dir, again) => reopen(&dir, again, directory, quiet)?,
+    };
+    let Started {
+        dir,
+        meta,
+        call,
+        workflow,
+        invocation,
+        registry,
+        root,
+        again,
+    } = started;
+    if !quiet {
+        errln!(
+            "cadre: workflow run {} on the engine at {} (`cadre resume {}` goes on with it)",
+            meta.run,
+            meta.ingress,
+            meta.run
+        );
+    }
+    let ingress = Ingress::new(&meta.ingress).map_err(CliError::invalid)?;
+    let name = workflow.file.name.clone();
+    let total = count_items(&workflow, &invocation, &root);
+    let results = dir.path().join(Run::RESULTS_FILE);
+    let earlier = Earlier::read(&results, matches!(again, Again::Failed));
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    let teller = teller(invocation.output.as_deref(), format, progress.clone())?;
+    let source = workflow
+        .file
+        .items(invocation.input.as_deref(), &root)
+        .map_err(CliError::invalid)?;
+    let map = workflow.file.map.clone();
+    let (prompts, targs) = (workflow.prompts.clone(), workflow.args.clone());
+    let work = source
+        .map(move |item| crate::common::workflow_run::work_item(item, &map, &prompts, &targs));
+    let concurrency = invocation
+        .concurrency
+        .unwrap_or(workflow.file.map.concurrency)
+        .max(1);
+    let items = Items::new(Box::new(work), registry, invocation.model.clone(), earlier);
+    let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries);
+    let live = LiveBlock::new(&name, total, format, quiet);
+    let mut tally = Tally::new(ResultsFile::create(Some(results)), teller);
+    let begun = Instant::now();
+    let before = Duration::from_millis(
+        meta.submitted_ms
+            .map_or(0, |at| now_ms().saturating_sub(at)),
+    );
+    let tokens = poll_tokens(&ingress, &meta.run);
+    let driven = items::drive(
+        items,
+        attempts,
+        &mut tally,
+        concurrency,
+        &mut endings,
+        |running| {
+            let p = progress.lock().unwrap_or_else(|e| e.into_inner());
+            live.tick(&p, running, *tokens.1.borrow(), before + begun.elapsed());
+        },
+    )
+    .await;
+    live.finish();
+    drop(tokens);
+    let stop = match driven {
+        Some(stop) => stop,
+        None => {
+            errln!(
+                "cadre: quitting now; `cadre resume {}` goes on with the run",
+                meta.run
+            );
+            return Ok(Code::Cancelled);
+        }
+    };
+    let (answer, records) = tally.end();
+    keep_transcripts(&ingress, &meta.run, &dir).await;
+    let elapsed_ms = u64::try_from((before + begun.elapsed()).as_millis()).unwrap_or(u64::MAX);
+    let mut summary = RunSummary::new(
+        name.clone(),
+        answer,
+        stop,
+        elapsed_ms,
+        UsageReport::new(records),
+    );
+    summary.run_id = Some(meta.run.clone());
+    if let Err(e) = dir.write_summary(&summary) {
+        errln!("cadre: warning: could not write the run summary: {e}");
+    }
+    let mut code = finish(Some(&dir), &summary, format, quiet);
+    let p = progress.lock().unwrap_or_else(|e| e.into_inner());
+    if code == Code::Done && p.completed < p.done {
+        // A script must tell 200 failed items from 200 completed ones.
+        code = Code::StoppedEarly;
+    }
+    let hung_up = *endings.borrow() == Some(Ending::HungUp);
+    Ok(if hung_up { Code::HungUp } else { code })
+}
+
+/// What a run needs to go: its folder and note, the call its items are sent with, the
+/// workflow read, how it was invoked, the agent types, the project's root, and what to do
+/// again.
+struct Started {
+    dir: RunDir,
+    meta: EngineRun,
+    call: AgentCall,
+    workflow: Loaded,
+    invocation: Invocation,
+    registry: Registry,
+    root: PathBuf,
+    again: Again,
+}
+
+/// A new run: the workflow read, the run decided as `cadre run --engine restate` decides
+/// one, its folder made with its note, invocation and call.
+async fn start(
+    args: &mut RunArgs,
+    invocation: Invocation,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Started> {
+    let decided = decide(args, directory, quiet)?;
+    let workflow = load(&invocation, &decided.registry, quiet)?;
+    if workflow.file.reduce.is_some() {
+        // The reduce reads the results file, which is on this machine, not the workers'.
+        return Err(CliError::config(
+            "--engine restate does not run a workflow's `reduce:` yet; run it here (without --engine), or leave `reduce:` out",
+        ));
+    }
+    let concurrency = invocation
+        .concurrency
+        .unwrap_or(workflow.file.map.concurrency);
+    if args.given.source("limits.max_parallel").is_none() {
+        // Each item's requests would else wait for one of --max-parallel's 16 slots.
+        args.max_parallel = args.max_parallel.max(concurrency);
+    }
+    let spec = decided
+        .registry
+        .get(&workflow.file.map.agent)
+        .cloned()
+        .ok_or_else(|| CliError::config("the map's agent type is gone"))?;
+    let run = new_run_id();
+    let mut call = agent_call(
+        args,
+        &decided.registry,
+        spec,
+        &invocation.model,
+        "",
+        run.clone(),
+        decided.permissions.clone(),
+    );
+    call.settings.budget_tokens = args.budget_tokens.or(workflow.file.budget.tokens);
+    let registry = decided.registry.clone();
+    let root = decided.root.clone();
+    ready(&mut call, decided, args, quiet).await?;
+    // Asked first: a Restate that is not there (or has no worker) leaves no run folder.
+    Ingress::new(&args.restate_url)
+        .map_err(CliError::invalid)?
+        .tokens(&call.run)
+        .await
+        .map_err(|e| not_submitted(&args.restate_url, e))?;
+    // The note says the run is on the engine: `cadre resume` finds it as one.
+    let mut meta = EngineRun::new(
+        args,
+        run,
+        invocation.model.clone(),
+        workflow.file.name.clone(),
+        now_ms(),
+    );
+    meta.agent = Run::ROOT_TYPE.to_owned();
+    let dir = write_note(&root, &meta)?;
+    write_json(&dir.path().join(Run::INVOCATION_FILE), &invocation)?;
+    write_json(&dir.path().join(CALL_FILE), &call)?;
+    Ok(Started {
+        dir,
+        meta,
+        call,
+        workflow,
+        invocation,
+        registry,
+        root,
+        again: Again::Nothing,
+    })
+}
+
+/// The run in `dir`, as it began: its note, invocation and call read back, the workflow
+/// file read again (an edited file changes some items' calls: only those run).
+fn reopen(dir: &Path, again: Again, directory: Option<PathBuf>, quiet: bool) -> Result<Started> {
+    if let Again::Item(..) = again {
+        return Err(CliError::config(
+            "--item/--prompt: a fix round does not run on the engine yet (an item's agent ends with its invocation); `cadre workflow retry RUN --failed` runs the failed items again",
+        ));
+    }
+    let dir = RunDir::open(dir)?;
+    let meta: EngineRun = read_json(&dir.engine_file())?;
+    let invocation: Invocation = read_json(&dir.path().join(Run::INVOCATION_FILE))?;
+    let call: AgentCall = read_json(&dir.path().join(CALL_FILE))?;
+    // The run's own agent types, as it began: the workers are sent those.
+    let mut registry = Registry::shipped();
+    for wire in call.settings.agents.clone() {
+        registry.insert(wire.into_spec());
+    }
+    let workflow = load(&invocation, &registry, quiet)?;
+    let root = workspace_root(directory)?;
+    Ok(Started {
+        dir,
+        meta,
+        call,
+        workflow,
+        invocation,
+        registry,
+        root,
+        again,
+    })
+}
+
+/// What each result is told to besides the results file: `--output`, stream-json, the
+/// progress.
+fn teller(
+    output: Option<&Path>,
+    format: OutputFormat,
+    progress: Arc<Mutex<Progress>>,
+) -> Result<ResultTeller> {
+    let output = match output {
+        Some(path) => Some(OutputFile::create(path).map_err(|e| {
+            CliError::config_from(format!("cannot write --output {}", path.display()), e)
+        })?),
+        None => None,
+    };
+    Ok(ResultTeller {
+        output,
+        stream: format == OutputFormat::StreamJson,
+        progress,
+    })
+}
+
+/// Reads the tokens the run's items have used, twice a second, into the watch it returns
+/// (with the poller, which stops when dropped).
+fn poll_tokens(
+    ingress: &Ingress,
+    run: &str,
+) -> (
+    tokio_util::task::AbortOnDropHandle<()>,
+    tokio::sync::watch::Receiver<u64>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(0);
+    let ingress = ingress.clone();
+    let run = run.to_owned();
+    let poller = tokio::spawn(async move {
+        loop {
+            if let Ok(tokens) = ingress.tokens(&run).await {
+                if tx.send(tokens).is_err() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    (tokio_util::task::AbortOnDropHandle::new(poller), rx)
+}
+
+/// Writes `value` as JSON to `file`.
+fn write_json(file: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| CliError::failed_from(format!("cannot encode {}", file.display()), e))?;
+    std::fs::write(file, bytes)
+        .map_err(|e| CliError::failed_from(format!("cannot write {}", file.display()), e))
+}
+
+/// Reads the JSON `file` as a `T`.
+fn read_json<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::failed_from(format!("cannot read {}", file.display()), e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| CliError::failed_from(format!("{} is damaged", file.display()), e))
+}
+
+/// The result line of an item that did not start because the run stopped for `stop`.
+fn not_started(key: &str, call: &str, stop: &StopKind, attempt: u32) -> ItemResult {
+    let mut r = ItemResult::new(
+        key,
+        match stop {
+            StopKind::Budget => "budget",
+            _ => "cancelled",
+        },
+    );
+    r.call = Some(call.to_owned());
+    r.error = Some(format!("not started: {stop}"));
+    r.attempts = attempt;
+    r
+}

@@ -1,0 +1,523 @@
+//! The items of an engine workflow run: each made into its agent call and content key (as
+//! cadre-core's driver makes them), submitted as attempts at most `concurrency` at once,
+//! and told as they end; what an earlier part of the run finished stands.
+
+use super::not_started;
+use crate::common::signals::Ending;
+use cadre_core::internal::INHERIT_MODEL;
+use cadre_core::workflow::{output_of, CallKey, ItemResult, ResultsFile, WorkItem, Workflow};
+use cadre_core::{AgentPath, AgentRecord, Delegated, DelegatedCall, Registry, StopKind, Usage};
+use cadre_engine::client::{ClientError, Ingress};
+use cadre_engine::wire::AgentCall;
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The longest wait before a failed item is tried again.
+const MOST_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How often an attach cut off by the network is tried again before the item is given up
+/// (the run then stops, and a resume attaches again).
+const ATTACH_TRIES: u32 = 10;
+
+/// An item on its way: its call, and which attempt.
+pub(super) struct Pending {
+    key: String,
+    /// Its content key, with the occurrence number of a second call of the same content.
+    base: String,
+    agent: DelegatedCall,
+    typed: bool,
+    attempt: u32,
+    /// Tokens its attempts so far used.
+    usage: Usage,
+}
+
+impl Pending {
+    /// The id of its attempt under way (`KEY`, then `KEY~1`, `KEY~2`… for retries).
+    fn call_id(&self) -> String {
+        match self.attempt {
+            0 => self.base.clone(),
+            n => format!("{}~{n}", self.base),
+        }
+    }
+}
+
+/// The result lines an earlier part of the run wrote, by call (without its attempt).
+pub(super) struct Earlier {
+    lines: HashMap<String, ItemResult>,
+    retry_failed: bool,
+}
+
+/// What becomes of an item given its earlier line.
+enum Decision {
+    /// Its earlier result stands.
+    Stands(Box<ItemResult>),
+    /// It is submitted as this attempt.
+    Submit(u32),
+}
+
+impl Earlier {
+    /// The lines of `results` (and of the `.partial` file a resume cut short left beside
+    /// it, which is newer), the last for each call winning; `retry_failed` runs failed
+    /// items again.
+    pub(super) fn read(results: &Path, retry_failed: bool) -> Self {
+        let mut partial = results.as_os_str().to_owned();
+        partial.push(".partial");
+        let mut lines = HashMap::new();
+        for file in [results, Path::new(&partial)] {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            for r in text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<ItemResult>(l).ok())
+            {
+                let Some(call) = &r.call else { continue };
+                let base = call.split('~').next().unwrap_or(call).to_owned();
+                lines.insert(base, r);
+            }
+        }
+        Self {
+            lines,
+            retry_failed,
+        }
+    }
+
+    /// What the run does with the item whose call is `base`: a completed line stands, and
+    /// so does a failure that a resume does not carry on (an invalid answer, a limit); an
+    /// item stopped by the model API, cancelled or not started is submitted again as a
+    /// fresh attempt (its last one ended on the engine, where it cannot go on).
+    fn decide(&mut self, base: &str) -> Decision {
+        let Some(line) = self.lines.remove(base) else {
+            return Decision::Submit(0);
+        };
+        let not_started = line
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("not started:"));
+        let resumes = line.outcome == StopKind::Cancelled.label()
+            || line.outcome == StopKind::ModelError(String::new()).label();
+        if !line.is_completed()
+            && (not_started || resumes || (self.retry_failed && line.is_failed()))
+        {
+            return Decision::Submit(line.attempts);
+        }
+        Decision::Stands(Box::new(line))
+    }
+}
+
+/// What the next item of the input comes to.
+pub(super) enum Next {
+    /// Its line, known now (bad input, an unknown type, an earlier result that stands).
+    Told(Box<ItemResult>),
+    /// It is to be submitted.
+    Run(Box<Pending>),
+}
+
+/// The items of the input, made into calls as they are read.
+pub(super) struct Items {
+    source: Box<dyn Iterator<Item = WorkItem> + Send>,
+    registry: Registry,
+    model: String,
+    seen: HashMap<CallKey, u32>,
+    earlier: Earlier,
+    /// Items made into calls so far (each item's agent is numbered by it).
+    made: u32,
+}
+
+impl Items {
+    /// The items of `source`, their types in `registry`, the run's model `model`, what an
+    /// earlier part of the run found in `earlier`.
+    pub(super) fn new(
+        source: Box<dyn Iterator<Item = WorkItem> + Send>,
+        registry: Registry,
+        model: String,
+        earlier: Earlier,
+    ) -> Self {
+        Self {
+            source,
+            registry,
+            model,
+            seen: HashMap::new(),
+            earlier,
+            made: 0,
+        }
+    }
+
+    /// The next item, read from the input only now.
+    pub(super) fn next(&mut self) -> Option<Next> {
+        let item = self.source.next()?;
+        Some(self.prepare(item))
+    }
+
+    /// `item` made into its call and content key, or its line when it cannot run.
+    fn prepare(&mut self, item: WorkItem) -> Next {
+        let WorkItem {
+            key, line, call, ..
+        } = item;
+        let failed = |why: String, outcome: &str| {
+            let mut r = ItemResult::new(key.clone(), outcome);
+            r.line = line;
+            r.error = Some(why);
+            Next::Told(Box::new(r))
+        };
+        let call = match call {
+            Ok(call) => call,
+            Err(why) => return failed(why, ItemResult::BAD_INPUT),
+        };
+        let Some(spec) = self.registry.get(&call.agent) else {
+            let known: Vec<&str> = self.registry.all().map(|s| s.name.as_str()).collect();
+            let why = format!(
+                "unknown agent type {:?}; the types are: {}",
+                call.agent,
+                known.join(", ")
+            );
+            return failed(why, "failed: unknown type");
+        };
+        if let Some(why) = spec.unusable() {
+            return failed(why.to_string(), "failed: unusable type");
+        }
+        let mut spec = spec.clone();
+        // The item's limits travel in the type the workers are sent, where they tighten it
+        // (as a `Task` call's do on the engine).
+        spec.limits = spec.limits.tightened_by(&call.limits);
+        let model = match spec.model.as_str() {
+            INHERIT_MODEL => self.model.clone(),
+            other => cadre_core::model::resolve_model_alias(other).to_owned(),
+        };
+        let content = CallKey::of(
+            &call.agent,
+            &call.prompt,
+            call.output_schema.as_ref(),
+            &call.limits,
+            &model,
+        );
+        let base = self.call_id(content);
+        let attempt = match self.earlier.decide(&base) {
+            Decision::Stands(line) => return Next::Told(line),
+            Decision::Submit(attempt) => attempt,
+        };
+        self.made += 1;
+        let path = AgentPath::primary(Workflow::ROOT_TYPE).child(&spec.name, self.made);
+        let agent = DelegatedCall {
+            path,
+            depth: 1,
+            spec,
+            model,
+            description: format!("item {key}"),
+            prompt: call.prompt,
+            trace: None,
+            output_schema: call.output_schema,
+        };
+        Next::Run(Box::new(Pending {
+            key,
+            base,
+            typed: agent.output_schema.is_some(),
+            agent,
+            attempt,
+            usage: Usage::default(),
+        }))
+    }
+
+    /// The id of the call of content `key`: a second call of the same content is a call of
+    /// its own, its id carrying how many came before it in the input's order.
+    fn call_id(&mut self, key: CallKey) -> String {
+        let n = self.seen.entry(key).or_insert(0);
+        let id = match *n {
+            0 => key.to_string(),
+            n => format!("{key}.{n}"),
+        };
+        *n += 1;
+        id
+    }
+}
+
+/// How one attempt ended.
+pub(super) enum Ended {
+    /// Its invocation ended with this report.
+    Ran(Delegated),
+    /// It was never submitted: the run stopped first.
+    NotStarted,
+    /// The engine could not be asked (it was not submitted, or the attach was lost).
+    Lost(String),
+}
+
+/// Submits attempts and keeps the invocations in flight, to cancel them.
+pub(super) struct Attempts {
+    ingress: Ingress,
+    template: Arc<AgentCall>,
+    retries: u32,
+    /// Invocations in flight, by idempotency key.
+    inflight: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Cancelled when the run stops scheduling.
+    stop: CancellationToken,
+}
+
+impl Attempts {
+    /// Attempts sent through `ingress`, each with `template`'s settings, a failed item
+    /// tried again `retries` times.
+    pub(super) fn new(ingress: Ingress, template: AgentCall, retries: u32) -> Self {
+        Self {
+            ingress,
+            template: Arc::new(template),
+            retries,
+            inflight: Arc::default(),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// The attempt of `pending` under way, after `wait`: submitted under the idempotency
+    /// key `RUN:CALL`, then attached to until its invocation ends.
+    fn attempt(
+        &self,
+        pending: Box<Pending>,
+        wait: Duration,
+    ) -> impl std::future::Future<Output = (Box<Pending>, Ended)> + Send + 'static {
+        let ingress = self.ingress.clone();
+        let template = self.template.clone();
+        let inflight = self.inflight.clone();
+        let stop = self.stop.clone();
+        async move {
+            if !wait.is_zero() {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+            if stop.is_cancelled() {
+                return (pending, Ended::NotStarted);
+            }
+            let mut call = AgentCall::clone(&template);
+            call.agent = pending.agent.clone();
+            let key = format!("{}:{}", call.run, pending.call_id());
+            let invocation = match ingress.submit_keyed(&call, &key).await {
+                Ok(id) => id,
+                Err(e) => return (pending, Ended::Lost(e.to_string())),
+            };
+            lock(&inflight).insert(key.clone(), invocation.clone());
+            if stop.is_cancelled() {
+                // The run stopped while it was being submitted: the cancel may have missed it.
+                let _ = ingress
+                    .cancel_items(&call.run, std::slice::from_ref(&invocation))
+                    .await;
+            }
+            let ended = attach(&ingress, &invocation).await;
+            lock(&inflight).remove(&key);
+            (pending, ended)
+        }
+    }
+
+    /// Stops scheduling: no attempt is submitted from now on, and every invocation in
+    /// flight is cancelled on the engine.
+    fn stop_all(&self) {
+        self.stop.cancel();
+        let ids: Vec<String> = lock(&self.inflight).values().cloned().collect();
+        if ids.is_empty() {
+            return;
+        }
+        let ingress = self.ingress.clone();
+        let run = self.template.run.clone();
+        tokio::spawn(async move {
+            if let Err(e) = ingress.cancel_items(&run, &ids).await {
+                errln!("cadre: could not cancel the items in flight: {e}");
+            }
+        });
+    }
+}
+
+/// The inflight map, whatever a panicking holder left.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits for the invocation `id` to end; a connection cut off is tried again.
+async fn attach(ingress: &Ingress, id: &str) -> Ended {
+    let mut tries = 0;
+    loop {
+        match ingress.attach(id).await {
+            Ok(report) => return Ended::Ran(report),
+            Err(ClientError::Unreachable { .. }) if tries + 1 < ATTACH_TRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            // Restate answers a cancelled invocation's attach with its cancellation.
+            Err(ClientError::Status { status: 409, .. }) => {
+                return Ended::Ran(Delegated::stopped(StopKind::Cancelled))
+            }
+            Err(e) => return Ended::Lost(e.to_string()),
+        }
+    }
+}
+
+/// Where each item's line goes, and what the run's end is told from.
+pub(super) struct Tally {
+    file: ResultsFile,
+    teller: crate::common::workflow_output::ResultTeller,
+    outcomes: BTreeMap<String, u64>,
+    records: Vec<AgentRecord>,
+}
+
+impl Tally {
+    /// Lines written to `file` and told to `teller`.
+    pub(super) fn new(
+        file: ResultsFile,
+        teller: crate::common::workflow_output::ResultTeller,
+    ) -> Self {
+        Self {
+            file,
+            teller,
+            outcomes: BTreeMap::new(),
+            records: Vec::new(),
+        }
+    }
+
+    /// Writes `r`'s line and tells it.
+    fn tell(&mut self, r: &ItemResult) {
+        self.file.write(r);
+        self.teller.tell(r);
+        *self.outcomes.entry(r.outcome.clone()).or_default() += 1;
+    }
+
+    /// Ends the results file (it takes an earlier one's place); the run's answer
+    /// (`N items: a completed, b failed: …`) and the records of the agents that ran.
+    pub(super) fn end(mut self) -> (String, Vec<AgentRecord>) {
+        self.file.finish();
+        let total: u64 = self.outcomes.values().sum();
+        let parts: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(outcome, n)| format!("{n} {outcome}"))
+            .collect();
+        (format!("{total} items: {}", parts.join(", ")), self.records)
+    }
+}
+
+/// Drives the items to their ends: at most `concurrency` submitted and unfinished at once,
+/// items read only as slots free; `tick` redraws the live block with the number running.
+/// Returns why scheduling stopped (`Done` when it did not), or `None` when a second Ctrl-C
+/// (or signal) gave the run up at once.
+pub(super) async fn drive(
+    mut items: Items,
+    attempts: Attempts,
+    tally: &mut Tally,
+    concurrency: usize,
+    endings: &mut watch::Receiver<Option<Ending>>,
+    mut tick: impl FnMut(u64),
+) -> Option<StopKind> {
+    let mut running = FuturesUnordered::new();
+    let mut stopped: Option<StopKind> = None;
+    let mut exhausted = false;
+    let mut asked = false;
+    let mut ticker = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        while !exhausted && running.len() < concurrency {
+            match items.next() {
+                None => exhausted = true,
+                Some(Next::Told(r)) => tally.tell(&r),
+                Some(Next::Run(p)) => match &stopped {
+                    Some(stop) => tally.tell(&not_started(&p.key, &p.call_id(), stop, p.attempt)),
+                    None => running.push(attempts.attempt(p, Duration::ZERO)),
+                },
+            }
+        }
+        if running.is_empty() && exhausted {
+            break;
+        }
+        let why = tokio::select! {
+            Some((pending, ended)) = running.next() => {
+                if let Some((pending, wait)) = ended_attempt(&attempts, pending, ended, &mut stopped, tally) {
+                    running.push(attempts.attempt(pending, wait));
+                }
+                continue;
+            }
+            _ = tokio::signal::ctrl_c() => "Ctrl-C",
+            Ok(()) = endings.changed() => "a signal",
+            _ = ticker.tick() => {
+                tick(running.len() as u64);
+                continue;
+            }
+        };
+        if asked {
+            return None;
+        }
+        errln!("cadre: stopping every item ({why}; a second one quits at once)");
+        asked = true;
+        stopped.get_or_insert(StopKind::Cancelled);
+        attempts.stop_all();
+    }
+    Some(stopped.unwrap_or(StopKind::Done))
+}
+
+/// Takes the end of `pending`'s attempt: its line told, or its next attempt (a retry) to
+/// run after the wait returned; a terminal provider error, the budget spent or a lost
+/// engine stops scheduling.
+fn ended_attempt(
+    attempts: &Attempts,
+    mut pending: Box<Pending>,
+    ended: Ended,
+    stopped: &mut Option<StopKind>,
+    tally: &mut Tally,
+) -> Option<(Box<Pending>, Duration)> {
+    let report = match ended {
+        Ended::Ran(report) => report,
+        Ended::NotStarted => {
+            let stop = stopped.clone().unwrap_or(StopKind::Cancelled);
+            let call = pending.call_id();
+            tally.tell(&not_started(&pending.key, &call, &stop, pending.attempt));
+            return None;
+        }
+        Ended::Lost(why) => {
+            let stop = StopKind::Other(format!("the engine could not be asked: {why}"));
+            stop_scheduling(attempts, stopped, stop.clone());
+            let call = pending.call_id();
+            tally.tell(&not_started(&pending.key, &call, &stop, pending.attempt));
+            return None;
+        }
+    };
+    let Delegated {
+        stop,
+        text,
+        records,
+        ..
+    } = report;
+    if let Some(own) = records.iter().find(|r| r.path == pending.agent.path) {
+        pending.usage.add(&own.usage);
+    }
+    tally.records.extend(records);
+    match &stop {
+        StopKind::ModelError(why) if cadre_core::ModelError::text_is_terminal(why) => {
+            stop_scheduling(attempts, stopped, stop.clone());
+        }
+        StopKind::Budget => stop_scheduling(attempts, stopped, StopKind::Budget),
+        _ => {}
+    }
+    let failed = stop.outcome() == cadre_core::Outcome::Failed;
+    if failed && pending.attempt < attempts.retries && stopped.is_none() {
+        let wait = Duration::from_millis(500)
+            .saturating_mul(1 << pending.attempt.min(10))
+            .min(MOST_BACKOFF);
+        pending.attempt += 1;
+        return Some((pending, wait));
+    }
+    let (output, error) = output_of(&stop, &text, pending.typed);
+    let mut r = ItemResult::new(pending.key.clone(), stop.label());
+    r.call = Some(pending.call_id());
+    r.output = output;
+    r.error = error;
+    r.usage = pending.usage;
+    r.agent = Some(pending.agent.path.clone());
+    r.attempts = pending.attempt + 1;
+    r.ran_now = true;
+    tally.tell(&r);
+    None
+}
+
+/// Stops scheduling for `stop`, unless it stopped before.
+fn stop_scheduling(attempts: &Attempts, stopped: &mut Option<StopKind>, stop: StopKind) {
+    if stopped.is_none() {
+        *stopped = Some(stop);
+        attempts.stop_all();
+    }
+}

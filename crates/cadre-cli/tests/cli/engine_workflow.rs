@@ -1,0 +1,376 @@
+//! `cadre workflow run --engine restate`: each item a durable call on two workers behind
+//! HAProxy (a real Restate server), a worker or the client killed mid-run, and a 401.
+
+use super::engine_fleet::{finish, Fleet};
+use super::sessions::cadre_command;
+use super::*;
+use cadre_engine::client::Ingress;
+use cadre_testkit::restate::engine_or_skip;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// The workflow: each item labelled by an explore agent, typed.
+fn workflow_file(concurrency: usize) -> String {
+    format!(
+        r#"name: label
+input: items.jsonl
+key: id
+map:
+  agent: explore
+  prompt: "Label {{{{ item.title }}}}."
+  output_schema: {{type: object, properties: {{label: {{type: string}}}}, required: [label], additionalProperties: false}}
+  concurrency: {concurrency}
+"#
+    )
+}
+
+/// A project (no repository: the workers share its folder) with the workflow and `items`
+/// items.
+fn project(items: usize, concurrency: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("label.yaml"), &workflow_file(concurrency));
+    let lines: Vec<String> = (0..items)
+        .map(|n| json!({"id": format!("i{n:03}"), "title": format!("item-{n:03}")}).to_string())
+        .collect();
+    write_file(&dir.path().join("items.jsonl"), &(lines.join("\n") + "\n"));
+    dir
+}
+
+/// Routes each of `items` items' request to its own answer (`spare` of them, for requests
+/// sent again), each after `delay`.
+fn routes(server: &MockServer, items: usize, spare: usize, delay: Duration) {
+    for n in 0..items {
+        let label = json!({"label": format!("label-{n}")}).to_string();
+        server.route(
+            Match::FirstUserContains(format!("item-{n:03}.")),
+            vec![Reply::text(&label).usage(20, 5, 0, 0).delay(delay); spare],
+        );
+    }
+    server.allow_unused_replies();
+}
+
+/// The number of the item a prompt is about (`item-017.` is 17).
+fn item_number(body: &Value) -> Option<usize> {
+    let prompt = body["messages"][0]["content"]
+        .as_array()
+        .and_then(|c| c.first())
+        .and_then(|b| b["text"].as_str())
+        .or_else(|| body["messages"][0]["content"].as_str())?;
+    let at = prompt.find("item-")?;
+    prompt.get(at + 5..at + 8)?.parse().ok()
+}
+
+/// How many requests the mock received for each item, by item number.
+fn sent_per_item(server: &MockServer) -> BTreeMap<usize, usize> {
+    let mut sent = BTreeMap::new();
+    for r in server.requests() {
+        if let Some(n) = item_number(&r.body) {
+            *sent.entry(n).or_default() += 1;
+        }
+    }
+    sent
+}
+
+/// A gate holding the requests of the items numbered in `held`.
+fn hold(server: &MockServer, held: std::ops::Range<usize>) -> cadre_testkit::Gate {
+    server.gate(Match::Custom(std::sync::Arc::new(move |body: &Value| {
+        item_number(body).is_some_and(|n| held.contains(&n))
+    })))
+}
+
+/// The project's one run folder, once there is one.
+fn run_dir(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join(".cadre/runs"))
+        .ok()?
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert!(found.len() <= 1, "{found:?}");
+    found.pop()
+}
+
+/// The run's id.
+fn run_id(dir: &Path) -> String {
+    let dir = run_dir(dir).unwrap();
+    dir.file_name().unwrap().to_str().unwrap().to_owned()
+}
+
+/// The keys the results file has lines for so far.
+fn keys_told(dir: &Path) -> BTreeSet<String> {
+    let Some(run) = run_dir(dir) else {
+        return BTreeSet::new();
+    };
+    let text = std::fs::read_to_string(run.join("results.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["key"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The results file's lines, by key (each key once).
+fn results(dir: &Path) -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(run_dir(dir).unwrap().join("results.jsonl")).unwrap();
+    let mut by_key = BTreeMap::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let key = v["key"].as_str().unwrap().to_owned();
+        assert!(by_key.insert(key.clone(), v).is_none(), "{key} twice");
+    }
+    by_key
+}
+
+/// Asserts `items` lines, each completed with an output valid against the schema (an
+/// object of one string `label`), its own.
+fn all_completed(results: &BTreeMap<String, Value>, items: usize) {
+    assert_eq!(results.len(), items);
+    for n in 0..items {
+        let r = &results[&format!("i{n:03}")];
+        assert_eq!(r["outcome"], "completed", "{r}");
+        let output = r["output"].as_object().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(output.len(), 1, "{r}");
+        assert_eq!(output["label"], format!("label-{n}"), "{r}");
+    }
+}
+
+/// `cadre workflow run label.yaml --engine restate` in `dir` as a child process (to kill).
+fn spawn_run(dir: &Path, fleet: &Fleet, home: &Path, model: &str) -> Child {
+    let ingress = fleet.restate.ingress_url();
+    let args = [
+        "workflow",
+        "run",
+        "label.yaml",
+        "--engine",
+        "restate",
+        "--restate-url",
+        &ingress,
+    ];
+    cadre_command(dir, model, home, &args)
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The items of run `id` that the roster shows at work on worker `name` (a model request
+/// under way), by item number, once `n` items are at work.
+async fn at_work(fleet: &Fleet, id: &str, n: usize) -> BTreeMap<usize, String> {
+    let ingress = Ingress::new(&fleet.restate.ingress_url()).unwrap();
+    let mut at_work = BTreeMap::new();
+    for _ in 0..200 {
+        let roster = ingress.roster(id).await.unwrap();
+        at_work = roster
+            .iter()
+            .filter(|p| p.turn >= 1)
+            .filter_map(|p| {
+                let key = p.description.strip_prefix("item i")?;
+                Some((key.parse::<usize>().ok()?, p.worker.clone()))
+            })
+            .collect();
+        if at_work.len() == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    at_work
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn two_hundred_items_over_two_workers_one_killed_all_complete_none_sent_again() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 200;
+    const AT_ONCE: usize = 8;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 2, Duration::from_millis(20));
+    // Items 66–73 (the eight at work once about a third are done) wait here for the kill.
+    let held = hold(&mock, 66..66 + AT_ONCE);
+    let mut fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri());
+    assert!(
+        held.wait_for(AT_ONCE, Duration::from_secs(120)).await,
+        "only {} held items reached the mock\n{}",
+        held.waiting(),
+        fleet.restate.log()
+    );
+    let told_before = keys_told(dir.path());
+    assert_eq!(told_before.len(), 66, "{told_before:?}");
+    // Kill a replica that holds some of them.
+    let id = run_id(dir.path());
+    let working = at_work(&fleet, &id, AT_ONCE).await;
+    assert_eq!(working.len(), AT_ONCE, "{working:?}");
+    let on = |w: &str| -> BTreeSet<usize> {
+        working
+            .iter()
+            .filter(|(_, worker)| *worker == w)
+            .map(|(n, _)| *n)
+            .collect()
+    };
+    let (victim, lost) = if on("w1").is_empty() {
+        (1, on("w2"))
+    } else {
+        (0, on("w1"))
+    };
+    assert!(!lost.is_empty(), "no worker holds an item: {working:?}");
+    fleet.workers[victim].kill();
+    held.open();
+    let out = finish(client).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("200 items: 200 completed"),
+        "{}",
+        out.stdout
+    );
+    all_completed(&results(dir.path()), ITEMS);
+    // No item's request went out twice but those the killed worker had under way, held
+    // unanswered (its invocations went to the other worker, which sent each once more);
+    // none that had ended, none the other worker had.
+    let sent = sent_per_item(&mock);
+    assert_eq!(sent.len(), ITEMS);
+    let again: BTreeSet<usize> = sent
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(item, _)| *item)
+        .collect();
+    assert_eq!(
+        again, lost,
+        "sent again: {again:?}; the killed worker had {lost:?}"
+    );
+    assert!(sent.values().all(|n| *n <= 2), "{sent:?}");
+    assert!(again.len() <= AT_ONCE);
+    assert!(told_before
+        .iter()
+        .all(|k| !again.contains(&k[1..].parse().unwrap())));
+    // The results file is the run's: `cadre runs` lists it with every item's agent.
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir(dir.path()).unwrap().join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["usage"]["agents"].as_array().unwrap().len(), ITEMS);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn the_client_killed_and_resumed_sends_no_item_again() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 40;
+    const AT_ONCE: usize = 4;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 2, Duration::from_millis(20));
+    let held = hold(&mock, 20..20 + AT_ONCE);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let mut client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri());
+    assert!(
+        held.wait_for(AT_ONCE, Duration::from_secs(120)).await,
+        "only {} held items reached the mock",
+        held.waiting()
+    );
+    client.kill().unwrap();
+    client.wait().unwrap();
+    assert_eq!(keys_told(dir.path()).len(), 20);
+    // The items under way end on the engine while no client is there: their lines are not
+    // written, and the resume must take their results from the engine.
+    held.open();
+    wait_for("the held items to end on the engine", || {
+        mock.requests().iter().filter(|r| r.completed).count() == 20 + AT_ONCE
+    })
+    .await;
+    let id = run_id(dir.path());
+    let out = cadre_env(dir.path(), &[], &["resume", &id[..id.len() - 2]]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()), ITEMS);
+    let sent = sent_per_item(&mock);
+    assert_eq!(sent.len(), ITEMS);
+    assert!(
+        sent.values().all(|n| *n == 1),
+        "an item was sent again: {sent:?}"
+    );
+    // Nothing is left unfinished: a plain `cadre resume` finds no engine run to go on with.
+    let summary = run_dir(dir.path()).unwrap().join("summary.json");
+    assert!(summary.is_file());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn a_401_stops_submitting_exits_3_naming_it_and_resume_completes_the_rest() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 40;
+    const AT_ONCE: usize = 4;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    mock.route(
+        Match::FirstUserContains("item-020.".into()),
+        vec![Reply::error_status(
+            401,
+            "authentication_error",
+            "invalid x-api-key",
+        )],
+    );
+    routes(&mock, ITEMS, 2, Duration::from_millis(50));
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let ingress = fleet.restate.ingress_url();
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &ingress,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("401"), "{}", out.stderr);
+    // Items are submitted in order, four at once: when item 20 was refused, at most the
+    // three after it had been submitted.
+    let sent = sent_per_item(&mock);
+    assert!(
+        sent.keys().all(|&n| n < 20 + AT_ONCE),
+        "an item was submitted after the 401: {sent:?}"
+    );
+    let first = results(dir.path());
+    assert_eq!(first.len(), ITEMS, "one line per item");
+    let not_started = first
+        .values()
+        .filter(|r| r["outcome"] == "cancelled")
+        .count();
+    assert!(
+        not_started >= ITEMS - 20 - AT_ONCE,
+        "{not_started} not started"
+    );
+
+    // The key is good again: resume completes the rest, sending no completed item again.
+    let id = run_id(dir.path());
+    let out = cadre_env(dir.path(), &[], &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()), ITEMS);
+    let after = sent_per_item(&mock);
+    for (key, r) in first.iter().filter(|(_, r)| r["outcome"] == "completed") {
+        let n: usize = key[1..].parse().unwrap();
+        assert_eq!(after[&n], 1, "completed item {n} ({r}) was sent again");
+    }
+}
