@@ -244,13 +244,33 @@ pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
 }
 
 /// The newest engine run in `root`'s run folders that this client has not seen end (no
-/// `summary.json` yet): a run whose client was stopped, perhaps still going on the engine.
+/// `summary.json` yet): a run whose client was stopped, perhaps still going on the engine;
+/// or a workflow run that stopped early in a way a resume goes on from (cancelled, or
+/// refused by the provider).
 pub fn newest_unfinished(root: &Path) -> Option<PathBuf> {
     let dirs = RunDir::all_in(&RunDir::runs_root(root)).unwrap_or_default();
     dirs.into_iter()
         .rev()
-        .find(|d| d.engine_file().is_file() && !d.summary_file().is_file())
+        .find(|d| d.engine_file().is_file() && (!d.summary_file().is_file() || goes_on(d)))
         .map(|d| d.path().to_path_buf())
+}
+
+/// Whether the engine workflow run `dir` ended with a stop a resume goes on from.
+fn goes_on(dir: &RunDir) -> bool {
+    if !dir
+        .path()
+        .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
+        .is_file()
+    {
+        return false;
+    }
+    /// What of `summary.json` tells.
+    #[derive(Deserialize)]
+    struct Ended {
+        stop: cadre_core::StopKind,
+    }
+    let summary = std::fs::read_to_string(dir.summary_file()).unwrap_or_default();
+    serde_json::from_str::<Ended>(&summary).is_ok_and(|s| s.stop.resumes())
 }
 
 /// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it; an engine

@@ -300,9 +300,9 @@ async fn the_client_killed_and_resumed_sends_no_item_again() {
         sent.values().all(|n| *n == 1),
         "an item was sent again: {sent:?}"
     );
-    // Nothing is left unfinished: a plain `cadre resume` finds no engine run to go on with.
-    let summary = run_dir(dir.path()).unwrap().join("summary.json");
-    assert!(summary.is_file());
+    // Finished now: a plain `cadre resume` finds nothing to go on with.
+    let out = cadre_env(dir.path(), &[], &["resume"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -366,6 +366,117 @@ async fn a_401_stops_submitting_exits_3_naming_it_and_resume_completes_the_rest(
     // The key is good again: resume completes the rest, sending no completed item again.
     let id = run_id(dir.path());
     let out = cadre_env(dir.path(), &[], &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()), ITEMS);
+    let after = sent_per_item(&mock);
+    for (key, r) in first.iter().filter(|(_, r)| r["outcome"] == "completed") {
+        let n: usize = key[1..].parse().unwrap();
+        assert_eq!(after[&n], 1, "completed item {n} ({r}) was sent again");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn retry_failed_on_the_engine_runs_only_the_failed_items_again() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 12;
+    let dir = project(ITEMS, 4);
+    let mock = MockServer::start().await;
+    // Items 3 and 7 answer with no JSON three times: their answers are invalid.
+    for n in [3, 7] {
+        mock.route(
+            Match::FirstUserContains(format!("item-{n:03}.")),
+            vec![Reply::text("not json"); 3],
+        );
+    }
+    routes(&mock, ITEMS, 1, Duration::ZERO);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let ingress = fleet.restate.ingress_url();
+    let engine = ["--engine", "restate", "--restate-url", &ingress];
+    let mut args = vec!["workflow", "run", "label.yaml"];
+    args.extend(engine);
+    let out = cadre_env(dir.path(), &[], &args).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let first = results(dir.path());
+    let failed: Vec<&String> = first
+        .iter()
+        .filter(|(_, r)| r["outcome"] == "failed: invalid answer")
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(failed, ["i003", "i007"], "{first:?}");
+    let sent_before = sent_per_item(&mock);
+
+    let id = run_id(dir.path());
+    let out = cadre_env(dir.path(), &[], &["workflow", "retry", &id, "--failed"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let after = results(dir.path());
+    all_completed(&after, ITEMS);
+    // A fresh call each: the idempotency key of the failed one would hand its failure back.
+    assert!(after["i003"]["call"].as_str().unwrap().ends_with("~1"));
+    let sent = sent_per_item(&mock);
+    let rerun: Vec<usize> = (0..ITEMS).filter(|n| sent[n] != sent_before[n]).collect();
+    assert_eq!(rerun, [3, 7], "only the failed items ran again");
+
+    // A fix round is refused on the engine, saying what does run.
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &[
+            "workflow", "retry", &id, "--item", "i003", "--prompt", "again",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("--failed"), "{}", out.stderr);
+    assert_eq!(sent_per_item(&mock), sent, "the refusal sent nothing");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_the_rest() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 20;
+    const AT_ONCE: usize = 4;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 2, Duration::ZERO);
+    let held = hold(&mock, 8..8 + AT_ONCE);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri());
+    assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    // A running step is not cut off: the held requests end, and nothing comes after them.
+    held.open();
+    let out = finish(client).await;
+    assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("stopping every item"), "{}", out.stderr);
+    let sent = sent_per_item(&mock);
+    assert!(
+        sent.keys().all(|&n| n < 8 + AT_ONCE),
+        "an item was submitted after Ctrl-C: {sent:?}"
+    );
+    let first = results(dir.path());
+    assert_eq!(first.len(), ITEMS, "one line per item");
+    for n in 8 + AT_ONCE..ITEMS {
+        assert_eq!(first[&format!("i{n:03}")]["outcome"], "cancelled");
+    }
+
+    let out = cadre_env(dir.path(), &[], &["resume"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     all_completed(&results(dir.path()), ITEMS);
     let after = sent_per_item(&mock);
