@@ -133,10 +133,11 @@ fn all_completed(results: &BTreeMap<String, Value>, items: usize) {
     }
 }
 
-/// `cadre workflow run label.yaml --engine restate` in `dir` as a child process (to kill).
-fn spawn_run(dir: &Path, fleet: &Fleet, home: &Path, model: &str) -> Child {
+/// `cadre workflow run label.yaml --engine restate` in `dir` as a child process (to kill),
+/// with `extra` arguments.
+fn spawn_run(dir: &Path, fleet: &Fleet, home: &Path, model: &str, extra: &[&str]) -> Child {
     let ingress = fleet.restate.ingress_url();
-    let args = [
+    let mut args = vec![
         "workflow",
         "run",
         "label.yaml",
@@ -145,6 +146,7 @@ fn spawn_run(dir: &Path, fleet: &Fleet, home: &Path, model: &str) -> Child {
         "--restate-url",
         &ingress,
     ];
+    args.extend_from_slice(extra);
     cadre_command(dir, model, home, &args)
         .env_remove("ANTHROPIC_API_KEY")
         .stdout(Stdio::piped())
@@ -194,7 +196,13 @@ async fn two_hundred_items_over_two_workers_one_killed_all_complete_none_sent_ag
     let held = hold(&mock, 66..66 + AT_ONCE);
     let mut fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let home = tempfile::tempdir().unwrap();
-    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri());
+    let client = spawn_run(
+        dir.path(),
+        &fleet,
+        home.path(),
+        &mock.uri(),
+        &["--output", "out.csv"],
+    );
     assert!(
         held.wait_for(AT_ONCE, Duration::from_secs(120)).await,
         "only {} held items reached the mock\n{}",
@@ -249,12 +257,18 @@ async fn two_hundred_items_over_two_workers_one_killed_all_complete_none_sent_ag
     assert!(told_before
         .iter()
         .all(|k| !again.contains(&k[1..].parse().unwrap())));
-    // The results file is the run's: `cadre runs` lists it with every item's agent.
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir(dir.path()).unwrap().join("summary.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(summary["usage"]["agents"].as_array().unwrap().len(), ITEMS);
+    // `--output` has the same lines, as CSV.
+    let csv = std::fs::read_to_string(dir.path().join("out.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        ITEMS + 1,
+        "a header and a row per item"
+    );
+    // A run like any other: `cadre runs` lists it with every item's agent.
+    let runs = cadre_env(dir.path(), &[], &["runs", "list", "--json"]).await;
+    let listed: Value = serde_json::from_str(&runs.stdout).unwrap();
+    assert_eq!(listed[0]["task"], "label", "{listed}");
+    assert_eq!(listed[0]["agents"], ITEMS, "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -274,7 +288,7 @@ async fn the_client_killed_and_resumed_sends_no_item_again() {
     let held = hold(&mock, 20..20 + AT_ONCE);
     let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let home = tempfile::tempdir().unwrap();
-    let mut client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri());
+    let mut client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
     assert!(
         held.wait_for(AT_ONCE, Duration::from_secs(120)).await,
         "only {} held items reached the mock",
@@ -453,7 +467,7 @@ async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_t
     let held = hold(&mock, 8..8 + AT_ONCE);
     let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
     let home = tempfile::tempdir().unwrap();
-    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri());
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
     assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),

@@ -326,13 +326,11 @@ fn read_json<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
 
 /// The result line of an item that did not start because the run stopped for `stop`.
 fn not_started(key: &str, call: &str, stop: &StopKind, attempt: u32) -> ItemResult {
-    let mut r = ItemResult::new(
-        key,
-        match stop {
-            StopKind::Budget => "budget",
-            _ => "cancelled",
-        },
-    );
+    let outcome = match stop {
+        StopKind::Budget => cadre_core::Outcome::Budget,
+        _ => cadre_core::Outcome::Cancelled,
+    };
+    let mut r = ItemResult::new(key, outcome.label());
     r.call = Some(call.to_owned());
     r.error = Some(format!("not started: {stop}"));
     r.attempts = attempt;

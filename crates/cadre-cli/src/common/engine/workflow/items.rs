@@ -291,6 +291,8 @@ impl Attempts {
             }
             let mut call = AgentCall::clone(&template);
             call.agent = pending.agent.clone();
+            // The caller's trace, if it is in one: each item's span is its child.
+            call.agent.trace.clone_from(&template.agent.trace);
             let key = format!("{}:{}", call.run, pending.call_id());
             let invocation = match ingress.submit_keyed(&call, &key).await {
                 Ok(id) => id,
