@@ -307,7 +307,14 @@ async fn the_client_killed_and_resumed_sends_no_item_again() {
     let id = run_id(dir.path());
     let out = cadre_env(dir.path(), &[], &["resume", &id[..id.len() - 2]]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    all_completed(&results(dir.path()), ITEMS);
+    let lines = results(dir.path());
+    all_completed(&lines, ITEMS);
+    // Each item's agent is its own, in either part of the run.
+    let agents: BTreeSet<&str> = lines
+        .values()
+        .map(|r| r["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents.len(), ITEMS, "{agents:?}");
     let sent = sent_per_item(&mock);
     assert_eq!(sent.len(), ITEMS);
     assert!(
@@ -498,4 +505,49 @@ async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_t
         let n: usize = key[1..].parse().unwrap();
         assert_eq!(after[&n], 1, "completed item {n} ({r}) was sent again");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn the_workflows_budget_is_one_for_all_its_items_on_the_engine() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 10;
+    let dir = project(ITEMS, 1);
+    // 25 tokens an item: the budget of 100 is spent by the fourth.
+    let file = workflow_file(1) + "budget: {tokens: 100}\n";
+    write_file(&dir.path().join("label.yaml"), &file);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 1, Duration::ZERO);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let ingress = fleet.restate.ingress_url();
+    let args = [
+        "workflow",
+        "run",
+        "label.yaml",
+        "--engine",
+        "restate",
+        "--restate-url",
+        &ingress,
+    ];
+    let out = cadre_env(dir.path(), &[], &args).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let results = results(dir.path());
+    let outcomes: Vec<&str> = (0..ITEMS)
+        .map(|n| results[&format!("i{n:03}")]["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [["completed"; 4].as_slice(), ["budget"; 6].as_slice()].concat(),
+        "{results:?}"
+    );
+    assert_eq!(
+        sent_per_item(&mock).len(),
+        4,
+        "no request after the budget was spent"
+    );
 }

@@ -123,8 +123,9 @@ pub(super) struct Items {
     model: String,
     seen: HashMap<CallKey, u32>,
     earlier: Earlier,
-    /// Items made into calls so far (each item's agent is numbered by it).
-    made: u32,
+    /// Items read so far: each item's agent is numbered by its place in the input, the
+    /// same in every part of the run (a resume's agents take no earlier agent's path).
+    read: u32,
 }
 
 impl Items {
@@ -142,13 +143,14 @@ impl Items {
             model,
             seen: HashMap::new(),
             earlier,
-            made: 0,
+            read: 0,
         }
     }
 
     /// The next item, read from the input only now.
     pub(super) fn next(&mut self) -> Option<Next> {
         let item = self.source.next()?;
+        self.read += 1;
         Some(self.prepare(item))
     }
 
@@ -199,8 +201,7 @@ impl Items {
             Decision::Stands(line) => return Next::Told(line),
             Decision::Submit(attempt) => attempt,
         };
-        self.made += 1;
-        let path = AgentPath::primary(Workflow::ROOT_TYPE).child(&spec.name, self.made);
+        let path = AgentPath::primary(Workflow::ROOT_TYPE).child(&spec.name, self.read);
         let agent = DelegatedCall {
             path,
             depth: 1,
