@@ -274,6 +274,13 @@ impl Admin {
     /// after a failed attempt, most tried first: an unreachable worker shows here while the
     /// run waits.
     pub async fn stuck(&self, root: &str) -> Result<Vec<Stuck>, ClientError> {
+        self.stuck_among(&[root.to_owned()]).await
+    }
+
+    /// The invocations of the trees started by the invocations `roots` (a workflow run's
+    /// items, each the root of its own) that Restate is retrying after a failed attempt,
+    /// most tried first.
+    pub async fn stuck_among(&self, roots: &[String]) -> Result<Vec<Stuck>, ClientError> {
         let client = &self.0;
         let url = format!("{}/query", client.base);
         // Every ancestor of an invocation still going is still going too (it awaits it), so
@@ -287,7 +294,7 @@ impl Admin {
             .json(&serde_json::json!({ "query": query }))
             .timeout(Duration::from_secs(10));
         let rows: Rows<Going> = client.json(&url, request).await?;
-        Ok(stuck_in(root, rows.rows))
+        Ok(stuck_in(roots, rows.rows))
     }
 }
 
@@ -305,10 +312,10 @@ struct Going {
     status: String,
 }
 
-/// Those of `going` in the tree under `root` that are backing off after a failure, most
+/// Those of `going` in the trees under `roots` that are backing off after a failure, most
 /// tried first.
-fn stuck_in(root: &str, going: Vec<Going>) -> Vec<Stuck> {
-    let mut tree = std::collections::BTreeSet::from([root.to_owned()]);
+fn stuck_in(roots: &[String], going: Vec<Going>) -> Vec<Stuck> {
+    let mut tree: std::collections::BTreeSet<String> = roots.iter().cloned().collect();
     // Each pass adds the children of what is in the tree; the tree is shallow.
     loop {
         let before = tree.len();
@@ -358,7 +365,7 @@ mod tests {
             going("other", None, "backing-off", 9),
             going("sibling", Some("root"), "backing-off", 5),
         ];
-        let stuck = stuck_in("root", rows);
+        let stuck = stuck_in(&["root".to_owned()], rows);
         let names: Vec<&str> = stuck.iter().map(|s| s.last_failure.as_str()).collect();
         assert_eq!(names, ["failed sibling", "failed grandchild"]);
     }

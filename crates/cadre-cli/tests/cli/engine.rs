@@ -1,7 +1,7 @@
 //! `cadre worker` and `cadre run --engine restate`: a real Restate server, HAProxy in front
 //! of two worker replicas, and the mock model server.
 
-use super::engine_fleet::{finish, Fleet, WorkerProc};
+use super::engine_fleet::{finish, gather_stderr, Fleet, WorkerProc};
 use super::*;
 use cadre_testkit::restate::{engine_or_skip, RestateServer};
 use std::collections::BTreeMap;
@@ -1569,20 +1569,6 @@ async fn engine_runs_in_a_fresh_clone_warn_of_uncommitted_changes_only_when_ther
     let out = fleet.run(dir.path(), &["say hello"]).await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(warned(&out), "{}", out.stderr);
-}
-
-/// Lines a child writes on stderr, gathered as they come.
-fn gather_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let stderr = child.stderr.take().unwrap();
-    let sink = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -154,3 +154,17 @@ pub(super) async fn finish(child: Child) -> Output {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// Lines a child writes on stderr, gathered as they come.
+pub(super) fn gather_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stderr = child.stderr.take().unwrap();
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}

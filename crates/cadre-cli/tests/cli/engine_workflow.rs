@@ -1,11 +1,11 @@
 //! `cadre workflow run --engine restate`: each item a durable call on two workers behind
 //! HAProxy (a real Restate server), a worker or the client killed mid-run, and a 401.
 
-use super::engine_fleet::{finish, Fleet};
+use super::engine_fleet::{finish, gather_stderr, Fleet, WorkerProc};
 use super::sessions::cadre_command;
 use super::*;
 use cadre_engine::client::Ingress;
-use cadre_testkit::restate::engine_or_skip;
+use cadre_testkit::restate::{engine_or_skip, RestateServer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -347,27 +347,20 @@ async fn a_401_stops_submitting_exits_3_naming_it_and_resume_completes_the_rest(
             "invalid x-api-key",
         )],
     );
-    routes(&mock, ITEMS, 2, Duration::from_millis(50));
+    routes(&mock, ITEMS, 2, Duration::ZERO);
+    // The items that may be in flight beside item 20 hold their slots until the client has
+    // its refusal: only item 20's end can free one, and the client then stops submitting.
+    let held = hold(&mock, 21..20 + AT_ONCE);
     let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
-    let ingress = fleet.restate.ingress_url();
-    let out = cadre_env(
-        dir.path(),
-        &[],
-        &[
-            "workflow",
-            "run",
-            "label.yaml",
-            "--engine",
-            "restate",
-            "--restate-url",
-            &ingress,
-        ],
-    )
-    .await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
+    wait_for("item 20's line", || keys_told(dir.path()).contains("i020")).await;
+    held.open();
+    let out = finish(client).await;
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("401"), "{}", out.stderr);
     // Items are submitted in order, four at once: when item 20 was refused, at most the
-    // three after it had been submitted.
+    // three after it had been submitted, and none was after.
     let sent = sent_per_item(&mock);
     assert!(
         sent.keys().all(|&n| n < 20 + AT_ONCE),
@@ -550,4 +543,63 @@ async fn the_workflows_budget_is_one_for_all_its_items_on_the_engine() {
         4,
         "no request after the budget was spent"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn items_whose_worker_cannot_be_reached_are_said_to_wait_and_go_on_when_it_is_back() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 3;
+    let dir = project(ITEMS, 2);
+    let home = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap().to_owned();
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 1, Duration::ZERO);
+    let restate = RestateServer::start().await.unwrap();
+    let mut worker = WorkerProc::start("gone", &mock.uri(), home.path(), &["--workspace", &folder]);
+    let addr = worker.addr;
+    restate.register(&format!("http://{addr}/")).await.unwrap();
+    worker.kill();
+    let ingress = restate.ingress_url();
+    let admin = restate.admin_url();
+    let args = [
+        "workflow",
+        "run",
+        "label.yaml",
+        "--engine",
+        "restate",
+        "--restate-url",
+        &ingress,
+        "--restate-admin-url",
+        &admin,
+    ];
+    let mut client = cadre_command(dir.path(), &mock.uri(), home.path(), &args)
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = gather_stderr(&mut client);
+    let named = format!("cadre: waiting: Restate cannot reach http://{addr}/ (");
+    wait_for("the client to say why the items wait", || {
+        said.lock().unwrap().iter().any(|l| l.starts_with(&named))
+    })
+    .await;
+    // The worker comes back on the same address: the items go on and end.
+    let _back = WorkerProc::start_on(
+        &addr.to_string(),
+        "back",
+        &mock.uri(),
+        home.path(),
+        &["--workspace", &folder],
+    );
+    let out = finish(client).await;
+    let said = said.lock().unwrap().join("\n");
+    assert_eq!(out.code, 0, "{}\n{said}", out.stdout);
+    all_completed(&results(dir.path()), ITEMS);
 }

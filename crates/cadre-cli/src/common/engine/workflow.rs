@@ -7,8 +7,8 @@
 
 mod items;
 
-use super::{agent_call, decide, keep_transcripts, not_submitted, now_ms, ready, write_note};
-use super::{EngineRun, Ingress};
+use super::{agent_call, decide, keep_transcripts, now_ms, ready, write_note};
+use super::{EngineRun, Ingress, Waiting};
 use crate::args::{OutputFormat, RunArgs};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
@@ -18,6 +18,7 @@ use crate::common::workflow_run::{count_items, finish, load, Again, Invocation, 
 use cadre_core::internal::new_run_id;
 use cadre_core::workflow::{ItemResult, ResultsFile, Workflow as Run};
 use cadre_core::{Registry, RunDir, RunSummary, StopKind, UsageReport};
+use cadre_engine::client::{Admin, Stuck};
 use cadre_engine::wire::AgentCall;
 use items::{Attempts, Earlier, Items, Tally};
 use std::path::{Path, PathBuf};
@@ -98,6 +99,13 @@ pub async fn run(
             .map_or(0, |at| now_ms().saturating_sub(at)),
     );
     let tokens = poll_tokens(&ingress, &meta.run);
+    let admin = args
+        .restate_admin_url
+        .clone()
+        .or_else(|| meta.admin.clone())
+        .or_else(|| Admin::beside(&meta.ingress));
+    let (_asking, mut stuck) = ask_why_items_wait(admin, attempts.in_flight());
+    let mut waiting = Waiting::default();
     let driven = items::drive(
         items,
         attempts,
@@ -105,6 +113,12 @@ pub async fn run(
         concurrency,
         &mut endings,
         |running| {
+            if stuck.has_changed().unwrap_or(false) {
+                let now = stuck.borrow_and_update().clone();
+                if let Some(line) = waiting.update(&now).filter(|_| !quiet) {
+                    live.note(&line);
+                }
+            }
             let p = progress.lock().unwrap_or_else(|e| e.into_inner());
             live.tick(&p, running, *tokens.1.borrow(), before + begun.elapsed());
         },
@@ -202,12 +216,6 @@ async fn start(
     let registry = decided.registry.clone();
     let root = decided.root.clone();
     ready(&mut call, decided, args, quiet).await?;
-    // Asked first: a Restate that is not there (or has no worker) leaves no run folder.
-    Ingress::new(&args.restate_url)
-        .map_err(CliError::invalid)?
-        .tokens(&call.run)
-        .await
-        .map_err(|e| not_submitted(&args.restate_url, e))?;
     // The note says the run is on the engine: `cadre resume` finds it as one.
     let mut meta = EngineRun::new(
         args,
@@ -306,6 +314,36 @@ fn poll_tokens(
         }
     });
     (tokio_util::task::AbortOnDropHandle::new(poller), rx)
+}
+
+/// Asks Restate's admin API at `admin` every two seconds what the items in flight
+/// (`inflight`) wait for, into the watch it returns (with the asker, which stops when
+/// dropped): an unreachable worker is said while the run waits.
+fn ask_why_items_wait(
+    admin: Option<String>,
+    inflight: Arc<Mutex<std::collections::BTreeMap<String, String>>>,
+) -> (
+    Option<tokio_util::task::AbortOnDropHandle<()>>,
+    tokio::sync::watch::Receiver<Vec<Stuck>>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(Vec::new());
+    let Some(admin) = admin.and_then(|a| Admin::new(&a).ok()) else {
+        return (None, rx);
+    };
+    let asker = tokio::spawn(async move {
+        loop {
+            // The query reads every partition: asked seldom, it costs Restate little.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let roots: Vec<String> = items::lock(&inflight).values().cloned().collect();
+            // Best effort: an admin API out of reach only means no reason is shown.
+            if let Ok(stuck) = admin.stuck_among(&roots).await {
+                if tx.send(stuck).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    (Some(tokio_util::task::AbortOnDropHandle::new(asker)), rx)
 }
 
 /// Writes `value` as JSON to `file`.

@@ -312,6 +312,11 @@ impl Attempts {
         }
     }
 
+    /// The invocations in flight, by idempotency key (as they are at each look).
+    pub(super) fn in_flight(&self) -> Arc<Mutex<BTreeMap<String, String>>> {
+        self.inflight.clone()
+    }
+
     /// Stops scheduling: no attempt is submitted from now on, and every invocation in
     /// flight is cancelled on the engine.
     fn stop_all(&self) {
@@ -331,7 +336,7 @@ impl Attempts {
 }
 
 /// The inflight map, whatever a panicking holder left.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
