@@ -321,6 +321,10 @@ async fn the_client_killed_and_resumed_sends_no_item_again() {
         sent.values().all(|n| *n == 1),
         "an item was sent again: {sent:?}"
     );
+    // The run's usage counts every item's agent, those of the first part too.
+    let summary = run_dir(dir.path()).unwrap().join("summary.json");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    assert_eq!(summary["usage"]["agents"].as_array().unwrap().len(), ITEMS);
     // Finished now: a plain `cadre resume` finds nothing to go on with.
     let out = cadre_env(dir.path(), &[], &["resume"]).await;
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);

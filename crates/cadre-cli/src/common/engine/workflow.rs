@@ -92,7 +92,8 @@ pub async fn run(
     let items = Items::new(Box::new(work), registry, invocation.model.clone(), earlier);
     let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries);
     let live = LiveBlock::new(&name, total, format, quiet);
-    let mut tally = Tally::new(ResultsFile::create(Some(results)), teller);
+    let records = dir.path().join(Tally::RECORDS_FILE);
+    let mut tally = Tally::new(ResultsFile::create(Some(results)), teller, records);
     let begun = Instant::now();
     let before = Duration::from_millis(
         meta.submitted_ms

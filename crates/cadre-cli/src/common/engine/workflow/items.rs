@@ -11,7 +11,7 @@ use cadre_engine::client::{ClientError, Ingress};
 use cadre_engine::wire::AgentCall;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -364,21 +364,58 @@ pub(super) struct Tally {
     file: ResultsFile,
     teller: crate::common::workflow_output::ResultTeller,
     outcomes: BTreeMap<String, u64>,
-    records: Vec<AgentRecord>,
+    /// The records of the agents that ended, one line each, kept across the run's parts
+    /// (`engine-records.jsonl`): a resume's usage table counts the items it did not run.
+    records: PathBuf,
 }
 
 impl Tally {
-    /// Lines written to `file` and told to `teller`.
+    /// The file in the run folder that keeps the records of the agents that ended.
+    pub(super) const RECORDS_FILE: &'static str = "engine-records.jsonl";
+
+    /// Lines written to `file` and told to `teller`; agents' records appended to `records`.
     pub(super) fn new(
         file: ResultsFile,
         teller: crate::common::workflow_output::ResultTeller,
+        records: PathBuf,
     ) -> Self {
         Self {
             file,
             teller,
             outcomes: BTreeMap::new(),
-            records: Vec::new(),
+            records,
         }
+    }
+
+    /// Appends `records` to the records file, a whole line each.
+    fn keep(&self, records: &[AgentRecord]) {
+        let mut text = Vec::new();
+        for r in records {
+            if serde_json::to_writer(&mut text, r).is_ok() {
+                text.push(b'\n');
+            }
+        }
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.records)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &text));
+        if let Err(e) = appended {
+            tracing::warn!("cannot write {}: {e}", self.records.display());
+        }
+    }
+
+    /// The records kept, the last for each agent.
+    fn kept(&self) -> Vec<AgentRecord> {
+        let text = std::fs::read_to_string(&self.records).unwrap_or_default();
+        let mut by_path: BTreeMap<AgentPath, AgentRecord> = BTreeMap::new();
+        for r in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<AgentRecord>(l).ok())
+        {
+            by_path.insert(r.path.clone(), r);
+        }
+        by_path.into_values().collect()
     }
 
     /// Writes `r`'s line and tells it.
@@ -398,7 +435,8 @@ impl Tally {
             .iter()
             .map(|(outcome, n)| format!("{n} {outcome}"))
             .collect();
-        (format!("{total} items: {}", parts.join(", ")), self.records)
+        let records = self.kept();
+        (format!("{total} items: {}", parts.join(", ")), records)
     }
 }
 
@@ -493,7 +531,7 @@ fn ended_attempt(
     if let Some(own) = records.iter().find(|r| r.path == pending.agent.path) {
         pending.usage.add(&own.usage);
     }
-    tally.records.extend(records);
+    tally.keep(&records);
     match &stop {
         StopKind::ModelError(why) if cadre_core::ModelError::text_is_terminal(why) => {
             stop_scheduling(attempts, stopped, stop.clone());
