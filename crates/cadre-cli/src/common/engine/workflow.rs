@@ -77,19 +77,11 @@ pub async fn run(
     let earlier = Earlier::read(&results, matches!(again, Again::Failed));
     let progress = Arc::new(Mutex::new(Progress::default()));
     let teller = teller(invocation.output.as_deref(), format, progress.clone())?;
-    let source = workflow
-        .file
-        .items(invocation.input.as_deref(), &root)
-        .map_err(CliError::invalid)?;
-    let map = workflow.file.map.clone();
-    let (prompts, targs) = (workflow.prompts.clone(), workflow.args.clone());
-    let work = source
-        .map(move |item| crate::common::workflow_run::work_item(item, &map, &prompts, &targs));
+    let items = items_of(&workflow, &invocation, &root, registry, earlier)?;
     let concurrency = invocation
         .concurrency
         .unwrap_or(workflow.file.map.concurrency)
         .max(1);
-    let items = Items::new(Box::new(work), registry, invocation.model.clone(), earlier);
     let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries);
     let live = LiveBlock::new(&name, total, format, quiet);
     let records = dir.path().join(Tally::RECORDS_FILE);
@@ -121,7 +113,8 @@ pub async fn run(
                 }
             }
             let p = progress.lock().unwrap_or_else(|e| e.into_inner());
-            live.tick(&p, running, *tokens.1.borrow(), before + begun.elapsed());
+            // The ETA is of this part: the items it ran, in its time.
+            live.tick(&p, running, *tokens.1.borrow(), begun.elapsed());
         },
     )
     .await;
@@ -137,20 +130,9 @@ pub async fn run(
             return Ok(Code::Cancelled);
         }
     };
-    let (answer, records) = tally.end();
     keep_transcripts(&ingress, &meta.run, &dir).await;
     let elapsed_ms = u64::try_from((before + begun.elapsed()).as_millis()).unwrap_or(u64::MAX);
-    let mut summary = RunSummary::new(
-        name.clone(),
-        answer,
-        stop,
-        elapsed_ms,
-        UsageReport::new(records),
-    );
-    summary.run_id = Some(meta.run.clone());
-    if let Err(e) = dir.write_summary(&summary) {
-        errln!("cadre: warning: could not write the run summary: {e}");
-    }
+    let summary = summarise(&dir, &meta, name, tally, stop, elapsed_ms);
     let mut code = finish(Some(&dir), &summary, format, quiet);
     let p = progress.lock().unwrap_or_else(|e| e.into_inner());
     if code == Code::Done && p.completed < p.done {
@@ -159,6 +141,50 @@ pub async fn run(
     }
     let hung_up = *endings.borrow() == Some(Ending::HungUp);
     Ok(if hung_up { Code::HungUp } else { code })
+}
+
+/// The items of `workflow`'s input (as `invocation` names it, relative to `root`), each
+/// made into its call as it is read; `earlier` has what an earlier part finished.
+fn items_of(
+    workflow: &Loaded,
+    invocation: &Invocation,
+    root: &Path,
+    registry: Registry,
+    earlier: Earlier,
+) -> Result<Items> {
+    let source = workflow
+        .file
+        .items(invocation.input.as_deref(), root)
+        .map_err(CliError::invalid)?;
+    let map = workflow.file.map.clone();
+    let (prompts, args) = (workflow.prompts.clone(), workflow.args.clone());
+    let work =
+        source.map(move |item| crate::common::workflow_run::work_item(item, &map, &prompts, &args));
+    Ok(Items::new(
+        Box::new(work),
+        registry,
+        invocation.model.clone(),
+        earlier,
+    ))
+}
+
+/// The run's summary, written to its folder: `name`'s items as `tally` has them, stopped
+/// for `stop`, after `elapsed_ms` (its whole time, from its first submission).
+fn summarise(
+    dir: &RunDir,
+    meta: &EngineRun,
+    name: String,
+    tally: Tally,
+    stop: StopKind,
+    elapsed_ms: u64,
+) -> RunSummary {
+    let (answer, records) = tally.end();
+    let mut summary = RunSummary::new(name, answer, stop, elapsed_ms, UsageReport::new(records));
+    summary.run_id = Some(meta.run.clone());
+    if let Err(e) = dir.write_summary(&summary) {
+        errln!("cadre: warning: could not write the run summary: {e}");
+    }
+    summary
 }
 
 /// What a run needs to go: its folder and note, the call its items are sent with, the
