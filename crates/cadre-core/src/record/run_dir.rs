@@ -15,6 +15,14 @@ pub const INDEX_FILE: &str = "index.json";
 /// What a run on a durable engine leaves in its folder: how to find the run again.
 pub const ENGINE_FILE: &str = "engine.json";
 
+/// What a workflow run on a durable engine sends each item with (settings, agent types,
+/// rules, workspace), kept so a resume sends what the run began with.
+pub const ENGINE_CALL_FILE: &str = "engine-call.json";
+
+/// The records of a workflow run's agents that ended on a durable engine, one a line, kept
+/// across the run's parts.
+pub const ENGINE_RECORDS_FILE: &str = "engine-records.jsonl";
+
 /// The folder of a run's whole subagent answers that were too long for a tool result.
 pub const RESULTS_DIR: &str = "results";
 
@@ -186,6 +194,16 @@ impl RunDir {
     /// The note a run on a durable engine leaves (`engine.json`).
     pub fn engine_file(&self) -> PathBuf {
         self.dir.join(ENGINE_FILE)
+    }
+
+    /// The call an engine workflow run sends each item with (`engine-call.json`).
+    pub fn engine_call_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_CALL_FILE)
+    }
+
+    /// The records of an engine workflow run's ended agents (`engine-records.jsonl`).
+    pub fn engine_records_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_RECORDS_FILE)
     }
 
     /// The folder of whole answers too long for a tool result (`results/`).

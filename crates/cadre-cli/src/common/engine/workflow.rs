@@ -25,11 +25,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The file in an engine workflow run's folder that keeps the call each item is sent with
-/// (the run's settings, agent types, rules and workspace), so a resume sends what the run
-/// began with.
-const CALL_FILE: &str = "engine-call.json";
-
 /// Which engine workflow run: a new one, or one carried on.
 pub enum Job {
     /// A new run, invoked so.
@@ -84,7 +79,7 @@ pub async fn run(
         .max(1);
     let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries);
     let live = LiveBlock::new(&name, total, format, quiet);
-    let records = dir.path().join(Tally::RECORDS_FILE);
+    let records = dir.engine_records_file();
     let mut tally = Tally::new(ResultsFile::create(Some(results)), teller, records);
     let begun = Instant::now();
     let before = Duration::from_millis(
@@ -254,7 +249,7 @@ async fn start(
     meta.agent = Run::ROOT_TYPE.to_owned();
     let dir = write_note(&root, &meta)?;
     write_json(&dir.path().join(Run::INVOCATION_FILE), &invocation)?;
-    write_json(&dir.path().join(CALL_FILE), &call)?;
+    write_json(&dir.engine_call_file(), &call)?;
     Ok(Started {
         dir,
         meta,
@@ -278,7 +273,7 @@ fn reopen(dir: &Path, again: Again, directory: Option<PathBuf>, quiet: bool) -> 
     let dir = RunDir::open(dir)?;
     let meta: EngineRun = read_json(&dir.engine_file())?;
     let invocation: Invocation = read_json(&dir.path().join(Run::INVOCATION_FILE))?;
-    let call: AgentCall = read_json(&dir.path().join(CALL_FILE))?;
+    let call: AgentCall = read_json(&dir.engine_call_file())?;
     // The run's own agent types, as it began: the workers are sent those.
     let mut registry = Registry::shipped();
     for wire in call.settings.agents.clone() {

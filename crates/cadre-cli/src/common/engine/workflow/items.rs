@@ -370,9 +370,6 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    /// The file in the run folder that keeps the records of the agents that ended.
-    pub(super) const RECORDS_FILE: &'static str = "engine-records.jsonl";
-
     /// Lines written to `file` and told to `teller`; agents' records appended to `records`.
     pub(super) fn new(
         file: ResultsFile,
