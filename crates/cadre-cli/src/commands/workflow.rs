@@ -1,9 +1,10 @@
 //! `cadre workflow check|list|run|retry`: a workflow checked without spending a token, the
 //! project's saved workflows, a workflow run, and a run's failed items or one item again.
 
-use crate::args::{WorkflowCheckCmd, WorkflowCommand, WorkflowRetryCmd, WorkflowRunCmd};
+use crate::args::{Engine, WorkflowCheckCmd, WorkflowCommand, WorkflowRetryCmd, WorkflowRunCmd};
 use crate::common::definitions::{load_registry, print_problems};
 use crate::common::display::{fit_lines, one_line, stdout_width};
+use crate::common::engine_workflow;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
 use crate::common::project::workspace_root;
@@ -46,6 +47,10 @@ async fn run(
         model: model_id(&cmd.run)?,
         output: cmd.output.as_deref().map(absolute),
     };
+    if cmd.run.engine == Engine::Restate {
+        let job = engine_workflow::Job::Fresh(invocation);
+        return engine_workflow::run(cmd.run, job, directory, quiet).await;
+    }
     workflow_run::run(cmd.run, Job::Fresh(invocation), directory, quiet).await
 }
 
@@ -82,8 +87,8 @@ async fn retry(
         let file = dir.join(cadre_core::workflow::Workflow::INVOCATION_FILE);
         std::fs::write(&file, kept)
             .map_err(|e| CliError::failed_from(format!("cannot write {}", file.display()), e))?;
-        let job = crate::common::engine::workflow::Job::Resume(dir, again);
-        return crate::common::engine::workflow::run(cmd.run, job, directory, quiet).await;
+        let job = engine_workflow::Job::Resume(dir, again);
+        return engine_workflow::run(cmd.run, job, directory, quiet).await;
     }
     let job = Job::Resume(Box::new(open_run(&dir)?), invocation, again);
     workflow_run::run(cmd.run, job, directory, quiet).await

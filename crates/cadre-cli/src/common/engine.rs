@@ -3,7 +3,6 @@
 //! usage table and exit codes as a local one.
 
 mod refusals;
-pub mod workflow;
 mod workspace;
 
 use crate::args::RunArgs;
@@ -28,20 +27,26 @@ use workspace::workspace_ref;
 
 /// An engine run, as `engine.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct EngineRun {
-    run: String,
-    invocation: String,
-    ingress: String,
-    agent: String,
-    model: String,
-    task: String,
+pub(crate) struct EngineRun {
+    /// The run id.
+    pub(crate) run: String,
+    /// Its primary invocation (none for a workflow run: each item is one).
+    pub(crate) invocation: String,
+    /// Restate's ingress.
+    pub(crate) ingress: String,
+    /// The primary agent's type (`workflow` for a workflow run).
+    pub(crate) agent: String,
+    /// The model.
+    pub(crate) model: String,
+    /// The task (a workflow run's name).
+    pub(crate) task: String,
     /// Restate's admin API, asked why the run waits (older notes have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    admin: Option<String>,
+    pub(crate) admin: Option<String>,
     /// When the run was submitted, in milliseconds since the Unix epoch: a client that
     /// follows it again counts its time from there (older notes have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    submitted_ms: Option<u64>,
+    pub(crate) submitted_ms: Option<u64>,
 }
 
 /// `cadre run --engine restate TASK`: submits the run and follows it to its end.
@@ -161,7 +166,13 @@ pub(crate) fn not_submitted(ingress: &str, e: cadre_engine::client::ClientError)
 impl EngineRun {
     /// The note of run `run`, submitted now (`submitted_ms`) with `args`, of `task` on
     /// `model`; its invocation filled in once it is known.
-    fn new(args: &RunArgs, run: String, model: String, task: String, submitted_ms: u64) -> Self {
+    pub(crate) fn new(
+        args: &RunArgs,
+        run: String,
+        model: String,
+        task: String,
+        submitted_ms: u64,
+    ) -> Self {
         Self {
             run,
             invocation: String::new(),
@@ -226,7 +237,7 @@ pub(crate) fn agent_call(
 }
 
 /// Makes the run's folder and writes its note (`engine.json`) there.
-fn write_note(root: &Path, meta: &EngineRun) -> Result<RunDir> {
+pub(crate) fn write_note(root: &Path, meta: &EngineRun) -> Result<RunDir> {
     let dir = RunDir::create_named(&RunDir::runs_root(root), &meta.run)?;
     let note = serde_json::to_vec_pretty(meta)
         .map_err(|e| CliError::failed_from("cannot encode the engine run's note", e))?;
@@ -273,29 +284,8 @@ fn goes_on(dir: &RunDir) -> bool {
     serde_json::from_str::<Ended>(&summary).is_ok_and(|s| s.stop.resumes())
 }
 
-/// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it; an engine
-/// workflow run goes on with its items.
-pub async fn resume(
-    dir: &Path,
-    args: RunArgs,
-    directory: Option<PathBuf>,
-    quiet: bool,
-) -> Result<Code> {
-    if dir
-        .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
-        .is_file()
-    {
-        let job = workflow::Job::Resume(
-            dir.to_path_buf(),
-            crate::common::workflow_run::Again::Nothing,
-        );
-        return workflow::run(args, job, directory, quiet).await;
-    }
-    follow_again(dir, &args, quiet).await
-}
-
-/// Follows the engine run in `dir` again.
-async fn follow_again(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
+/// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
+pub async fn resume(dir: &Path, args: &RunArgs, quiet: bool) -> Result<Code> {
     // The workers hold the rules the run started with; new ones here would be ignored.
     if args.permission_mode.is_some() || !args.allow.is_empty() || !args.deny.is_empty() {
         return Err(CliError::config(
@@ -500,7 +490,7 @@ fn ended(meta: &EngineRun, report: Delegated, elapsed_ms: u64) -> (AgentOutcome,
 }
 
 /// Milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -509,13 +499,13 @@ fn now_ms() -> u64 {
 /// What the client last said about invocations Restate keeps retrying, so that it speaks
 /// when the reason changes, and again every ten seconds while it lasts.
 #[derive(Default)]
-struct Waiting {
+pub(crate) struct Waiting {
     said: Option<(String, Instant)>,
 }
 
 impl Waiting {
     /// The line to show now for `stuck`, if any.
-    fn update(&mut self, stuck: &[Stuck]) -> Option<String> {
+    pub(crate) fn update(&mut self, stuck: &[Stuck]) -> Option<String> {
         let Some(first) = stuck.first() else {
             return self
                 .said
@@ -563,7 +553,7 @@ fn why(failure: &str) -> String {
 
 /// Writes the transcripts the workers kept into the run folder, as a local run's are, so
 /// that every `cadre runs` command reads an engine run the same way.
-async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
+pub(crate) async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
     let transcripts = match ingress.transcripts(run).await {
         Ok(t) => t,
         Err(e) => {

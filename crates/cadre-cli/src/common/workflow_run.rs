@@ -4,7 +4,6 @@
 
 use crate::args::{Engine, OutputFormat, RunArgs};
 use crate::common::display::shown_path;
-use crate::common::engine::workflow as engine_workflow;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::session::Session;
 use crate::common::signals::{self, Ending};
@@ -77,16 +76,11 @@ pub async fn run(
     quiet: bool,
 ) -> Result<Code> {
     if args.engine == Engine::Restate {
-        return match job {
-            Job::Fresh(invocation) => {
-                let job = engine_workflow::Job::Fresh(invocation);
-                engine_workflow::run(args, job, directory, quiet).await
-            }
-            // A run of this process has its journal here: the engine has none of it.
-            Job::Resume(..) => Err(CliError::config(
-                "--engine restate: this workflow run ran here, and goes on here (without --engine)",
-            )),
-        };
+        // An engine run is run by engine_workflow; a run of this process has its journal
+        // here, and the engine has none of it.
+        return Err(CliError::config(
+            "--engine restate: this workflow run ran here, and goes on here (without --engine)",
+        ));
     }
     let invocation = match &job {
         Job::Fresh(i) | Job::Resume(_, i, _) => i.clone(),

@@ -2,7 +2,6 @@
 //! cadre-core's driver makes them), submitted as attempts at most `concurrency` at once,
 //! and told as they end; what an earlier part of the run finished stands.
 
-use super::not_started;
 use crate::common::signals::Ending;
 use cadre_core::internal::INHERIT_MODEL;
 use cadre_core::workflow::{output_of, CallKey, ItemResult, ResultsFile, WorkItem, Workflow};
@@ -563,4 +562,17 @@ fn stop_scheduling(attempts: &Attempts, stopped: &mut Option<StopKind>, stop: St
         *stopped = Some(stop);
         attempts.stop_all();
     }
+}
+
+/// The result line of an item that did not start because the run stopped for `stop`.
+fn not_started(key: &str, call: &str, stop: &StopKind, attempt: u32) -> ItemResult {
+    let outcome = match stop {
+        StopKind::Budget => cadre_core::Outcome::Budget,
+        _ => cadre_core::Outcome::Cancelled,
+    };
+    let mut r = ItemResult::new(key, outcome.label());
+    r.call = Some(call.to_owned());
+    r.error = Some(format!("not started: {stop}"));
+    r.attempts = attempt;
+    r
 }

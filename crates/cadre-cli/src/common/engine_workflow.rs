@@ -7,18 +7,19 @@
 
 mod items;
 
-use super::{agent_call, decide, keep_transcripts, now_ms, ready, write_note};
-use super::{EngineRun, Ingress, Waiting};
 use crate::args::{OutputFormat, RunArgs};
+use crate::common::engine::{
+    agent_call, decide, keep_transcripts, now_ms, ready, write_note, EngineRun, Waiting,
+};
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::signals::{self, Ending};
 use crate::common::workflow_output::{LiveBlock, OutputFile, Progress, ResultTeller};
 use crate::common::workflow_run::{count_items, finish, load, Again, Invocation, Loaded};
 use cadre_core::internal::new_run_id;
-use cadre_core::workflow::{ItemResult, ResultsFile, Workflow as Run};
+use cadre_core::workflow::{ResultsFile, Workflow as Run};
 use cadre_core::{Registry, RunDir, RunSummary, StopKind, UsageReport};
-use cadre_engine::client::{Admin, Stuck};
+use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::AgentCall;
 use items::{Attempts, Earlier, Items, Tally};
 use std::path::{Path, PathBuf};
@@ -382,17 +383,4 @@ fn read_json<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
         .map_err(|e| CliError::failed_from(format!("cannot read {}", file.display()), e))?;
     serde_json::from_str(&text)
         .map_err(|e| CliError::failed_from(format!("{} is damaged", file.display()), e))
-}
-
-/// The result line of an item that did not start because the run stopped for `stop`.
-fn not_started(key: &str, call: &str, stop: &StopKind, attempt: u32) -> ItemResult {
-    let outcome = match stop {
-        StopKind::Budget => cadre_core::Outcome::Budget,
-        _ => cadre_core::Outcome::Cancelled,
-    };
-    let mut r = ItemResult::new(key, outcome.label());
-    r.call = Some(call.to_owned());
-    r.error = Some(format!("not started: {stop}"));
-    r.attempts = attempt;
-    r
 }
