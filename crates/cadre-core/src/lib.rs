@@ -76,7 +76,6 @@ pub mod vocab;
 /// by content, so a resumed run never repeats finished work (see
 /// [`Orchestrator::run_workflow`]).
 pub mod workflow {
-    pub use crate::run::workflow::results::{output_of, ResultsFile};
     pub use crate::run::workflow::{CallKey, ItemCall, ItemResult, WorkItem, Workflow};
 }
 

@@ -17,7 +17,8 @@ use crate::common::signals::{self, Ending};
 use crate::common::workflow_output::{LiveBlock, OutputFile, Progress, ResultTeller};
 use crate::common::workflow_run::{count_items, finish, load, Again, Invocation, Loaded};
 use cadre_core::internal::new_run_id;
-use cadre_core::workflow::{ResultsFile, Workflow as Run};
+use cadre_core::internal::ResultsFile;
+use cadre_core::workflow::Workflow as Run;
 use cadre_core::{Registry, RunDir, RunSummary, StopKind, UsageReport};
 use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::AgentCall;
@@ -48,6 +49,47 @@ pub async fn run(
         Job::Fresh(invocation) => start(&mut args, invocation, directory, quiet).await?,
         Job::Resume(dir, again) => reopen(&dir, again, directory, quiet)?,
     };
+    let meta = &started.meta;
+    if !quiet {
+        errln!(
+            "cadre: workflow run {} on the engine at {} (`cadre resume {}` goes on with it)",
+            meta.run,
+            meta.ingress,
+            meta.run
+        );
+    }
+    let admin = args
+        .restate_admin_url
+        .clone()
+        .or_else(|| meta.admin.clone())
+        .or_else(|| Admin::beside(&meta.ingress));
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    let Some((summary, dir)) = go(started, admin, format, quiet, &progress, &mut endings).await?
+    else {
+        return Ok(Code::Cancelled);
+    };
+    let code = finish(Some(&dir), &summary, format, quiet);
+    let p = progress.lock().unwrap_or_else(|e| e.into_inner());
+    let hung_up = *endings.borrow() == Some(Ending::HungUp);
+    Ok(match code {
+        _ if hung_up => Code::HungUp,
+        // A script must tell 200 failed items from 200 completed ones.
+        Code::Done if p.completed < p.done => Code::StoppedEarly,
+        code => code,
+    })
+}
+
+/// Drives the items of the run `started` to their ends with the live block (`admin` asked
+/// why items wait), told to `progress`; the run's summary and folder, or `None` when a
+/// second Ctrl-C gave the run up.
+async fn go(
+    started: Started,
+    admin: Option<String>,
+    format: OutputFormat,
+    quiet: bool,
+    progress: &Arc<Mutex<Progress>>,
+    endings: &mut tokio::sync::watch::Receiver<Option<Ending>>,
+) -> Result<Option<(RunSummary, RunDir)>> {
     let Started {
         dir,
         meta,
@@ -58,20 +100,9 @@ pub async fn run(
         root,
         again,
     } = started;
-    if !quiet {
-        errln!(
-            "cadre: workflow run {} on the engine at {} (`cadre resume {}` goes on with it)",
-            meta.run,
-            meta.ingress,
-            meta.run
-        );
-    }
     let ingress = Ingress::new(&meta.ingress).map_err(CliError::invalid)?;
-    let name = workflow.file.name.clone();
-    let total = count_items(&workflow, &invocation, &root);
     let results = dir.path().join(Run::RESULTS_FILE);
     let earlier = Earlier::read(&results, matches!(again, Again::Failed));
-    let progress = Arc::new(Mutex::new(Progress::default()));
     let teller = teller(invocation.output.as_deref(), format, progress.clone())?;
     let items = items_of(&workflow, &invocation, &root, registry, earlier)?;
     let concurrency = invocation
@@ -79,64 +110,74 @@ pub async fn run(
         .unwrap_or(workflow.file.map.concurrency)
         .max(1);
     let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries);
-    let live = LiveBlock::new(&name, total, format, quiet);
+    let name = workflow.file.name.clone();
+    let live = LiveBlock::new(
+        &name,
+        count_items(&workflow, &invocation, &root),
+        format,
+        quiet,
+    );
     let records = dir.engine_records_file();
     let mut tally = Tally::new(ResultsFile::create(Some(results)), teller, records);
     let begun = Instant::now();
+    let (_polling, tokens) = poll_tokens(&ingress, &meta.run);
+    let (_asking, stuck) = ask_why_items_wait(admin, attempts.in_flight());
+    let mut watcher = Watcher {
+        live: &live,
+        progress,
+        tokens,
+        stuck,
+        waiting: Waiting::default(),
+        begun,
+        quiet,
+    };
+    let tick = |running| watcher.tick(running);
+    let driven = items::drive(items, attempts, &mut tally, concurrency, endings, tick).await;
+    live.finish();
+    let Some(stop) = driven else {
+        errln!(
+            "cadre: quitting now; `cadre resume {}` goes on with the run",
+            meta.run
+        );
+        return Ok(None);
+    };
+    keep_transcripts(&ingress, &meta.run, &dir).await;
+    // The run's whole time, from its first submission.
     let before = Duration::from_millis(
         meta.submitted_ms
             .map_or(0, |at| now_ms().saturating_sub(at)),
     );
-    let tokens = poll_tokens(&ingress, &meta.run);
-    let admin = args
-        .restate_admin_url
-        .clone()
-        .or_else(|| meta.admin.clone())
-        .or_else(|| Admin::beside(&meta.ingress));
-    let (_asking, mut stuck) = ask_why_items_wait(admin, attempts.in_flight());
-    let mut waiting = Waiting::default();
-    let driven = items::drive(
-        items,
-        attempts,
-        &mut tally,
-        concurrency,
-        &mut endings,
-        |running| {
-            if stuck.has_changed().unwrap_or(false) {
-                let now = stuck.borrow_and_update().clone();
-                if let Some(line) = waiting.update(&now).filter(|_| !quiet) {
-                    live.note(&line);
-                }
-            }
-            let p = progress.lock().unwrap_or_else(|e| e.into_inner());
-            // The ETA is of this part: the items it ran, in its time.
-            live.tick(&p, running, *tokens.1.borrow(), begun.elapsed());
-        },
-    )
-    .await;
-    live.finish();
-    drop(tokens);
-    let stop = match driven {
-        Some(stop) => stop,
-        None => {
-            errln!(
-                "cadre: quitting now; `cadre resume {}` goes on with the run",
-                meta.run
-            );
-            return Ok(Code::Cancelled);
-        }
-    };
-    keep_transcripts(&ingress, &meta.run, &dir).await;
     let elapsed_ms = u64::try_from((before + begun.elapsed()).as_millis()).unwrap_or(u64::MAX);
     let summary = summarise(&dir, &meta, name, tally, stop, elapsed_ms);
-    let mut code = finish(Some(&dir), &summary, format, quiet);
-    let p = progress.lock().unwrap_or_else(|e| e.into_inner());
-    if code == Code::Done && p.completed < p.done {
-        // A script must tell 200 failed items from 200 completed ones.
-        code = Code::StoppedEarly;
+    Ok(Some((summary, dir)))
+}
+
+/// What the live block is redrawn from: the progress, the tokens the run used, and why
+/// items wait, said once as it changes.
+struct Watcher<'a> {
+    live: &'a LiveBlock,
+    progress: &'a Mutex<Progress>,
+    tokens: tokio::sync::watch::Receiver<u64>,
+    stuck: tokio::sync::watch::Receiver<Vec<Stuck>>,
+    waiting: Waiting,
+    begun: Instant,
+    quiet: bool,
+}
+
+impl Watcher<'_> {
+    /// Redraws the block with `running` items at work; says why items wait, if that changed.
+    fn tick(&mut self, running: u64) {
+        if self.stuck.has_changed().unwrap_or(false) {
+            let now = self.stuck.borrow_and_update().clone();
+            if let Some(line) = self.waiting.update(&now).filter(|_| !self.quiet) {
+                self.live.note(&line);
+            }
+        }
+        let p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        // The ETA is of this part: the items it ran, in its time.
+        let tokens = *self.tokens.borrow();
+        self.live.tick(&p, running, tokens, self.begun.elapsed());
     }
-    let hung_up = *endings.borrow() == Some(Ending::HungUp);
-    Ok(if hung_up { Code::HungUp } else { code })
 }
 
 /// The items of `workflow`'s input (as `invocation` names it, relative to `root`), each

@@ -3,8 +3,8 @@
 //! and told as they end; what an earlier part of the run finished stands.
 
 use crate::common::signals::Ending;
-use cadre_core::internal::INHERIT_MODEL;
-use cadre_core::workflow::{output_of, CallKey, ItemResult, ResultsFile, WorkItem, Workflow};
+use cadre_core::internal::ResultsFile;
+use cadre_core::workflow::{CallKey, ItemResult, WorkItem, Workflow};
 use cadre_core::{AgentPath, AgentRecord, Delegated, DelegatedCall, Registry, StopKind, Usage};
 use cadre_engine::client::{ClientError, Ingress};
 use cadre_engine::wire::AgentCall;
@@ -184,10 +184,7 @@ impl Items {
         // The item's limits travel in the type the workers are sent, where they tighten it
         // (as a `Task` call's do on the engine).
         spec.limits = spec.limits.tightened_by(&call.limits);
-        let model = match spec.model.as_str() {
-            INHERIT_MODEL => self.model.clone(),
-            other => cadre_core::model::resolve_model_alias(other).to_owned(),
-        };
+        let model = spec.model_under(&self.model);
         let content = CallKey::of(
             &call.agent,
             &call.prompt,
@@ -543,7 +540,7 @@ fn ended_attempt(
         pending.attempt += 1;
         return Some((pending, wait));
     }
-    let (output, error) = output_of(&stop, &text, pending.typed);
+    let (output, error) = ItemResult::output_of(&stop, &text, pending.typed);
     let mut r = ItemResult::new(pending.key.clone(), stop.label());
     r.call = Some(pending.call_id());
     r.output = output;

@@ -112,14 +112,23 @@ impl ResultsDigest {
 
 /// An item's output and error from how its agent stopped and its final text: a typed
 /// answer is its JSON value, any other the text; a stop other than `Done` is the error.
-pub fn output_of(stop: &StopKind, text: &str, typed: bool) -> (Value, Option<String>) {
-    if !stop.is_done() {
-        return (Value::String(text.to_owned()), Some(stop.to_string()));
-    }
-    if typed {
-        if let Ok(value) = serde_json::from_str(text) {
-            return (value, None);
+pub(crate) fn output_of(stop: &StopKind, text: &str, typed: bool) -> (Value, Option<String>) {
+    ItemResult::output_of(stop, text, typed)
+}
+
+impl ItemResult {
+    /// An item's output and error from how its agent `stop`ped and its final `text`: a
+    /// `typed` answer is its JSON value, any other the text; a stop other than `Done` is
+    /// the error (for a driver other than cadre-core's, too).
+    pub fn output_of(stop: &StopKind, text: &str, typed: bool) -> (Value, Option<String>) {
+        if !stop.is_done() {
+            return (Value::String(text.to_owned()), Some(stop.to_string()));
         }
+        if typed {
+            if let Ok(value) = serde_json::from_str(text) {
+                return (value, None);
+            }
+        }
+        (Value::String(text.to_owned()), None)
     }
-    (Value::String(text.to_owned()), None)
 }
