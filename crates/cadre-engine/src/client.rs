@@ -35,6 +35,9 @@ pub enum ClientError {
         status: u16,
         /// Its body.
         body: String,
+        /// The ingress said the error is its own (`x-restate-error-source: ingress`: no such
+        /// invocation, a bad request), not the handler's result.
+        from_ingress: bool,
     },
     /// The request could not be encoded.
     #[error("the request to {url} could not be encoded: {source}")]
@@ -207,6 +210,7 @@ impl Ingress {
                 url: url.to_owned(),
                 status: status.as_u16(),
                 body: String::from_utf8_lossy(&body).into_owned(),
+                from_ingress,
             });
         }
         serde_json::from_slice(&body).map_err(|source| ClientError::Answer {

@@ -459,6 +459,57 @@ async fn retry_failed_on_the_engine_runs_only_the_failed_items_again() {
     not(all(has_restate, has_haproxy)),
     ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
 )]
+async fn an_invocation_the_worker_fails_is_the_items_failed_attempt_and_a_retry_takes_a_new_key() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 3;
+    let dir = project(ITEMS, 2);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 1, Duration::ZERO);
+    // Workers with no folder to work in fail every call outside git (a lasting error).
+    let fleet = Fleet::start(&mock.uri(), &[]).await;
+    let ingress = fleet.restate.ingress_url();
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &ingress,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let first = results(dir.path());
+    assert_eq!(first.len(), ITEMS);
+    for r in first.values() {
+        assert_eq!(r["outcome"], "failed: stopped", "{r}");
+        let error = r["error"].as_str().unwrap();
+        assert!(error.contains("the engine failed its invocation"), "{r}");
+        assert_eq!(r["attempts"], 1, "{r}");
+    }
+
+    // Retried, each item is a fresh call (`~1`), not the stored failure of its first key.
+    let id = run_id(dir.path());
+    let out = cadre_env(dir.path(), &[], &["workflow", "retry", &id, "--failed"]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    for r in results(dir.path()).values() {
+        assert!(r["call"].as_str().unwrap().ends_with("~1"), "{r}");
+        assert_eq!(r["attempts"], 2, "{r}");
+    }
+    assert!(mock.requests().is_empty(), "no item reached the model");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_the_rest() {
     if !engine_or_skip() {
         return;

@@ -237,6 +237,9 @@ pub(super) enum Ended {
     Ran(Delegated),
     /// It was never submitted: the run stopped first.
     NotStarted,
+    /// Its invocation ended in a failure of the handler's own (the body Restate gave):
+    /// the attempt is over, and another goes under a new key.
+    Failed(String),
     /// The engine could not be asked (it was not submitted, or the attach was lost).
     Lost(String),
 }
@@ -350,9 +353,24 @@ async fn attach(ingress: &Ingress, id: &str) -> Ended {
             Err(ClientError::Status { status: 409, .. }) => {
                 return Ended::Ran(Delegated::stopped(StopKind::Cancelled))
             }
+            // Not the ingress's own error: the invocation's stored result, which the same
+            // key would hand back on every resume.
+            Err(ClientError::Status {
+                body,
+                from_ingress: false,
+                ..
+            }) => return Ended::Failed(failure_message(&body)),
             Err(e) => return Ended::Lost(e.to_string()),
         }
     }
+}
+
+/// The message of a failed invocation's body (`{"message": …}`), else the body itself.
+fn failure_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.to_owned())
 }
 
 /// Where each item's line goes, and what the run's end is told from.
@@ -499,8 +517,9 @@ fn ended_attempt(
     stopped: &mut Option<StopKind>,
     tally: &mut Tally,
 ) -> Option<(Box<Pending>, Duration)> {
-    let report = match ended {
-        Ended::Ran(report) => report,
+    let (report, failure) = match ended {
+        Ended::Ran(report) => (report, None),
+        Ended::Failed(why) => (Delegated::stopped(StopKind::Other(why.clone())), Some(why)),
         Ended::NotStarted => {
             let stop = stopped.clone().unwrap_or(StopKind::Cancelled);
             let call = pending.call_id();
@@ -544,7 +563,10 @@ fn ended_attempt(
     let mut r = ItemResult::new(pending.key.clone(), stop.label());
     r.call = Some(pending.call_id());
     r.output = output;
-    r.error = error;
+    r.error = match failure {
+        Some(why) => Some(format!("the engine failed its invocation: {why}")),
+        None => error,
+    };
     r.usage = pending.usage;
     r.agent = Some(pending.agent.path.clone());
     r.attempts = pending.attempt + 1;
