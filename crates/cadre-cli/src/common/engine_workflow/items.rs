@@ -2,7 +2,7 @@
 //! cadre-core's driver makes them), submitted as attempts at most `concurrency` at once,
 //! and told as they end; what an earlier part of the run finished stands.
 
-use crate::common::signals::Ending;
+use crate::common::signals::{self, Ending};
 use cadre_core::internal::ResultsFile;
 use cadre_core::workflow::{CallKey, ItemResult, WorkItem, Workflow};
 use cadre_core::{AgentPath, AgentRecord, Delegated, DelegatedCall, Registry, StopKind, Usage};
@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -468,6 +469,9 @@ pub(super) async fn drive(
     let mut exhausted = false;
     let mut asked = false;
     let mut ticker = tokio::time::interval(Duration::from_millis(200));
+    // One handler for the whole drive: a Ctrl-C that comes while a pass is busy outside the
+    // `select!` is kept for the next (a listener made anew each pass would miss it).
+    let mut interrupts = signal(SignalKind::interrupt()).ok();
     loop {
         while !exhausted && running.len() < concurrency {
             match items.next() {
@@ -489,7 +493,7 @@ pub(super) async fn drive(
                 }
                 continue;
             }
-            _ = tokio::signal::ctrl_c() => "Ctrl-C",
+            Some(()) = signals::next(&mut interrupts) => "Ctrl-C",
             Ok(()) = endings.changed() => "a signal",
             _ = ticker.tick() => {
                 tick(running.len() as u64);
