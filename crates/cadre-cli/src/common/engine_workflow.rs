@@ -64,13 +64,17 @@ pub async fn run(
         .or_else(|| meta.admin.clone())
         .or_else(|| Admin::beside(&meta.ingress));
     let progress = Arc::new(Mutex::new(Progress::default()));
-    let Some((summary, dir)) = go(started, admin, format, quiet, &progress, &mut endings).await?
-    else {
-        return Ok(Code::Cancelled);
+    let driven = go(started, admin, format, quiet, &progress, &mut endings).await?;
+    let hung_up = *endings.borrow() == Some(Ending::HungUp);
+    let Some((summary, dir)) = driven else {
+        return Ok(if hung_up {
+            Code::HungUp
+        } else {
+            Code::Cancelled
+        });
     };
     let code = finish(Some(&dir), &summary, format, quiet);
     let p = progress.lock().unwrap_or_else(|e| e.into_inner());
-    let hung_up = *endings.borrow() == Some(Ending::HungUp);
     Ok(match code {
         _ if hung_up => Code::HungUp,
         // A script must tell 200 failed items from 200 completed ones.

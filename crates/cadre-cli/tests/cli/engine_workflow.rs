@@ -560,6 +560,55 @@ async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_t
     not(all(has_restate, has_haproxy)),
     ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
 )]
+async fn sighup_leaves_the_items_running_on_the_engine_exits_129_and_resume_attaches_to_them() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 12;
+    const AT_ONCE: usize = 4;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 2, Duration::ZERO);
+    let held = hold(&mock, 4..4 + AT_ONCE);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
+    assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let out = finish(client).await;
+    assert_eq!(out.code, 129, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("cadre resume"), "{}", out.stderr);
+    // The held items are still at work there: nothing cancelled them.
+    let id = run_id(dir.path());
+    assert_eq!(at_work(&fleet, &id, AT_ONCE).await.len(), AT_ONCE);
+
+    held.open();
+    let out = cadre_env(dir.path(), &[], &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let after = results(dir.path());
+    all_completed(&after, ITEMS);
+    for r in after.values() {
+        assert!(
+            !r["call"].as_str().unwrap().contains('~'),
+            "a new attempt: {r}"
+        );
+    }
+    let sent = sent_per_item(&mock);
+    assert!(
+        sent.values().all(|&n| n == 1),
+        "an item was sent again: {sent:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn the_workflows_budget_is_one_for_all_its_items_on_the_engine() {
     if !engine_or_skip() {
         return;

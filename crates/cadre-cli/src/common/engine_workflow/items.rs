@@ -20,9 +20,15 @@ use tokio_util::sync::CancellationToken;
 /// The longest wait before a failed item is tried again.
 const MOST_BACKOFF: Duration = Duration::from_secs(30);
 
-/// How often an attach cut off by the network is tried again before the item is given up
-/// (the run then stops, and a resume attaches again).
-const ATTACH_TRIES: u32 = 10;
+/// How often a submit or attach that cannot reach the ingress is tried in all before the
+/// item is given up (the run then stops submitting, and a resume attaches again).
+const TRIES: u32 = 12;
+
+/// The first wait before trying the ingress again; it doubles up to [`MOST_ENGINE_WAIT`].
+const FIRST_ENGINE_WAIT: Duration = Duration::from_millis(250);
+
+/// The longest wait between two tries of the ingress (about a minute in all).
+const MOST_ENGINE_WAIT: Duration = Duration::from_secs(8);
 
 /// An item on its way: its call, and which attempt.
 pub(super) struct Pending {
@@ -295,7 +301,8 @@ impl Attempts {
             // The caller's trace, if it is in one: each item's span is its child.
             call.agent.trace.clone_from(&template.agent.trace);
             let key = format!("{}:{}", call.run, pending.call_id());
-            let invocation = match ingress.submit_keyed(&call, &key).await {
+            // The idempotency key makes a submit tried again the same submit.
+            let invocation = match reaching(|| ingress.submit_keyed(&call, &key)).await {
                 Ok(id) => id,
                 Err(e) => return (pending, Ended::Lost(e.to_string())),
             };
@@ -340,28 +347,42 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Waits for the invocation `id` to end; a connection cut off is tried again.
+/// Waits for the invocation `id` to end; an ingress that cannot be reached is tried again.
 async fn attach(ingress: &Ingress, id: &str) -> Ended {
-    let mut tries = 0;
+    match reaching(|| ingress.attach(id)).await {
+        Ok(report) => Ended::Ran(report),
+        // Restate answers a cancelled invocation's attach with its cancellation.
+        Err(ClientError::Status { status: 409, .. }) => {
+            Ended::Ran(Delegated::stopped(StopKind::Cancelled))
+        }
+        // Not the ingress's own error: the invocation's stored result, which the same
+        // key would hand back on every resume.
+        Err(ClientError::Status {
+            body,
+            from_ingress: false,
+            ..
+        }) => Ended::Failed(failure_message(&body)),
+        Err(e) => Ended::Lost(e.to_string()),
+    }
+}
+
+/// `ask` until the ingress is reached, waiting longer after each try it could not be (a
+/// brief outage is ridden out), at most [`TRIES`] times.
+async fn reaching<T, F, A>(mut ask: A) -> Result<T, ClientError>
+where
+    A: FnMut() -> F,
+    F: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut wait = FIRST_ENGINE_WAIT;
+    let mut tries = 1;
     loop {
-        match ingress.attach(id).await {
-            Ok(report) => return Ended::Ran(report),
-            Err(ClientError::Unreachable { .. }) if tries + 1 < ATTACH_TRIES => {
+        match ask().await {
+            Err(ClientError::Unreachable { .. }) if tries < TRIES => {
                 tries += 1;
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(MOST_ENGINE_WAIT);
             }
-            // Restate answers a cancelled invocation's attach with its cancellation.
-            Err(ClientError::Status { status: 409, .. }) => {
-                return Ended::Ran(Delegated::stopped(StopKind::Cancelled))
-            }
-            // Not the ingress's own error: the invocation's stored result, which the same
-            // key would hand back on every resume.
-            Err(ClientError::Status {
-                body,
-                from_ingress: false,
-                ..
-            }) => return Ended::Failed(failure_message(&body)),
-            Err(e) => return Ended::Lost(e.to_string()),
+            answer => return answer,
         }
     }
 }
@@ -455,7 +476,7 @@ impl Tally {
 /// Drives the items to their ends: at most `concurrency` submitted and unfinished at once,
 /// items read only as slots free; `tick` redraws the live block with the number running.
 /// Returns why scheduling stopped (`Done` when it did not), or `None` when a second Ctrl-C
-/// (or signal) gave the run up at once.
+/// (or signal) gave the run up at once, or SIGHUP left its items running on the engine.
 pub(super) async fn drive(
     mut items: Items,
     attempts: Attempts,
@@ -494,7 +515,14 @@ pub(super) async fn drive(
                 continue;
             }
             Some(()) = signals::next(&mut interrupts) => "Ctrl-C",
-            Ok(()) = endings.changed() => "a signal",
+            Ok(()) = endings.changed() => {
+                if *endings.borrow() == Some(Ending::HungUp) {
+                    // As `cadre run --engine` does: the items go on there, and a resume
+                    // attaches to them under their keys.
+                    return None;
+                }
+                "a signal"
+            }
             _ = ticker.tick() => {
                 tick(running.len() as u64);
                 continue;
@@ -532,7 +560,13 @@ fn ended_attempt(
         }
         Ended::Lost(why) => {
             let stop = StopKind::Other(format!("the engine could not be asked: {why}"));
-            stop_scheduling(attempts, stopped, stop.clone());
+            if stopped.is_none() {
+                let run = &attempts.template.run;
+                errln!("cadre: the engine could not be asked ({why}); no more items are submitted, the items in flight go on there, and `cadre resume {run}` attaches to them again");
+                *stopped = Some(stop.clone());
+                // What runs there is left running: a resume attaches to it under its key.
+                attempts.stop.cancel();
+            }
             let call = pending.call_id();
             tally.tell(&not_started(&pending.key, &call, &stop, pending.attempt));
             return None;
