@@ -6,6 +6,7 @@
 //! live block are a local workflow run's.
 
 mod items;
+mod submitted;
 
 use crate::args::{OutputFormat, RunArgs};
 use crate::common::engine::{
@@ -26,6 +27,7 @@ use items::{Attempts, Earlier, Items, Tally};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use submitted::Submitted;
 
 /// Which engine workflow run: a new one, or one carried on.
 pub enum Job {
@@ -108,12 +110,24 @@ async fn go(
     let results = dir.path().join(Run::RESULTS_FILE);
     let earlier = Earlier::read(&results, matches!(again, Again::Failed));
     let teller = teller(invocation.output.as_deref(), format, progress.clone())?;
-    let items = items_of(&workflow, &invocation, &root, registry, earlier)?;
+    let submitted = Submitted::read(&dir.engine_submitted_file(), earlier.agents());
+    let items = items_of(
+        &workflow,
+        &invocation,
+        &root,
+        registry,
+        (earlier, submitted),
+    )?;
     let concurrency = invocation
         .concurrency
         .unwrap_or(workflow.file.map.concurrency)
         .max(1);
-    let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries);
+    let attempts = Attempts::new(
+        ingress.clone(),
+        call,
+        workflow.file.map.retries,
+        dir.engine_submitted_file(),
+    );
     let name = workflow.file.name.clone();
     let live = LiveBlock::new(
         &name,
@@ -185,13 +199,14 @@ impl Watcher<'_> {
 }
 
 /// The items of `workflow`'s input (as `invocation` names it, relative to `root`), each
-/// made into its call as it is read; `earlier` has what an earlier part finished.
+/// made into its call as it is read; `before` has what an earlier part finished and
+/// submitted.
 fn items_of(
     workflow: &Loaded,
     invocation: &Invocation,
     root: &Path,
     registry: Registry,
-    earlier: Earlier,
+    before: (Earlier, Submitted),
 ) -> Result<Items> {
     let source = workflow
         .file
@@ -205,7 +220,8 @@ fn items_of(
         Box::new(work),
         registry,
         invocation.model.clone(),
-        earlier,
+        before.0,
+        before.1,
     ))
 }
 

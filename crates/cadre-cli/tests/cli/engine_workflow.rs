@@ -609,6 +609,54 @@ async fn sighup_leaves_the_items_running_on_the_engine_exits_129_and_resume_atta
     not(all(has_restate, has_haproxy)),
     ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
 )]
+async fn a_line_inserted_above_before_a_resume_takes_no_finished_items_agent() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 6;
+    const AT_ONCE: usize = 2;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS + 1, 2, Duration::ZERO);
+    let held = hold(&mock, 2..2 + AT_ONCE);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
+    assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    held.open();
+    let out = finish(client).await;
+    assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
+
+    // A new item at the top of the input: the first item's place, not its agent.
+    let input = dir.path().join("items.jsonl");
+    let new = json!({"id": "new", "title": format!("item-{ITEMS:03}")}).to_string();
+    let text = std::fs::read_to_string(&input).unwrap();
+    write_file(&input, &format!("{new}\n{text}"));
+    let id = run_id(dir.path());
+    let out = cadre_env(dir.path(), &[], &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let after = results(dir.path());
+    assert_eq!(after.len(), ITEMS + 1, "{after:?}");
+    let mut agents = BTreeMap::new();
+    for (key, r) in &after {
+        assert_eq!(r["outcome"], "completed", "{r}");
+        let agent = r["agent"].as_str().unwrap().to_owned();
+        if let Some(other) = agents.insert(agent.clone(), key.clone()) {
+            panic!("{key} and {other} are both {agent}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn the_workflows_budget_is_one_for_all_its_items_on_the_engine() {
     if !engine_or_skip() {
         return;

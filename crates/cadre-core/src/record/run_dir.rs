@@ -23,6 +23,10 @@ pub const ENGINE_CALL_FILE: &str = "engine-call.json";
 /// across the run's parts.
 pub const ENGINE_RECORDS_FILE: &str = "engine-records.jsonl";
 
+/// The attempts a workflow run on a durable engine submitted, one a line (call, attempt,
+/// agent, invocation), each written before it goes out.
+pub const ENGINE_SUBMITTED_FILE: &str = "engine-submitted.jsonl";
+
 /// The folder of a run's whole subagent answers that were too long for a tool result.
 pub const RESULTS_DIR: &str = "results";
 
@@ -204,6 +208,11 @@ impl RunDir {
     /// The records of an engine workflow run's ended agents (`engine-records.jsonl`).
     pub fn engine_records_file(&self) -> PathBuf {
         self.dir.join(ENGINE_RECORDS_FILE)
+    }
+
+    /// The attempts an engine workflow run submitted (`engine-submitted.jsonl`).
+    pub fn engine_submitted_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_SUBMITTED_FILE)
     }
 
     /// The folder of whole answers too long for a tool result (`results/`).

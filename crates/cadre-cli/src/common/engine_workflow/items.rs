@@ -2,9 +2,10 @@
 //! cadre-core's driver makes them), submitted as attempts at most `concurrency` at once,
 //! and told as they end; what an earlier part of the run finished stands.
 
+use super::submitted::{self, Submitted};
 use crate::common::signals::{self, Ending};
 use cadre_core::internal::ResultsFile;
-use cadre_core::workflow::{CallKey, ItemResult, WorkItem, Workflow};
+use cadre_core::workflow::{CallKey, ItemResult, WorkItem};
 use cadre_core::{AgentPath, AgentRecord, Delegated, DelegatedCall, Registry, StopKind, Usage};
 use cadre_engine::client::{ClientError, Ingress};
 use cadre_engine::wire::AgentCall;
@@ -91,13 +92,20 @@ impl Earlier {
         }
     }
 
+    /// The agents the lines name.
+    pub(super) fn agents(&self) -> impl Iterator<Item = AgentPath> + '_ {
+        self.lines.values().filter_map(|r| r.agent.clone())
+    }
+
     /// What the run does with the item whose call is `base`: a completed line stands, and
     /// so does a failure that a resume does not carry on (an invalid answer, a limit); an
     /// item stopped by the model API, cancelled or not started is submitted again as a
     /// fresh attempt (its last one ended on the engine, where it cannot go on).
-    fn decide(&mut self, base: &str) -> Decision {
+    /// An item with no line goes on from `recorded`, the last attempt the run submitted
+    /// (the same key attaches to it, running or ended).
+    fn decide(&mut self, base: &str, recorded: Option<u32>) -> Decision {
         let Some(line) = self.lines.remove(base) else {
-            return Decision::Submit(0);
+            return Decision::Submit(recorded.unwrap_or(0));
         };
         let not_started = line
             .error
@@ -129,19 +137,19 @@ pub(super) struct Items {
     model: String,
     seen: HashMap<CallKey, u32>,
     earlier: Earlier,
-    /// Items read so far: each item's agent is numbered by its place in the input, the
-    /// same in every part of the run (a resume's agents take no earlier agent's path).
-    read: u32,
+    /// What the run submitted before: each call's agent and attempt.
+    submitted: Submitted,
 }
 
 impl Items {
     /// The items of `source`, their types in `registry`, the run's model `model`, what an
-    /// earlier part of the run found in `earlier`.
+    /// earlier part of the run found in `earlier` and submitted in `submitted`.
     pub(super) fn new(
         source: Box<dyn Iterator<Item = WorkItem> + Send>,
         registry: Registry,
         model: String,
         earlier: Earlier,
+        submitted: Submitted,
     ) -> Self {
         Self {
             source,
@@ -149,14 +157,13 @@ impl Items {
             model,
             seen: HashMap::new(),
             earlier,
-            read: 0,
+            submitted,
         }
     }
 
     /// The next item, read from the input only now.
     pub(super) fn next(&mut self) -> Option<Next> {
         let item = self.source.next()?;
-        self.read += 1;
         Some(self.prepare(item))
     }
 
@@ -200,11 +207,14 @@ impl Items {
             &model,
         );
         let base = self.call_id(content);
-        let attempt = match self.earlier.decide(&base) {
+        let recorded = self.submitted.attempt_of(&base);
+        let attempt = match self.earlier.decide(&base, recorded) {
             Decision::Stands(line) => return Next::Told(line),
             Decision::Submit(attempt) => attempt,
         };
-        let path = AgentPath::primary(Workflow::ROOT_TYPE).child(&spec.name, self.read);
+        // Named from its call, not its place in the input: a line inserted above it does
+        // not hand it an earlier agent's path (its branch, transcript and record).
+        let path = self.submitted.agent_of(&base, &spec.name);
         let agent = DelegatedCall {
             path,
             depth: 1,
@@ -260,18 +270,26 @@ pub(super) struct Attempts {
     inflight: Arc<Mutex<BTreeMap<String, String>>>,
     /// Cancelled when the run stops scheduling.
     stop: CancellationToken,
+    /// Where each attempt is recorded before it is submitted.
+    submitted: Arc<PathBuf>,
 }
 
 impl Attempts {
     /// Attempts sent through `ingress`, each with `template`'s settings, a failed item
-    /// tried again `retries` times.
-    pub(super) fn new(ingress: Ingress, template: AgentCall, retries: u32) -> Self {
+    /// tried again `retries` times, each recorded in the file `submitted` first.
+    pub(super) fn new(
+        ingress: Ingress,
+        template: AgentCall,
+        retries: u32,
+        submitted: PathBuf,
+    ) -> Self {
         Self {
             ingress,
             template: Arc::new(template),
             retries,
             inflight: Arc::default(),
             stop: CancellationToken::new(),
+            submitted: Arc::new(submitted),
         }
     }
 
@@ -286,6 +304,7 @@ impl Attempts {
         let template = self.template.clone();
         let inflight = self.inflight.clone();
         let stop = self.stop.clone();
+        let file = self.submitted.clone();
         async move {
             if !wait.is_zero() {
                 tokio::select! {
@@ -301,11 +320,15 @@ impl Attempts {
             // The caller's trace, if it is in one: each item's span is its child.
             call.agent.trace.clone_from(&template.agent.trace);
             let key = format!("{}:{}", call.run, pending.call_id());
+            let (base, attempt, agent) = (&pending.base, pending.attempt, &call.agent.path);
+            // Recorded first: a client killed while it is sent resumes this attempt.
+            submitted::record(&file, base, attempt, agent, None);
             // The idempotency key makes a submit tried again the same submit.
             let invocation = match reaching(|| ingress.submit_keyed(&call, &key)).await {
                 Ok(id) => id,
                 Err(e) => return (pending, Ended::Lost(e.to_string())),
             };
+            submitted::record(&file, base, attempt, agent, Some(&invocation));
             lock(&inflight).insert(key.clone(), invocation.clone());
             if stop.is_cancelled() {
                 // The run stopped while it was being submitted: the cancel may have missed it.
