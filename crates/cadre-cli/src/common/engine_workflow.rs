@@ -108,7 +108,7 @@ async fn go(
     } = started;
     let ingress = Ingress::new(&meta.ingress).map_err(CliError::invalid)?;
     let results = dir.path().join(Run::RESULTS_FILE);
-    let earlier = Earlier::read(&results, matches!(again, Again::Failed));
+    let earlier = Earlier::read(&results, retrying(&dir, &again));
     let teller = teller(invocation.output.as_deref(), format, progress.clone())?;
     let submitted = Submitted::read(&dir.engine_submitted_file(), earlier.agents());
     let items = items_of(
@@ -159,6 +159,10 @@ async fn go(
         );
         return Ok(None);
     };
+    if matches!(stop, StopKind::Done) {
+        // Every item was told: a retry this part carried on has ended.
+        let _ = std::fs::remove_file(dir.engine_retrying_file());
+    }
     keep_transcripts(&ingress, &meta.run, &dir).await;
     // The run's whole time, from its first submission.
     let before = Duration::from_millis(
@@ -168,6 +172,20 @@ async fn go(
     let elapsed_ms = u64::try_from((before + begun.elapsed()).as_millis()).unwrap_or(u64::MAX);
     let summary = summarise(&dir, &meta, name, tally, stop, elapsed_ms);
     Ok(Some((summary, dir)))
+}
+
+/// Whether this part of the run tries its failed items again: `again` asks it, or a
+/// `workflow retry --failed` that did not end did (its mark stays in the run folder until
+/// a part ends with every item told, so a killed retry's resume finishes it).
+fn retrying(dir: &RunDir, again: &Again) -> bool {
+    let mark = dir.engine_retrying_file();
+    if matches!(again, Again::Failed) {
+        if let Err(e) = std::fs::write(&mark, "") {
+            tracing::warn!("cannot write {}: {e}", mark.display());
+        }
+        return true;
+    }
+    mark.is_file()
 }
 
 /// What the live block is redrawn from: the progress, the tokens the run used, and why

@@ -510,6 +510,74 @@ async fn an_invocation_the_worker_fails_is_the_items_failed_attempt_and_a_retry_
     not(all(has_restate, has_haproxy)),
     ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
 )]
+async fn a_retry_of_the_failed_items_killed_midway_is_finished_by_a_resume() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 8;
+    // One at once: when the retry is killed, item 6 has not been submitted again.
+    let dir = project(ITEMS, 1);
+    let mock = MockServer::start().await;
+    for n in [3, 6] {
+        mock.route(
+            Match::FirstUserContains(format!("item-{n:03}.")),
+            vec![Reply::text("not json"); 3],
+        );
+    }
+    routes(&mock, ITEMS, 1, Duration::ZERO);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let ingress = fleet.restate.ingress_url();
+    let out = cadre_env(
+        dir.path(),
+        &[],
+        &[
+            "workflow",
+            "run",
+            "label.yaml",
+            "--engine",
+            "restate",
+            "--restate-url",
+            &ingress,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+
+    let held = hold(&mock, 3..4);
+    let id = run_id(dir.path());
+    let home = tempfile::tempdir().unwrap();
+    let mut retry = cadre_command(
+        dir.path(),
+        &mock.uri(),
+        home.path(),
+        &["workflow", "retry", &id, "--failed"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(held.wait_for(1, Duration::from_secs(120)).await);
+    retry.kill().unwrap();
+    retry.wait().unwrap();
+    held.open();
+
+    let out = cadre_env(dir.path(), &[], &["resume", &id]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let after = results(dir.path());
+    all_completed(&after, ITEMS);
+    for key in ["i003", "i006"] {
+        assert!(
+            after[key]["call"].as_str().unwrap().ends_with("~1"),
+            "{after:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
 async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_the_rest() {
     if !engine_or_skip() {
         return;

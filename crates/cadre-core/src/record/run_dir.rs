@@ -27,6 +27,10 @@ pub const ENGINE_RECORDS_FILE: &str = "engine-records.jsonl";
 /// agent, invocation), each written before it goes out.
 pub const ENGINE_SUBMITTED_FILE: &str = "engine-submitted.jsonl";
 
+/// The mark of a `workflow retry --failed` on a durable engine that has not ended yet: a
+/// resume of the run goes on retrying its failed items.
+pub const ENGINE_RETRYING_FILE: &str = "engine-retrying";
+
 /// The folder of a run's whole subagent answers that were too long for a tool result.
 pub const RESULTS_DIR: &str = "results";
 
@@ -213,6 +217,11 @@ impl RunDir {
     /// The attempts an engine workflow run submitted (`engine-submitted.jsonl`).
     pub fn engine_submitted_file(&self) -> PathBuf {
         self.dir.join(ENGINE_SUBMITTED_FILE)
+    }
+
+    /// The mark of an engine workflow retry not yet ended (`engine-retrying`).
+    pub fn engine_retrying_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_RETRYING_FILE)
     }
 
     /// The folder of whole answers too long for a tool result (`results/`).

@@ -107,6 +107,13 @@ impl Earlier {
         let Some(line) = self.lines.remove(base) else {
             return Decision::Submit(recorded.unwrap_or(0));
         };
+        // A later attempt went out after the line was written (a retry whose client was
+        // killed): it is the item's, and the same key attaches to it.
+        if let Some(later) = recorded.filter(|&n| n >= line.attempts.max(1)) {
+            if !line.is_completed() {
+                return Decision::Submit(later);
+            }
+        }
         let not_started = line
             .error
             .as_deref()
@@ -351,7 +358,13 @@ impl Attempts {
     /// flight is cancelled on the engine.
     fn stop_all(&self) {
         self.stop.cancel();
-        let ids: Vec<String> = lock(&self.inflight).values().cloned().collect();
+        let ids: Vec<String> = {
+            let inflight = lock(&self.inflight);
+            // Marked first: a client killed before their lines are written resumes each
+            // with a fresh attempt, not the cancelled one's key.
+            submitted::mark_cancelled(&self.submitted, &self.template.run, inflight.keys());
+            inflight.values().cloned().collect()
+        };
         if ids.is_empty() {
             return;
         }
