@@ -284,6 +284,8 @@ async fn start(
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Started> {
+    // Asked before the settings are decided, which take what the command line gave.
+    let parallel_given = args.given.source("limits.max_parallel").is_some();
     let decided = decide(args, directory, quiet)?;
     let workflow = load(&invocation, &decided.registry, quiet)?;
     if workflow.file.reduce.is_some() {
@@ -295,7 +297,7 @@ async fn start(
     let concurrency = invocation
         .concurrency
         .unwrap_or(workflow.file.map.concurrency);
-    if args.given.source("limits.max_parallel").is_none() {
+    if !parallel_given {
         // Each item's requests would else wait for one of --max-parallel's 16 slots.
         args.max_parallel = args.max_parallel.max(concurrency);
     }
