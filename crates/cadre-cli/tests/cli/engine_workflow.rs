@@ -720,6 +720,81 @@ async fn a_line_inserted_above_before_a_resume_takes_no_finished_items_agent() {
     }
 }
 
+/// The model slots of run `id` as its `CadreRun` object keeps them (`used`, `queue`).
+async fn slots(fleet: &Fleet, id: &str) -> Value {
+    let query = format!(
+        "SELECT value_utf8 FROM state WHERE service_name = 'CadreRun' AND service_key = '{id}' AND key = 'slots'"
+    );
+    let rows: Value = reqwest::Client::new()
+        .post(format!("{}query", fleet.restate.admin_url()))
+        .header("accept", "application/json")
+        .json(&json!({ "query": query }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    rows["rows"][0]["value_utf8"]
+        .as_str()
+        .map_or(Value::Null, |v| serde_json::from_str(v).unwrap())
+}
+
+/// Run `id`'s slots once `done` holds of them (or as they are after a minute).
+async fn slots_once(fleet: &Fleet, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut now = slots(fleet, id).await;
+    for _ in 0..600 {
+        if done(&now) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now = slots(fleet, id).await;
+    }
+    now
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn an_item_cancelled_while_it_waits_for_a_model_slot_leaves_none_taken() {
+    if !engine_or_skip() {
+        return;
+    }
+    let dir = project(2, 2);
+    let mock = MockServer::start().await;
+    routes(&mock, 2, 2, Duration::ZERO);
+    // One slot for two items: the first to get it is held, the other waits in line.
+    let held = hold(&mock, 0..2);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(
+        dir.path(),
+        &fleet,
+        home.path(),
+        &mock.uri(),
+        &["--max-parallel", "1"],
+    );
+    assert!(held.wait_for(1, Duration::from_secs(120)).await);
+    let id = run_id(dir.path());
+    let waiting = |s: &Value| s["queue"].as_array().is_some_and(|q| q.len() == 1);
+    let before = slots_once(&fleet, &id, waiting).await;
+    assert!(waiting(&before), "{before}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    held.open();
+    let out = finish(client).await;
+    assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
+    // The held item gave its slot back, and the one that waited took none.
+    let free = |s: &Value| s["used"] == 0 && s["queue"].as_array().is_some_and(Vec::is_empty);
+    let after = slots_once(&fleet, &id, free).await;
+    assert!(free(&after), "a slot was left taken: {after}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(all(has_restate, has_haproxy)),
