@@ -330,6 +330,131 @@ async fn the_client_killed_and_resumed_sends_no_item_again() {
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
 }
 
+/// The number of the model request (its turn: 1 for the first) `body` is.
+fn turn_of(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map_or(0, |m| m.len().div_ceil(2))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn a_worker_killed_in_a_two_turn_item_sends_its_first_turn_once() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 8;
+    const AT_ONCE: usize = 4;
+    let dir = project(ITEMS, AT_ONCE);
+    write_file(&dir.path().join("notes.txt"), "a note to read\n");
+    let mock = MockServer::start().await;
+    // Each item reads the note, then answers (twice over, for a turn sent again).
+    for n in 0..ITEMS {
+        let label = json!({"label": format!("label-{n}")}).to_string();
+        mock.route(
+            Match::FirstUserContains(format!("item-{n:03}.")),
+            vec![
+                Reply::tool_use(
+                    &format!("toolu_{n}"),
+                    "read_file",
+                    json!({"path": "notes.txt"}),
+                ),
+                Reply::text(&label),
+                Reply::text(&label),
+            ],
+        );
+    }
+    mock.allow_unused_replies();
+    // The first items' second turns wait here for the kill.
+    let held = mock.gate(Match::Custom(std::sync::Arc::new(|body: &Value| {
+        turn_of(body) == 2 && item_number(body).is_some_and(|n| n < AT_ONCE)
+    })));
+    let mut fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
+    assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
+    let id = run_id(dir.path());
+    let working = at_work(&fleet, &id, AT_ONCE).await;
+    assert_eq!(working.len(), AT_ONCE, "{working:?}");
+    let victim = usize::from(!working.values().any(|w| w == "w1"));
+    fleet.workers[victim].kill();
+    held.open();
+    let out = finish(client).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()), ITEMS);
+    // The killed worker's items were replayed on the other: their first turn (and its
+    // tool call) came from the journal, not from the model again.
+    let mut first_turns = BTreeMap::new();
+    for r in mock.requests() {
+        if let (Some(n), 1) = (item_number(&r.body), turn_of(&r.body)) {
+            *first_turns.entry(n).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(first_turns.len(), ITEMS, "{first_turns:?}");
+    assert!(
+        first_turns.values().all(|&n| n == 1),
+        "a first turn was sent again: {first_turns:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(has_restate, has_haproxy)),
+    ignore = "needs Restate and HAProxy: npm install --prefix target/npm-restate @restatedev/restate-server@1.7.12; apt-get install haproxy (.ci/run installs both)"
+)]
+async fn the_client_killed_and_resumed_while_items_run_attaches_to_them() {
+    if !engine_or_skip() {
+        return;
+    }
+    const ITEMS: usize = 12;
+    const AT_ONCE: usize = 4;
+    let dir = project(ITEMS, AT_ONCE);
+    let mock = MockServer::start().await;
+    routes(&mock, ITEMS, 2, Duration::ZERO);
+    let held = hold(&mock, 4..4 + AT_ONCE);
+    let fleet = Fleet::in_folder(&mock.uri(), dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let mut client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
+    assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let id = run_id(dir.path());
+    // Resumed while the held items still run: the resume submits their keys again (its
+    // record of each, with the invocation Restate gave it, follows the first part's).
+    let submitted = run_dir(dir.path()).unwrap().join("engine-submitted.jsonl");
+    let accepted = || {
+        std::fs::read_to_string(&submitted)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"invocation\""))
+            .count()
+    };
+    assert_eq!(accepted(), 4 + AT_ONCE);
+    let resume = cadre_command(dir.path(), &mock.uri(), home.path(), &["resume", &id])
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the resume to submit the held items again", || {
+        accepted() == 4 + 2 * AT_ONCE
+    })
+    .await;
+    assert_eq!(held.waiting(), AT_ONCE, "the held items are still held");
+    held.open();
+    let out = finish(resume).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_completed(&results(dir.path()), ITEMS);
+    let sent = sent_per_item(&mock);
+    assert!(
+        sent.values().all(|&n| n == 1),
+        "an item was sent again: {sent:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(all(has_restate, has_haproxy)),
