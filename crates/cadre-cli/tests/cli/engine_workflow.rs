@@ -564,6 +564,17 @@ async fn retry_failed_on_the_engine_runs_only_the_failed_items_again() {
     let sent = sent_per_item(&mock);
     let rerun: Vec<usize> = (0..ITEMS).filter(|n| sent[n] != sent_before[n]).collect();
     assert_eq!(rerun, [3, 7], "only the failed items ran again");
+    // The usage table counts both attempts of a retried item: three turns, then one.
+    let summary = run_dir(dir.path()).unwrap().join("summary.json");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    let agent = &after["i003"]["agent"];
+    let record = summary["usage"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == *agent)
+        .unwrap_or_else(|| panic!("no record of {agent}: {summary}"));
+    assert_eq!(record["turns"], 4, "{record}");
 
     // A fix round is refused on the engine, saying what does run.
     let out = cadre_env(

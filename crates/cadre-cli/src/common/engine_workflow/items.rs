@@ -431,6 +431,25 @@ fn failure_message(body: &str) -> String {
         .unwrap_or_else(|| body.to_owned())
 }
 
+/// One line of the records file: an agent's record, and the attempt it ended in (`KEY~n`;
+/// empty in a file written before attempts were told apart).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptRecord {
+    #[serde(default)]
+    call: String,
+    #[serde(flatten)]
+    record: AgentRecord,
+}
+
+/// The record of an agent's attempt `later`, with what its attempt `before` used added.
+fn added(before: AgentRecord, mut later: AgentRecord) -> AgentRecord {
+    later.usage.add(&before.usage);
+    later.turns += before.turns;
+    later.tool_calls += before.tool_calls;
+    later.elapsed_ms += before.elapsed_ms;
+    later
+}
+
 /// Where each item's line goes, and what the run's end is told from.
 pub(super) struct Tally {
     file: ResultsFile,
@@ -456,11 +475,16 @@ impl Tally {
         }
     }
 
-    /// Appends `records` to the records file, a whole line each.
-    fn keep(&self, records: &[AgentRecord]) {
+    /// Appends `records`, those of the attempt `call`, to the records file, a whole line
+    /// each.
+    fn keep(&self, call: &str, records: &[AgentRecord]) {
         let mut text = Vec::new();
-        for r in records {
-            if serde_json::to_writer(&mut text, r).is_ok() {
+        for record in records {
+            let kept = KeptRecord {
+                call: call.to_owned(),
+                record: record.clone(),
+            };
+            if serde_json::to_writer(&mut text, &kept).is_ok() {
                 text.push(b'\n');
             }
         }
@@ -474,15 +498,28 @@ impl Tally {
         }
     }
 
-    /// The records kept, the last for each agent.
+    /// The records kept, one for each agent: an attempt's last (a resume may fetch the
+    /// same attempt's again), and an agent's attempts added up (each used tokens and
+    /// turns), the last attempt's outcome standing.
     fn kept(&self) -> Vec<AgentRecord> {
         let text = std::fs::read_to_string(&self.records).unwrap_or_default();
-        let mut by_path: BTreeMap<AgentPath, AgentRecord> = BTreeMap::new();
-        for r in text
+        let mut attempts: Vec<KeptRecord> = Vec::new();
+        for kept in text
             .lines()
-            .filter_map(|l| serde_json::from_str::<AgentRecord>(l).ok())
+            .filter_map(|l| serde_json::from_str::<KeptRecord>(l).ok())
         {
-            by_path.insert(r.path.clone(), r);
+            let same = |k: &KeptRecord| k.call == kept.call && k.record.path == kept.record.path;
+            match attempts.iter_mut().find(|k| same(k)) {
+                Some(earlier) => *earlier = kept,
+                None => attempts.push(kept),
+            }
+        }
+        let mut by_path: BTreeMap<AgentPath, AgentRecord> = BTreeMap::new();
+        for KeptRecord { record, .. } in attempts {
+            match by_path.remove(&record.path) {
+                Some(before) => by_path.insert(record.path.clone(), added(before, record)),
+                None => by_path.insert(record.path.clone(), record),
+            };
         }
         by_path.into_values().collect()
     }
@@ -617,7 +654,7 @@ fn ended_attempt(
     if let Some(own) = records.iter().find(|r| r.path == pending.agent.path) {
         pending.usage.add(&own.usage);
     }
-    tally.keep(&records);
+    tally.keep(&pending.call_id(), &records);
     match &stop {
         StopKind::ModelError(why) if cadre_core::ModelError::text_is_terminal(why) => {
             stop_scheduling(attempts, stopped, stop.clone());
