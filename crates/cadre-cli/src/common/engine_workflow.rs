@@ -7,6 +7,7 @@
 
 mod items;
 mod submitted;
+mod tally;
 
 use crate::args::{OutputFormat, RunArgs};
 use crate::common::engine::{
@@ -23,11 +24,12 @@ use cadre_core::workflow::Workflow as Run;
 use cadre_core::{Registry, RunDir, RunSummary, StopKind, UsageReport};
 use cadre_engine::client::{Admin, Ingress, Stuck};
 use cadre_engine::wire::AgentCall;
-use items::{Attempts, Earlier, Items, Tally};
+use items::{Attempts, Earlier, Items};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use submitted::Submitted;
+use tally::Tally;
 
 /// Which engine workflow run: a new one, or one carried on.
 pub enum Job {
@@ -110,24 +112,13 @@ async fn go(
     let results = dir.path().join(Run::RESULTS_FILE);
     let earlier = Earlier::read(&results, retrying(&dir, &again));
     let teller = teller(invocation.output.as_deref(), format, progress.clone())?;
-    let submitted = Submitted::read(&dir.engine_submitted_file(), earlier.agents());
-    let items = items_of(
-        &workflow,
-        &invocation,
-        &root,
-        registry,
-        (earlier, submitted),
-    )?;
+    let items = items_of(&workflow, &invocation, &root, registry, earlier, &dir)?;
     let concurrency = invocation
         .concurrency
         .unwrap_or(workflow.file.map.concurrency)
         .max(1);
-    let attempts = Attempts::new(
-        ingress.clone(),
-        call,
-        workflow.file.map.retries,
-        dir.engine_submitted_file(),
-    );
+    let file = dir.engine_submitted_file();
+    let attempts = Attempts::new(ingress.clone(), call, workflow.file.map.retries, file);
     let name = workflow.file.name.clone();
     let live = LiveBlock::new(
         &name,
@@ -217,15 +208,17 @@ impl Watcher<'_> {
 }
 
 /// The items of `workflow`'s input (as `invocation` names it, relative to `root`), each
-/// made into its call as it is read; `before` has what an earlier part finished and
-/// submitted.
+/// made into its call as it is read; `earlier` has what an earlier part finished, and the
+/// run folder `dir` what it submitted.
 fn items_of(
     workflow: &Loaded,
     invocation: &Invocation,
     root: &Path,
     registry: Registry,
-    before: (Earlier, Submitted),
+    earlier: Earlier,
+    dir: &RunDir,
 ) -> Result<Items> {
+    let submitted = Submitted::read(&dir.engine_submitted_file(), earlier.agents());
     let source = workflow
         .file
         .items(invocation.input.as_deref(), root)
@@ -238,8 +231,8 @@ fn items_of(
         Box::new(work),
         registry,
         invocation.model.clone(),
-        before.0,
-        before.1,
+        earlier,
+        submitted,
     ))
 }
 
