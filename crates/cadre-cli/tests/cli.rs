@@ -214,6 +214,10 @@ mod permissions;
 
 #[path = "cli/engine.rs"]
 mod engine;
+#[path = "cli/engine_fleet.rs"]
+mod engine_fleet;
+#[path = "cli/engine_workflow.rs"]
+mod engine_workflow;
 
 #[path = "cli/definitions.rs"]
 mod definitions;

@@ -17,6 +17,8 @@ pub use crate::definitions::instructions::{Origin, USER_DIR_LABEL};
 // `cadre mcp serve` checks a call's answer schema and model as an agent type's are checked.
 pub use crate::definitions::model_settings::schema_problem;
 pub use crate::definitions::spec::valid_model;
+// A workflow run on a durable engine writes its results file as cadre-core's driver does.
+pub use crate::run::workflow::results::ResultsFile;
 // The CLI reads Claude Code's `permissions.defaultMode` with cadre's own parser.
 pub use crate::definitions::permissions::file_mode;
 // cadre-core's fuzz test feeds arbitrary text to the parsers of Claude Code agent files,

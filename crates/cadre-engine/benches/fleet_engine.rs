@@ -241,6 +241,7 @@ fn agent_call(run: String, n: usize) -> AgentCall {
             description: TASK.into(),
             prompt: TASK.into(),
             trace: None,
+            output_schema: None,
         },
         base: None,
         settings: RunSettings {

@@ -35,6 +35,9 @@ pub enum ClientError {
         status: u16,
         /// Its body.
         body: String,
+        /// The ingress said the error is its own (`x-restate-error-source: ingress`: no such
+        /// invocation, a bad request), not the handler's result.
+        from_ingress: bool,
     },
     /// The request could not be encoded.
     #[error("the request to {url} could not be encoded: {source}")]
@@ -102,6 +105,13 @@ impl Ingress {
     /// Submits the run's primary agent, keyed by the run id: submitting the same run
     /// again attaches to the first. Returns the invocation id.
     pub async fn submit(&self, call: &AgentCall) -> Result<String, ClientError> {
+        self.submit_keyed(call, &call.run).await
+    }
+
+    /// Submits the agent `call` under the idempotency key `key`: submitting the same key
+    /// again (while Restate keeps it) attaches to the first invocation, running or ended,
+    /// instead of running the agent again. Returns the invocation id.
+    pub async fn submit_keyed(&self, call: &AgentCall, key: &str) -> Result<String, ClientError> {
         let url = format!("{}/CadreAgent/run/send", self.base);
         let body = serde_json::to_vec(call).map_err(|source| ClientError::Encode {
             url: url.clone(),
@@ -111,7 +121,7 @@ impl Ingress {
             .http
             .post(&url)
             .header("content-type", "application/json")
-            .header("idempotency-key", &call.run)
+            .header("idempotency-key", key)
             .body(body);
         let sent: Sent = self.json(&url, request).await?;
         Ok(sent.invocation_id)
@@ -153,6 +163,19 @@ impl Ingress {
         Ok(())
     }
 
+    /// Asks Restate to cancel the invocations `ids` of run `run` (and every call below
+    /// each): a workflow run's items, which have no one primary invocation.
+    pub async fn cancel_items(&self, run: &str, ids: &[String]) -> Result<(), ClientError> {
+        let url = format!("{}/CadreRun/{run}/cancel_items/send", self.base);
+        let request = self
+            .http
+            .post(&url)
+            .json(ids)
+            .timeout(Duration::from_secs(10));
+        let _: serde_json::Value = self.json(&url, request).await?;
+        Ok(())
+    }
+
     /// Registers the service endpoint at `uri` with the Restate server whose admin API is
     /// at `admin` (again, when it was registered before: its services may have changed).
     pub async fn register(admin: &str, uri: &str) -> Result<(), ClientError> {
@@ -187,6 +210,7 @@ impl Ingress {
                 url: url.to_owned(),
                 status: status.as_u16(),
                 body: String::from_utf8_lossy(&body).into_owned(),
+                from_ingress,
             });
         }
         serde_json::from_slice(&body).map_err(|source| ClientError::Answer {
@@ -254,6 +278,13 @@ impl Admin {
     /// after a failed attempt, most tried first: an unreachable worker shows here while the
     /// run waits.
     pub async fn stuck(&self, root: &str) -> Result<Vec<Stuck>, ClientError> {
+        self.stuck_among(&[root.to_owned()]).await
+    }
+
+    /// The invocations of the trees started by the invocations `roots` (a workflow run's
+    /// items, each the root of its own) that Restate is retrying after a failed attempt,
+    /// most tried first.
+    pub async fn stuck_among(&self, roots: &[String]) -> Result<Vec<Stuck>, ClientError> {
         let client = &self.0;
         let url = format!("{}/query", client.base);
         // Every ancestor of an invocation still going is still going too (it awaits it), so
@@ -267,7 +298,7 @@ impl Admin {
             .json(&serde_json::json!({ "query": query }))
             .timeout(Duration::from_secs(10));
         let rows: Rows<Going> = client.json(&url, request).await?;
-        Ok(stuck_in(root, rows.rows))
+        Ok(stuck_in(roots, rows.rows))
     }
 }
 
@@ -285,10 +316,10 @@ struct Going {
     status: String,
 }
 
-/// Those of `going` in the tree under `root` that are backing off after a failure, most
+/// Those of `going` in the trees under `roots` that are backing off after a failure, most
 /// tried first.
-fn stuck_in(root: &str, going: Vec<Going>) -> Vec<Stuck> {
-    let mut tree = std::collections::BTreeSet::from([root.to_owned()]);
+fn stuck_in(roots: &[String], going: Vec<Going>) -> Vec<Stuck> {
+    let mut tree: std::collections::BTreeSet<String> = roots.iter().cloned().collect();
     // Each pass adds the children of what is in the tree; the tree is shallow.
     loop {
         let before = tree.len();
@@ -338,7 +369,7 @@ mod tests {
             going("other", None, "backing-off", 9),
             going("sibling", Some("root"), "backing-off", 5),
         ];
-        let stuck = stuck_in("root", rows);
+        let stuck = stuck_in(&["root".to_owned()], rows);
         let names: Vec<&str> = stuck.iter().map(|s| s.last_failure.as_str()).collect();
         assert_eq!(names, ["failed sibling", "failed grandchild"]);
     }

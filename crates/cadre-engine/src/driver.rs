@@ -318,9 +318,18 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     /// A model request, within the run's slots and budget.
     async fn model(&mut self, work: Work, line: &mut Progress) -> EffectOutcome {
         let run = self.call.run.clone();
-        let grant = match self.slot().await {
+        let (awakeable, granted) = self.slot().await;
+        let grant = match granted {
             Ok(Json(grant)) => grant,
-            Err(e) => return self.failed(&e),
+            Err(e) => {
+                // Cut short (cancelled): the ask is still in line, or its slot was granted
+                // to an agent that will not give it back; either is taken back.
+                self.ctx
+                    .object_client::<CadreRunClient>(run.clone())
+                    .withdraw(awakeable)
+                    .send();
+                return self.failed(&e);
+            }
         };
         let release = |tokens: u64| {
             self.ctx
@@ -371,19 +380,20 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         EffectOutcome::Ran(kept.step)
     }
 
-    /// Asks the run for a model slot within its budget, and waits for it.
-    async fn slot(&self) -> Result<Json<Grant>, TerminalError> {
+    /// Asks the run for a model slot within its budget, and waits for it; the awakeable
+    /// it asked with (to withdraw the ask) and the grant.
+    async fn slot(&self) -> (String, Result<Json<Grant>, TerminalError>) {
         let settings = &self.call.settings;
         let (awakeable, grant) = self.ctx.awakeable::<Json<Grant>>();
         self.ctx
             .object_client::<CadreRunClient>(self.call.run.clone())
             .acquire(Json(Acquire {
-                awakeable,
+                awakeable: awakeable.clone(),
                 max_parallel: settings.max_parallel,
                 budget_tokens: settings.budget_tokens,
             }))
             .send();
-        grant.await
+        (awakeable, grant.await)
     }
 
     /// Gives the slot back with the `tokens` the step spent. Awaited: what the tree spent

@@ -21,6 +21,17 @@ struct Slots {
 }
 
 impl Slots {
+    /// A slot given back: the next in line gets it (its awakeable resolved in `ctx`), else
+    /// it is free.
+    fn pass_on(&mut self, ctx: &ObjectContext<'_>) {
+        match self.queue.pop_front() {
+            Some((awakeable, budget)) => {
+                ctx.resolve_awakeable(&awakeable, Json(self.grant(budget)));
+            }
+            None => self.used = self.used.saturating_sub(1),
+        }
+    }
+
     /// A slot handed out now, under the token budget `budget`.
     fn grant(&self, budget: Option<u64>) -> Grant {
         Grant {
@@ -60,6 +71,20 @@ impl CadreRun {
         }
     }
 
+    /// Cancels the invocations `ids` (a workflow run's items, each a primary invocation of
+    /// its own; Restate cancels every call below each).
+    #[handler]
+    async fn cancel_items(
+        &self,
+        ctx: ObjectContext<'_>,
+        Json(ids): Json<Vec<String>>,
+    ) -> Result<(), HandlerError> {
+        for id in ids {
+            ctx.invocation_handle(id).cancel();
+        }
+        Ok(())
+    }
+
     /// Asks for a model slot: the awakeable is resolved now when one is free, else when one
     /// is given back.
     #[handler]
@@ -84,11 +109,28 @@ impl CadreRun {
     async fn release(&self, ctx: ObjectContext<'_>, tokens: u64) -> Result<(), HandlerError> {
         let mut slots = ctx.get::<Json<Slots>>(SLOTS).await?.unwrap_or_default().0;
         slots.tokens = slots.tokens.saturating_add(tokens);
-        match slots.queue.pop_front() {
-            Some((awakeable, budget)) => {
-                ctx.resolve_awakeable(&awakeable, Json(slots.grant(budget)));
+        slots.pass_on(&ctx);
+        ctx.set(SLOTS, Json(slots));
+        Ok(())
+    }
+
+    /// Takes back the ask of the awakeable `awakeable`, whose agent stopped waiting for
+    /// it (cancelled): its place in line while it is queued, else the slot it was granted
+    /// (passed on), so that no slot is handed to an agent that will never give it back.
+    /// The agent sent its `acquire` before this, and Restate delivers one invocation's
+    /// calls to one object in the order they were sent: the ask is in line or granted.
+    #[handler]
+    async fn withdraw(
+        &self,
+        ctx: ObjectContext<'_>,
+        awakeable: String,
+    ) -> Result<(), HandlerError> {
+        let mut slots = ctx.get::<Json<Slots>>(SLOTS).await?.unwrap_or_default().0;
+        match slots.queue.iter().position(|(a, _)| *a == awakeable) {
+            Some(at) => {
+                slots.queue.remove(at);
             }
-            None => slots.used = slots.used.saturating_sub(1),
+            None => slots.pass_on(&ctx),
         }
         ctx.set(SLOTS, Json(slots));
         Ok(())

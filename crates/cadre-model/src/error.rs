@@ -282,6 +282,22 @@ pub(crate) fn plural_messages(n: usize) -> String {
     }
 }
 
+/// The error kinds that say the provider refuses every request from now on.
+const TERMINAL_KINDS: [&str; 6] = [
+    "authentication_error",
+    "permission_error",
+    "permission_denied",
+    "billing_error",
+    "insufficient_quota",
+    "insufficient_credits",
+];
+
+/// Whether an error's message says the account's credit or quota is spent.
+fn says_no_credit(message: &str) -> bool {
+    let message = message.to_lowercase();
+    message.contains("credit balance is too low") || message.contains("exceeded your current quota")
+}
+
 impl ModelError {
     /// Whether sending the same request again may succeed: 429, 529, 5xx, a broken or
     /// stalled connection, a malformed stream and an `error` event mid-stream.
@@ -317,19 +333,8 @@ impl ModelError {
     /// `code`, which the parsers read only when there is no `type`, so it is not listed: it
     /// comes with a 401, which the status catches.
     pub fn is_terminal(&self) -> bool {
-        const KINDS: [&str; 6] = [
-            "authentication_error",
-            "permission_error",
-            "permission_denied",
-            "billing_error",
-            "insufficient_quota",
-            "insufficient_credits",
-        ];
         let said = |kind: &str, message: &str| {
-            let message = message.to_lowercase();
-            KINDS.contains(&kind.to_lowercase().as_str())
-                || message.contains("credit balance is too low")
-                || message.contains("exceeded your current quota")
+            TERMINAL_KINDS.contains(&kind.to_lowercase().as_str()) || says_no_credit(message)
         };
         match self {
             Self::Api {
@@ -342,6 +347,19 @@ impl ModelError {
             Self::RetriesExhausted { last, .. } => last.is_terminal(),
             _ => false,
         }
+    }
+
+    /// Whether `text`, an error as its `Display` wrote it, says what
+    /// [`is_terminal`](Self::is_terminal) tells from the error itself: a durable engine's
+    /// worker hands its caller only the text of the error that stopped an agent.
+    pub fn text_is_terminal(text: &str) -> bool {
+        let lower = text.to_lowercase();
+        lower.contains("api answered 401 (")
+            || lower.contains("api answered 402 (")
+            || TERMINAL_KINDS
+                .iter()
+                .any(|kind| lower.contains(&format!("({kind})")))
+            || says_no_credit(&lower)
     }
 
     /// Whether the server refused the request as too long for the model's context window
@@ -420,6 +438,8 @@ mod tests {
         ] {
             assert!(e.is_terminal(), "{e}");
             assert!(!e.is_transient(), "{e}");
+            // A worker hands back only the text: it says the same.
+            assert!(ModelError::text_is_terminal(&e.to_string()), "{e}");
         }
         for e in [
             api(429, "rate_limit_error", "slow down"),
@@ -430,6 +450,7 @@ mod tests {
             api(403, "Forbidden", "blocked"),
         ] {
             assert!(!e.is_terminal(), "{e}");
+            assert!(!ModelError::text_is_terminal(&e.to_string()), "{e}");
         }
         let exhausted = ModelError::RetriesExhausted {
             attempts: 3,

@@ -293,7 +293,8 @@ pub struct WorkflowRunCmd {
     /// Give the template's `args.NAME` the value VALUE (repeatable).
     #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = parse_arg)]
     pub args: Vec<(String, String)>,
-    /// The model, limits and the rest, as for `cadre run`.
+    /// The model, limits and the rest, as for `cadre run`; `--engine restate` runs each
+    /// item as a durable call on the workers of a Restate server.
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -3,6 +3,7 @@
 
 use crate::args::{Engine, ResumeCmd};
 use crate::common::engine;
+use crate::common::engine_workflow;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::project::workspace_root;
 use crate::common::run_folders::{caller_of, find, newest, open_run};
@@ -18,7 +19,7 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
     let ResumeCmd { run_id, mut args } = cmd;
     let root = workspace_root(directory.clone())?;
     if let Some(dir) = run_id.as_deref().and_then(|id| engine::find(&root, id)) {
-        return engine::resume(&dir, &args, quiet).await;
+        return resume_engine(&dir, args, directory, quiet).await;
     }
     if args.engine == Engine::Restate {
         return Err(CliError::config(
@@ -31,7 +32,7 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
         let id = |p: &PathBuf| p.file_name().map(std::ffi::OsStr::to_os_string);
         if let Some(dir) = engine::newest_unfinished(&root) {
             if newest(&root, false).is_none_or(|local| id(&local) < id(&dir)) {
-                return engine::resume(&dir, &args, quiet).await;
+                return resume_engine(&dir, args, directory, quiet).await;
             }
         }
     }
@@ -73,4 +74,22 @@ pub async fn resume_cmd(cmd: ResumeCmd, directory: Option<PathBuf>, quiet: bool)
     args.agent = journaled.state.agent_type.clone();
     let session = offering_workflows(Session::prepare(args, directory, quiet)?);
     run(session, Job::Resume(journaled), quiet).await
+}
+
+/// `cadre resume` of the engine run in `dir`: a workflow run goes on with its items, any
+/// other is followed again.
+async fn resume_engine(
+    dir: &std::path::Path,
+    args: crate::args::RunArgs,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Code> {
+    if dir
+        .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
+        .is_file()
+    {
+        let job = engine_workflow::Job::Resume(dir.to_path_buf(), Again::Nothing);
+        return engine_workflow::run(args, job, directory, quiet).await;
+    }
+    engine::resume(dir, &args, quiet).await
 }

@@ -1,9 +1,10 @@
 //! `cadre workflow check|list|run|retry`: a workflow checked without spending a token, the
 //! project's saved workflows, a workflow run, and a run's failed items or one item again.
 
-use crate::args::{WorkflowCheckCmd, WorkflowCommand, WorkflowRetryCmd, WorkflowRunCmd};
+use crate::args::{Engine, WorkflowCheckCmd, WorkflowCommand, WorkflowRetryCmd, WorkflowRunCmd};
 use crate::common::definitions::{load_registry, print_problems};
 use crate::common::display::{fit_lines, one_line, stdout_width};
+use crate::common::engine_workflow;
 use crate::common::exit::{CliError, Code, Result};
 use crate::common::model::model_id;
 use crate::common::project::workspace_root;
@@ -47,6 +48,10 @@ async fn run(
         output: cmd.output.as_deref().map(absolute),
         called_by: None,
     };
+    if cmd.run.engine == Engine::Restate {
+        let job = engine_workflow::Job::Fresh(invocation);
+        return engine_workflow::run(cmd.run, job, directory, quiet).await;
+    }
     workflow_run::run(cmd.run, Job::Fresh(invocation), directory, quiet).await
 }
 
@@ -75,6 +80,16 @@ async fn retry(
     if let Some(output) = cmd.output.as_deref() {
         // Kept: a later resume writes it too.
         invocation.output = Some(absolute(output));
+    }
+    if crate::common::engine::find(root, &cmd.run_id).is_some() {
+        // An engine run goes on on the engine, invoked as its folder now keeps it.
+        let kept = serde_json::to_vec_pretty(&invocation)
+            .map_err(|e| CliError::failed_from("cannot encode the run's invocation", e))?;
+        let file = dir.join(cadre_core::workflow::Workflow::INVOCATION_FILE);
+        std::fs::write(&file, kept)
+            .map_err(|e| CliError::failed_from(format!("cannot write {}", file.display()), e))?;
+        let job = engine_workflow::Job::Resume(dir, again);
+        return engine_workflow::run(cmd.run, job, directory, quiet).await;
     }
     let job = Job::Resume(Box::new(open_run(&dir)?), invocation, again);
     workflow_run::run(cmd.run, job, directory, quiet).await

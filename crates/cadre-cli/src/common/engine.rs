@@ -27,20 +27,26 @@ use workspace::workspace_ref;
 
 /// An engine run, as `engine.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct EngineRun {
-    run: String,
-    invocation: String,
-    ingress: String,
-    agent: String,
-    model: String,
-    task: String,
+pub(crate) struct EngineRun {
+    /// The run id.
+    pub(crate) run: String,
+    /// Its primary invocation (none for a workflow run: each item is one).
+    pub(crate) invocation: String,
+    /// Restate's ingress.
+    pub(crate) ingress: String,
+    /// The primary agent's type (`workflow` for a workflow run).
+    pub(crate) agent: String,
+    /// The model.
+    pub(crate) model: String,
+    /// The task (a workflow run's name).
+    pub(crate) task: String,
     /// Restate's admin API, asked why the run waits (older notes have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    admin: Option<String>,
+    pub(crate) admin: Option<String>,
     /// When the run was submitted, in milliseconds since the Unix epoch: a client that
     /// follows it again counts its time from there (older notes have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    submitted_ms: Option<u64>,
+    pub(crate) submitted_ms: Option<u64>,
 }
 
 /// `cadre run --engine restate TASK`: submits the run and follows it to its end.
@@ -50,17 +56,59 @@ pub async fn run(
     directory: Option<PathBuf>,
     quiet: bool,
 ) -> Result<Code> {
+    let decided = decide(&mut args, directory, quiet)?;
+    let spec = cadre_core::internal::primary_spec(&decided.registry, &args.agent)?.clone();
+    let model = model_id(&args)?;
+    let run = new_run_id();
+    let mut call = agent_call(
+        &args,
+        &decided.registry,
+        spec,
+        &model,
+        &task,
+        run.clone(),
+        decided.permissions.clone(),
+    );
+    let root = decided.root.clone();
+    ready(&mut call, decided, &args, quiet).await?;
+    let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
+    let submitted_ms = now_ms();
+    let invocation = ingress
+        .submit(&call)
+        .await
+        .map_err(|e| not_submitted(&args.restate_url, e))?;
+    let mut meta = EngineRun::new(&args, run, model, task, submitted_ms);
+    meta.invocation = invocation;
+    let dir = write_note(&root, &meta)?;
+    follow(&meta, &dir, &args, quiet).await
+}
+
+/// What an engine run is made from, decided before anything is submitted: the project,
+/// its agent types, the permission rules that travel with the run, and what in the flags
+/// and settings the workers cannot honour.
+pub(crate) struct Decided {
+    /// The project's root.
+    pub(crate) root: PathBuf,
+    /// Its agent types, as the run sends them.
+    pub(crate) registry: Registry,
+    /// The permission mode and rules.
+    pub(crate) permissions: PermissionsSnapshot,
+    /// What the workers would not honour, said.
+    refused: Vec<String>,
+}
+
+/// Decides an engine run from `args` and the project: see [`Decided`].
+pub(crate) fn decide(
+    args: &mut RunArgs,
+    directory: Option<PathBuf>,
+    quiet: bool,
+) -> Result<Decided> {
     let root = workspace_root(directory)?;
     let crate::common::project_items::Decided {
         settings,
         mut registry,
         ..
-    } = crate::common::project_items::decide_run(
-        &mut args,
-        &root,
-        user_dir(true).as_deref(),
-        true,
-    )?;
+    } = crate::common::project_items::decide_run(args, &root, user_dir(true).as_deref(), true)?;
     let mcp = load_servers(&root, &args.mcp, true)?;
     if !quiet {
         settings
@@ -68,24 +116,32 @@ pub async fn run(
             .for_each(|w| errln!("cadre: warning: {w}"));
         print_problems(registry.problems());
     }
-    let mut refused = unhonoured(&args, &settings, mcp.config());
-    refused.extend(hooks_for_workers(&args, &settings, &mut registry, &root));
-    let permissions = crate::common::permissions::rules(&args, &settings.permissions)?.snapshot();
-    let spec = cadre_core::internal::primary_spec(&registry, &args.agent)?.clone();
-    let model = model_id(&args)?;
-    let run = new_run_id();
-    let mut call = agent_call(
-        &args,
-        &registry,
-        spec,
-        &model,
-        &task,
-        run.clone(),
+    let mut refused = unhonoured(args, &settings, mcp.config());
+    refused.extend(hooks_for_workers(args, &settings, &mut registry, &root));
+    let permissions = crate::common::permissions::rules(args, &settings.permissions)?.snapshot();
+    Ok(Decided {
+        root,
+        registry,
         permissions,
-    );
+        refused,
+    })
+}
+
+/// Makes `call` ready to submit: refuses the run (exit 2, naming each) when the workers
+/// would not honour what it asks, then names its workspace (a repository's commit, made
+/// reachable as `refs/cadre/RUN/base`, or the workers' folder).
+pub(crate) async fn ready(
+    call: &mut AgentCall,
+    decided: Decided,
+    args: &RunArgs,
+    quiet: bool,
+) -> Result<()> {
+    let Decided {
+        root, mut refused, ..
+    } = decided;
     // The workers' own check, made here too, before the repository is touched: what they
     // would refuse is not submitted, and leaves no `refs/cadre/RUN/base` behind.
-    refused.extend(cadre_engine::unhonoured(&call));
+    refused.extend(cadre_engine::unhonoured(call));
     refuse(&refused)?;
     // Written before git is asked about uncommitted changes: cadre's own files are not any.
     if let Err(e) = cadre_core::RunDir::write_gitignore(&root) {
@@ -94,37 +150,48 @@ pub async fn run(
     let (workspace, base) = workspace_ref(&root, args.repo.as_deref(), &call.run, quiet).await?;
     call.settings.workspace = workspace;
     call.base = base;
-    let ingress = Ingress::new(&args.restate_url).map_err(CliError::invalid)?;
-    let submitted_ms = now_ms();
-    let invocation = ingress.submit(&call).await.map_err(|e| {
-        CliError::config_from(
-            format!(
-                "cannot submit the run to {} (is a Restate server running there, with a `cadre worker` registered? see docs/engine.md)",
-                args.restate_url
-            ),
-            e,
-        )
-    })?;
-    let meta = EngineRun {
-        run,
-        invocation,
-        ingress: args.restate_url.clone(),
-        agent: args.agent.clone(),
-        model,
-        task,
-        admin: args
-            .restate_admin_url
-            .clone()
-            .or_else(|| Admin::beside(&args.restate_url)),
-        submitted_ms: Some(submitted_ms),
-    };
-    let dir = write_note(&root, &meta)?;
-    follow(&meta, &dir, &args, quiet).await
+    Ok(())
+}
+
+/// The error of a submission Restate did not take.
+pub(crate) fn not_submitted(ingress: &str, e: cadre_engine::client::ClientError) -> CliError {
+    CliError::config_from(
+        format!(
+            "cannot submit the run to {ingress} (is a Restate server running there, with a `cadre worker` registered? see docs/engine.md)"
+        ),
+        e,
+    )
+}
+
+impl EngineRun {
+    /// The note of run `run`, submitted now (`submitted_ms`) with `args`, of `task` on
+    /// `model`; its invocation filled in once it is known.
+    pub(crate) fn new(
+        args: &RunArgs,
+        run: String,
+        model: String,
+        task: String,
+        submitted_ms: u64,
+    ) -> Self {
+        Self {
+            run,
+            invocation: String::new(),
+            ingress: args.restate_url.clone(),
+            agent: args.agent.clone(),
+            model,
+            task,
+            admin: args
+                .restate_admin_url
+                .clone()
+                .or_else(|| Admin::beside(&args.restate_url)),
+            submitted_ms: Some(submitted_ms),
+        }
+    }
 }
 
 /// The call that starts the run `run`'s primary agent `spec` on `model` with `task`, and
 /// the settings it carries to the workers (the workspace filled in later).
-fn agent_call(
+pub(crate) fn agent_call(
     args: &RunArgs,
     registry: &Registry,
     spec: AgentSpec,
@@ -149,6 +216,7 @@ fn agent_call(
             // The caller's trace, if it is in one: the primary's span is its child.
             trace: cadre_tools::trace_context::traceparent()
                 .or_else(|| std::env::var("TRACEPARENT").ok()),
+            output_schema: None,
         },
         // Filled in below, once the call is known to be honoured.
         base: None,
@@ -169,7 +237,7 @@ fn agent_call(
 }
 
 /// Makes the run's folder and writes its note (`engine.json`) there.
-fn write_note(root: &Path, meta: &EngineRun) -> Result<RunDir> {
+pub(crate) fn write_note(root: &Path, meta: &EngineRun) -> Result<RunDir> {
     let dir = RunDir::create_named(&RunDir::runs_root(root), &meta.run)?;
     let note = serde_json::to_vec_pretty(meta)
         .map_err(|e| CliError::failed_from("cannot encode the engine run's note", e))?;
@@ -187,13 +255,33 @@ pub fn find(root: &Path, id: &str) -> Option<PathBuf> {
 }
 
 /// The newest engine run in `root`'s run folders that this client has not seen end (no
-/// `summary.json` yet): a run whose client was stopped, perhaps still going on the engine.
+/// `summary.json` yet): a run whose client was stopped, perhaps still going on the engine;
+/// or a workflow run that stopped early in a way a resume goes on from (cancelled, or
+/// refused by the provider).
 pub fn newest_unfinished(root: &Path) -> Option<PathBuf> {
     let dirs = RunDir::all_in(&RunDir::runs_root(root)).unwrap_or_default();
     dirs.into_iter()
         .rev()
-        .find(|d| d.engine_file().is_file() && !d.summary_file().is_file())
+        .find(|d| d.engine_file().is_file() && (!d.summary_file().is_file() || goes_on(d)))
         .map(|d| d.path().to_path_buf())
+}
+
+/// Whether the engine workflow run `dir` ended with a stop a resume goes on from.
+fn goes_on(dir: &RunDir) -> bool {
+    if !dir
+        .path()
+        .join(cadre_core::workflow::Workflow::INVOCATION_FILE)
+        .is_file()
+    {
+        return false;
+    }
+    /// What of `summary.json` tells.
+    #[derive(Deserialize)]
+    struct Ended {
+        stop: cadre_core::StopKind,
+    }
+    let summary = std::fs::read_to_string(dir.summary_file()).unwrap_or_default();
+    serde_json::from_str::<Ended>(&summary).is_ok_and(|s| s.stop.resumes())
 }
 
 /// `cadre resume RUN_ID` of an engine run: attaches to it again and follows it.
@@ -402,7 +490,7 @@ fn ended(meta: &EngineRun, report: Delegated, elapsed_ms: u64) -> (AgentOutcome,
 }
 
 /// Milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -411,13 +499,13 @@ fn now_ms() -> u64 {
 /// What the client last said about invocations Restate keeps retrying, so that it speaks
 /// when the reason changes, and again every ten seconds while it lasts.
 #[derive(Default)]
-struct Waiting {
+pub(crate) struct Waiting {
     said: Option<(String, Instant)>,
 }
 
 impl Waiting {
     /// The line to show now for `stuck`, if any.
-    fn update(&mut self, stuck: &[Stuck]) -> Option<String> {
+    pub(crate) fn update(&mut self, stuck: &[Stuck]) -> Option<String> {
         let Some(first) = stuck.first() else {
             return self
                 .said
@@ -465,7 +553,7 @@ fn why(failure: &str) -> String {
 
 /// Writes the transcripts the workers kept into the run folder, as a local run's are, so
 /// that every `cadre runs` command reads an engine run the same way.
-async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
+pub(crate) async fn keep_transcripts(ingress: &Ingress, run: &str, dir: &RunDir) {
     let transcripts = match ingress.transcripts(run).await {
         Ok(t) => t,
         Err(e) => {

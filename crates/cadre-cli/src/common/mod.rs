@@ -9,6 +9,7 @@ pub mod claude_settings;
 pub mod definitions;
 pub mod display;
 pub mod engine;
+pub mod engine_workflow;
 pub mod exit;
 pub mod hooks;
 pub mod logging;

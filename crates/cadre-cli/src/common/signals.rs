@@ -57,7 +57,7 @@ pub fn watch_endings() -> watch::Receiver<Option<Ending>> {
 }
 
 /// The next delivery of a watched signal; `None` once it cannot come (or was never watched).
-async fn next(s: &mut Option<Signal>) -> Option<()> {
+pub(crate) async fn next(s: &mut Option<Signal>) -> Option<()> {
     match s {
         Some(s) => s.recv().await,
         None => None,

@@ -201,6 +201,14 @@ impl LiveBlock {
         ));
     }
 
+    /// Says `line` on stderr above the block.
+    pub fn note(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| errln!("{line}")),
+            None => errln!("{line}"),
+        }
+    }
+
     /// The workflow's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -11,7 +11,7 @@ use crate::common::workflow_output::{
     tell_start, type_table, LiveBlock, OutputFile, Progress, ResultTeller,
 };
 use cadre_core::workflow::{ItemCall, WorkItem, Workflow as Run};
-use cadre_core::{JournaledRun, Orchestrator, RunSummary, StopKind};
+use cadre_core::{JournaledRun, Orchestrator, Registry, RunDir, RunSummary, StopKind};
 use cadre_workflow::{Item, ItemError, Prompts, Workflow, WorkflowError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -82,8 +82,10 @@ pub async fn run(
     quiet: bool,
 ) -> Result<Code> {
     if args.engine == Engine::Restate {
+        // An engine run is run by engine_workflow; a run of this process has its journal
+        // here, and the engine has none of it.
         return Err(CliError::config(
-            "--engine restate does not run workflows yet; run it here (without --engine)",
+            "--engine restate: this workflow run ran here, and goes on here (without --engine)",
         ));
     }
     let invocation = match &job {
@@ -97,7 +99,7 @@ pub async fn run(
     let mut endings = signals::watch_endings();
     let format = args.output_format;
     let mut session = Session::prepare(args, directory, quiet)?;
-    let workflow = load(&invocation, &session, quiet)?;
+    let workflow = load(&invocation, &session.registry, quiet)?;
     let concurrency = invocation
         .concurrency
         .unwrap_or(workflow.file.map.concurrency);
@@ -138,7 +140,7 @@ pub async fn run(
     };
     live.finish();
     let summary = driven?;
-    let mut code = finish(&orchestrator, &summary, format, quiet);
+    let mut code = finish(orchestrator.run_dir().as_ref(), &summary, format, quiet);
     let p = progress.lock().unwrap_or_else(|e| e.into_inner());
     if code == Code::Done && p.completed < p.done {
         // A script must tell 200 failed items from 200 completed ones.
@@ -150,15 +152,18 @@ pub async fn run(
 
 /// A workflow file read and checked, with its templates and arguments.
 pub(crate) struct Loaded {
-    /// The file as read.
+    /// The file.
     pub(crate) file: Workflow,
-    prompts: Arc<Prompts>,
-    args: Arc<Map<String, Value>>,
+    /// Its templates.
+    pub(crate) prompts: Arc<Prompts>,
+    /// The arguments its templates read.
+    pub(crate) args: Arc<Map<String, Value>>,
 }
 
-/// Reads and checks the workflow file of `invocation`: a problem (a missing field, an
-/// unknown agent type, a bad template) is a usage error naming every one.
-pub(crate) fn load(invocation: &Invocation, session: &Session, quiet: bool) -> Result<Loaded> {
+/// Reads and checks the workflow file of `invocation` against the agent types of
+/// `registry`: a problem (a missing field, an unknown agent type, a bad template) is a
+/// usage error naming every one.
+pub(crate) fn load(invocation: &Invocation, registry: &Registry, quiet: bool) -> Result<Loaded> {
     let (file, warnings) = Workflow::load(&invocation.file).map_err(CliError::invalid)?;
     if !quiet {
         warnings
@@ -168,7 +173,7 @@ pub(crate) fn load(invocation: &Invocation, session: &Session, quiet: bool) -> R
     let mut problems: Vec<String> = file
         .problems(&[], invocation.input.as_deref())
         .iter()
-        .chain(&file.check_agents(&session.registry))
+        .chain(&file.check_agents(registry))
         .map(ToString::to_string)
         .collect();
     let prompts = file.prompts().map_err(WorkflowError::from);
@@ -195,7 +200,7 @@ pub(crate) fn load(invocation: &Invocation, session: &Session, quiet: bool) -> R
 
 /// How many items the input has, read once without keeping them (for the live block's
 /// queue and ETA); 0 when it cannot be read (the run then says why).
-fn count_items(workflow: &Loaded, invocation: &Invocation, root: &Path) -> u64 {
+pub(crate) fn count_items(workflow: &Loaded, invocation: &Invocation, root: &Path) -> u64 {
     workflow
         .file
         .items(invocation.input.as_deref(), root)
@@ -257,7 +262,7 @@ impl Loaded {
 
 /// One item of the input made into its call: its map prompt rendered; bad input, or a
 /// prompt that does not render, said.
-fn work_item(
+pub(crate) fn work_item(
     item: std::result::Result<Item, ItemError>,
     map: &cadre_workflow::MapStep,
     prompts: &Prompts,
@@ -335,14 +340,13 @@ impl Watched<'_> {
     }
 }
 
-/// Tells the end of the run; its exit code.
-fn finish(
-    orchestrator: &Orchestrator,
+/// Tells the end of the run whose folder is `dir`; its exit code.
+pub(crate) fn finish(
+    dir: Option<&RunDir>,
     summary: &RunSummary,
     format: OutputFormat,
     quiet: bool,
 ) -> Code {
-    let dir = orchestrator.run_dir();
     match format {
         OutputFormat::Json | OutputFormat::StreamJson => {
             let mut v = serde_json::to_value(summary).unwrap_or_default();
@@ -370,7 +374,7 @@ fn finish(
             }
         }
     }
-    if let (StopKind::ModelError(why), Some(dir)) = (&summary.stop, &dir) {
+    if let (StopKind::ModelError(why), Some(dir)) = (&summary.stop, dir) {
         errln!("cadre: no item started after the provider refused the run: {why}");
         errln!(
             "cadre: once it answers again, `cadre resume {}` goes on with the items left",

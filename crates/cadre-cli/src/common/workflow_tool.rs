@@ -128,7 +128,7 @@ impl ProjectWorkflows {
             output: None,
             called_by: Some(call.called_by.clone()),
         });
-        let loaded = load(&invocation, &session, true).map_err(|e| e.to_string())?;
+        let loaded = load(&invocation, &session.registry, true).map_err(|e| e.to_string())?;
         if call.read_only {
             refuse_writers(&loaded.file, &session.registry)?;
         }

@@ -303,6 +303,15 @@ pub const KNOWN_KEYS: [&str; 24] = [
 ];
 
 impl AgentSpec {
+    /// The model id its agents talk to under a parent on `parent_model`: its own, aliases
+    /// resolved, or the parent's when it inherits.
+    pub fn model_under(&self, parent_model: &str) -> String {
+        match self.model.as_str() {
+            INHERIT_MODEL => parent_model.to_owned(),
+            other => cadre_model::resolve_model_alias(other).to_owned(),
+        }
+    }
+
     /// Its limits, with `max_turns` as a turn limit: the tighter of the two holds.
     pub fn agent_limits(&self) -> AgentLimits {
         let turns = AgentLimits::new(None, Some(self.max_turns), None);

@@ -15,6 +15,22 @@ pub const INDEX_FILE: &str = "index.json";
 /// What a run on a durable engine leaves in its folder: how to find the run again.
 pub const ENGINE_FILE: &str = "engine.json";
 
+/// What a workflow run on a durable engine sends each item with (settings, agent types,
+/// rules, workspace), kept so a resume sends what the run began with.
+pub const ENGINE_CALL_FILE: &str = "engine-call.json";
+
+/// The records of a workflow run's agents that ended on a durable engine, one a line, kept
+/// across the run's parts.
+pub const ENGINE_RECORDS_FILE: &str = "engine-records.jsonl";
+
+/// The attempts a workflow run on a durable engine submitted, one a line (call, attempt,
+/// agent, invocation), each written before it goes out.
+pub const ENGINE_SUBMITTED_FILE: &str = "engine-submitted.jsonl";
+
+/// The mark of a `workflow retry --failed` on a durable engine that has not ended yet: a
+/// resume of the run goes on retrying its failed items.
+pub const ENGINE_RETRYING_FILE: &str = "engine-retrying";
+
 /// The folder of a run's whole subagent answers that were too long for a tool result.
 pub const RESULTS_DIR: &str = "results";
 
@@ -186,6 +202,26 @@ impl RunDir {
     /// The note a run on a durable engine leaves (`engine.json`).
     pub fn engine_file(&self) -> PathBuf {
         self.dir.join(ENGINE_FILE)
+    }
+
+    /// The call an engine workflow run sends each item with (`engine-call.json`).
+    pub fn engine_call_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_CALL_FILE)
+    }
+
+    /// The records of an engine workflow run's ended agents (`engine-records.jsonl`).
+    pub fn engine_records_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_RECORDS_FILE)
+    }
+
+    /// The attempts an engine workflow run submitted (`engine-submitted.jsonl`).
+    pub fn engine_submitted_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_SUBMITTED_FILE)
+    }
+
+    /// The mark of an engine workflow retry not yet ended (`engine-retrying`).
+    pub fn engine_retrying_file(&self) -> PathBuf {
+        self.dir.join(ENGINE_RETRYING_FILE)
     }
 
     /// The folder of whole answers too long for a tool result (`results/`).

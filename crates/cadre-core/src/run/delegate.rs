@@ -37,6 +37,9 @@ pub struct DelegatedCall {
     /// `invoke_agent` span is its child, wherever it runs, so the run stays one trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The JSON Schema its answer must be valid against (a workflow item's typed answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// What a subagent run elsewhere brought back.

@@ -207,6 +207,7 @@ async fn an_orchestrator_runs_once_and_a_type_typo_fails_at_build() {
         description: "again".into(),
         prompt: "Say hi".into(),
         trace: None,
+        output_schema: None,
     };
     let (outcome, records) = o.run_delegated(&call).await;
     assert!(records.is_empty());

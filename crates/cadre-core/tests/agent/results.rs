@@ -548,6 +548,7 @@ async fn a_delegated_agent_stopped_by_an_answer_it_could_not_keep_says_why() {
         description: "review".into(),
         prompt: "PARENT task".into(),
         trace: None,
+        output_schema: None,
     };
     let (outcome, _) = o.run_delegated(&call).await;
     match &outcome.stop {

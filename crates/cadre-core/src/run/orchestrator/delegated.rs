@@ -6,6 +6,7 @@ use super::run_context::{open_transcript, RunParts};
 use super::Orchestrator;
 use crate::record::run_dir::RunDir;
 use crate::record::usage::AgentRecord;
+use crate::run::answer::AnswerSchema;
 use crate::run::delegate::DelegatedCall;
 use crate::vocab::outcome::{AgentOutcome, StopKind};
 use std::sync::Arc;
@@ -52,13 +53,23 @@ impl Orchestrator {
             }
         }
         let run = self.context(parts, self.new_team(None), false);
-        let me = AgentHandle::new(
+        let mut me = AgentHandle::new(
             run,
             call.path.clone(),
             call.depth,
             call.model.clone(),
             self.config.workspace.clone(),
         );
+        if let Some(schema) = &call.output_schema {
+            match AnswerSchema::new(schema) {
+                Ok(answer) => me.answer = Some(answer),
+                Err(why) => {
+                    // The caller checks the schema first: this is a call sent some other way.
+                    let stop = StopKind::Other(format!("bad output schema: {why}"));
+                    return (AgentOutcome::new(String::new(), stop), Vec::new());
+                }
+            }
+        }
         let start = Start::Fresh(&call.prompt);
         let cancel = self.cancel.child_token();
         let agent = self.run_agent(&spec, me, &call.description, start, cancel, false);

@@ -141,6 +141,23 @@ impl ItemResult {
     /// The outcome of an item that is bad input.
     pub const BAD_INPUT: &'static str = "failed: bad input";
 
+    /// The result of item `key` with `outcome`, and nothing else known yet (for a driver
+    /// other than cadre-core's, which fills in the rest).
+    pub fn new(key: impl Into<String>, outcome: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            call: None,
+            outcome: outcome.into(),
+            output: Value::Null,
+            usage: Usage::default(),
+            agent: None,
+            line: None,
+            error: None,
+            attempts: 0,
+            ran_now: false,
+        }
+    }
+
     /// Whether the item's agent finished its work.
     pub fn is_completed(&self) -> bool {
         self.outcome == crate::vocab::outcome::Outcome::Completed.label()

@@ -11,8 +11,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The results file being written.
-pub(crate) struct ResultsFile {
+/// The results file being written (a workflow run's, here or on a durable engine).
+pub struct ResultsFile {
     path: PathBuf,
     /// Where the lines go: `path` itself for a new run, else a `.partial` file beside it.
     writing: PathBuf,
@@ -23,7 +23,7 @@ impl ResultsFile {
     /// A new results file at `path`, written in place when there is none yet, else beside
     /// the earlier one until [`finish`](Self::finish) replaces it; `None` for a run without
     /// a folder, whose results go only to the caller.
-    pub(crate) fn create(path: Option<PathBuf>) -> Self {
+    pub fn create(path: Option<PathBuf>) -> Self {
         let path = path.unwrap_or_default();
         let writing = if path.exists() {
             let mut name = path.clone().into_os_string();
@@ -47,7 +47,7 @@ impl ResultsFile {
     }
 
     /// Ends the writing: the new file takes the earlier one's place.
-    pub(crate) fn finish(&mut self) {
+    pub fn finish(&mut self) {
         if self.file.take().is_none() || self.writing == self.path {
             return;
         }
@@ -57,12 +57,12 @@ impl ResultsFile {
     }
 
     /// Where it is.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends `result`'s line, whole, in one write.
-    pub(crate) fn write(&mut self, result: &ItemResult) {
+    pub fn write(&mut self, result: &ItemResult) {
         let Some(file) = &mut self.file else {
             return;
         };
@@ -113,13 +113,22 @@ impl ResultsDigest {
 /// An item's output and error from how its agent stopped and its final text: a typed
 /// answer is its JSON value, any other the text; a stop other than `Done` is the error.
 pub(crate) fn output_of(stop: &StopKind, text: &str, typed: bool) -> (Value, Option<String>) {
-    if !stop.is_done() {
-        return (Value::String(text.to_owned()), Some(stop.to_string()));
-    }
-    if typed {
-        if let Ok(value) = serde_json::from_str(text) {
-            return (value, None);
+    ItemResult::output_of(stop, text, typed)
+}
+
+impl ItemResult {
+    /// An item's output and error from how its agent `stop`ped and its final `text`: a
+    /// `typed` answer is its JSON value, any other the text; a stop other than `Done` is
+    /// the error (for a driver other than cadre-core's, too).
+    pub fn output_of(stop: &StopKind, text: &str, typed: bool) -> (Value, Option<String>) {
+        if !stop.is_done() {
+            return (Value::String(text.to_owned()), Some(stop.to_string()));
         }
+        if typed {
+            if let Ok(value) = serde_json::from_str(text) {
+                return (value, None);
+            }
+        }
+        (Value::String(text.to_owned()), None)
     }
-    (Value::String(text.to_owned()), None)
 }

@@ -198,6 +198,7 @@ impl Orchestrator {
             prompt: task.prompt.to_owned(),
             // The current span is the `Task` call's.
             trace: cadre_tools::trace_context::traceparent(),
+            output_schema: None,
         };
         let done = tokio::select! {
             done = delegate.run(call) => done,
