@@ -22,8 +22,10 @@ pub struct ToolSet {
     // The `Task` tool as itself, when the set holds it: a call that forks the agent is
     // handed the agent's conversation through it, typed.
     task: Option<Arc<dyn Forking>>,
-    // What the runs its calls started spent, by call id, until journaled with the result.
-    spent: Spent,
+    // What the runs its calls started spent, by call id, until journaled with the result;
+    // made only for a set with a tool that starts runs (the `Workflow` tool), as every
+    // agent has a set and most never need it.
+    spent: Option<Spent>,
 }
 
 /// What the runs an agent's calls started spent, by call id (see [`ToolSet::spent`]).
@@ -58,13 +60,13 @@ impl ToolSet {
 
     /// Where a tool tells what a run its call started spent (the `Workflow` tool), by the
     /// call's id: journaled with the call's result as the agent's own spend.
-    pub(crate) fn spent(&self) -> Spent {
-        self.spent.clone()
+    pub(crate) fn spent(&mut self) -> Spent {
+        self.spent.get_or_insert_with(Spent::default).clone()
     }
 
     /// What the run the call `call_id` started spent, if it started one; told once.
     pub(crate) fn take_spent(&self, call_id: &str) -> Option<cadre_model::Usage> {
-        self.spent.remove(call_id).map(|(_, usage)| usage)
+        self.spent.as_ref()?.remove(call_id).map(|(_, usage)| usage)
     }
 
     /// Adds the `Task` tool, replacing one of the same name: calls that fork the agent
