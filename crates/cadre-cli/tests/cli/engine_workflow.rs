@@ -156,6 +156,12 @@ fn spawn_run(dir: &Path, fleet: &Fleet, home: &Path, model: &str, extra: &[&str]
         .unwrap()
 }
 
+/// Sends `signal` to the client `child`, as a terminal would.
+fn signal(child: &Child, signal: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, signal).unwrap();
+}
+
 /// The items numbered in `held` (their model requests held at the mock) as the roster of
 /// run `id` shows them at work, with the worker each is on, once it shows them all. Only
 /// those are counted: an item that has just ended can still be on the roster a moment.
@@ -731,11 +737,7 @@ async fn ctrl_c_cancels_the_items_on_the_engine_exits_130_and_resume_completes_t
     let home = tempfile::tempdir().unwrap();
     let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
     assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    signal(&client, nix::sys::signal::Signal::SIGINT);
     // A running step is not cut off: the held requests end, and nothing comes after them.
     held.open();
     let out = finish(client).await;
@@ -781,11 +783,7 @@ async fn sighup_leaves_the_items_running_on_the_engine_exits_129_and_resume_atta
     let home = tempfile::tempdir().unwrap();
     let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
     assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
-        nix::sys::signal::Signal::SIGHUP,
-    )
-    .unwrap();
+    signal(&client, nix::sys::signal::Signal::SIGHUP);
     let out = finish(client).await;
     assert_eq!(out.code, 129, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("cadre resume"), "{}", out.stderr);
@@ -830,11 +828,7 @@ async fn a_line_inserted_above_before_a_resume_takes_no_finished_items_agent() {
     let home = tempfile::tempdir().unwrap();
     let client = spawn_run(dir.path(), &fleet, home.path(), &mock.uri(), &[]);
     assert!(held.wait_for(AT_ONCE, Duration::from_secs(120)).await);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    signal(&client, nix::sys::signal::Signal::SIGINT);
     held.open();
     let out = finish(client).await;
     assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
@@ -920,11 +914,7 @@ async fn an_item_cancelled_while_it_waits_for_a_model_slot_leaves_none_taken() {
     let waiting = |s: &Value| s["queue"].as_array().is_some_and(|q| q.len() == 1);
     let before = slots_once(&fleet, &id, waiting).await;
     assert!(waiting(&before), "{before}");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    signal(&client, nix::sys::signal::Signal::SIGINT);
     held.open();
     let out = finish(client).await;
     assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
